@@ -1,0 +1,438 @@
+//! Kafka Connect `JsonConverter` encoding, byte-compatible with Debezium's output.
+//!
+//! With `schemas.enable=true` every key and value is `{"schema":<schema>,"payload":<payload>}`;
+//! with `false` only the payload is written. Struct fields keep schema order, bytes (and
+//! `Decimal`s) are base64, floating point numbers use Java's `Double.toString` format, strings are
+//! escaped the way Jackson escapes them. Schema JSON is produced once per `Arc<Schema>` and then
+//! copied (see [`Schema::json`]).
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::event::{ChangeEvent, Record, Schema, SchemaType, Value};
+
+/// Options of the JSON encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonOptions {
+    /// Wrap key and value in `{"schema":..,"payload":..}` (`schemas.enable`).
+    #[serde(rename = "schemas.enable", default = "default_true")]
+    pub schemas_enable: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for JsonOptions {
+    fn default() -> Self {
+        JsonOptions {
+            schemas_enable: true,
+        }
+    }
+}
+
+/// Encodes events as JSON.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JsonEncoder {
+    options: JsonOptions,
+}
+
+impl JsonEncoder {
+    /// An encoder with the given options.
+    pub fn new(options: JsonOptions) -> Self {
+        JsonEncoder { options }
+    }
+
+    /// Appends the JSON of a key or value record (`null` for `None`).
+    pub fn encode_record(&self, record: Option<&Record>, out: &mut Vec<u8>) {
+        match record {
+            None => out.extend_from_slice(b"null"),
+            Some(r) if self.options.schemas_enable => {
+                out.extend_from_slice(b"{\"schema\":");
+                out.extend_from_slice(r.schema.json().as_bytes());
+                out.extend_from_slice(b",\"payload\":");
+                write_value(&r.schema, &r.value, out);
+                out.push(b'}');
+            }
+            Some(r) => write_value(&r.schema, &r.value, out),
+        }
+    }
+
+    /// Appends one JSON line `{"topic":..,"key":..,"value":..}` (plus `"headers"` when asked and
+    /// present) and a newline, the layout of Debezium's reference output.
+    pub fn encode_line(&self, event: &ChangeEvent, with_headers: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"topic\":");
+        write_string(&event.topic, out);
+        out.extend_from_slice(b",\"key\":");
+        self.encode_record(event.key.as_ref(), out);
+        out.extend_from_slice(b",\"value\":");
+        self.encode_record(event.value.as_ref(), out);
+        if with_headers && !event.headers.is_empty() {
+            out.extend_from_slice(b",\"headers\":{");
+            for (i, h) in event.headers.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(&h.name, out);
+                out.push(b':');
+                write_string(&String::from_utf8_lossy(&h.value), out);
+            }
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"}\n");
+    }
+}
+
+/// The JsonConverter schema JSON of `schema`, with a `"field"` member when given.
+pub fn schema_to_json(schema: &Schema, field: Option<&str>) -> String {
+    let mut out = Vec::with_capacity(256);
+    write_schema(schema, field, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_schema(schema: &Schema, field: Option<&str>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(schema.kind().connect_name().as_bytes());
+    out.push(b'"');
+    match schema.kind() {
+        SchemaType::Struct => {
+            out.extend_from_slice(b",\"fields\":[");
+            for (i, f) in schema.fields().iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_schema(&f.schema, Some(&f.name), out);
+            }
+            out.push(b']');
+        }
+        SchemaType::Array => {
+            if let Some(items) = schema.items() {
+                out.extend_from_slice(b",\"items\":");
+                write_schema(items, None, out);
+            }
+        }
+        SchemaType::Map => {
+            if let (Some(k), Some(v)) = (schema.map_key(), schema.items()) {
+                out.extend_from_slice(b",\"keys\":");
+                write_schema(k, None, out);
+                out.extend_from_slice(b",\"values\":");
+                write_schema(v, None, out);
+            }
+        }
+        _ => {}
+    }
+    out.extend_from_slice(if schema.is_optional() {
+        b",\"optional\":true"
+    } else {
+        b",\"optional\":false"
+    });
+    if let Some(name) = schema.name() {
+        out.extend_from_slice(b",\"name\":");
+        write_string(name, out);
+    }
+    if let Some(version) = schema.version() {
+        out.extend_from_slice(b",\"version\":");
+        out.extend_from_slice(itoa::Buffer::new().format(version).as_bytes());
+    }
+    if let Some(doc) = schema.doc() {
+        out.extend_from_slice(b",\"doc\":");
+        write_string(doc, out);
+    }
+    if let Some(params) = schema.parameters() {
+        out.extend_from_slice(b",\"parameters\":{");
+        for (i, (k, v)) in params.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_string(k, out);
+            out.push(b':');
+            write_string(v, out);
+        }
+        out.push(b'}');
+    }
+    if let Some(default) = schema.default_value() {
+        out.extend_from_slice(b",\"default\":");
+        write_value(schema, default, out);
+    }
+    if let Some(field) = field {
+        out.extend_from_slice(b",\"field\":");
+        write_string(field, out);
+    }
+    out.push(b'}');
+}
+
+/// Appends the payload JSON of `value` under `schema`.
+pub fn write_value(schema: &Schema, value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Int8(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        Value::Int16(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        Value::Int32(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        Value::Int64(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+        Value::Float32(v) => write_java_float(f64::from(*v), Some(*v), out),
+        Value::Float64(v) => write_java_float(*v, None, out),
+        Value::String(s) => write_string(s, out),
+        Value::Bytes(b) => {
+            out.push(b'"');
+            let start = out.len();
+            out.resize(start + base64::encoded_len(b.len(), true).unwrap_or(0), 0);
+            let written = base64::engine::general_purpose::STANDARD
+                .encode_slice(b, &mut out[start..])
+                .unwrap_or(0);
+            out.truncate(start + written);
+            out.push(b'"');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            let item_schema = schema.items();
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                match item_schema {
+                    Some(s) => write_value(s, item, out),
+                    None => write_value(schema, item, out),
+                }
+            }
+            out.push(b']');
+        }
+        Value::Map(entries) => write_map(schema, entries, out),
+        Value::Struct(st) => {
+            out.push(b'{');
+            for (i, (field, v)) in st.schema().fields().iter().zip(st.values()).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(&field.name, out);
+                out.push(b':');
+                write_value(&field.schema, v, out);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn write_map(schema: &Schema, entries: &[(Value, Value)], out: &mut Vec<u8>) {
+    let (key_schema, value_schema) = (schema.map_key(), schema.items());
+    let string_keys = key_schema.is_none_or(|k| k.kind() == SchemaType::String)
+        && entries.iter().all(|(k, _)| k.as_str().is_some());
+    let write_v = |v: &Value, out: &mut Vec<u8>| match value_schema {
+        Some(s) => write_value(s, v, out),
+        None => write_value(schema, v, out),
+    };
+    if string_keys {
+        out.push(b'{');
+        for (i, (k, v)) in entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_string(k.as_str().unwrap_or_default(), out);
+            out.push(b':');
+            write_v(v, out);
+        }
+        out.push(b'}');
+    } else {
+        // Connect writes maps with non-string keys as an array of [key, value] pairs.
+        out.push(b'[');
+        for (i, (k, v)) in entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'[');
+            match key_schema {
+                Some(s) => write_value(s, k, out),
+                None => write_value(schema, k, out),
+            }
+            out.push(b',');
+            write_v(v, out);
+            out.push(b']');
+        }
+        out.push(b']');
+    }
+}
+
+/// Appends a JSON string escaped as Jackson does: `"`, `\`, and control characters; short forms
+/// for `\b \t \n \f \r`, `\u00XX` (upper-case hex) for the rest; everything else raw UTF-8.
+pub fn write_string(s: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            0x09 => b't',
+            0x0a => b'n',
+            0x0c => b'f',
+            0x0d => b'r',
+            0x00..=0x1f => 0,
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if short != 0 {
+            out.extend_from_slice(&[b'\\', short]);
+        } else {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Appends a number as Java's `Double.toString` / `Float.toString` print it (Jackson's output):
+/// plain notation for magnitudes in [1e-3, 1e7), else `d.dddE±n`; `"NaN"`/`"Infinity"` quoted.
+fn write_java_float(v: f64, single: Option<f32>, out: &mut Vec<u8>) {
+    if v.is_nan() {
+        out.extend_from_slice(b"\"NaN\"");
+        return;
+    }
+    if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 {
+            b"\"Infinity\""
+        } else {
+            b"\"-Infinity\""
+        });
+        return;
+    }
+    let mut buf = ryu::Buffer::new();
+    let shortest = match single {
+        Some(f) => buf.format_finite(f),
+        None => buf.format_finite(v),
+    };
+    let (negative, digits, exp) = decompose(shortest);
+    if negative {
+        out.push(b'-');
+    }
+    if digits == "0" {
+        out.extend_from_slice(b"0.0");
+        return;
+    }
+    // value = 0.d1d2d3... * 10^exp  (exp = position of the decimal point)
+    let abs = v.abs();
+    if (1e-3..1e7).contains(&abs) {
+        let d = digits.as_bytes();
+        if exp <= 0 {
+            out.extend_from_slice(b"0.");
+            out.extend(std::iter::repeat_n(b'0', exp.unsigned_abs() as usize));
+            out.extend_from_slice(d);
+        } else {
+            let point = exp as usize;
+            if d.len() <= point {
+                out.extend_from_slice(d);
+                out.extend(std::iter::repeat_n(b'0', point - d.len()));
+                out.extend_from_slice(b".0");
+            } else {
+                out.extend_from_slice(&d[..point]);
+                out.push(b'.');
+                out.extend_from_slice(&d[point..]);
+            }
+        }
+    } else {
+        let d = digits.as_bytes();
+        out.push(d[0]);
+        out.push(b'.');
+        if d.len() > 1 {
+            out.extend_from_slice(&d[1..]);
+        } else {
+            out.push(b'0');
+        }
+        out.push(b'E');
+        out.extend_from_slice(itoa::Buffer::new().format(exp - 1).as_bytes());
+    }
+}
+
+/// Splits ryu output into sign, significant digits (no leading/trailing zeros) and the decimal
+/// exponent `e` such that value = 0.DIGITS × 10^e.
+fn decompose(s: &str) -> (bool, String, i32) {
+    let (negative, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (mantissa, exp_part) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], s[i + 1..].parse::<i32>().unwrap_or(0)),
+        None => (s, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = format!("{int_part}{frac_part}");
+    let leading = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_start_matches('0').trim_end_matches('0');
+    if digits.is_empty() {
+        return (negative, "0".to_owned(), 0);
+    }
+    let point = int_part.len() as i32 - leading as i32 + exp_part;
+    (negative, digits.to_owned(), point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn java(v: f64) -> String {
+        let mut out = Vec::new();
+        write_java_float(v, None, &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    #[test]
+    fn doubles_print_like_java() {
+        assert_eq!(java(0.0), "0.0");
+        assert_eq!(java(1.0), "1.0");
+        assert_eq!(java(-2.5), "-2.5");
+        assert_eq!(java(123.456), "123.456");
+        assert_eq!(java(0.001), "0.001");
+        assert_eq!(java(0.0001), "1.0E-4");
+        assert_eq!(java(1234567.0), "1234567.0");
+        assert_eq!(java(12345678.0), "1.2345678E7");
+        assert_eq!(java(1e21), "1.0E21");
+        assert_eq!(java(-1.5e-10), "-1.5E-10");
+        assert_eq!(java(f64::NAN), "\"NaN\"");
+        assert_eq!(java(f64::NEG_INFINITY), "\"-Infinity\"");
+        assert_eq!(java(100.0), "100.0");
+    }
+
+    #[test]
+    fn floats_use_their_own_shortest_form() {
+        let mut out = Vec::new();
+        write_java_float(f64::from(0.1f32), Some(0.1f32), &mut out);
+        assert_eq!(out, b"0.1");
+    }
+
+    #[test]
+    fn strings_escape_like_jackson() {
+        let mut out = Vec::new();
+        write_string("a\"b\\c\n\t\u{1}\u{1f}é😀/", &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap_or_default(),
+            "\"a\\\"b\\\\c\\n\\t\\u0001\\u001Fé😀/\""
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn encoded_strings_parse_back(s in ".*") {
+            let mut out = Vec::new();
+            write_string(&s, &mut out);
+            let back: String = serde_json::from_slice(&out).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(back, s);
+        }
+
+        #[test]
+        fn encoded_doubles_parse_back(v in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO) {
+            let text = java(v);
+            let back: f64 = text.parse().map_err(|e: std::num::ParseFloatError| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(back, v);
+        }
+    }
+}

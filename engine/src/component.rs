@@ -1,0 +1,274 @@
+//! The contracts of sources, transforms and sinks, and the contexts the runtime gives them.
+//!
+//! Delivery is at-least-once: a source resumes from the last position that every sink has
+//! acknowledged, so events after it may be delivered again after a crash, never lost.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::ack::AckTracker;
+use crate::config::Limits;
+use crate::error::ComponentError;
+use crate::event::{Batch, ChangeEvent, Position};
+use crate::metrics::ComponentCounters;
+use crate::queue::{BoundedQueue, QueueItem};
+
+/// Reads changes and emits them in order.
+#[async_trait]
+pub trait Source: Send {
+    /// Emits batches through `ctx` until the source is exhausted or `ctx.is_stopping()`, then
+    /// returns `Ok`. It resumes after `ctx.resume_from()` when that is set.
+    async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError>;
+}
+
+/// Turns one event into zero or more events (a Debezium SMT).
+pub trait Transform: Send {
+    /// Appends the results for `event` to `out`. Dropping an event is appending nothing; its
+    /// position is still acknowledged.
+    fn apply(&mut self, event: ChangeEvent, out: &mut Vec<ChangeEvent>) -> Result<(), ComponentError>;
+}
+
+/// Writes events somewhere durable.
+#[async_trait]
+pub trait Sink: Send {
+    /// Writes the batch. Returning `Ok` means the events are durable: they are acknowledged and
+    /// their position may be committed. A retryable error makes the runtime retry the same batch.
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError>;
+
+    /// Flushes and releases resources at shutdown.
+    async fn close(&mut self) -> Result<(), ComponentError> {
+        Ok(())
+    }
+}
+
+/// The events handed to a sink in one write, in order.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkBatch<'a> {
+    parts: &'a [Arc<Vec<ChangeEvent>>],
+}
+
+impl<'a> SinkBatch<'a> {
+    /// A batch made of consecutive parts.
+    pub fn new(parts: &'a [Arc<Vec<ChangeEvent>>]) -> Self {
+        SinkBatch { parts }
+    }
+    /// The events, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a ChangeEvent> + 'a {
+        self.parts.iter().flat_map(|p| p.iter())
+    }
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a component is built with.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildContext<'a> {
+    /// The pipeline name.
+    pub pipeline: &'a str,
+    /// The pipeline's data directory.
+    pub data_dir: &'a Path,
+    /// The component's name (`source`, `transforms[0]`, the sink's name).
+    pub component: &'a str,
+}
+
+/// Builds a source from its configuration (implemented by the source spec enum).
+pub trait BuildSource: Send + Sync {
+    /// A fresh source instance (called again on every restart).
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError>;
+}
+
+/// Builds a transform from its configuration.
+pub trait BuildTransform: Send + Sync {
+    /// A fresh transform instance.
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError>;
+}
+
+/// Builds a sink from its configuration.
+pub trait BuildSink: Send + Sync {
+    /// A fresh sink instance.
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError>;
+}
+
+/// The pipeline is stopping and takes no more events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the pipeline is stopping")]
+pub struct Stopped;
+
+/// Handed to a running source.
+pub struct SourceContext {
+    pipeline: String,
+    data_dir: PathBuf,
+    resume_from: Option<Position>,
+    limits: Limits,
+    queue: Arc<BoundedQueue>,
+    acker: Arc<AckTracker>,
+    sinks: u32,
+    counters: ComponentCounters,
+    stop_after: Option<u64>,
+    emitted: Arc<AtomicU64>,
+    last_event_ms: Arc<AtomicU64>,
+    shutdown: watch::Receiver<bool>,
+    shutdown_tx: Arc<watch::Sender<bool>>,
+    committed: watch::Receiver<Option<Position>>,
+}
+
+impl std::fmt::Debug for SourceContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceContext")
+            .field("pipeline", &self.pipeline)
+            .field("resume_from", &self.resume_from)
+            .finish()
+    }
+}
+
+/// The parts of a [`SourceContext`] that the runtime wires.
+#[derive(Debug)]
+pub(crate) struct SourceWiring {
+    pub pipeline: String,
+    pub data_dir: PathBuf,
+    pub resume_from: Option<Position>,
+    pub limits: Limits,
+    pub queue: Arc<BoundedQueue>,
+    pub acker: Arc<AckTracker>,
+    pub sinks: u32,
+    pub stop_after: Option<u64>,
+    pub emitted: Arc<AtomicU64>,
+    pub last_event_ms: Arc<AtomicU64>,
+    pub shutdown_tx: Arc<watch::Sender<bool>>,
+    pub committed: watch::Receiver<Option<Position>>,
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl SourceContext {
+    pub(crate) fn new(w: SourceWiring) -> Self {
+        SourceContext {
+            counters: ComponentCounters::new(&w.pipeline, "source"),
+            shutdown: w.shutdown_tx.subscribe(),
+            pipeline: w.pipeline,
+            data_dir: w.data_dir,
+            resume_from: w.resume_from,
+            limits: w.limits,
+            queue: w.queue,
+            acker: w.acker,
+            sinks: w.sinks,
+            stop_after: w.stop_after,
+            emitted: w.emitted,
+            last_event_ms: w.last_event_ms,
+            shutdown_tx: w.shutdown_tx,
+            committed: w.committed,
+        }
+    }
+
+    /// The pipeline name.
+    pub fn pipeline(&self) -> &str {
+        &self.pipeline
+    }
+
+    /// The pipeline's data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The committed position to resume after, if any.
+    pub fn resume_from(&self) -> Option<&Position> {
+        self.resume_from.as_ref()
+    }
+
+    /// Queue and batch limits (sources batch up to `max_batch_size` events).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// True once a graceful stop was requested; the source should return soon.
+    pub fn is_stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Resolves when a graceful stop is requested.
+    pub async fn stopping(&mut self) {
+        // An error means the runtime is gone, which is a stop too.
+        let _ = self.shutdown.wait_for(|s| *s).await;
+    }
+
+    /// Positions as they are committed (for sources that confirm progress upstream, such as a
+    /// replication slot).
+    pub fn committed(&self) -> watch::Receiver<Option<Position>> {
+        self.committed.clone()
+    }
+
+    /// Events emitted so far by this pipeline run.
+    pub fn emitted(&self) -> u64 {
+        self.emitted.load(Ordering::Relaxed)
+    }
+
+    /// Emits a batch, waiting while downstream queues are full (backpressure).
+    pub async fn emit(&mut self, mut batch: Batch) -> Result<(), Stopped> {
+        if let Some(limit) = self.stop_after {
+            let done = self.emitted.load(Ordering::Relaxed);
+            let room = limit.saturating_sub(done) as usize;
+            if batch.events.len() >= room {
+                batch.events.truncate(room);
+                batch.position = None;
+                let _ = self.shutdown_tx.send(true);
+                if batch.events.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        let position = batch.resume_position().cloned();
+        if batch.events.is_empty() && position.is_none() {
+            return Ok(());
+        }
+        let n = batch.events.len();
+        let bytes = batch.events.iter().map(ChangeEvent::estimated_size).sum();
+        let seq = self.acker.register(position, self.sinks);
+        self.queue
+            .push(QueueItem {
+                seq,
+                events: Arc::new(batch.events),
+                bytes,
+            })
+            .await
+            .map_err(|_| Stopped)?;
+        if n > 0 {
+            self.emitted.fetch_add(n as u64, Ordering::Relaxed);
+            self.last_event_ms.store(now_ms(), Ordering::Relaxed);
+            self.counters.received.increment(n as u64);
+            self.counters.sent.increment(n as u64);
+        }
+        Ok(())
+    }
+}
+
+/// Applies a chain of transforms to events, in order.
+pub fn apply_chain(
+    chain: &mut [Box<dyn Transform>],
+    events: Vec<ChangeEvent>,
+) -> Result<Vec<ChangeEvent>, ComponentError> {
+    let mut current = events;
+    for transform in chain.iter_mut() {
+        let mut next = Vec::with_capacity(current.len());
+        for event in current {
+            transform.apply(event, &mut next)?;
+        }
+        current = next;
+    }
+    Ok(current)
+}

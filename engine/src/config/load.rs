@@ -1,0 +1,321 @@
+//! Reading a pipeline file: YAML with `${VAR}` interpolation, then typed and validated.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::node::{from_node, ConfigError, Loc, Node, NodeDeserializer, NodeKind};
+use super::{Backoff, ByteSize, ComponentSpec, DurationSpec, Limits, OffsetsConfig, PipelineConfig, SinkEntry};
+
+/// A pipeline file that cannot be used, with where and why.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the pipeline file: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML, or a `${VAR}` cannot be resolved.
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Line (1-based).
+        line: u64,
+        /// Column (1-based).
+        column: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// The YAML is valid but does not describe a usable pipeline.
+    #[error("{path}:{error}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, located.
+        error: ConfigError,
+    },
+}
+
+/// The top-level keys other than the component blocks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    name: String,
+    #[serde(default)]
+    data_dir: Option<PathBuf>,
+    #[serde(default, alias = "max.queue.size")]
+    max_queue_size: Option<usize>,
+    #[serde(default, alias = "max.queue.size.in.bytes")]
+    max_queue_size_bytes: Option<ByteSize>,
+    #[serde(default, alias = "max.batch.size")]
+    max_batch_size: Option<usize>,
+    #[serde(default, alias = "poll.interval.ms")]
+    poll_interval: Option<DurationSpec>,
+    #[serde(default)]
+    offsets: Option<OffsetsConfig>,
+    #[serde(default)]
+    shutdown_timeout: Option<DurationSpec>,
+    #[serde(default)]
+    restart: Option<Backoff>,
+}
+
+const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks"];
+const SINK_COMMON_KEYS: &[&str] = &["type", "name", "transforms", "retry"];
+
+/// Reads and validates a pipeline file; `${VAR}` and `${VAR:-default}` come from the environment.
+pub fn load_pipeline<S, T, K>(path: &Path) -> Result<PipelineConfig<S, T, K>, LoadError>
+where
+    S: ComponentSpec,
+    T: ComponentSpec,
+    K: ComponentSpec,
+{
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let env: HashMap<String, String> = std::env::vars().collect();
+    parse_pipeline(path, &text, env)
+}
+
+/// Parses pipeline text, interpolating `${VAR}` from `vars`. `path` names the file in errors.
+pub fn parse_pipeline<S, T, K>(
+    path: &Path,
+    text: &str,
+    vars: HashMap<String, String>,
+) -> Result<PipelineConfig<S, T, K>, LoadError>
+where
+    S: ComponentSpec,
+    T: ComponentSpec,
+    K: ComponentSpec,
+{
+    let options = serde_saphyr::Options::default().with_properties(vars);
+    let root: Node = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        let loc = e.location();
+        let message = e.without_snippet().to_string();
+        let message = message.lines().next().unwrap_or("invalid YAML").to_owned();
+        LoadError::Syntax {
+            path: path.to_owned(),
+            line: loc.map_or(0, |l| l.line()),
+            column: loc.map_or(0, |l| l.column()),
+            message: strip_location_suffix(&message),
+        }
+    })?;
+    build(&root).map_err(|error| LoadError::Invalid {
+        path: path.to_owned(),
+        error,
+    })
+}
+
+/// saphyr appends " at line L column C" to some messages; the location is printed in front.
+fn strip_location_suffix(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+fn build<S, T, K>(root: &Node) -> Result<PipelineConfig<S, T, K>, ConfigError>
+where
+    S: ComponentSpec,
+    T: ComponentSpec,
+    K: ComponentSpec,
+{
+    if root.entries().is_none() {
+        return Err(ConfigError::at(
+            root.loc,
+            "a pipeline file must be a mapping with `name`, `source` and `sinks`",
+        ));
+    }
+    let settings = Settings::deserialize(NodeDeserializer::skipping(root, COMPONENT_KEYS))?;
+    if settings.name.trim().is_empty() {
+        return Err(located_key(root, "name", "the pipeline name must not be empty"));
+    }
+    let source_node = root.get("source").ok_or_else(|| {
+        ConfigError::at(root.loc, "missing `source`: add a `source:` block with a `type`")
+    })?;
+    let source = component::<S>(source_node, &["type"]).map_err(|e| e.with_path("source"))?;
+    let transforms = match root.get("transforms") {
+        Some(node) => component_list::<T>(node).map_err(|e| e.with_path("transforms"))?,
+        None => Vec::new(),
+    };
+    let sinks_node = root.get("sinks").ok_or_else(|| {
+        ConfigError::at(root.loc, "missing `sinks`: add a list with at least one sink")
+    })?;
+    let sinks = sinks::<K, T>(sinks_node).map_err(|e| e.with_path("sinks"))?;
+
+    let defaults = Limits::default();
+    let limits = Limits {
+        max_queue_size: settings.max_queue_size.unwrap_or(defaults.max_queue_size),
+        max_queue_size_bytes: settings
+            .max_queue_size_bytes
+            .map_or(defaults.max_queue_size_bytes, |b| b.0),
+        max_batch_size: settings.max_batch_size.unwrap_or(defaults.max_batch_size),
+        poll_interval: settings.poll_interval.unwrap_or(defaults.poll_interval),
+    };
+    if limits.max_batch_size == 0 {
+        return Err(located_key(root, "max_batch_size", "must be at least 1"));
+    }
+    if limits.max_queue_size <= limits.max_batch_size {
+        return Err(located_key(
+            root,
+            "max_queue_size",
+            format!(
+                "must be larger than max_batch_size ({} <= {}): raise max_queue_size or lower max_batch_size",
+                limits.max_queue_size, limits.max_batch_size
+            ),
+        ));
+    }
+    if limits.max_queue_size_bytes == 0 {
+        return Err(located_key(root, "max_queue_size_bytes", "must be larger than 0"));
+    }
+    let name = settings.name;
+    let data_dir = settings
+        .data_dir
+        .unwrap_or_else(|| PathBuf::from(".sluice").join(&name));
+    Ok(PipelineConfig {
+        name,
+        data_dir,
+        source,
+        transforms,
+        sinks,
+        limits,
+        offsets: settings.offsets.unwrap_or_default(),
+        shutdown_timeout: settings
+            .shutdown_timeout
+            .unwrap_or(DurationSpec(std::time::Duration::from_secs(30))),
+        restart: settings.restart.unwrap_or_default(),
+    })
+}
+
+fn located_key(map: &Node, key: &str, message: impl Into<String>) -> ConfigError {
+    let loc = map.get(key).map_or(map.loc, |n| n.loc);
+    ConfigError::at(loc, message).with_path(key)
+}
+
+fn component<C: ComponentSpec>(node: &Node, skip: &[&str]) -> Result<C, ConfigError> {
+    let (kind, kind_node) = node.tag("type", C::ROLE)?;
+    match C::from_node(kind, node, skip)? {
+        Some(c) => Ok(c),
+        None => Err(unknown_kind::<C>(kind, kind_node.loc)),
+    }
+}
+
+fn unknown_kind<C: ComponentSpec>(kind: &str, loc: Loc) -> ConfigError {
+    let hint = did_you_mean(kind, C::KINDS)
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default();
+    ConfigError::at(
+        loc,
+        format!(
+            "unknown {} type `{kind}`{hint}; expected one of: {}",
+            C::ROLE,
+            C::KINDS.join(", ")
+        ),
+    )
+    .with_path("type")
+}
+
+fn component_list<C: ComponentSpec>(node: &Node) -> Result<Vec<C>, ConfigError> {
+    match &node.kind {
+        NodeKind::Null => Ok(Vec::new()),
+        NodeKind::Seq(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| component::<C>(item, &["type"]).map_err(|e| e.with_path(format!("[{i}]"))))
+            .collect(),
+        _ => Err(ConfigError::at(
+            node.loc,
+            format!("expected a list of {}s", C::ROLE),
+        )),
+    }
+}
+
+fn sinks<K: ComponentSpec, T: ComponentSpec>(node: &Node) -> Result<Vec<SinkEntry<K, T>>, ConfigError> {
+    let NodeKind::Seq(items) = &node.kind else {
+        return Err(ConfigError::at(
+            node.loc,
+            "expected a list of sinks (`- name: out\\n  type: stdout`)",
+        ));
+    };
+    if items.is_empty() {
+        return Err(ConfigError::at(node.loc, "no sinks: add at least one sink"));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let entry = sink_entry::<K, T>(item, i).map_err(|e| e.with_path(format!("[{i}]")))?;
+        if !seen.insert(entry.name.clone()) {
+            return Err(located_key(
+                item,
+                "name",
+                format!("duplicate sink name `{}`: every sink needs its own name", entry.name),
+            )
+            .with_path(format!("[{i}]")));
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+fn sink_entry<K: ComponentSpec, T: ComponentSpec>(
+    item: &Node,
+    index: usize,
+) -> Result<SinkEntry<K, T>, ConfigError> {
+    let spec = component::<K>(item, SINK_COMMON_KEYS)?;
+    let name = match item.get("name") {
+        Some(n) => from_node::<String>(n).map_err(|e| e.with_path("name"))?,
+        None => {
+            let kind = item.tag("type", "sink").map(|(k, _)| k.to_owned())?;
+            if index == 0 {
+                kind
+            } else {
+                format!("{kind}-{index}")
+            }
+        }
+    };
+    let transforms = match item.get("transforms") {
+        Some(n) => component_list::<T>(n).map_err(|e| e.with_path("transforms"))?,
+        None => Vec::new(),
+    };
+    let retry = match item.get("retry") {
+        Some(n) => from_node::<Backoff>(n).map_err(|e| e.with_path("retry"))?,
+        None => Backoff::default(),
+    };
+    Ok(SinkEntry {
+        name,
+        spec,
+        transforms,
+        retry,
+    })
+}
+
+/// The closest candidate within a small edit distance.
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (levenshtein(word, c), *c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

@@ -1,0 +1,182 @@
+//! The pipeline configuration model: one YAML file, one pipeline.
+//!
+//! ```yaml
+//! name: orders                  # pipeline name; keys the committed offsets
+//! data_dir: ./.sluice/orders    # default: ./.sluice/<name>
+//! max_queue_size: 8192          # events per queue (source queue and each sink queue)
+//! max_queue_size_bytes: 64MiB   # bytes per queue
+//! max_batch_size: 2048          # events per batch
+//! poll_interval: 500ms          # how long an idle stage waits before re-checking
+//! source: { type: datagen, ... }
+//! transforms: [ { type: ..., ... } ]
+//! sinks:
+//!   - { name: out, type: file, path: out.jsonl, transforms: [...] }
+//! ```
+//!
+//! Component blocks are tagged by `type`; the engine is generic over the closed enums of
+//! sources, transforms and sinks that the binary assembles ([`ComponentSpec`]).
+
+mod load;
+mod node;
+mod units;
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+pub use load::{load_pipeline, parse_pipeline, LoadError};
+pub use node::{from_node, ConfigError, Loc, Node, NodeDeserializer, NodeKind};
+pub use units::{AnchoredRegex, ByteSize, DurationSpec};
+
+/// A closed set of component kinds of one role (sources, transforms or sinks), tagged by `type`.
+pub trait ComponentSpec: Sized {
+    /// The role, for messages: `source`, `transform`, `sink`.
+    const ROLE: &'static str;
+    /// Every accepted `type` value.
+    const KINDS: &'static [&'static str];
+    /// Deserializes the component of kind `kind` from `node`, ignoring the keys in `skip`
+    /// (the tag and keys common to every component of the role). `Ok(None)`: unknown kind.
+    fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError>;
+}
+
+/// Queue and batch limits shared by every queue of a pipeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Events a queue holds at most (`max_queue_size`, default 8192).
+    pub max_queue_size: usize,
+    /// Bytes a queue holds at most (`max_queue_size_bytes`, default 64 MiB).
+    pub max_queue_size_bytes: u64,
+    /// Events per batch (`max_batch_size`, default 2048).
+    pub max_batch_size: usize,
+    /// How long an idle stage waits before re-checking (`poll_interval`, default 500ms).
+    pub poll_interval: DurationSpec,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_queue_size: 8192,
+            max_queue_size_bytes: 64 << 20,
+            max_batch_size: 2048,
+            poll_interval: DurationSpec(std::time::Duration::from_millis(500)),
+        }
+    }
+}
+
+/// Where committed offsets are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OffsetStoreKind {
+    /// One file under the data directory, replaced atomically (default).
+    #[default]
+    File,
+    /// In memory only: nothing survives a restart (tests, benchmarks).
+    Memory,
+}
+
+/// The `offsets` block.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OffsetsConfig {
+    /// `file` (default) or `memory`.
+    #[serde(default)]
+    pub store: OffsetStoreKind,
+    /// How often acknowledged positions are committed (default 1s; always on shutdown).
+    #[serde(default = "default_flush_interval")]
+    pub flush_interval: DurationSpec,
+}
+
+fn default_flush_interval() -> DurationSpec {
+    DurationSpec(std::time::Duration::from_secs(1))
+}
+
+impl Default for OffsetsConfig {
+    fn default() -> Self {
+        OffsetsConfig {
+            store: OffsetStoreKind::File,
+            flush_interval: default_flush_interval(),
+        }
+    }
+}
+
+/// Exponential backoff with a cap and a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    /// Attempts after the first failure before giving up.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// First wait.
+    #[serde(default = "default_initial_backoff")]
+    pub initial_backoff: DurationSpec,
+    /// Longest wait.
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff: DurationSpec,
+}
+
+fn default_max_retries() -> u32 {
+    10
+}
+fn default_initial_backoff() -> DurationSpec {
+    DurationSpec(std::time::Duration::from_millis(200))
+}
+fn default_max_backoff() -> DurationSpec {
+    DurationSpec(std::time::Duration::from_secs(30))
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            max_retries: default_max_retries(),
+            initial_backoff: default_initial_backoff(),
+            max_backoff: default_max_backoff(),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before retry number `attempt` (1-based): initial × 2^(attempt-1), capped.
+    pub fn delay(&self, attempt: u32) -> std::time::Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(20));
+        self.initial_backoff
+            .0
+            .saturating_mul(factor)
+            .min(self.max_backoff.0)
+    }
+}
+
+/// One entry of `sinks`.
+#[derive(Debug, Clone)]
+pub struct SinkEntry<K, T> {
+    /// Unique name within the pipeline.
+    pub name: String,
+    /// The sink's own configuration.
+    pub spec: K,
+    /// Transforms applied for this sink only, after the pipeline's.
+    pub transforms: Vec<T>,
+    /// Retry policy for failed writes; past it the pipeline stops.
+    pub retry: Backoff,
+}
+
+/// A whole pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig<S, T, K> {
+    /// Pipeline name.
+    pub name: String,
+    /// Directory for offsets and other state.
+    pub data_dir: PathBuf,
+    /// The source.
+    pub source: S,
+    /// Transforms applied to every event, in order.
+    pub transforms: Vec<T>,
+    /// Sinks (fan-out).
+    pub sinks: Vec<SinkEntry<K, T>>,
+    /// Queue and batch limits.
+    pub limits: Limits,
+    /// Offset store.
+    pub offsets: OffsetsConfig,
+    /// How long a graceful shutdown may take before stages are cut off.
+    pub shutdown_timeout: DurationSpec,
+    /// Restarts of the pipeline after a retryable failure.
+    pub restart: Backoff,
+}

@@ -1,0 +1,95 @@
+//! Errors shared by components: every error says whether retrying can help.
+
+use std::error::Error as StdError;
+
+/// Whether an operation may succeed if retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Transient (connection lost, broker down, disk full for a while): retry with backoff.
+    Retryable,
+    /// Definite (bad configuration, rejected data, schema mismatch): retrying cannot help.
+    Fatal,
+}
+
+/// Implemented by component error types to expose their class.
+pub trait Classify {
+    /// The class of this error.
+    fn class(&self) -> ErrorClass;
+}
+
+/// An error raised by a source, transform or sink.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ComponentError {
+    class: ErrorClass,
+    message: String,
+    #[source]
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl ComponentError {
+    /// A transient failure.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        ComponentError {
+            class: ErrorClass::Retryable,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A definite failure.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        ComponentError {
+            class: ErrorClass::Fatal,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Wraps a classified error, keeping it as the source.
+    pub fn from_classified<E>(message: impl Into<String>, error: E) -> Self
+    where
+        E: StdError + Classify + Send + Sync + 'static,
+    {
+        ComponentError {
+            class: error.class(),
+            message: message.into(),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    /// Attaches a cause.
+    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The message followed by its causes, on one line.
+    pub fn chain(&self) -> String {
+        let mut out = self.message.clone();
+        let mut cause: Option<&(dyn StdError + 'static)> = self.source().map(|s| s as _);
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
+    }
+}
+
+impl Classify for ComponentError {
+    fn class(&self) -> ErrorClass {
+        self.class
+    }
+}
+
+impl Classify for std::io::Error {
+    fn class(&self) -> ErrorClass {
+        use std::io::ErrorKind::*;
+        match self.kind() {
+            NotFound | PermissionDenied | InvalidInput | InvalidData | AlreadyExists
+            | Unsupported => ErrorClass::Fatal,
+            _ => ErrorClass::Retryable,
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Typed column values, the payload half of a Kafka Connect record.
+
+use std::sync::Arc;
+
+use super::schema::Schema;
+
+/// A value conforming to a [`Schema`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Null (only valid for optional schemas).
+    Null,
+    /// Boolean.
+    Boolean(bool),
+    /// int8.
+    Int8(i8),
+    /// int16.
+    Int16(i16),
+    /// int32 (also `io.debezium.time.Date`, `Time`).
+    Int32(i32),
+    /// int64 (also timestamps in micro/nanoseconds).
+    Int64(i64),
+    /// float.
+    Float32(f32),
+    /// double.
+    Float64(f64),
+    /// string.
+    String(String),
+    /// bytes (also `Decimal`, as unscaled big-endian two's complement).
+    Bytes(Vec<u8>),
+    /// array.
+    Array(Vec<Value>),
+    /// map, in insertion order.
+    Map(Vec<(Value, Value)>),
+    /// struct.
+    Struct(Struct),
+}
+
+impl Value {
+    /// True for [`Value::Null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The string, if this is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The struct, if this is a struct.
+    pub fn as_struct(&self) -> Option<&Struct> {
+        match self {
+            Value::Struct(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Mutable struct access.
+    pub fn as_struct_mut(&mut self) -> Option<&mut Struct> {
+        match self {
+            Value::Struct(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An approximation of the memory this value holds, used to bound queues in bytes.
+    pub fn estimated_size(&self) -> usize {
+        const BASE: usize = std::mem::size_of::<Value>();
+        match self {
+            Value::String(s) => BASE + s.len(),
+            Value::Bytes(b) => BASE + b.len(),
+            Value::Array(items) => BASE + items.iter().map(Value::estimated_size).sum::<usize>(),
+            Value::Map(entries) => {
+                BASE + entries
+                    .iter()
+                    .map(|(k, v)| k.estimated_size() + v.estimated_size())
+                    .sum::<usize>()
+            }
+            Value::Struct(s) => BASE + s.values.iter().map(Value::estimated_size).sum::<usize>(),
+            _ => BASE,
+        }
+    }
+
+    /// Encodes a decimal's unscaled value as Connect does: minimal big-endian two's complement.
+    pub fn decimal_bytes(unscaled: i128) -> Vec<u8> {
+        let bytes = unscaled.to_be_bytes();
+        let mut start = 0;
+        while start < bytes.len() - 1 {
+            let (b, next) = (bytes[start], bytes[start + 1]);
+            let redundant = (b == 0x00 && next & 0x80 == 0) || (b == 0xff && next & 0x80 != 0);
+            if !redundant {
+                break;
+            }
+            start += 1;
+        }
+        bytes[start..].to_vec()
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(s.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::String(s)
+    }
+}
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::Int32(v)
+    }
+}
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int64(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Boolean(v)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// A struct value: one value per field of its schema, in schema order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Struct {
+    schema: Arc<Schema>,
+    values: Vec<Value>,
+}
+
+impl Struct {
+    /// A struct whose fields are all null (or their defaults when not optional).
+    pub fn new(schema: Arc<Schema>) -> Self {
+        let values = vec![Value::Null; schema.fields().len()];
+        Struct { schema, values }
+    }
+
+    /// A struct from values in field order. Returns `None` when the count does not match.
+    pub fn from_values(schema: Arc<Schema>, values: Vec<Value>) -> Option<Self> {
+        (schema.fields().len() == values.len()).then_some(Struct { schema, values })
+    }
+
+    /// The struct's schema.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// Values in field order.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+
+    /// Mutable values in field order (the schema cannot change).
+    pub fn values_mut(&mut self) -> &mut [Value] {
+        &mut self.values
+    }
+
+    /// Takes the values out, leaving the schema.
+    pub fn into_parts(self) -> (Arc<Schema>, Vec<Value>) {
+        (self.schema, self.values)
+    }
+
+    /// A field's value by name.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.schema.field_index(name).map(|i| &self.values[i])
+    }
+
+    /// A mutable field value by name.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Value> {
+        self.schema.field_index(name).map(|i| &mut self.values[i])
+    }
+
+    /// Sets a field by name; returns false when the schema has no such field.
+    pub fn set(&mut self, name: &str, value: Value) -> bool {
+        match self.schema.field_index(name) {
+            Some(i) => {
+                self.values[i] = value;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets a field by position.
+    pub fn set_at(&mut self, index: usize, value: Value) {
+        if let Some(slot) = self.values.get_mut(index) {
+            *slot = value;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_bytes_are_minimal_twos_complement() {
+        assert_eq!(Value::decimal_bytes(0), vec![0x00]);
+        assert_eq!(Value::decimal_bytes(-50), vec![0xce]);
+        assert_eq!(Value::decimal_bytes(123456), vec![0x01, 0xe2, 0x40]);
+        assert_eq!(Value::decimal_bytes(128), vec![0x00, 0x80]);
+        assert_eq!(Value::decimal_bytes(-129), vec![0xff, 0x7f]);
+        assert_eq!(Value::decimal_bytes(-128), vec![0x80]);
+    }
+}

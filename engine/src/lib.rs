@@ -1,0 +1,24 @@
+//! Sluice's engine: the contracts every source, transform and sink is written against, and the
+//! runtime that connects them.
+//!
+//! - [`event`]: the Debezium-compatible change-event model (Kafka Connect schemas and values).
+//! - [`codec`]: encodings (JSON as Kafka Connect's JsonConverter writes it).
+//! - [`config`]: the pipeline YAML model, with located errors.
+//! - [`component`]: the `Source`, `Transform` and `Sink` traits.
+//! - [`queue`], [`ack`], [`offsets`]: bounded queues, ordered acknowledgement, committed positions.
+//! - [`runtime`]: actors that run a pipeline, restart it, and stop it gracefully.
+
+pub mod ack;
+pub mod codec;
+pub mod component;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod metrics;
+pub mod offsets;
+pub mod queue;
+pub mod runtime;
+
+pub use component::{BuildContext, BuildSink, BuildSource, BuildTransform, Sink, SinkBatch, Source, SourceContext, Stopped, Transform};
+pub use error::{Classify, ComponentError, ErrorClass};
+pub use event::{Batch, ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};

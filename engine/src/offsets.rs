@@ -1,0 +1,204 @@
+//! Committed source positions, keyed by pipeline name.
+//!
+//! The default store is one JSON file under the pipeline's data directory. A commit writes a
+//! temporary file, fsyncs it, renames it over the old one and fsyncs the directory, so the file
+//! always holds either the previous or the new commit, even after kill -9 or a power cut.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Classify, ErrorClass};
+use crate::event::Position;
+
+/// An offset store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetError {
+    /// Reading or writing the file failed.
+    #[error("offset store {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file exists but is not an offsets file.
+    #[error("offset store {path} is corrupt ({detail}); move it away to start from scratch")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        detail: String,
+    },
+}
+
+impl Classify for OffsetError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            OffsetError::Io { source, .. } => source.class(),
+            OffsetError::Corrupt { .. } => ErrorClass::Fatal,
+        }
+    }
+}
+
+/// Where committed positions live.
+pub trait OffsetStore: Send + Sync {
+    /// The committed position of `pipeline`, if any.
+    fn load(&self, pipeline: &str) -> Result<Option<Position>, OffsetError>;
+    /// Durably records `position` for `pipeline`.
+    fn commit(&self, pipeline: &str, position: &Position) -> Result<(), OffsetError>;
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct OffsetFile {
+    pipelines: BTreeMap<String, Committed>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Committed {
+    position: Position,
+    committed_at_ms: u64,
+}
+
+/// A JSON file replaced atomically on every commit.
+#[derive(Debug)]
+pub struct FileOffsetStore {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl FileOffsetStore {
+    /// The store at `<data_dir>/offsets.json`; the directory is created if missing.
+    pub fn open(data_dir: &Path) -> Result<Self, OffsetError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| OffsetError::Io {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        Ok(FileOffsetStore {
+            path: data_dir.join("offsets.json"),
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// The file path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> Result<OffsetFile, OffsetError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| OffsetError::Corrupt {
+                path: self.path.clone(),
+                detail: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(OffsetFile::default()),
+            Err(source) => Err(OffsetError::Io {
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+
+    fn write(&self, file: &OffsetFile) -> Result<(), OffsetError> {
+        let io = |source| OffsetError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let tmp = self.path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(file).map_err(|e| io(std::io::Error::other(e)))?;
+        {
+            let mut f = std::fs::File::create(&tmp).map_err(io)?;
+            f.write_all(&bytes).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        if let Some(dir) = self.path.parent() {
+            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+        }
+        Ok(())
+    }
+}
+
+impl OffsetStore for FileOffsetStore {
+    fn load(&self, pipeline: &str) -> Result<Option<Position>, OffsetError> {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(self.read()?.pipelines.get(pipeline).map(|c| c.position.clone()))
+    }
+
+    fn commit(&self, pipeline: &str, position: &Position) -> Result<(), OffsetError> {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.read()?;
+        let committed_at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        file.pipelines.insert(
+            pipeline.to_owned(),
+            Committed {
+                position: position.clone(),
+                committed_at_ms,
+            },
+        );
+        self.write(&file)
+    }
+}
+
+/// Offsets in memory only.
+#[derive(Debug, Default)]
+pub struct MemoryOffsetStore {
+    offsets: Mutex<BTreeMap<String, Position>>,
+}
+
+impl OffsetStore for MemoryOffsetStore {
+    fn load(&self, pipeline: &str) -> Result<Option<Position>, OffsetError> {
+        Ok(self
+            .offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(pipeline)
+            .cloned())
+    }
+
+    fn commit(&self, pipeline: &str, position: &Position) -> Result<(), OffsetError> {
+        self.offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pipeline.to_owned(), position.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_store_round_trips_and_keys_by_pipeline() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let store = FileOffsetStore::open(dir.path())?;
+        assert_eq!(store.load("a")?, None);
+        store.commit("a", &Position::Offset(42))?;
+        store.commit("b", &Position::Opaque("{\"lsn\":7}".into()))?;
+        let reopened = FileOffsetStore::open(dir.path())?;
+        assert_eq!(reopened.load("a")?, Some(Position::Offset(42)));
+        assert_eq!(reopened.load("b")?, Some(Position::Opaque("{\"lsn\":7}".into())));
+        assert!(!dir.path().join("offsets.json.tmp").exists());
+        Ok(())
+    }
+
+    #[test]
+    fn corrupt_file_is_a_clear_fatal_error() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("offsets.json"), "not json")?;
+        let store = FileOffsetStore::open(dir.path())?;
+        let err = store.load("a").err().ok_or("expected an error")?;
+        assert_eq!(err.class(), ErrorClass::Fatal);
+        assert!(err.to_string().contains("corrupt"));
+        Ok(())
+    }
+}

@@ -1,0 +1,184 @@
+//! Running a pipeline: actors for control, bounded queues for data.
+//!
+//! ```text
+//!                 ┌──────────── Supervisor (actor) ─────────────┐
+//!                 │ restarts with backoff, commits offsets,      │
+//!                 │ graceful stop with a deadline                │
+//!                 └──────────────────────────────────────────────┘
+//!  Source ──queue──▶ Transforms ──queue──▶ Sink a ──▶ ack ─┐
+//!  (actor)           (actor)     └─queue──▶ Sink b ──▶ ack ─┴─▶ AckTracker ──▶ offsets
+//! ```
+//!
+//! Each stage is an actix actor on its own arbiter (thread); records move only through
+//! [`BoundedQueue`](crate::queue::BoundedQueue)s, never through mailboxes. After a retryable
+//! failure the whole data path is torn down and rebuilt from the last committed position, so
+//! nothing that was not acknowledged by every sink is skipped.
+
+mod stages;
+mod supervisor;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::component::{BuildSink, BuildSource, BuildTransform};
+use crate::config::{Backoff, ComponentSpec, Limits, OffsetsConfig, PipelineConfig};
+use crate::error::ComponentError;
+use crate::event::Position;
+use crate::offsets::OffsetError;
+
+pub use supervisor::Supervisor;
+
+/// One sink of a plan.
+#[derive(Clone)]
+pub struct SinkPlan {
+    /// Unique name.
+    pub name: String,
+    /// Builds the sink.
+    pub spec: Arc<dyn BuildSink>,
+    /// Transforms for this sink only.
+    pub transforms: Vec<Arc<dyn BuildTransform>>,
+    /// Retry policy.
+    pub retry: Backoff,
+}
+
+/// Everything needed to (re)build a pipeline's components.
+#[derive(Clone)]
+pub struct PipelinePlan {
+    /// Pipeline name.
+    pub name: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Queue limits.
+    pub limits: Limits,
+    /// Offset store settings.
+    pub offsets: OffsetsConfig,
+    /// Graceful stop deadline.
+    pub shutdown_timeout: Duration,
+    /// Restart policy.
+    pub restart: Backoff,
+    /// The source.
+    pub source: Arc<dyn BuildSource>,
+    /// Pipeline-level transforms.
+    pub transforms: Vec<Arc<dyn BuildTransform>>,
+    /// Sinks.
+    pub sinks: Vec<SinkPlan>,
+}
+
+impl std::fmt::Debug for PipelinePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelinePlan")
+            .field("name", &self.name)
+            .field("sinks", &self.sinks.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl PipelinePlan {
+    /// A plan from a loaded configuration.
+    pub fn from_config<S, T, K>(config: PipelineConfig<S, T, K>) -> Self
+    where
+        S: ComponentSpec + BuildSource + 'static,
+        T: ComponentSpec + BuildTransform + 'static,
+        K: ComponentSpec + BuildSink + 'static,
+    {
+        let transforms = |ts: Vec<T>| {
+            ts.into_iter()
+                .map(|t| Arc::new(t) as Arc<dyn BuildTransform>)
+                .collect::<Vec<_>>()
+        };
+        PipelinePlan {
+            name: config.name,
+            data_dir: config.data_dir,
+            limits: config.limits,
+            offsets: config.offsets,
+            shutdown_timeout: config.shutdown_timeout.0,
+            restart: config.restart,
+            source: Arc::new(config.source),
+            transforms: transforms(config.transforms),
+            sinks: config
+                .sinks
+                .into_iter()
+                .map(|s| SinkPlan {
+                    name: s.name,
+                    spec: Arc::new(s.spec),
+                    transforms: transforms(s.transforms),
+                    retry: s.retry,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// How a run should end, besides a signal.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop gracefully once this many events were emitted by the source.
+    pub stop_after_events: Option<u64>,
+    /// Stop gracefully once no event arrived for this long and everything is acknowledged.
+    pub stop_when_idle: Option<Duration>,
+    /// Handle SIGINT/SIGTERM (first: graceful stop; second: immediate stop).
+    pub handle_signals: bool,
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Events the source emitted (over all restarts).
+    pub events: u64,
+    /// The position committed last.
+    pub committed: Option<Position>,
+    /// Restarts after retryable failures.
+    pub restarts: u32,
+    /// Whether the graceful stop missed its deadline and stages were cut off.
+    pub forced: bool,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A component failed for good (fatal error, or retries exhausted).
+    #[error("{component}: {message}")]
+    Component {
+        /// Which component.
+        component: String,
+        /// The error chain on one line.
+        message: String,
+        /// Position committed before stopping.
+        committed: Option<Position>,
+    },
+    /// The offset store failed.
+    #[error(transparent)]
+    Offsets(#[from] OffsetError),
+    /// The actor system could not run.
+    #[error("runtime: {0}")]
+    System(#[from] std::io::Error),
+}
+
+impl RunError {
+    pub(crate) fn component(name: &str, error: &ComponentError, committed: Option<Position>) -> Self {
+        RunError::Component {
+            component: name.to_owned(),
+            message: error.chain(),
+            committed,
+        }
+    }
+}
+
+/// Runs a pipeline to its end on a new actor system (blocks the calling thread).
+pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunError> {
+    let outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>> = Arc::new(Mutex::new(None));
+    let system = actix::System::new();
+    let slot = outcome.clone();
+    system.block_on(async move {
+        use actix::Actor;
+        Supervisor::new(plan, options, slot).start();
+    });
+    system.run()?;
+    let result = outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
+    result.unwrap_or_else(|| {
+        Err(RunError::System(std::io::Error::other(
+            "the pipeline supervisor stopped without a result",
+        )))
+    })
+}

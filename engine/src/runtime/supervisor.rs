@@ -1,0 +1,472 @@
+//! The pipeline supervisor: builds a generation of stages, commits offsets, restarts after
+//! failures, and stops gracefully.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::{Actor, ActorContext, Addr, Arbiter, AsyncContext, Context, Handler, Message, SpawnHandle};
+use tokio::sync::watch;
+
+use super::stages::{self, SinkStage, StageActor, StageFuture};
+use super::{PipelinePlan, RunError, RunOptions, RunReport};
+use crate::ack::AckTracker;
+use crate::component::{now_ms, BuildContext, SourceContext, SourceWiring};
+use crate::config::OffsetStoreKind;
+use crate::error::{Classify, ComponentError, ErrorClass};
+use crate::event::Position;
+use crate::metrics::{self, ComponentCounters};
+use crate::offsets::{FileOffsetStore, MemoryOffsetStore, OffsetStore};
+use crate::queue::BoundedQueue;
+
+/// A stage finished (successfully, with an error, or aborted).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct StageExited {
+    pub generation: u64,
+    pub stage: String,
+    pub result: Result<(), ComponentError>,
+}
+
+/// Requests a graceful stop (a second request stops at once).
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+struct Generation {
+    id: u64,
+    acker: Arc<AckTracker>,
+    queues: Vec<Arc<BoundedQueue>>,
+    shutdown_tx: Arc<watch::Sender<bool>>,
+    abort_tx: watch::Sender<bool>,
+    arbiters: Vec<Arbiter>,
+    live: usize,
+    failure: Option<(String, ComponentError)>,
+}
+
+/// Owns a pipeline's lifecycle.
+pub struct Supervisor {
+    plan: PipelinePlan,
+    options: RunOptions,
+    outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
+    store: Option<Arc<dyn OffsetStore>>,
+    committed: Option<Position>,
+    committed_tx: watch::Sender<Option<Position>>,
+    emitted: Arc<AtomicU64>,
+    last_event_ms: Arc<AtomicU64>,
+    next_generation: u64,
+    current: Option<Generation>,
+    restarts: u32,
+    consecutive_failures: u32,
+    committed_at_failure: Option<Position>,
+    stopping: bool,
+    forced: bool,
+    deadline: Option<SpawnHandle>,
+}
+
+impl Supervisor {
+    /// A supervisor that will write its outcome into `outcome` and stop the actor system.
+    pub fn new(
+        plan: PipelinePlan,
+        options: RunOptions,
+        outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
+    ) -> Self {
+        let (committed_tx, _) = watch::channel(None);
+        Supervisor {
+            plan,
+            options,
+            outcome,
+            store: None,
+            committed: None,
+            committed_tx,
+            emitted: Arc::new(AtomicU64::new(0)),
+            last_event_ms: Arc::new(AtomicU64::new(now_ms())),
+            next_generation: 0,
+            current: None,
+            restarts: 0,
+            consecutive_failures: 0,
+            committed_at_failure: None,
+            stopping: false,
+            forced: false,
+            deadline: None,
+        }
+    }
+
+    fn finish(&mut self, result: Result<RunReport, RunError>, ctx: &mut Context<Self>) {
+        if let Ok(mut slot) = self.outcome.lock() {
+            *slot = Some(result);
+        }
+        ctx.stop();
+        actix::System::current().stop();
+    }
+
+    /// Persists the acknowledged position if it moved.
+    fn commit(&mut self) -> Result<(), RunError> {
+        let Some(generation) = &self.current else {
+            return Ok(());
+        };
+        let acked = generation.acker.acked();
+        if acked.is_some() && acked != self.committed {
+            if let (Some(store), Some(position)) = (&self.store, &acked) {
+                store.commit(&self.plan.name, position)?;
+                ::metrics::counter!(metrics::OFFSET_COMMITS, "pipeline" => self.plan.name.clone())
+                    .increment(1);
+            }
+            self.committed = acked;
+            let _ = self.committed_tx.send(self.committed.clone());
+        }
+        Ok(())
+    }
+
+    fn start_generation(&mut self, ctx: &mut Context<Self>) {
+        let id = self.next_generation;
+        self.next_generation += 1;
+        match self.build_generation(id, ctx.address()) {
+            Ok(generation) => {
+                tracing::info!(
+                    pipeline = %self.plan.name,
+                    generation = id,
+                    resume_from = ?self.committed,
+                    "Pipeline started."
+                );
+                self.current = Some(generation);
+            }
+            Err((stage, error)) => {
+                tracing::error!(pipeline = %self.plan.name, stage = %stage, error = %error.chain(), "Building the pipeline failed.");
+                self.current = None;
+                self.on_failure(stage, error, ctx);
+            }
+        }
+    }
+
+    fn build_generation(
+        &mut self,
+        id: u64,
+        me: Addr<Supervisor>,
+    ) -> Result<Generation, (String, ComponentError)> {
+        let plan = &self.plan;
+        let limits = plan.limits;
+        let max_bytes = usize::try_from(limits.max_queue_size_bytes).unwrap_or(usize::MAX);
+        let build_ctx = |component: &'static str| BuildContext {
+            pipeline: &plan.name,
+            data_dir: &plan.data_dir,
+            component,
+        };
+        let source = plan
+            .source
+            .build(&build_ctx("source"))
+            .map_err(|e| ("source".to_owned(), e))?;
+        let chain = plan
+            .transforms
+            .iter()
+            .map(|t| t.build(&build_ctx("transforms")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ("transforms".to_owned(), e))?;
+        let source_queue = BoundedQueue::new("source", limits.max_queue_size, max_bytes);
+        let acker = Arc::new(AckTracker::new(self.committed.clone()));
+        let (shutdown_tx, _) = watch::channel(self.stopping);
+        let shutdown_tx = Arc::new(shutdown_tx);
+        let (abort_tx, abort_rx) = watch::channel(false);
+
+        let mut sink_stages = Vec::new();
+        let mut queues = vec![source_queue.clone()];
+        for sink in &plan.sinks {
+            let ctx = BuildContext {
+                pipeline: &plan.name,
+                data_dir: &plan.data_dir,
+                component: &sink.name,
+            };
+            let built = sink.spec.build(&ctx).map_err(|e| (sink.name.clone(), e))?;
+            let sink_chain = sink
+                .transforms
+                .iter()
+                .map(|t| t.build(&ctx))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| (sink.name.clone(), e))?;
+            let queue = BoundedQueue::new(format!("sink:{}", sink.name), limits.max_queue_size, max_bytes);
+            queues.push(queue.clone());
+            sink_stages.push(SinkStage {
+                name: sink.name.clone(),
+                sink: built,
+                chain: sink_chain,
+                input: queue,
+                acker: acker.clone(),
+                limits,
+                retry: sink.retry,
+                counters: ComponentCounters::new(&plan.name, &format!("sink:{}", sink.name)),
+            });
+        }
+        let source_ctx = SourceContext::new(SourceWiring {
+            pipeline: plan.name.clone(),
+            data_dir: plan.data_dir.clone(),
+            resume_from: self.committed.clone(),
+            limits,
+            queue: source_queue.clone(),
+            acker: acker.clone(),
+            sinks: plan.sinks.len() as u32,
+            stop_after: self.options.stop_after_events,
+            emitted: self.emitted.clone(),
+            last_event_ms: self.last_event_ms.clone(),
+            shutdown_tx: shutdown_tx.clone(),
+            committed: self.committed_tx.subscribe(),
+        });
+
+        let mut futures: Vec<(String, StageFuture)> = Vec::new();
+        futures.push((
+            "source".to_owned(),
+            Box::pin(stages::source_stage(source, source_ctx, source_queue.clone())),
+        ));
+        futures.push((
+            "transforms".to_owned(),
+            Box::pin(stages::transform_stage(
+                chain,
+                source_queue,
+                queues[1..].to_vec(),
+                limits,
+                ComponentCounters::new(&plan.name, "transforms"),
+            )),
+        ));
+        for stage in sink_stages {
+            futures.push((format!("sink:{}", stage.name), Box::pin(stage.run())));
+        }
+
+        let mut arbiters = Vec::new();
+        let live = futures.len();
+        for (name, future) in futures {
+            let arbiter = Arbiter::new();
+            let abort = abort_rx.clone();
+            let supervisor = me.clone();
+            StageActor::start_in_arbiter(&arbiter.handle(), move |_| StageActor {
+                name,
+                generation: id,
+                future: Some(future),
+                abort,
+                supervisor,
+            });
+            arbiters.push(arbiter);
+        }
+        Ok(Generation {
+            id,
+            acker,
+            queues,
+            shutdown_tx,
+            abort_tx,
+            arbiters,
+            live,
+            failure: None,
+        })
+    }
+
+    /// Cuts the current generation off: stages stop at once, queued events are dropped (they
+    /// were not acknowledged, so they come again from the source after a restart).
+    fn abort_generation(&mut self) {
+        if let Some(generation) = &self.current {
+            let _ = generation.abort_tx.send(true);
+            for queue in &generation.queues {
+                queue.abort();
+            }
+        }
+    }
+
+    fn on_failure(&mut self, stage: String, error: ComponentError, ctx: &mut Context<Self>) {
+        if let Err(e) = self.commit() {
+            tracing::error!(error = %e, "Committing offsets failed.");
+        }
+        let progressed = self.committed != self.committed_at_failure;
+        if progressed {
+            self.consecutive_failures = 0;
+        }
+        self.committed_at_failure = self.committed.clone();
+        self.consecutive_failures += 1;
+        let policy = self.plan.restart;
+        let retry = error.class() == ErrorClass::Retryable
+            && !self.stopping
+            && self.consecutive_failures <= policy.max_retries;
+        if !retry {
+            tracing::error!(pipeline = %self.plan.name, stage = %stage, error = %error.chain(), "Pipeline stopped.");
+            let err = RunError::component(&stage, &error, self.committed.clone());
+            self.finish(Err(err), ctx);
+            return;
+        }
+        self.restarts += 1;
+        ::metrics::counter!(metrics::RESTARTS, "pipeline" => self.plan.name.clone()).increment(1);
+        let delay = policy.delay(self.consecutive_failures);
+        tracing::warn!(
+            pipeline = %self.plan.name,
+            stage = %stage,
+            error = %error.chain(),
+            attempt = self.consecutive_failures,
+            delay_ms = delay.as_millis() as u64,
+            resume_from = ?self.committed,
+            "Stage failed; restarting the pipeline from the last committed position."
+        );
+        ctx.run_later(delay, |act, ctx| {
+            if act.stopping {
+                act.finish_ok(ctx);
+            } else {
+                act.start_generation(ctx);
+            }
+        });
+    }
+
+    fn finish_ok(&mut self, ctx: &mut Context<Self>) {
+        let result = self.commit().map(|()| RunReport {
+            events: self.emitted.load(Ordering::Relaxed),
+            committed: self.committed.clone(),
+            restarts: self.restarts,
+            forced: self.forced,
+        });
+        tracing::info!(pipeline = %self.plan.name, committed = ?self.committed, "Pipeline stopped.");
+        self.finish(result, ctx);
+    }
+
+    fn begin_stop(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            tracing::warn!("Second stop request: stopping now.");
+            self.forced = true;
+            self.abort_generation();
+            return;
+        }
+        self.stopping = true;
+        match &self.current {
+            Some(generation) => {
+                let _ = generation.shutdown_tx.send(true);
+                let timeout = self.plan.shutdown_timeout;
+                self.deadline = Some(ctx.run_later(timeout, move |act, _| {
+                    tracing::warn!(timeout_ms = timeout.as_millis() as u64, "Graceful stop missed its deadline; cutting stages off.");
+                    act.forced = true;
+                    act.abort_generation();
+                }));
+            }
+            None => self.finish_ok(ctx),
+        }
+    }
+
+    fn watch_signals(&self, me: Addr<Supervisor>) {
+        actix::spawn(async move {
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut int), Ok(mut term)) =
+                    (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+                else {
+                    tracing::warn!("Cannot install signal handlers.");
+                    return;
+                };
+                loop {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                    tracing::info!("Stop signal received.");
+                    me.do_send(Stop);
+                }
+            }
+            #[cfg(not(unix))]
+            loop {
+                if tokio::signal::ctrl_c().await.is_err() {
+                    return;
+                }
+                me.do_send(Stop);
+            }
+        });
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let store: Result<Arc<dyn OffsetStore>, _> = match self.plan.offsets.store {
+            OffsetStoreKind::File => FileOffsetStore::open(&self.plan.data_dir)
+                .map(|s| Arc::new(s) as Arc<dyn OffsetStore>),
+            OffsetStoreKind::Memory => Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>),
+        };
+        let loaded = store.and_then(|s| s.load(&self.plan.name).map(|p| (s, p)));
+        match loaded {
+            Ok((store, position)) => {
+                self.store = Some(store);
+                self.committed = position;
+                let _ = self.committed_tx.send(self.committed.clone());
+            }
+            Err(e) => {
+                self.finish(Err(e.into()), ctx);
+                return;
+            }
+        }
+        if self.options.handle_signals {
+            self.watch_signals(ctx.address());
+        }
+        ctx.run_interval(self.plan.offsets.flush_interval.0, |act, ctx| {
+            if let Err(e) = act.commit() {
+                tracing::error!(error = %e, "Committing offsets failed.");
+                if matches!(&e, RunError::Offsets(o) if o.class() == ErrorClass::Fatal) {
+                    act.abort_generation();
+                    act.finish(Err(e), ctx);
+                }
+            }
+        });
+        if let Some(idle) = self.options.stop_when_idle {
+            let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
+            ctx.run_interval(tick, move |act, ctx| {
+                let quiet = now_ms().saturating_sub(act.last_event_ms.load(Ordering::Relaxed));
+                let drained = act.current.as_ref().is_some_and(|g| g.acker.in_flight() == 0);
+                if !act.stopping && drained && quiet >= idle.as_millis() as u64 {
+                    tracing::info!(idle_ms = quiet, "No new events; stopping.");
+                    act.begin_stop(ctx);
+                }
+            });
+        }
+        self.start_generation(ctx);
+    }
+}
+
+impl Handler<Stop> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        self.begin_stop(ctx);
+    }
+}
+
+impl Handler<StageExited> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: StageExited, ctx: &mut Self::Context) {
+        let Some(generation) = self.current.as_mut() else {
+            return;
+        };
+        if generation.id != msg.generation {
+            return;
+        }
+        generation.live = generation.live.saturating_sub(1);
+        if let Err(error) = msg.result {
+            tracing::error!(stage = %msg.stage, error = %error.chain(), "Stage failed.");
+            if generation.failure.is_none() {
+                generation.failure = Some((msg.stage.clone(), error));
+                self.abort_generation();
+            }
+        }
+        let Some(generation) = self.current.as_mut() else {
+            return;
+        };
+        if generation.live > 0 {
+            return;
+        }
+        // Every stage of this generation has ended.
+        let failure = generation.failure.take();
+        if let Err(e) = self.commit() {
+            tracing::error!(error = %e, "Committing offsets failed.");
+        }
+        if let Some(generation) = self.current.take() {
+            for arbiter in generation.arbiters {
+                arbiter.stop();
+            }
+        }
+        if let Some(handle) = self.deadline.take() {
+            ctx.cancel_future(handle);
+        }
+        match failure {
+            Some((stage, error)) => self.on_failure(stage, error, ctx),
+            None => self.finish_ok(ctx),
+        }
+    }
+}
