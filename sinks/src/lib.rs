@@ -1,1 +1,6 @@
+//! Sluice sinks. Each sink lives in its own folder with its `config.rs`.
 
+pub mod file;
+pub mod null;
+pub mod stdout;
+mod writer;

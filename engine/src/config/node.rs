@@ -110,6 +110,8 @@ impl Node {
         })?;
         match &value.kind {
             NodeKind::Str(s) => Ok((s.as_str(), value)),
+            // `type: null` is YAML's null; read it as the word (the `null` sink).
+            NodeKind::Null => Ok(("null", value)),
             other => Err(ConfigError::at(
                 value.loc,
                 format!("`{key}` must be a string, found {}", other.describe()),

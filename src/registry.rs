@@ -1,0 +1,110 @@
+//! The closed sets of sources, transforms and sinks compiled into this binary.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use sluice_engine::config::{ComponentSpec, ConfigError, Node, NodeDeserializer};
+use sluice_engine::{BuildContext, BuildSink, BuildSource, BuildTransform, ComponentError, Sink, Source, Transform};
+use sluice_sinks::file::{FileSink, FileSinkConfig};
+use sluice_sinks::null::{NullSink, NullSinkConfig};
+use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
+use sluice_sources::datagen::{DatagenConfig, DatagenSource};
+use sluice_transforms::route::{Route, RouteConfig};
+
+fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, ConfigError> {
+    T::deserialize(NodeDeserializer::skipping(node, skip))
+}
+
+/// `source:` kinds.
+#[derive(Debug, Clone)]
+pub enum SourceSpec {
+    /// Synthetic changes.
+    Datagen(DatagenConfig),
+}
+
+impl ComponentSpec for SourceSpec {
+    const ROLE: &'static str = "source";
+    const KINDS: &'static [&'static str] = &["datagen"];
+    fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
+        Ok(Some(match kind {
+            "datagen" => {
+                let config: DatagenConfig = body(node, skip)?;
+                config.validate().map_err(|m| ConfigError::at(node.loc, m))?;
+                SourceSpec::Datagen(config)
+            }
+            _ => return Ok(None),
+        }))
+    }
+}
+
+impl BuildSource for SourceSpec {
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
+        match self {
+            SourceSpec::Datagen(c) => Ok(Box::new(DatagenSource::new(c.clone(), ctx)?)),
+        }
+    }
+}
+
+/// `transforms:` kinds.
+#[derive(Debug, Clone)]
+pub enum TransformSpec {
+    /// RegexRouter.
+    Route(RouteConfig),
+}
+
+impl ComponentSpec for TransformSpec {
+    const ROLE: &'static str = "transform";
+    const KINDS: &'static [&'static str] = &["route"];
+    fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
+        Ok(Some(match kind {
+            "route" => TransformSpec::Route(body(node, skip)?),
+            _ => return Ok(None),
+        }))
+    }
+}
+
+impl BuildTransform for TransformSpec {
+    fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
+        match self {
+            TransformSpec::Route(c) => Ok(Box::new(Route::new(c.clone()))),
+        }
+    }
+}
+
+/// `sinks:` kinds.
+#[derive(Debug, Clone)]
+pub enum SinkSpec {
+    /// JSON lines on standard output.
+    Stdout(StdoutSinkConfig),
+    /// JSON lines in a file.
+    File(FileSinkConfig),
+    /// Encode and discard.
+    Null(NullSinkConfig),
+}
+
+impl ComponentSpec for SinkSpec {
+    const ROLE: &'static str = "sink";
+    const KINDS: &'static [&'static str] = &["stdout", "file", "null"];
+    fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
+        Ok(Some(match kind {
+            "stdout" => SinkSpec::Stdout(body(node, skip)?),
+            "file" => SinkSpec::File(body(node, skip)?),
+            "null" => SinkSpec::Null(body(node, skip)?),
+            _ => return Ok(None),
+        }))
+    }
+}
+
+impl BuildSink for SinkSpec {
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
+        Ok(match self {
+            SinkSpec::Stdout(c) => Box::new(StdoutSink::new(c, ctx)?),
+            SinkSpec::File(c) => Box::new(FileSink::open(c, ctx)?),
+            SinkSpec::Null(c) => Box::new(NullSink::new(c, Arc::new(AtomicU64::new(0)))),
+        })
+    }
+}
+
+/// A pipeline of this binary's components.
+pub type Pipeline = sluice_engine::config::PipelineConfig<SourceSpec, TransformSpec, SinkSpec>;
