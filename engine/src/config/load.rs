@@ -103,13 +103,24 @@ where
             path: path.to_owned(),
             line: loc.map_or(0, |l| l.line()),
             column: loc.map_or(0, |l| l.column()),
-            message: strip_location_suffix(&message),
+            message: explain(strip_location_suffix(&message)),
         }
     })?;
     build(&root).map_err(|error| LoadError::Invalid {
         path: path.to_owned(),
         error,
     })
+}
+
+/// Adds the fix to messages about unset variables.
+fn explain(message: String) -> String {
+    match message.strip_prefix("missing property ") {
+        Some(var) => format!(
+            "environment variable {var} is not set: set it, or write ${{{}:-default}}",
+            var.trim_matches('`')
+        ),
+        None => message,
+    }
 }
 
 /// saphyr appends " at line L column C" to some messages; the location is printed in front.

@@ -284,10 +284,13 @@ impl<'a> NodeDeserializer<'a> {
     }
 
     fn invalid(&self, expected: &str) -> ConfigError {
-        ConfigError::at(
-            self.node.loc,
-            format!("expected {expected}, found {}", self.node.kind.describe()),
-        )
+        let found = match &self.node.kind {
+            NodeKind::Int(_) | NodeKind::UInt(_) | NodeKind::Float(_) | NodeKind::Bool(_) => {
+                format!("`{}`", self.node.as_text().unwrap_or_default())
+            }
+            other => other.describe().to_owned(),
+        };
+        ConfigError::at(self.node.loc, format!("expected {expected}, found {found}"))
     }
 
     fn text(&self) -> Option<String> {

@@ -141,7 +141,8 @@ impl AnchoredRegex {
             })
             .map_err(|e| {
                 let detail = e.to_string();
-                let last = detail.lines().last().unwrap_or("invalid").trim().to_owned();
+                let last = detail.lines().last().unwrap_or("invalid").trim();
+                let last = last.strip_prefix("error: ").unwrap_or(last).to_owned();
                 format!("invalid regex `{pattern}`: {last}")
             })
     }
