@@ -254,13 +254,27 @@ fn write_map(schema: &Schema, entries: &[(Value, Value)], out: &mut Vec<u8>) {
 }
 
 /// Appends a JSON string escaped as Jackson does: `"`, `\`, and control characters; short forms
-/// for `\b \t \n \f \r`, `\u00XX` (upper-case hex) for the rest; everything else raw UTF-8.
+/// for `\b \t \n \f \r`, `\u00XX` (upper-case hex) for the rest; characters outside the Basic
+/// Multilingual Plane as an escaped UTF-16 surrogate pair (`\uD83D\uDE00`); everything else raw.
 pub fn write_string(s: &str, out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b >= 0xf0 {
+            // A 4-byte UTF-8 sequence: a supplementary character.
+            out.extend_from_slice(&bytes[start..i]);
+            let c = s[i..].chars().next().unwrap_or('\u{fffd}');
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                write_unicode_escape(*unit, out);
+            }
+            i += c.len_utf8();
+            start = i;
+            continue;
+        }
         let short = match b {
             b'"' => b'"',
             b'\\' => b'\\',
@@ -270,25 +284,30 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
             0x0c => b'f',
             0x0d => b'r',
             0x00..=0x1f => 0,
-            _ => continue,
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.extend_from_slice(&bytes[start..i]);
         if short != 0 {
             out.extend_from_slice(&[b'\\', short]);
         } else {
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]);
+            write_unicode_escape(u16::from(b), out);
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+fn write_unicode_escape(unit: u16, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.extend_from_slice(b"\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(HEX[usize::from((unit >> shift) & 0xf)]);
+    }
 }
 
 /// Appends a number as Java's `Double.toString` / `Float.toString` print it (Jackson's output):
@@ -415,7 +434,7 @@ mod tests {
         write_string("a\"b\\c\n\t\u{1}\u{1f}é😀/", &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap_or_default(),
-            "\"a\\\"b\\\\c\\n\\t\\u0001\\u001Fé😀/\""
+            "\"a\\\"b\\\\c\\n\\t\\u0001\\u001Fé\\uD83D\\uDE00/\""
         );
     }
 
