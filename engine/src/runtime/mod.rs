@@ -119,6 +119,8 @@ pub struct RunOptions {
     pub stop_when_idle: Option<Duration>,
     /// Handle SIGINT/SIGTERM (first: graceful stop; second: immediate stop).
     pub handle_signals: bool,
+    /// A graceful stop is requested when this becomes `true` (for embedding and tests).
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// What a finished run did.

@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix::{Actor, ActorContext, Addr, Arbiter, AsyncContext, Context, Handler, Message, SpawnHandle};
+use actix::{
+    Actor, ActorContext, ActorFutureExt, Addr, Arbiter, AsyncContext, Context, Handler, Message,
+    SpawnHandle, WrapFuture,
+};
 use tokio::sync::watch;
 
 use super::stages::{self, SinkStage, StageActor, StageFuture};
@@ -129,7 +132,21 @@ impl Supervisor {
                     resume_from = ?self.committed,
                     "Pipeline started."
                 );
+                // A stop requested from inside (a stop condition met by the source) goes through
+                // the same graceful path, with its deadline.
+                let mut requested = generation.shutdown_tx.subscribe();
+                let id = generation.id;
                 self.current = Some(generation);
+                ctx.spawn(
+                    async move { requested.wait_for(|s| *s).await.is_ok() }
+                        .into_actor(self)
+                        .map(move |stop, act, ctx| {
+                            let current = act.current.as_ref().is_some_and(|g| g.id == id);
+                            if stop && current && !act.stopping {
+                                act.begin_stop(ctx);
+                            }
+                        }),
+                );
             }
             Err((stage, error)) => {
                 tracing::error!(pipeline = %self.plan.name, stage = %stage, error = %error.chain(), "Building the pipeline failed.");
@@ -396,6 +413,14 @@ impl Actor for Supervisor {
         }
         if self.options.handle_signals {
             self.watch_signals(ctx.address());
+        }
+        if let Some(mut stop) = self.options.stop.clone() {
+            let me = ctx.address();
+            actix::spawn(async move {
+                if stop.wait_for(|s| *s).await.is_ok() {
+                    me.do_send(Stop);
+                }
+            });
         }
         ctx.run_interval(self.plan.offsets.flush_interval.0, |act, ctx| {
             if let Err(e) = act.commit() {

@@ -1,0 +1,327 @@
+//! Runtime behaviour: backpressure, ordered acknowledgement across sinks, failures, restarts.
+//!
+//! Every test runs a real pipeline (actors, queues, offsets) with in-test components. No test
+//! depends on timing for its verdict: waits only decide when to look, never what is seen.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
+use sluice_engine::runtime::{self, PipelinePlan, RunError, RunOptions, RunReport, SinkPlan};
+use sluice_engine::{
+    Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Position, Record, Schema,
+    SchemaType, Sink, SinkBatch, Source, SourceContext, Value,
+};
+
+/// Emits `total` events with positions 1..=total, `batch` per emit; fails once (retryably)
+/// when about to emit event `fail_at` if set.
+struct CountingSource {
+    total: u64,
+    batch: u64,
+    payload: usize,
+    emitted: Arc<AtomicU64>,
+    fail_at: Option<u64>,
+    failed: Arc<AtomicBool>,
+}
+
+fn event(n: u64, payload: usize) -> ChangeEvent {
+    ChangeEvent {
+        topic: "t".into(),
+        key: None,
+        value: Some(Record {
+            schema: Schema::primitive(SchemaType::String, false),
+            value: Value::String("x".repeat(payload)),
+        }),
+        headers: Vec::new(),
+        position: Position::Offset(n),
+    }
+}
+
+#[async_trait]
+impl Source for CountingSource {
+    async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        let mut next = match ctx.resume_from() {
+            Some(Position::Offset(n)) => n + 1,
+            _ => 1,
+        };
+        while next <= self.total && !ctx.is_stopping() {
+            if let Some(at) = self.fail_at {
+                if next >= at && !self.failed.swap(true, Ordering::SeqCst) {
+                    return Err(ComponentError::retryable("injected source failure"));
+                }
+            }
+            let end = (next + self.batch - 1).min(self.total);
+            let events = (next..=end).map(|n| event(n, self.payload)).collect();
+            if ctx.emit(Batch::new(events)).await.is_err() {
+                return Ok(());
+            }
+            self.emitted.fetch_add(end - next + 1, Ordering::SeqCst);
+            next = end + 1;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+struct SourceSpec(Arc<dyn Fn() -> CountingSource + Send + Sync>);
+
+impl BuildSource for SourceSpec {
+    fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
+        Ok(Box::new((self.0)()))
+    }
+}
+
+/// Records written positions. Blocks while `stalled`; after `stall_after` writes it stalls
+/// forever; after `fail_after` writes every write fails retryably.
+#[derive(Clone, Default)]
+struct Recorder {
+    written: Arc<Mutex<Vec<u64>>>,
+    stalled: Arc<AtomicBool>,
+    writes: Arc<AtomicU64>,
+    stall_after: Option<u64>,
+    fail_after: Option<u64>,
+}
+
+impl Recorder {
+    fn positions(&self) -> Vec<u64> {
+        self.written.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Sink for Recorder {
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError> {
+        let done = self.writes.load(Ordering::SeqCst);
+        if self.fail_after.is_some_and(|n| done >= n) {
+            return Err(ComponentError::retryable("injected sink failure"));
+        }
+        while self.stalled.load(Ordering::SeqCst) || self.stall_after.is_some_and(|n| done >= n) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let mut written = self.written.lock().map_err(|_| ComponentError::fatal("poisoned"))?;
+        for e in batch.iter() {
+            if let Position::Offset(n) = e.position {
+                written.push(n);
+            }
+        }
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl BuildSink for Recorder {
+    fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
+        Ok(Box::new(self.clone()))
+    }
+}
+
+fn plan(source: SourceSpec, sinks: &[(&str, Recorder)], limits: Limits, data_dir: PathBuf) -> PipelinePlan {
+    PipelinePlan {
+        name: "test".into(),
+        data_dir,
+        limits,
+        offsets: OffsetsConfig {
+            store: OffsetStoreKind::File,
+            flush_interval: DurationSpec(Duration::from_millis(20)),
+        },
+        shutdown_timeout: Duration::from_secs(30),
+        restart: Backoff {
+            max_retries: 3,
+            initial_backoff: DurationSpec(Duration::from_millis(5)),
+            max_backoff: DurationSpec(Duration::from_millis(20)),
+        },
+        source: Arc::new(source),
+        transforms: Vec::new(),
+        sinks: sinks
+            .iter()
+            .map(|(name, r)| SinkPlan {
+                name: (*name).into(),
+                spec: Arc::new(r.clone()),
+                transforms: Vec::new(),
+                retry: Backoff {
+                    max_retries: 2,
+                    initial_backoff: DurationSpec(Duration::from_millis(1)),
+                    max_backoff: DurationSpec(Duration::from_millis(2)),
+                },
+            })
+            .collect(),
+    }
+}
+
+fn limits(queue: usize, bytes: u64, batch: usize) -> Limits {
+    Limits {
+        max_queue_size: queue,
+        max_queue_size_bytes: bytes,
+        max_batch_size: batch,
+        poll_interval: DurationSpec(Duration::from_millis(10)),
+    }
+}
+
+fn counting(total: u64, batch: u64, payload: usize, emitted: Arc<AtomicU64>) -> SourceSpec {
+    SourceSpec(Arc::new(move || CountingSource {
+        total,
+        batch,
+        payload,
+        emitted: emitted.clone(),
+        fail_at: None,
+        failed: Arc::new(AtomicBool::new(false)),
+    }))
+}
+
+/// Waits until `value` stops changing for a while (or a generous limit passes).
+fn settle(value: &AtomicU64) -> u64 {
+    let start = Instant::now();
+    let mut last = value.load(Ordering::SeqCst);
+    let mut since = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = value.load(Ordering::SeqCst);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() > Duration::from_millis(300) {
+            break;
+        }
+    }
+    last
+}
+
+fn spawn_run(plan: PipelinePlan, options: RunOptions) -> std::thread::JoinHandle<Result<RunReport, RunError>> {
+    std::thread::spawn(move || runtime::run(plan, options))
+}
+
+fn backpressure_case(limits: Limits, payload: usize, bound: u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let emitted = Arc::new(AtomicU64::new(0));
+    let sink = Recorder::default();
+    sink.stalled.store(true, Ordering::SeqCst);
+    let total = 20_000;
+    let handle = spawn_run(
+        plan(counting(total, 10, payload, emitted.clone()), &[("s", sink.clone())], limits, dir.path().into()),
+        RunOptions::default(),
+    );
+    let stuck_at = settle(&emitted);
+    assert!(stuck_at > 0, "the source never started");
+    assert!(stuck_at <= bound, "the source read {stuck_at} events past a stalled sink (bound {bound})");
+    assert!(sink.positions().is_empty());
+    // The sink recovers: everything flows, in order, and the end is committed.
+    sink.stalled.store(false, Ordering::SeqCst);
+    let report = handle.join().expect("join").expect("run");
+    assert_eq!(sink.positions(), (1..=total).collect::<Vec<_>>());
+    assert_eq!(report.committed, Some(Position::Offset(total)));
+}
+
+#[test]
+fn stalled_sink_stops_the_source_within_the_event_bound() {
+    // Source queue + sink queue hold 100 events each; three stages hold a batch of 10 in hand.
+    backpressure_case(limits(100, 1 << 30, 10), 8, 100 + 100 + 3 * 10);
+}
+
+#[test]
+fn stalled_sink_stops_the_source_within_the_byte_bound() {
+    // 2 KiB events, 64 KiB queues: at most ~32 events per queue, whatever max_queue_size says.
+    let per_event = event(1, 2048).estimated_size() as u64;
+    let bytes = 64 * 1024;
+    let bound = 2 * (bytes / per_event + 10) + 3 * 10;
+    backpressure_case(limits(100_000, bytes, 10), 2048, bound);
+}
+
+#[test]
+fn committed_position_never_passes_an_event_one_sink_has_not_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let emitted = Arc::new(AtomicU64::new(0));
+    let fast = Recorder::default();
+    let stuck = Recorder { stall_after: Some(3), ..Recorder::default() };
+    let mut p = plan(
+        counting(5_000, 10, 8, emitted),
+        &[("fast", fast.clone()), ("stuck", stuck.clone())],
+        limits(100, 1 << 30, 10),
+        dir.path().into(),
+    );
+    p.shutdown_timeout = Duration::from_millis(300);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let handle = spawn_run(p, RunOptions { stop: Some(stop_rx), ..RunOptions::default() });
+    // Once the stuck sink has stalled the pipeline, ask for a graceful stop: it cannot complete,
+    // so the deadline cuts the stages off.
+    let fast_writes = fast.writes.clone();
+    settle(&fast_writes);
+    stop_tx.send(true).expect("stop");
+    let report = handle.join().expect("join").expect("run");
+    assert!(report.forced, "the stuck sink should have forced the stop");
+    let fast_max = fast.positions().last().copied().unwrap_or(0);
+    let stuck_max = stuck.positions().last().copied().unwrap_or(0);
+    assert!(fast_max > stuck_max, "the fast sink should be ahead ({fast_max} vs {stuck_max})");
+    assert_eq!(report.committed, Some(Position::Offset(stuck_max)));
+    // And that is what a restart resumes from.
+    let store = sluice_engine::offsets::FileOffsetStore::open(dir.path()).expect("store");
+    use sluice_engine::offsets::OffsetStore;
+    assert_eq!(store.load("test").expect("load"), Some(Position::Offset(stuck_max)));
+}
+
+#[test]
+fn a_sink_past_its_retry_budget_stops_the_pipeline_without_committing_past_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = Recorder { fail_after: Some(4), ..Recorder::default() };
+    let err = runtime::run(
+        plan(counting(5_000, 10, 8, Arc::new(AtomicU64::new(0))), &[("s", sink.clone())], limits(100, 1 << 30, 10), dir.path().into()),
+        RunOptions::default(),
+    )
+    .expect_err("the pipeline should fail");
+    let written = sink.positions().last().copied();
+    match err {
+        RunError::Component { component, message, committed } => {
+            assert_eq!(component, "sink:s");
+            assert!(message.contains("gave up after 2 retries"), "{message}");
+            assert!(message.contains("injected sink failure"), "{message}");
+            assert_eq!(committed, written.map(Position::Offset));
+        }
+        other => panic!("unexpected error {other}"),
+    }
+}
+
+#[test]
+fn a_retryable_source_failure_restarts_from_the_committed_position_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = Recorder::default();
+    let failed = Arc::new(AtomicBool::new(false));
+    let spec = SourceSpec(Arc::new(move || CountingSource {
+        total: 3_000,
+        batch: 10,
+        payload: 8,
+        emitted: Arc::new(AtomicU64::new(0)),
+        fail_at: Some(1_501),
+        failed: failed.clone(),
+    }));
+    let report = runtime::run(plan(spec, &[("s", sink.clone())], limits(100, 1 << 30, 10), dir.path().into()), RunOptions::default())
+        .expect("run");
+    assert_eq!(report.restarts, 1);
+    assert_eq!(report.committed, Some(Position::Offset(3_000)));
+    let mut seen = sink.positions();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen, (1..=3_000).collect::<Vec<_>>(), "an event was lost across the restart");
+}
+
+#[test]
+fn offsets_survive_a_clean_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Recorder::default();
+    let limits = limits(100, 1 << 30, 10);
+    let r1 = runtime::run(
+        plan(counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))), &[("s", first.clone())], limits, dir.path().into()),
+        RunOptions { stop_after_events: Some(700), ..RunOptions::default() },
+    )
+    .expect("first run");
+    assert_eq!(r1.committed, Some(Position::Offset(700)));
+    let second = Recorder::default();
+    runtime::run(
+        plan(counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))), &[("s", second.clone())], limits, dir.path().into()),
+        RunOptions::default(),
+    )
+    .expect("second run");
+    assert_eq!(first.positions(), (1..=700).collect::<Vec<_>>());
+    assert_eq!(second.positions(), (701..=2_000).collect::<Vec<_>>());
+}
