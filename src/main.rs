@@ -98,6 +98,7 @@ fn main() -> ExitCode {
                 stop_after_events,
                 stop_when_idle,
                 handle_signals: true,
+                stop: None,
             };
             match runtime::run(plan, options) {
                 Ok(report) => {

@@ -8,6 +8,28 @@ use sluice_engine::{BuildContext, ComponentError, Sink, SinkBatch};
 
 pub use config::FileSinkConfig;
 
+#[cfg(test)]
+mod tests {
+    use super::drop_torn_tail;
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_whole_lines_are_kept() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f.jsonl");
+        for (content, expected) in [
+            ("{\"a\":1}\n{\"b\"", "{\"a\":1}\n"),
+            ("{\"a\":1}\n", "{\"a\":1}\n"),
+            ("{\"partial", ""),
+            ("", ""),
+        ] {
+            std::fs::write(&path, content)?;
+            drop_torn_tail(&path)?;
+            assert_eq!(std::fs::read_to_string(&path)?, expected);
+        }
+        Ok(())
+    }
+}
+
 use crate::writer::{ClassifiedIo, WriterThread};
 
 /// The running file sink.
@@ -29,11 +51,13 @@ impl FileSink {
                 ComponentError::from_classified(format!("{what}: cannot create the directory"), ClassifiedIo(e))
             })?;
         }
+        let io = |action: &str, e| ComponentError::from_classified(format!("{what}: cannot {action}"), ClassifiedIo(e));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| ComponentError::from_classified(format!("{what}: cannot open the file"), ClassifiedIo(e)))?;
+            .map_err(|e| io("open the file", e))?;
+        drop_torn_tail(path).map_err(|e| io("repair the last line", e))?;
         Ok(FileSink {
             encoder: JsonEncoder::new(JsonOptions {
                 schemas_enable: config.schemas_enable,
@@ -44,6 +68,40 @@ impl FileSink {
             buffer: Vec::with_capacity(1 << 20),
         })
     }
+}
+
+/// A crash in the middle of a write can leave a partial last line. Its events were never
+/// acknowledged, so they are written again; cut the fragment so the file stays valid JSON lines.
+fn drop_torn_tail(path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut keep = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let start = keep.saturating_sub(chunk.len() as u64);
+        let n = (keep - start) as usize;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut chunk[..n])?;
+        if let Some(i) = chunk[..n].iter().rposition(|b| *b == b'\n') {
+            keep = start + i as u64 + 1;
+            break;
+        }
+        if start == 0 {
+            keep = 0;
+            break;
+        }
+        keep = start;
+    }
+    if keep < len {
+        tracing::warn!(path = %path.display(), bytes = len - keep, "Dropping a partial last line left by a crash; its events are delivered again.");
+        file.set_len(keep)?;
+        file.sync_all()?;
+    }
+    Ok(())
 }
 
 #[async_trait]
