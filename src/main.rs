@@ -56,7 +56,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     DurationSpec::parse(text).map(|d| d.0)
 }
 
-fn load(path: &PathBuf) -> Result<Pipeline, String> {
+fn load(path: &std::path::Path) -> Result<Pipeline, String> {
     load_pipeline::<SourceSpec, TransformSpec, SinkSpec>(path).map_err(|e| e.to_string())
 }
 
@@ -68,7 +68,12 @@ fn main() -> ExitCode {
             let mut ok = true;
             for path in &pipelines {
                 match load(path) {
-                    Ok(p) => println!("{}: ok (pipeline `{}`, {} sink(s))", path.display(), p.name, p.sinks.len()),
+                    Ok(p) => println!(
+                        "{}: ok (pipeline `{}`, {} sink(s))",
+                        path.display(),
+                        p.name,
+                        p.sinks.len()
+                    ),
                     Err(e) => {
                         eprintln!("error: {e}");
                         ok = false;
@@ -102,7 +107,10 @@ fn main() -> ExitCode {
             };
             match runtime::run(plan, options) {
                 Ok(report) => {
-                    let committed = report.committed.map(|p| p.to_string()).unwrap_or_else(|| "none".into());
+                    let committed = report
+                        .committed
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "none".into());
                     eprintln!(
                         "sluice: stopped; events={} committed={} restarts={}{}",
                         report.events,

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use sluice_engine::config::{ComponentSpec, ConfigError, Node, NodeDeserializer};
-use sluice_engine::{BuildContext, BuildSink, BuildSource, BuildTransform, ComponentError, Sink, Source, Transform};
+use sluice_engine::{
+    BuildContext, BuildSink, BuildSource, BuildTransform, ComponentError, Sink, Source, Transform,
+};
 use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
@@ -30,7 +32,9 @@ impl ComponentSpec for SourceSpec {
         Ok(Some(match kind {
             "datagen" => {
                 let config: DatagenConfig = body(node, skip)?;
-                config.validate().map_err(|m| ConfigError::at(node.loc, m))?;
+                config
+                    .validate()
+                    .map_err(|m| ConfigError::at(node.loc, m))?;
                 SourceSpec::Datagen(config)
             }
             _ => return Ok(None),

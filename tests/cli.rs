@@ -1,5 +1,7 @@
 //! The `sluice` binary's command line: pipeline examples validate, bad files fail clearly.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -18,13 +20,25 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_example_pipeline_validates() {
-    let files = yaml_files(Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines").as_path());
+    let files = yaml_files(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("pipelines")
+            .as_path(),
+    );
     assert!(!files.is_empty(), "no example pipelines found");
-    let out = sluice().arg("validate").args(&files).output().expect("run sluice validate");
+    let out = sluice()
+        .arg("validate")
+        .args(&files)
+        .output()
+        .expect("run sluice validate");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "validate failed:\n{stdout}\n{stderr}");
-    assert_eq!(stdout.lines().filter(|l| l.contains(": ok")).count(), files.len(), "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains(": ok")).count(),
+        files.len(),
+        "{stdout}"
+    );
 }
 
 /// Each file in `tests/fixtures/bad` starts with `# expect: <text>`; validating it must exit 3
@@ -33,7 +47,11 @@ fn every_example_pipeline_validates() {
 fn bad_pipelines_give_one_clear_located_error() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad");
     let files = yaml_files(&dir);
-    assert!(files.len() >= 15, "the bad-pipeline corpus shrank to {}", files.len());
+    assert!(
+        files.len() >= 15,
+        "the bad-pipeline corpus shrank to {}",
+        files.len()
+    );
     let location = regex_lite_location();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("read fixture");
@@ -43,17 +61,39 @@ fn bad_pipelines_give_one_clear_located_error() {
             .and_then(|l| l.strip_prefix("# expect: "))
             .unwrap_or_else(|| panic!("{} lacks an `# expect:` line", file.display()));
         for command in ["validate", "run"] {
-            let out = sluice().arg(command).arg(&file).output().expect("run sluice");
+            let out = sluice()
+                .arg(command)
+                .arg(&file)
+                .output()
+                .expect("run sluice");
             let stderr = String::from_utf8_lossy(&out.stderr);
             let name = file.display();
-            assert_eq!(out.status.code(), Some(3), "{command} {name}: exit {:?}\n{stderr}", out.status);
-            assert!(!stderr.contains("panicked"), "{command} {name} panicked:\n{stderr}");
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{command} {name}: exit {:?}\n{stderr}",
+                out.status
+            );
+            assert!(
+                !stderr.contains("panicked"),
+                "{command} {name} panicked:\n{stderr}"
+            );
             let lines: Vec<&str> = stderr.lines().collect();
-            assert_eq!(lines.len(), 1, "{command} {name}: expected one line:\n{stderr}");
+            assert_eq!(
+                lines.len(),
+                1,
+                "{command} {name}: expected one line:\n{stderr}"
+            );
             let line = lines[0];
-            assert!(line.starts_with(&format!("error: {}:", file.display())), "{name}: {line}");
+            assert!(
+                line.starts_with(&format!("error: {}:", file.display())),
+                "{name}: {line}"
+            );
             assert!(location(line), "{name}: no line:column in `{line}`");
-            assert!(line.contains(expect), "{name}: `{line}` does not contain `{expect}`");
+            assert!(
+                line.contains(expect),
+                "{name}: `{line}` does not contain `{expect}`"
+            );
         }
     }
 }
@@ -61,8 +101,12 @@ fn bad_pipelines_give_one_clear_located_error() {
 /// `error: PATH:LINE:COLUMN: ...` with positive numbers.
 fn regex_lite_location() -> impl Fn(&str) -> bool {
     |line: &str| {
-        let Some(rest) = line.strip_prefix("error: ") else { return false };
-        let Some(yaml) = rest.find(".yaml:") else { return false };
+        let Some(rest) = line.strip_prefix("error: ") else {
+            return false;
+        };
+        let Some(yaml) = rest.find(".yaml:") else {
+            return false;
+        };
         let mut parts = rest[yaml + 6..].splitn(3, ':');
         let line_no = parts.next().and_then(|p| p.parse::<u64>().ok());
         let col = parts.next().and_then(|p| p.parse::<u64>().ok());
@@ -72,18 +116,31 @@ fn regex_lite_location() -> impl Fn(&str) -> bool {
 
 #[test]
 fn missing_file_is_one_line_and_exit_3() {
-    let out = sluice().args(["validate", "/nonexistent/pipeline.yaml"]).output().expect("run");
+    let out = sluice()
+        .args(["validate", "/nonexistent/pipeline.yaml"])
+        .output()
+        .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("/nonexistent/pipeline.yaml: cannot read the pipeline file"), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent/pipeline.yaml: cannot read the pipeline file"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn help_is_available_everywhere() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["validate", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["validate", "--help"],
+    ] {
         let out = sluice().args(&args).output().expect("run");
         assert!(out.status.success(), "{args:?}");
-        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage"),
+            "{args:?}"
+        );
     }
 }

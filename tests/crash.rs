@@ -4,6 +4,8 @@
 //! carries its step in `source.seq`, so the file can be checked exactly: each run writes a
 //! contiguous range of steps that starts right after the position committed before it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,7 +13,9 @@ use std::time::{Duration, Instant};
 const TOTAL: u64 = 30_000;
 
 fn pipeline(dir: &Path, rate: u64, max_events: Option<u64>) -> PathBuf {
-    let max = max_events.map(|m| format!("  max.events: {m}\n")).unwrap_or_default();
+    let max = max_events
+        .map(|m| format!("  max.events: {m}\n"))
+        .unwrap_or_default();
     let text = format!(
         "name: crash\n\
          data_dir: {dir}/data\n\
@@ -63,7 +67,9 @@ fn committed(dir: &Path) -> u64 {
 fn wait_for_lines(dir: &Path, at_least: usize, child: &mut Child) {
     let start = Instant::now();
     while steps(dir).len() < at_least {
-        if child.try_wait().expect("poll child").is_some() || start.elapsed() > Duration::from_secs(60) {
+        if child.try_wait().expect("poll child").is_some()
+            || start.elapsed() > Duration::from_secs(60)
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -96,26 +102,43 @@ fn kill_9_at_several_points_loses_nothing_and_redelivers_only_after_the_commit()
     for (run, window) in bounds.windows(2).enumerate() {
         let segment = &all[window[0]..window[1]];
         if let Some(first) = segment.first() {
-            assert_eq!(*first, expected_start, "run {run} started at step {first}, not right after the commit");
+            assert_eq!(
+                *first, expected_start,
+                "run {run} started at step {first}, not right after the commit"
+            );
         }
         for pair in segment.windows(2) {
-            assert_eq!(pair[1], pair[0] + 1, "run {run} skipped or repeated a step inside its own output");
+            assert_eq!(
+                pair[1],
+                pair[0] + 1,
+                "run {run} skipped or repeated a step inside its own output"
+            );
         }
         if run < kills.len() {
             let committed = kills[run].1;
             let written = segment.last().copied().unwrap_or(expected_start - 1);
-            assert!(committed <= written, "run {run} committed {committed} past what it wrote ({written})");
+            assert!(
+                committed <= written,
+                "run {run} committed {committed} past what it wrote ({written})"
+            );
             assert!(committed + 1 >= expected_start, "the commit went backwards");
             expected_start = committed + 1;
         }
     }
-    assert_eq!(all.last().copied(), Some(TOTAL), "the last step never arrived");
+    assert_eq!(
+        all.last().copied(),
+        Some(TOTAL),
+        "the last step never arrived"
+    );
     let mut unique = all.clone();
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique, (1..=TOTAL).collect::<Vec<_>>(), "a step was lost");
     assert_eq!(committed(dir.path()), TOTAL);
-    assert!(kills.iter().any(|(lines, _)| *lines > 0), "no kill landed while events were flowing");
+    assert!(
+        kills.iter().any(|(lines, _)| *lines > 0),
+        "no kill landed while events were flowing"
+    );
 }
 
 #[test]
@@ -124,14 +147,23 @@ fn sigterm_stops_gracefully_with_everything_written_committed() {
     let file = pipeline(dir.path(), 20_000, None);
     let mut child = start(&file);
     wait_for_lines(dir.path(), 3_000, &mut child);
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
     assert!(status.success());
     let exit = child.wait().expect("wait");
-    assert!(exit.success(), "SIGTERM did not lead to a clean exit: {exit:?}");
+    assert!(
+        exit.success(),
+        "SIGTERM did not lead to a clean exit: {exit:?}"
+    );
     let all = steps(dir.path());
     assert!(all.len() >= 3_000);
     let text = std::fs::read_to_string(dir.path().join("out.jsonl")).expect("read");
-    assert!(text.ends_with('\n'), "the sink was not flushed to a line boundary");
+    assert!(
+        text.ends_with('\n'),
+        "the sink was not flushed to a line boundary"
+    );
     assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>());
     // Everything written was acknowledged and committed before exiting.
     assert_eq!(committed(dir.path()), *all.last().expect("steps"));

@@ -29,7 +29,11 @@ pub trait Source: Send {
 pub trait Transform: Send {
     /// Appends the results for `event` to `out`. Dropping an event is appending nothing; its
     /// position is still acknowledged.
-    fn apply(&mut self, event: ChangeEvent, out: &mut Vec<ChangeEvent>) -> Result<(), ComponentError>;
+    fn apply(
+        &mut self,
+        event: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) -> Result<(), ComponentError>;
 }
 
 /// Writes events somewhere durable.

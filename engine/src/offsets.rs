@@ -117,8 +117,14 @@ impl FileOffsetStore {
         }
         std::fs::rename(&tmp, &self.path).map_err(io)?;
         if let Some(dir) = self.path.parent() {
-            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
         }
         Ok(())
     }
@@ -127,7 +133,11 @@ impl FileOffsetStore {
 impl OffsetStore for FileOffsetStore {
     fn load(&self, pipeline: &str) -> Result<Option<Position>, OffsetError> {
         let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(self.read()?.pipelines.get(pipeline).map(|c| c.position.clone()))
+        Ok(self
+            .read()?
+            .pipelines
+            .get(pipeline)
+            .map(|c| c.position.clone()))
     }
 
     fn commit(&self, pipeline: &str, position: &Position) -> Result<(), OffsetError> {
@@ -186,7 +196,10 @@ mod tests {
         store.commit("b", &Position::Opaque("{\"lsn\":7}".into()))?;
         let reopened = FileOffsetStore::open(dir.path())?;
         assert_eq!(reopened.load("a")?, Some(Position::Offset(42)));
-        assert_eq!(reopened.load("b")?, Some(Position::Opaque("{\"lsn\":7}".into())));
+        assert_eq!(
+            reopened.load("b")?,
+            Some(Position::Opaque("{\"lsn\":7}".into()))
+        );
         assert!(!dir.path().join("offsets.json.tmp").exists());
         Ok(())
     }

@@ -229,12 +229,14 @@ mod tests {
             let q = BoundedQueue::new("t", 10, 1000);
             assert!(q.push(item(0, 6, 10)).await.is_ok());
             // 6 + 6 > 10 events: must wait.
-            let waited = tokio::time::timeout(Duration::from_millis(20), q.push(item(1, 6, 10))).await;
+            let waited =
+                tokio::time::timeout(Duration::from_millis(20), q.push(item(1, 6, 10))).await;
             assert!(waited.is_err(), "push into a full queue returned");
             assert_eq!(q.depth(), (6, 10));
             let q2 = BoundedQueue::new("b", 100, 100);
             assert!(q2.push(item(0, 1, 80)).await.is_ok());
-            let waited = tokio::time::timeout(Duration::from_millis(20), q2.push(item(1, 1, 80))).await;
+            let waited =
+                tokio::time::timeout(Duration::from_millis(20), q2.push(item(1, 1, 80))).await;
             assert!(waited.is_err(), "push over the byte bound returned");
         });
     }
@@ -252,13 +254,21 @@ mod tests {
             assert!(q.push(item(1, 3, 10)).await.is_ok());
             assert!(q.push(item(2, 1, 10)).await.is_ok());
             match q.pop(3, Duration::from_millis(1)).await {
-                Popped::Items(items) => assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), vec![1]),
+                Popped::Items(items) => {
+                    assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), vec![1])
+                }
                 other => panic!("unexpected {other:?}"),
             }
             q.close();
             assert!(q.push(item(3, 1, 1)).await.is_err());
-            assert!(matches!(q.pop(3, Duration::from_millis(1)).await, Popped::Items(_)));
-            assert!(matches!(q.pop(3, Duration::from_millis(1)).await, Popped::Closed));
+            assert!(matches!(
+                q.pop(3, Duration::from_millis(1)).await,
+                Popped::Items(_)
+            ));
+            assert!(matches!(
+                q.pop(3, Duration::from_millis(1)).await,
+                Popped::Closed
+            ));
         });
     }
 }

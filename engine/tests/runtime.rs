@@ -3,6 +3,8 @@
 //! Every test runs a real pipeline (actors, queues, offsets) with in-test components. No test
 //! depends on timing for its verdict: waits only decide when to look, never what is seen.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,8 +14,8 @@ use async_trait::async_trait;
 use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
 use sluice_engine::runtime::{self, PipelinePlan, RunError, RunOptions, RunReport, SinkPlan};
 use sluice_engine::{
-    Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Position, Record, Schema,
-    SchemaType, Sink, SinkBatch, Source, SourceContext, Value,
+    Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Position, Record,
+    Schema, SchemaType, Sink, SinkBatch, Source, SourceContext, Value,
 };
 
 /// Emits `total` events with positions 1..=total, `batch` per emit; fails once (retryably)
@@ -101,7 +103,10 @@ impl Sink for Recorder {
         while self.stalled.load(Ordering::SeqCst) || self.stall_after.is_some_and(|n| done >= n) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        let mut written = self.written.lock().map_err(|_| ComponentError::fatal("poisoned"))?;
+        let mut written = self
+            .written
+            .lock()
+            .map_err(|_| ComponentError::fatal("poisoned"))?;
         for e in batch.iter() {
             if let Position::Offset(n) = e.position {
                 written.push(n);
@@ -118,7 +123,12 @@ impl BuildSink for Recorder {
     }
 }
 
-fn plan(source: SourceSpec, sinks: &[(&str, Recorder)], limits: Limits, data_dir: PathBuf) -> PipelinePlan {
+fn plan(
+    source: SourceSpec,
+    sinks: &[(&str, Recorder)],
+    limits: Limits,
+    data_dir: PathBuf,
+) -> PipelinePlan {
     PipelinePlan {
         name: "test".into(),
         data_dir,
@@ -189,7 +199,10 @@ fn settle(value: &AtomicU64) -> u64 {
     last
 }
 
-fn spawn_run(plan: PipelinePlan, options: RunOptions) -> std::thread::JoinHandle<Result<RunReport, RunError>> {
+fn spawn_run(
+    plan: PipelinePlan,
+    options: RunOptions,
+) -> std::thread::JoinHandle<Result<RunReport, RunError>> {
     std::thread::spawn(move || runtime::run(plan, options))
 }
 
@@ -200,12 +213,20 @@ fn backpressure_case(limits: Limits, payload: usize, bound: u64) {
     sink.stalled.store(true, Ordering::SeqCst);
     let total = 20_000;
     let handle = spawn_run(
-        plan(counting(total, 10, payload, emitted.clone()), &[("s", sink.clone())], limits, dir.path().into()),
+        plan(
+            counting(total, 10, payload, emitted.clone()),
+            &[("s", sink.clone())],
+            limits,
+            dir.path().into(),
+        ),
         RunOptions::default(),
     );
     let stuck_at = settle(&emitted);
     assert!(stuck_at > 0, "the source never started");
-    assert!(stuck_at <= bound, "the source read {stuck_at} events past a stalled sink (bound {bound})");
+    assert!(
+        stuck_at <= bound,
+        "the source read {stuck_at} events past a stalled sink (bound {bound})"
+    );
     assert!(sink.positions().is_empty());
     // The sink recovers: everything flows, in order, and the end is committed.
     sink.stalled.store(false, Ordering::SeqCst);
@@ -234,7 +255,10 @@ fn committed_position_never_passes_an_event_one_sink_has_not_acknowledged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let emitted = Arc::new(AtomicU64::new(0));
     let fast = Recorder::default();
-    let stuck = Recorder { stall_after: Some(3), ..Recorder::default() };
+    let stuck = Recorder {
+        stall_after: Some(3),
+        ..Recorder::default()
+    };
     let mut p = plan(
         counting(5_000, 10, 8, emitted),
         &[("fast", fast.clone()), ("stuck", stuck.clone())],
@@ -243,7 +267,13 @@ fn committed_position_never_passes_an_event_one_sink_has_not_acknowledged() {
     );
     p.shutdown_timeout = Duration::from_millis(300);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let handle = spawn_run(p, RunOptions { stop: Some(stop_rx), ..RunOptions::default() });
+    let handle = spawn_run(
+        p,
+        RunOptions {
+            stop: Some(stop_rx),
+            ..RunOptions::default()
+        },
+    );
     // Once the stuck sink has stalled the pipeline, ask for a graceful stop: it cannot complete,
     // so the deadline cuts the stages off.
     let fast_writes = fast.writes.clone();
@@ -253,26 +283,44 @@ fn committed_position_never_passes_an_event_one_sink_has_not_acknowledged() {
     assert!(report.forced, "the stuck sink should have forced the stop");
     let fast_max = fast.positions().last().copied().unwrap_or(0);
     let stuck_max = stuck.positions().last().copied().unwrap_or(0);
-    assert!(fast_max > stuck_max, "the fast sink should be ahead ({fast_max} vs {stuck_max})");
+    assert!(
+        fast_max > stuck_max,
+        "the fast sink should be ahead ({fast_max} vs {stuck_max})"
+    );
     assert_eq!(report.committed, Some(Position::Offset(stuck_max)));
     // And that is what a restart resumes from.
     let store = sluice_engine::offsets::FileOffsetStore::open(dir.path()).expect("store");
     use sluice_engine::offsets::OffsetStore;
-    assert_eq!(store.load("test").expect("load"), Some(Position::Offset(stuck_max)));
+    assert_eq!(
+        store.load("test").expect("load"),
+        Some(Position::Offset(stuck_max))
+    );
 }
 
 #[test]
 fn a_sink_past_its_retry_budget_stops_the_pipeline_without_committing_past_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sink = Recorder { fail_after: Some(4), ..Recorder::default() };
+    let sink = Recorder {
+        fail_after: Some(4),
+        ..Recorder::default()
+    };
     let err = runtime::run(
-        plan(counting(5_000, 10, 8, Arc::new(AtomicU64::new(0))), &[("s", sink.clone())], limits(100, 1 << 30, 10), dir.path().into()),
+        plan(
+            counting(5_000, 10, 8, Arc::new(AtomicU64::new(0))),
+            &[("s", sink.clone())],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
         RunOptions::default(),
     )
     .expect_err("the pipeline should fail");
     let written = sink.positions().last().copied();
     match err {
-        RunError::Component { component, message, committed } => {
+        RunError::Component {
+            component,
+            message,
+            committed,
+        } => {
             assert_eq!(component, "sink:s");
             assert!(message.contains("gave up after 2 retries"), "{message}");
             assert!(message.contains("injected sink failure"), "{message}");
@@ -295,14 +343,26 @@ fn a_retryable_source_failure_restarts_from_the_committed_position_and_loses_not
         fail_at: Some(1_501),
         failed: failed.clone(),
     }));
-    let report = runtime::run(plan(spec, &[("s", sink.clone())], limits(100, 1 << 30, 10), dir.path().into()), RunOptions::default())
-        .expect("run");
+    let report = runtime::run(
+        plan(
+            spec,
+            &[("s", sink.clone())],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
+        RunOptions::default(),
+    )
+    .expect("run");
     assert_eq!(report.restarts, 1);
     assert_eq!(report.committed, Some(Position::Offset(3_000)));
     let mut seen = sink.positions();
     seen.sort_unstable();
     seen.dedup();
-    assert_eq!(seen, (1..=3_000).collect::<Vec<_>>(), "an event was lost across the restart");
+    assert_eq!(
+        seen,
+        (1..=3_000).collect::<Vec<_>>(),
+        "an event was lost across the restart"
+    );
 }
 
 #[test]
@@ -311,14 +371,27 @@ fn offsets_survive_a_clean_restart() {
     let first = Recorder::default();
     let limits = limits(100, 1 << 30, 10);
     let r1 = runtime::run(
-        plan(counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))), &[("s", first.clone())], limits, dir.path().into()),
-        RunOptions { stop_after_events: Some(700), ..RunOptions::default() },
+        plan(
+            counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))),
+            &[("s", first.clone())],
+            limits,
+            dir.path().into(),
+        ),
+        RunOptions {
+            stop_after_events: Some(700),
+            ..RunOptions::default()
+        },
     )
     .expect("first run");
     assert_eq!(r1.committed, Some(Position::Offset(700)));
     let second = Recorder::default();
     runtime::run(
-        plan(counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))), &[("s", second.clone())], limits, dir.path().into()),
+        plan(
+            counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))),
+            &[("s", second.clone())],
+            limits,
+            dir.path().into(),
+        ),
         RunOptions::default(),
     )
     .expect("second run");

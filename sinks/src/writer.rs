@@ -62,7 +62,12 @@ impl WriterThread {
         let handle = std::thread::Builder::new()
             .name(format!("sluice-writer-{what}"))
             .spawn(move || {
-                for Request::Write { mut bytes, sync, reply } in rx {
+                for Request::Write {
+                    mut bytes,
+                    sync,
+                    reply,
+                } in rx
+                {
                     let result = target
                         .write_all(&bytes)
                         .and_then(|()| if sync { target.sync() } else { Ok(()) })
@@ -73,7 +78,10 @@ impl WriterThread {
                     let _ = reply.send(result);
                 }
             })
-            .map_err(|e| ComponentError::fatal(format!("{what}: cannot start the writer thread")).with_source(e))?;
+            .map_err(|e| {
+                ComponentError::fatal(format!("{what}: cannot start the writer thread"))
+                    .with_source(e)
+            })?;
         Ok(WriterThread {
             tx: Some(tx),
             handle: Some(handle),
@@ -82,9 +90,14 @@ impl WriterThread {
     }
 
     /// Writes `bytes` (and syncs when asked); gives the emptied buffer back for reuse.
-    pub(crate) async fn write(&self, bytes: Vec<u8>, sync: bool) -> Result<Vec<u8>, ComponentError> {
+    pub(crate) async fn write(
+        &self,
+        bytes: Vec<u8>,
+        sync: bool,
+    ) -> Result<Vec<u8>, ComponentError> {
         let (reply, rx) = oneshot::channel();
-        let gone = || ComponentError::retryable(format!("{}: the writer thread stopped", self.what));
+        let gone =
+            || ComponentError::retryable(format!("{}: the writer thread stopped", self.what));
         let tx = self.tx.as_ref().ok_or_else(gone)?.clone();
         // The channel holds one request and this sink waits for every reply, so the send
         // never blocks for long; keep it off the executor anyway.
@@ -94,7 +107,10 @@ impl WriterThread {
             .map_err(|_| gone())?;
         match rx.await {
             Ok(Ok(buffer)) => Ok(buffer),
-            Ok(Err(e)) => Err(ComponentError::from_classified(format!("{}: write failed", self.what), ClassifiedIo(e))),
+            Ok(Err(e)) => Err(ComponentError::from_classified(
+                format!("{}: write failed", self.what),
+                ClassifiedIo(e),
+            )),
             Err(_) => Err(gone()),
         }
     }

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::node::{from_node, ConfigError, Loc, Node, NodeDeserializer, NodeKind};
-use super::{Backoff, ByteSize, ComponentSpec, DurationSpec, Limits, OffsetsConfig, PipelineConfig, SinkEntry};
+use super::{
+    Backoff, ByteSize, ComponentSpec, DurationSpec, Limits, OffsetsConfig, PipelineConfig,
+    SinkEntry,
+};
 
 /// A pipeline file that cannot be used, with where and why.
 #[derive(Debug, thiserror::Error)]
@@ -145,10 +148,17 @@ where
     }
     let settings = Settings::deserialize(NodeDeserializer::skipping(root, COMPONENT_KEYS))?;
     if settings.name.trim().is_empty() {
-        return Err(located_key(root, "name", "the pipeline name must not be empty"));
+        return Err(located_key(
+            root,
+            "name",
+            "the pipeline name must not be empty",
+        ));
     }
     let source_node = root.get("source").ok_or_else(|| {
-        ConfigError::at(root.loc, "missing `source`: add a `source:` block with a `type`")
+        ConfigError::at(
+            root.loc,
+            "missing `source`: add a `source:` block with a `type`",
+        )
     })?;
     let source = component::<S>(source_node, &["type"]).map_err(|e| e.with_path("source"))?;
     let transforms = match root.get("transforms") {
@@ -156,7 +166,10 @@ where
         None => Vec::new(),
     };
     let sinks_node = root.get("sinks").ok_or_else(|| {
-        ConfigError::at(root.loc, "missing `sinks`: add a list with at least one sink")
+        ConfigError::at(
+            root.loc,
+            "missing `sinks`: add a list with at least one sink",
+        )
     })?;
     let sinks = sinks::<K, T>(sinks_node).map_err(|e| e.with_path("sinks"))?;
 
@@ -183,7 +196,11 @@ where
         ));
     }
     if limits.max_queue_size_bytes == 0 {
-        return Err(located_key(root, "max_queue_size_bytes", "must be larger than 0"));
+        return Err(located_key(
+            root,
+            "max_queue_size_bytes",
+            "must be larger than 0",
+        ));
     }
     let name = settings.name;
     let data_dir = settings
@@ -238,7 +255,9 @@ fn component_list<C: ComponentSpec>(node: &Node) -> Result<Vec<C>, ConfigError> 
         NodeKind::Seq(items) => items
             .iter()
             .enumerate()
-            .map(|(i, item)| component::<C>(item, &["type"]).map_err(|e| e.with_path(format!("[{i}]"))))
+            .map(|(i, item)| {
+                component::<C>(item, &["type"]).map_err(|e| e.with_path(format!("[{i}]")))
+            })
             .collect(),
         _ => Err(ConfigError::at(
             node.loc,
@@ -247,7 +266,9 @@ fn component_list<C: ComponentSpec>(node: &Node) -> Result<Vec<C>, ConfigError> 
     }
 }
 
-fn sinks<K: ComponentSpec, T: ComponentSpec>(node: &Node) -> Result<Vec<SinkEntry<K, T>>, ConfigError> {
+fn sinks<K: ComponentSpec, T: ComponentSpec>(
+    node: &Node,
+) -> Result<Vec<SinkEntry<K, T>>, ConfigError> {
     let NodeKind::Seq(items) = &node.kind else {
         return Err(ConfigError::at(
             node.loc,
@@ -265,7 +286,10 @@ fn sinks<K: ComponentSpec, T: ComponentSpec>(node: &Node) -> Result<Vec<SinkEntr
             return Err(located_key(
                 item,
                 "name",
-                format!("duplicate sink name `{}`: every sink needs its own name", entry.name),
+                format!(
+                    "duplicate sink name `{}`: every sink needs its own name",
+                    entry.name
+                ),
             )
             .with_path(format!("[{i}]")));
         }

@@ -106,7 +106,10 @@ impl Node {
             ));
         }
         let value = self.get(key).ok_or_else(|| {
-            ConfigError::at(self.loc, format!("{what} has no `{key}`: add `{key}: <kind>`"))
+            ConfigError::at(
+                self.loc,
+                format!("{what} has no `{key}`: add `{key}: <kind>`"),
+            )
         })?;
         match &value.kind {
             NodeKind::Str(s) => Ok((s.as_str(), value)),
@@ -368,8 +371,18 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'_> {
     lenient_number!(deserialize_i32, visit_i32, i32, "an integer (32 bits)");
     lenient_number!(deserialize_i64, visit_i64, i64, "an integer");
     lenient_number!(deserialize_u8, visit_u8, u8, "an integer from 0 to 255");
-    lenient_number!(deserialize_u16, visit_u16, u16, "a non-negative integer (16 bits)");
-    lenient_number!(deserialize_u32, visit_u32, u32, "a non-negative integer (32 bits)");
+    lenient_number!(
+        deserialize_u16,
+        visit_u16,
+        u16,
+        "a non-negative integer (16 bits)"
+    );
+    lenient_number!(
+        deserialize_u32,
+        visit_u32,
+        u32,
+        "a non-negative integer (32 bits)"
+    );
     lenient_number!(deserialize_u64, visit_u64, u64, "a non-negative integer");
 
     fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ConfigError> {
@@ -514,10 +527,7 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'_> {
         self.deserialize_str(visitor)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> Result<V::Value, ConfigError> {
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ConfigError> {
         visitor.visit_unit()
     }
 }
@@ -580,7 +590,9 @@ impl<'de> MapAccess<'de> for NodeMap<'_> {
             Some((value, name)) => seed
                 .deserialize(NodeDeserializer::new(value))
                 .map_err(|e| e.located(value.loc).with_path(name)),
-            None => Err(<ConfigError as de::Error>::custom("value requested before key")),
+            None => Err(<ConfigError as de::Error>::custom(
+                "value requested before key",
+            )),
         }
     }
 }
@@ -617,7 +629,10 @@ mod tests {
         let node = parse("items:\n  - size: 1\n  - size: 2\n    nmae: x\n");
         let err = from_node::<Outer>(&node).err().map(|e| e.to_string());
         let err = err.unwrap_or_default();
-        assert!(err.starts_with("4:5: `items[1].nmae`: unknown field `nmae`"), "{err}");
+        assert!(
+            err.starts_with("4:5: `items[1].nmae`: unknown field `nmae`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -626,7 +641,9 @@ mod tests {
         let err = from_node::<Outer>(&node).err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("2:11: `items[0].size`: expected a non-negative integer (32 bits), found a string")
+            Some(
+                "2:11: `items[0].size`: expected a non-negative integer (32 bits), found a string"
+            )
         );
     }
 

@@ -77,7 +77,9 @@ impl ByteSize {
         let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
         let (digits, unit) = t.split_at(split);
         let n: u64 = digits.parse().map_err(|_| {
-            format!("invalid size `{text}`: expected a number and a unit such as 512KiB, 64MiB, 1GiB")
+            format!(
+                "invalid size `{text}`: expected a number and a unit such as 512KiB, 64MiB, 1GiB"
+            )
         })?;
         let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
             "" | "b" => 1,
@@ -89,8 +91,8 @@ impl ByteSize {
             "gb" => 1_000_000_000,
             other => {
                 return Err(format!(
-                    "invalid size `{text}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB, GB)"
-                ))
+                "invalid size `{text}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ))
             }
         };
         n.checked_mul(factor)
@@ -173,10 +175,22 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(DurationSpec::parse("500ms").map(|d| d.0), Ok(Duration::from_millis(500)));
-        assert_eq!(DurationSpec::parse("30s").map(|d| d.0), Ok(Duration::from_secs(30)));
-        assert_eq!(DurationSpec::parse("2m").map(|d| d.0), Ok(Duration::from_secs(120)));
-        assert_eq!(DurationSpec::parse("250").map(|d| d.0), Ok(Duration::from_millis(250)));
+        assert_eq!(
+            DurationSpec::parse("500ms").map(|d| d.0),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(
+            DurationSpec::parse("30s").map(|d| d.0),
+            Ok(Duration::from_secs(30))
+        );
+        assert_eq!(
+            DurationSpec::parse("2m").map(|d| d.0),
+            Ok(Duration::from_secs(120))
+        );
+        assert_eq!(
+            DurationSpec::parse("250").map(|d| d.0),
+            Ok(Duration::from_millis(250))
+        );
         assert!(DurationSpec::parse("fast").is_err());
         assert!(DurationSpec::parse("5 parsecs").is_err());
     }

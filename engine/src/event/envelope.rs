@@ -147,8 +147,8 @@ impl EnvelopeSchema {
             Value::Int64(ts.micros()),
             Value::Int64(ts.nanos),
         ];
-        let value = Struct::from_values(self.envelope.clone(), values)
-            .map_or(Value::Null, Value::Struct);
+        let value =
+            Struct::from_values(self.envelope.clone(), values).map_or(Value::Null, Value::Struct);
         Record {
             schema: self.envelope.clone(),
             value,

@@ -69,7 +69,10 @@ impl std::fmt::Debug for PipelinePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PipelinePlan")
             .field("name", &self.name)
-            .field("sinks", &self.sinks.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .field(
+                "sinks",
+                &self.sinks.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -158,7 +161,11 @@ pub enum RunError {
 }
 
 impl RunError {
-    pub(crate) fn component(name: &str, error: &ComponentError, committed: Option<Position>) -> Self {
+    pub(crate) fn component(
+        name: &str,
+        error: &ComponentError,
+        committed: Option<Position>,
+    ) -> Self {
         RunError::Component {
             component: name.to_owned(),
             message: error.chain(),

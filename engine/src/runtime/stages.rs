@@ -74,7 +74,10 @@ pub(crate) async fn transform_stage(
 ) -> Result<(), ComponentError> {
     let result = async {
         loop {
-            match input.pop(limits.max_batch_size, limits.poll_interval.0).await {
+            match input
+                .pop(limits.max_batch_size, limits.poll_interval.0)
+                .await
+            {
                 Popped::Closed => return Ok(()),
                 Popped::Idle => continue,
                 Popped::Items(items) => {
@@ -84,7 +87,8 @@ pub(crate) async fn transform_stage(
                         let (events, bytes) = if chain.is_empty() {
                             (item.events, item.bytes)
                         } else {
-                            let owned = Arc::try_unwrap(item.events).unwrap_or_else(|a| (*a).clone());
+                            let owned =
+                                Arc::try_unwrap(item.events).unwrap_or_else(|a| (*a).clone());
                             let out = apply_chain(&mut chain, owned).inspect_err(|_| {
                                 counters.failed.increment(received as u64);
                             })?;
@@ -147,7 +151,8 @@ impl SinkStage {
                     } else {
                         let mut out = Vec::with_capacity(received);
                         for item in &items {
-                            let owned = Arc::try_unwrap(item.events.clone()).unwrap_or_else(|a| (*a).clone());
+                            let owned = Arc::try_unwrap(item.events.clone())
+                                .unwrap_or_else(|a| (*a).clone());
                             out.extend(apply_chain(&mut self.chain, owned)?);
                         }
                         vec![Arc::new(out)]

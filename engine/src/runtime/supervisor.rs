@@ -200,7 +200,11 @@ impl Supervisor {
                 .map(|t| t.build(&ctx))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| (sink.name.clone(), e))?;
-            let queue = BoundedQueue::new(format!("sink:{}", sink.name), limits.max_queue_size, max_bytes);
+            let queue = BoundedQueue::new(
+                format!("sink:{}", sink.name),
+                limits.max_queue_size,
+                max_bytes,
+            );
             queues.push(queue.clone());
             sink_stages.push(SinkStage {
                 name: sink.name.clone(),
@@ -231,7 +235,11 @@ impl Supervisor {
         let mut futures: Vec<(String, StageFuture)> = Vec::new();
         futures.push((
             "source".to_owned(),
-            Box::pin(stages::source_stage(source, source_ctx, source_queue.clone())),
+            Box::pin(stages::source_stage(
+                source,
+                source_ctx,
+                source_queue.clone(),
+            )),
         ));
         futures.push((
             "transforms".to_owned(),
@@ -350,7 +358,10 @@ impl Supervisor {
                 let _ = generation.shutdown_tx.send(true);
                 let timeout = self.plan.shutdown_timeout;
                 self.deadline = Some(ctx.run_later(timeout, move |act, _| {
-                    tracing::warn!(timeout_ms = timeout.as_millis() as u64, "Graceful stop missed its deadline; cutting stages off.");
+                    tracing::warn!(
+                        timeout_ms = timeout.as_millis() as u64,
+                        "Graceful stop missed its deadline; cutting stages off."
+                    );
                     act.forced = true;
                     act.abort_generation();
                 }));
@@ -364,9 +375,10 @@ impl Supervisor {
             #[cfg(unix)]
             {
                 use tokio::signal::unix::{signal, SignalKind};
-                let (Ok(mut int), Ok(mut term)) =
-                    (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-                else {
+                let (Ok(mut int), Ok(mut term)) = (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                ) else {
                     tracing::warn!("Cannot install signal handlers.");
                     return;
                 };
@@ -397,7 +409,9 @@ impl Actor for Supervisor {
         let store: Result<Arc<dyn OffsetStore>, _> = match self.plan.offsets.store {
             OffsetStoreKind::File => FileOffsetStore::open(&self.plan.data_dir)
                 .map(|s| Arc::new(s) as Arc<dyn OffsetStore>),
-            OffsetStoreKind::Memory => Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>),
+            OffsetStoreKind::Memory => {
+                Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>)
+            }
         };
         let loaded = store.and_then(|s| s.load(&self.plan.name).map(|p| (s, p)));
         match loaded {
@@ -435,7 +449,10 @@ impl Actor for Supervisor {
             let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
             ctx.run_interval(tick, move |act, ctx| {
                 let quiet = now_ms().saturating_sub(act.last_event_ms.load(Ordering::Relaxed));
-                let drained = act.current.as_ref().is_some_and(|g| g.acker.in_flight() == 0);
+                let drained = act
+                    .current
+                    .as_ref()
+                    .is_some_and(|g| g.acker.in_flight() == 0);
                 if !act.stopping && drained && quiet >= idle.as_millis() as u64 {
                     tracing::info!(idle_ms = quiet, "No new events; stopping.");
                     act.begin_stop(ctx);

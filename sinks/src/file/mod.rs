@@ -8,28 +8,6 @@ use sluice_engine::{BuildContext, ComponentError, Sink, SinkBatch};
 
 pub use config::FileSinkConfig;
 
-#[cfg(test)]
-mod tests {
-    use super::drop_torn_tail;
-
-    #[test]
-    fn a_torn_last_line_is_cut_and_whole_lines_are_kept() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("f.jsonl");
-        for (content, expected) in [
-            ("{\"a\":1}\n{\"b\"", "{\"a\":1}\n"),
-            ("{\"a\":1}\n", "{\"a\":1}\n"),
-            ("{\"partial", ""),
-            ("", ""),
-        ] {
-            std::fs::write(&path, content)?;
-            drop_torn_tail(&path)?;
-            assert_eq!(std::fs::read_to_string(&path)?, expected);
-        }
-        Ok(())
-    }
-}
-
 use crate::writer::{ClassifiedIo, WriterThread};
 
 /// The running file sink.
@@ -48,10 +26,15 @@ impl FileSink {
         let what = format!("sink `{}` ({})", ctx.component, path.display());
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
-                ComponentError::from_classified(format!("{what}: cannot create the directory"), ClassifiedIo(e))
+                ComponentError::from_classified(
+                    format!("{what}: cannot create the directory"),
+                    ClassifiedIo(e),
+                )
             })?;
         }
-        let io = |action: &str, e| ComponentError::from_classified(format!("{what}: cannot {action}"), ClassifiedIo(e));
+        let io = |action: &str, e| {
+            ComponentError::from_classified(format!("{what}: cannot {action}"), ClassifiedIo(e))
+        };
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -74,7 +57,10 @@ impl FileSink {
 /// acknowledged, so they are written again; cut the fragment so the file stays valid JSON lines.
 fn drop_torn_tail(path: &std::path::Path) -> std::io::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok(());
@@ -113,6 +99,28 @@ impl Sink for FileSink {
             self.encoder.encode_line(event, self.headers, &mut buffer);
         }
         self.buffer = self.writer.write(buffer, self.fsync).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_torn_tail;
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_whole_lines_are_kept() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f.jsonl");
+        for (content, expected) in [
+            ("{\"a\":1}\n{\"b\"", "{\"a\":1}\n"),
+            ("{\"a\":1}\n", "{\"a\":1}\n"),
+            ("{\"partial", ""),
+            ("", ""),
+        ] {
+            std::fs::write(&path, content)?;
+            drop_torn_tail(&path)?;
+            assert_eq!(std::fs::read_to_string(&path)?, expected);
+        }
         Ok(())
     }
 }

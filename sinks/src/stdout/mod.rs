@@ -41,7 +41,8 @@ impl Sink for StdoutSink {
         for event in batch.iter() {
             if self.pretty {
                 self.line.clear();
-                self.encoder.encode_line(event, self.headers, &mut self.line);
+                self.encoder
+                    .encode_line(event, self.headers, &mut self.line);
                 match serde_json::from_slice::<serde_json::Value>(&self.line) {
                     Ok(value) => {
                         let _ = serde_json::to_writer_pretty(&mut out, &value);

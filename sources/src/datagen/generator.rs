@@ -108,13 +108,21 @@ fn row_schema() -> Arc<Schema> {
         )
         .field(
             "birth",
-            Schema::builder(SchemaType::Int32).optional().name(names::DATE).version(1).build(),
+            Schema::builder(SchemaType::Int32)
+                .optional()
+                .name(names::DATE)
+                .version(1)
+                .build(),
         )
         .field("active", Schema::primitive(SchemaType::Boolean, true))
         .field("notes", s(true))
         .field(
             "tags",
-            Schema::builder(SchemaType::String).optional().name(names::JSON).version(1).build(),
+            Schema::builder(SchemaType::String)
+                .optional()
+                .name(names::JSON)
+                .version(1)
+                .build(),
         )
         .build()
 }
@@ -143,7 +151,12 @@ impl Generator {
                 Table {
                     name: t.clone(),
                     topic: prefix.clone().into(),
-                    schema: EnvelopeSchema::new(&prefix, Some(key.clone()), row.clone(), source.clone()),
+                    schema: EnvelopeSchema::new(
+                        &prefix,
+                        Some(key.clone()),
+                        row.clone(),
+                        source.clone(),
+                    ),
                     live: Vec::new(),
                     next_id: 1,
                 }
@@ -154,7 +167,11 @@ impl Generator {
             rng: Rng(config.seed),
             tables,
             step: 0,
-            mix: (u64::from(m.insert), u64::from(m.update), u64::from(m.delete)),
+            mix: (
+                u64::from(m.insert),
+                u64::from(m.update),
+                u64::from(m.delete),
+            ),
             padding: "x".repeat(config.payload_bytes),
             tombstones: config.tombstones_on_delete,
             source_schema: source,
@@ -188,10 +205,12 @@ impl Generator {
             Value::String(format!("last{}", version)),
             Value::String(format!("user{id}@example.com")),
             Value::String("123-45-6789".to_owned()),
-            Value::Bytes(Value::decimal_bytes(i128::from(n * 50 + i64::from(version) * 100))),
+            Value::Bytes(Value::decimal_bytes(i128::from(
+                n * 50 + i64::from(version) * 100,
+            ))),
             Value::String("2024-03-01T10:15:30.123456Z".to_owned()),
             Value::Int32((id % 20000) - 5000),
-            Value::Boolean(version % 2 == 0),
+            Value::Boolean(version.is_multiple_of(2)),
             Value::String(format!("note {id} v{version}{}", self.padding)),
             Value::String(format!("{{\"n\": {id}, \"v\": {version}}}")),
         ];
@@ -297,7 +316,11 @@ mod tests {
             tables: vec!["a".into(), "b".into()],
             rate: 0,
             max_events: None,
-            mix: super::super::OpMix { insert: 50, update: 30, delete: 20 },
+            mix: super::super::OpMix {
+                insert: 50,
+                update: 30,
+                delete: 20,
+            },
             seed: 7,
             payload_bytes: 0,
             tombstones_on_delete: true,
@@ -307,7 +330,13 @@ mod tests {
     fn summary(events: &[ChangeEvent]) -> Vec<(String, Option<&'static str>, Option<Position>)> {
         events
             .iter()
-            .map(|e| (e.topic.to_string(), e.op().map(Op::code), Some(e.position.clone())))
+            .map(|e| {
+                (
+                    e.topic.to_string(),
+                    e.op().map(Op::code),
+                    Some(e.position.clone()),
+                )
+            })
             .collect()
     }
 

@@ -76,7 +76,8 @@ impl Source for DatagenSource {
                 return Ok(());
             }
             if rate > 0 {
-                let due = started + std::time::Duration::from_secs_f64(emitted_here as f64 / rate as f64);
+                let due =
+                    started + std::time::Duration::from_secs_f64(emitted_here as f64 / rate as f64);
                 tokio::select! {
                     _ = tokio::time::sleep_until(due) => {}
                     _ = ctx.stopping() => return Ok(()),

@@ -43,7 +43,11 @@ impl Route {
 }
 
 impl Transform for Route {
-    fn apply(&mut self, mut event: ChangeEvent, out: &mut Vec<ChangeEvent>) -> Result<(), ComponentError> {
+    fn apply(
+        &mut self,
+        mut event: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) -> Result<(), ComponentError> {
         event.topic = self.route(&event.topic);
         out.push(event);
         Ok(())
@@ -76,7 +80,8 @@ mod tests {
 
     #[test]
     fn groups_are_substituted_and_other_topics_kept() -> Result<(), ComponentError> {
-        let mut r = router(r"dbserver1\.public\.(.*)", "cdc.$1").ok_or_else(|| ComponentError::fatal("regex"))?;
+        let mut r = router(r"dbserver1\.public\.(.*)", "cdc.$1")
+            .ok_or_else(|| ComponentError::fatal("regex"))?;
         let mut out = Vec::new();
         r.apply(event("dbserver1.public.customers"), &mut out)?;
         r.apply(event("other.topic"), &mut out)?;
