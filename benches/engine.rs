@@ -1,1 +1,314 @@
-fn main() {}
+#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark harness: a panic aborts the run
+//! Engine benchmark: `cargo bench --bench engine` (add `-- --quick` for a short run).
+//!
+//! Measures, on this machine, events/s and bytes/s of:
+//! - the queue + acknowledgement path alone (pre-built batches, no encoding);
+//! - each piece of the hot path in isolation (datagen generation, JSON encoding);
+//! - whole pipelines datagen → (no transform) → file / null, JSON with and without schemas.
+//!
+//! Pipelines run several threads (one arbiter per stage), so CPU seconds are reported beside
+//! wall-clock time: events per CPU-second is the per-core figure.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_engine::ack::AckTracker;
+use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
+use sluice_engine::queue::{BoundedQueue, Popped, QueueItem};
+use sluice_engine::runtime::{self, PipelinePlan, RunOptions, SinkPlan};
+use sluice_engine::{
+    BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Sink, Source,
+};
+use sluice_sinks::file::{FileSink, FileSinkConfig};
+use sluice_sinks::null::{NullSink, NullSinkConfig};
+use sluice_sources::datagen::{DatagenConfig, DatagenSource, Generator, OpMix};
+
+fn cpu_seconds() -> f64 {
+    // utime + stime of this process, in clock ticks (100 Hz on Linux).
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn datagen(max_events: u64, mix: OpMix) -> DatagenConfig {
+    DatagenConfig {
+        topic_prefix: "dbserver1".into(),
+        database: "inventory".into(),
+        schema: "public".into(),
+        tables: vec!["customers".into()],
+        rate: 0,
+        max_events: Some(max_events),
+        mix,
+        seed: 1,
+        payload_bytes: 0,
+        tombstones_on_delete: true,
+    }
+}
+
+fn report(name: &str, events: u64, bytes: u64, wall: Duration, cpu: f64) {
+    let secs = wall.as_secs_f64();
+    println!(
+        "{name:<44} {:>10.0} events/s {:>8.1} MB/s  {:>10.0} events/cpu-s  ({events} events, {:.2}s wall, {:.2}s cpu)",
+        events as f64 / secs,
+        bytes as f64 / secs / 1e6,
+        if cpu > 0.0 { events as f64 / cpu } else { f64::NAN },
+        secs,
+        cpu
+    );
+}
+
+fn queue_and_ack(events: u64, batch: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let template: Vec<ChangeEvent> = {
+        let mut g = Generator::new(&datagen(batch as u64, OpMix::default()));
+        let mut out = Vec::new();
+        for _ in 0..batch {
+            g.next_step(&mut out);
+        }
+        out
+    };
+    let shared = Arc::new(template);
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    rt.block_on(async {
+        let source_q = BoundedQueue::new("bench-source", 8192, 64 << 20);
+        let sink_q = BoundedQueue::new("bench-sink", 8192, 64 << 20);
+        let acker = Arc::new(AckTracker::new(None));
+        let batches = events / batch as u64;
+        let producer = {
+            let (q, acker, shared) = (source_q.clone(), acker.clone(), shared.clone());
+            async move {
+                for i in 0..batches {
+                    let seq = acker.register(Some(sluice_engine::Position::Offset(i)), 1);
+                    let item = QueueItem {
+                        seq,
+                        events: shared.clone(),
+                        bytes: 1 << 20,
+                    };
+                    if q.push(item).await.is_err() {
+                        break;
+                    }
+                }
+                q.close();
+            }
+        };
+        let relay = {
+            let (input, output) = (source_q.clone(), sink_q.clone());
+            async move {
+                while let Popped::Items(items) = input.pop(2048, Duration::from_millis(100)).await {
+                    for item in items {
+                        if output.push(item).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                output.close();
+            }
+        };
+        let consumer = {
+            let (q, acker) = (sink_q.clone(), acker.clone());
+            async move {
+                let mut n = 0u64;
+                loop {
+                    match q.pop(2048, Duration::from_millis(100)).await {
+                        Popped::Items(items) => {
+                            for item in items {
+                                n += item.events.len() as u64;
+                                acker.ack(item.seq);
+                            }
+                        }
+                        Popped::Idle => {}
+                        Popped::Closed => return n,
+                    }
+                }
+            }
+        };
+        let ((), (), n) = tokio::join!(producer, relay, consumer);
+        assert_eq!(acker.in_flight(), 0);
+        n
+    });
+    report(
+        &format!("queue+ack path, batches of {batch}"),
+        events,
+        0,
+        t0.elapsed(),
+        cpu_seconds() - cpu0,
+    );
+}
+
+/// Generates `events` steps in batches of 2048 (dropped as they go, as in a pipeline) and keeps
+/// the last 100k events as the encoding sample.
+fn generation(events: u64) -> Vec<ChangeEvent> {
+    let mix = OpMix {
+        insert: 60,
+        update: 30,
+        delete: 10,
+    };
+    let mut g = Generator::new(&datagen(events, mix));
+    let mut sample = Vec::new();
+    let mut produced = 0u64;
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    while g.step() < events {
+        let mut batch = Vec::with_capacity(2304);
+        for _ in 0..2048.min(events - g.step()) {
+            g.next_step(&mut batch);
+        }
+        produced += batch.len() as u64;
+        if events - g.step() < 100_000 {
+            sample.extend(batch);
+        }
+    }
+    report(
+        "datagen generation alone",
+        produced,
+        0,
+        t0.elapsed(),
+        cpu_seconds() - cpu0,
+    );
+    sample
+}
+
+fn encoding(events: &[ChangeEvent], schemas: bool) {
+    let encoder = JsonEncoder::new(JsonOptions {
+        schemas_enable: schemas,
+    });
+    let mut buf = Vec::with_capacity(1 << 20);
+    let mut bytes = 0u64;
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    for e in events {
+        buf.clear();
+        encoder.encode_line(e, false, &mut buf);
+        bytes += buf.len() as u64;
+    }
+    let name = format!("JSON encoding alone, schemas.enable={schemas}");
+    report(
+        &name,
+        events.len() as u64,
+        bytes,
+        t0.elapsed(),
+        cpu_seconds() - cpu0,
+    );
+    println!(
+        "{:<44} {:>10} bytes/record",
+        "",
+        bytes / events.len().max(1) as u64
+    );
+}
+
+struct Dg(DatagenConfig);
+impl BuildSource for Dg {
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
+        Ok(Box::new(DatagenSource::new(self.0.clone(), ctx)?))
+    }
+}
+enum Out {
+    File(FileSinkConfig),
+    Null(NullSinkConfig, Arc<std::sync::atomic::AtomicU64>),
+}
+impl BuildSink for Out {
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
+        Ok(match self {
+            Out::File(c) => Box::new(FileSink::open(c, ctx)?),
+            Out::Null(c, bytes) => Box::new(NullSink::new(c, bytes.clone())),
+        })
+    }
+}
+
+fn pipeline(name: &str, events: u64, out: Out, dir: &Path, bytes_of: impl Fn() -> u64) {
+    let plan = PipelinePlan {
+        name: "bench".into(),
+        data_dir: dir.join("data"),
+        limits: Limits::default(),
+        offsets: OffsetsConfig {
+            store: OffsetStoreKind::Memory,
+            flush_interval: DurationSpec(Duration::from_secs(1)),
+        },
+        shutdown_timeout: Duration::from_secs(60),
+        restart: Backoff::default(),
+        source: Arc::new(Dg(datagen(
+            events,
+            OpMix {
+                insert: 60,
+                update: 30,
+                delete: 10,
+            },
+        ))),
+        transforms: Vec::new(),
+        sinks: vec![SinkPlan {
+            name: "out".into(),
+            spec: Arc::new(out),
+            transforms: Vec::new(),
+            retry: Backoff::default(),
+        }],
+    };
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let result = runtime::run(plan, RunOptions::default()).expect("pipeline run");
+    report(
+        name,
+        result.events,
+        bytes_of(),
+        t0.elapsed(),
+        cpu_seconds() - cpu0,
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let n: u64 = if quick { 200_000 } else { 1_000_000 };
+    let dir = tempfile::tempdir().expect("tempdir");
+    println!(
+        "sluice engine benchmark ({} cores), {n} changes per case",
+        std::thread::available_parallelism()
+            .map(|p| p.get())
+            .unwrap_or(1)
+    );
+    for batch in [1, 16, 256, 2048] {
+        queue_and_ack(n * batch as u64 / 4, batch);
+    }
+    let events = generation(n);
+    encoding(&events, false);
+    encoding(&events, true);
+    drop(events);
+    for (schemas, fsync) in [(false, true), (true, true), (false, false)] {
+        let path = dir.path().join(format!("out-{schemas}-{fsync}.jsonl"));
+        let config = FileSinkConfig {
+            path: path.clone(),
+            schemas_enable: schemas,
+            headers: false,
+            fsync,
+        };
+        let name = format!("datagen→file, schemas={schemas}, fsync={fsync}");
+        pipeline(&name, n, Out::File(config), dir.path(), || {
+            std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+        });
+        let _ = std::fs::remove_file(&path);
+    }
+    for schemas in [false, true] {
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = bytes.clone();
+        let name = format!("datagen→null, schemas={schemas}");
+        pipeline(
+            &name,
+            n,
+            Out::Null(
+                NullSinkConfig {
+                    schemas_enable: schemas,
+                },
+                bytes,
+            ),
+            dir.path(),
+            move || counter.load(std::sync::atomic::Ordering::Relaxed),
+        );
+    }
+}

@@ -3,7 +3,9 @@
 //! Delivery is at-least-once: a source resumes from the last position that every sink has
 //! acknowledged, so events after it may be delivered again after a crash, never lost.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -36,12 +38,26 @@ pub trait Transform: Send {
     ) -> Result<(), ComponentError>;
 }
 
+/// Resolves once a written batch is durable (file synced, broker acknowledged).
+pub type Delivery = Pin<Box<dyn Future<Output = Result<(), ComponentError>> + Send>>;
+
+/// A delivery that is already complete (for sinks that are durable when `write` returns).
+pub fn delivered() -> Delivery {
+    Box::pin(std::future::ready(Ok(())))
+}
+
 /// Writes events somewhere durable.
+///
+/// The runtime calls `write` for consecutive batches without waiting for earlier deliveries,
+/// keeping a few in flight, and acknowledges batches in order as their deliveries resolve. Only
+/// an acknowledged batch's position may be committed. When a write or a delivery fails with a
+/// retryable error, the runtime waits for the other deliveries in flight, then writes the failed
+/// batch and every batch after it again, in order (at-least-once).
 #[async_trait]
 pub trait Sink: Send {
-    /// Writes the batch. Returning `Ok` means the events are durable: they are acknowledged and
-    /// their position may be committed. A retryable error makes the runtime retry the same batch.
-    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError>;
+    /// Hands the batch to the sink and returns once it is taken (encoded, buffered, sent); the
+    /// returned [`Delivery`] resolves when the events are durable.
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError>;
 
     /// Flushes and releases resources at shutdown.
     async fn close(&mut self) -> Result<(), ComponentError> {

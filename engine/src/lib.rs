@@ -20,8 +20,8 @@ pub mod queue;
 pub mod runtime;
 
 pub use component::{
-    BuildContext, BuildSink, BuildSource, BuildTransform, Sink, SinkBatch, Source, SourceContext,
-    Stopped, Transform,
+    delivered, BuildContext, BuildSink, BuildSource, BuildTransform, Delivery, Sink, SinkBatch,
+    Source, SourceContext, Stopped, Transform,
 };
 pub use error::{Classify, ComponentError, ErrorClass};
 pub use event::{Batch, ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
 use sluice_engine::runtime::{self, PipelinePlan, RunError, RunOptions, RunReport, SinkPlan};
 use sluice_engine::{
-    Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Position, Record,
-    Schema, SchemaType, Sink, SinkBatch, Source, SourceContext, Value,
+    delivered, Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Delivery,
+    Position, Record, Schema, SchemaType, Sink, SinkBatch, Source, SourceContext, Value,
 };
 
 /// Emits `total` events with positions 1..=total, `batch` per emit; fails once (retryably)
@@ -85,6 +85,8 @@ struct Recorder {
     writes: Arc<AtomicU64>,
     stall_after: Option<u64>,
     fail_after: Option<u64>,
+    /// The delivery of this write (0-based) fails once, after later writes were handed over.
+    fail_delivery_of: Option<u64>,
 }
 
 impl Recorder {
@@ -95,7 +97,7 @@ impl Recorder {
 
 #[async_trait]
 impl Sink for Recorder {
-    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError> {
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         let done = self.writes.load(Ordering::SeqCst);
         if self.fail_after.is_some_and(|n| done >= n) {
             return Err(ComponentError::retryable("injected sink failure"));
@@ -113,7 +115,7 @@ impl Sink for Recorder {
             }
         }
         self.writes.fetch_add(1, Ordering::SeqCst);
-        Ok(())
+        Ok(delivered())
     }
 }
 
@@ -397,4 +399,41 @@ fn offsets_survive_a_clean_restart() {
     .expect("second run");
     assert_eq!(first.positions(), (1..=700).collect::<Vec<_>>());
     assert_eq!(second.positions(), (701..=2_000).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_failed_delivery_is_written_again_with_everything_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = Recorder {
+        fail_delivery_of: Some(5),
+        ..Recorder::default()
+    };
+    let report = runtime::run(
+        plan(
+            counting(3_000, 10, 8, Arc::new(AtomicU64::new(0))),
+            &[("s", sink.clone())],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
+        RunOptions::default(),
+    )
+    .expect("run");
+    assert_eq!(report.committed, Some(Position::Offset(3_000)));
+    let seen = sink.positions();
+    let mut unique = seen.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique,
+        (1..=3_000).collect::<Vec<_>>(),
+        "the failed batch was lost"
+    );
+    // Batches are 10 events, one per write: the sixth write (51..=60) failed on delivery. The
+    // replay writes it and everything after it again, so the output ends with 51..=3000 in order.
+    let replay = seen.iter().rposition(|p| *p == 51).expect("51 was written");
+    assert_eq!(seen[replay..].to_vec(), (51..=3_000).collect::<Vec<_>>());
+    assert!(
+        seen[..replay].iter().all(|p| *p < 51 || *p > 60),
+        "the failed delivery was recorded"
+    );
 }

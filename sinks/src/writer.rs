@@ -1,20 +1,21 @@
 //! A dedicated OS thread for blocking writes (files, stdout).
 //!
-//! The sink's async task hands encoded bytes over a bounded crossbeam channel and awaits a
-//! oneshot reply, so blocking I/O and fsync never stall an actor's executor.
+//! The sink's async task encodes into a buffer and hands it over a bounded crossbeam channel;
+//! the thread writes (and syncs) buffers in order and answers each on a oneshot channel, which
+//! is the batch's delivery. Blocking I/O and fsync never stall an actor's executor, and encoding
+//! the next batch overlaps syncing the previous one.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use sluice_engine::{Classify, ComponentError};
+use sluice_engine::{Classify, ComponentError, Delivery};
 use tokio::sync::oneshot;
 
-enum Request {
-    Write {
-        bytes: Vec<u8>,
-        sync: bool,
-        reply: oneshot::Sender<std::io::Result<Vec<u8>>>,
-    },
+struct Request {
+    bytes: Vec<u8>,
+    sync: bool,
+    reply: oneshot::Sender<std::io::Result<()>>,
 }
 
 /// What the thread does with each buffer.
@@ -52,30 +53,39 @@ impl Target for Stdout {
 pub(crate) struct WriterThread {
     tx: Option<crossbeam_channel::Sender<Request>>,
     handle: Option<JoinHandle<()>>,
-    what: String,
+    spare: Arc<Mutex<Vec<Vec<u8>>>>,
+    what: Arc<str>,
 }
 
 impl WriterThread {
     /// Starts a thread writing to `target`; `what` names it in errors.
     pub(crate) fn spawn(what: String, mut target: impl Target) -> Result<Self, ComponentError> {
-        let (tx, rx) = crossbeam_channel::bounded::<Request>(1);
+        let (tx, rx) = crossbeam_channel::bounded::<Request>(4);
+        let spare: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let recycled = spare.clone();
         let handle = std::thread::Builder::new()
-            .name(format!("sluice-writer-{what}"))
+            .name("sluice-writer".to_owned())
             .spawn(move || {
-                for Request::Write {
+                for Request {
                     mut bytes,
                     sync,
                     reply,
                 } in rx
                 {
-                    let result = target
-                        .write_all(&bytes)
-                        .and_then(|()| if sync { target.sync() } else { Ok(()) })
-                        .map(|()| {
-                            bytes.clear();
-                            bytes
-                        });
+                    let result = target.write_all(&bytes).and_then(|()| {
+                        if sync {
+                            target.sync()
+                        } else {
+                            Ok(())
+                        }
+                    });
                     let _ = reply.send(result);
+                    bytes.clear();
+                    if let Ok(mut pool) = recycled.lock() {
+                        if pool.len() < 4 {
+                            pool.push(bytes);
+                        }
+                    }
                 }
             })
             .map_err(|e| {
@@ -85,34 +95,55 @@ impl WriterThread {
         Ok(WriterThread {
             tx: Some(tx),
             handle: Some(handle),
-            what,
+            spare,
+            what: what.into(),
         })
     }
 
-    /// Writes `bytes` (and syncs when asked); gives the emptied buffer back for reuse.
-    pub(crate) async fn write(
+    /// An empty buffer, reused when one is available.
+    pub(crate) fn take_buffer(&self) -> Vec<u8> {
+        self.spare
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop())
+            .unwrap_or_else(|| Vec::with_capacity(1 << 20))
+    }
+
+    /// Queues `bytes` for writing (and syncing when asked); the delivery resolves when done.
+    pub(crate) async fn submit(
         &self,
         bytes: Vec<u8>,
         sync: bool,
-    ) -> Result<Vec<u8>, ComponentError> {
+    ) -> Result<Delivery, ComponentError> {
+        let what = self.what.clone();
+        let gone = move || ComponentError::retryable(format!("{what}: the writer thread stopped"));
+        let tx = self.tx.as_ref().ok_or_else(&gone)?.clone();
         let (reply, rx) = oneshot::channel();
-        let gone =
-            || ComponentError::retryable(format!("{}: the writer thread stopped", self.what));
-        let tx = self.tx.as_ref().ok_or_else(gone)?.clone();
-        // The channel holds one request and this sink waits for every reply, so the send
-        // never blocks for long; keep it off the executor anyway.
-        tokio::task::spawn_blocking(move || tx.send(Request::Write { bytes, sync, reply }))
-            .await
-            .map_err(|_| gone())?
-            .map_err(|_| gone())?;
-        match rx.await {
-            Ok(Ok(buffer)) => Ok(buffer),
-            Ok(Err(e)) => Err(ComponentError::from_classified(
-                format!("{}: write failed", self.what),
-                ClassifiedIo(e),
-            )),
-            Err(_) => Err(gone()),
+        let request = Request { bytes, sync, reply };
+        // The channel is small; when it is full, wait for room off the executor.
+        match tx.try_send(request) {
+            Ok(()) => {}
+            Err(crossbeam_channel::TrySendError::Full(request)) => {
+                tokio::task::spawn_blocking(move || tx.send(request))
+                    .await
+                    .map_err(|_| gone())?
+                    .map_err(|_| gone())?;
+            }
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => return Err(gone()),
         }
+        let what = self.what.clone();
+        Ok(Box::pin(async move {
+            match rx.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(ComponentError::from_classified(
+                    format!("{what}: write failed"),
+                    ClassifiedIo(e),
+                )),
+                Err(_) => Err(ComponentError::retryable(format!(
+                    "{what}: the writer thread stopped"
+                ))),
+            }
+        }))
     }
 }
 

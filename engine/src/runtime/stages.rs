@@ -1,5 +1,6 @@
 //! The stage loops and the actor that hosts each of them.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use tokio::sync::watch;
 
 use super::supervisor::{StageExited, Supervisor};
 use crate::ack::AckTracker;
-use crate::component::{apply_chain, Sink, SinkBatch, Source, SourceContext, Transform};
+use crate::component::{apply_chain, Delivery, Sink, SinkBatch, Source, SourceContext, Transform};
 use crate::config::{Backoff, Limits};
 use crate::error::{Classify, ComponentError, ErrorClass};
 use crate::event::ChangeEvent;
@@ -119,7 +120,10 @@ pub(crate) async fn transform_stage(
     result
 }
 
-/// Drains one sink queue: sink transforms, write with retries, acknowledge.
+/// Deliveries a sink may have in flight before the stage waits for the oldest.
+const MAX_IN_FLIGHT: usize = 4;
+
+/// Drains one sink queue: sink transforms, write, deliveries in flight, in-order acknowledgement.
 pub(crate) struct SinkStage {
     pub name: String,
     pub sink: Box<dyn Sink>,
@@ -131,74 +135,164 @@ pub(crate) struct SinkStage {
     pub counters: ComponentCounters,
 }
 
+/// A written batch waiting for its delivery.
+struct InFlight {
+    items: Vec<QueueItem>,
+    parts: Vec<Arc<Vec<ChangeEvent>>>,
+    delivery: Delivery,
+}
+
 impl SinkStage {
     pub(crate) async fn run(mut self) -> Result<(), ComponentError> {
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         loop {
-            match self
-                .input
-                .pop(self.limits.max_batch_size, self.limits.poll_interval.0)
-                .await
-            {
+            let popped = match in_flight.front_mut() {
+                Some(front) => {
+                    tokio::select! {
+                        biased;
+                        delivered = &mut front.delivery => {
+                            let done = in_flight.pop_front();
+                            self.settle(done, delivered, &mut in_flight).await?;
+                            continue;
+                        }
+                        popped = self.input.pop(self.limits.max_batch_size, self.limits.poll_interval.0) => popped,
+                    }
+                }
+                None => {
+                    self.input
+                        .pop(self.limits.max_batch_size, self.limits.poll_interval.0)
+                        .await
+                }
+            };
+            match popped {
                 Popped::Closed => {
+                    while let Some(mut next) = in_flight.pop_front() {
+                        let delivered = (&mut next.delivery).await;
+                        self.settle(Some(next), delivered, &mut in_flight).await?;
+                    }
                     return self.sink.close().await;
                 }
-                Popped::Idle => continue,
+                Popped::Idle => {}
                 Popped::Items(items) => {
                     let received: usize = items.iter().map(|i| i.events.len()).sum();
                     self.counters.received.increment(received as u64);
-                    let parts: Vec<Arc<Vec<ChangeEvent>>> = if self.chain.is_empty() {
-                        items.iter().map(|i| i.events.clone()).collect()
-                    } else {
-                        let mut out = Vec::with_capacity(received);
-                        for item in &items {
-                            let owned = Arc::try_unwrap(item.events.clone())
-                                .unwrap_or_else(|a| (*a).clone());
-                            out.extend(apply_chain(&mut self.chain, owned)?);
-                        }
-                        vec![Arc::new(out)]
+                    let parts = self.transform(&items, received)?;
+                    let delivery = match self.sink.write(&SinkBatch::new(&parts)).await {
+                        Ok(delivery) => delivery,
+                        Err(error) => Box::pin(std::future::ready(Err(error))),
                     };
-                    let batch = SinkBatch::new(&parts);
-                    if !batch.is_empty() {
-                        self.write_with_retry(&batch).await?;
+                    in_flight.push_back(InFlight {
+                        items,
+                        parts,
+                        delivery,
+                    });
+                    while in_flight.len() >= MAX_IN_FLIGHT {
+                        if let Some(mut oldest) = in_flight.pop_front() {
+                            let delivered = (&mut oldest.delivery).await;
+                            self.settle(Some(oldest), delivered, &mut in_flight).await?;
+                        }
                     }
-                    for item in &items {
-                        self.acker.ack(item.seq);
-                    }
-                    self.counters.sent.increment(batch.len() as u64);
                 }
             }
         }
     }
 
-    async fn write_with_retry(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError> {
+    fn transform(
+        &mut self,
+        items: &[QueueItem],
+        received: usize,
+    ) -> Result<Vec<Arc<Vec<ChangeEvent>>>, ComponentError> {
+        if self.chain.is_empty() {
+            return Ok(items.iter().map(|i| i.events.clone()).collect());
+        }
+        let mut out = Vec::with_capacity(received);
+        for item in items {
+            let owned = Arc::try_unwrap(item.events.clone()).unwrap_or_else(|a| (*a).clone());
+            out.extend(apply_chain(&mut self.chain, owned)?);
+        }
+        Ok(vec![Arc::new(out)])
+    }
+
+    /// Acknowledges a delivered batch; after a failure, rewrites it and everything after it.
+    async fn settle(
+        &mut self,
+        done: Option<InFlight>,
+        delivered: Result<(), ComponentError>,
+        in_flight: &mut VecDeque<InFlight>,
+    ) -> Result<(), ComponentError> {
+        let Some(done) = done else { return Ok(()) };
+        match delivered {
+            Ok(()) => {
+                self.acknowledge(&done);
+                Ok(())
+            }
+            Err(error) => {
+                // Let the later deliveries finish (their outcome no longer matters), then write
+                // the failed batch and all later ones again, in order, one at a time.
+                let mut replay = vec![done];
+                while let Some(mut later) = in_flight.pop_front() {
+                    let _ = (&mut later.delivery).await;
+                    replay.push(later);
+                }
+                let mut first_error = Some(error);
+                for batch in replay {
+                    self.write_durably(&batch.parts, first_error.take()).await?;
+                    self.acknowledge(&batch);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn acknowledge(&self, done: &InFlight) {
+        for item in &done.items {
+            self.acker.ack(item.seq);
+        }
+        let n: usize = done.parts.iter().map(|p| p.len()).sum();
+        self.counters.sent.increment(n as u64);
+    }
+
+    /// Writes and awaits one batch, retrying with backoff; `failed` is the error of the first
+    /// attempt when it already happened.
+    async fn write_durably(
+        &mut self,
+        parts: &[Arc<Vec<ChangeEvent>>],
+        mut failed: Option<ComponentError>,
+    ) -> Result<(), ComponentError> {
+        let sink_batch = SinkBatch::new(parts);
         let mut attempt = 0;
         loop {
-            match self.sink.write(batch).await {
-                Ok(()) => return Ok(()),
-                Err(error) => {
-                    self.counters.failed.increment(batch.len() as u64);
-                    if error.class() == ErrorClass::Fatal {
-                        return Err(error);
-                    }
-                    attempt += 1;
-                    if attempt > self.retry.max_retries {
-                        return Err(ComponentError::fatal(format!(
-                            "sink `{}` gave up after {} retries",
-                            self.name, self.retry.max_retries
-                        ))
-                        .with_source(error));
-                    }
-                    let delay = self.retry.delay(attempt);
-                    tracing::warn!(
-                        sink = %self.name,
-                        attempt,
-                        delay_ms = delay.as_millis() as u64,
-                        error = %error.chain(),
-                        "Sink write failed; retrying."
-                    );
-                    tokio::time::sleep(delay).await;
-                }
+            let error = match failed.take() {
+                Some(error) => error,
+                None => match self.sink.write(&sink_batch).await {
+                    Ok(delivery) => match delivery.await {
+                        Ok(()) => return Ok(()),
+                        Err(error) => error,
+                    },
+                    Err(error) => error,
+                },
+            };
+            self.counters.failed.increment(sink_batch.len() as u64);
+            if error.class() == ErrorClass::Fatal {
+                return Err(error);
             }
+            attempt += 1;
+            if attempt > self.retry.max_retries {
+                return Err(ComponentError::fatal(format!(
+                    "sink `{}` gave up after {} retries",
+                    self.name, self.retry.max_retries
+                ))
+                .with_source(error));
+            }
+            let delay = self.retry.delay(attempt);
+            tracing::warn!(
+                sink = %self.name,
+                attempt,
+                delay_ms = delay.as_millis() as u64,
+                error = %error.chain(),
+                "Sink write failed; retrying."
+            );
+            tokio::time::sleep(delay).await;
         }
     }
 }

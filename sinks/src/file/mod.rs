@@ -4,7 +4,7 @@ mod config;
 
 use async_trait::async_trait;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
-use sluice_engine::{BuildContext, ComponentError, Sink, SinkBatch};
+use sluice_engine::{BuildContext, ComponentError, Delivery, Sink, SinkBatch};
 
 pub use config::FileSinkConfig;
 
@@ -16,7 +16,6 @@ pub struct FileSink {
     headers: bool,
     fsync: bool,
     writer: WriterThread,
-    buffer: Vec<u8>,
 }
 
 impl FileSink {
@@ -48,7 +47,6 @@ impl FileSink {
             headers: config.headers,
             fsync: config.fsync,
             writer: WriterThread::spawn(what, file)?,
-            buffer: Vec::with_capacity(1 << 20),
         })
     }
 }
@@ -92,14 +90,12 @@ fn drop_torn_tail(path: &std::path::Path) -> std::io::Result<()> {
 
 #[async_trait]
 impl Sink for FileSink {
-    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError> {
-        let mut buffer = std::mem::take(&mut self.buffer);
-        buffer.clear();
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
+        let mut buffer = self.writer.take_buffer();
         for event in batch.iter() {
             self.encoder.encode_line(event, self.headers, &mut buffer);
         }
-        self.buffer = self.writer.write(buffer, self.fsync).await?;
-        Ok(())
+        self.writer.submit(buffer, self.fsync).await
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
-use sluice_engine::{ComponentError, Sink, SinkBatch};
+use sluice_engine::{delivered, ComponentError, Delivery, Sink, SinkBatch};
 
 pub use config::NullSinkConfig;
 
@@ -33,7 +33,7 @@ impl NullSink {
 
 #[async_trait]
 impl Sink for NullSink {
-    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError> {
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         let mut total = 0u64;
         for event in batch.iter() {
             self.buffer.clear();
@@ -41,6 +41,6 @@ impl Sink for NullSink {
             total += self.buffer.len() as u64;
         }
         self.bytes.fetch_add(total, Ordering::Relaxed);
-        Ok(())
+        Ok(delivered())
     }
 }

@@ -4,7 +4,7 @@ mod config;
 
 use async_trait::async_trait;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
-use sluice_engine::{BuildContext, ComponentError, Sink, SinkBatch};
+use sluice_engine::{BuildContext, ComponentError, Delivery, Sink, SinkBatch};
 
 pub use config::StdoutSinkConfig;
 
@@ -36,8 +36,8 @@ impl StdoutSink {
 
 #[async_trait]
 impl Sink for StdoutSink {
-    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<(), ComponentError> {
-        let mut out = Vec::new();
+    async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
+        let mut out = self.writer.take_buffer();
         for event in batch.iter() {
             if self.pretty {
                 self.line.clear();
@@ -54,7 +54,6 @@ impl Sink for StdoutSink {
                 self.encoder.encode_line(event, self.headers, &mut out);
             }
         }
-        self.writer.write(out, false).await?;
-        Ok(())
+        self.writer.submit(out, false).await
     }
 }
