@@ -105,6 +105,14 @@ impl Sink for Recorder {
         while self.stalled.load(Ordering::SeqCst) || self.stall_after.is_some_and(|n| done >= n) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        if self.fail_delivery_of == Some(done) {
+            self.fail_delivery_of = None;
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            return Ok(Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Err(ComponentError::retryable("injected delivery failure"))
+            }));
+        }
         let mut written = self
             .written
             .lock()
@@ -420,6 +428,10 @@ fn a_failed_delivery_is_written_again_with_everything_after_it() {
     .expect("run");
     assert_eq!(report.committed, Some(Position::Offset(3_000)));
     let seen = sink.positions();
+    assert!(
+        seen.len() > 3_000,
+        "nothing was replayed: the injected failure did not happen"
+    );
     let mut unique = seen.clone();
     unique.sort_unstable();
     unique.dedup();
