@@ -144,3 +144,63 @@ fn help_is_available_everywhere() {
         );
     }
 }
+
+#[test]
+fn fan_out_with_per_sink_transforms_and_stop_after_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display();
+    let yaml = r"
+name: fanout
+data_dir: DIR/data
+source:
+  type: datagen
+  topic.prefix: shop
+  mix: { insert: 70, update: 30 }
+sinks:
+  - name: raw
+    type: file
+    path: DIR/raw.jsonl
+  - name: routed
+    type: file
+    path: DIR/routed.jsonl
+    schemas.enable: false
+    transforms:
+      - type: route
+        regex: 'shop\.public\.(.*)'
+        replacement: 'audit.$1'
+  - name: screen
+    type: stdout
+"
+    .replace("DIR", &d.to_string());
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, yaml).expect("write");
+    let out = sluice()
+        .args(["run", "--stop-after-events", "500"])
+        .arg(&file)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let read = |name: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(dir.path().join(name))
+            .expect("read")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect()
+    };
+    let (raw, routed) = (read("raw.jsonl"), read("routed.jsonl"));
+    let screen: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("stdout json line"))
+        .collect();
+    assert_eq!(raw.len(), 500);
+    assert_eq!(routed.len(), 500);
+    assert_eq!(screen.len(), 500);
+    assert!(raw.iter().all(|e| e["topic"] == "shop.public.customers"));
+    assert!(routed.iter().all(|e| e["topic"] == "audit.customers"));
+    // The raw sink keeps JsonConverter's envelope; the routed one and stdout have payloads only.
+    assert!(raw[0]["value"]["schema"]["name"] == "shop.public.customers.Envelope");
+    assert_eq!(raw[0]["value"]["payload"], routed[0]["value"]);
+    assert_eq!(routed[0]["value"], screen[0]["value"]);
+    assert!(stderr.contains("committed=500"), "{stderr}");
+}
