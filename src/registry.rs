@@ -12,6 +12,7 @@ use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
+use sluice_sources::postgres::{PostgresConfig, PostgresSource};
 use sluice_transforms::route::{Route, RouteConfig};
 
 fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, ConfigError> {
@@ -23,11 +24,13 @@ fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, Confi
 pub enum SourceSpec {
     /// Synthetic changes.
     Datagen(DatagenConfig),
+    /// PostgreSQL logical replication (pgoutput).
+    Postgres(Box<PostgresConfig>),
 }
 
 impl ComponentSpec for SourceSpec {
     const ROLE: &'static str = "source";
-    const KINDS: &'static [&'static str] = &["datagen"];
+    const KINDS: &'static [&'static str] = &["datagen", "postgres"];
     fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
         Ok(Some(match kind {
             "datagen" => {
@@ -36,6 +39,13 @@ impl ComponentSpec for SourceSpec {
                     .validate()
                     .map_err(|m| ConfigError::at(node.loc, m))?;
                 SourceSpec::Datagen(config)
+            }
+            "postgres" => {
+                let config: PostgresConfig = body(node, skip)?;
+                config
+                    .validate()
+                    .map_err(|m| ConfigError::at(node.loc, m))?;
+                SourceSpec::Postgres(Box::new(config))
             }
             _ => return Ok(None),
         }))
@@ -46,6 +56,7 @@ impl BuildSource for SourceSpec {
     fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
         match self {
             SourceSpec::Datagen(c) => Ok(Box::new(DatagenSource::new(c.clone(), ctx)?)),
+            SourceSpec::Postgres(c) => Ok(Box::new(PostgresSource::new((**c).clone(), ctx)?)),
         }
     }
 }

@@ -1,3 +1,7 @@
 //! Sluice sources. Each source lives in its own folder with its `config.rs`.
 
 pub mod datagen;
+pub mod postgres;
+
+/// Version reported in `source.version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,373 @@
+//! Connecting, checking the server's setup, and reading table definitions from the catalog.
+
+use std::collections::HashMap;
+
+use tokio_postgres::{Client, NoTls};
+
+use super::config::{PostgresConfig, SslMode};
+use super::error::PgError;
+use super::types::{PgKind, TypeInfo};
+
+/// Resolved connection settings, shared by the SQL and the replication connections.
+#[derive(Clone)]
+pub struct ConnInfo {
+    /// Host (or socket directory).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// User.
+    pub user: String,
+    /// Password, if any (never logged).
+    pub password: Option<String>,
+    /// Database.
+    pub dbname: String,
+    /// TLS mode.
+    pub sslmode: SslMode,
+}
+
+impl std::fmt::Debug for ConnInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "postgres://{}@{}:{}/{}",
+            self.user, self.host, self.port, self.dbname
+        )
+    }
+}
+
+impl ConnInfo {
+    /// Combines `database.url` with the individual fields (fields win).
+    pub fn from_config(c: &PostgresConfig) -> Result<Self, PgError> {
+        let mut info = ConnInfo {
+            host: "localhost".into(),
+            port: 5432,
+            user: "postgres".into(),
+            password: None,
+            dbname: "postgres".into(),
+            sslmode: SslMode::Prefer,
+        };
+        if let Some(url) = &c.url {
+            let parsed: tokio_postgres::Config = url.parse().map_err(|e| {
+                PgError::Setup(format!("`database.url` is not a valid PostgreSQL URL: {e}"))
+            })?;
+            if let Some(tokio_postgres::config::Host::Tcp(h)) = parsed.get_hosts().first() {
+                info.host = h.clone();
+            }
+            if let Some(p) = parsed.get_ports().first() {
+                info.port = *p;
+            }
+            if let Some(u) = parsed.get_user() {
+                info.user = u.to_owned();
+            }
+            if let Some(p) = parsed.get_password() {
+                info.password = Some(String::from_utf8_lossy(p).into_owned());
+            }
+            if let Some(d) = parsed.get_dbname() {
+                info.dbname = d.to_owned();
+            }
+            info.sslmode = match parsed.get_ssl_mode() {
+                tokio_postgres::config::SslMode::Disable => SslMode::Disable,
+                tokio_postgres::config::SslMode::Require => SslMode::Require,
+                _ => SslMode::Prefer,
+            };
+        }
+        if let Some(h) = &c.hostname {
+            info.host = h.clone();
+        }
+        if let Some(p) = c.port {
+            info.port = p;
+        }
+        if let Some(u) = &c.user {
+            info.user = u.clone();
+        }
+        if let Some(d) = &c.dbname {
+            info.dbname = d.clone();
+        }
+        if let Some(s) = c.sslmode {
+            info.sslmode = s;
+        }
+        if let Some(p) = &c.password {
+            info.password = Some(p.clone());
+        }
+        if let Some(file) = &c.password_file {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                PgError::Setup(format!(
+                    "cannot read `database.password.file` {}: {e}",
+                    file.display()
+                ))
+            })?;
+            info.password = Some(text.lines().next().unwrap_or_default().to_owned());
+        }
+        if matches!(
+            info.sslmode,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+        ) {
+            return Err(PgError::Setup(format!(
+                "`database.sslmode` {:?} is not supported yet for the SQL connection; use `disable` or `prefer`",
+                info.sslmode
+            )));
+        }
+        Ok(info)
+    }
+
+    /// Opens a SQL connection with the session settings the text parsers expect.
+    pub async fn connect(&self, application: &str) -> Result<Client, PgError> {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host(&self.host)
+            .port(self.port)
+            .user(&self.user)
+            .dbname(&self.dbname)
+            .application_name(application)
+            .options("-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 -c extra_float_digits=3 -c lc_monetary=C -c bytea_output=hex");
+        if let Some(p) = &self.password {
+            config.password(p);
+        }
+        let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+            PgError::Setup(format!(
+                "cannot connect to PostgreSQL at {}:{} as `{}`: {e}",
+                self.host, self.port, self.user
+            ))
+        })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "PostgreSQL connection closed.");
+            }
+        });
+        Ok(client)
+    }
+}
+
+/// Checks `wal_level` and the REPLICATION privilege; the messages say how to fix them.
+pub async fn check_setup(client: &Client, info: &ConnInfo) -> Result<(), PgError> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('wal_level'), (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)",
+            &[],
+        )
+        .await
+        .map_err(|e| PgError::query("reading the server settings", e))?;
+    let wal_level: String = row.get(0);
+    if wal_level != "logical" {
+        return Err(PgError::Setup(format!(
+            "PostgreSQL runs with wal_level={wal_level}; logical decoding needs wal_level=logical: run `ALTER SYSTEM SET wal_level = logical` and restart the server"
+        )));
+    }
+    let can_replicate: Option<bool> = row.get(1);
+    if can_replicate != Some(true) {
+        return Err(PgError::Setup(format!(
+            "user `{}` lacks the REPLICATION privilege: run `ALTER ROLE \"{}\" REPLICATION`",
+            info.user, info.user
+        )));
+    }
+    Ok(())
+}
+
+/// A captured table as the catalog describes it.
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    /// `pg_class.oid`.
+    pub oid: u32,
+    /// Schema name.
+    pub schema: String,
+    /// Table name.
+    pub name: String,
+    /// Columns in attribute order.
+    pub columns: Vec<ColumnDef>,
+    /// Primary key column names, in key order (empty: no primary key).
+    pub primary_key: Vec<String>,
+}
+
+/// A column as the catalog describes it.
+#[derive(Debug, Clone)]
+pub struct ColumnDef {
+    /// Name.
+    pub name: String,
+    /// The resolved kind.
+    pub kind: PgKind,
+    /// `NOT NULL`.
+    pub not_null: bool,
+    /// The default expression, if any.
+    pub default_expr: Option<String>,
+}
+
+/// Resolves type oids to [`PgKind`]s, caching what it learned.
+#[derive(Debug, Default)]
+pub struct TypeResolver {
+    cache: HashMap<(u32, i32), PgKind>,
+}
+
+impl TypeResolver {
+    /// The kind of type `oid` with modifier `typmod`.
+    pub async fn resolve(
+        &mut self,
+        client: &Client,
+        oid: u32,
+        typmod: i32,
+    ) -> Result<PgKind, PgError> {
+        if let Some(k) = self.cache.get(&(oid, typmod)) {
+            return Ok(k.clone());
+        }
+        let info = type_info(client, oid, typmod).await?;
+        let kind = PgKind::of(&info);
+        self.cache.insert((oid, typmod), kind.clone());
+        Ok(kind)
+    }
+}
+
+async fn type_info(client: &Client, oid: u32, typmod: i32) -> Result<TypeInfo, PgError> {
+    let (mut oid, mut typmod) = (oid, typmod);
+    for _ in 0..16 {
+        let row = client
+            .query_one(
+                "SELECT t.typname::text, t.typtype::text, t.typbasetype, t.typtypmod, t.typelem, t.typcategory::text, \
+                 (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = t.oid) \
+                 FROM pg_type t WHERE t.oid = $1",
+                &[&oid],
+            )
+            .await
+            .map_err(|e| PgError::query(format!("reading type {oid}"), e))?;
+        let name: String = row.get(0);
+        let typtype: String = row.get(1);
+        let base: u32 = row.get(2);
+        let base_typmod: i32 = row.get(3);
+        let elem: u32 = row.get(4);
+        let category: String = row.get(5);
+        let labels: Option<Vec<String>> = row.get(6);
+        if typtype == "d" {
+            oid = base;
+            if typmod < 0 {
+                typmod = base_typmod;
+            }
+            continue;
+        }
+        let element = if category == "A" && elem != 0 {
+            Some(Box::new(Box::pin(type_info(client, elem, typmod)).await?))
+        } else {
+            None
+        };
+        return Ok(TypeInfo {
+            name,
+            typmod,
+            enum_labels: labels.filter(|_| typtype == "e"),
+            element,
+        });
+    }
+    Err(PgError::Setup(format!("type {oid}: domain chain too deep")))
+}
+
+/// Reads the definitions of the captured tables.
+pub async fn captured_tables(
+    client: &Client,
+    config: &PostgresConfig,
+    types: &mut TypeResolver,
+) -> Result<Vec<TableDef>, PgError> {
+    let rows = client
+        .query(
+            "SELECT c.oid, n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+             AND n.nspname NOT LIKE 'pg_toast%' ORDER BY n.nspname, c.relname",
+            &[],
+        )
+        .await
+        .map_err(|e| PgError::query("listing tables", e))?;
+    let mut tables = Vec::new();
+    for row in rows {
+        let (oid, schema, name): (u32, String, String) = (row.get(0), row.get(1), row.get(2));
+        if config.captures_table(&schema, &name) {
+            tables.push(table_def(client, oid, schema, name, types).await?);
+        }
+    }
+    Ok(tables)
+}
+
+/// Reads one table's definition.
+pub async fn table_def(
+    client: &Client,
+    oid: u32,
+    schema: String,
+    name: String,
+    types: &mut TypeResolver,
+) -> Result<TableDef, PgError> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) \
+             FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            &[&oid],
+        )
+        .await
+        .map_err(|e| PgError::query(format!("reading the columns of {schema}.{name}"), e))?;
+    let mut columns = Vec::with_capacity(rows.len());
+    for r in rows {
+        let (type_oid, typmod): (u32, i32) = (r.get(1), r.get(2));
+        columns.push(ColumnDef {
+            name: r.get(0),
+            kind: types.resolve(client, type_oid, typmod).await?,
+            not_null: r.get(3),
+            default_expr: r.get(4),
+        });
+    }
+    let pk_rows = client
+        .query(
+            "SELECT a.attname::text FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord) \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+             WHERE i.indrelid = $1 AND i.indisprimary ORDER BY k.ord",
+            &[&oid],
+        )
+        .await
+        .map_err(|e| PgError::query(format!("reading the primary key of {schema}.{name}"), e))?;
+    Ok(TableDef {
+        oid,
+        schema,
+        name,
+        columns,
+        primary_key: pk_rows.iter().map(|r| r.get(0)).collect(),
+    })
+}
+
+/// Creates the publication when asked (`publication.autocreate.mode`), or checks it exists.
+pub async fn ensure_publication(
+    client: &Client,
+    config: &PostgresConfig,
+    tables: &[TableDef],
+) -> Result<(), PgError> {
+    use super::config::PublicationAutocreate as Mode;
+    let name = &config.publication_name;
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_publication WHERE pubname = $1", &[name])
+        .await
+        .map_err(|e| PgError::query("looking up the publication", e))?
+        .is_some();
+    let quoted = |t: &TableDef| format!("{}.{}", quote_ident(&t.schema), quote_ident(&t.name));
+    match (config.publication_autocreate, exists) {
+        (Mode::Disabled, false) => Err(PgError::Setup(format!(
+            "publication `{name}` does not exist and `publication.autocreate.mode` is disabled: create it with `CREATE PUBLICATION {name} FOR TABLE ...`"
+        ))),
+        (Mode::AllTables, false) => client
+            .batch_execute(&format!("CREATE PUBLICATION {} FOR ALL TABLES", quote_ident(name)))
+            .await
+            .map_err(|e| PgError::query(format!("creating publication `{name}` (needs superuser for FOR ALL TABLES)"), e)),
+        (Mode::Filtered, exists) => {
+            if tables.is_empty() {
+                return Err(PgError::Setup("no table matches `table.include.list`: nothing to capture".into()));
+            }
+            let list = tables.iter().map(quoted).collect::<Vec<_>>().join(", ");
+            let sql = if exists {
+                format!("ALTER PUBLICATION {} SET TABLE {list}", quote_ident(name))
+            } else {
+                format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(name))
+            };
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| PgError::query(format!("creating publication `{name}`"), e))
+        }
+        (_, true) => Ok(()),
+    }
+}
+
+/// Double-quotes an identifier.
+pub fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}

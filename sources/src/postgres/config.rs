@@ -1,0 +1,399 @@
+//! Configuration of the `postgres` source: the Debezium PostgreSQL connector's property names
+//! and defaults, so a Debezium configuration carries over unchanged.
+
+use serde::Deserialize;
+use sluice_engine::config::AnchoredRegex;
+
+/// `snapshot.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// Snapshot when no offset is committed, then stream (default).
+    #[default]
+    Initial,
+    /// Snapshot, then stop.
+    InitialOnly,
+    /// Only stream; create the slot without reading data.
+    NoData,
+    /// Same as `no_data` (legacy name).
+    Never,
+    /// Snapshot on every start, then stream.
+    Always,
+    /// Snapshot when no offset is committed or the committed position is no longer available.
+    WhenNeeded,
+}
+
+/// `time.precision.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TimePrecisionMode {
+    /// Debezium time types whose precision follows the column (default).
+    #[default]
+    Adaptive,
+    /// Like adaptive, but `time` is always microseconds.
+    AdaptiveTimeMicroseconds,
+    /// Kafka Connect's logical types (milliseconds).
+    Connect,
+}
+
+/// `decimal.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DecimalMode {
+    /// `org.apache.kafka.connect.data.Decimal` bytes (default).
+    #[default]
+    Precise,
+    /// float64.
+    Double,
+    /// The decimal as a string.
+    String,
+}
+
+/// `binary.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BinaryMode {
+    /// bytes (default).
+    #[default]
+    Bytes,
+    /// Base64 string.
+    Base64,
+    /// URL-safe base64 string.
+    Base64UrlSafe,
+    /// Hex string.
+    Hex,
+}
+
+/// `interval.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalMode {
+    /// `io.debezium.time.MicroDuration` int64 (default).
+    #[default]
+    Numeric,
+    /// `io.debezium.time.Interval` ISO-8601 string.
+    String,
+}
+
+/// `publication.autocreate.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationAutocreate {
+    /// `FOR ALL TABLES` (default).
+    #[default]
+    AllTables,
+    /// Never create; the publication must exist.
+    Disabled,
+    /// `FOR TABLE` the included tables, kept in sync at start.
+    Filtered,
+}
+
+/// `database.sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it (default).
+    #[default]
+    Prefer,
+    /// TLS without certificate checks.
+    Require,
+    /// TLS, certificate checked against the CA.
+    VerifyCa,
+    /// TLS, certificate and host name checked.
+    VerifyFull,
+}
+
+/// A comma-separated list of anchored regexes (Debezium's include/exclude lists), also accepted
+/// as a YAML list.
+#[derive(Debug, Clone, Default)]
+pub struct RegexList(pub Vec<AnchoredRegex>);
+
+impl RegexList {
+    /// Whether any pattern matches `text`.
+    pub fn matches(&self, text: &str) -> bool {
+        self.0.iter().any(|r| r.is_match(text))
+    }
+    /// True when the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de> Deserialize<'de> for RegexList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            One(String),
+            Many(Vec<String>),
+        }
+        let items = match Form::deserialize(d)? {
+            Form::One(s) => split_list(&s),
+            Form::Many(v) => v,
+        };
+        items
+            .iter()
+            .map(|p| AnchoredRegex::new(p.trim()).map_err(serde::de::Error::custom))
+            .collect::<Result<_, _>>()
+            .map(RegexList)
+    }
+}
+
+/// Splits a Debezium list on commas that are not escaped or inside `{m,n}` quantifiers.
+fn split_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    for c in s.chars() {
+        match c {
+            '{' => {
+                depth += 1;
+                cur.push(c);
+            }
+            '}' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' if depth == 0 => {
+                if !cur.trim().is_empty() {
+                    out.push(cur.trim().to_owned());
+                }
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_owned());
+    }
+    out
+}
+
+/// `type: postgres`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// A `postgres://user:password@host:port/db?sslmode=...` URL; the fields below override it.
+    #[serde(rename = "database.url", default)]
+    pub url: Option<String>,
+    /// Host (default `localhost`).
+    #[serde(rename = "database.hostname", default)]
+    pub hostname: Option<String>,
+    /// Port (default 5432).
+    #[serde(rename = "database.port", default)]
+    pub port: Option<u16>,
+    /// User (default `postgres`).
+    #[serde(rename = "database.user", default)]
+    pub user: Option<String>,
+    /// Password (use `${VAR}` to take it from the environment).
+    #[serde(rename = "database.password", default)]
+    pub password: Option<String>,
+    /// A file holding the password (first line).
+    #[serde(rename = "database.password.file", default)]
+    pub password_file: Option<std::path::PathBuf>,
+    /// Database name.
+    #[serde(rename = "database.dbname", default)]
+    pub dbname: Option<String>,
+    /// TLS mode (default `prefer`).
+    #[serde(rename = "database.sslmode", default)]
+    pub sslmode: Option<SslMode>,
+    /// Topic prefix (logical server name); required.
+    #[serde(rename = "topic.prefix")]
+    pub topic_prefix: String,
+    /// Only `pgoutput` is supported.
+    #[serde(rename = "plugin.name", default = "default_plugin")]
+    pub plugin_name: String,
+    /// Replication slot (default `debezium`).
+    #[serde(rename = "slot.name", default = "default_slot")]
+    pub slot_name: String,
+    /// Drop the slot when the pipeline stops (default false).
+    #[serde(rename = "slot.drop.on.stop", default)]
+    pub slot_drop_on_stop: bool,
+    /// Publication (default `dbz_publication`).
+    #[serde(rename = "publication.name", default = "default_publication")]
+    pub publication_name: String,
+    /// How the publication is created (default `all_tables`).
+    #[serde(rename = "publication.autocreate.mode", default)]
+    pub publication_autocreate: PublicationAutocreate,
+    /// Schemas to capture (regexes on the schema name).
+    #[serde(rename = "schema.include.list", default)]
+    pub schema_include: RegexList,
+    /// Schemas not to capture.
+    #[serde(rename = "schema.exclude.list", default)]
+    pub schema_exclude: RegexList,
+    /// Tables to capture (regexes on `schema.table`).
+    #[serde(rename = "table.include.list", default)]
+    pub table_include: RegexList,
+    /// Tables not to capture.
+    #[serde(rename = "table.exclude.list", default)]
+    pub table_exclude: RegexList,
+    /// Columns to capture (regexes on `schema.table.column`).
+    #[serde(rename = "column.include.list", default)]
+    pub column_include: RegexList,
+    /// Columns not to capture (key columns always stay in the key).
+    #[serde(rename = "column.exclude.list", default)]
+    pub column_exclude: RegexList,
+    /// Snapshot mode (default `initial`).
+    #[serde(rename = "snapshot.mode", default)]
+    pub snapshot_mode: SnapshotMode,
+    /// Rows fetched per round trip while snapshotting (default 10240).
+    #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
+    pub snapshot_fetch_size: usize,
+    /// Tables snapshotted in parallel (default 1).
+    #[serde(rename = "snapshot.max.threads", default = "default_threads")]
+    pub snapshot_max_threads: usize,
+    /// Temporal types (default `adaptive`).
+    #[serde(rename = "time.precision.mode", default)]
+    pub time_precision_mode: TimePrecisionMode,
+    /// Decimal types (default `precise`).
+    #[serde(rename = "decimal.handling.mode", default)]
+    pub decimal_handling_mode: DecimalMode,
+    /// Binary types (default `bytes`).
+    #[serde(rename = "binary.handling.mode", default)]
+    pub binary_handling_mode: BinaryMode,
+    /// Intervals (default `numeric`).
+    #[serde(rename = "interval.handling.mode", default)]
+    pub interval_handling_mode: IntervalMode,
+    /// Scale of `money` values (default 2).
+    #[serde(rename = "money.fraction.digits", default = "default_money_digits")]
+    pub money_fraction_digits: u32,
+    /// A tombstone after each delete (default true).
+    #[serde(rename = "tombstones.on.delete", default = "default_true")]
+    pub tombstones_on_delete: bool,
+    /// Operations not emitted: `c`, `u`, `d`, `t`, or `none` (default `t`).
+    #[serde(rename = "skipped.operations", default = "default_skipped")]
+    pub skipped_operations: String,
+    /// How often the confirmed position is reported to the server (default 10s).
+    #[serde(rename = "status.update.interval.ms", default = "default_status_ms")]
+    pub status_update_interval_ms: u64,
+}
+
+fn default_plugin() -> String {
+    "pgoutput".to_owned()
+}
+fn default_slot() -> String {
+    "debezium".to_owned()
+}
+fn default_publication() -> String {
+    "dbz_publication".to_owned()
+}
+fn default_fetch() -> usize {
+    10_240
+}
+fn default_threads() -> usize {
+    1
+}
+fn default_money_digits() -> u32 {
+    2
+}
+fn default_true() -> bool {
+    true
+}
+fn default_skipped() -> String {
+    "t".to_owned()
+}
+fn default_status_ms() -> u64 {
+    10_000
+}
+
+/// Which operations to drop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Inserts.
+    pub create: bool,
+    /// Updates.
+    pub update: bool,
+    /// Deletes.
+    pub delete: bool,
+    /// Truncates.
+    pub truncate: bool,
+}
+
+impl PostgresConfig {
+    /// Checks what serde cannot; messages say how to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.plugin_name != "pgoutput" {
+            return Err(format!(
+                "`plugin.name` is `{}`: only `pgoutput` is supported",
+                self.plugin_name
+            ));
+        }
+        if self.topic_prefix.trim().is_empty() {
+            return Err("`topic.prefix` must not be empty".to_owned());
+        }
+        if !self
+            .slot_name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(format!(
+                "`slot.name` `{}` may only contain lower-case letters, digits and underscores",
+                self.slot_name
+            ));
+        }
+        if self.url.is_none() && self.dbname.is_none() {
+            return Err("set `database.dbname` (or `database.url`)".to_owned());
+        }
+        if self.snapshot_fetch_size == 0 {
+            return Err("`snapshot.fetch.size` must be at least 1".to_owned());
+        }
+        self.skipped().map(|_| ())
+    }
+
+    /// Parses `skipped.operations`.
+    pub fn skipped(&self) -> Result<Skipped, String> {
+        let mut s = Skipped::default();
+        for op in self
+            .skipped_operations
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+        {
+            match op {
+                "c" => s.create = true,
+                "u" => s.update = true,
+                "d" => s.delete = true,
+                "t" => s.truncate = true,
+                "none" => s = Skipped::default(),
+                other => {
+                    return Err(format!(
+                        "`skipped.operations` has `{other}`: use c, u, d, t or none"
+                    ))
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Whether the table `schema.table` is captured.
+    pub fn captures_table(&self, schema: &str, table: &str) -> bool {
+        let full = format!("{schema}.{table}");
+        let schema_ok = (self.schema_include.is_empty() || self.schema_include.matches(schema))
+            && !self.schema_exclude.matches(schema);
+        let table_ok = (self.table_include.is_empty() || self.table_include.matches(&full))
+            && !self.table_exclude.matches(&full);
+        schema_ok && table_ok && !matches!(schema, "pg_catalog" | "information_schema")
+    }
+
+    /// Whether the column is captured (key columns are kept in the key regardless).
+    pub fn captures_column(&self, schema: &str, table: &str, column: &str) -> bool {
+        let full = format!("{schema}.{table}.{column}");
+        (self.column_include.is_empty() || self.column_include.matches(&full))
+            && !self.column_exclude.matches(&full)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_on_commas_outside_quantifiers() {
+        assert_eq!(
+            split_list("public.a, public.b{1,3} ,x"),
+            vec!["public.a", "public.b{1,3}", "x"]
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! Errors of the PostgreSQL source, each with its retry class.
+
+use sluice_engine::{Classify, ComponentError, ErrorClass};
+
+/// A PostgreSQL source failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// The setup is wrong and retrying will not fix it; the message says how to fix it.
+    #[error("{0}")]
+    Setup(String),
+    /// A query failed.
+    #[error("{context}: {source}")]
+    Query {
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The replication stream failed.
+    #[error("replication: {0}")]
+    Replication(String),
+    /// The server sent something Sluice cannot decode.
+    #[error("decoding: {0}")]
+    Decode(String),
+}
+
+impl PgError {
+    /// Wraps a driver error with context.
+    pub fn query(context: impl Into<String>, source: tokio_postgres::Error) -> Self {
+        PgError::Query {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl Classify for PgError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            PgError::Setup(_) | PgError::Decode(_) => ErrorClass::Fatal,
+            PgError::Replication(_) => ErrorClass::Retryable,
+            PgError::Query { source, .. } => match source.code() {
+                // Class 28 (auth), 3D (no database), 42 (syntax/privilege/undefined): definite.
+                Some(code)
+                    if ["28", "3D", "42"]
+                        .iter()
+                        .any(|c| code.code().starts_with(c)) =>
+                {
+                    ErrorClass::Fatal
+                }
+                _ => ErrorClass::Retryable,
+            },
+        }
+    }
+}
+
+impl From<PgError> for ComponentError {
+    fn from(e: PgError) -> Self {
+        let message = e.to_string();
+        let class = e.class();
+        match class {
+            ErrorClass::Fatal => ComponentError::fatal(format!("postgres: {message}")),
+            ErrorClass::Retryable => ComponentError::retryable(format!("postgres: {message}")),
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! `postgres`: Debezium-compatible capture from PostgreSQL through a logical replication slot
+//! (pgoutput).
+//!
+//! Start-up: check the server (`wal_level`, REPLICATION privilege), read the captured tables,
+//! make sure the publication exists. Then, when a snapshot is needed, create the slot with
+//! `EXPORT_SNAPSHOT`, read every table inside that exported snapshot (REPEATABLE READ,
+//! `SET TRANSACTION SNAPSHOT`) while the replication session waits, and start streaming from
+//! the slot's consistent point: the snapshot and the stream meet with no gap and no duplicate.
+//! Otherwise stream from the committed position. The slot is confirmed only up to positions
+//! every sink acknowledged.
+
+mod catalog;
+mod config;
+mod error;
+mod offset;
+mod pgoutput;
+mod snapshot;
+mod stream;
+mod table;
+mod temporal;
+mod types;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
+use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
+
+pub use config::{PostgresConfig, SnapshotMode};
+pub use error::PgError;
+pub use offset::PgOffset;
+
+use catalog::{captured_tables, check_setup, ensure_publication, ConnInfo, TypeResolver};
+use offset::parse_lsn;
+use table::{source_schema, TableSchema};
+
+const SESSION_OPTIONS: &str =
+    "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 -c extra_float_digits=3 -c lc_monetary=C -c bytea_output=hex";
+
+/// The running PostgreSQL source.
+#[derive(Debug)]
+pub struct PostgresSource {
+    config: PostgresConfig,
+}
+
+impl PostgresSource {
+    /// A source for `config`.
+    pub fn new(config: PostgresConfig, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
+        config.validate().map_err(ComponentError::fatal)?;
+        Ok(PostgresSource { config })
+    }
+}
+
+#[async_trait]
+impl Source for PostgresSource {
+    async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        run(&self.config, ctx).await.map_err(ComponentError::from)
+    }
+}
+
+struct SlotState {
+    active_pid: Option<i32>,
+}
+
+async fn slot_state(
+    client: &tokio_postgres::Client,
+    slot: &str,
+) -> Result<Option<SlotState>, PgError> {
+    let row = client
+        .query_opt(
+            "SELECT active_pid, database = current_database() FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(|e| PgError::query("looking up the replication slot", e))?;
+    match row {
+        None => Ok(None),
+        Some(r) => {
+            if r.get::<_, Option<bool>>(1) != Some(true) {
+                return Err(PgError::Setup(format!(
+                    "replication slot `{slot}` belongs to another database: choose another `slot.name`"
+                )));
+            }
+            Ok(Some(SlotState {
+                active_pid: r.get(0),
+            }))
+        }
+    }
+}
+
+fn replication_config(info: &ConnInfo, config: &PostgresConfig) -> ReplicationConfig {
+    ReplicationConfig::new(
+        info.host.clone(),
+        info.user.clone(),
+        info.password.clone().unwrap_or_default(),
+        info.dbname.clone(),
+        config.slot_name.clone(),
+        config.publication_name.clone(),
+    )
+    .with_port(info.port)
+    .with_tls(TlsConfig::disabled())
+    .with_options(SESSION_OPTIONS)
+    .with_application_name("sluice")
+    .with_status_interval(Duration::from_millis(
+        config.status_update_interval_ms.max(100),
+    ))
+}
+
+async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgError> {
+    let info = ConnInfo::from_config(config)?;
+    let client = info.connect("sluice").await?;
+    check_setup(&client, &info).await?;
+    let mut types = TypeResolver::default();
+    let defs = captured_tables(&client, config, &mut types).await?;
+    if defs.is_empty() {
+        tracing::warn!(
+            "No table matches the include/exclude lists; only new tables will be captured."
+        );
+    }
+    ensure_publication(&client, config, &defs).await?;
+    let source = source_schema();
+    let mut schemas: Vec<Arc<TableSchema>> = Vec::with_capacity(defs.len());
+    let mut by_oid = HashMap::new();
+    for def in &defs {
+        if def.primary_key.is_empty() {
+            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key; its events have a null key.");
+        }
+        let schema = Arc::new(TableSchema::new(def, config, source.clone()));
+        by_oid.insert(def.oid, Some(schema.clone()));
+        schemas.push(schema);
+    }
+    let committed = ctx
+        .resume_from()
+        .map(PgOffset::parse)
+        .transpose()
+        .map_err(PgError::Setup)?;
+    let slot = slot_state(&client, &config.slot_name).await?;
+    if let Some(pid) = slot.as_ref().and_then(|s| s.active_pid) {
+        return Err(PgError::Replication(format!(
+            "replication slot `{}` is in use by another process (pid {pid}): stop it, or set another `slot.name`",
+            config.slot_name
+        )));
+    }
+    let snapshot_done = committed.is_some_and(|o| o.snapshot_completed);
+    let need_snapshot = match config.snapshot_mode {
+        SnapshotMode::Initial | SnapshotMode::InitialOnly => !snapshot_done,
+        SnapshotMode::Always => true,
+        SnapshotMode::NoData | SnapshotMode::Never => false,
+        SnapshotMode::WhenNeeded => !snapshot_done || slot.is_none(),
+    };
+    if config.snapshot_mode == SnapshotMode::InitialOnly && snapshot_done {
+        tracing::info!(
+            "The initial snapshot is complete and snapshot.mode is initial_only: nothing to do."
+        );
+        return Ok(());
+    }
+    let db = info.dbname.clone();
+    let (mut repl, resume) = if need_snapshot {
+        if slot.is_some() {
+            // A snapshot needs the slot's own exported snapshot: start the slot afresh.
+            client
+                .execute("SELECT pg_drop_replication_slot($1)", &[&config.slot_name])
+                .await
+                .map_err(|e| {
+                    PgError::query("dropping the replication slot to take a new snapshot", e)
+                })?;
+        }
+        let mut repl = ReplicationClient::connect_gated(replication_config(&info, config))
+            .await
+            .map_err(|e| PgError::Replication(e.to_string()))?;
+        let rows = repl
+            .simple_query(&format!(
+                "CREATE_REPLICATION_SLOT \"{}\" LOGICAL pgoutput EXPORT_SNAPSHOT",
+                config.slot_name
+            ))
+            .await
+            .map_err(|e| {
+                PgError::Replication(format!(
+                    "creating replication slot `{}`: {e}",
+                    config.slot_name
+                ))
+            })?;
+        let text = |i: usize| -> Option<String> {
+            rows.first()?
+                .get(i)?
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        let consistent_point = text(1).as_deref().and_then(parse_lsn).ok_or_else(|| {
+            PgError::Replication("CREATE_REPLICATION_SLOT returned no consistent point".into())
+        })?;
+        let snapshot_name = text(2).ok_or_else(|| {
+            PgError::Replication("CREATE_REPLICATION_SLOT returned no snapshot".into())
+        })?;
+        let plan = snapshot::SnapshotPlan {
+            tables: &schemas,
+            snapshot_name: &snapshot_name,
+            consistent_point,
+            prefix: &config.topic_prefix,
+            db: &db,
+            fetch_size: config.snapshot_fetch_size,
+        };
+        let rows = snapshot::run(&client, &plan, ctx).await?;
+        tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");
+        if config.snapshot_mode == SnapshotMode::InitialOnly || ctx.is_stopping() {
+            return Ok(());
+        }
+        repl.start()
+            .await
+            .map_err(|e| PgError::Replication(e.to_string()))?;
+        (
+            repl,
+            PgOffset {
+                lsn: consistent_point,
+                tx: None,
+                snapshot_completed: true,
+            },
+        )
+    } else {
+        if slot.is_none() {
+            if committed.is_some() {
+                return Err(PgError::Setup(format!(
+                    "replication slot `{}` no longer exists, so the committed position cannot be resumed: set `snapshot.mode: when_needed` to take a new snapshot, or remove the offsets",
+                    config.slot_name
+                )));
+            }
+            client
+                .execute(
+                    "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+                    &[&config.slot_name],
+                )
+                .await
+                .map_err(|e| {
+                    PgError::query(
+                        format!("creating replication slot `{}`", config.slot_name),
+                        e,
+                    )
+                })?;
+        }
+        let resume = committed.unwrap_or_default();
+        let cfg = replication_config(&info, config).with_start_lsn(Lsn(resume.lsn));
+        let repl = ReplicationClient::connect(cfg)
+            .await
+            .map_err(|e| PgError::Replication(e.to_string()))?;
+        (repl, resume)
+    };
+    repl.wait_started()
+        .await
+        .map_err(|e| PgError::Replication(format!("starting replication: {e}")))?;
+    let mut streamer = stream::Streamer {
+        config,
+        client: &client,
+        types,
+        db,
+        skipped: config.skipped().map_err(PgError::Setup)?,
+        tables: by_oid,
+        resume,
+    };
+    let result = streamer.run(&mut repl, ctx).await;
+    let _ = repl.shutdown().await;
+    if config.slot_drop_on_stop && result.is_ok() {
+        let _ = client
+            .execute("SELECT pg_drop_replication_slot($1)", &[&config.slot_name])
+            .await;
+    }
+    result
+}

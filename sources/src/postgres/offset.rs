@@ -1,0 +1,79 @@
+//! The PostgreSQL source's position, stored as a small JSON document.
+
+use serde::{Deserialize, Serialize};
+use sluice_engine::Position;
+
+/// Where the source resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PgOffset {
+    /// End LSN of the last transaction delivered in full (or the snapshot's consistent point):
+    /// the stream restarts here and the slot may be confirmed up to here.
+    pub lsn: u64,
+    /// Inside a transaction: its commit LSN and how many of its events were delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx: Option<(u64, u64)>,
+    /// Whether the initial snapshot completed (absent: streaming position, so yes).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub snapshot_completed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+impl PgOffset {
+    /// The engine position.
+    pub fn position(&self) -> Position {
+        Position::Opaque(serde_json::to_string(self).unwrap_or_default().into())
+    }
+
+    /// Reads a committed position.
+    pub fn parse(position: &Position) -> Result<Self, String> {
+        match position {
+            Position::Opaque(text) => serde_json::from_str(text)
+                .map_err(|e| format!("the committed position `{text}` is not a postgres position ({e}); remove the offsets file or rename the pipeline")),
+            Position::Offset(n) => Err(format!(
+                "the committed position `{n}` is not a postgres position; remove the offsets file or rename the pipeline"
+            )),
+        }
+    }
+}
+
+/// `0/16B3748` → u64.
+pub fn parse_lsn(text: &str) -> Option<u64> {
+    let (hi, lo) = text.split_once('/')?;
+    Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
+}
+
+/// u64 → `0/16B3748`.
+#[cfg(test)]
+pub fn format_lsn(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xffff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_and_lsns_round_trip() {
+        let o = PgOffset {
+            lsn: 42,
+            tx: Some((50, 3)),
+            snapshot_completed: true,
+        };
+        assert_eq!(PgOffset::parse(&o.position()), Ok(o));
+        let s = PgOffset {
+            lsn: 7,
+            tx: None,
+            snapshot_completed: false,
+        };
+        assert_eq!(PgOffset::parse(&s.position()), Ok(s));
+        assert_eq!(parse_lsn("0/16B3748"), Some(0x16B3748));
+        assert_eq!(parse_lsn(&format_lsn(0x1_0000_00FF)), Some(0x1_0000_00FF));
+    }
+}

@@ -1,0 +1,343 @@
+//! The log stream: pgoutput messages from the replication slot turned into change events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
+use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext};
+use tokio_postgres::Client;
+
+use super::catalog::{table_def, TypeResolver};
+use super::config::{PostgresConfig, Skipped};
+use super::error::PgError;
+use super::offset::PgOffset;
+use super::pgoutput::{decode, Message};
+use super::table::{source_schema, Cell, SourceInfo, TableSchema};
+
+/// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// Streaming state.
+pub struct Streamer<'a> {
+    /// Configuration.
+    pub config: &'a PostgresConfig,
+    /// SQL connection for catalog look-ups.
+    pub client: &'a Client,
+    /// Type cache.
+    pub types: TypeResolver,
+    /// Database name.
+    pub db: String,
+    /// Operations to drop.
+    pub skipped: Skipped,
+    /// Tables by relation oid (`None`: not captured).
+    pub tables: HashMap<u32, Option<Arc<TableSchema>>>,
+    /// Where delivery resumes (events of the resumed transaction to skip).
+    pub resume: PgOffset,
+}
+
+struct Tx {
+    xid: u32,
+    final_lsn: u64,
+    commit_micros: i64,
+    /// Events of this transaction produced so far (delivered or skipped).
+    count: u64,
+}
+
+impl Streamer<'_> {
+    /// Streams until stopped. Returns `Ok` on a graceful stop.
+    pub async fn run(
+        &mut self,
+        repl: &mut ReplicationClient,
+        ctx: &mut SourceContext,
+    ) -> Result<(), PgError> {
+        let mut committed = ctx.committed();
+        let max_batch = ctx.limits().max_batch_size;
+        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
+        let mut last_done = self.resume.lsn;
+        let mut tx: Option<Tx> = None;
+        loop {
+            let event = tokio::select! {
+                biased;
+                _ = ctx.stopping() => return Ok(()),
+                changed = committed.changed() => {
+                    if changed.is_ok() {
+                        let position = committed.borrow_and_update().clone();
+                        if let Some(offset) = position.as_ref().and_then(|p| PgOffset::parse(p).ok()) {
+                            if offset.snapshot_completed {
+                                repl.update_applied_lsn(Lsn(offset.lsn));
+                            }
+                        }
+                    }
+                    continue;
+                }
+                event = repl.recv() => event.map_err(|e| PgError::Replication(e.to_string()))?,
+            };
+            let Some(event) = event else {
+                return Err(PgError::Replication(
+                    "the server ended the replication stream".into(),
+                ));
+            };
+            match event {
+                ReplicationEvent::Begin {
+                    final_lsn,
+                    xid,
+                    commit_time_micros,
+                } => {
+                    tx = Some(Tx {
+                        xid,
+                        final_lsn: final_lsn.0,
+                        commit_micros: commit_time_micros + PG_EPOCH_MICROS,
+                        count: 0,
+                    });
+                }
+                ReplicationEvent::Commit { end_lsn, .. } => {
+                    tx = None;
+                    last_done = end_lsn.0;
+                    let done = PgOffset {
+                        lsn: last_done,
+                        tx: None,
+                        snapshot_completed: true,
+                    }
+                    .position();
+                    // The batch's position covers the whole transaction, even when it ends
+                    // with skipped events or has none.
+                    let out = Batch {
+                        events: std::mem::take(&mut batch),
+                        position: Some(done),
+                    };
+                    if ctx.emit(out).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                ReplicationEvent::XLogData {
+                    wal_start, data, ..
+                } => {
+                    let Some(current) = tx.as_mut() else { continue };
+                    let message = decode(&data).map_err(PgError::Decode)?;
+                    self.handle(message, current, last_done, wal_start.0, &mut batch)
+                        .await?;
+                    if batch.len() >= max_batch
+                        && ctx
+                            .emit(Batch::new(std::mem::take(&mut batch)))
+                            .await
+                            .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                ReplicationEvent::KeepAlive { .. } | ReplicationEvent::Message { .. } => {}
+                ReplicationEvent::StoppedAt { .. } => return Ok(()),
+            }
+        }
+    }
+
+    async fn table(&mut self, oid: u32) -> Result<Option<Arc<TableSchema>>, PgError> {
+        Ok(self.tables.get(&oid).cloned().flatten())
+    }
+
+    async fn on_relation(
+        &mut self,
+        oid: u32,
+        namespace: String,
+        name: String,
+        columns: Vec<super::pgoutput::RelationColumn>,
+    ) -> Result<(), PgError> {
+        if !self.config.captures_table(&namespace, &name) {
+            self.tables.insert(oid, None);
+            return Ok(());
+        }
+        let mut def = table_def(self.client, oid, namespace, name, &mut self.types).await?;
+        // The stream's column list is authoritative (it is what the tuples carry).
+        let by_name: HashMap<String, super::catalog::ColumnDef> =
+            def.columns.drain(..).map(|c| (c.name.clone(), c)).collect();
+        for c in columns {
+            let column = match by_name.get(&c.name) {
+                Some(known) => known.clone(),
+                None => super::catalog::ColumnDef {
+                    name: c.name.clone(),
+                    kind: self
+                        .types
+                        .resolve(self.client, c.type_oid, c.typmod)
+                        .await?,
+                    not_null: false,
+                    default_expr: None,
+                },
+            };
+            def.columns.push(column);
+        }
+        let schema = TableSchema::new(&def, self.config, source_schema());
+        if !schema.has_key() {
+            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key; its events have a null key.");
+        }
+        self.tables.insert(oid, Some(Arc::new(schema)));
+        Ok(())
+    }
+
+    async fn handle(
+        &mut self,
+        message: Message<'_>,
+        tx: &mut Tx,
+        last_done: u64,
+        lsn: u64,
+        out: &mut Vec<ChangeEvent>,
+    ) -> Result<(), PgError> {
+        let oid = match &message {
+            Message::Relation {
+                oid,
+                namespace,
+                name,
+                columns,
+                ..
+            } => {
+                return self
+                    .on_relation(*oid, namespace.clone(), name.clone(), columns.clone())
+                    .await;
+            }
+            Message::Insert { oid, .. }
+            | Message::Update { oid, .. }
+            | Message::Delete { oid, .. } => *oid,
+            Message::Truncate { oids, .. } => {
+                if self.skipped.truncate {
+                    return Ok(());
+                }
+                for oid in oids.clone() {
+                    if let Some(table) = self.table(oid).await? {
+                        let info = self.info(tx, last_done, lsn);
+                        let event =
+                            table.event(Op::Truncate, None, None, None, &info, Position::Offset(0));
+                        self.push(tx, last_done, event, out);
+                    }
+                }
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        let Some(table) = self.table(oid).await? else {
+            return Ok(());
+        };
+        let info = self.info(tx, last_done, lsn);
+        let d = PgError::Decode;
+        match message {
+            Message::Insert { new, .. } if !self.skipped.create => {
+                let e = table.event(
+                    Op::Create,
+                    table.key(&new).map_err(d)?,
+                    None,
+                    Some(table.row(&new).map_err(d)?),
+                    &info,
+                    Position::Offset(0),
+                );
+                self.push(tx, last_done, e, out);
+            }
+            Message::Update { old, new, .. } if !self.skipped.update => {
+                let new_key = table.key(&new).map_err(d)?;
+                let old_cells: Option<Vec<Cell<'_>>> = old.map(|(_, cells)| cells);
+                let old_key = match &old_cells {
+                    Some(cells) => table.key(cells).map_err(d)?,
+                    None => None,
+                };
+                let before = match &old_cells {
+                    Some(cells) => Some(table.row(cells).map_err(d)?),
+                    None => None,
+                };
+                let key_changed = old_key.is_some() && old_key != new_key;
+                if key_changed {
+                    // Primary key change: delete + tombstone under the old key, create under the new.
+                    let del = table.event(
+                        Op::Delete,
+                        old_key.clone(),
+                        before,
+                        None,
+                        &info,
+                        Position::Offset(0),
+                    );
+                    let tomb = ChangeEvent {
+                        value: None,
+                        ..del.clone()
+                    };
+                    self.push(tx, last_done, del, out);
+                    if self.config.tombstones_on_delete {
+                        self.push(tx, last_done, tomb, out);
+                    }
+                    let create = table.event(
+                        Op::Create,
+                        new_key,
+                        None,
+                        Some(table.row(&new).map_err(d)?),
+                        &info,
+                        Position::Offset(0),
+                    );
+                    self.push(tx, last_done, create, out);
+                } else {
+                    let e = table.event(
+                        Op::Update,
+                        new_key,
+                        before,
+                        Some(table.row(&new).map_err(d)?),
+                        &info,
+                        Position::Offset(0),
+                    );
+                    self.push(tx, last_done, e, out);
+                }
+            }
+            Message::Delete {
+                old: (_, cells), ..
+            } if !self.skipped.delete => {
+                let key = table.key(&cells).map_err(d)?;
+                let del = table.event(
+                    Op::Delete,
+                    key,
+                    Some(table.row(&cells).map_err(d)?),
+                    None,
+                    &info,
+                    Position::Offset(0),
+                );
+                let tomb = ChangeEvent {
+                    value: None,
+                    ..del.clone()
+                };
+                self.push(tx, last_done, del, out);
+                if self.config.tombstones_on_delete {
+                    self.push(tx, last_done, tomb, out);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn info<'s>(&'s self, tx: &Tx, last_done: u64, lsn: u64) -> SourceInfo<'s> {
+        SourceInfo {
+            name: &self.config.topic_prefix,
+            db: &self.db,
+            ts_micros: tx.commit_micros,
+            snapshot: "false",
+            sequence: Some(format!("[\"{last_done}\",\"{lsn}\"]")),
+            tx_id: Some(i64::from(tx.xid)),
+            lsn: Some(lsn as i64),
+        }
+    }
+
+    /// Gives the event its position and keeps it, unless it was delivered before a restart.
+    fn push(
+        &self,
+        tx: &mut Tx,
+        last_done: u64,
+        mut event: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) {
+        tx.count += 1;
+        if let Some((final_lsn, delivered)) = self.resume.tx {
+            if final_lsn == tx.final_lsn && tx.count <= delivered {
+                return;
+            }
+        }
+        event.position = PgOffset {
+            lsn: last_done,
+            tx: Some((tx.final_lsn, tx.count)),
+            snapshot_completed: true,
+        }
+        .position();
+        out.push(event);
+    }
+}

@@ -1,0 +1,272 @@
+//! Per-table schemas and the building of Debezium events from column values.
+
+use std::sync::Arc;
+
+use sluice_engine::event::{names, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
+
+use super::catalog::TableDef;
+use super::config::PostgresConfig;
+use super::types::{default_value, fallback_value, parse_value, schema_of, Modes, PgKind};
+
+/// Debezium's placeholder for unchanged TOASTed values.
+pub const UNAVAILABLE: &str = "__debezium_unavailable_value";
+
+/// One column's value as the server sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cell<'a> {
+    /// SQL NULL (or not sent).
+    Null,
+    /// Text output of the value.
+    Text(&'a str),
+    /// An unchanged TOASTed value that was not sent.
+    Unchanged,
+}
+
+#[derive(Debug)]
+struct Column {
+    name: String,
+    kind: PgKind,
+    schema: Arc<Schema>,
+}
+
+/// How one table's events are built.
+#[derive(Debug)]
+pub struct TableSchema {
+    /// Schema name.
+    pub schema_name: String,
+    /// Table name.
+    pub table: String,
+    /// Topic.
+    pub topic: Arc<str>,
+    columns: Vec<Column>,
+    /// Positions (in table column order) of the value's fields.
+    value_columns: Vec<usize>,
+    /// Positions of the key's fields, in key order.
+    key_columns: Vec<usize>,
+    /// The envelope schemas.
+    pub envelope: EnvelopeSchema,
+    modes: Modes,
+}
+
+/// The PostgreSQL connector's `source` block schema.
+pub fn source_schema() -> Arc<Schema> {
+    let s = |o| Schema::primitive(SchemaType::String, o);
+    let i = |o| Schema::primitive(SchemaType::Int64, o);
+    Schema::struct_builder()
+        .name("io.debezium.connector.postgresql.Source")
+        .version(1)
+        .field("version", s(false))
+        .field("connector", s(false))
+        .field("name", s(false))
+        .field("ts_ms", i(false))
+        .field(
+            "snapshot",
+            Schema::builder(SchemaType::String)
+                .optional()
+                .name(names::ENUM)
+                .version(1)
+                .parameter("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental")
+                .default_value(Value::String("false".into()))
+                .build(),
+        )
+        .field("db", s(false))
+        .field("sequence", s(true))
+        .field("ts_us", i(true))
+        .field("ts_ns", i(true))
+        .field("schema", s(false))
+        .field("table", s(false))
+        .field("txId", i(true))
+        .field("lsn", i(true))
+        .field("xmin", i(true))
+        .field("origin", s(true))
+        .field("origin_lsn", i(true))
+        .build()
+}
+
+/// What the `source` block of one event says.
+#[derive(Debug, Clone)]
+pub struct SourceInfo<'a> {
+    /// `topic.prefix`.
+    pub name: &'a str,
+    /// Database name.
+    pub db: &'a str,
+    /// When the change happened in the database (µs since the epoch).
+    pub ts_micros: i64,
+    /// `snapshot` marker (`false` when streaming).
+    pub snapshot: &'a str,
+    /// `sequence`: `[last commit LSN, this LSN]` as Debezium writes it.
+    pub sequence: Option<String>,
+    /// Transaction id.
+    pub tx_id: Option<i64>,
+    /// LSN.
+    pub lsn: Option<i64>,
+}
+
+impl TableSchema {
+    /// Builds the schemas of `def` (column filters and modes applied).
+    pub fn new(def: &TableDef, config: &PostgresConfig, source: Arc<Schema>) -> Self {
+        let modes = Modes::of(config);
+        let columns: Vec<Column> = def
+            .columns
+            .iter()
+            .map(|c| {
+                let default = c
+                    .default_expr
+                    .as_deref()
+                    .and_then(|e| default_value(&c.kind, modes, e));
+                let key = def.primary_key.contains(&c.name);
+                let optional = !c.not_null && !key;
+                Column {
+                    name: c.name.clone(),
+                    kind: c.kind.clone(),
+                    schema: schema_of(&c.kind, modes, optional, default),
+                }
+            })
+            .collect();
+        let value_columns: Vec<usize> = (0..columns.len())
+            .filter(|&i| config.captures_column(&def.schema, &def.name, &columns[i].name))
+            .collect();
+        let key_columns: Vec<usize> = def
+            .primary_key
+            .iter()
+            .filter_map(|k| columns.iter().position(|c| &c.name == k))
+            .collect();
+        let mut row = Schema::struct_builder();
+        for &i in &value_columns {
+            row = row.field(columns[i].name.clone(), columns[i].schema.clone());
+        }
+        let key = (!key_columns.is_empty()).then(|| {
+            let mut k = Schema::struct_builder();
+            for &i in &key_columns {
+                k = k.field(columns[i].name.clone(), columns[i].schema.clone());
+            }
+            k.build()
+        });
+        let prefix = format!("{}.{}.{}", config.topic_prefix, def.schema, def.name);
+        TableSchema {
+            schema_name: def.schema.clone(),
+            table: def.name.clone(),
+            topic: prefix.clone().into(),
+            envelope: EnvelopeSchema::new(&prefix, key, row.build(), source),
+            columns,
+            value_columns,
+            key_columns,
+            modes,
+        }
+    }
+
+    /// Names of the table's columns, in order.
+    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|c| c.name.as_str())
+    }
+
+    /// Number of columns.
+    pub fn width(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Whether the table has a key.
+    pub fn has_key(&self) -> bool {
+        !self.key_columns.is_empty()
+    }
+
+    fn cell(&self, index: usize, cell: Cell<'_>) -> Result<Value, String> {
+        let column = &self.columns[index];
+        let schema = &column.schema;
+        match cell {
+            Cell::Text(t) => parse_value(&column.kind, self.modes, schema, t)
+                .map_err(|e| format!("{}.{}.{}: {e}", self.schema_name, self.table, column.name)),
+            Cell::Null if schema.is_optional() => Ok(Value::Null),
+            Cell::Null => Ok(fallback_value(schema)),
+            Cell::Unchanged => Ok(match schema.kind() {
+                SchemaType::String => Value::String(UNAVAILABLE.into()),
+                SchemaType::Bytes => Value::Bytes(UNAVAILABLE.as_bytes().to_vec()),
+                _ if schema.is_optional() => Value::Null,
+                _ => fallback_value(schema),
+            }),
+        }
+    }
+
+    /// The row struct from cells in table column order.
+    pub fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
+        let values = self
+            .value_columns
+            .iter()
+            .map(|&i| self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
+    }
+
+    /// The key record from cells in table column order (`None` without a primary key).
+    pub fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
+        let Some(schema) = &self.envelope.key else {
+            return Ok(None);
+        };
+        let values = self
+            .key_columns
+            .iter()
+            .map(|&i| self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let value =
+            Struct::from_values(schema.clone(), values).ok_or_else(|| "key arity".to_owned())?;
+        Ok(Some(Record {
+            schema: schema.clone(),
+            value: Value::Struct(value),
+        }))
+    }
+
+    /// The `source` struct.
+    pub fn source(&self, info: &SourceInfo<'_>) -> Struct {
+        let ts = SourceTimestamps {
+            nanos: info.ts_micros.saturating_mul(1000),
+        };
+        let values = vec![
+            Value::String(crate::VERSION.into()),
+            Value::String("postgresql".into()),
+            Value::String(info.name.into()),
+            Value::Int64(ts.millis()),
+            Value::String(info.snapshot.into()),
+            Value::String(info.db.into()),
+            info.sequence.clone().map_or(Value::Null, Value::String),
+            Value::Int64(ts.micros()),
+            Value::Int64(ts.nanos),
+            Value::String(self.schema_name.clone()),
+            Value::String(self.table.clone()),
+            info.tx_id.map_or(Value::Null, Value::Int64),
+            info.lsn.map_or(Value::Null, Value::Int64),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+        ];
+        Struct::from_values(self.envelope.source.clone(), values)
+            .unwrap_or_else(|| Struct::new(self.envelope.source.clone()))
+    }
+
+    /// A change event.
+    pub fn event(
+        &self,
+        op: Op,
+        key: Option<Record>,
+        before: Option<Struct>,
+        after: Option<Struct>,
+        info: &SourceInfo<'_>,
+        position: Position,
+    ) -> ChangeEvent {
+        let value = self.envelope.value(
+            op,
+            before,
+            after,
+            self.source(info),
+            None,
+            SourceTimestamps::now(),
+        );
+        ChangeEvent {
+            topic: self.topic.clone(),
+            key,
+            value: Some(value),
+            headers: Vec::new(),
+            position,
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Parsing PostgreSQL's ISO text output of dates and times (session `DateStyle=ISO`,
+//! `TimeZone=UTC`, `IntervalStyle=iso_8601`).
+
+/// Days from 1970-01-01 to the civil date (proleptic Gregorian).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date of a day number.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// `YYYY-MM-DD` (optionally ` BC`) → days since the epoch.
+pub fn parse_date(text: &str) -> Option<i64> {
+    let (body, bc) = match text.strip_suffix(" BC") {
+        Some(b) => (b, true),
+        None => (text, false),
+    };
+    let mut parts = body.splitn(3, '-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: u32 = parts.next()?.parse().ok()?;
+    let d: u32 = parts.next()?.parse().ok()?;
+    let y = if bc { 1 - y } else { y };
+    Some(days_from_civil(y, m, d))
+}
+
+/// `HH:MM:SS[.ffffff]` → microseconds of the day.
+pub fn parse_time(text: &str) -> Option<i64> {
+    let mut parts = text.splitn(3, ':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let sec = parts.next()?;
+    let (s, frac) = sec.split_once('.').unwrap_or((sec, ""));
+    let s: i64 = s.parse().ok()?;
+    let micros = parse_fraction_micros(frac)?;
+    Some(((h * 60 + m) * 60 + s) * 1_000_000 + micros)
+}
+
+fn parse_fraction_micros(frac: &str) -> Option<i64> {
+    if frac.is_empty() {
+        return Some(0);
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut digits: String = frac.chars().take(6).collect();
+    while digits.len() < 6 {
+        digits.push('0');
+    }
+    digits.parse().ok()
+}
+
+/// A UTC offset `+HH[:MM[:SS]]` → seconds east of UTC.
+fn parse_offset(text: &str) -> Option<i64> {
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'+' => (1, &text[1..]),
+        b'-' => (-1, &text[1..]),
+        _ => return None,
+    };
+    let mut parts = rest.split(':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    let s: i64 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    Some(sign * (h * 3600 + m * 60 + s))
+}
+
+/// Splits `time+offset` at the offset sign.
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    let i = text.rfind(['+', '-'])?;
+    Some((&text[..i], parse_offset(&text[i..])?))
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]` → microseconds since the epoch (no zone).
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let (body, bc) = match text.strip_suffix(" BC") {
+        Some(b) => (b, true),
+        None => (text, false),
+    };
+    let (date, time) = body.split_once(' ')?;
+    let days = parse_date(&(date.to_owned() + if bc { " BC" } else { "" }))?;
+    Some(days * 86_400_000_000 + parse_time(time)?)
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM]` → microseconds since the epoch, UTC.
+pub fn parse_timestamptz(text: &str) -> Option<i64> {
+    let (body, bc) = match text.strip_suffix(" BC") {
+        Some(b) => (b, true),
+        None => (text, false),
+    };
+    let (date, time) = body.split_once(' ')?;
+    let (time, offset) = split_offset(time)?;
+    let days = parse_date(&(date.to_owned() + if bc { " BC" } else { "" }))?;
+    Some(days * 86_400_000_000 + parse_time(time)? - offset * 1_000_000)
+}
+
+/// `HH:MM:SS[.ffffff]+HH` → (microseconds of the UTC day).
+pub fn parse_timetz(text: &str) -> Option<i64> {
+    let (time, offset) = split_offset(text)?;
+    Some((parse_time(time)? - offset * 1_000_000).rem_euclid(86_400_000_000))
+}
+
+fn push_fraction(out: &mut String, micros: i64, digits: u32) {
+    if digits == 0 {
+        return;
+    }
+    let frac = format!("{:06}", micros.rem_euclid(1_000_000));
+    out.push('.');
+    out.push_str(&frac[..digits.min(6) as usize]);
+}
+
+/// Microseconds since the epoch → ISO-8601 UTC with `digits` fraction digits
+/// (Debezium's `ZonedTimestamp`).
+pub fn format_zoned_timestamp(micros: i64, digits: u32) -> String {
+    let days = micros.div_euclid(86_400_000_000);
+    let of_day = micros.rem_euclid(86_400_000_000);
+    let (y, m, d) = civil_from_days(days);
+    let secs = of_day / 1_000_000;
+    let mut out = if (0..=9999).contains(&y) {
+        format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    } else {
+        format!(
+            "{y:+05}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    };
+    push_fraction(&mut out, of_day, digits);
+    out.push('Z');
+    out
+}
+
+/// Microseconds of the day → `HH:MM:SS[.f]Z` (Debezium's `ZonedTime`).
+pub fn format_zoned_time(micros: i64, digits: u32) -> String {
+    let secs = micros / 1_000_000;
+    let mut out = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    push_fraction(&mut out, micros, digits);
+    out.push('Z');
+    out
+}
+
+/// An ISO-8601 interval (`P1Y2M3DT4H5M6.5S`, parts may be negative) → Debezium's
+/// `MicroDuration` (months are 365.25/12 days).
+pub fn parse_interval_micros(text: &str) -> Option<i64> {
+    const DAYS_PER_MONTH: f64 = 365.25 / 12.0;
+    let body = text.strip_prefix('P')?;
+    let (date, time) = body.split_once('T').unwrap_or((body, ""));
+    let (mut years, mut months, mut days) = (0f64, 0f64, 0f64);
+    let (mut hours, mut minutes, mut seconds) = (0f64, 0f64, 0f64);
+    let mut num = String::new();
+    for c in date.chars() {
+        match c {
+            'Y' => years = num.parse().ok()?,
+            'M' => months = num.parse().ok()?,
+            'W' => days += num.parse::<f64>().ok()? * 7.0,
+            'D' => days += num.parse::<f64>().ok()?,
+            _ => {
+                num.push(c);
+                continue;
+            }
+        }
+        num.clear();
+    }
+    for c in time.chars() {
+        match c {
+            'H' => hours = num.parse().ok()?,
+            'M' => minutes = num.parse().ok()?,
+            'S' => seconds = num.parse().ok()?,
+            _ => {
+                num.push(c);
+                continue;
+            }
+        }
+        num.clear();
+    }
+    let total_days = (years * 12.0 + months) * DAYS_PER_MONTH + days;
+    let total_seconds = ((total_days * 24.0 + hours) * 60.0 + minutes) * 60.0 + seconds;
+    Some((total_seconds * 1e6).round() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn dates_and_times() {
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("1980-05-17"), Some(3789));
+        assert_eq!(parse_date("1600-01-01"), Some(-135140));
+        assert_eq!(parse_time("10:15:30.5"), Some(36_930_500_000));
+        assert_eq!(
+            parse_timestamptz("1999-12-31 23:59:59+02").map(|m| format_zoned_timestamp(m, 6)),
+            Some("1999-12-31T21:59:59.000000Z".to_owned())
+        );
+        assert_eq!(
+            parse_timestamptz("1969-07-20 20:17:40.5+00").map(|m| format_zoned_timestamp(m, 6)),
+            Some("1969-07-20T20:17:40.500000Z".to_owned())
+        );
+        assert_eq!(
+            parse_timetz("10:00:00+02").map(|m| format_zoned_time(m, 0)),
+            Some("08:00:00Z".to_owned())
+        );
+        assert_eq!(parse_interval_micros("P1DT2H"), Some(26 * 3_600_000_000));
+        assert_eq!(parse_interval_micros("PT-1.5S"), Some(-1_500_000));
+    }
+
+    proptest! {
+        #[test]
+        fn civil_round_trips(days in -1_000_000i64..1_000_000) {
+            let (y, m, d) = civil_from_days(days);
+            prop_assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+}
