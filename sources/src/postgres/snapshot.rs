@@ -133,14 +133,13 @@ pub async fn run(
                     }
                     batch.push(previous);
                 }
-                if batch.len() >= max_batch {
-                    if ctx
+                if batch.len() >= max_batch
+                    && ctx
                         .emit(Batch::new(std::mem::take(&mut batch)))
                         .await
                         .is_err()
-                    {
-                        return Ok(rows);
-                    }
+                {
+                    return Ok(rows);
                 }
             }
             if fetched < plan.fetch_size {

@@ -12,7 +12,7 @@ use super::config::{PostgresConfig, Skipped};
 use super::error::PgError;
 use super::offset::PgOffset;
 use super::pgoutput::{decode, Message};
-use super::table::{source_schema, Cell, SourceInfo, TableSchema};
+use super::table::{source_schema, SourceInfo, TableSchema};
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
@@ -231,13 +231,13 @@ impl Streamer<'_> {
             }
             Message::Update { old, new, .. } if !self.skipped.update => {
                 let new_key = table.key(&new).map_err(d)?;
-                let old_cells: Option<Vec<Cell<'_>>> = old.map(|(_, cells)| cells);
-                let old_key = match &old_cells {
-                    Some(cells) => table.key(cells).map_err(d)?,
+                let old_key = match &old {
+                    Some((_, cells)) => table.key(cells).map_err(d)?,
                     None => None,
                 };
-                let before = match &old_cells {
-                    Some(cells) => Some(table.row(cells).map_err(d)?),
+                let before = match &old {
+                    Some((b'K', cells)) => Some(table.row_from_key(cells).map_err(d)?),
+                    Some((_, cells)) => Some(table.row(cells).map_err(d)?),
                     None => None,
                 };
                 let key_changed = old_key.is_some() && old_key != new_key;
@@ -281,13 +281,19 @@ impl Streamer<'_> {
                 }
             }
             Message::Delete {
-                old: (_, cells), ..
+                old: (marker, cells),
+                ..
             } if !self.skipped.delete => {
                 let key = table.key(&cells).map_err(d)?;
+                let before = if marker == b'K' {
+                    table.row_from_key(&cells)
+                } else {
+                    table.row(&cells)
+                };
                 let del = table.event(
                     Op::Delete,
                     key,
-                    Some(table.row(&cells).map_err(d)?),
+                    Some(before.map_err(d)?),
                     None,
                     &info,
                     Position::Offset(0),

@@ -198,6 +198,25 @@ impl TableSchema {
         Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
     }
 
+    /// The old row of a key-only old tuple (REPLICA IDENTITY DEFAULT): key columns carry values,
+    /// the others were not sent and take their schema default, as Debezium fills them.
+    pub fn row_from_key(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
+        let values = self
+            .value_columns
+            .iter()
+            .map(|&i| {
+                let cell = cells.get(i).copied().unwrap_or(Cell::Null);
+                match (cell, self.columns[i].schema.default_value()) {
+                    (Cell::Null, Some(default)) if !self.key_columns.contains(&i) => {
+                        Ok(default.clone())
+                    }
+                    _ => self.cell(i, cell),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
+    }
+
     /// The key record from cells in table column order (`None` without a primary key).
     pub fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
         let Some(schema) = &self.envelope.key else {
