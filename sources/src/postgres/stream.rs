@@ -236,7 +236,6 @@ impl Streamer<'_> {
                     None => None,
                 };
                 let before = match &old {
-                    Some((b'K', cells)) => Some(table.row_from_key(cells).map_err(d)?),
                     Some((_, cells)) => Some(table.row(cells).map_err(d)?),
                     None => None,
                 };
@@ -281,15 +280,10 @@ impl Streamer<'_> {
                 }
             }
             Message::Delete {
-                old: (marker, cells),
-                ..
+                old: (_, cells), ..
             } if !self.skipped.delete => {
                 let key = table.key(&cells).map_err(d)?;
-                let before = if marker == b'K' {
-                    table.row_from_key(&cells)
-                } else {
-                    table.row(&cells)
-                };
+                let before = table.row(&cells);
                 let del = table.event(
                     Op::Delete,
                     key,

@@ -177,8 +177,13 @@ impl TableSchema {
         match cell {
             Cell::Text(t) => parse_value(&column.kind, self.modes, schema, t)
                 .map_err(|e| format!("{}.{}.{}: {e}", self.schema_name, self.table, column.name)),
-            Cell::Null if schema.is_optional() => Ok(Value::Null),
-            Cell::Null => Ok(fallback_value(schema)),
+            // Debezium emits a column's default for NULL (snapshot and stream alike), and a
+            // type's zero value for a NULL it must not emit (a key-only old row's columns).
+            Cell::Null => Ok(match schema.default_value() {
+                Some(default) => default.clone(),
+                None if schema.is_optional() => Value::Null,
+                None => fallback_value(schema),
+            }),
             Cell::Unchanged => Ok(match schema.kind() {
                 SchemaType::String => Value::String(UNAVAILABLE.into()),
                 SchemaType::Bytes => Value::Bytes(UNAVAILABLE.as_bytes().to_vec()),
@@ -194,25 +199,6 @@ impl TableSchema {
             .value_columns
             .iter()
             .map(|&i| self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null)))
-            .collect::<Result<Vec<_>, _>>()?;
-        Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
-    }
-
-    /// The old row of a key-only old tuple (REPLICA IDENTITY DEFAULT): key columns carry values,
-    /// the others were not sent and take their schema default, as Debezium fills them.
-    pub fn row_from_key(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
-        let values = self
-            .value_columns
-            .iter()
-            .map(|&i| {
-                let cell = cells.get(i).copied().unwrap_or(Cell::Null);
-                match (cell, self.columns[i].schema.default_value()) {
-                    (Cell::Null, Some(default)) if !self.key_columns.contains(&i) => {
-                        Ok(default.clone())
-                    }
-                    _ => self.cell(i, cell),
-                }
-            })
             .collect::<Result<Vec<_>, _>>()?;
         Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
     }

@@ -151,30 +151,43 @@ pub fn format_zoned_timestamp(micros: i64, digits: u32) -> String {
     out
 }
 
-/// Microseconds of the day → `HH:MM:SS[.f]Z` (Debezium's `ZonedTime`).
-pub fn format_zoned_time(micros: i64, digits: u32) -> String {
+/// Microseconds of the day → `HH:MM:SS[.f]Z` (Debezium's `ZonedTime`, Java's
+/// `ISO_OFFSET_TIME`: the fraction without trailing zeros, none when zero).
+pub fn format_zoned_time(micros: i64) -> String {
     let secs = micros / 1_000_000;
     let mut out = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-    push_fraction(&mut out, micros, digits);
+    let frac = micros.rem_euclid(1_000_000);
+    if frac != 0 {
+        out.push('.');
+        out.push_str(format!("{frac:06}").trim_end_matches('0'));
+    }
     out.push('Z');
     out
 }
 
-/// An ISO-8601 interval (`P1Y2M3DT4H5M6.5S`, parts may be negative) → Debezium's
-/// `MicroDuration` (months are 365.25/12 days).
-pub fn parse_interval_micros(text: &str) -> Option<i64> {
-    const DAYS_PER_MONTH: f64 = 365.25 / 12.0;
+/// The parts of an ISO-8601 interval as PostgreSQL prints it (`IntervalStyle=iso_8601`).
+#[derive(Debug, Default, PartialEq)]
+struct IntervalParts {
+    years: i64,
+    months: i64,
+    days: i64,
+    hours: i64,
+    minutes: i64,
+    /// Seconds as written (may have a fraction and a sign).
+    seconds: String,
+}
+
+fn interval_parts(text: &str) -> Option<IntervalParts> {
     let body = text.strip_prefix('P')?;
     let (date, time) = body.split_once('T').unwrap_or((body, ""));
-    let (mut years, mut months, mut days) = (0f64, 0f64, 0f64);
-    let (mut hours, mut minutes, mut seconds) = (0f64, 0f64, 0f64);
+    let mut p = IntervalParts::default();
     let mut num = String::new();
     for c in date.chars() {
         match c {
-            'Y' => years = num.parse().ok()?,
-            'M' => months = num.parse().ok()?,
-            'W' => days += num.parse::<f64>().ok()? * 7.0,
-            'D' => days += num.parse::<f64>().ok()?,
+            'Y' => p.years = num.parse().ok()?,
+            'M' => p.months = num.parse().ok()?,
+            'W' => p.days += num.parse::<i64>().ok()? * 7,
+            'D' => p.days += num.parse::<i64>().ok()?,
             _ => {
                 num.push(c);
                 continue;
@@ -184,9 +197,12 @@ pub fn parse_interval_micros(text: &str) -> Option<i64> {
     }
     for c in time.chars() {
         match c {
-            'H' => hours = num.parse().ok()?,
-            'M' => minutes = num.parse().ok()?,
-            'S' => seconds = num.parse().ok()?,
+            'H' => p.hours = num.parse().ok()?,
+            'M' => p.minutes = num.parse().ok()?,
+            'S' => {
+                num.parse::<f64>().ok()?;
+                p.seconds = num.clone();
+            }
             _ => {
                 num.push(c);
                 continue;
@@ -194,9 +210,43 @@ pub fn parse_interval_micros(text: &str) -> Option<i64> {
         }
         num.clear();
     }
-    let total_days = (years * 12.0 + months) * DAYS_PER_MONTH + days;
-    let total_seconds = ((total_days * 24.0 + hours) * 60.0 + minutes) * 60.0 + seconds;
+    Some(p)
+}
+
+/// An ISO-8601 interval (`P1Y2M3DT4H5M6.5S`, parts may be negative) → Debezium's
+/// `MicroDuration` (months are 365.25/12 days).
+pub fn parse_interval_micros(text: &str) -> Option<i64> {
+    const DAYS_PER_MONTH: f64 = 365.25 / 12.0;
+    let p = interval_parts(text)?;
+    let seconds: f64 = if p.seconds.is_empty() {
+        0.0
+    } else {
+        p.seconds.parse().ok()?
+    };
+    let total_days = (p.years as f64 * 12.0 + p.months as f64) * DAYS_PER_MONTH + p.days as f64;
+    let total_seconds =
+        ((total_days * 24.0 + p.hours as f64) * 60.0 + p.minutes as f64) * 60.0 + seconds;
     Some((total_seconds * 1e6).round() as i64)
+}
+
+/// An ISO-8601 interval → Debezium's `io.debezium.time.Interval` string, which names every
+/// part: `P0Y0M-1DT-2H0M0S`.
+pub fn format_interval_string(text: &str) -> Option<String> {
+    let p = interval_parts(text)?;
+    let seconds = if p.seconds.contains('.') {
+        p.seconds
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned()
+    } else if p.seconds.is_empty() {
+        "0".to_owned()
+    } else {
+        p.seconds.clone()
+    };
+    Some(format!(
+        "P{}Y{}M{}DT{}H{}M{}S",
+        p.years, p.months, p.days, p.hours, p.minutes, seconds
+    ))
 }
 
 #[cfg(test)]
@@ -219,11 +269,19 @@ mod tests {
             Some("1969-07-20T20:17:40.500000Z".to_owned())
         );
         assert_eq!(
-            parse_timetz("10:00:00+02").map(|m| format_zoned_time(m, 0)),
-            Some("08:00:00Z".to_owned())
+            parse_timetz("10:00:00.50+02").map(format_zoned_time),
+            Some("08:00:00.5Z".to_owned())
         );
         assert_eq!(parse_interval_micros("P1DT2H"), Some(26 * 3_600_000_000));
         assert_eq!(parse_interval_micros("PT-1.5S"), Some(-1_500_000));
+        assert_eq!(
+            format_interval_string("P-1DT-2H").as_deref(),
+            Some("P0Y0M-1DT-2H0M0S")
+        );
+        assert_eq!(
+            format_interval_string("P1Y2M3DT4H5M6.50S").as_deref(),
+            Some("P1Y2M3DT4H5M6.5S")
+        );
     }
 
     proptest! {

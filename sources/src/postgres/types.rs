@@ -348,9 +348,8 @@ pub fn parse_value(
                 _ => Value::Int64(micros),
             }
         }
-        PgKind::TimeTz(p) => Value::String(temporal::format_zoned_time(
+        PgKind::TimeTz(_) => Value::String(temporal::format_zoned_time(
             temporal::parse_timetz(text).ok_or_else(err)?,
-            *p,
         )),
         PgKind::Timestamp(p) => {
             let micros = temporal::parse_timestamp(text).ok_or_else(err)?;
@@ -369,7 +368,9 @@ pub fn parse_value(
             IntervalMode::Numeric => {
                 Value::Int64(temporal::parse_interval_micros(text).ok_or_else(err)?)
             }
-            IntervalMode::String => Value::String(text.to_owned()),
+            IntervalMode::String => {
+                Value::String(temporal::format_interval_string(text).ok_or_else(err)?)
+            }
         },
         PgKind::Array(element) => {
             let item_schema = schema
