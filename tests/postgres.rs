@@ -539,3 +539,143 @@ fn types_match_debezium_in_every_mode() {
         drop_db(&db);
     }
 }
+
+/// Waits until the test's slot is held by a walsender, and returns its pid.
+fn active_slot_pid(db: &str, child: &mut Child) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        let pid = psql(db, &format!("select coalesce(max(active_pid), 0) from pg_replication_slots where slot_name = '{db}'"));
+        let pid: i32 = pid.trim().parse().unwrap_or(0);
+        if pid != 0 {
+            return pid;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "slot never became active"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The replication connection is killed by the server mid-stream: the pipeline reconnects
+/// from the committed position and nothing is lost.
+#[test]
+fn connection_loss_mid_stream_reconnects_without_loss() {
+    let db = fresh_db("conn_loss");
+    psql(
+        &db,
+        "create table items (id serial primary key, n int not null, note text not null)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n",
+        false,
+    );
+    let yaml = std::fs::read_to_string(&file).unwrap().replace(
+        "restart: { max_retries: 0 }",
+        "restart: { max_retries: 20, initial_backoff: 50ms, max_backoff: 500ms }",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let mut child = start(&file, &[]);
+    let pid = active_slot_pid(&db, &mut child);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            psql(&db, "do $$ begin for i in 1..3000 loop insert into items (n, note) values (i, 'x'); commit; end loop; end $$")
+        })
+    };
+    wait_lines(dir.path(), 300, &mut child);
+    psql("postgres", &format!("select pg_terminate_backend({pid})"));
+    writer.join().unwrap();
+    wait_lines(dir.path(), 3000, &mut child);
+    stop(&child);
+    let stderr = finish(child);
+    assert!(
+        stderr.contains("restarting the pipeline from the last committed position"),
+        "no reconnect happened:\n{stderr}"
+    );
+    let mut ids: Vec<i64> = lines(dir.path())
+        .iter()
+        .map(|e| e["key"]["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids,
+        (1..=3000).collect::<Vec<_>>(),
+        "rows were lost across the connection loss"
+    );
+    drop_db(&db);
+}
+
+/// A sink stalled for several times `wal_sender_timeout` (set to 2s for the test) does not
+/// break the replication connection: keepalives are answered under backpressure.
+#[test]
+fn a_sink_stalled_past_wal_sender_timeout_keeps_the_connection() {
+    let db = fresh_db("stalled");
+    psql(
+        &db,
+        "create table items (id serial primary key, n int not null, note text not null)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n",
+        false,
+    );
+    let out = format!("{}/out.jsonl", dir.path().display());
+    let yaml = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
+        .replace(
+            "offsets:",
+            "max_queue_size: 200\nmax_batch_size: 50\noffsets:",
+        );
+    std::fs::write(&file, yaml).unwrap();
+    psql("postgres", "ALTER SYSTEM SET wal_sender_timeout = '2s'");
+    psql("postgres", "SELECT pg_reload_conf()");
+    let mut child = start(&file, &[]);
+    let reader = std::fs::File::open(&fifo).unwrap();
+    let pid = active_slot_pid(&db, &mut child);
+    psql(
+        &db,
+        "insert into items (n, note) select g, repeat('y', 500) from generate_series(1, 20000) g",
+    );
+    // Nobody reads the FIFO for 7 s: the sink, then the queues, then the source are blocked.
+    std::thread::sleep(Duration::from_secs(7));
+    let still = psql(
+        "postgres",
+        &format!("select count(*) from pg_stat_replication where pid = {pid}"),
+    );
+    psql("postgres", "ALTER SYSTEM RESET wal_sender_timeout");
+    psql("postgres", "SELECT pg_reload_conf()");
+    use std::io::BufRead;
+    let mut ids = Vec::new();
+    for line in std::io::BufReader::new(reader).lines().take(20000) {
+        let e: Json = serde_json::from_str(&line.unwrap()).unwrap();
+        ids.push(e["key"]["id"].as_i64().unwrap());
+    }
+    stop(&child);
+    let stderr = finish(child);
+    assert_eq!(
+        still.trim(),
+        "1",
+        "the walsender went away while the sink was stalled"
+    );
+    assert!(
+        !stderr.contains("restarting"),
+        "the pipeline had to reconnect:\n{stderr}"
+    );
+    assert_eq!(ids, (1..=20000).collect::<Vec<_>>());
+    drop_db(&db);
+}
