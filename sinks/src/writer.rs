@@ -60,7 +60,7 @@ pub(crate) struct WriterThread {
 impl WriterThread {
     /// Starts a thread writing to `target`; `what` names it in errors.
     pub(crate) fn spawn(what: String, mut target: impl Target) -> Result<Self, ComponentError> {
-        let (tx, rx) = crossbeam_channel::bounded::<Request>(4);
+        let (tx, rx) = crossbeam_channel::bounded::<Request>(2);
         let spare: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let recycled = spare.clone();
         let handle = std::thread::Builder::new()
@@ -80,10 +80,14 @@ impl WriterThread {
                         }
                     });
                     let _ = reply.send(result);
+                    // Buffers are recycled (a few, of modest size) rather than freed: allocating
+                    // and freeing megabyte buffers across threads fragments the heap.
                     bytes.clear();
-                    if let Ok(mut pool) = recycled.lock() {
-                        if pool.len() < 4 {
-                            pool.push(bytes);
+                    if bytes.capacity() <= 4 << 20 {
+                        if let Ok(mut pool) = recycled.lock() {
+                            if pool.len() < 4 {
+                                pool.push(bytes);
+                            }
                         }
                     }
                 }

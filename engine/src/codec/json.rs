@@ -257,45 +257,59 @@ fn write_map(schema: &Schema, entries: &[(Value, Value)], out: &mut Vec<u8>) {
 /// for `\b \t \n \f \r`, `\u00XX` (upper-case hex) for the rest; characters outside the Basic
 /// Multilingual Plane as an escaped UTF-16 surrogate pair (`\uD83D\uDE00`); everything else raw.
 pub fn write_string(s: &str, out: &mut Vec<u8>) {
+    /// 0: copy as is; 1: four-byte UTF-8 lead (escape as a surrogate pair); 2: `\u00XX`;
+    /// other: the letter of a two-character escape.
+    const ESCAPES: [u8; 256] = {
+        let mut t = [0u8; 256];
+        let mut i = 0;
+        while i < 0x20 {
+            t[i] = 2;
+            i += 1;
+        }
+        t[0x08] = b'b';
+        t[0x09] = b't';
+        t[0x0a] = b'n';
+        t[0x0c] = b'f';
+        t[0x0d] = b'r';
+        t[b'"' as usize] = b'"';
+        t[b'\\' as usize] = b'\\';
+        let mut lead = 0xf0;
+        while lead < 0x100 {
+            t[lead] = 1;
+            lead += 1;
+        }
+        t
+    };
+    out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
-        if b >= 0xf0 {
-            // A 4-byte UTF-8 sequence: a supplementary character.
-            out.extend_from_slice(&bytes[start..i]);
-            let c = s[i..].chars().next().unwrap_or('\u{fffd}');
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                write_unicode_escape(*unit, out);
-            }
-            i += c.len_utf8();
-            start = i;
+        let class = ESCAPES[usize::from(bytes[i])];
+        if class == 0 {
+            i += 1;
             continue;
         }
-        let short = match b {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            0x08 => b'b',
-            0x09 => b't',
-            0x0a => b'n',
-            0x0c => b'f',
-            0x0d => b'r',
-            0x00..=0x1f => 0,
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
         out.extend_from_slice(&bytes[start..i]);
-        if short != 0 {
-            out.extend_from_slice(&[b'\\', short]);
-        } else {
-            write_unicode_escape(u16::from(b), out);
+        match class {
+            1 => {
+                let c = s[i..].chars().next().unwrap_or('\u{fffd}');
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    write_unicode_escape(*unit, out);
+                }
+                i += c.len_utf8();
+            }
+            2 => {
+                write_unicode_escape(u16::from(bytes[i]), out);
+                i += 1;
+            }
+            letter => {
+                out.extend_from_slice(&[b'\\', letter]);
+                i += 1;
+            }
         }
-        i += 1;
         start = i;
     }
     out.extend_from_slice(&bytes[start..]);

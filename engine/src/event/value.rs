@@ -65,20 +65,27 @@ impl Value {
         }
     }
 
-    /// An approximation of the memory this value holds, used to bound queues in bytes.
+    /// An approximation of the memory this value holds, used to bound queues in bytes: the
+    /// value itself, its heap data, and an allocator overhead per heap allocation.
     pub fn estimated_size(&self) -> usize {
         const BASE: usize = std::mem::size_of::<Value>();
+        const ALLOCATION: usize = 16;
         match self {
-            Value::String(s) => BASE + s.len(),
-            Value::Bytes(b) => BASE + b.len(),
-            Value::Array(items) => BASE + items.iter().map(Value::estimated_size).sum::<usize>(),
-            Value::Map(entries) => {
-                BASE + entries
-                    .iter()
-                    .map(|(k, v)| k.estimated_size() + v.estimated_size())
-                    .sum::<usize>()
+            Value::String(s) => BASE + ALLOCATION + s.capacity(),
+            Value::Bytes(b) => BASE + ALLOCATION + b.capacity(),
+            Value::Array(items) => {
+                BASE + ALLOCATION + items.iter().map(Value::estimated_size).sum::<usize>()
             }
-            Value::Struct(s) => BASE + s.values.iter().map(Value::estimated_size).sum::<usize>(),
+            Value::Map(entries) => {
+                BASE + ALLOCATION
+                    + entries
+                        .iter()
+                        .map(|(k, v)| k.estimated_size() + v.estimated_size())
+                        .sum::<usize>()
+            }
+            Value::Struct(s) => {
+                BASE + ALLOCATION + s.values.iter().map(Value::estimated_size).sum::<usize>()
+            }
             _ => BASE,
         }
     }

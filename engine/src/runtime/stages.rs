@@ -120,8 +120,10 @@ pub(crate) async fn transform_stage(
     result
 }
 
-/// Deliveries a sink may have in flight before the stage waits for the oldest.
-const MAX_IN_FLIGHT: usize = 4;
+/// Deliveries a sink may have in flight before the stage waits for the oldest: two lets
+/// encoding the next batch overlap making the previous one durable, and bounds the encoded
+/// bytes a sink holds to about two batches.
+const MAX_IN_FLIGHT: usize = 2;
 
 /// Drains one sink queue: sink transforms, write, deliveries in flight, in-order acknowledgement.
 pub(crate) struct SinkStage {

@@ -10,6 +10,9 @@ pub use config::FileSinkConfig;
 
 use crate::writer::{ClassifiedIo, WriterThread};
 
+/// Bytes encoded before they are handed to the writer thread.
+const CHUNK_BYTES: usize = 1 << 20;
+
 /// The running file sink.
 pub struct FileSink {
     encoder: JsonEncoder,
@@ -91,11 +94,24 @@ fn drop_torn_tail(path: &std::path::Path) -> std::io::Result<()> {
 #[async_trait]
 impl Sink for FileSink {
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
+        // Encoded bytes go to the writer thread in chunks, so a batch of large records never
+        // sits in memory whole; only the batch's last chunk is synced, once.
+        let mut deliveries = Vec::new();
         let mut buffer = self.writer.take_buffer();
         for event in batch.iter() {
             self.encoder.encode_line(event, self.headers, &mut buffer);
+            if buffer.len() >= CHUNK_BYTES {
+                deliveries.push(self.writer.submit(buffer, false).await?);
+                buffer = self.writer.take_buffer();
+            }
         }
-        self.writer.submit(buffer, self.fsync).await
+        deliveries.push(self.writer.submit(buffer, self.fsync).await?);
+        Ok(Box::pin(async move {
+            for delivery in deliveries {
+                delivery.await?;
+            }
+            Ok(())
+        }))
     }
 }
 

@@ -125,7 +125,23 @@ impl Streamer<'_> {
                         return Ok(());
                     }
                 }
-                ReplicationEvent::KeepAlive { .. } | ReplicationEvent::Message { .. } => {}
+                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    // Outside a transaction every change up to the server's position has been
+                    // received (events arrive in order), so the position can move there: an idle
+                    // captured table does not pin WAL while the rest of the server writes.
+                    if tx.is_none() && wal_end.0 > last_done && batch.is_empty() {
+                        last_done = wal_end.0;
+                        let done = PgOffset {
+                            lsn: last_done,
+                            tx: None,
+                            snapshot_completed: true,
+                        };
+                        if ctx.emit(Batch::heartbeat(done.position())).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+                ReplicationEvent::Message { .. } => {}
                 ReplicationEvent::StoppedAt { .. } => return Ok(()),
             }
         }
