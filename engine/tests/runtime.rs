@@ -35,7 +35,7 @@ fn event(n: u64, payload: usize) -> ChangeEvent {
         key: None,
         value: Some(Record {
             schema: Schema::primitive(SchemaType::String, false),
-            value: Value::String("x".repeat(payload)),
+            value: Value::from("x".repeat(payload)),
         }),
         headers: Vec::new(),
         position: Position::Offset(n),

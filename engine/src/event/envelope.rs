@@ -36,6 +36,21 @@ impl Op {
         }
     }
 
+    /// The code as a shared string (no allocation per event).
+    pub fn shared_code(self) -> Arc<str> {
+        static CODES: std::sync::OnceLock<[Arc<str>; 6]> = std::sync::OnceLock::new();
+        let codes = CODES.get_or_init(|| ["c", "u", "d", "r", "t", "m"].map(Arc::from));
+        let i = match self {
+            Op::Create => 0,
+            Op::Update => 1,
+            Op::Delete => 2,
+            Op::Read => 3,
+            Op::Truncate => 4,
+            Op::Message => 5,
+        };
+        codes[i].clone()
+    }
+
     /// Parses a one-letter code.
     pub fn from_code(code: &str) -> Option<Op> {
         Some(match code {
@@ -142,7 +157,7 @@ impl EnvelopeSchema {
             after.map_or(Value::Null, Value::Struct),
             Value::Struct(source),
             transaction.map_or(Value::Null, Value::Struct),
-            Value::String(op.code().to_owned()),
+            Value::String(op.shared_code()),
             Value::Int64(ts.millis()),
             Value::Int64(ts.micros()),
             Value::Int64(ts.nanos),

@@ -23,8 +23,8 @@ pub enum Value {
     Float32(f32),
     /// double.
     Float64(f64),
-    /// string.
-    String(String),
+    /// string (shared: constant strings such as a table name cost no copy per event).
+    String(Arc<str>),
     /// bytes (also `Decimal`, as unscaled big-endian two's complement).
     Bytes(Vec<u8>),
     /// array.
@@ -71,7 +71,7 @@ impl Value {
         const BASE: usize = std::mem::size_of::<Value>();
         const ALLOCATION: usize = 16;
         match self {
-            Value::String(s) => BASE + ALLOCATION + s.capacity(),
+            Value::String(s) => BASE + ALLOCATION + s.len(),
             Value::Bytes(b) => BASE + ALLOCATION + b.capacity(),
             Value::Array(items) => {
                 BASE + ALLOCATION + items.iter().map(Value::estimated_size).sum::<usize>()
@@ -108,11 +108,16 @@ impl Value {
 
 impl From<&str> for Value {
     fn from(s: &str) -> Self {
-        Value::String(s.to_owned())
+        Value::String(s.into())
     }
 }
 impl From<String> for Value {
     fn from(s: String) -> Self {
+        Value::String(s.into())
+    }
+}
+impl From<Arc<str>> for Value {
+    fn from(s: Arc<str>) -> Self {
         Value::String(s)
     }
 }

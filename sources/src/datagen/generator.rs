@@ -30,7 +30,7 @@ impl Rng {
 
 #[derive(Debug)]
 struct Table {
-    name: String,
+    name: Arc<str>,
     topic: Arc<str>,
     schema: EnvelopeSchema,
     /// Live rows: (id, version).
@@ -48,10 +48,21 @@ pub struct Generator {
     padding: String,
     tombstones: bool,
     source_schema: Arc<Schema>,
-    prefix: String,
-    database: String,
-    schema_name: String,
+    constants: Constants,
     emit: bool,
+}
+
+/// Strings shared by every event (no copy per event).
+#[derive(Debug)]
+struct Constants {
+    version: Arc<str>,
+    connector: Arc<str>,
+    prefix: Arc<str>,
+    database: Arc<str>,
+    schema: Arc<str>,
+    not_snapshot: Arc<str>,
+    ssn: Arc<str>,
+    created_at: Arc<str>,
 }
 
 fn source_schema() -> Arc<Schema> {
@@ -71,7 +82,7 @@ fn source_schema() -> Arc<Schema> {
                 .name(names::ENUM)
                 .version(1)
                 .parameter("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental")
-                .default_value(Value::String("false".to_owned()))
+                .default_value(Value::from("false"))
                 .build(),
         )
         .field("db", s(false))
@@ -103,7 +114,7 @@ fn row_schema() -> Arc<Schema> {
                 .optional()
                 .name(names::ZONED_TIMESTAMP)
                 .version(1)
-                .default_value(Value::String("1970-01-01T00:00:00.000000Z".to_owned()))
+                .default_value(Value::from("1970-01-01T00:00:00.000000Z"))
                 .build(),
         )
         .field(
@@ -149,7 +160,7 @@ impl Generator {
             .map(|t| {
                 let prefix = format!("{}.{}.{}", config.topic_prefix, config.schema, t);
                 Table {
-                    name: t.clone(),
+                    name: t.as_str().into(),
                     topic: prefix.clone().into(),
                     schema: EnvelopeSchema::new(
                         &prefix,
@@ -175,9 +186,16 @@ impl Generator {
             padding: "x".repeat(config.payload_bytes),
             tombstones: config.tombstones_on_delete,
             source_schema: source,
-            prefix: config.topic_prefix.clone(),
-            database: config.database.clone(),
-            schema_name: config.schema.clone(),
+            constants: Constants {
+                version: env!("CARGO_PKG_VERSION").into(),
+                connector: "datagen".into(),
+                prefix: config.topic_prefix.as_str().into(),
+                database: config.database.as_str().into(),
+                schema: config.schema.as_str().into(),
+                not_snapshot: "false".into(),
+                ssn: "123-45-6789".into(),
+                created_at: "2024-03-01T10:15:30.123456Z".into(),
+            },
             emit: true,
         }
     }
@@ -201,18 +219,18 @@ impl Generator {
         let n = i64::from(id);
         let values = vec![
             Value::Int32(id),
-            Value::String(format!("first{id}")),
-            Value::String(format!("last{}", version)),
-            Value::String(format!("user{id}@example.com")),
-            Value::String("123-45-6789".to_owned()),
+            Value::from(format!("first{id}")),
+            Value::from(format!("last{}", version)),
+            Value::from(format!("user{id}@example.com")),
+            Value::String(self.constants.ssn.clone()),
             Value::Bytes(Value::decimal_bytes(i128::from(
                 n * 50 + i64::from(version) * 100,
             ))),
-            Value::String("2024-03-01T10:15:30.123456Z".to_owned()),
+            Value::String(self.constants.created_at.clone()),
             Value::Int32((id % 20000) - 5000),
             Value::Boolean(version.is_multiple_of(2)),
-            Value::String(format!("note {id} v{version}{}", self.padding)),
-            Value::String(format!("{{\"n\": {id}, \"v\": {version}}}")),
+            Value::from(format!("note {id} v{version}{}", self.padding)),
+            Value::from(format!("{{\"n\": {id}, \"v\": {version}}}")),
         ];
         Struct::from_values(table.schema.row.clone(), values)
             .unwrap_or_else(|| Struct::new(table.schema.row.clone()))
@@ -220,15 +238,15 @@ impl Generator {
 
     fn source(&self, table: &Table, ts: SourceTimestamps) -> Struct {
         let values = vec![
-            Value::String(env!("CARGO_PKG_VERSION").to_owned()),
-            Value::String("datagen".to_owned()),
-            Value::String(self.prefix.clone()),
+            Value::String(self.constants.version.clone()),
+            Value::String(self.constants.connector.clone()),
+            Value::String(self.constants.prefix.clone()),
             Value::Int64(ts.millis()),
-            Value::String("false".to_owned()),
-            Value::String(self.database.clone()),
+            Value::String(self.constants.not_snapshot.clone()),
+            Value::String(self.constants.database.clone()),
             Value::Int64(ts.micros()),
             Value::Int64(ts.nanos),
-            Value::String(self.schema_name.clone()),
+            Value::String(self.constants.schema.clone()),
             Value::String(table.name.clone()),
             Value::Int64(self.step as i64),
         ];

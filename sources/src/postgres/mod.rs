@@ -198,8 +198,8 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             tables: &schemas,
             snapshot_name: &snapshot_name,
             consistent_point,
-            prefix: &config.topic_prefix,
-            db: &db,
+            prefix: config.topic_prefix.as_str().into(),
+            db: db.as_str().into(),
             fetch_size: config.snapshot_fetch_size,
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
@@ -253,7 +253,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         config,
         client: &client,
         types,
-        db,
+        db: db.as_str().into(),
+        prefix: config.topic_prefix.as_str().into(),
+        not_snapshot: "false".into(),
         skipped: config.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
         resume,

@@ -20,9 +20,9 @@ pub struct SnapshotPlan<'a> {
     /// The slot's consistent point.
     pub consistent_point: u64,
     /// `topic.prefix`.
-    pub prefix: &'a str,
+    pub prefix: Arc<str>,
     /// Database name.
-    pub db: &'a str,
+    pub db: Arc<str>,
     /// Rows per FETCH.
     pub fetch_size: usize,
 }
@@ -67,6 +67,7 @@ pub async fn run(
     // One event is held back so that the last one can be marked `last`.
     let mut pending: Option<(usize, ChangeEvent)> = None;
     let mut rows = 0u64;
+    let markers: [Arc<str>; 3] = ["first", "first_in_data_collection", "true"].map(Arc::from);
     for (t, table) in plan.tables.iter().enumerate() {
         let cursor = format!("sluice_snapshot_{t}");
         let columns = table
@@ -108,14 +109,14 @@ pub async fn run(
                     .map(|i| row.get(i).map_or(Cell::Null, Cell::Text))
                     .collect();
                 let marker = match (rows, first_in_table) {
-                    (0, _) => "first",
-                    (_, true) => "first_in_data_collection",
-                    _ => "true",
+                    (0, _) => &markers[0],
+                    (_, true) => &markers[1],
+                    _ => &markers[2],
                 };
                 first_in_table = false;
                 let info = SourceInfo {
-                    name: plan.prefix,
-                    db: plan.db,
+                    name: &plan.prefix,
+                    db: &plan.db,
                     ts_micros: started_micros,
                     snapshot: marker,
                     sequence: Some(sequence.clone()),
@@ -128,7 +129,7 @@ pub async fn run(
                     table.event(Op::Read, key, None, Some(after), &info, incomplete.clone());
                 rows += 1;
                 if let Some((pt, mut previous)) = pending.replace((t, event)) {
-                    if pt != t && marker == "first_in_data_collection" {
+                    if pt != t && **marker == *"first_in_data_collection" {
                         set_marker(&mut previous, "last_in_data_collection");
                     }
                     batch.push(previous);
@@ -177,6 +178,6 @@ fn set_marker(event: &mut ChangeEvent, marker: &str) {
         return;
     };
     if let Some(source) = value.get_mut("source").and_then(|s| s.as_struct_mut()) {
-        source.set("snapshot", sluice_engine::Value::String(marker.to_owned()));
+        source.set("snapshot", sluice_engine::Value::from(marker));
     }
 }

@@ -26,7 +26,11 @@ pub struct Streamer<'a> {
     /// Type cache.
     pub types: TypeResolver,
     /// Database name.
-    pub db: String,
+    pub db: Arc<str>,
+    /// `topic.prefix`.
+    pub prefix: Arc<str>,
+    /// The `snapshot` marker of streamed events.
+    pub not_snapshot: Arc<str>,
     /// Operations to drop.
     pub skipped: Skipped,
     /// Tables by relation oid (`None`: not captured).
@@ -324,10 +328,10 @@ impl Streamer<'_> {
 
     fn info<'s>(&'s self, tx: &Tx, last_done: u64, lsn: u64) -> SourceInfo<'s> {
         SourceInfo {
-            name: &self.config.topic_prefix,
+            name: &self.prefix,
             db: &self.db,
             ts_micros: tx.commit_micros,
-            snapshot: "false",
+            snapshot: &self.not_snapshot,
             sequence: Some(format!("[\"{last_done}\",\"{lsn}\"]")),
             tx_id: Some(i64::from(tx.xid)),
             lsn: Some(lsn as i64),

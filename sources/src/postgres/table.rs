@@ -47,6 +47,8 @@ pub struct TableSchema {
     /// The envelope schemas.
     pub envelope: EnvelopeSchema,
     modes: Modes,
+    /// `source` strings shared by all of this table's events.
+    shared: [Arc<str>; 4],
 }
 
 /// The PostgreSQL connector's `source` block schema.
@@ -67,7 +69,7 @@ pub fn source_schema() -> Arc<Schema> {
                 .name(names::ENUM)
                 .version(1)
                 .parameter("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental")
-                .default_value(Value::String("false".into()))
+                .default_value(Value::from("false"))
                 .build(),
         )
         .field("db", s(false))
@@ -88,13 +90,13 @@ pub fn source_schema() -> Arc<Schema> {
 #[derive(Debug, Clone)]
 pub struct SourceInfo<'a> {
     /// `topic.prefix`.
-    pub name: &'a str,
+    pub name: &'a Arc<str>,
     /// Database name.
-    pub db: &'a str,
+    pub db: &'a Arc<str>,
     /// When the change happened in the database (µs since the epoch).
     pub ts_micros: i64,
     /// `snapshot` marker (`false` when streaming).
-    pub snapshot: &'a str,
+    pub snapshot: &'a Arc<str>,
     /// `sequence`: `[last commit LSN, this LSN]` as Debezium writes it.
     pub sequence: Option<String>,
     /// Transaction id.
@@ -149,6 +151,12 @@ impl TableSchema {
             table: def.name.clone(),
             topic: prefix.clone().into(),
             envelope: EnvelopeSchema::new(&prefix, key, row.build(), source),
+            shared: [
+                crate::VERSION.into(),
+                "postgresql".into(),
+                def.schema.as_str().into(),
+                def.name.as_str().into(),
+            ],
             columns,
             value_columns,
             key_columns,
@@ -185,7 +193,7 @@ impl TableSchema {
                 None => fallback_value(schema),
             }),
             Cell::Unchanged => Ok(match schema.kind() {
-                SchemaType::String => Value::String(UNAVAILABLE.into()),
+                SchemaType::String => Value::from(UNAVAILABLE),
                 SchemaType::Bytes => Value::Bytes(UNAVAILABLE.as_bytes().to_vec()),
                 _ if schema.is_optional() => Value::Null,
                 _ => fallback_value(schema),
@@ -227,17 +235,17 @@ impl TableSchema {
             nanos: info.ts_micros.saturating_mul(1000),
         };
         let values = vec![
-            Value::String(crate::VERSION.into()),
-            Value::String("postgresql".into()),
-            Value::String(info.name.into()),
+            Value::String(self.shared[0].clone()),
+            Value::String(self.shared[1].clone()),
+            Value::String(info.name.clone()),
             Value::Int64(ts.millis()),
-            Value::String(info.snapshot.into()),
-            Value::String(info.db.into()),
-            info.sequence.clone().map_or(Value::Null, Value::String),
+            Value::String(info.snapshot.clone()),
+            Value::String(info.db.clone()),
+            info.sequence.clone().map_or(Value::Null, Value::from),
             Value::Int64(ts.micros()),
             Value::Int64(ts.nanos),
-            Value::String(self.schema_name.clone()),
-            Value::String(self.table.clone()),
+            Value::String(self.shared[2].clone()),
+            Value::String(self.shared[3].clone()),
             info.tx_id.map_or(Value::Null, Value::Int64),
             info.lsn.map_or(Value::Null, Value::Int64),
             Value::Null,

@@ -314,19 +314,19 @@ pub fn parse_value(
         | PgKind::Uuid
         | PgKind::Json
         | PgKind::Xml
-        | PgKind::Enum(_) => Value::String(text.to_owned()),
+        | PgKind::Enum(_) => Value::from(text),
         PgKind::Bytea => {
             let bytes = parse_bytea(text).ok_or_else(err)?;
             match modes.binary {
                 BinaryMode::Bytes => Value::Bytes(bytes),
                 BinaryMode::Base64 => {
-                    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+                    Value::from(base64::engine::general_purpose::STANDARD.encode(bytes))
                 }
                 BinaryMode::Base64UrlSafe => {
-                    Value::String(base64::engine::general_purpose::URL_SAFE.encode(bytes))
+                    Value::from(base64::engine::general_purpose::URL_SAFE.encode(bytes))
                 }
                 BinaryMode::Hex => {
-                    Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect())
+                    Value::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
                 }
             }
         }
@@ -348,7 +348,7 @@ pub fn parse_value(
                 _ => Value::Int64(micros),
             }
         }
-        PgKind::TimeTz(_) => Value::String(temporal::format_zoned_time(
+        PgKind::TimeTz(_) => Value::from(temporal::format_zoned_time(
             temporal::parse_timetz(text).ok_or_else(err)?,
         )),
         PgKind::Timestamp(p) => {
@@ -360,7 +360,7 @@ pub fn parse_value(
                 _ => Value::Int64(micros),
             }
         }
-        PgKind::TimestampTz(p) => Value::String(temporal::format_zoned_timestamp(
+        PgKind::TimestampTz(p) => Value::from(temporal::format_zoned_timestamp(
             temporal::parse_timestamptz(text).ok_or_else(err)?,
             *p,
         )),
@@ -369,7 +369,7 @@ pub fn parse_value(
                 Value::Int64(temporal::parse_interval_micros(text).ok_or_else(err)?)
             }
             IntervalMode::String => {
-                Value::String(temporal::format_interval_string(text).ok_or_else(err)?)
+                Value::from(temporal::format_interval_string(text).ok_or_else(err)?)
             }
         },
         PgKind::Array(element) => {
@@ -408,7 +408,7 @@ fn decimal_value(
 ) -> Option<Value> {
     match modes.decimal {
         DecimalMode::Double => parse_float(text).map(Value::Float64),
-        DecimalMode::String => Some(Value::String(text.to_owned())),
+        DecimalMode::String => Some(Value::from(text)),
         DecimalMode::Precise => match scale {
             Some(s) => unscaled(text, s).map(|u| Value::Bytes(Value::decimal_bytes(u))),
             None => {
@@ -512,7 +512,7 @@ pub fn fallback_value(schema: &Schema) -> Value {
         SchemaType::Int64 => Value::Int64(0),
         SchemaType::Float32 => Value::Float32(0.0),
         SchemaType::Float64 => Value::Float64(0.0),
-        SchemaType::String => Value::String(String::new()),
+        SchemaType::String => Value::from(""),
         SchemaType::Bytes => Value::Bytes(vec![0]),
         SchemaType::Array => Value::Array(Vec::new()),
         SchemaType::Map => Value::Map(Vec::new()),
