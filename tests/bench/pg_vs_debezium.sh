@@ -115,7 +115,9 @@ for schemas in false true; do
   report "snapshot 200k, schemas=$schemas" "$dr" "$dm" "$sr" "$sm"
   # (b) streaming catch-up: slots first, then the workload, then drain.
   reset_db
-  psqlq -d "$DB" -c "select pg_create_logical_replication_slot('dbz_strm_$schemas', 'pgoutput')" >/dev/null
+  # Debezium's slot and publication (the publication must exist before the workload is decoded).
+  psqlq -d "$DB" -c "create publication dbz_strm_$schemas for table customers" \
+    -c "select pg_create_logical_replication_slot('dbz_strm_$schemas', 'pgoutput')" >/dev/null
   run_sluice "strm_$schemas" "$schemas" no_data --stop-when-idle 1s > /dev/null
   rm -f "$WORK/sluice-strm_$schemas.jsonl" "$WORK/dbz-strm_$schemas.jsonl"
   psqlq -d "$DB" -v tbl=customers -f "$SHARED/debezium/workload.sql"

@@ -532,6 +532,21 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'_> {
     }
 }
 
+/// Puts a did-you-mean hint in front of serde's "unknown field `x`, expected one of ..." message.
+fn hint_unknown_field(mut error: ConfigError) -> ConfigError {
+    let Some(rest) = error.message.strip_prefix("unknown field `") else {
+        return error;
+    };
+    let Some((field, expected)) = rest.split_once('`') else {
+        return error;
+    };
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    if let Some(best) = super::load::did_you_mean(field, &candidates) {
+        error.message = format!("unknown field `{field}` (did you mean `{best}`?){expected}");
+    }
+    error
+}
+
 struct NodeSeq<'a> {
     items: std::slice::Iter<'a, Node>,
     index: usize,
@@ -574,9 +589,11 @@ impl<'de> MapAccess<'de> for NodeMap<'_> {
             if self.skip.contains(&name.as_str()) {
                 continue;
             }
-            let result = seed
-                .deserialize(NodeDeserializer::new(key))
-                .map_err(|e| e.located(key.loc).with_path(name.clone()));
+            let result = seed.deserialize(NodeDeserializer::new(key)).map_err(|e| {
+                hint_unknown_field(e)
+                    .located(key.loc)
+                    .with_path(name.clone())
+            });
             self.value = Some((value, name));
             return result.map(Some);
         }

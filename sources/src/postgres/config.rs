@@ -241,9 +241,6 @@ pub struct PostgresConfig {
     /// Rows fetched per round trip while snapshotting (default 10240).
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
     pub snapshot_fetch_size: usize,
-    /// Tables snapshotted in parallel (default 1).
-    #[serde(rename = "snapshot.max.threads", default = "default_threads")]
-    pub snapshot_max_threads: usize,
     /// Temporal types (default `adaptive`).
     #[serde(rename = "time.precision.mode", default)]
     pub time_precision_mode: TimePrecisionMode,
@@ -281,9 +278,6 @@ fn default_publication() -> String {
 }
 fn default_fetch() -> usize {
     10_240
-}
-fn default_threads() -> usize {
-    1
 }
 fn default_money_digits() -> u32 {
     2

@@ -126,6 +126,15 @@ impl TableSchema {
                 }
             })
             .collect();
+        for c in &columns {
+            if let PgKind::Unknown(name) = &c.kind {
+                tracing::warn!(
+                    column = %format!("{}.{}.{}", def.schema, def.name, c.name),
+                    r#type = %name,
+                    "Unsupported column type; its values are captured as strings."
+                );
+            }
+        }
         let value_columns: Vec<usize> = (0..columns.len())
             .filter(|&i| config.captures_column(&def.schema, &def.name, &columns[i].name))
             .collect();
