@@ -256,6 +256,10 @@ pub struct PostgresConfig {
     /// Scale of `money` values (default 2).
     #[serde(rename = "money.fraction.digits", default = "default_money_digits")]
     pub money_fraction_digits: u32,
+    /// BEGIN/END records on `<prefix>.transaction` and a `transaction` block in data events
+    /// (default false).
+    #[serde(rename = "provide.transaction.metadata", default)]
+    pub provide_transaction_metadata: bool,
     /// A tombstone after each delete (default true).
     #[serde(rename = "tombstones.on.delete", default = "default_true")]
     pub tombstones_on_delete: bool,

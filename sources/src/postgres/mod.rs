@@ -18,6 +18,7 @@ mod snapshot;
 mod stream;
 mod table;
 mod temporal;
+mod transaction;
 mod types;
 
 use std::collections::HashMap;
@@ -256,6 +257,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         db: db.as_str().into(),
         prefix: config.topic_prefix.as_str().into(),
         not_snapshot: "false".into(),
+        tx_meta: config
+            .provide_transaction_metadata
+            .then(|| transaction::TxSchemas::new(&config.topic_prefix)),
         skipped: config.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
         resume,

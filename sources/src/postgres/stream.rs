@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
-use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext};
+use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
 use super::catalog::{table_def, TypeResolver};
@@ -13,6 +13,7 @@ use super::error::PgError;
 use super::offset::PgOffset;
 use super::pgoutput::{decode, Message};
 use super::table::{source_schema, SourceInfo, TableSchema};
+use super::transaction::{set_block, TxCounts, TxSchemas};
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
@@ -37,6 +38,8 @@ pub struct Streamer<'a> {
     pub tables: HashMap<u32, Option<Arc<TableSchema>>>,
     /// Where delivery resumes (events of the resumed transaction to skip).
     pub resume: PgOffset,
+    /// Transaction metadata schemas, when `provide.transaction.metadata` is on.
+    pub tx_meta: Option<TxSchemas>,
 }
 
 struct Tx {
@@ -45,6 +48,8 @@ struct Tx {
     commit_micros: i64,
     /// Events of this transaction produced so far (delivered or skipped).
     count: u64,
+    /// Transaction metadata counts.
+    meta: TxCounts,
 }
 
 impl Streamer<'_> {
@@ -92,9 +97,22 @@ impl Streamer<'_> {
                         final_lsn: final_lsn.0,
                         commit_micros: commit_time_micros + PG_EPOCH_MICROS,
                         count: 0,
+                        meta: TxCounts::default(),
                     });
                 }
                 ReplicationEvent::Commit { end_lsn, .. } => {
+                    if let (Some(meta), Some(mut current)) = (&self.tx_meta, tx.take()) {
+                        if current.meta.begun {
+                            let id = format!("{}:{}", current.xid, end_lsn.0);
+                            let end = meta.end(
+                                &id,
+                                current.commit_micros / 1000,
+                                current.meta.total,
+                                &current.meta.per_table,
+                            );
+                            self.place(&mut current, last_done, end, &mut batch);
+                        }
+                    }
                     tx = None;
                     last_done = end_lsn.0;
                     let done = PgOffset {
@@ -339,7 +357,42 @@ impl Streamer<'_> {
     }
 
     /// Gives the event its position and keeps it, unless it was delivered before a restart.
+    /// Adds transaction metadata to a data event (and the BEGIN record before the first one),
+    /// then places it.
     fn push(
+        &self,
+        tx: &mut Tx,
+        last_done: u64,
+        mut event: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) {
+        if let (Some(meta), true) = (&self.tx_meta, event.value.is_some()) {
+            let lsn = match event.source_field("lsn") {
+                Some(Value::Int64(l)) => *l,
+                _ => 0,
+            };
+            let text = |field: &str| {
+                event
+                    .source_field(field)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let collection = format!("{}.{}", text("schema"), text("table"));
+            let id = format!("{}:{lsn}", tx.xid);
+            if !tx.meta.begun {
+                tx.meta.begun = true;
+                let begin = meta.begin(&id, tx.commit_micros / 1000);
+                self.place(tx, last_done, begin, out);
+            }
+            let (total, in_collection) = tx.meta.count(&collection);
+            set_block(&mut event, meta.block(&id, total, in_collection));
+        }
+        self.place(tx, last_done, event, out);
+    }
+
+    /// Gives the event its position and keeps it, unless it was delivered before a restart.
+    fn place(
         &self,
         tx: &mut Tx,
         last_done: u64,
