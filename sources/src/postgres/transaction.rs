@@ -147,13 +147,10 @@ fn java_hashmap_order(entries: &[(Arc<str>, u64)]) -> Vec<&(Arc<str>, u64)> {
         let h = java_hash(s) as u32;
         ((h ^ (h >> 16)) as usize) & (capacity - 1)
     };
-    let mut ordered: Vec<(usize, usize, &(Arc<str>, u64))> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (bucket(&e.0), i, e))
-        .collect();
-    ordered.sort_by_key(|(b, i, _)| (*b, *i));
-    ordered.into_iter().map(|(_, _, e)| e).collect()
+    let mut ordered: Vec<&(Arc<str>, u64)> = entries.iter().collect();
+    // A stable sort keeps insertion order within a bucket.
+    ordered.sort_by_key(|e| bucket(&e.0));
+    ordered
 }
 
 /// Per-transaction bookkeeping.
