@@ -238,7 +238,8 @@ pub struct PostgresConfig {
     /// Snapshot mode (default `initial`).
     #[serde(rename = "snapshot.mode", default)]
     pub snapshot_mode: SnapshotMode,
-    /// Rows fetched per round trip while snapshotting (default 10240).
+    /// Accepted for Debezium compatibility; it has no effect: the snapshot streams each table
+    /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
     pub snapshot_fetch_size: usize,
     /// Temporal types (default `adaptive`).

@@ -4,7 +4,7 @@
 //! Start-up: check the server (`wal_level`, REPLICATION privilege), read the captured tables,
 //! make sure the publication exists. Then, when a snapshot is needed, create the slot with
 //! `EXPORT_SNAPSHOT`, read every table inside that exported snapshot (REPEATABLE READ,
-//! `SET TRANSACTION SNAPSHOT`) while the replication session waits, and start streaming from
+//! `SET TRANSACTION SNAPSHOT`, with COPY) while the replication session waits, and start streaming from
 //! the slot's consistent point: the snapshot and the stream meet with no gap and no duplicate.
 //! Otherwise stream from the committed position. The slot is confirmed only up to positions
 //! every sink acknowledged.
@@ -201,7 +201,6 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             consistent_point,
             prefix: config.topic_prefix.as_str().into(),
             db: db.as_str().into(),
-            fetch_size: config.snapshot_fetch_size,
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");

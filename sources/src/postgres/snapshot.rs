@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext};
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 use super::catalog::quote_ident;
 use super::error::PgError;
@@ -23,8 +23,6 @@ pub struct SnapshotPlan<'a> {
     pub prefix: Arc<str>,
     /// Database name.
     pub db: Arc<str>,
-    /// Rows per FETCH.
-    pub fetch_size: usize,
 }
 
 /// Emits every row of every table as `op: r`, with Debezium's `snapshot` markers (`first`,
@@ -69,44 +67,42 @@ pub async fn run(
     let mut rows = 0u64;
     let markers: [Arc<str>; 3] = ["first", "first_in_data_collection", "true"].map(Arc::from);
     for (t, table) in plan.tables.iter().enumerate() {
-        let cursor = format!("sluice_snapshot_{t}");
         let columns = table
             .column_names()
             .map(quote_ident)
             .collect::<Vec<_>>()
             .join(", ");
-        client
-            .batch_execute(&format!(
-                "DECLARE {cursor} NO SCROLL CURSOR FOR SELECT {columns} FROM {}.{}",
+        let what = || format!("snapshot of {}.{}", table.schema_name, table.table);
+        // COPY streams the rows (TCP backpressure holds the server while the queues are full).
+        let stream = client
+            .copy_out(&format!(
+                "COPY (SELECT {columns} FROM {}.{}) TO STDOUT",
                 quote_ident(&table.schema_name),
                 quote_ident(&table.table)
             ))
             .await
-            .map_err(|e| {
-                PgError::query(
-                    format!("snapshot of {}.{}", table.schema_name, table.table),
-                    e,
-                )
-            })?;
+            .map_err(|e| PgError::query(what(), e))?;
+        futures_util::pin_mut!(stream);
         let mut first_in_table = true;
-        loop {
-            let messages = client
-                .simple_query(&format!("FETCH {} FROM {cursor}", plan.fetch_size))
-                .await
-                .map_err(|e| {
-                    PgError::query(
-                        format!("snapshot of {}.{}", table.schema_name, table.table),
-                        e,
-                    )
-                })?;
-            let mut fetched = 0;
-            for message in &messages {
-                let SimpleQueryMessage::Row(row) = message else {
-                    continue;
-                };
-                fetched += 1;
-                let cells: Vec<Cell<'_>> = (0..table.width())
-                    .map(|i| row.get(i).map_or(Cell::Null, Cell::Text))
+        let mut carry: Vec<u8> = Vec::new();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+            let chunk = chunk.map_err(|e| PgError::query(what(), e))?;
+            carry.extend_from_slice(&chunk);
+            let mut consumed = 0;
+            while let Some(nl) = carry[consumed..].iter().position(|b| *b == b'\n') {
+                let line = std::str::from_utf8(&carry[consumed..consumed + nl])
+                    .map_err(|e| PgError::Decode(format!("{}: row is not UTF-8: {e}", what())))?;
+                consumed += nl + 1;
+                let mut fields: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(table.width());
+                let mut nulls = Vec::with_capacity(table.width());
+                for field in line.split('\t') {
+                    nulls.push(field == "\\N");
+                    fields.push(unescape_copy(field));
+                }
+                let cells: Vec<Cell<'_>> = fields
+                    .iter()
+                    .zip(&nulls)
+                    .map(|(f, null)| if *null { Cell::Null } else { Cell::Text(f) })
                     .collect();
                 let marker = match (rows, first_in_table) {
                     (0, _) => &markers[0],
@@ -143,14 +139,8 @@ pub async fn run(
                     return Ok(rows);
                 }
             }
-            if fetched < plan.fetch_size {
-                break;
-            }
+            carry.drain(..consumed);
         }
-        client
-            .batch_execute(&format!("CLOSE {cursor}"))
-            .await
-            .map_err(q)?;
     }
     client.batch_execute("COMMIT").await.map_err(q)?;
     let done = PgOffset {
@@ -179,5 +169,93 @@ fn set_marker(event: &mut ChangeEvent, marker: &str) {
     };
     if let Some(source) = value.get_mut("source").and_then(|s| s.as_struct_mut()) {
         source.set("snapshot", sluice_engine::Value::from(marker));
+    }
+}
+
+/// Undoes COPY's text-format escapes (`\\`, `\t`, `\n`, `\r`, `\b`, `\f`, `\v`, octal,
+/// `\x` hex); borrows when there is nothing to undo.
+fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
+    if !field.contains('\\') {
+        return std::borrow::Cow::Borrowed(field);
+    }
+    let b = field.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' || i + 1 == b.len() {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let c = b[i + 1];
+        i += 2;
+        match c {
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'v' => out.push(11),
+            b'0'..=b'7' => {
+                let mut v = u32::from(c - b'0');
+                let mut n = 1;
+                while n < 3 && i < b.len() && (b'0'..=b'7').contains(&b[i]) {
+                    v = v * 8 + u32::from(b[i] - b'0');
+                    i += 1;
+                    n += 1;
+                }
+                out.push(v as u8);
+            }
+            b'x' => {
+                let mut v = 0u32;
+                let mut n = 0;
+                while n < 2 && i < b.len() && b[i].is_ascii_hexdigit() {
+                    v = v * 16 + (b[i] as char).to_digit(16).unwrap_or(0);
+                    i += 1;
+                    n += 1;
+                }
+                out.push(v as u8);
+            }
+            other => out.push(other),
+        }
+    }
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape_copy;
+    use proptest::prelude::*;
+
+    /// COPY's text escaping, as the server writes it.
+    fn escape(s: &str) -> String {
+        let mut out = String::new();
+        for c in s.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\t' => out.push_str("\\t"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '\u{b}' => out.push_str("\\v"),
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn escapes_are_undone() {
+        assert_eq!(unescape_copy("plain"), "plain");
+        assert_eq!(unescape_copy("a\\tb\\\\c\\nd"), "a\tb\\c\nd");
+        assert_eq!(unescape_copy("\\101\\x42"), "AB");
+    }
+
+    proptest! {
+        #[test]
+        fn escaping_round_trips(s in ".*") {
+            prop_assert_eq!(unescape_copy(&escape(&s)).into_owned(), s);
+        }
     }
 }
