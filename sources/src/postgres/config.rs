@@ -267,6 +267,20 @@ pub struct PostgresConfig {
     /// Operations not emitted: `c`, `u`, `d`, `t`, or `none` (default `t`).
     #[serde(rename = "skipped.operations", default = "default_skipped")]
     pub skipped_operations: String,
+    /// Interval of heartbeat records on `<topic.heartbeat.prefix>.<topic.prefix>`, which also
+    /// carry the current position (0: off, the default).
+    #[serde(rename = "heartbeat.interval.ms", default)]
+    pub heartbeat_interval_ms: u64,
+    /// A statement run on the database before each heartbeat (for example an insert into a
+    /// captured heartbeat table, so that a quiet database still moves the slot forward).
+    #[serde(rename = "heartbeat.action.query", default)]
+    pub heartbeat_action_query: Option<String>,
+    /// Prefix of the heartbeat topic (default `__debezium-heartbeat`).
+    #[serde(
+        rename = "topic.heartbeat.prefix",
+        default = "default_heartbeat_prefix"
+    )]
+    pub heartbeat_topic_prefix: String,
     /// How often the confirmed position is reported to the server (default 10s).
     #[serde(rename = "status.update.interval.ms", default = "default_status_ms")]
     pub status_update_interval_ms: u64,
@@ -292,6 +306,9 @@ fn default_true() -> bool {
 }
 fn default_skipped() -> String {
     "t".to_owned()
+}
+fn default_heartbeat_prefix() -> String {
+    "__debezium-heartbeat".to_owned()
 }
 fn default_status_ms() -> u64 {
     10_000

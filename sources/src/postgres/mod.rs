@@ -256,6 +256,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         db: db.as_str().into(),
         prefix: config.topic_prefix.as_str().into(),
         not_snapshot: "false".into(),
+        heartbeats: (config.heartbeat_interval_ms > 0).then(|| {
+            transaction::Heartbeats::new(&config.heartbeat_topic_prefix, &config.topic_prefix)
+        }),
         tx_meta: config
             .provide_transaction_metadata
             .then(|| transaction::TxSchemas::new(&config.topic_prefix)),

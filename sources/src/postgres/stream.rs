@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
@@ -13,7 +14,7 @@ use super::error::PgError;
 use super::offset::PgOffset;
 use super::pgoutput::{decode, Message};
 use super::table::{source_schema, SourceInfo, TableSchema};
-use super::transaction::{set_block, TxCounts, TxSchemas};
+use super::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
@@ -40,6 +41,8 @@ pub struct Streamer<'a> {
     pub resume: PgOffset,
     /// Transaction metadata schemas, when `provide.transaction.metadata` is on.
     pub tx_meta: Option<TxSchemas>,
+    /// Heartbeat records, when `heartbeat.interval.ms` is set.
+    pub heartbeats: Option<Heartbeats>,
 }
 
 struct Tx {
@@ -64,10 +67,34 @@ impl Streamer<'_> {
         let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
         let mut last_done = self.resume.lsn;
         let mut tx: Option<Tx> = None;
+        let period = Duration::from_millis(self.config.heartbeat_interval_ms.max(1));
+        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 biased;
                 _ = ctx.stopping() => return Ok(()),
+                _ = heartbeat.tick(), if self.heartbeats.is_some() => {
+                    if tx.is_none() && batch.is_empty() {
+                        if let Some(query) = &self.config.heartbeat_action_query {
+                            if let Err(e) = self.client.batch_execute(query).await {
+                                tracing::warn!(error = %e, "heartbeat.action.query failed.");
+                            }
+                        }
+                        if let Some(beats) = &self.heartbeats {
+                            let done = PgOffset { lsn: last_done, tx: None, snapshot_completed: true };
+                            let ts_ms = std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map(|d| d.as_millis() as i64)
+                                .unwrap_or(0);
+                            let record = beats.event(ts_ms, done.position());
+                            if ctx.emit(Batch::new(vec![record])).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    continue;
+                }
                 changed = committed.changed() => {
                     if changed.is_ok() {
                         let position = committed.borrow_and_update().clone();
