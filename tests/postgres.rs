@@ -499,6 +499,39 @@ fn bad_setups_give_one_actionable_line() {
     );
     let line = run_expecting_failure(&second);
     assert!(line.contains("is in use by another process"), "{line}");
+    // A publication that does not cover the captured table.
+    psql(
+        &db,
+        "create table other (id int primary key); create publication narrow for table other",
+    );
+    let third_dir = tempfile::tempdir().unwrap();
+    let third = pipeline(
+        third_dir.path(),
+        &db,
+        "  table.include.list: public.keyless\n",
+        false,
+    );
+    let yaml = std::fs::read_to_string(&third)
+        .unwrap()
+        .replace(
+            &format!("publication.name: {db}"),
+            "publication.name: narrow",
+        )
+        .replace(
+            "publication.autocreate.mode: filtered",
+            "publication.autocreate.mode: disabled",
+        )
+        .replace(
+            &format!("slot.name: {db}"),
+            &format!("slot.name: {db}_narrow"),
+        );
+    std::fs::write(&third, yaml).unwrap();
+    let line = run_expecting_failure(&third);
+    assert!(
+        line.contains("publication `narrow` does not publish public.keyless")
+            && line.contains("ALTER PUBLICATION"),
+        "{line}"
+    );
     stop(&first);
     let stderr = finish(first);
     // A table without a primary key is captured with a warning.

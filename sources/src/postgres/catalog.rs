@@ -363,8 +363,39 @@ pub async fn ensure_publication(
                 .await
                 .map_err(|e| PgError::query(format!("creating publication `{name}`"), e))
         }
-        (_, true) => Ok(()),
+        (_, true) => check_publication_covers(client, name, tables).await,
     }
+}
+
+/// An existing publication must publish every captured table, or their changes never arrive.
+async fn check_publication_covers(
+    client: &Client,
+    name: &str,
+    tables: &[TableDef],
+) -> Result<(), PgError> {
+    let rows = client
+        .query(
+            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1",
+            &[&name],
+        )
+        .await
+        .map_err(|e| PgError::query("reading the publication's tables", e))?;
+    let published: std::collections::HashSet<(String, String)> =
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let missing: Vec<String> = tables
+        .iter()
+        .filter(|t| !published.contains(&(t.schema.clone(), t.name.clone())))
+        .map(|t| format!("{}.{}", t.schema, t.name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(PgError::Setup(format!(
+        "publication `{name}` does not publish {}: run `ALTER PUBLICATION {} ADD TABLE {}`, or set `publication.autocreate.mode: filtered`",
+        missing.join(", "),
+        quote_ident(name),
+        missing.join(", ")
+    )))
 }
 
 /// Double-quotes an identifier.
