@@ -852,3 +852,45 @@ fn heartbeats_match_debezium_and_keep_the_slot_moving() {
         .any(|l| l.starts_with(r#"{"topic":"dbserver1.public.hb""#)));
     drop_db(&db);
 }
+
+/// `database.sslmode: require` encrypts both connections (the SQL one and the replication one),
+/// as `pg_stat_ssl` shows; `verify-full` without a CA file is a one-line setup error.
+#[test]
+fn tls_require_encrypts_both_connections() {
+    if psql("postgres", "show ssl").trim() != "on" {
+        eprintln!("skipped: this PostgreSQL runs without TLS");
+        return;
+    }
+    let db = fresh_db("tls");
+    psql(&db, "create table items (id int primary key)");
+    psql(&db, "insert into items select generate_series(1, 10)");
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  database.sslmode: require\n",
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    wait_lines(dir.path(), 10, &mut child);
+    let encrypted = psql(&db, &format!(
+        "select count(*) from pg_stat_ssl s join pg_stat_activity a using (pid) where a.datname = '{db}' and a.application_name = 'sluice' and s.ssl"
+    ));
+    stop(&child);
+    finish(child);
+    assert_eq!(
+        encrypted.trim(),
+        "2",
+        "the SQL and the replication connections should both use TLS"
+    );
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  database.sslmode: verify-full\n",
+        false,
+    );
+    let line = run_expecting_failure(&file);
+    assert!(line.contains("need `database.sslrootcert`"), "{line}");
+    drop_db(&db);
+}

@@ -23,6 +23,8 @@ pub struct ConnInfo {
     pub dbname: String,
     /// TLS mode.
     pub sslmode: SslMode,
+    /// CA certificate for verify-ca / verify-full.
+    pub sslrootcert: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ConnInfo {
@@ -45,6 +47,7 @@ impl ConnInfo {
             password: None,
             dbname: "postgres".into(),
             sslmode: SslMode::Prefer,
+            sslrootcert: c.sslrootcert.clone(),
         };
         if let Some(url) = &c.url {
             let parsed: tokio_postgres::Config = url.parse().map_err(|e| {
@@ -98,15 +101,6 @@ impl ConnInfo {
             })?;
             info.password = Some(text.lines().next().unwrap_or_default().to_owned());
         }
-        if matches!(
-            info.sslmode,
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
-        ) {
-            return Err(PgError::Setup(format!(
-                "`database.sslmode` {:?} is not supported yet for the SQL connection; use `disable` or `prefer`",
-                info.sslmode
-            )));
-        }
         Ok(info)
     }
 
@@ -123,17 +117,64 @@ impl ConnInfo {
         if let Some(p) = &self.password {
             config.password(p);
         }
-        let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+        use tokio_postgres::config::SslMode as Mode;
+        let (tls, mode) = match self.sslmode {
+            SslMode::Disable => (None, Mode::Disable),
+            SslMode::Prefer => (
+                Some(super::tls::client_config(false, false, None)?),
+                Mode::Prefer,
+            ),
+            SslMode::Require => (
+                Some(super::tls::client_config(false, false, None)?),
+                Mode::Require,
+            ),
+            SslMode::VerifyCa => (
+                Some(super::tls::client_config(
+                    true,
+                    false,
+                    self.sslrootcert.as_deref(),
+                )?),
+                Mode::Require,
+            ),
+            SslMode::VerifyFull => (
+                Some(super::tls::client_config(
+                    true,
+                    true,
+                    self.sslrootcert.as_deref(),
+                )?),
+                Mode::Require,
+            ),
+        };
+        config.ssl_mode(mode);
+        let failed = |e: tokio_postgres::Error| {
             PgError::Setup(format!(
                 "cannot connect to PostgreSQL at {}:{} as `{}`: {e}",
                 self.host, self.port, self.user
             ))
-        })?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "PostgreSQL connection closed.");
+        };
+        let client = match tls {
+            None => {
+                let (client, connection) = config.connect(NoTls).await.map_err(failed)?;
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!(error = %e, "PostgreSQL connection closed.");
+                    }
+                });
+                client
             }
-        });
+            Some(tls) => {
+                let (client, connection) = config
+                    .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
+                    .await
+                    .map_err(failed)?;
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!(error = %e, "PostgreSQL connection closed.");
+                    }
+                });
+                client
+            }
+        };
         Ok(client)
     }
 }

@@ -199,6 +199,9 @@ pub struct PostgresConfig {
     /// TLS mode (default `prefer`).
     #[serde(rename = "database.sslmode", default)]
     pub sslmode: Option<SslMode>,
+    /// The CA certificate (PEM) for `verify-ca` and `verify-full`.
+    #[serde(rename = "database.sslrootcert", default)]
+    pub sslrootcert: Option<std::path::PathBuf>,
     /// Topic prefix (logical server name); required.
     #[serde(rename = "topic.prefix")]
     pub topic_prefix: String,

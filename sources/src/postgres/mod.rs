@@ -18,6 +18,7 @@ mod snapshot;
 mod stream;
 mod table;
 mod temporal;
+mod tls;
 mod transaction;
 mod types;
 
@@ -91,6 +92,23 @@ async fn slot_state(
     }
 }
 
+/// The replication connection's TLS, from the same `sslmode` (`prefer` uses TLS: the server's
+/// SQL connection has just shown whether it offers it).
+fn replication_tls(info: &ConnInfo) -> TlsConfig {
+    let mode = match info.sslmode {
+        config::SslMode::Disable => return TlsConfig::disabled(),
+        config::SslMode::Prefer => pgwire_replication::SslMode::Prefer,
+        config::SslMode::Require => pgwire_replication::SslMode::Require,
+        config::SslMode::VerifyCa => pgwire_replication::SslMode::VerifyCa,
+        config::SslMode::VerifyFull => pgwire_replication::SslMode::VerifyFull,
+    };
+    TlsConfig {
+        mode,
+        ca_pem_path: info.sslrootcert.clone(),
+        ..TlsConfig::disabled()
+    }
+}
+
 fn replication_config(info: &ConnInfo, config: &PostgresConfig) -> ReplicationConfig {
     ReplicationConfig::new(
         info.host.clone(),
@@ -101,7 +119,7 @@ fn replication_config(info: &ConnInfo, config: &PostgresConfig) -> ReplicationCo
         config.publication_name.clone(),
     )
     .with_port(info.port)
-    .with_tls(TlsConfig::disabled())
+    .with_tls(replication_tls(info))
     .with_options(SESSION_OPTIONS)
     .with_application_name("sluice")
     .with_status_interval(Duration::from_millis(
