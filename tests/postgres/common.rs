@@ -1,0 +1,192 @@
+//! Helpers: psql, fresh databases, pipelines, running `sluice`, reading its output.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+pub fn host() -> String {
+    std::env::var("SLUICE_TEST_PG_HOST").unwrap_or_else(|_| "127.0.0.1".into())
+}
+pub fn port() -> String {
+    std::env::var("SLUICE_TEST_PG_PORT").unwrap_or_else(|_| "5432".into())
+}
+
+pub fn psql(db: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-U",
+            "postgres",
+            "-h",
+            &host(),
+            "-p",
+            &port(),
+            "-d",
+            db,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "psql failed on {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fresh database named after the test (slots of an earlier run dropped first).
+pub fn fresh_db(name: &str) -> String {
+    let db = format!("sluice_{name}");
+    psql("postgres", &format!("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '{db}' AND NOT active"));
+    psql(
+        "postgres",
+        &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+    );
+    psql("postgres", &format!("CREATE DATABASE {db}"));
+    db
+}
+
+pub fn drop_db(db: &str) {
+    let _ = Command::new("psql")
+        .args(["-X", "-q", "-U", "postgres", "-h", &host(), "-p", &port(), "-d", "postgres", "-c",
+            &format!("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '{db}' AND NOT active")])
+        .output();
+    let _ = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-U",
+            "postgres",
+            "-h",
+            &host(),
+            "-p",
+            &port(),
+            "-d",
+            "postgres",
+            "-c",
+            &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        ])
+        .output();
+}
+
+pub fn pipeline(dir: &Path, db: &str, extra_source: &str, schemas: bool) -> PathBuf {
+    let text = format!(
+        "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
+source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.user: postgres\n  database.dbname: {db}\n  \
+topic.prefix: dbserver1\n  slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  status.update.interval.ms: 200\n{extra_source}\
+sinks:\n  - name: out\n    type: file\n    path: {d}/out.jsonl\n    schemas.enable: {schemas}\n",
+        d = dir.display(),
+        h = host(),
+        p = port(),
+    );
+    let path = dir.join("pipeline.yaml");
+    std::fs::write(&path, text).expect("write pipeline");
+    path
+}
+
+pub fn start(pipeline: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(pipeline)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice")
+}
+
+pub fn lines(dir: &Path) -> Vec<Json> {
+    let text = std::fs::read_to_string(dir.join("out.jsonl")).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
+    let start = Instant::now();
+    while lines(dir).len() < n {
+        if child.try_wait().expect("poll").is_some() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("sluice exited early:\n{err}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for {n} lines"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn finish(child: Child) -> String {
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "sluice failed: {stderr}");
+    stderr
+}
+
+pub fn stop(child: &Child) {
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+}
+
+pub fn normalize(text: &str) -> String {
+    let numbers = regex::Regex::new(r#""(ts_ms|ts_us|ts_ns|txId|lsn)":(-?\d+|null)"#).unwrap();
+    let strings = regex::Regex::new(r#""(sequence|version|db)":"(?:[^"\\]|\\.)*""#).unwrap();
+    let text = numbers.replace_all(text, "\"$1\":0");
+    strings.replace_all(&text, "\"$1\":\"\"").into_owned()
+}
+
+pub fn run_expecting_failure(file: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(file)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "expected a failure:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+        .lines()
+        .rfind(|l| l.starts_with("error:"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Waits until the test's slot is held by a walsender, and returns its pid.
+pub fn active_slot_pid(db: &str, child: &mut Child) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        let pid = psql(db, &format!("select coalesce(max(active_pid), 0) from pg_replication_slots where slot_name = '{db}'"));
+        let pid: i32 = pid.trim().parse().unwrap_or(0);
+        if pid != 0 {
+            return pid;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "slot never became active"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn lsn_of(text: &str) -> u64 {
+    let (hi, lo) = text.trim().split_once('/').expect("an LSN");
+    (u64::from_str_radix(hi, 16).unwrap() << 32) | u64::from_str_radix(lo, 16).unwrap()
+}

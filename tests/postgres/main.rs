@@ -1,0 +1,10 @@
+//! The PostgreSQL source against the real server (address from `SLUICE_TEST_PG_HOST` /
+//! `SLUICE_TEST_PG_PORT`, default 127.0.0.1:5432, user `postgres`, trust auth). Every test uses
+//! its own database, slot and publication, so tests run in parallel.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+mod common;
+mod conformance;
+mod consistency;
+mod setup;

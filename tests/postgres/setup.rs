@@ -1,0 +1,267 @@
+//! Bad setups, connection loss, stalled sinks, TLS.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+use super::common::*;
+
+#[test]
+fn bad_setups_give_one_actionable_line() {
+    let db = fresh_db("bad_setup");
+    psql(&db, "create table keyless (a int, b text)");
+    // Missing REPLICATION privilege.
+    psql(
+        "postgres",
+        "DROP ROLE IF EXISTS sluice_norepl; CREATE ROLE sluice_norepl LOGIN",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(dir.path(), &db, "", false);
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("database.user: postgres", "database.user: sluice_norepl");
+    std::fs::write(&file, text).unwrap();
+    let line = run_expecting_failure(&file);
+    assert!(
+        line.contains("lacks the REPLICATION privilege") && line.contains("ALTER ROLE"),
+        "{line}"
+    );
+    // Slot in use by another process.
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.keyless\n",
+        false,
+    );
+    let mut first = start(&file, &[]);
+    let t0 = Instant::now();
+    while psql(
+        &db,
+        &format!("select count(*) from pg_replication_slots where slot_name = '{db}' and active"),
+    )
+    .trim()
+        != "1"
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "slot never became active"
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first pipeline stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let other = tempfile::tempdir().unwrap();
+    let second = pipeline(
+        other.path(),
+        &db,
+        "  table.include.list: public.keyless\n",
+        false,
+    );
+    let line = run_expecting_failure(&second);
+    assert!(line.contains("is in use by another process"), "{line}");
+    // A publication that does not cover the captured table.
+    psql(
+        &db,
+        "create table other (id int primary key); create publication narrow for table other",
+    );
+    let third_dir = tempfile::tempdir().unwrap();
+    let third = pipeline(
+        third_dir.path(),
+        &db,
+        "  table.include.list: public.keyless\n",
+        false,
+    );
+    let yaml = std::fs::read_to_string(&third)
+        .unwrap()
+        .replace(
+            &format!("publication.name: {db}"),
+            "publication.name: narrow",
+        )
+        .replace(
+            "publication.autocreate.mode: filtered",
+            "publication.autocreate.mode: disabled",
+        )
+        .replace(
+            &format!("slot.name: {db}"),
+            &format!("slot.name: {db}_narrow"),
+        );
+    std::fs::write(&third, yaml).unwrap();
+    let line = run_expecting_failure(&third);
+    assert!(
+        line.contains("publication `narrow` does not publish public.keyless")
+            && line.contains("ALTER PUBLICATION"),
+        "{line}"
+    );
+    stop(&first);
+    let stderr = finish(first);
+    // A table without a primary key is captured with a warning.
+    assert!(stderr.contains("has no primary key"), "{stderr}");
+    drop_db(&db);
+}
+
+/// The replication connection is killed by the server mid-stream: the pipeline reconnects
+/// from the committed position and nothing is lost.
+#[test]
+fn connection_loss_mid_stream_reconnects_without_loss() {
+    let db = fresh_db("conn_loss");
+    psql(
+        &db,
+        "create table items (id serial primary key, n int not null, note text not null)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n",
+        false,
+    );
+    let yaml = std::fs::read_to_string(&file).unwrap().replace(
+        "restart: { max_retries: 0 }",
+        "restart: { max_retries: 20, initial_backoff: 50ms, max_backoff: 500ms }",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let mut child = start(&file, &[]);
+    let pid = active_slot_pid(&db, &mut child);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            psql(&db, "do $$ begin for i in 1..3000 loop insert into items (n, note) values (i, 'x'); commit; end loop; end $$")
+        })
+    };
+    wait_lines(dir.path(), 300, &mut child);
+    psql("postgres", &format!("select pg_terminate_backend({pid})"));
+    writer.join().unwrap();
+    wait_lines(dir.path(), 3000, &mut child);
+    stop(&child);
+    let stderr = finish(child);
+    assert!(
+        stderr.contains("restarting the pipeline from the last committed position"),
+        "no reconnect happened:\n{stderr}"
+    );
+    let mut ids: Vec<i64> = lines(dir.path())
+        .iter()
+        .map(|e| e["key"]["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids,
+        (1..=3000).collect::<Vec<_>>(),
+        "rows were lost across the connection loss"
+    );
+    drop_db(&db);
+}
+
+/// A sink stalled for several times `wal_sender_timeout` (set to 2s for the test) does not
+/// break the replication connection: keepalives are answered under backpressure.
+#[test]
+fn a_sink_stalled_past_wal_sender_timeout_keeps_the_connection() {
+    let db = fresh_db("stalled");
+    psql(
+        &db,
+        "create table items (id serial primary key, n int not null, note text not null)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n",
+        false,
+    );
+    let out = format!("{}/out.jsonl", dir.path().display());
+    let yaml = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
+        .replace(
+            "offsets:",
+            "max_queue_size: 200\nmax_batch_size: 50\noffsets:",
+        );
+    std::fs::write(&file, yaml).unwrap();
+    psql("postgres", "ALTER SYSTEM SET wal_sender_timeout = '2s'");
+    psql("postgres", "SELECT pg_reload_conf()");
+    let mut child = start(&file, &[]);
+    let reader = std::fs::File::open(&fifo).unwrap();
+    let pid = active_slot_pid(&db, &mut child);
+    psql(
+        &db,
+        "insert into items (n, note) select g, repeat('y', 500) from generate_series(1, 20000) g",
+    );
+    // Nobody reads the FIFO for 7 s: the sink, then the queues, then the source are blocked.
+    std::thread::sleep(Duration::from_secs(7));
+    let still = psql(
+        "postgres",
+        &format!("select count(*) from pg_stat_replication where pid = {pid}"),
+    );
+    psql("postgres", "ALTER SYSTEM RESET wal_sender_timeout");
+    psql("postgres", "SELECT pg_reload_conf()");
+    use std::io::BufRead;
+    let mut ids = Vec::new();
+    for line in std::io::BufReader::new(reader).lines().take(20000) {
+        let e: Json = serde_json::from_str(&line.unwrap()).unwrap();
+        ids.push(e["key"]["id"].as_i64().unwrap());
+    }
+    stop(&child);
+    let stderr = finish(child);
+    assert_eq!(
+        still.trim(),
+        "1",
+        "the walsender went away while the sink was stalled"
+    );
+    assert!(
+        !stderr.contains("restarting"),
+        "the pipeline had to reconnect:\n{stderr}"
+    );
+    assert_eq!(ids, (1..=20000).collect::<Vec<_>>());
+    drop_db(&db);
+}
+
+/// `database.sslmode: require` encrypts both connections (the SQL one and the replication one),
+/// as `pg_stat_ssl` shows; `verify-full` without a CA file is a one-line setup error.
+#[test]
+fn tls_require_encrypts_both_connections() {
+    if psql("postgres", "show ssl").trim() != "on" {
+        eprintln!("skipped: this PostgreSQL runs without TLS");
+        return;
+    }
+    let db = fresh_db("tls");
+    psql(&db, "create table items (id int primary key)");
+    psql(&db, "insert into items select generate_series(1, 10)");
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  database.sslmode: require\n",
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    wait_lines(dir.path(), 10, &mut child);
+    let encrypted = psql(&db, &format!(
+        "select count(*) from pg_stat_ssl s join pg_stat_activity a using (pid) where a.datname = '{db}' and a.application_name = 'sluice' and s.ssl"
+    ));
+    stop(&child);
+    finish(child);
+    assert_eq!(
+        encrypted.trim(),
+        "2",
+        "the SQL and the replication connections should both use TLS"
+    );
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  database.sslmode: verify-full\n",
+        false,
+    );
+    let line = run_expecting_failure(&file);
+    assert!(line.contains("need `database.sslrootcert`"), "{line}");
+    drop_db(&db);
+}
