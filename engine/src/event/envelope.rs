@@ -190,3 +190,24 @@ pub fn transaction_block_schema() -> Arc<Schema> {
         })
         .clone()
 }
+
+/// The `snapshot` field every Debezium `source` block has: an `io.debezium.data.Enum` string
+/// (`true`, `first`, `first_in_data_collection`, `last_in_data_collection`, `last`, `false`,
+/// `incremental`), optional, default `false`.
+pub fn snapshot_field_schema() -> Arc<Schema> {
+    static FIELD: std::sync::OnceLock<Arc<Schema>> = std::sync::OnceLock::new();
+    FIELD
+        .get_or_init(|| {
+            Schema::builder(SchemaType::String)
+                .optional()
+                .name(names::ENUM)
+                .version(1)
+                .parameter(
+                    "allowed",
+                    "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental",
+                )
+                .default_value(Value::from("false"))
+                .build()
+        })
+        .clone()
+}

@@ -75,16 +75,7 @@ fn source_schema() -> Arc<Schema> {
         .field("connector", s(false))
         .field("name", s(false))
         .field("ts_ms", i(false))
-        .field(
-            "snapshot",
-            Schema::builder(SchemaType::String)
-                .optional()
-                .name(names::ENUM)
-                .version(1)
-                .parameter("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental")
-                .default_value(Value::from("false"))
-                .build(),
-        )
+        .field("snapshot", sluice_engine::event::snapshot_field_schema())
         .field("db", s(false))
         .field("ts_us", i(true))
         .field("ts_ns", i(true))

@@ -315,14 +315,7 @@ impl Streamer<'_> {
                         &info,
                         Position::Offset(0),
                     );
-                    let tomb = ChangeEvent {
-                        value: None,
-                        ..del.clone()
-                    };
-                    self.push(tx, last_done, del, out);
-                    if self.config.tombstones_on_delete {
-                        self.push(tx, last_done, tomb, out);
-                    }
+                    self.push_delete(tx, last_done, del, out);
                     let create = table.event(
                         Op::Create,
                         new_key,
@@ -357,14 +350,7 @@ impl Streamer<'_> {
                     &info,
                     Position::Offset(0),
                 );
-                let tomb = ChangeEvent {
-                    value: None,
-                    ..del.clone()
-                };
-                self.push(tx, last_done, del, out);
-                if self.config.tombstones_on_delete {
-                    self.push(tx, last_done, tomb, out);
-                }
+                self.push_delete(tx, last_done, del, out);
             }
             _ => {}
         }
@@ -384,6 +370,24 @@ impl Streamer<'_> {
     }
 
     /// Gives the event its position and keeps it, unless it was delivered before a restart.
+    /// A delete, followed by its tombstone when `tombstones.on.delete` is on.
+    fn push_delete(
+        &self,
+        tx: &mut Tx,
+        last_done: u64,
+        delete: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) {
+        let tombstone = self.config.tombstones_on_delete.then(|| ChangeEvent {
+            value: None,
+            ..delete.clone()
+        });
+        self.push(tx, last_done, delete, out);
+        if let Some(tombstone) = tombstone {
+            self.push(tx, last_done, tombstone, out);
+        }
+    }
+
     /// Adds transaction metadata to a data event (and the BEGIN record before the first one),
     /// then places it.
     fn push(

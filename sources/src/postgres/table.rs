@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::{names, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::event::{EnvelopeSchema, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
 
 use super::catalog::TableDef;
@@ -62,16 +62,7 @@ pub fn source_schema() -> Arc<Schema> {
         .field("connector", s(false))
         .field("name", s(false))
         .field("ts_ms", i(false))
-        .field(
-            "snapshot",
-            Schema::builder(SchemaType::String)
-                .optional()
-                .name(names::ENUM)
-                .version(1)
-                .parameter("allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental")
-                .default_value(Value::from("false"))
-                .build(),
-        )
+        .field("snapshot", sluice_engine::event::snapshot_field_schema())
         .field("db", s(false))
         .field("sequence", s(true))
         .field("ts_us", i(true))
