@@ -169,6 +169,30 @@ impl<'de> Deserialize<'de> for AnchoredRegex {
     }
 }
 
+/// A secret (a password): readable by the code that needs it, never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +226,13 @@ mod tests {
         assert_eq!(ByteSize::parse("4096").map(|s| s.0), Ok(4096));
         assert!(ByteSize::parse("lots").is_err());
         assert!(ByteSize::parse("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let s = Secret::from("hunter2".to_owned());
+        assert_eq!(format!("{s:?}"), "Secret(***)");
+        assert_eq!(s.expose(), "hunter2");
     }
 
     #[test]

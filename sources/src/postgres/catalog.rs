@@ -50,7 +50,7 @@ impl ConnInfo {
             sslrootcert: c.sslrootcert.clone(),
         };
         if let Some(url) = &c.url {
-            let parsed: tokio_postgres::Config = url.parse().map_err(|e| {
+            let parsed: tokio_postgres::Config = url.expose().parse().map_err(|e| {
                 PgError::Setup(format!("`database.url` is not a valid PostgreSQL URL: {e}"))
             })?;
             if let Some(tokio_postgres::config::Host::Tcp(h)) = parsed.get_hosts().first() {
@@ -90,7 +90,7 @@ impl ConnInfo {
             info.sslmode = s;
         }
         if let Some(p) = &c.password {
-            info.password = Some(p.clone());
+            info.password = Some(p.expose().to_owned());
         }
         if let Some(file) = &c.password_file {
             let text = std::fs::read_to_string(file).map_err(|e| {

@@ -2,7 +2,7 @@
 //! and defaults, so a Debezium configuration carries over unchanged.
 
 use serde::Deserialize;
-use sluice_engine::config::AnchoredRegex;
+use sluice_engine::config::{AnchoredRegex, Secret};
 
 /// `snapshot.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -176,8 +176,9 @@ fn split_list(s: &str) -> Vec<String> {
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// A `postgres://user:password@host:port/db?sslmode=...` URL; the fields below override it.
+    /// Kept secret: it may hold the password.
     #[serde(rename = "database.url", default)]
-    pub url: Option<String>,
+    pub url: Option<Secret>,
     /// Host (default `localhost`).
     #[serde(rename = "database.hostname", default)]
     pub hostname: Option<String>,
@@ -189,7 +190,7 @@ pub struct PostgresConfig {
     pub user: Option<String>,
     /// Password (use `${VAR}` to take it from the environment).
     #[serde(rename = "database.password", default)]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// A file holding the password (first line).
     #[serde(rename = "database.password.file", default)]
     pub password_file: Option<std::path::PathBuf>,
