@@ -230,3 +230,63 @@ fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
     );
     drop_db(&db);
 }
+
+/// `snapshot.mode` across restarts: `initial` resumes without a new snapshot, and refuses with
+/// a clear line when the slot is gone; `when_needed` then takes a new snapshot; `always`
+/// snapshots on every start.
+#[test]
+fn snapshot_modes_across_restarts() {
+    let db = fresh_db("modes");
+    psql(&db, "create table items (id int primary key)");
+    psql(&db, "insert into items select generate_series(1, 5)");
+    let dir = tempfile::tempdir().unwrap();
+    let with_mode = |mode: &str| {
+        let file = pipeline(
+            dir.path(),
+            &db,
+            &format!("  table.include.list: public.items\n  snapshot.mode: {mode}\n"),
+            false,
+        );
+        file
+    };
+    let reads = |dir: &std::path::Path| {
+        lines(dir)
+            .iter()
+            .filter(|e| e["value"]["op"] == "r")
+            .count()
+    };
+    // initial: a snapshot, then a restart streams without a new one.
+    finish(start(&with_mode("initial"), &["--stop-when-idle", "1s"]));
+    assert_eq!(reads(dir.path()), 5);
+    psql(&db, "insert into items values (6)");
+    finish(start(&with_mode("initial"), &["--stop-when-idle", "1s"]));
+    assert_eq!(reads(dir.path()), 5, "initial took a second snapshot");
+    assert!(lines(dir.path())
+        .iter()
+        .any(|e| e["value"]["op"] == "c" && e["key"]["id"] == 6));
+    // always: a new snapshot on every start.
+    finish(start(&with_mode("always"), &["--stop-when-idle", "1s"]));
+    assert_eq!(reads(dir.path()), 5 + 6);
+    // The slot disappears: initial refuses, when_needed re-snapshots.
+    psql(
+        "postgres",
+        &format!("select pg_drop_replication_slot('{db}')"),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(with_mode("initial"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no longer exists") && stderr.contains("when_needed"),
+        "{stderr}"
+    );
+    finish(start(
+        &with_mode("when_needed"),
+        &["--stop-when-idle", "1s"],
+    ));
+    assert_eq!(reads(dir.path()), 5 + 6 + 6);
+    drop_db(&db);
+}
