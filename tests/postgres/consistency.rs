@@ -241,13 +241,12 @@ fn snapshot_modes_across_restarts() {
     psql(&db, "insert into items select generate_series(1, 5)");
     let dir = tempfile::tempdir().unwrap();
     let with_mode = |mode: &str| {
-        let file = pipeline(
+        pipeline(
             dir.path(),
             &db,
             &format!("  table.include.list: public.items\n  snapshot.mode: {mode}\n"),
             false,
-        );
-        file
+        )
     };
     let reads = |dir: &std::path::Path| {
         lines(dir)
