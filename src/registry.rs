@@ -12,7 +12,7 @@ use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
-use sluice_sources::postgres::{PostgresConfig, PostgresSource};
+use sluice_sources::postgres::{PostgresConfig, PostgresSource, OVERRIDE_PREFIX};
 use sluice_transforms::route::{Route, RouteConfig};
 
 fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, ConfigError> {
@@ -41,7 +41,23 @@ impl ComponentSpec for SourceSpec {
                 SourceSpec::Datagen(config)
             }
             "postgres" => {
-                let config: PostgresConfig = body(node, skip)?;
+                let mut keys: Vec<&str> = skip.to_vec();
+                keys.push(OVERRIDE_PREFIX);
+                let config: PostgresConfig = body(node, &keys)?;
+                let mut statements = Vec::new();
+                for (key, value) in node.entries().unwrap_or_default() {
+                    let name = key.as_text().unwrap_or_default();
+                    if let Some(table) = name.strip_prefix(OVERRIDE_PREFIX) {
+                        let sql = value.as_text().ok_or_else(|| {
+                            ConfigError::at(value.loc, "expected a SELECT statement")
+                                .with_path(name.clone())
+                        })?;
+                        statements.push((table.to_owned(), sql));
+                    }
+                }
+                let config = config
+                    .with_overrides(statements)
+                    .map_err(|m| ConfigError::at(node.loc, m))?;
                 config
                     .validate()
                     .map_err(|m| ConfigError::at(node.loc, m))?;

@@ -281,7 +281,8 @@ impl<'a> NodeDeserializer<'a> {
         NodeDeserializer { node, skip: &[] }
     }
 
-    /// Ignores these keys of a mapping (keys handled by the caller, such as `type`).
+    /// Ignores these keys of a mapping (keys handled by the caller, such as `type`); a key ending
+    /// in `.` ignores every key with that prefix.
     pub fn skipping(node: &'a Node, skip: &'a [&'a str]) -> Self {
         NodeDeserializer { node, skip }
     }
@@ -586,7 +587,13 @@ impl<'de> MapAccess<'de> for NodeMap<'_> {
                 return Ok(None);
             };
             let name = key.as_text().unwrap_or_default();
-            if self.skip.contains(&name.as_str()) {
+            // An entry ending in `.` skips every key with that prefix (dynamic keys such as
+            // Debezium's `snapshot.select.statement.overrides.<table>`).
+            let skipped = self
+                .skip
+                .iter()
+                .any(|k| *k == name || (k.ends_with('.') && name.starts_with(k)));
+            if skipped {
                 continue;
             }
             let result = seed.deserialize(NodeDeserializer::new(key)).map_err(|e| {

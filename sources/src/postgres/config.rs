@@ -242,6 +242,13 @@ pub struct PostgresConfig {
     /// Snapshot mode (default `initial`).
     #[serde(rename = "snapshot.mode", default)]
     pub snapshot_mode: SnapshotMode,
+    /// Tables whose snapshot uses a custom SELECT, each given as
+    /// `snapshot.select.statement.overrides.<schema>.<table>` (read by [`Self::with_overrides`]).
+    #[serde(rename = "snapshot.select.statement.overrides", default)]
+    pub snapshot_overrides_tables: Option<String>,
+    /// The custom SELECT per `schema.table`.
+    #[serde(skip)]
+    pub snapshot_overrides: std::collections::BTreeMap<String, String>,
     /// Accepted for Debezium compatibility; it has no effect: the snapshot streams each table
     /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
@@ -331,7 +338,40 @@ pub struct Skipped {
     pub truncate: bool,
 }
 
+/// The prefix of Debezium's per-table snapshot SELECT keys.
+pub const OVERRIDE_PREFIX: &str = "snapshot.select.statement.overrides.";
+
 impl PostgresConfig {
+    /// Adds the per-table SELECTs (`snapshot.select.statement.overrides.<schema>.<table>: SELECT
+    /// ...`), checking that they match the tables listed in `snapshot.select.statement.overrides`.
+    pub fn with_overrides(mut self, statements: Vec<(String, String)>) -> Result<Self, String> {
+        let listed: Vec<String> = self
+            .snapshot_overrides_tables
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect();
+        for (table, sql) in statements {
+            if !listed.contains(&table) {
+                return Err(format!(
+                    "`{OVERRIDE_PREFIX}{table}` is set, but `{table}` is not listed in `snapshot.select.statement.overrides`"
+                ));
+            }
+            self.snapshot_overrides.insert(table, sql);
+        }
+        if let Some(missing) = listed
+            .iter()
+            .find(|t| !self.snapshot_overrides.contains_key(*t))
+        {
+            return Err(format!(
+                "`snapshot.select.statement.overrides` lists `{missing}` but `{OVERRIDE_PREFIX}{missing}` is not set"
+            ));
+        }
+        Ok(self)
+    }
+
     /// Checks what serde cannot; messages say how to fix.
     pub fn validate(&self) -> Result<(), String> {
         if self.plugin_name != "pgoutput" {

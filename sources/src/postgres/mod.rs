@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
 use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
 
-pub use config::{PostgresConfig, SnapshotMode};
+pub use config::{PostgresConfig, SnapshotMode, OVERRIDE_PREFIX};
 pub use error::PgError;
 pub use offset::PgOffset;
 
@@ -219,6 +219,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             consistent_point,
             prefix: config.topic_prefix.as_str().into(),
             db: db.as_str().into(),
+            overrides: &config.snapshot_overrides,
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");

@@ -23,6 +23,9 @@ pub struct SnapshotPlan<'a> {
     pub prefix: Arc<str>,
     /// Database name.
     pub db: Arc<str>,
+    /// Custom SELECTs by `schema.table` (`snapshot.select.statement.overrides`); they must return
+    /// the table's columns in table order.
+    pub overrides: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Emits every row of every table as `op: r`, with Debezium's `snapshot` markers (`first`,
@@ -74,12 +77,19 @@ pub async fn run(
             .join(", ");
         let what = || format!("snapshot of {}.{}", table.schema_name, table.table);
         // COPY streams the rows (TCP backpressure holds the server while the queues are full).
-        let stream = client
-            .copy_out(&format!(
-                "COPY (SELECT {columns} FROM {}.{}) TO STDOUT",
+        let select = match plan
+            .overrides
+            .get(&format!("{}.{}", table.schema_name, table.table))
+        {
+            Some(custom) => custom.trim().trim_end_matches(';').to_owned(),
+            None => format!(
+                "SELECT {columns} FROM {}.{}",
                 quote_ident(&table.schema_name),
                 quote_ident(&table.table)
-            ))
+            ),
+        };
+        let stream = client
+            .copy_out(&format!("COPY ({select}) TO STDOUT"))
             .await
             .map_err(|e| PgError::query(what(), e))?;
         futures_util::pin_mut!(stream);
