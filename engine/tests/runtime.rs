@@ -449,3 +449,109 @@ fn a_failed_delivery_is_written_again_with_everything_after_it() {
         "the failed delivery was recorded"
     );
 }
+
+/// Counters land in whatever recorder is installed; this one keeps them for the test.
+#[derive(Default)]
+struct Capture {
+    counters: Mutex<std::collections::BTreeMap<String, Arc<AtomicU64>>>,
+}
+
+struct Count(Arc<AtomicU64>);
+
+impl metrics::CounterFn for Count {
+    fn increment(&self, value: u64) {
+        self.0.fetch_add(value, Ordering::SeqCst);
+    }
+    fn absolute(&self, value: u64) {
+        self.0.fetch_max(value, Ordering::SeqCst);
+    }
+}
+
+impl metrics::Recorder for Capture {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let component = key
+            .labels()
+            .find(|l| l.key() == "component")
+            .map(|l| l.value().to_owned())
+            .unwrap_or_default();
+        let name = format!("{}{{{component}}}", key.name());
+        let cell = self
+            .counters
+            .lock()
+            .unwrap()
+            .entry(name)
+            .or_default()
+            .clone();
+        metrics::Counter::from_arc(Arc::new(Count(cell)))
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+#[test]
+fn per_component_counters_count_every_event() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let capture = Capture::default();
+    let (a, b) = (Recorder::default(), Recorder::default());
+    metrics::with_local_recorder(&capture, || {
+        runtime::run(
+            plan(
+                counting(1_000, 10, 8, Arc::new(AtomicU64::new(0))),
+                &[("a", a.clone()), ("b", b.clone())],
+                limits(100, 1 << 30, 10),
+                dir.path().into(),
+            ),
+            RunOptions::default(),
+        )
+        .expect("run");
+    });
+    let counters = capture.counters.lock().unwrap();
+    let get = |name: &str| counters.get(name).map_or(0, |c| c.load(Ordering::SeqCst));
+    for component in ["source", "transforms", "sink:a", "sink:b"] {
+        assert_eq!(
+            get(&format!("sluice_events_received_total{{{component}}}")),
+            1_000,
+            "{component} received"
+        );
+        assert_eq!(
+            get(&format!("sluice_events_sent_total{{{component}}}")),
+            1_000,
+            "{component} sent"
+        );
+        assert_eq!(
+            get(&format!("sluice_events_failed_total{{{component}}}")),
+            0,
+            "{component} failed"
+        );
+    }
+    assert_eq!(a.positions().len(), 1_000);
+}
