@@ -62,7 +62,7 @@ pub async fn run(
         snapshot_completed: false,
     }
     .position();
-    let sequence = format!("[null,\"{}\"]", plan.consistent_point);
+    let sequence: Arc<str> = format!("[null,\"{}\"]", plan.consistent_point).into();
     let max_batch = ctx.limits().max_batch_size;
     let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
     // One event is held back so that the last one can be marked `last`.

@@ -363,7 +363,7 @@ impl Streamer<'_> {
             db: &self.db,
             ts_micros: tx.commit_micros,
             snapshot: &self.not_snapshot,
-            sequence: Some(format!("[\"{last_done}\",\"{lsn}\"]")),
+            sequence: Some(format!("[\"{last_done}\",\"{lsn}\"]").into()),
             tx_id: Some(i64::from(tx.xid)),
             lsn: Some(lsn as i64),
         }

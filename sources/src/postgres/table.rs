@@ -89,7 +89,7 @@ pub struct SourceInfo<'a> {
     /// `snapshot` marker (`false` when streaming).
     pub snapshot: &'a Arc<str>,
     /// `sequence`: `[last commit LSN, this LSN]` as Debezium writes it.
-    pub sequence: Option<String>,
+    pub sequence: Option<Arc<str>>,
     /// Transaction id.
     pub tx_id: Option<i64>,
     /// LSN.
@@ -241,7 +241,7 @@ impl TableSchema {
             Value::Int64(ts.millis()),
             Value::String(info.snapshot.clone()),
             Value::String(info.db.clone()),
-            info.sequence.clone().map_or(Value::Null, Value::from),
+            info.sequence.clone().map_or(Value::Null, Value::String),
             Value::Int64(ts.micros()),
             Value::Int64(ts.nanos),
             Value::String(self.shared[2].clone()),
