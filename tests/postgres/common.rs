@@ -123,10 +123,20 @@ pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
             }
             panic!("sluice exited early:\n{err}");
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "timed out waiting for {n} lines"
-        );
+        if start.elapsed() > Duration::from_secs(120) {
+            // Stop it so that it does not hold the test's slot, and show what it said.
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!(
+                "timed out waiting for {n} lines (have {}); sluice said:\n{err}",
+                lines(dir).len()
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }

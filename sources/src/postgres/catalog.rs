@@ -120,10 +120,9 @@ impl ConnInfo {
         use tokio_postgres::config::SslMode as Mode;
         let (tls, mode) = match self.sslmode {
             SslMode::Disable => (None, Mode::Disable),
-            SslMode::Prefer => (
-                Some(super::tls::client_config(false, false, None)?),
-                Mode::Prefer,
-            ),
+            // `prefer` connects without TLS for now (see the README: an intermittent stall of
+            // the stream was seen with TLS on and is not understood yet).
+            SslMode::Prefer => (None, Mode::Disable),
             SslMode::Require => (
                 Some(super::tls::client_config(false, false, None)?),
                 Mode::Require,

@@ -96,8 +96,7 @@ async fn slot_state(
 /// SQL connection has just shown whether it offers it).
 fn replication_tls(info: &ConnInfo) -> TlsConfig {
     let mode = match info.sslmode {
-        config::SslMode::Disable => return TlsConfig::disabled(),
-        config::SslMode::Prefer => pgwire_replication::SslMode::Prefer,
+        config::SslMode::Disable | config::SslMode::Prefer => return TlsConfig::disabled(),
         config::SslMode::Require => pgwire_replication::SslMode::Require,
         config::SslMode::VerifyCa => pgwire_replication::SslMode::VerifyCa,
         config::SslMode::VerifyFull => pgwire_replication::SslMode::VerifyFull,
