@@ -211,3 +211,19 @@ pub fn snapshot_field_schema() -> Arc<Schema> {
         })
         .clone()
 }
+
+/// A `source` block schema named `name` (version 1) with the fields every Debezium connector
+/// starts it with: `version`, `connector`, `name`, `ts_ms`, `snapshot`, `db`. Connectors add
+/// their own fields after these.
+pub fn source_block_builder(name: &str) -> super::schema::SchemaBuilder {
+    let string = Schema::primitive(SchemaType::String, false);
+    Schema::struct_builder()
+        .name(name)
+        .version(1)
+        .field("version", string.clone())
+        .field("connector", string.clone())
+        .field("name", string.clone())
+        .field("ts_ms", Schema::primitive(SchemaType::Int64, false))
+        .field("snapshot", snapshot_field_schema())
+        .field("db", string)
+}

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use envelope::{
-    snapshot_field_schema, transaction_block_schema, EnvelopeSchema, Op, SourceTimestamps,
+    snapshot_field_schema, source_block_builder, transaction_block_schema, EnvelopeSchema, Op,
+    SourceTimestamps,
 };
 pub use schema::{decimal_schema, names, Field, Schema, SchemaBuilder, SchemaType};
 pub use value::{Struct, Value};

@@ -68,15 +68,7 @@ struct Constants {
 fn source_schema() -> Arc<Schema> {
     let s = |o| Schema::primitive(SchemaType::String, o);
     let i = |o| Schema::primitive(SchemaType::Int64, o);
-    Schema::struct_builder()
-        .name("io.sluice.connector.datagen.Source")
-        .version(1)
-        .field("version", s(false))
-        .field("connector", s(false))
-        .field("name", s(false))
-        .field("ts_ms", i(false))
-        .field("snapshot", sluice_engine::event::snapshot_field_schema())
-        .field("db", s(false))
+    sluice_engine::event::source_block_builder("io.sluice.connector.datagen.Source")
         .field("ts_us", i(true))
         .field("ts_ns", i(true))
         .field("schema", s(false))

@@ -196,8 +196,8 @@ impl Streamer<'_> {
         }
     }
 
-    async fn table(&mut self, oid: u32) -> Result<Option<Arc<TableSchema>>, PgError> {
-        Ok(self.tables.get(&oid).cloned().flatten())
+    fn table(&self, oid: u32) -> Option<Arc<TableSchema>> {
+        self.tables.get(&oid).cloned().flatten()
     }
 
     async fn on_relation(
@@ -266,7 +266,7 @@ impl Streamer<'_> {
                     return Ok(());
                 }
                 for oid in oids.clone() {
-                    if let Some(table) = self.table(oid).await? {
+                    if let Some(table) = self.table(oid) {
                         let info = self.info(tx, last_done, lsn);
                         let event =
                             table.event(Op::Truncate, None, None, None, &info, Position::Offset(0));
@@ -277,7 +277,7 @@ impl Streamer<'_> {
             }
             _ => return Ok(()),
         };
-        let Some(table) = self.table(oid).await? else {
+        let Some(table) = self.table(oid) else {
             return Ok(());
         };
         let info = self.info(tx, last_done, lsn);
