@@ -253,6 +253,13 @@ pub struct PostgresConfig {
     /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
     pub snapshot_fetch_size: usize,
+    /// Connections reading the snapshot in parallel (default 1).
+    #[serde(rename = "snapshot.max.threads", default = "default_threads")]
+    pub snapshot_max_threads: usize,
+    /// With more than one thread: tables with a single integer primary key and more rows than
+    /// this are read in primary-key ranges of about this many rows (0: never split).
+    #[serde(rename = "snapshot.chunk.size", default = "default_chunk")]
+    pub snapshot_chunk_size: u64,
     /// Temporal types (default `adaptive`).
     #[serde(rename = "time.precision.mode", default)]
     pub time_precision_mode: TimePrecisionMode,
@@ -308,6 +315,12 @@ fn default_publication() -> String {
 }
 fn default_fetch() -> usize {
     10_240
+}
+fn default_threads() -> usize {
+    1
+}
+fn default_chunk() -> u64 {
+    100_000
 }
 fn default_money_digits() -> u32 {
     2
@@ -395,6 +408,9 @@ impl PostgresConfig {
         }
         if self.url.is_none() && self.dbname.is_none() {
             return Err("set `database.dbname` (or `database.url`)".to_owned());
+        }
+        if self.snapshot_max_threads == 0 || self.snapshot_max_threads > 64 {
+            return Err("`snapshot.max.threads` must be between 1 and 64".to_owned());
         }
         if self.snapshot_fetch_size == 0 {
             return Err("`snapshot.fetch.size` must be at least 1".to_owned());

@@ -11,6 +11,7 @@
 
 mod catalog;
 mod config;
+mod copy;
 mod error;
 mod offset;
 mod pgoutput;
@@ -219,6 +220,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             prefix: config.topic_prefix.as_str().into(),
             db: db.as_str().into(),
             overrides: &config.snapshot_overrides,
+            info: &info,
+            threads: config.snapshot_max_threads,
+            chunk_size: config.snapshot_chunk_size,
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");

@@ -1,15 +1,31 @@
 //! The initial snapshot, read inside the replication slot's exported snapshot so that it meets
 //! the stream with no gap and no duplicate.
+//!
+//! The work is cut into units (a table, or a primary-key range of a large table). Readers (this
+//! task's connection, plus `snapshot.max.threads - 1` threads with their own connections, each
+//! importing the same exported snapshot) take units in order and send rows through one bounded
+//! channel; the collector here marks them the way Debezium does and emits them. Memory stays
+//! bounded by the channel and the queues; a full queue holds every reader.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sluice_engine::{Batch, ChangeEvent, Op, SourceContext};
+use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext};
+use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use super::catalog::quote_ident;
+use super::catalog::{quote_ident, ConnInfo};
+use super::copy::unescape_copy;
 use super::error::PgError;
 use super::offset::PgOffset;
 use super::table::{Cell, SourceInfo, TableSchema};
+
+/// The most rows a reader sends at once.
+const PIECE: usize = 256;
+
+/// The most units one table is cut into.
+const MAX_CHUNKS: u64 = 4096;
 
 /// What the snapshot needs to know.
 pub struct SnapshotPlan<'a> {
@@ -25,7 +41,51 @@ pub struct SnapshotPlan<'a> {
     pub db: Arc<str>,
     /// Custom SELECTs by `schema.table` (`snapshot.select.statement.overrides`); they must return
     /// the table's columns in table order.
-    pub overrides: &'a std::collections::BTreeMap<String, String>,
+    pub overrides: &'a BTreeMap<String, String>,
+    /// How to open more connections.
+    pub info: &'a ConnInfo,
+    /// `snapshot.max.threads`.
+    pub threads: usize,
+    /// `snapshot.chunk.size` (0: never split a table).
+    pub chunk_size: u64,
+}
+
+/// A table, or the key range `[lo, hi)` of one (`None`: unbounded).
+#[derive(Debug, Clone)]
+struct Unit {
+    table: usize,
+    range: Option<(Option<i64>, Option<i64>)>,
+}
+
+enum Piece {
+    Rows(usize, Vec<ChangeEvent>),
+    Done(usize),
+    Failed(PgError),
+}
+
+/// What every reader shares.
+struct Shared {
+    tables: Vec<Arc<TableSchema>>,
+    overrides: BTreeMap<String, String>,
+    units: Vec<Unit>,
+    next: AtomicUsize,
+    snapshot_name: String,
+    prefix: Arc<str>,
+    db: Arc<str>,
+    marker: Arc<str>,
+    sequence: Arc<str>,
+    started_micros: i64,
+    tx_id: i64,
+    lsn: i64,
+    position: Position,
+    batch: usize,
+}
+
+fn begin_sql(snapshot_name: &str) -> String {
+    format!(
+        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{}'",
+        snapshot_name.replace('\'', "''")
+    )
 }
 
 /// Emits every row of every table as `op: r`, with Debezium's `snapshot` markers (`first`,
@@ -38,10 +98,7 @@ pub async fn run(
 ) -> Result<u64, PgError> {
     let q = |e| PgError::query("snapshot", e);
     client
-        .batch_execute(&format!(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{}'",
-            plan.snapshot_name.replace('\'', "''")
-        ))
+        .batch_execute(&begin_sql(plan.snapshot_name))
         .await
         .map_err(q)?;
     let started_micros = std::time::SystemTime::now()
@@ -56,121 +113,390 @@ pub async fn run(
         .await
         .map_err(q)?
         .get::<_, i64>(0);
-    let incomplete = PgOffset {
-        lsn: plan.consistent_point,
-        tx: None,
-        snapshot_completed: false,
+    let units = plan_units(client, plan).await?;
+    let threads = plan.threads.clamp(1, units.len().max(1));
+    if threads > 1 {
+        tracing::info!(
+            units = units.len(),
+            threads,
+            "Reading the snapshot in parallel."
+        );
     }
-    .position();
-    let sequence: Arc<str> = format!("[null,\"{}\"]", plan.consistent_point).into();
-    let max_batch = ctx.limits().max_batch_size;
-    let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
-    // One event is held back so that the last one can be marked `last`.
-    let mut pending: Option<(usize, ChangeEvent)> = None;
-    let mut rows = 0u64;
-    let markers: [Arc<str>; 3] = ["first", "first_in_data_collection", "true"].map(Arc::from);
-    for (t, table) in plan.tables.iter().enumerate() {
-        let columns = table
-            .column_names()
-            .map(quote_ident)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let what = || format!("snapshot of {}.{}", table.schema_name, table.table);
-        // COPY streams the rows (TCP backpressure holds the server while the queues are full).
-        let select = match plan
-            .overrides
-            .get(&format!("{}.{}", table.schema_name, table.table))
-        {
-            Some(custom) => custom.trim().trim_end_matches(';').to_owned(),
-            None => format!(
-                "SELECT {columns} FROM {}.{}",
-                quote_ident(&table.schema_name),
-                quote_ident(&table.table)
-            ),
-        };
-        let stream = client
-            .copy_out(&format!("COPY ({select}) TO STDOUT"))
-            .await
-            .map_err(|e| PgError::query(what(), e))?;
-        futures_util::pin_mut!(stream);
-        let mut first_in_table = true;
-        let mut carry: Vec<u8> = Vec::new();
-        while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
-            let chunk = chunk.map_err(|e| PgError::query(what(), e))?;
-            carry.extend_from_slice(&chunk);
-            let mut consumed = 0;
-            while let Some(nl) = carry[consumed..].iter().position(|b| *b == b'\n') {
-                let line = std::str::from_utf8(&carry[consumed..consumed + nl])
-                    .map_err(|e| PgError::Decode(format!("{}: row is not UTF-8: {e}", what())))?;
-                consumed += nl + 1;
-                let mut fields: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(table.width());
-                let mut nulls = Vec::with_capacity(table.width());
-                for field in line.split('\t') {
-                    nulls.push(field == "\\N");
-                    fields.push(unescape_copy(field));
-                }
-                let cells: Vec<Cell<'_>> = fields
-                    .iter()
-                    .zip(&nulls)
-                    .map(|(f, null)| if *null { Cell::Null } else { Cell::Text(f) })
-                    .collect();
-                let marker = match (rows, first_in_table) {
-                    (0, _) => &markers[0],
-                    (_, true) => &markers[1],
-                    _ => &markers[2],
-                };
-                first_in_table = false;
-                let info = SourceInfo {
-                    name: &plan.prefix,
-                    db: &plan.db,
-                    ts_micros: started_micros,
-                    snapshot: marker,
-                    sequence: Some(sequence.clone()),
-                    tx_id: Some(tx_id),
-                    lsn: Some(plan.consistent_point as i64),
-                };
-                let key = table.key(&cells).map_err(PgError::Decode)?;
-                let after = table.row(&cells).map_err(PgError::Decode)?;
-                let event =
-                    table.event(Op::Read, key, None, Some(after), &info, incomplete.clone());
-                rows += 1;
-                if let Some((pt, mut previous)) = pending.replace((t, event)) {
-                    if pt != t && **marker == *"first_in_data_collection" {
-                        set_marker(&mut previous, "last_in_data_collection");
-                    }
-                    batch.push(previous);
-                }
-                if batch.len() >= max_batch
-                    && ctx
-                        .emit(Batch::new(std::mem::take(&mut batch)))
-                        .await
-                        .is_err()
-                {
-                    return Ok(rows);
-                }
-            }
-            carry.drain(..consumed);
+    let shared = Arc::new(Shared {
+        tables: plan.tables.to_vec(),
+        overrides: plan.overrides.clone(),
+        units,
+        next: AtomicUsize::new(0),
+        snapshot_name: plan.snapshot_name.to_owned(),
+        prefix: plan.prefix.clone(),
+        db: plan.db.clone(),
+        marker: "true".into(),
+        sequence: format!("[null,\"{}\"]", plan.consistent_point).into(),
+        started_micros,
+        tx_id,
+        lsn: plan.consistent_point as i64,
+        position: PgOffset {
+            lsn: plan.consistent_point,
+            tx: None,
+            snapshot_completed: false,
         }
+        .position(),
+        batch: ctx.limits().max_batch_size.clamp(1, PIECE),
+    });
+    let (tx, rx) = mpsc::channel::<Piece>(2 * threads);
+    for worker in 1..threads {
+        spawn_reader(worker, plan.info.clone(), shared.clone(), tx.clone())?;
     }
-    client.batch_execute("COMMIT").await.map_err(q)?;
     let done = PgOffset {
         lsn: plan.consistent_point,
         tx: None,
         snapshot_completed: true,
     }
     .position();
-    if let Some((_, mut last)) = pending.take() {
-        set_marker(&mut last, "last");
-        last.position = done.clone();
-        batch.push(last);
-    }
-    let _ = ctx
-        .emit(Batch {
-            events: batch,
-            position: Some(done),
-        })
-        .await;
+    let collector = Collector::new(plan.tables.len(), &shared.units, done);
+    let (rows, ()) = tokio::join!(collector.run(rx, ctx), read_and_report(client, &shared, tx));
+    let rows = rows?;
+    client.batch_execute("COMMIT").await.map_err(q)?;
     Ok(rows)
+}
+
+/// Cuts large tables with a single integer key into key ranges (only when reading in parallel).
+async fn plan_units(client: &Client, plan: &SnapshotPlan<'_>) -> Result<Vec<Unit>, PgError> {
+    let mut units = Vec::with_capacity(plan.tables.len());
+    for (t, table) in plan.tables.iter().enumerate() {
+        let name = format!("{}.{}", table.schema_name, table.table);
+        let key = match &table.int_key {
+            Some(k)
+                if plan.threads > 1
+                    && plan.chunk_size > 0
+                    && !plan.overrides.contains_key(&name) =>
+            {
+                k
+            }
+            _ => {
+                units.push(Unit {
+                    table: t,
+                    range: None,
+                });
+                continue;
+            }
+        };
+        let qualified = format!(
+            "{}.{}",
+            quote_ident(&table.schema_name),
+            quote_ident(&table.table)
+        );
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT (SELECT reltuples::bigint FROM pg_class WHERE oid = $1::text::regclass), min({k})::bigint, max({k})::bigint FROM {qualified}",
+                    k = quote_ident(key)
+                ),
+                &[&qualified],
+            )
+            .await
+            .map_err(|e| PgError::query(format!("planning the snapshot of {name}"), e))?;
+        let (estimate, min, max): (Option<i64>, Option<i64>, Option<i64>) =
+            (row.get(0), row.get(1), row.get(2));
+        let (Some(min), Some(max)) = (min, max) else {
+            units.push(Unit {
+                table: t,
+                range: None,
+            });
+            continue;
+        };
+        let span = (i128::from(max) - i128::from(min) + 1).max(1) as u128;
+        let rows = match estimate {
+            Some(n) if n > 0 => n as u128,
+            _ => span,
+        };
+        let chunks = rows
+            .div_ceil(u128::from(plan.chunk_size))
+            .clamp(1, u128::from(MAX_CHUNKS))
+            .min(span);
+        let step = span.div_ceil(chunks);
+        let mut lo: Option<i64> = None;
+        for c in 1..chunks {
+            let bound = (i128::from(min) + (c * step) as i128) as i64;
+            units.push(Unit {
+                table: t,
+                range: Some((lo, Some(bound))),
+            });
+            lo = Some(bound);
+        }
+        units.push(Unit {
+            table: t,
+            range: if chunks > 1 { Some((lo, None)) } else { None },
+        });
+    }
+    Ok(units)
+}
+
+/// A reader thread with its own connection and runtime.
+fn spawn_reader(
+    worker: usize,
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Piece>,
+) -> Result<(), PgError> {
+    std::thread::Builder::new()
+        .name(format!("sluice-snapshot-{worker}"))
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.blocking_send(Piece::Failed(PgError::Setup(format!(
+                        "cannot start snapshot reader {worker}: {e}"
+                    ))));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let client = match info.connect("sluice-snapshot").await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = tx.send(Piece::Failed(e)).await;
+                        return;
+                    }
+                };
+                if let Err(e) = client
+                    .batch_execute(&begin_sql(&shared.snapshot_name))
+                    .await
+                {
+                    let _ = tx
+                        .send(Piece::Failed(PgError::query(
+                            "importing the exported snapshot",
+                            e,
+                        )))
+                        .await;
+                    return;
+                }
+                read_and_report(&client, &shared, tx).await;
+                let _ = client.batch_execute("COMMIT").await;
+            });
+        })
+        .map(|_| ())
+        .map_err(|e| PgError::Setup(format!("cannot start snapshot reader {worker}: {e}")))
+}
+
+/// Reads units until none is left; a failure is sent to the collector.
+async fn read_and_report(client: &Client, shared: &Shared, tx: mpsc::Sender<Piece>) {
+    loop {
+        let i = shared.next.fetch_add(1, Ordering::Relaxed);
+        let Some(unit) = shared.units.get(i) else {
+            return;
+        };
+        match read_unit(client, shared, unit, &tx).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                let _ = tx.send(Piece::Failed(e)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Reads one unit with COPY (TCP backpressure holds the server while the channel is full).
+/// Returns `false` when the collector is gone.
+async fn read_unit(
+    client: &Client,
+    shared: &Shared,
+    unit: &Unit,
+    tx: &mpsc::Sender<Piece>,
+) -> Result<bool, PgError> {
+    let table = &shared.tables[unit.table];
+    let what = || format!("snapshot of {}.{}", table.schema_name, table.table);
+    let columns = table
+        .column_names()
+        .map(quote_ident)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let select = match shared
+        .overrides
+        .get(&format!("{}.{}", table.schema_name, table.table))
+    {
+        Some(custom) => custom.trim().trim_end_matches(';').to_owned(),
+        None => {
+            let mut select = format!(
+                "SELECT {columns} FROM {}.{}",
+                quote_ident(&table.schema_name),
+                quote_ident(&table.table)
+            );
+            if let (Some((lo, hi)), Some(key)) = (unit.range, &table.int_key) {
+                let key = quote_ident(key);
+                let conditions: Vec<String> = [
+                    lo.map(|lo| format!("{key} >= {lo}")),
+                    hi.map(|hi| format!("{key} < {hi}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if !conditions.is_empty() {
+                    select.push_str(" WHERE ");
+                    select.push_str(&conditions.join(" AND "));
+                }
+            }
+            select
+        }
+    };
+    let stream = client
+        .copy_out(&format!("COPY ({select}) TO STDOUT"))
+        .await
+        .map_err(|e| PgError::query(what(), e))?;
+    futures_util::pin_mut!(stream);
+    let info = SourceInfo {
+        name: &shared.prefix,
+        db: &shared.db,
+        ts_micros: shared.started_micros,
+        snapshot: &shared.marker,
+        sequence: Some(shared.sequence.clone()),
+        tx_id: Some(shared.tx_id),
+        lsn: Some(shared.lsn),
+    };
+    let mut events: Vec<ChangeEvent> = Vec::with_capacity(shared.batch);
+    let mut carry: Vec<u8> = Vec::new();
+    while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+        let chunk = chunk.map_err(|e| PgError::query(what(), e))?;
+        carry.extend_from_slice(&chunk);
+        let mut consumed = 0;
+        while let Some(nl) = carry[consumed..].iter().position(|b| *b == b'\n') {
+            let line = std::str::from_utf8(&carry[consumed..consumed + nl])
+                .map_err(|e| PgError::Decode(format!("{}: row is not UTF-8: {e}", what())))?;
+            consumed += nl + 1;
+            let mut fields: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(table.width());
+            let mut nulls = Vec::with_capacity(table.width());
+            for field in line.split('\t') {
+                nulls.push(field == "\\N");
+                fields.push(unescape_copy(field));
+            }
+            let cells: Vec<Cell<'_>> = fields
+                .iter()
+                .zip(&nulls)
+                .map(|(f, null)| if *null { Cell::Null } else { Cell::Text(f) })
+                .collect();
+            let key = table.key(&cells).map_err(PgError::Decode)?;
+            let after = table.row(&cells).map_err(PgError::Decode)?;
+            events.push(table.event(
+                Op::Read,
+                key,
+                None,
+                Some(after),
+                &info,
+                shared.position.clone(),
+            ));
+            if events.len() >= shared.batch {
+                let full = std::mem::replace(&mut events, Vec::with_capacity(shared.batch));
+                if tx.send(Piece::Rows(unit.table, full)).await.is_err() {
+                    return Ok(false);
+                }
+            }
+        }
+        carry.drain(..consumed);
+    }
+    if !events.is_empty() && tx.send(Piece::Rows(unit.table, events)).await.is_err() {
+        return Ok(false);
+    }
+    Ok(tx.send(Piece::Done(unit.table)).await.is_ok())
+}
+
+/// Marks and emits what the readers send.
+struct Collector {
+    /// Units still being read, per table.
+    remaining: Vec<usize>,
+    tables_left: usize,
+    /// Each table's latest row, held back until the next one (or the table's end) tells its
+    /// marker.
+    pending: Vec<Option<ChangeEvent>>,
+    seen: Vec<bool>,
+    rows: u64,
+    done: Position,
+}
+
+impl Collector {
+    fn new(tables: usize, units: &[Unit], done: Position) -> Self {
+        let mut remaining = vec![0; tables];
+        for u in units {
+            remaining[u.table] += 1;
+        }
+        Collector {
+            tables_left: remaining.iter().filter(|n| **n > 0).count(),
+            remaining,
+            pending: (0..tables).map(|_| None).collect(),
+            seen: vec![false; tables],
+            rows: 0,
+            done,
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Piece>,
+        ctx: &mut SourceContext,
+    ) -> Result<u64, PgError> {
+        let max_batch = ctx.limits().max_batch_size;
+        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
+        while self.tables_left > 0 {
+            let Some(piece) = rx.recv().await else {
+                if ctx.is_stopping() {
+                    return Ok(self.rows);
+                }
+                return Err(PgError::Replication(
+                    "the snapshot readers ended before the snapshot was complete".into(),
+                ));
+            };
+            match piece {
+                Piece::Failed(e) => return Err(e),
+                Piece::Rows(t, events) => {
+                    for mut event in events {
+                        if self.rows == 0 {
+                            set_marker(&mut event, "first");
+                        } else if !self.seen[t] {
+                            set_marker(&mut event, "first_in_data_collection");
+                        }
+                        self.seen[t] = true;
+                        self.rows += 1;
+                        if let Some(previous) = self.pending[t].replace(event) {
+                            batch.push(previous);
+                        }
+                    }
+                }
+                Piece::Done(t) => {
+                    self.remaining[t] -= 1;
+                    if self.remaining[t] == 0 {
+                        self.tables_left -= 1;
+                        if let Some(mut last) = self.pending[t].take() {
+                            if self.tables_left == 0 {
+                                set_marker(&mut last, "last");
+                                last.position = self.done.clone();
+                            } else {
+                                set_marker(&mut last, "last_in_data_collection");
+                            }
+                            batch.push(last);
+                        }
+                    }
+                }
+            }
+            if batch.len() >= max_batch
+                && ctx
+                    .emit(Batch::new(std::mem::take(&mut batch)))
+                    .await
+                    .is_err()
+            {
+                return Ok(self.rows);
+            }
+        }
+        let _ = ctx
+            .emit(Batch {
+                events: batch,
+                position: Some(self.done),
+            })
+            .await;
+        Ok(self.rows)
+    }
 }
 
 fn set_marker(event: &mut ChangeEvent, marker: &str) {
@@ -179,93 +505,5 @@ fn set_marker(event: &mut ChangeEvent, marker: &str) {
     };
     if let Some(source) = value.get_mut("source").and_then(|s| s.as_struct_mut()) {
         source.set("snapshot", sluice_engine::Value::from(marker));
-    }
-}
-
-/// Undoes COPY's text-format escapes (`\\`, `\t`, `\n`, `\r`, `\b`, `\f`, `\v`, octal,
-/// `\x` hex); borrows when there is nothing to undo.
-fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
-    if !field.contains('\\') {
-        return std::borrow::Cow::Borrowed(field);
-    }
-    let b = field.as_bytes();
-    let mut out: Vec<u8> = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' || i + 1 == b.len() {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        let c = b[i + 1];
-        i += 2;
-        match c {
-            b'b' => out.push(8),
-            b'f' => out.push(12),
-            b'n' => out.push(b'\n'),
-            b'r' => out.push(b'\r'),
-            b't' => out.push(b'\t'),
-            b'v' => out.push(11),
-            b'0'..=b'7' => {
-                let mut v = u32::from(c - b'0');
-                let mut n = 1;
-                while n < 3 && i < b.len() && (b'0'..=b'7').contains(&b[i]) {
-                    v = v * 8 + u32::from(b[i] - b'0');
-                    i += 1;
-                    n += 1;
-                }
-                out.push(v as u8);
-            }
-            b'x' => {
-                let mut v = 0u32;
-                let mut n = 0;
-                while n < 2 && i < b.len() && b[i].is_ascii_hexdigit() {
-                    v = v * 16 + (b[i] as char).to_digit(16).unwrap_or(0);
-                    i += 1;
-                    n += 1;
-                }
-                out.push(v as u8);
-            }
-            other => out.push(other),
-        }
-    }
-    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unescape_copy;
-    use proptest::prelude::*;
-
-    /// COPY's text escaping, as the server writes it.
-    fn escape(s: &str) -> String {
-        let mut out = String::new();
-        for c in s.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '\t' => out.push_str("\\t"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\u{8}' => out.push_str("\\b"),
-                '\u{c}' => out.push_str("\\f"),
-                '\u{b}' => out.push_str("\\v"),
-                c => out.push(c),
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn escapes_are_undone() {
-        assert_eq!(unescape_copy("plain"), "plain");
-        assert_eq!(unescape_copy("a\\tb\\\\c\\nd"), "a\tb\\c\nd");
-        assert_eq!(unescape_copy("\\101\\x42"), "AB");
-    }
-
-    proptest! {
-        #[test]
-        fn escaping_round_trips(s in ".*") {
-            prop_assert_eq!(unescape_copy(&escape(&s)).into_owned(), s);
-        }
     }
 }

@@ -46,6 +46,9 @@ pub struct TableSchema {
     key_columns: Vec<usize>,
     /// The envelope schemas.
     pub envelope: EnvelopeSchema,
+    /// The primary key column when the key is one integer column (the snapshot can read such a
+    /// table in key ranges).
+    pub int_key: Option<String>,
     modes: Modes,
     /// `source` strings shared by all of this table's events.
     shared: [Arc<str>; 4],
@@ -137,8 +140,15 @@ impl TableSchema {
             }
             k.build()
         });
+        let int_key = match key_columns.as_slice() {
+            [i] if matches!(columns[*i].kind, PgKind::Int2 | PgKind::Int4 | PgKind::Int8) => {
+                Some(columns[*i].name.clone())
+            }
+            _ => None,
+        };
         let prefix = format!("{}.{}.{}", config.topic_prefix, def.schema, def.name);
         TableSchema {
+            int_key,
             schema_name: def.schema.clone(),
             table: def.name.clone(),
             topic: prefix.clone().into(),
