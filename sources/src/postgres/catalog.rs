@@ -229,6 +229,10 @@ pub struct ColumnDef {
     pub not_null: bool,
     /// The default expression, if any.
     pub default_expr: Option<String>,
+    /// Type oid.
+    pub type_oid: u32,
+    /// Type modifier.
+    pub typmod: i32,
 }
 
 /// Resolves type oids to [`PgKind`]s, caching what it learned.
@@ -346,6 +350,8 @@ pub async fn table_def(
             kind: types.resolve(client, type_oid, typmod).await?,
             not_null: r.get(3),
             default_expr: r.get(4),
+            type_oid,
+            typmod,
         });
     }
     let pk_rows = client

@@ -279,6 +279,10 @@ pub struct PostgresConfig {
     /// (default false).
     #[serde(rename = "provide.transaction.metadata", default)]
     pub provide_transaction_metadata: bool,
+    /// Schema change events on the topic `<topic.prefix>` (default false: Debezium's PostgreSQL
+    /// connector has none).
+    #[serde(rename = "include.schema.changes", default)]
+    pub include_schema_changes: bool,
     /// A tombstone after each delete (default true).
     #[serde(rename = "tombstones.on.delete", default = "default_true")]
     pub tombstones_on_delete: bool,

@@ -15,6 +15,7 @@ mod copy;
 mod error;
 mod offset;
 mod pgoutput;
+mod schema_change;
 mod snapshot;
 mod stream;
 mod table;
@@ -176,6 +177,13 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         return Ok(());
     }
     let db = info.dbname.clone();
+    let schema_changes = config.include_schema_changes.then(|| {
+        Arc::new(schema_change::SchemaChanges::new(
+            &config.topic_prefix,
+            &db,
+            source.clone(),
+        ))
+    });
     let (mut repl, resume) = if need_snapshot {
         if slot.is_some() {
             // A snapshot needs the slot's own exported snapshot: start the slot afresh.
@@ -223,6 +231,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             info: &info,
             threads: config.snapshot_max_threads,
             chunk_size: config.snapshot_chunk_size,
+            schema_changes: schema_changes.as_deref(),
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");
@@ -286,6 +295,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             .then(|| transaction::TxSchemas::new(&config.topic_prefix)),
         skipped: config.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
+        schema_changes,
         resume,
     };
     let result = streamer.run(&mut repl, ctx).await;

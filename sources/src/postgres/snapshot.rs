@@ -19,6 +19,7 @@ use super::catalog::{quote_ident, ConnInfo};
 use super::copy::unescape_copy;
 use super::error::PgError;
 use super::offset::PgOffset;
+use super::schema_change::{describe, SchemaChanges};
 use super::table::{Cell, SourceInfo, TableSchema};
 
 /// The most rows a reader sends at once.
@@ -48,6 +49,8 @@ pub struct SnapshotPlan<'a> {
     pub threads: usize,
     /// `snapshot.chunk.size` (0: never split a table).
     pub chunk_size: u64,
+    /// Schema change events (`CREATE` for every table, before the rows).
+    pub schema_changes: Option<&'a SchemaChanges>,
 }
 
 /// A table, or the key range `[lo, hi)` of one (`None`: unbounded).
@@ -113,6 +116,44 @@ pub async fn run(
         .await
         .map_err(q)?
         .get::<_, i64>(0);
+    if let Some(changes) = plan.schema_changes {
+        let position = PgOffset {
+            lsn: plan.consistent_point,
+            tx: None,
+            snapshot_completed: false,
+        }
+        .position();
+        let marker: Arc<str> = "true".into();
+        let mut events = Vec::with_capacity(plan.tables.len());
+        for table in plan.tables {
+            let description = describe(
+                client,
+                table.oid,
+                &table.schema_name,
+                &table.table,
+                &table.primary_key,
+            )
+            .await?;
+            let info = SourceInfo {
+                name: &plan.prefix,
+                db: &plan.db,
+                ts_micros: started_micros,
+                snapshot: &marker,
+                sequence: None,
+                tx_id: Some(tx_id),
+                lsn: Some(plan.consistent_point as i64),
+            };
+            events.push(changes.event(
+                "CREATE",
+                &description,
+                table.source(&info),
+                position.clone(),
+            ));
+        }
+        if ctx.emit(Batch::new(events)).await.is_err() {
+            return Ok(0);
+        }
+    }
     let units = plan_units(client, plan).await?;
     let threads = plan.threads.clamp(1, units.len().max(1));
     if threads > 1 {

@@ -13,6 +13,7 @@ use super::config::{PostgresConfig, Skipped};
 use super::error::PgError;
 use super::offset::PgOffset;
 use super::pgoutput::{decode, Message};
+use super::schema_change::{describe, SchemaChanges};
 use super::table::{source_schema, SourceInfo, TableSchema};
 use super::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
 
@@ -43,6 +44,8 @@ pub struct Streamer<'a> {
     pub tx_meta: Option<TxSchemas>,
     /// Heartbeat records, when `heartbeat.interval.ms` is set.
     pub heartbeats: Option<Heartbeats>,
+    /// Schema change events, when `include.schema.changes` is on.
+    pub schema_changes: Option<Arc<SchemaChanges>>,
 }
 
 struct Tx {
@@ -206,10 +209,10 @@ impl Streamer<'_> {
         namespace: String,
         name: String,
         columns: Vec<super::pgoutput::RelationColumn>,
-    ) -> Result<(), PgError> {
+    ) -> Result<Option<&'static str>, PgError> {
         if !self.config.captures_table(&namespace, &name) {
             self.tables.insert(oid, None);
-            return Ok(());
+            return Ok(None);
         }
         let mut def = table_def(self.client, oid, namespace, name, &mut self.types).await?;
         // The stream's column list is authoritative (it is what the tuples carry).
@@ -226,6 +229,8 @@ impl Streamer<'_> {
                         .await?,
                     not_null: false,
                     default_expr: None,
+                    type_oid: c.type_oid,
+                    typmod: c.typmod,
                 },
             };
             def.columns.push(column);
@@ -234,8 +239,13 @@ impl Streamer<'_> {
         if !schema.has_key() {
             tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key; its events have a null key.");
         }
+        let change = match self.tables.get(&oid) {
+            Some(Some(known)) if known.signature == schema.signature => None,
+            Some(Some(_)) => Some("ALTER"),
+            _ => Some("CREATE"),
+        };
         self.tables.insert(oid, Some(Arc::new(schema)));
-        Ok(())
+        Ok(change)
     }
 
     async fn handle(
@@ -254,9 +264,35 @@ impl Streamer<'_> {
                 columns,
                 ..
             } => {
-                return self
-                    .on_relation(*oid, namespace.clone(), name.clone(), columns.clone())
-                    .await;
+                let oid = *oid;
+                let change = self
+                    .on_relation(oid, namespace.clone(), name.clone(), columns.clone())
+                    .await?;
+                if let (Some(kind), Some(changes), Some(table)) =
+                    (change, &self.schema_changes, self.table(oid))
+                {
+                    let description = describe(
+                        self.client,
+                        oid,
+                        &table.schema_name,
+                        &table.table,
+                        &table.primary_key,
+                    )
+                    .await?;
+                    let info = self.info(tx, last_done, lsn);
+                    let mut event =
+                        changes.event(kind, &description, table.source(&info), Position::Offset(0));
+                    // Not counted among the transaction's events: a restart may see the
+                    // relation unchanged and not repeat it, and the count must still match.
+                    event.position = PgOffset {
+                        lsn: last_done,
+                        tx: Some((tx.final_lsn, tx.count)),
+                        snapshot_completed: true,
+                    }
+                    .position();
+                    out.push(event);
+                }
+                return Ok(());
             }
             Message::Insert { oid, .. }
             | Message::Update { oid, .. }

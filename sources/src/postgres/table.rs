@@ -46,6 +46,12 @@ pub struct TableSchema {
     key_columns: Vec<usize>,
     /// The envelope schemas.
     pub envelope: EnvelopeSchema,
+    /// `pg_class.oid`.
+    pub oid: u32,
+    /// Primary key column names, in key order.
+    pub primary_key: Vec<String>,
+    /// The relation's column signature (name, type oid, modifier).
+    pub signature: Vec<(String, u32, i32)>,
     /// The primary key column when the key is one integer column (the snapshot can read such a
     /// table in key ranges).
     pub int_key: Option<String>,
@@ -149,6 +155,13 @@ impl TableSchema {
         let prefix = format!("{}.{}.{}", config.topic_prefix, def.schema, def.name);
         TableSchema {
             int_key,
+            oid: def.oid,
+            primary_key: def.primary_key.clone(),
+            signature: def
+                .columns
+                .iter()
+                .map(|c| (c.name.clone(), c.type_oid, c.typmod))
+                .collect(),
             schema_name: def.schema.clone(),
             table: def.name.clone(),
             topic: prefix.clone().into(),
