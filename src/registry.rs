@@ -12,7 +12,7 @@ use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
-use sluice_sources::postgres::{PostgresConfig, PostgresSource, OVERRIDE_PREFIX};
+use sluice_sources::postgres::{PostgresConfig, PostgresSource, COLUMN_PREFIXES, OVERRIDE_PREFIX};
 use sluice_transforms::route::{Route, RouteConfig};
 
 fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, ConfigError> {
@@ -43,10 +43,20 @@ impl ComponentSpec for SourceSpec {
             "postgres" => {
                 let mut keys: Vec<&str> = skip.to_vec();
                 keys.push(OVERRIDE_PREFIX);
+                keys.extend(COLUMN_PREFIXES);
                 let config: PostgresConfig = body(node, &keys)?;
                 let mut statements = Vec::new();
+                let mut columns = Vec::new();
                 for (key, value) in node.entries().unwrap_or_default() {
                     let name = key.as_text().unwrap_or_default();
+                    if COLUMN_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                        let selectors = value.as_text().ok_or_else(|| {
+                            ConfigError::at(value.loc, "expected column selectors (regexes on schema.table.column, comma-separated)")
+                                .with_path(name.clone())
+                        })?;
+                        columns.push((name.clone(), selectors));
+                        continue;
+                    }
                     if let Some(table) = name.strip_prefix(OVERRIDE_PREFIX) {
                         let sql = value.as_text().ok_or_else(|| {
                             ConfigError::at(value.loc, "expected a SELECT statement")
@@ -57,6 +67,7 @@ impl ComponentSpec for SourceSpec {
                 }
                 let config = config
                     .with_overrides(statements)
+                    .and_then(|c| c.with_columns(&columns))
                     .map_err(|m| ConfigError::at(node.loc, m))?;
                 config
                     .validate()

@@ -14,6 +14,7 @@ pub mod component;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod mapping;
 pub mod metrics;
 pub mod offsets;
 pub mod queue;

@@ -142,7 +142,7 @@ impl<'de> Deserialize<'de> for RegexList {
 }
 
 /// Splits a Debezium list on commas that are not escaped or inside `{m,n}` quantifiers.
-fn split_list(s: &str) -> Vec<String> {
+pub(super) fn split_list(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut depth = 0usize;
@@ -249,6 +249,15 @@ pub struct PostgresConfig {
     /// The custom SELECT per `schema.table`.
     #[serde(skip)]
     pub snapshot_overrides: std::collections::BTreeMap<String, String>,
+    /// `message.key.columns`: `<table regex>:<c1>,<c2>;...`.
+    #[serde(rename = "message.key.columns", default)]
+    pub message_key_columns: Option<String>,
+    /// Parsed `message.key.columns` (set by [`Self::with_columns`]).
+    #[serde(skip)]
+    pub key_columns: super::columns::KeyColumns,
+    /// Column mask / hash / truncate rules (set by [`Self::with_columns`]).
+    #[serde(skip)]
+    pub column_rules: super::columns::ColumnRules,
     /// Accepted for Debezium compatibility; it has no effect: the snapshot streams each table
     /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
@@ -385,6 +394,16 @@ impl PostgresConfig {
             return Err(format!(
                 "`snapshot.select.statement.overrides` lists `{missing}` but `{OVERRIDE_PREFIX}{missing}` is not set"
             ));
+        }
+        Ok(self)
+    }
+
+    /// Adds the dynamic column keys (`column.mask.with.N.chars`, ...) and parses
+    /// `message.key.columns`.
+    pub fn with_columns(mut self, entries: &[(String, String)]) -> Result<Self, String> {
+        self.column_rules = super::columns::ColumnRules::parse(entries)?;
+        if let Some(text) = &self.message_key_columns {
+            self.key_columns = super::columns::KeyColumns::parse(text)?;
         }
         Ok(self)
     }

@@ -10,6 +10,7 @@
 //! every sink acknowledged.
 
 mod catalog;
+mod columns;
 mod config;
 mod copy;
 mod error;
@@ -32,6 +33,7 @@ use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
 use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
 
+pub use columns::COLUMN_PREFIXES;
 pub use config::{PostgresConfig, SnapshotMode, OVERRIDE_PREFIX};
 pub use error::PgError;
 pub use offset::PgOffset;
@@ -144,10 +146,10 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let mut schemas: Vec<Arc<TableSchema>> = Vec::with_capacity(defs.len());
     let mut by_oid = HashMap::new();
     for def in &defs {
-        if def.primary_key.is_empty() {
-            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key; its events have a null key.");
-        }
         let schema = Arc::new(TableSchema::new(def, config, source.clone()));
+        if !schema.has_key() {
+            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key (and no `message.key.columns`); its events have a null key.");
+        }
         by_oid.insert(def.oid, Some(schema.clone()));
         schemas.push(schema);
     }

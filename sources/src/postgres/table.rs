@@ -7,6 +7,8 @@ use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struc
 
 use super::catalog::TableDef;
 use super::config::PostgresConfig;
+use sluice_engine::mapping::ColumnMapper;
+
 use super::types::{default_value, fallback_value, parse_value, schema_of, Modes, PgKind};
 
 /// Debezium's placeholder for unchanged TOASTed values.
@@ -28,6 +30,13 @@ struct Column {
     name: String,
     kind: PgKind,
     schema: Arc<Schema>,
+    /// Column mask / hash / truncate (value only, with its schema parameter).
+    mapper: Option<(ColumnMapper, Arc<Schema>)>,
+}
+
+/// Whether a column is character data as JDBC sees it (Debezium masks only those).
+fn is_character(c: &super::catalog::ColumnDef) -> bool {
+    matches!(c.type_oid, 18 | 19 | 25 | 1042 | 1043) || matches!(c.kind, PgKind::Enum(_))
 }
 
 /// How one table's events are built.
@@ -101,6 +110,11 @@ impl TableSchema {
     /// Builds the schemas of `def` (column filters and modes applied).
     pub fn new(def: &TableDef, config: &PostgresConfig, source: Arc<Schema>) -> Self {
         let modes = Modes::of(config);
+        let full_table = format!("{}.{}", def.schema, def.name);
+        let key_names: Vec<String> = match config.key_columns.of(&full_table) {
+            Some(columns) => columns.to_vec(),
+            None => def.primary_key.clone(),
+        };
         let columns: Vec<Column> = def
             .columns
             .iter()
@@ -109,12 +123,28 @@ impl TableSchema {
                     .default_expr
                     .as_deref()
                     .and_then(|e| default_value(&c.kind, modes, e));
-                let key = def.primary_key.contains(&c.name);
+                let key = key_names.contains(&c.name);
                 let optional = !c.not_null && !key;
+                let schema = schema_of(&c.kind, modes, optional, default);
+                let length = (matches!(c.type_oid, 1042 | 1043) && c.typmod >= 4)
+                    .then(|| (c.typmod - 4) as usize);
+                let mapper = is_character(c)
+                    .then(|| {
+                        config
+                            .column_rules
+                            .mapper(&format!("{full_table}.{}", c.name), length)
+                    })
+                    .flatten()
+                    .map(|m| {
+                        let (k, v) = m.parameter();
+                        let mapped = schema.to_builder().parameter(k, v).build();
+                        (m, mapped)
+                    });
                 Column {
                     name: c.name.clone(),
                     kind: c.kind.clone(),
-                    schema: schema_of(&c.kind, modes, optional, default),
+                    schema,
+                    mapper,
                 }
             })
             .collect();
@@ -130,14 +160,17 @@ impl TableSchema {
         let value_columns: Vec<usize> = (0..columns.len())
             .filter(|&i| config.captures_column(&def.schema, &def.name, &columns[i].name))
             .collect();
-        let key_columns: Vec<usize> = def
-            .primary_key
+        let key_columns: Vec<usize> = key_names
             .iter()
             .filter_map(|k| columns.iter().position(|c| &c.name == k))
             .collect();
         let mut row = Schema::struct_builder();
         for &i in &value_columns {
-            row = row.field(columns[i].name.clone(), columns[i].schema.clone());
+            let schema = match &columns[i].mapper {
+                Some((_, mapped)) => mapped.clone(),
+                None => columns[i].schema.clone(),
+            };
+            row = row.field(columns[i].name.clone(), schema);
         }
         let key = (!key_columns.is_empty()).then(|| {
             let mut k = Schema::struct_builder();
@@ -221,8 +254,14 @@ impl TableSchema {
         let values = self
             .value_columns
             .iter()
-            .map(|&i| self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|&i| {
+                let value = self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null))?;
+                Ok(match &self.columns[i].mapper {
+                    Some((mapper, _)) => mapper.apply(&value).unwrap_or(value),
+                    None => value,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
     }
 
