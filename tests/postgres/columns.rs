@@ -55,3 +55,16 @@ column.truncate.to.4.chars: public.gold.notes\n  message.key.columns: 'public.go
         "columns_a.jsonl",
     );
 }
+
+/// `column.propagate.source.type` (type, length, scale and name parameters), and a column both
+/// propagated and masked gets only the mask, as in Debezium.
+#[test]
+fn propagated_source_types_match_debezium() {
+    golden(
+        "columns_c",
+        "  table.include.list: public.gold\n  column.propagate.source.type: public.gold.name,public.gold.n,public.gold.notes\n  \
+column.mask.with.3.chars: public.gold.notes\n",
+        "",
+        "columns_c.jsonl",
+    );
+}

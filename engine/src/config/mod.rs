@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 pub use load::{load_pipeline, parse_pipeline, LoadError};
 pub use node::{from_node, ConfigError, Loc, Node, NodeDeserializer, NodeKind};
-pub use units::{AnchoredRegex, ByteSize, DurationSpec, Secret};
+pub use units::{split_list, AnchoredRegex, ByteSize, DurationSpec, RegexList, Secret};
 
 /// A closed set of component kinds of one role (sources, transforms or sinks), tagged by `type`.
 pub trait ComponentSpec: Sized {

@@ -193,6 +193,72 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// A comma-separated list of anchored regexes (Debezium's include/exclude lists), also accepted
+/// as a YAML list.
+#[derive(Debug, Clone, Default)]
+pub struct RegexList(pub Vec<AnchoredRegex>);
+
+impl RegexList {
+    /// Whether any pattern matches `text`.
+    pub fn matches(&self, text: &str) -> bool {
+        self.0.iter().any(|r| r.is_match(text))
+    }
+    /// True when the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de> Deserialize<'de> for RegexList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            One(String),
+            Many(Vec<String>),
+        }
+        let items = match Form::deserialize(d)? {
+            Form::One(s) => split_list(&s),
+            Form::Many(v) => v,
+        };
+        items
+            .iter()
+            .map(|p| AnchoredRegex::new(p.trim()).map_err(serde::de::Error::custom))
+            .collect::<Result<_, _>>()
+            .map(RegexList)
+    }
+}
+
+/// Splits a Debezium list on commas that are not escaped or inside `{m,n}` quantifiers.
+pub fn split_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    for c in s.chars() {
+        match c {
+            '{' => {
+                depth += 1;
+                cur.push(c);
+            }
+            '}' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' if depth == 0 => {
+                if !cur.trim().is_empty() {
+                    out.push(cur.trim().to_owned());
+                }
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_owned());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

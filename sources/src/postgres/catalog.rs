@@ -233,6 +233,8 @@ pub struct ColumnDef {
     pub type_oid: u32,
     /// Type modifier.
     pub typmod: i32,
+    /// `pg_type.typname`.
+    pub type_name: String,
 }
 
 /// Resolves type oids to [`PgKind`]s, caching what it learned.
@@ -335,7 +337,8 @@ pub async fn table_def(
 ) -> Result<TableDef, PgError> {
     let rows = client
         .query(
-            "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) \
+            "SELECT a.attname::text, a.atttypid, a.atttypmod, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), \
+             (SELECT t.typname::text FROM pg_type t WHERE t.oid = a.atttypid) \
              FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
              WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
             &[&oid],
@@ -352,6 +355,7 @@ pub async fn table_def(
             default_expr: r.get(4),
             type_oid,
             typmod,
+            type_name: r.get::<_, Option<String>>(5).unwrap_or_default(),
         });
     }
     let pk_rows = client

@@ -7,7 +7,7 @@
 use sluice_engine::config::AnchoredRegex;
 use sluice_engine::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
 
-use super::config::split_list;
+use sluice_engine::config::split_list;
 
 /// The prefixes of the dynamic column keys.
 pub const COLUMN_PREFIXES: [&str; 3] = [

@@ -2,7 +2,7 @@
 //! and defaults, so a Debezium configuration carries over unchanged.
 
 use serde::Deserialize;
-use sluice_engine::config::{AnchoredRegex, Secret};
+use sluice_engine::config::{RegexList, Secret};
 
 /// `snapshot.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -105,72 +105,6 @@ pub enum SslMode {
     VerifyFull,
 }
 
-/// A comma-separated list of anchored regexes (Debezium's include/exclude lists), also accepted
-/// as a YAML list.
-#[derive(Debug, Clone, Default)]
-pub struct RegexList(pub Vec<AnchoredRegex>);
-
-impl RegexList {
-    /// Whether any pattern matches `text`.
-    pub fn matches(&self, text: &str) -> bool {
-        self.0.iter().any(|r| r.is_match(text))
-    }
-    /// True when the list is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl<'de> Deserialize<'de> for RegexList {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Form {
-            One(String),
-            Many(Vec<String>),
-        }
-        let items = match Form::deserialize(d)? {
-            Form::One(s) => split_list(&s),
-            Form::Many(v) => v,
-        };
-        items
-            .iter()
-            .map(|p| AnchoredRegex::new(p.trim()).map_err(serde::de::Error::custom))
-            .collect::<Result<_, _>>()
-            .map(RegexList)
-    }
-}
-
-/// Splits a Debezium list on commas that are not escaped or inside `{m,n}` quantifiers.
-pub(super) fn split_list(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut depth = 0usize;
-    for c in s.chars() {
-        match c {
-            '{' => {
-                depth += 1;
-                cur.push(c);
-            }
-            '}' => {
-                depth = depth.saturating_sub(1);
-                cur.push(c);
-            }
-            ',' if depth == 0 => {
-                if !cur.trim().is_empty() {
-                    out.push(cur.trim().to_owned());
-                }
-                cur.clear();
-            }
-            _ => cur.push(c),
-        }
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_owned());
-    }
-    out
-}
-
 /// `type: postgres`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -249,6 +183,12 @@ pub struct PostgresConfig {
     /// The custom SELECT per `schema.table`.
     #[serde(skip)]
     pub snapshot_overrides: std::collections::BTreeMap<String, String>,
+    /// Columns whose schemas carry their source type (`__debezium.source.column.type`, ...).
+    #[serde(rename = "column.propagate.source.type", default)]
+    pub column_propagate_source_type: RegexList,
+    /// Type names whose columns' schemas carry their source type.
+    #[serde(rename = "datatype.propagate.source.type", default)]
+    pub datatype_propagate_source_type: RegexList,
     /// `message.key.columns`: `<table regex>:<c1>,<c2>;...`.
     #[serde(rename = "message.key.columns", default)]
     pub message_key_columns: Option<String>,
@@ -486,7 +426,7 @@ impl PostgresConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use sluice_engine::config::split_list;
 
     #[test]
     fn lists_split_on_commas_outside_quantifiers() {

@@ -231,6 +231,7 @@ impl Streamer<'_> {
                     default_expr: None,
                     type_oid: c.type_oid,
                     typmod: c.typmod,
+                    type_name: String::new(),
                 },
             };
             def.columns.push(column);

@@ -34,6 +34,42 @@ struct Column {
     mapper: Option<(ColumnMapper, Arc<Schema>)>,
 }
 
+/// Whether `column.propagate.source.type` or `datatype.propagate.source.type` selects `c`.
+fn propagates(config: &PostgresConfig, table: &str, c: &super::catalog::ColumnDef) -> bool {
+    config
+        .column_propagate_source_type
+        .matches(&format!("{table}.{}", c.name))
+        || (!c.type_name.is_empty()
+            && (config.datatype_propagate_source_type.matches(&c.type_name)
+                || config
+                    .datatype_propagate_source_type
+                    .matches(&c.type_name.to_ascii_uppercase())))
+}
+
+/// Debezium's source type parameters: type name (upper case), length, scale, column name.
+fn source_type_parameters(schema: Arc<Schema>, c: &super::catalog::ColumnDef) -> Arc<Schema> {
+    let serial = c
+        .default_expr
+        .as_deref()
+        .is_some_and(|d| d.starts_with("nextval("));
+    let type_name = match (serial, c.type_oid) {
+        (true, 21) => "SMALLSERIAL".to_owned(),
+        (true, 23) => "SERIAL".to_owned(),
+        (true, 20) => "BIGSERIAL".to_owned(),
+        _ => c.type_name.to_ascii_uppercase(),
+    };
+    let (length, scale) = super::schema_change::size(c.type_oid, c.typmod);
+    let mut b = schema
+        .to_builder()
+        .parameter("__debezium.source.column.type", type_name)
+        .parameter("__debezium.source.column.length", length.to_string());
+    if let Some(scale) = scale {
+        b = b.parameter("__debezium.source.column.scale", scale.to_string());
+    }
+    b.parameter("__debezium.source.column.name", c.name.clone())
+        .build()
+}
+
 /// Whether a column is character data as JDBC sees it (Debezium masks only those).
 fn is_character(c: &super::catalog::ColumnDef) -> bool {
     matches!(c.type_oid, 18 | 19 | 25 | 1042 | 1043) || matches!(c.kind, PgKind::Enum(_))
@@ -140,6 +176,11 @@ impl TableSchema {
                         let mapped = schema.to_builder().parameter(k, v).build();
                         (m, mapped)
                     });
+                let schema = if mapper.is_none() && propagates(config, &full_table, c) {
+                    source_type_parameters(schema, c)
+                } else {
+                    schema
+                };
                 Column {
                     name: c.name.clone(),
                     kind: c.kind.clone(),

@@ -1,0 +1,151 @@
+//! Applies one column mapper (mask, hash, truncate) to the selected string columns of `before`
+//! and `after`, adding Debezium's schema parameter (`masked`, `truncateLength`). Events of
+//! tables with no selected column pass through untouched.
+
+use std::sync::Arc;
+
+use sluice_engine::config::AnchoredRegex;
+use sluice_engine::mapping::ColumnMapper;
+use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType};
+
+use crate::envelope::{envelope, is_envelope, reschema, table_name, SchemaCache};
+
+/// The length Debezium's `column.propagate.source.type` records, when present.
+const LENGTH_PARAMETER: &str = "__debezium.source.column.length";
+
+#[derive(Debug)]
+struct Plan {
+    /// `(field index in the row, mapper)`; empty: leave the table's events alone.
+    columns: Vec<(usize, ColumnMapper)>,
+    envelope: Arc<Schema>,
+    row: Arc<Schema>,
+}
+
+/// A column mapper over selected columns.
+#[derive(Debug)]
+pub struct ColumnMap {
+    selectors: Vec<AnchoredRegex>,
+    mapper: ColumnMapper,
+    plans: SchemaCache<Option<Plan>>,
+}
+
+impl ColumnMap {
+    /// Maps columns selected by `selectors` (anchored regexes on `schema.table.column`).
+    pub fn new(selectors: Vec<AnchoredRegex>, mapper: ColumnMapper) -> Self {
+        ColumnMap {
+            selectors,
+            mapper,
+            plans: SchemaCache::default(),
+        }
+    }
+
+    fn plan(
+        selectors: &[AnchoredRegex],
+        mapper: &ColumnMapper,
+        table: &str,
+        schema: &Arc<Schema>,
+    ) -> Option<Plan> {
+        if !is_envelope(schema) {
+            return None;
+        }
+        let row = schema.field("after")?.schema.clone();
+        let mut columns = Vec::new();
+        let mut builder = row.to_builder().clear_fields();
+        for (i, field) in row.fields().iter().enumerate() {
+            let full = format!("{table}.{}", field.name);
+            let selected = field.schema.kind() == SchemaType::String
+                && selectors.iter().any(|r| r.is_match(&full));
+            if !selected {
+                builder = builder.field(field.name.clone(), field.schema.clone());
+                continue;
+            }
+            let mapper = match mapper {
+                ColumnMapper::Hash(h, None) => ColumnMapper::Hash(
+                    h.clone(),
+                    field
+                        .schema
+                        .parameter(LENGTH_PARAMETER)
+                        .and_then(|l| l.parse::<usize>().ok())
+                        .filter(|l| *l > 0),
+                ),
+                other => other.clone(),
+            };
+            let (k, v) = mapper.parameter();
+            builder = builder.field(
+                field.name.clone(),
+                field.schema.to_builder().parameter(k, v).build(),
+            );
+            columns.push((i, mapper));
+        }
+        if columns.is_empty() {
+            return Some(Plan {
+                columns,
+                envelope: schema.clone(),
+                row,
+            });
+        }
+        let row = builder.build();
+        let mut envelope = schema.to_builder().clear_fields();
+        for field in schema.fields() {
+            let s = if matches!(&*field.name, "before" | "after") {
+                row.clone()
+            } else {
+                field.schema.clone()
+            };
+            envelope = envelope.field(field.name.clone(), s);
+        }
+        Some(Plan {
+            columns,
+            envelope: envelope.build(),
+            row,
+        })
+    }
+
+    /// Maps the event's columns; returns it unchanged when nothing is selected.
+    pub fn apply(&mut self, mut event: ChangeEvent) -> Result<ChangeEvent, ComponentError> {
+        let Some(schema) = event.value.as_ref().map(|r| r.schema.clone()) else {
+            return Ok(event);
+        };
+        if envelope(&event).is_none() {
+            return Ok(event);
+        }
+        let (selectors, mapper) = (&self.selectors, &self.mapper);
+        let table = table_name(&event).unwrap_or_default();
+        let Some(plan) = self
+            .plans
+            .get_or_insert(&schema, || Self::plan(selectors, mapper, &table, &schema))
+        else {
+            return Ok(event);
+        };
+        if plan.columns.is_empty() {
+            return Ok(event);
+        }
+        let Some(record) = event.value.as_mut() else {
+            return Ok(event);
+        };
+        record.schema = plan.envelope.clone();
+        reschema(&mut record.value, &plan.envelope);
+        if let Some(env) = record.value.as_struct_mut() {
+            for side in ["before", "after"] {
+                let Some(row) = env.get_mut(side) else {
+                    continue;
+                };
+                if row.is_null() {
+                    continue;
+                }
+                reschema(row, &plan.row);
+                if let Some(row) = row.as_struct_mut() {
+                    for (i, mapper) in &plan.columns {
+                        let values = row.values_mut();
+                        if let Some(v) = values.get(*i) {
+                            if let Some(mapped) = mapper.apply(v) {
+                                values[*i] = mapped;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(event)
+    }
+}

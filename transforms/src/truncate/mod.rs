@@ -1,0 +1,69 @@
+//! `truncate`: cuts long values of selected character columns.
+
+mod config;
+
+use sluice_engine::mapping::ColumnMapper;
+use sluice_engine::{ChangeEvent, ComponentError, Transform};
+
+pub use config::TruncateConfig;
+
+use crate::column_map::ColumnMap;
+
+/// The running truncate transform.
+#[derive(Debug)]
+pub struct Truncate(ColumnMap);
+
+impl Truncate {
+    /// A truncation for `config`.
+    pub fn new(config: &TruncateConfig) -> Self {
+        Truncate(ColumnMap::new(
+            config.columns.0.clone(),
+            ColumnMapper::Truncate(config.length),
+        ))
+    }
+}
+
+impl Transform for Truncate {
+    fn apply(
+        &mut self,
+        event: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) -> Result<(), ComponentError> {
+        out.push(self.0.apply(event)?);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::*;
+    use proptest::prelude::*;
+    use sluice_engine::config::{AnchoredRegex, RegexList};
+    use sluice_engine::{Op, Value};
+
+    fn truncate(n: usize) -> Truncate {
+        Truncate::new(&TruncateConfig {
+            columns: RegexList(vec![AnchoredRegex::new(r"public\.customers\.name").unwrap()]),
+            length: n,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn idempotent_and_never_lengthens(s in ".*", n in 0usize..16) {
+            let schema = customers();
+            let mut t = truncate(n);
+            let mut once = Vec::new();
+            let e = event(&schema, Op::Create, None, Some(row(&schema, 1, Some(&s), None, "x")));
+            t.apply(e, &mut once).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let cut = field(&once[0], "after", "name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            prop_assert!(cut.chars().count() <= s.chars().count());
+            prop_assert!(cut.encode_utf16().count() <= n || cut == s);
+            prop_assert!(s.starts_with(&cut));
+            let mut twice = Vec::new();
+            t.apply(once[0].clone(), &mut twice).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(field(&twice[0], "after", "name"), field(&once[0], "after", "name"));
+        }
+    }
+}
