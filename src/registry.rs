@@ -13,7 +13,12 @@ use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
 use sluice_sources::postgres::{PostgresConfig, PostgresSource, COLUMN_PREFIXES, OVERRIDE_PREFIX};
+use sluice_transforms::hash::{Hash, HashConfig};
+use sluice_transforms::mask::{Mask, MaskConfig};
+use sluice_transforms::reroute::{Reroute, RerouteConfig};
 use sluice_transforms::route::{Route, RouteConfig};
+use sluice_transforms::truncate::{Truncate, TruncateConfig};
+use sluice_transforms::unwrap::{Unwrap, UnwrapConfig};
 
 fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, ConfigError> {
     T::deserialize(NodeDeserializer::skipping(node, skip))
@@ -93,14 +98,45 @@ impl BuildSource for SourceSpec {
 pub enum TransformSpec {
     /// RegexRouter.
     Route(RouteConfig),
+    /// ByLogicalTableRouter.
+    Reroute(RerouteConfig),
+    /// `column.mask.with.N.chars`.
+    Mask(MaskConfig),
+    /// `column.mask.hash.<ALG>.with.salt.<salt>`.
+    Hash(HashConfig),
+    /// `column.truncate.to.N.chars`.
+    Truncate(TruncateConfig),
+    /// ExtractNewRecordState.
+    Unwrap(UnwrapConfig),
+}
+
+fn checked<T>(
+    node: &Node,
+    config: T,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<T, ConfigError> {
+    check(&config).map_err(|m| ConfigError::at(node.loc, m))?;
+    Ok(config)
 }
 
 impl ComponentSpec for TransformSpec {
     const ROLE: &'static str = "transform";
-    const KINDS: &'static [&'static str] = &["route"];
+    const KINDS: &'static [&'static str] =
+        &["route", "reroute", "mask", "hash", "truncate", "unwrap"];
     fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
         Ok(Some(match kind {
             "route" => TransformSpec::Route(body(node, skip)?),
+            "reroute" => {
+                TransformSpec::Reroute(checked(node, body(node, skip)?, RerouteConfig::validate)?)
+            }
+            "mask" => TransformSpec::Mask(checked(node, body(node, skip)?, MaskConfig::validate)?),
+            "hash" => TransformSpec::Hash(checked(node, body(node, skip)?, HashConfig::validate)?),
+            "truncate" => {
+                TransformSpec::Truncate(checked(node, body(node, skip)?, TruncateConfig::validate)?)
+            }
+            "unwrap" => {
+                TransformSpec::Unwrap(checked(node, body(node, skip)?, UnwrapConfig::validate)?)
+            }
             _ => return Ok(None),
         }))
     }
@@ -110,6 +146,11 @@ impl BuildTransform for TransformSpec {
     fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
         match self {
             TransformSpec::Route(c) => Ok(Box::new(Route::new(c.clone()))),
+            TransformSpec::Reroute(c) => Ok(Box::new(Reroute::new(c.clone()))),
+            TransformSpec::Mask(c) => Ok(Box::new(Mask::new(c))),
+            TransformSpec::Hash(c) => Ok(Box::new(Hash::new(c)?)),
+            TransformSpec::Truncate(c) => Ok(Box::new(Truncate::new(c))),
+            TransformSpec::Unwrap(c) => Ok(Box::new(Unwrap::new(c.clone()))),
         }
     }
 }

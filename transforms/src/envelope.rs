@@ -95,3 +95,79 @@ pub fn value_text(value: &Value) -> Option<String> {
         _ => return None,
     })
 }
+
+/// Java's `Matcher.replaceAll` replacement syntax (`$1`, `${name}`, `\$`) in the `regex`
+/// crate's syntax: `$1_x` means group 1 then `_x` in Java, but a group named `1_x` here.
+pub fn java_replacement(replacement: &str, groups: usize) -> String {
+    let chars: Vec<char> = replacement.chars().collect();
+    let mut out = String::with_capacity(replacement.len() + 4);
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if i + 1 < chars.len() => {
+                if chars[i + 1] == '$' {
+                    out.push_str("$$");
+                } else {
+                    out.push(chars[i + 1]);
+                }
+                i += 2;
+            }
+            '$' if i + 1 < chars.len() && chars[i + 1].is_ascii_digit() => {
+                // The first digit always belongs to the reference; more digits only while the
+                // number stays a valid group.
+                let mut n = chars[i + 1].to_digit(10).unwrap_or(0) as usize;
+                let mut j = i + 2;
+                while j < chars.len() {
+                    let Some(d) = chars[j].to_digit(10) else {
+                        break;
+                    };
+                    let next = n * 10 + d as usize;
+                    if next >= groups {
+                        break;
+                    }
+                    n = next;
+                    j += 1;
+                }
+                out.push_str(&format!("${{{n}}}"));
+                i = j;
+            }
+            '$' if i + 1 < chars.len() && chars[i + 1] == '{' => {
+                let end = chars[i..].iter().position(|c| *c == '}').map(|p| p + i);
+                match end {
+                    Some(end) => {
+                        out.extend(&chars[i..=end]);
+                        i = end + 1;
+                    }
+                    None => {
+                        out.push_str("$$");
+                        i += 1;
+                    }
+                }
+            }
+            '$' => {
+                out.push_str("$$");
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_replacement;
+
+    #[test]
+    fn java_group_references_become_braced() {
+        assert_eq!(java_replacement("$1_all", 2), "${1}_all");
+        assert_eq!(java_replacement("all.$1s", 2), "all.${1}s");
+        assert_eq!(java_replacement("$12", 13), "${12}");
+        assert_eq!(java_replacement("$12", 3), "${1}2");
+        assert_eq!(java_replacement("${name}-x", 2), "${name}-x");
+        assert_eq!(java_replacement("cost \\$5", 1), "cost $$5");
+    }
+}

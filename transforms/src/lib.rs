@@ -4,8 +4,10 @@ mod column_map;
 pub mod envelope;
 pub mod hash;
 pub mod mask;
+pub mod reroute;
 pub mod route;
 pub mod truncate;
+pub mod unwrap;
 
 #[cfg(test)]
 mod testing;

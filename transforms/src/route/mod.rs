@@ -32,7 +32,11 @@ impl Route {
         let routed: Arc<str> = match regex.captures(topic) {
             Some(caps) => {
                 let mut out = String::new();
-                caps.expand(&self.config.replacement, &mut out);
+                let replacement = crate::envelope::java_replacement(
+                    &self.config.replacement,
+                    regex.captures_len(),
+                );
+                caps.expand(&replacement, &mut out);
                 out.into()
             }
             None => topic.clone(),
