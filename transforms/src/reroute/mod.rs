@@ -11,6 +11,10 @@ pub use config::RerouteConfig;
 
 use crate::envelope::{is_envelope, java_replacement, reschema};
 
+/// The original envelope schema (kept alive for its address), the renamed envelope, and its
+/// renamed row schema.
+type ValueSchemas = (Arc<Schema>, Arc<Schema>, Arc<Schema>);
+
 /// What one original topic turns into.
 #[derive(Debug)]
 struct Route {
@@ -18,7 +22,7 @@ struct Route {
     identifier: Arc<str>,
     /// Key schemas by original key schema (pointer), and the value schemas likewise.
     keys: HashMap<usize, (Arc<Schema>, Arc<Schema>)>,
-    values: HashMap<usize, (Arc<Schema>, Arc<Schema>, Arc<Schema>)>,
+    values: HashMap<usize, ValueSchemas>,
 }
 
 /// The running reroute transform.
