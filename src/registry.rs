@@ -12,11 +12,17 @@ use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
-use sluice_sources::postgres::{PostgresConfig, PostgresSource, COLUMN_PREFIXES, OVERRIDE_PREFIX};
+use sluice_sources::postgres::{
+    check_column_property, PostgresConfig, PostgresSource, COLUMN_PREFIXES, OVERRIDE_PREFIX,
+};
+use sluice_transforms::columns::{Columns, ColumnsConfig};
+use sluice_transforms::filter::{Filter, FilterConfig};
 use sluice_transforms::hash::{Hash, HashConfig};
+use sluice_transforms::key::{Key, KeyConfig};
 use sluice_transforms::mask::{Mask, MaskConfig};
 use sluice_transforms::reroute::{Reroute, RerouteConfig};
 use sluice_transforms::route::{Route, RouteConfig};
+use sluice_transforms::skip::{Skip, SkipConfig};
 use sluice_transforms::truncate::{Truncate, TruncateConfig};
 use sluice_transforms::unwrap::{Unwrap, UnwrapConfig};
 
@@ -59,6 +65,8 @@ impl ComponentSpec for SourceSpec {
                             ConfigError::at(value.loc, "expected column selectors (regexes on schema.table.column, comma-separated)")
                                 .with_path(name.clone())
                         })?;
+                        check_column_property(&name, &selectors)
+                            .map_err(|m| ConfigError::at(key.loc, m).with_path(name.clone()))?;
                         columns.push((name.clone(), selectors));
                         continue;
                     }
@@ -108,35 +116,62 @@ pub enum TransformSpec {
     Truncate(TruncateConfig),
     /// ExtractNewRecordState.
     Unwrap(UnwrapConfig),
+    /// Keep events by operation, table and predicate.
+    Filter(FilterConfig),
+    /// `message.key.columns`.
+    Key(KeyConfig),
+    /// Include, exclude, rename columns.
+    Columns(ColumnsConfig),
+    /// `skipped.operations`.
+    Skip(SkipConfig),
 }
 
-fn checked<T>(
+/// Reads a component body and runs its own checks, reported at the component.
+fn checked<'de, T: Deserialize<'de>>(
     node: &Node,
-    config: T,
+    skip: &[&str],
     check: impl FnOnce(&T) -> Result<(), String>,
 ) -> Result<T, ConfigError> {
+    let config: T = body(node, skip)?;
     check(&config).map_err(|m| ConfigError::at(node.loc, m))?;
     Ok(config)
 }
 
+/// A filter whose condition parses; a syntax error points at the condition in the file.
+fn filter_spec(node: &Node, skip: &[&str]) -> Result<FilterConfig, ConfigError> {
+    let config = checked(node, skip, FilterConfig::validate)?;
+    if let Some(condition) = &config.condition {
+        if let Err(e) = sluice_transforms::filter::parse(condition) {
+            let at = node.get("condition").map_or(node.loc, |n| n.loc);
+            return Err(ConfigError::at(at, format!("condition {e}")).with_path("condition"));
+        }
+    }
+    Ok(config)
+}
+
+fn key_columns(c: &KeyConfig) -> Result<(), String> {
+    sluice_transforms::key::parse(&c.columns).map(|_| ())
+}
+
 impl ComponentSpec for TransformSpec {
     const ROLE: &'static str = "transform";
-    const KINDS: &'static [&'static str] =
-        &["route", "reroute", "mask", "hash", "truncate", "unwrap"];
+    const KINDS: &'static [&'static str] = &[
+        "route", "reroute", "mask", "hash", "truncate", "unwrap", "filter", "key", "columns",
+        "skip",
+    ];
     fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
+        use TransformSpec as T;
         Ok(Some(match kind {
-            "route" => TransformSpec::Route(body(node, skip)?),
-            "reroute" => {
-                TransformSpec::Reroute(checked(node, body(node, skip)?, RerouteConfig::validate)?)
-            }
-            "mask" => TransformSpec::Mask(checked(node, body(node, skip)?, MaskConfig::validate)?),
-            "hash" => TransformSpec::Hash(checked(node, body(node, skip)?, HashConfig::validate)?),
-            "truncate" => {
-                TransformSpec::Truncate(checked(node, body(node, skip)?, TruncateConfig::validate)?)
-            }
-            "unwrap" => {
-                TransformSpec::Unwrap(checked(node, body(node, skip)?, UnwrapConfig::validate)?)
-            }
+            "route" => T::Route(body(node, skip)?),
+            "reroute" => T::Reroute(checked(node, skip, RerouteConfig::validate)?),
+            "mask" => T::Mask(checked(node, skip, MaskConfig::validate)?),
+            "hash" => T::Hash(checked(node, skip, HashConfig::validate)?),
+            "truncate" => T::Truncate(checked(node, skip, TruncateConfig::validate)?),
+            "unwrap" => T::Unwrap(checked(node, skip, UnwrapConfig::validate)?),
+            "filter" => T::Filter(filter_spec(node, skip)?),
+            "key" => T::Key(checked(node, skip, key_columns)?),
+            "columns" => T::Columns(checked(node, skip, ColumnsConfig::validate)?),
+            "skip" => T::Skip(checked(node, skip, SkipConfig::validate)?),
             _ => return Ok(None),
         }))
     }
@@ -144,14 +179,21 @@ impl ComponentSpec for TransformSpec {
 
 impl BuildTransform for TransformSpec {
     fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
-        match self {
-            TransformSpec::Route(c) => Ok(Box::new(Route::new(c.clone()))),
-            TransformSpec::Reroute(c) => Ok(Box::new(Reroute::new(c.clone()))),
-            TransformSpec::Mask(c) => Ok(Box::new(Mask::new(c))),
-            TransformSpec::Hash(c) => Ok(Box::new(Hash::new(c)?)),
-            TransformSpec::Truncate(c) => Ok(Box::new(Truncate::new(c))),
-            TransformSpec::Unwrap(c) => Ok(Box::new(Unwrap::new(c.clone()))),
-        }
+        let fatal = |e: String| ComponentError::fatal(e);
+        Ok(match self {
+            TransformSpec::Route(c) => Box::new(Route::new(c.clone())),
+            TransformSpec::Reroute(c) => Box::new(Reroute::new(c.clone())),
+            TransformSpec::Mask(c) => Box::new(Mask::new(c)),
+            TransformSpec::Hash(c) => Box::new(Hash::new(c)?),
+            TransformSpec::Truncate(c) => Box::new(Truncate::new(c)),
+            TransformSpec::Unwrap(c) => Box::new(Unwrap::new(c.clone())),
+            TransformSpec::Filter(c) => Box::new(
+                Filter::new(c.clone()).map_err(|e| fatal(format!("filter condition {e}")))?,
+            ),
+            TransformSpec::Key(c) => Box::new(Key::new(c).map_err(fatal)?),
+            TransformSpec::Columns(c) => Box::new(Columns::new(c.clone()).map_err(fatal)?),
+            TransformSpec::Skip(c) => Box::new(Skip::new(c)),
+        })
     }
 }
 

@@ -1,11 +1,15 @@
 //! Sluice transforms (Debezium SMTs). Each transform lives in its own folder with its `config.rs`.
 
 mod column_map;
+pub mod columns;
 pub mod envelope;
+pub mod filter;
 pub mod hash;
+pub mod key;
 pub mod mask;
 pub mod reroute;
 pub mod route;
+pub mod skip;
 pub mod truncate;
 pub mod unwrap;
 

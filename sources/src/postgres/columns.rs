@@ -16,6 +16,11 @@ pub const COLUMN_PREFIXES: [&str; 3] = [
     "column.truncate.to.",
 ];
 
+/// Checks one dynamic column key and its selectors.
+pub fn check_column_property(key: &str, selectors: &str) -> Result<(), String> {
+    ColumnRules::parse(&[(key.to_owned(), selectors.to_owned())]).map(|_| ())
+}
+
 /// Column mappers with the selectors they apply to, in the order given.
 #[derive(Debug, Clone, Default)]
 pub struct ColumnRules {

@@ -33,7 +33,7 @@ use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
 use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
 
-pub use columns::COLUMN_PREFIXES;
+pub use columns::{check_column_property, COLUMN_PREFIXES};
 pub use config::{PostgresConfig, SnapshotMode, OVERRIDE_PREFIX};
 pub use error::PgError;
 pub use offset::PgOffset;

@@ -9,7 +9,7 @@ use sluice_engine::{
     ChangeEvent, ComponentError, Record, Schema, SchemaType, Struct, Transform, Value,
 };
 
-pub use config::{DeleteMode, LegacyDeleteMode, UnwrapConfig};
+pub use config::{DeleteMode, FieldList, LegacyDeleteMode, UnwrapConfig};
 
 use crate::envelope::{envelope, is_envelope, value_text, SchemaCache};
 

@@ -1,0 +1,59 @@
+//! Configuration of the `filter` transform.
+
+use serde::Deserialize;
+use sluice_engine::config::RegexList;
+
+use crate::unwrap::FieldList;
+
+/// What happens to tombstones (`null.handling.mode`, as Debezium's Filter SMT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NullHandling {
+    /// Tombstones pass (the default).
+    #[default]
+    Keep,
+    /// Tombstones are dropped.
+    Drop,
+    /// Tombstones are evaluated like other records (their value fields are null).
+    Evaluate,
+}
+
+/// `type: filter`: keeps the change events that satisfy every criterion given.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterConfig {
+    /// A predicate (see the README): `after.status == 'shipped' && source.table =~ 'orders.*'`.
+    #[serde(default)]
+    pub condition: Option<String>,
+    /// Operations kept: `c`, `u`, `d`, `r`, `t` (list or comma-separated).
+    #[serde(default)]
+    pub ops: Option<FieldList>,
+    /// Tables kept: anchored regexes on `schema.table`.
+    #[serde(default)]
+    pub tables: Option<RegexList>,
+    /// Tombstones: `keep` (default), `drop`, `evaluate`.
+    #[serde(rename = "null.handling.mode", default)]
+    pub null_handling: NullHandling,
+}
+
+impl FilterConfig {
+    /// Checks what serde cannot (the condition's syntax is checked by the caller, which knows
+    /// where it is in the file).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.condition.is_none() && self.ops.is_none() && self.tables.is_none() {
+            return Err("a filter needs `condition`, `ops` or `tables`".into());
+        }
+        if let Some(ops) = &self.ops {
+            if let Some(bad) = ops
+                .0
+                .iter()
+                .find(|o| !matches!(o.as_str(), "c" | "u" | "d" | "r" | "t"))
+            {
+                return Err(format!(
+                    "`ops`: `{bad}` is not an operation: use c, u, d, r, t"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
