@@ -93,3 +93,66 @@ fn unwrap_delete_to_tombstone_matches_debezium() {
         "columns_d.jsonl",
     );
 }
+
+/// Fan-out with different shapes: a pipeline-level mask, then the raw envelope to one file and,
+/// through the second sink's own chain (unwrap, filter, key, columns), flat rows to another.
+/// Every position is committed, including those of events the filter dropped.
+#[test]
+fn two_sinks_with_their_own_chains() {
+    let read = |f: &str| std::fs::read_to_string(fixtures().join(f)).unwrap();
+    let db = fresh_db("two_chains");
+    psql(&db, &read("columns_setup.sql"));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let yaml = format!(
+        "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\n\
+source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.dbname: {db}\n  topic.prefix: dbserver1\n  \
+slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  table.include.list: public.gold\n\
+transforms:\n  - type: mask\n    columns: public.gold.ssn\n    chars: 4\n\
+sinks:\n  - name: raw\n    type: file\n    path: {d}/out.jsonl\n    schemas.enable: false\n  \
+- name: rows\n    type: file\n    path: {d}/rows.jsonl\n    schemas.enable: false\n    transforms:\n      \
+- type: unwrap\n        delete.tombstone.handling.mode: rewrite\n        add.fields: op\n      \
+- type: filter\n        condition: \"__op != 'd' && n < 10\"\n      \
+- type: key\n        message.key.columns: 'public.gold:code'\n      \
+- type: columns\n        exclude: 'public\\.gold\\.(email|notes)'\n        rename: {{ 'public\\.gold\\.name': full_name }}\n",
+        h = host(),
+        p = port(),
+    );
+    let file = dir.path().join("pipeline.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let mut child = start(&file, &["--stop-when-idle", "2s"]);
+    wait_lines(dir.path(), 4, &mut child);
+    psql(&db, &read("columns_changes.sql"));
+    let log = finish(child);
+    let raw = lines(dir.path());
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("rows.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 4 snapshot rows, insert, update, delete, tombstone.
+    assert_eq!(raw.len(), 8);
+    assert!(raw.iter().filter(|e| !e["value"].is_null()).all(|e| {
+        let row = if e["value"]["op"] == "d" {
+            &e["value"]["before"]
+        } else {
+            &e["value"]["after"]
+        };
+        row["ssn"] == "****"
+    }));
+    // Unwrapped rows: the update (n = 10) and the delete are filtered out, the tombstone is
+    // dropped by `rewrite`; keys come from `code`; email and notes are gone; name is renamed.
+    let ids: Vec<i64> = rows
+        .iter()
+        .map(|r| r["value"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5]);
+    assert_eq!(rows[0]["key"], serde_json::json!({"code": "AB12"}));
+    assert_eq!(rows[2]["key"], serde_json::json!({"code": null}));
+    assert_eq!(
+        rows[0]["value"],
+        serde_json::json!({"id": 1, "full_name": "Anne", "ssn": "****", "code": "AB12", "n": 1, "__deleted": "false", "__op": "r"})
+    );
+    assert!(log.contains("events=8 committed={\"lsn\":"), "{log}");
+    drop_db(&db);
+}

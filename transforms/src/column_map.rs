@@ -8,7 +8,7 @@ use sluice_engine::config::AnchoredRegex;
 use sluice_engine::mapping::ColumnMapper;
 use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType};
 
-use crate::envelope::{envelope, is_envelope, reschema, table_name, SchemaCache};
+use crate::envelope::{is_envelope, reschema, table_name, SchemaCache};
 
 /// The length Debezium's `column.propagate.source.type` records, when present.
 const LENGTH_PARAMETER: &str = "__debezium.source.column.length";
@@ -17,6 +17,8 @@ const LENGTH_PARAMETER: &str = "__debezium.source.column.length";
 struct Plan {
     /// `(field index in the row, mapper)`; empty: leave the table's events alone.
     columns: Vec<(usize, ColumnMapper)>,
+    /// The value is a flat row (after `unwrap`), not an envelope.
+    flat: bool,
     envelope: Arc<Schema>,
     row: Arc<Schema>,
 }
@@ -45,10 +47,12 @@ impl ColumnMap {
         table: &str,
         schema: &Arc<Schema>,
     ) -> Option<Plan> {
-        if !is_envelope(schema) {
-            return None;
-        }
-        let row = schema.field("after")?.schema.clone();
+        let flat = !is_envelope(schema);
+        let row = if flat {
+            (schema.kind() == SchemaType::Struct).then(|| schema.clone())?
+        } else {
+            schema.field("after")?.schema.clone()
+        };
         let mut columns = Vec::new();
         let mut builder = row.to_builder().clear_fields();
         for (i, field) in row.fields().iter().enumerate() {
@@ -80,11 +84,20 @@ impl ColumnMap {
         if columns.is_empty() {
             return Some(Plan {
                 columns,
+                flat,
                 envelope: schema.clone(),
                 row,
             });
         }
         let row = builder.build();
+        if flat {
+            return Some(Plan {
+                columns,
+                flat,
+                envelope: row.clone(),
+                row,
+            });
+        }
         let mut envelope = schema.to_builder().clear_fields();
         for field in schema.fields() {
             let s = if matches!(&*field.name, "before" | "after") {
@@ -96,6 +109,7 @@ impl ColumnMap {
         }
         Some(Plan {
             columns,
+            flat,
             envelope: envelope.build(),
             row,
         })
@@ -106,9 +120,6 @@ impl ColumnMap {
         let Some(schema) = event.value.as_ref().map(|r| r.schema.clone()) else {
             return Ok(event);
         };
-        if envelope(&event).is_none() {
-            return Ok(event);
-        }
         let (selectors, mapper) = (&self.selectors, &self.mapper);
         let table = table_name(&event).unwrap_or_default();
         let Some(plan) = self
@@ -124,28 +135,34 @@ impl ColumnMap {
             return Ok(event);
         };
         record.schema = plan.envelope.clone();
+        if plan.flat {
+            map_row(&mut record.value, plan);
+            return Ok(event);
+        }
         reschema(&mut record.value, &plan.envelope);
         if let Some(env) = record.value.as_struct_mut() {
             for side in ["before", "after"] {
-                let Some(row) = env.get_mut(side) else {
-                    continue;
-                };
-                if row.is_null() {
-                    continue;
-                }
-                reschema(row, &plan.row);
-                if let Some(row) = row.as_struct_mut() {
-                    for (i, mapper) in &plan.columns {
-                        let values = row.values_mut();
-                        if let Some(v) = values.get(*i) {
-                            if let Some(mapped) = mapper.apply(v) {
-                                values[*i] = mapped;
-                            }
-                        }
-                    }
+                if let Some(row) = env.get_mut(side) {
+                    map_row(row, plan);
                 }
             }
         }
         Ok(event)
+    }
+}
+
+/// Maps one row (null rows stay null).
+fn map_row(row: &mut sluice_engine::Value, plan: &Plan) {
+    if row.is_null() {
+        return;
+    }
+    reschema(row, &plan.row);
+    if let Some(row) = row.as_struct_mut() {
+        let values = row.values_mut();
+        for (i, mapper) in &plan.columns {
+            if let Some(mapped) = values.get(*i).and_then(|v| mapper.apply(v)) {
+                values[*i] = mapped;
+            }
+        }
     }
 }

@@ -15,3 +15,6 @@ pub mod unwrap;
 
 #[cfg(test)]
 mod testing;
+
+#[cfg(test)]
+mod chain_tests;

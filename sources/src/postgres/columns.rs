@@ -25,6 +25,8 @@ pub fn check_column_property(key: &str, selectors: &str) -> Result<(), String> {
 #[derive(Debug, Clone, Default)]
 pub struct ColumnRules {
     rules: Vec<(Vec<AnchoredRegex>, ColumnMapper)>,
+    /// The property each rule came from.
+    keys: Vec<String>,
 }
 
 fn number(key: &str, text: &str) -> Result<usize, String> {
@@ -36,6 +38,7 @@ impl ColumnRules {
     /// Parses `(key, selectors)` pairs.
     pub fn parse(entries: &[(String, String)]) -> Result<Self, String> {
         let mut rules = Vec::new();
+        let mut keys = Vec::new();
         for (key, value) in entries {
             let mapper = if let Some(rest) = key.strip_prefix("column.mask.with.") {
                 let n = rest
@@ -68,8 +71,9 @@ impl ColumnRules {
                 .map(|p| AnchoredRegex::new(p.trim()).map_err(|e| format!("`{key}`: {e}")))
                 .collect::<Result<Vec<_>, _>>()?;
             rules.push((selectors, mapper));
+            keys.push(key.clone());
         }
-        Ok(ColumnRules { rules })
+        Ok(ColumnRules { rules, keys })
     }
 
     /// The mapper of column `schema.table.column` (the first rule that selects it), with a hash
@@ -83,6 +87,19 @@ impl ColumnRules {
             ColumnMapper::Hash(h, _) => ColumnMapper::Hash(h.clone(), length),
             other => other.clone(),
         })
+    }
+
+    /// Selectors (`property: pattern`) that select none of `columns` (`schema.table.column`).
+    pub fn unused(&self, columns: &[String]) -> Vec<String> {
+        let mut out = Vec::new();
+        for ((selectors, _), key) in self.rules.iter().zip(&self.keys) {
+            for s in selectors {
+                if !columns.iter().any(|c| s.is_match(c)) {
+                    out.push(format!("{key}: {}", s.as_str()));
+                }
+            }
+        }
+        out
     }
 
     /// Whether there is no rule.
@@ -157,6 +174,14 @@ mod tests {
             Some(ColumnMapper::Truncate(4))
         );
         assert_eq!(rules.mapper("public.gold.id", None), None);
+        assert_eq!(
+            rules.unused(&[
+                "public.gold.ssn".into(),
+                "public.gold.name".into(),
+                "public.gold.notes".into()
+            ]),
+            vec!["column.mask.hash.v2.MD5.with.salt.pepper: public.x.y".to_owned()]
+        );
         assert!(
             ColumnRules::parse(&[("column.mask.with.-1.chars".into(), "a.b.c".into())])
                 .unwrap_err()

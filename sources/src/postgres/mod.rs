@@ -142,6 +142,17 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         );
     }
     ensure_publication(&client, config, &defs).await?;
+    let captured: Vec<String> = defs
+        .iter()
+        .flat_map(|d| {
+            d.columns
+                .iter()
+                .map(move |c| format!("{}.{}.{}", d.schema, d.name, c.name))
+        })
+        .collect();
+    for unused in config.column_rules.unused(&captured) {
+        tracing::warn!(selector = %unused, "Column selector matches no captured column.");
+    }
     let source = source_schema();
     let mut schemas: Vec<Arc<TableSchema>> = Vec::with_capacity(defs.len());
     let mut by_oid = HashMap::new();

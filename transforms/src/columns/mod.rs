@@ -5,11 +5,11 @@ mod config;
 use std::sync::Arc;
 
 use sluice_engine::config::AnchoredRegex;
-use sluice_engine::{ChangeEvent, ComponentError, Schema, Struct, Transform, Value};
+use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType, Struct, Transform, Value};
 
 pub use config::ColumnsConfig;
 
-use crate::envelope::{envelope, is_envelope, reschema, table_name, SchemaCache};
+use crate::envelope::{is_envelope, reschema, table_name, SchemaCache};
 
 #[derive(Debug)]
 struct Plan {
@@ -17,6 +17,8 @@ struct Plan {
     keep: Vec<usize>,
     /// Nothing changes for this table.
     identity: bool,
+    /// The value is a flat row (after `unwrap`), not an envelope.
+    flat: bool,
     envelope: Arc<Schema>,
     row: Arc<Schema>,
 }
@@ -45,10 +47,12 @@ impl Columns {
     }
 
     fn plan(&self, table: &str, schema: &Arc<Schema>) -> Option<Plan> {
-        if !is_envelope(schema) {
-            return None;
-        }
-        let row = schema.field("after")?.schema.clone();
+        let flat = !is_envelope(schema);
+        let row = if flat {
+            (schema.kind() == SchemaType::Struct).then(|| schema.clone())?
+        } else {
+            schema.field("after")?.schema.clone()
+        };
         let mut keep = Vec::new();
         let mut b = row.to_builder().clear_fields();
         let mut identity = true;
@@ -79,21 +83,39 @@ impl Columns {
             keep.push(i);
         }
         let row = b.build();
-        let mut env = schema.to_builder().clear_fields();
-        for f in schema.fields() {
-            let s = if matches!(&*f.name, "before" | "after") {
-                row.clone()
-            } else {
-                f.schema.clone()
-            };
-            env = env.field(f.name.clone(), s);
-        }
+        let envelope = if flat {
+            row.clone()
+        } else {
+            let mut env = schema.to_builder().clear_fields();
+            for f in schema.fields() {
+                let s = if matches!(&*f.name, "before" | "after") {
+                    row.clone()
+                } else {
+                    f.schema.clone()
+                };
+                env = env.field(f.name.clone(), s);
+            }
+            env.build()
+        };
         Some(Plan {
             keep,
             identity,
-            envelope: env.build(),
+            flat,
+            envelope,
             row,
         })
+    }
+}
+
+fn project(row: &mut Struct, plan: &Plan) {
+    let values = row.values();
+    let kept: Vec<Value> = plan
+        .keep
+        .iter()
+        .map(|&i| values.get(i).cloned().unwrap_or(Value::Null))
+        .collect();
+    if let Some(s) = Struct::from_values(plan.row.clone(), kept) {
+        *row = s;
     }
 }
 
@@ -103,10 +125,6 @@ impl Transform for Columns {
         mut event: ChangeEvent,
         out: &mut Vec<ChangeEvent>,
     ) -> Result<(), ComponentError> {
-        if envelope(&event).is_none() {
-            out.push(event);
-            return Ok(());
-        }
         let Some(schema) = event.value.as_ref().map(|r| r.schema.clone()) else {
             out.push(event);
             return Ok(());
@@ -117,18 +135,16 @@ impl Transform for Columns {
         if let (Some(plan), Some(record)) = (plan, event.value.as_mut()) {
             if !plan.identity {
                 record.schema = plan.envelope.clone();
-                reschema(&mut record.value, &plan.envelope);
-                if let Some(env) = record.value.as_struct_mut() {
-                    for side in ["before", "after"] {
-                        if let Some(Value::Struct(row)) = env.get_mut(side) {
-                            let values = row.values();
-                            let kept: Vec<Value> = plan
-                                .keep
-                                .iter()
-                                .map(|&i| values.get(i).cloned().unwrap_or(Value::Null))
-                                .collect();
-                            if let Some(s) = Struct::from_values(plan.row.clone(), kept) {
-                                *row = s;
+                if plan.flat {
+                    if let Value::Struct(row) = &mut record.value {
+                        project(row, plan);
+                    }
+                } else {
+                    reschema(&mut record.value, &plan.envelope);
+                    if let Some(env) = record.value.as_struct_mut() {
+                        for side in ["before", "after"] {
+                            if let Some(Value::Struct(row)) = env.get_mut(side) {
+                                project(row, plan);
                             }
                         }
                     }

@@ -60,23 +60,31 @@ impl Key {
         })
     }
 
+    /// `row`: the schema of the rows the key is taken from (`after` of an envelope, or a flat
+    /// value after `unwrap`).
     fn plan(
         rules: &[(AnchoredRegex, Vec<String>)],
         table: &str,
         old_key: Option<&Arc<Schema>>,
         schema: &Arc<Schema>,
     ) -> Option<Plan> {
-        if !is_envelope(schema) {
+        let row = if is_envelope(schema) {
+            schema.field("after")?.schema.clone()
+        } else if schema.kind() == sluice_engine::SchemaType::Struct {
+            schema.clone()
+        } else {
             return None;
-        }
+        };
         let (_, columns) = rules.iter().find(|(r, _)| r.is_match(table))?;
-        let row = schema.field("after")?.schema.clone();
         let name = old_key
             .and_then(|k| k.name().map(str::to_owned))
             .or_else(|| {
-                schema
-                    .name()
-                    .map(|n| n.trim_end_matches(".Envelope").to_owned() + ".Key")
+                schema.name().map(|n| {
+                    n.trim_end_matches(".Envelope")
+                        .trim_end_matches(".Value")
+                        .to_owned()
+                        + ".Key"
+                })
             })
             .unwrap_or_default();
         let mut b = Schema::struct_builder().name(name);
@@ -118,15 +126,18 @@ impl Transform for Key {
             out.push(event);
             return Ok(());
         }
-        let Some(env) = envelope(&event) else {
-            out.push(event);
-            return Ok(());
-        };
         let delete = event.op() == Some(sluice_engine::Op::Delete);
-        let row = env
-            .get(if delete { "before" } else { "after" })
-            .and_then(Value::as_struct)
-            .cloned();
+        let row = match envelope(&event) {
+            Some(env) => env
+                .get(if delete { "before" } else { "after" })
+                .and_then(Value::as_struct)
+                .cloned(),
+            None => event
+                .value
+                .as_ref()
+                .and_then(|v| v.value.as_struct())
+                .cloned(),
+        };
         let Some(schema) = event.value.as_ref().map(|r| r.schema.clone()) else {
             return Ok(());
         };
