@@ -6,6 +6,10 @@
 //! - each piece of the hot path in isolation (datagen generation, JSON encoding);
 //! - whole pipelines datagen → (no transform) → file / null, JSON with and without schemas.
 //!
+//! - the transform chain mask → hash → truncate → route alone (each transform, then the chain)
+//!   and in a pipeline (`--chain` runs only those cases; `CHAIN_ONLY=<0..3>` keeps one
+//!   transform of the chain).
+//!
 //! Pipelines run several threads (one arbiter per stage), so CPU seconds are reported beside
 //! wall-clock time: events per CPU-second is the per-core figure.
 
@@ -15,15 +19,21 @@ use std::time::{Duration, Instant};
 
 use sluice_engine::ack::AckTracker;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::config::{AnchoredRegex, RegexList};
 use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
 use sluice_engine::queue::{BoundedQueue, Popped, QueueItem};
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions, SinkPlan};
 use sluice_engine::{
-    BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Sink, Source,
+    BuildContext, BuildSink, BuildSource, BuildTransform, ChangeEvent, ComponentError, Sink,
+    Source, Transform,
 };
 use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource, Generator, OpMix};
+use sluice_transforms::hash::{Hash, HashConfig};
+use sluice_transforms::mask::{Mask, MaskConfig};
+use sluice_transforms::route::{Route, RouteConfig};
+use sluice_transforms::truncate::{Truncate, TruncateConfig};
 
 fn cpu_seconds() -> f64 {
     // utime + stime of this process, in clock ticks (100 Hz on Linux).
@@ -225,7 +235,125 @@ impl BuildSink for Out {
     }
 }
 
+/// The issue's chain: mask, hash, truncate, route.
+struct Chain(usize);
+impl BuildTransform for Chain {
+    fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
+        let columns = |p: &str| RegexList(vec![AnchoredRegex::new(p).unwrap()]);
+        Ok(match self.0 {
+            0 => Box::new(Mask::new(&MaskConfig {
+                columns: columns(r"public\.customers\.ssn"),
+                chars: Some(4),
+                replacement: None,
+            })),
+            1 => Box::new(
+                Hash::new(&HashConfig {
+                    columns: columns(r"public\.customers\.email"),
+                    algorithm: "SHA-256".into(),
+                    salt: "CzQMA0cB5K".into(),
+                    version: "v1".into(),
+                })
+                .unwrap(),
+            ),
+            2 => Box::new(Truncate::new(&TruncateConfig {
+                columns: columns(r"public\.customers\.notes"),
+                length: 8,
+            })),
+            _ => Box::new(Route::new(RouteConfig {
+                regex: AnchoredRegex::new(r"dbserver1\.public\.(.*)").unwrap(),
+                replacement: "cdc.$1".into(),
+            })),
+        })
+    }
+}
+
+fn chain() -> Vec<Arc<dyn BuildTransform>> {
+    let only: Option<usize> = std::env::var("CHAIN_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    (0..4)
+        .filter(|i| only.is_none_or(|o| o == *i))
+        .map(|i| Arc::new(Chain(i)) as Arc<dyn BuildTransform>)
+        .collect()
+}
+
+/// The chain alone, on pre-built events (the clone each event needs is timed separately and
+/// subtracted), beside the cost of generating and encoding the same events.
+fn chain_cost(events: &[ChangeEvent]) {
+    let ctx_dir = tempfile::tempdir().expect("tempdir");
+    let ctx = BuildContext {
+        pipeline: "bench",
+        data_dir: ctx_dir.path(),
+        component: "transforms",
+    };
+    let mut transforms: Vec<Box<dyn Transform>> =
+        chain().iter().map(|t| t.build(&ctx).unwrap()).collect();
+    let t0 = Instant::now();
+    let mut sink = 0usize;
+    for e in events {
+        sink += e.clone().topic.len();
+    }
+    let clone = t0.elapsed();
+    let t0 = Instant::now();
+    let mut out = Vec::with_capacity(4);
+    for e in events {
+        let mut current = vec![e.clone()];
+        for t in transforms.iter_mut() {
+            out.clear();
+            for e in current.drain(..) {
+                t.apply(e, &mut out).unwrap();
+            }
+            std::mem::swap(&mut current, &mut out);
+        }
+        sink += current.len();
+    }
+    let total = t0.elapsed();
+    let per = (total.saturating_sub(clone)).as_secs_f64() * 1e9 / events.len() as f64;
+    let mut parts = Vec::new();
+    for (i, t) in transforms.iter_mut().enumerate() {
+        let t0 = Instant::now();
+        for e in events {
+            out.clear();
+            t.apply(e.clone(), &mut out).unwrap();
+            sink += out.len();
+        }
+        let ns = t0.elapsed().saturating_sub(clone).as_secs_f64() * 1e9 / events.len() as f64;
+        parts.push(format!(
+            "{}: {ns:.0}",
+            ["mask", "hash", "truncate", "route"][i]
+        ));
+    }
+    println!("{:<44} {} ns/event", "  each alone", parts.join(", "));
+    let encoder = JsonEncoder::new(JsonOptions {
+        schemas_enable: false,
+    });
+    let t0 = Instant::now();
+    let mut buf = Vec::new();
+    for e in events {
+        buf.clear();
+        encoder.encode_line(e, false, &mut buf);
+        sink += buf.len();
+    }
+    let enc = t0.elapsed().as_secs_f64() * 1e9 / events.len() as f64;
+    println!(
+        "{:<44} {per:>10.0} ns/event (JSON encoding without schemas: {enc:.0} ns/event; chain/(chain+encoding) = {:.1}%) [{sink}]",
+        "chain mask+hash+truncate+route",
+        100.0 * per / (per + enc)
+    );
+}
+
 fn pipeline(name: &str, events: u64, out: Out, dir: &Path, bytes_of: impl Fn() -> u64) {
+    pipeline_with(name, events, out, dir, bytes_of, Vec::new());
+}
+
+fn pipeline_with(
+    name: &str,
+    events: u64,
+    out: Out,
+    dir: &Path,
+    bytes_of: impl Fn() -> u64,
+    transforms: Vec<Arc<dyn BuildTransform>>,
+) {
     let plan = PipelinePlan {
         name: "bench".into(),
         data_dir: dir.join("data"),
@@ -244,7 +372,7 @@ fn pipeline(name: &str, events: u64, out: Out, dir: &Path, bytes_of: impl Fn() -
                 delete: 10,
             },
         ))),
-        transforms: Vec::new(),
+        transforms,
         sinks: vec![SinkPlan {
             name: "out".into(),
             spec: Arc::new(out),
@@ -273,14 +401,22 @@ fn main() {
             .map(|p| p.get())
             .unwrap_or(1)
     );
+    let chain_only = std::env::args().any(|a| a == "--chain");
     for batch in [1, 16, 256, 2048] {
+        if chain_only {
+            break;
+        }
         queue_and_ack(n * batch as u64 / 4, batch);
     }
     let events = generation(n);
     encoding(&events, false);
     encoding(&events, true);
+    chain_cost(&events);
     drop(events);
     for (schemas, fsync) in [(false, true), (true, true), (false, false)] {
+        if chain_only {
+            break;
+        }
         let path = dir.path().join(format!("out-{schemas}-{fsync}.jsonl"));
         let config = FileSinkConfig {
             path: path.clone(),
@@ -295,6 +431,9 @@ fn main() {
         let _ = std::fs::remove_file(&path);
     }
     for schemas in [false, true] {
+        if chain_only {
+            break;
+        }
         let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counter = bytes.clone();
         let name = format!("datagen→null, schemas={schemas}");
@@ -311,4 +450,28 @@ fn main() {
             move || counter.load(std::sync::atomic::Ordering::Relaxed),
         );
     }
+    for with_chain in [false, true] {
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = bytes.clone();
+        let name = format!(
+            "datagen→{}null, schemas=false",
+            if with_chain { "chain→" } else { "" }
+        );
+        pipeline_with(
+            &name,
+            n,
+            Out::Null(
+                NullSinkConfig {
+                    schemas_enable: false,
+                },
+                bytes,
+            ),
+            dir.path(),
+            move || counter.load(std::sync::atomic::Ordering::Relaxed),
+            if with_chain { chain() } else { Vec::new() },
+        );
+    }
 }
+/// The binary's allocator, so that the figures are the product's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -139,3 +139,7 @@ fn init_tracing() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
+/// Stages allocate and free each other's events; mimalloc keeps that cheap (glibc malloc
+/// contends on its arena locks: measured in `benches/engine.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -38,13 +38,18 @@ impl HashAlgorithm {
         }
     }
 
-    fn digest(self, parts: &[&[u8]]) -> Vec<u8> {
-        fn run<D: Digest>(parts: &[&[u8]]) -> Vec<u8> {
+    /// The digest of the concatenated parts, in a fixed buffer (64 bytes is SHA-512's size).
+    fn digest(self, parts: &[&[u8]]) -> ([u8; 64], usize) {
+        fn run<D: Digest>(parts: &[&[u8]]) -> ([u8; 64], usize) {
             let mut d = D::new();
             for p in parts {
                 d.update(p);
             }
-            d.finalize().to_vec()
+            let out = d.finalize();
+            let mut buf = [0u8; 64];
+            let n = out.len().min(64);
+            buf[..n].copy_from_slice(&out[..n]);
+            (buf, n)
         }
         match self {
             Self::Md5 => run::<md5::Md5>(parts),
@@ -86,18 +91,34 @@ impl Hasher {
 
     /// The lower-case hex digest.
     pub fn hash(&self, value: &str) -> String {
-        let digest = match self.version {
+        self.hash_cut(value, usize::MAX).to_string()
+    }
+
+    /// The lower-case hex digest cut to `max` characters, with one allocation.
+    pub fn hash_cut(&self, value: &str, max: usize) -> Arc<str> {
+        let (digest, n) = match self.version {
+            // Modified UTF-8 equals UTF-8 without NUL and supplementary characters: hash the
+            // serialization's parts without building it.
+            HashVersion::V1
+                if value.len() <= 0xffff && !value.bytes().any(|b| b == 0 || b >= 0xf0) =>
+            {
+                let len = (value.len() as u16).to_be_bytes();
+                let header = [0xac, 0xed, 0x00, 0x05, 0x74, len[0], len[1]];
+                self.algorithm
+                    .digest(&[&self.salt, &header, value.as_bytes()])
+            }
             HashVersion::V1 => self
                 .algorithm
                 .digest(&[&self.salt, &java_serialized_string(value)]),
             HashVersion::V2 => self.algorithm.digest(&[&self.salt, value.as_bytes()]),
         };
-        let mut out = String::with_capacity(digest.len() * 2);
-        for b in digest {
-            out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
-            out.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+        let mut hex = [0u8; 128];
+        for (i, b) in digest[..n].iter().enumerate() {
+            hex[2 * i] = b"0123456789abcdef"[usize::from(b >> 4)];
+            hex[2 * i + 1] = b"0123456789abcdef"[usize::from(b & 15)];
         }
-        out
+        let len = (2 * n).min(max);
+        Arc::from(std::str::from_utf8(&hex[..len]).unwrap_or_default())
     }
 }
 
@@ -169,11 +190,7 @@ impl ColumnMapper {
         match (self, value) {
             (ColumnMapper::Mask(m), _) => Some(Value::String(m.clone())),
             (ColumnMapper::Hash(h, max), Value::String(s)) => {
-                let mut hashed = h.hash(s);
-                if let Some(max) = max {
-                    hashed.truncate(*max);
-                }
-                Some(Value::from(hashed.as_str()))
+                Some(Value::String(h.hash_cut(s, max.unwrap_or(usize::MAX))))
             }
             (ColumnMapper::Truncate(n), Value::String(s)) => truncate(s, *n).map(Value::from),
             _ => None,

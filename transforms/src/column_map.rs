@@ -121,11 +121,10 @@ impl ColumnMap {
             return Ok(event);
         };
         let (selectors, mapper) = (&self.selectors, &self.mapper);
-        let table = table_name(&event).unwrap_or_default();
-        let Some(plan) = self
-            .plans
-            .get_or_insert(&schema, || Self::plan(selectors, mapper, &table, &schema))
-        else {
+        let Some(plan) = self.plans.get_or_insert(&schema, || {
+            let table = table_name(&event).unwrap_or_default();
+            Self::plan(selectors, mapper, &table, &schema)
+        }) else {
             return Ok(event);
         };
         if plan.columns.is_empty() {

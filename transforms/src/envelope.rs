@@ -9,16 +9,36 @@ use sluice_engine::{ChangeEvent, Schema, Struct, Value};
 /// The most distinct schemas a cache keeps before it starts over.
 const CACHE_LIMIT: usize = 4096;
 
+/// Hashes schema addresses (already unique) with one multiplication.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PtrHasher(u64);
+
+impl std::hash::Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type PtrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<PtrHasher>>;
+
 /// Plans computed once per value schema (events of one table share one `Arc<Schema>`).
 #[derive(Debug)]
 pub struct SchemaCache<T> {
-    plans: HashMap<usize, (Arc<Schema>, T)>,
+    plans: PtrMap<(Arc<Schema>, T)>,
 }
 
 impl<T> Default for SchemaCache<T> {
     fn default() -> Self {
         SchemaCache {
-            plans: HashMap::new(),
+            plans: PtrMap::default(),
         }
     }
 }
@@ -72,10 +92,7 @@ pub fn table_name(event: &ChangeEvent) -> Option<String> {
 /// A struct value under a new schema with the same fields (parameters or names changed).
 pub fn reschema(value: &mut Value, schema: &Arc<Schema>) {
     if let Value::Struct(s) = value {
-        let (_, values) = std::mem::replace(s, Struct::new(schema.clone())).into_parts();
-        if let Some(rebuilt) = Struct::from_values(schema.clone(), values) {
-            *s = rebuilt;
-        }
+        s.set_schema(schema.clone());
     }
 }
 

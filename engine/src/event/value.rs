@@ -176,6 +176,16 @@ impl Struct {
         &mut self.values
     }
 
+    /// Puts the values under another schema with as many fields (renamed, re-parameterized);
+    /// returns false, changing nothing, when the field counts differ.
+    pub fn set_schema(&mut self, schema: Arc<Schema>) -> bool {
+        if schema.fields().len() != self.values.len() {
+            return false;
+        }
+        self.schema = schema;
+        true
+    }
+
     /// Takes the values out, leaving the schema.
     pub fn into_parts(self) -> (Arc<Schema>, Vec<Value>) {
         (self.schema, self.values)
