@@ -224,8 +224,9 @@ fn a_sink_stalled_past_wal_sender_timeout_keeps_the_connection() {
     drop_db(&db);
 }
 
-/// `database.sslmode: require` encrypts both connections (the SQL one and the replication one),
-/// as `pg_stat_ssl` shows; `verify-full` without a CA file is a one-line setup error.
+/// `database.sslmode: prefer` (the default) and `require` encrypt both connections (the SQL one
+/// and the replication one), as `pg_stat_ssl` shows; `verify-full` without a CA file is a
+/// one-line setup error.
 #[test]
 fn tls_require_encrypts_both_connections() {
     if psql("postgres", "show ssl").trim() != "on" {
@@ -236,25 +237,30 @@ fn tls_require_encrypts_both_connections() {
     psql(&db, "create table items (id int primary key)");
     psql(&db, "insert into items select generate_series(1, 10)");
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n  database.sslmode: require\n",
-        false,
-    );
-    let mut child = start(&file, &[]);
-    active_slot_pid(&db, &mut child);
-    wait_lines(dir.path(), 10, &mut child);
-    let encrypted = psql(&db, &format!(
-        "select count(*) from pg_stat_ssl s join pg_stat_activity a using (pid) where a.datname = '{db}' and a.application_name = 'sluice' and s.ssl"
-    ));
-    stop(&child);
-    finish(child);
-    assert_eq!(
-        encrypted.trim(),
-        "2",
-        "the SQL and the replication connections should both use TLS"
-    );
+    for (round, mode) in ["prefer", "require"].into_iter().enumerate() {
+        let file = pipeline(
+            dir.path(),
+            &db,
+            &format!("  table.include.list: public.items\n  database.sslmode: {mode}\n"),
+            false,
+        );
+        let mut child = start(&file, &[]);
+        active_slot_pid(&db, &mut child);
+        if round == 1 {
+            psql(&db, "insert into items values (11)");
+        }
+        wait_lines(dir.path(), 10 + round, &mut child);
+        let encrypted = psql(&db, &format!(
+            "select count(*) from pg_stat_ssl s join pg_stat_activity a using (pid) where a.datname = '{db}' and a.application_name = 'sluice' and s.ssl"
+        ));
+        stop(&child);
+        finish(child);
+        assert_eq!(
+            encrypted.trim(),
+            "2",
+            "{mode}: the SQL and the replication connections should both use TLS"
+        );
+    }
     let file = pipeline(
         dir.path(),
         &db,

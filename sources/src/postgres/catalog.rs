@@ -120,9 +120,11 @@ impl ConnInfo {
         use tokio_postgres::config::SslMode as Mode;
         let (tls, mode) = match self.sslmode {
             SslMode::Disable => (None, Mode::Disable),
-            // `prefer` connects without TLS for now (see the README: an intermittent stall of
-            // the stream was seen with TLS on and is not understood yet).
-            SslMode::Prefer => (None, Mode::Disable),
+            // As libpq: TLS when the server offers it (no certificate check), else plain.
+            SslMode::Prefer => (
+                Some(super::tls::client_config(false, false, None)?),
+                Mode::Prefer,
+            ),
             SslMode::Require => (
                 Some(super::tls::client_config(false, false, None)?),
                 Mode::Require,

@@ -96,11 +96,11 @@ async fn slot_state(
     }
 }
 
-/// The replication connection's TLS, from the same `sslmode` (`prefer` uses TLS: the server's
-/// SQL connection has just shown whether it offers it).
+/// The replication connection's TLS, from the same `sslmode`.
 fn replication_tls(info: &ConnInfo) -> TlsConfig {
     let mode = match info.sslmode {
-        config::SslMode::Disable | config::SslMode::Prefer => return TlsConfig::disabled(),
+        config::SslMode::Disable => return TlsConfig::disabled(),
+        config::SslMode::Prefer => pgwire_replication::SslMode::Prefer,
         config::SslMode::Require => pgwire_replication::SslMode::Require,
         config::SslMode::VerifyCa => pgwire_replication::SslMode::VerifyCa,
         config::SslMode::VerifyFull => pgwire_replication::SslMode::VerifyFull,
