@@ -271,3 +271,83 @@ fn tls_require_encrypts_both_connections() {
     assert!(line.contains("need `database.sslrootcert`"), "{line}");
     drop_db(&db);
 }
+
+/// The server restarts mid-stream (`pg_ctlcluster ... restart`): the pipeline reconnects with
+/// backoff, resumes from the committed position, and nothing is lost. Ignored in the parallel
+/// suite because it stops the server under every other test; `.ci/run` runs it alone:
+/// `cargo test --test postgres -- --ignored --test-threads=1`.
+#[test]
+#[ignore = "restarts the PostgreSQL server: run alone"]
+fn server_restart_mid_stream_reconnects_without_loss() {
+    let version = std::fs::read_dir("/etc/postgresql").ok().and_then(|d| {
+        d.filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .max()
+    });
+    let Some(version) = version else {
+        eprintln!("skipped: no pg_ctlcluster-managed server here");
+        return;
+    };
+    let db = fresh_db("server_restart");
+    psql(
+        &db,
+        "create table items (id serial primary key, n int not null)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n",
+        false,
+    );
+    let yaml = std::fs::read_to_string(&file).unwrap().replace(
+        "restart: { max_retries: 0 }",
+        "restart: { max_retries: 100, initial_backoff: 100ms, max_backoff: 1s }",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    psql(&db, "do $$ begin for i in 1..1000 loop insert into items (n) values (i); commit; end loop; end $$");
+    wait_lines(dir.path(), 200, &mut child);
+    let restarted = Command::new("pg_ctlcluster")
+        .args(["--skip-systemctl-redirect", &version, "main", "restart"])
+        .status()
+        .expect("pg_ctlcluster");
+    assert!(restarted.success(), "the server did not restart");
+    let ready = (0..60).any(|_| {
+        std::thread::sleep(Duration::from_millis(500));
+        Command::new("pg_isready")
+            .args(["-h", &host(), "-p", &port(), "-q"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(ready, "the server did not come back");
+    psql(&db, "do $$ begin for i in 1..1000 loop insert into items (n) values (i); commit; end loop; end $$");
+    let expected: Vec<i64> = psql(&db, "select id from items order by id")
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    wait_lines(dir.path(), expected.len(), &mut child);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ids = loop {
+        let mut ids: Vec<i64> = lines(dir.path())
+            .iter()
+            .map(|e| e["key"]["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids == expected || Instant::now() > deadline {
+            break ids;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    stop(&child);
+    let stderr = finish(child);
+    assert!(
+        stderr.contains("restarting the pipeline from the last committed position"),
+        "no reconnect happened:\n{stderr}"
+    );
+    assert_eq!(ids.len(), 2000, "rows were lost across the restart");
+    assert_eq!(ids, expected);
+    drop_db(&db);
+}

@@ -148,10 +148,18 @@ impl ConnInfo {
         };
         config.ssl_mode(mode);
         let failed = |e: tokio_postgres::Error| {
-            PgError::Setup(format!(
+            let message = format!(
                 "cannot connect to PostgreSQL at {}:{} as `{}`: {e}",
                 self.host, self.port, self.user
-            ))
+            );
+            // Refused, reset, a server starting up or out of connections: retried with
+            // backoff. Bad credentials or a missing database: fatal.
+            match e.code().map(|c| c.code()) {
+                Some(code) if code.starts_with("28") || code.starts_with("3D") => {
+                    PgError::Setup(message)
+                }
+                _ => PgError::Unavailable(message),
+            }
         };
         let client = match tls {
             None => {

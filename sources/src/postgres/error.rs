@@ -17,6 +17,9 @@ pub enum PgError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The server cannot be reached now (refused, restarting); retried.
+    #[error("{0}")]
+    Unavailable(String),
     /// The replication stream failed.
     #[error("replication: {0}")]
     Replication(String),
@@ -39,7 +42,7 @@ impl Classify for PgError {
     fn class(&self) -> ErrorClass {
         match self {
             PgError::Setup(_) | PgError::Decode(_) => ErrorClass::Fatal,
-            PgError::Replication(_) => ErrorClass::Retryable,
+            PgError::Replication(_) | PgError::Unavailable(_) => ErrorClass::Retryable,
             PgError::Query { source, .. } => match source.code() {
                 // Class 28 (auth), 3D (no database), 42 (syntax/privilege/undefined): definite.
                 Some(code)
