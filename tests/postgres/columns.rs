@@ -156,3 +156,39 @@ sinks:\n  - name: raw\n    type: file\n    path: {d}/out.jsonl\n    schemas.enab
     assert!(log.contains("events=8 committed={\"lsn\":"), "{log}");
     drop_db(&db);
 }
+
+/// `message.key.columns` gives a table without a primary key a key (snapshot and stream, the
+/// delete's tombstone included).
+#[test]
+fn message_key_columns_key_a_table_without_primary_key() {
+    let db = fresh_db("keyless");
+    psql(&db, "create table logs (code text not null, line text); alter table logs replica identity full; insert into logs values ('a', 'one')");
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.logs\n  message.key.columns: 'public\\.logs:code'\n",
+        false,
+    );
+    let mut child = start(&file, &[]);
+    wait_lines(dir.path(), 1, &mut child);
+    psql(
+        &db,
+        "insert into logs values ('b', 'two'); delete from logs where code = 'a'",
+    );
+    wait_lines(dir.path(), 4, &mut child);
+    stop(&child);
+    let stderr = finish(child);
+    assert!(!stderr.contains("no primary key"), "{stderr}");
+    let keys: Vec<serde_json::Value> = lines(dir.path()).iter().map(|e| e["key"].clone()).collect();
+    assert_eq!(
+        keys,
+        [
+            serde_json::json!({"code": "a"}),
+            serde_json::json!({"code": "b"}),
+            serde_json::json!({"code": "a"}),
+            serde_json::json!({"code": "a"}),
+        ]
+    );
+    drop_db(&db);
+}
