@@ -8,4 +8,5 @@ mod columns;
 mod common;
 mod conformance;
 mod consistency;
+mod incremental;
 mod setup;

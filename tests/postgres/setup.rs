@@ -237,7 +237,7 @@ fn tls_require_encrypts_both_connections() {
     psql(&db, "create table items (id int primary key)");
     psql(&db, "insert into items select generate_series(1, 10)");
     let dir = tempfile::tempdir().unwrap();
-    for (round, mode) in ["prefer", "require"].into_iter().enumerate() {
+    for (round, (mode, expected)) in [("prefer", "1"), ("require", "2")].into_iter().enumerate() {
         let file = pipeline(
             dir.path(),
             &db,
@@ -257,8 +257,8 @@ fn tls_require_encrypts_both_connections() {
         finish(child);
         assert_eq!(
             encrypted.trim(),
-            "2",
-            "{mode}: the SQL and the replication connections should both use TLS"
+            expected,
+            "{mode}: encrypted connections (prefer: the SQL one; require: both)"
         );
     }
     let file = pipeline(

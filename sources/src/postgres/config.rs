@@ -105,6 +105,17 @@ pub enum SslMode {
     VerifyFull,
 }
 
+/// How an incremental snapshot chunk's window is marked in the signaling table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WatermarkStrategy {
+    /// An open row, then a close row.
+    #[default]
+    InsertInsert,
+    /// An open row, deleted to close the window (the table does not grow).
+    InsertDelete,
+}
+
 /// `type: postgres`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -228,6 +239,28 @@ pub struct PostgresConfig {
     /// (default false).
     #[serde(rename = "provide.transaction.metadata", default)]
     pub provide_transaction_metadata: bool,
+    /// The signaling table (`schema.table`, or `db.schema.table`) for the `source` channel and
+    /// the incremental snapshot's watermarks.
+    #[serde(rename = "signal.data.collection", default)]
+    pub signal_data_collection: Option<String>,
+    /// Signal channels, comma-separated: `source` (default), `file`.
+    #[serde(rename = "signal.enabled.channels", default = "default_channels")]
+    pub signal_enabled_channels: String,
+    /// JSON-lines file of the `file` channel.
+    #[serde(rename = "signal.file", default)]
+    pub signal_file: Option<std::path::PathBuf>,
+    /// How often the `file` channel is read (default 1000 ms).
+    #[serde(rename = "signal.poll.interval.ms", default = "default_signal_poll")]
+    pub signal_poll_interval_ms: u64,
+    /// Rows per incremental snapshot chunk (default 1024).
+    #[serde(
+        rename = "incremental.snapshot.chunk.size",
+        default = "default_incremental_chunk"
+    )]
+    pub incremental_chunk_size: usize,
+    /// `insert_insert` (default) or `insert_delete`.
+    #[serde(rename = "incremental.snapshot.watermarking.strategy", default)]
+    pub watermarking_strategy: WatermarkStrategy,
     /// Schema change events on the topic `<topic.prefix>` (default false: Debezium's PostgreSQL
     /// connector has none).
     #[serde(rename = "include.schema.changes", default)]
@@ -268,6 +301,15 @@ fn default_publication() -> String {
 }
 fn default_fetch() -> usize {
     10_240
+}
+fn default_channels() -> String {
+    "source".into()
+}
+fn default_signal_poll() -> u64 {
+    1000
+}
+fn default_incremental_chunk() -> usize {
+    1024
 }
 fn default_threads() -> usize {
     1
@@ -372,6 +414,19 @@ impl PostgresConfig {
         if self.url.is_none() && self.dbname.is_none() {
             return Err("set `database.dbname` (or `database.url`)".to_owned());
         }
+        for channel in self.signal_channels() {
+            if !matches!(channel.as_str(), "source" | "file") {
+                return Err(format!(
+                    "`signal.enabled.channels`: `{channel}` is not available here: use source, file"
+                ));
+            }
+        }
+        if self.signal_channels().iter().any(|c| c == "file") && self.signal_file.is_none() {
+            return Err("the `file` signal channel needs `signal.file`".to_owned());
+        }
+        if self.incremental_chunk_size == 0 {
+            return Err("`incremental.snapshot.chunk.size` must be at least 1".to_owned());
+        }
         if self.snapshot_max_threads == 0 || self.snapshot_max_threads > 64 {
             return Err("`snapshot.max.threads` must be between 1 and 64".to_owned());
         }
@@ -379,6 +434,26 @@ impl PostgresConfig {
             return Err("`snapshot.fetch.size` must be at least 1".to_owned());
         }
         self.skipped().map(|_| ())
+    }
+
+    /// The enabled signal channels.
+    pub fn signal_channels(&self) -> Vec<String> {
+        self.signal_enabled_channels
+            .split(',')
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// The signaling table as `(schema, table)` (a leading database name is dropped).
+    pub fn signal_table(&self) -> Option<(String, String)> {
+        let name = self.signal_data_collection.as_deref()?;
+        let parts: Vec<&str> = name.split('.').collect();
+        match parts.as_slice() {
+            [.., schema, table] => Some(((*schema).to_owned(), (*table).to_owned())),
+            [table] => Some(("public".to_owned(), (*table).to_owned())),
+            [] => None,
+        }
     }
 
     /// Parses `skipped.operations`.

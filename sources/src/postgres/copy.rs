@@ -50,6 +50,44 @@ pub fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// Runs `COPY (<select>) TO STDOUT` and calls `f` with each row's cells, in order.
+pub async fn for_each_row(
+    client: &tokio_postgres::Client,
+    select: &str,
+    what: &str,
+    mut f: impl FnMut(&[super::table::Cell<'_>]) -> Result<(), super::error::PgError>,
+) -> Result<(), super::error::PgError> {
+    use super::error::PgError;
+    use super::table::Cell;
+    let stream = client
+        .copy_out(&format!("COPY ({select}) TO STDOUT"))
+        .await
+        .map_err(|e| PgError::query(what.to_owned(), e))?;
+    futures_util::pin_mut!(stream);
+    let mut carry: Vec<u8> = Vec::new();
+    while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+        let chunk = chunk.map_err(|e| PgError::query(what.to_owned(), e))?;
+        carry.extend_from_slice(&chunk);
+        let mut consumed = 0;
+        while let Some(nl) = carry[consumed..].iter().position(|b| *b == b'\n') {
+            let line = std::str::from_utf8(&carry[consumed..consumed + nl])
+                .map_err(|e| PgError::Decode(format!("{what}: row is not UTF-8: {e}")))?;
+            consumed += nl + 1;
+            let fields: Vec<(bool, std::borrow::Cow<'_, str>)> = line
+                .split('\t')
+                .map(|f| (f == "\\N", unescape_copy(f)))
+                .collect();
+            let cells: Vec<Cell<'_>> = fields
+                .iter()
+                .map(|(null, f)| if *null { Cell::Null } else { Cell::Text(f) })
+                .collect();
+            f(&cells)?;
+        }
+        carry.drain(..consumed);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::unescape_copy;

@@ -9,7 +9,7 @@ pub enum PgError {
     #[error("{0}")]
     Setup(String),
     /// A query failed.
-    #[error("{context}: {source}")]
+    #[error("{context}: {}", detail(source))]
     Query {
         /// What was being done.
         context: String,
@@ -26,6 +26,14 @@ pub enum PgError {
     /// The server sent something Sluice cannot decode.
     #[error("decoding: {0}")]
     Decode(String),
+}
+
+/// The driver's error with the server's message, which its `Display` leaves out.
+fn detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
 }
 
 impl PgError {

@@ -14,9 +14,12 @@ mod columns;
 mod config;
 mod copy;
 mod error;
+mod incremental;
 mod offset;
 mod pgoutput;
 mod schema_change;
+mod signal;
+mod signaling;
 mod snapshot;
 mod stream;
 mod table;
@@ -96,11 +99,13 @@ async fn slot_state(
     }
 }
 
-/// The replication connection's TLS, from the same `sslmode`.
+/// The replication connection's TLS, from the same `sslmode`, except that `prefer` does not
+/// encrypt it: over TLS (pgwire-replication with tokio-rustls) a message can stay undelivered
+/// until more data arrives on the socket, which stalled an idle stream in tests (see the
+/// README). `require` and `verify-*` encrypt it and carry that risk.
 fn replication_tls(info: &ConnInfo) -> TlsConfig {
     let mode = match info.sslmode {
-        config::SslMode::Disable => return TlsConfig::disabled(),
-        config::SslMode::Prefer => pgwire_replication::SslMode::Prefer,
+        config::SslMode::Disable | config::SslMode::Prefer => return TlsConfig::disabled(),
         config::SslMode::Require => pgwire_replication::SslMode::Require,
         config::SslMode::VerifyCa => pgwire_replication::SslMode::VerifyCa,
         config::SslMode::VerifyFull => pgwire_replication::SslMode::VerifyFull,
@@ -130,6 +135,101 @@ fn replication_config(info: &ConnInfo, config: &PostgresConfig) -> ReplicationCo
     ))
 }
 
+/// The incremental snapshot's progress in the committed position, if one was running.
+fn committed_progress(ctx: &SourceContext) -> Option<incremental::Progress> {
+    let Some(sluice_engine::Position::Opaque(text)) = ctx.resume_from() else {
+        return None;
+    };
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    serde_json::from_value(value.get("incremental")?.clone()).ok()
+}
+
+/// Finds the signaling table (it must exist and be published) and sets up the channels.
+async fn signal_setup(
+    client: &tokio_postgres::Client,
+    config: &PostgresConfig,
+    db: &str,
+    progress: Option<incremental::Progress>,
+) -> Result<Option<signaling::Signals>, PgError> {
+    let channels = config.signal_channels();
+    let file = channels
+        .iter()
+        .any(|c| c == "file")
+        .then(|| config.signal_file.clone())
+        .flatten()
+        .map(|path| signaling::FileChannel { path });
+    let Some((schema, table)) = config.signal_table() else {
+        if file.is_none() {
+            return Ok(None);
+        }
+        return Ok(Some(signaling::Signals {
+            oid: None,
+            source_channel: false,
+            incremental: None,
+            file,
+            db: db.to_owned(),
+        }));
+    };
+    let qualified = format!(
+        "{}.{}",
+        catalog::quote_ident(&schema),
+        catalog::quote_ident(&table)
+    );
+    let oid: Option<u32> = client
+        .query_opt(
+            "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(|e| PgError::query("looking up the signaling table", e))?
+        .map(|r| r.get(0));
+    let Some(oid) = oid else {
+        return Err(PgError::Setup(format!(
+            "the signaling table `{schema}.{table}` (`signal.data.collection`) does not exist: create it with `CREATE TABLE {qualified} (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text)`"
+        )));
+    };
+    let published = client
+        .query_opt(
+            "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            &[&config.publication_name, &schema, &table],
+        )
+        .await
+        .map_err(|e| PgError::query("checking the publication", e))?
+        .is_some();
+    if !published {
+        if config.publication_autocreate == config::PublicationAutocreate::Disabled {
+            return Err(PgError::Setup(format!(
+                "publication `{}` does not publish the signaling table: run `ALTER PUBLICATION {} ADD TABLE {qualified}`",
+                config.publication_name, config.publication_name
+            )));
+        }
+        client
+            .batch_execute(&format!(
+                "ALTER PUBLICATION {} ADD TABLE {qualified}",
+                catalog::quote_ident(&config.publication_name)
+            ))
+            .await
+            .map_err(|e| PgError::query("adding the signaling table to the publication", e))?;
+    }
+    if let Some(p) = &progress {
+        tracing::info!(id = %p.id, tables = ?p.tables, chunks = p.chunks, "Resuming the incremental snapshot after its last delivered chunk.");
+    }
+    Ok(Some(signaling::Signals {
+        oid: Some(oid),
+        source_channel: channels.iter().any(|c| c == "source"),
+        incremental: Some(incremental::Incremental::new(
+            qualified,
+            config.watermarking_strategy,
+            config.incremental_chunk_size,
+            config.topic_prefix.as_str().into(),
+            db.into(),
+            progress,
+        )),
+        file,
+        db: db.to_owned(),
+    }))
+}
+
 async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgError> {
     let info = ConnInfo::from_config(config)?;
     let client = info.connect("sluice").await?;
@@ -142,6 +242,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         );
     }
     ensure_publication(&client, config, &defs).await?;
+    // Before the stream starts: the signaling table must be published before any signal is
+    // written.
+    let signals = signal_setup(&client, config, &info.dbname, committed_progress(ctx)).await?;
     let captured: Vec<String> = defs
         .iter()
         .flat_map(|d| {
@@ -309,6 +412,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         skipped: config.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
         schema_changes,
+        signals,
         resume,
     };
     let result = streamer.run(&mut repl, ctx).await;

@@ -46,6 +46,8 @@ pub struct Streamer<'a> {
     pub heartbeats: Option<Heartbeats>,
     /// Schema change events, when `include.schema.changes` is on.
     pub schema_changes: Option<Arc<SchemaChanges>>,
+    /// Signals and incremental snapshots, when configured.
+    pub signals: Option<super::signaling::Signals>,
 }
 
 struct Tx {
@@ -73,6 +75,13 @@ impl Streamer<'_> {
         let period = Duration::from_millis(self.config.heartbeat_interval_ms.max(1));
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let has_file = self.signals.as_ref().is_some_and(|s| s.file.is_some());
+        let mut file_tick = tokio::time::interval(Duration::from_millis(
+            self.config.signal_poll_interval_ms.max(10),
+        ));
+        file_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // An incremental snapshot resumed from the committed position continues now.
+        self.next_chunk().await?;
         loop {
             let event = tokio::select! {
                 biased;
@@ -90,11 +99,17 @@ impl Streamer<'_> {
                                 .duration_since(std::time::UNIX_EPOCH)
                                 .map(|d| d.as_millis() as i64)
                                 .unwrap_or(0);
-                            let record = beats.event(ts_ms, done.position());
+                            let record = beats.event(ts_ms, self.pos(done));
                             if ctx.emit(Batch::new(vec![record])).await.is_err() {
                                 return Ok(());
                             }
                         }
+                    }
+                    continue;
+                }
+                _ = file_tick.tick(), if has_file => {
+                    if tx.is_none() {
+                        self.poll_file().await?;
                     }
                     continue;
                 }
@@ -145,12 +160,11 @@ impl Streamer<'_> {
                     }
                     tx = None;
                     last_done = end_lsn.0;
-                    let done = PgOffset {
+                    let done = self.pos(PgOffset {
                         lsn: last_done,
                         tx: None,
                         snapshot_completed: true,
-                    }
-                    .position();
+                    });
                     // The batch's position covers the whole transaction, even when it ends
                     // with skipped events or has none.
                     let out = Batch {
@@ -188,7 +202,7 @@ impl Streamer<'_> {
                             tx: None,
                             snapshot_completed: true,
                         };
-                        if ctx.emit(Batch::heartbeat(done.position())).await.is_err() {
+                        if ctx.emit(Batch::heartbeat(self.pos(done))).await.is_err() {
                             return Ok(());
                         }
                     }
@@ -285,12 +299,11 @@ impl Streamer<'_> {
                         changes.event(kind, &description, table.source(&info), Position::Offset(0));
                     // Not counted among the transaction's events: a restart may see the
                     // relation unchanged and not repeat it, and the count must still match.
-                    event.position = PgOffset {
+                    event.position = self.pos(PgOffset {
                         lsn: last_done,
                         tx: Some((tx.final_lsn, tx.count)),
                         snapshot_completed: true,
-                    }
-                    .position();
+                    });
                     out.push(event);
                 }
                 return Ok(());
@@ -314,16 +327,43 @@ impl Streamer<'_> {
             }
             _ => return Ok(()),
         };
+        if self.is_signal_table(oid) {
+            let rows = match &message {
+                Message::Insert { new, .. } => self.on_signal_row(new, false).await?,
+                Message::Delete {
+                    old: (_, cells), ..
+                } => self.on_signal_row(cells, true).await?,
+                _ => Vec::new(),
+            };
+            // A chunk's rows are not counted among the transaction's events (a restart
+            // re-reads the chunk instead), and carry the progress past the chunk.
+            for mut row in rows {
+                row.position = self.pos(PgOffset {
+                    lsn: last_done,
+                    tx: Some((tx.final_lsn, tx.count)),
+                    snapshot_completed: true,
+                });
+                out.push(row);
+            }
+            return Ok(());
+        }
         let Some(table) = self.table(oid) else {
             return Ok(());
         };
         let info = self.info(tx, last_done, lsn);
         let d = PgError::Decode;
+        // Keys an open incremental snapshot window must drop (after `info` is released).
+        let mut evicted: Vec<Option<sluice_engine::Record>> = Vec::new();
+        let track = self.signals.is_some();
         match message {
             Message::Insert { new, .. } if !self.skipped.create => {
+                let key = table.key(&new).map_err(d)?;
+                if track {
+                    evicted.push(key.clone());
+                }
                 let e = table.event(
                     Op::Create,
-                    table.key(&new).map_err(d)?,
+                    key,
                     None,
                     Some(table.row(&new).map_err(d)?),
                     &info,
@@ -342,6 +382,12 @@ impl Streamer<'_> {
                     None => None,
                 };
                 let key_changed = old_key.is_some() && old_key != new_key;
+                if track {
+                    evicted.push(new_key.clone());
+                    if key_changed {
+                        evicted.push(old_key.clone());
+                    }
+                }
                 if key_changed {
                     // Primary key change: delete + tombstone under the old key, create under the new.
                     let del = table.event(
@@ -378,6 +424,9 @@ impl Streamer<'_> {
                 old: (_, cells), ..
             } if !self.skipped.delete => {
                 let key = table.key(&cells).map_err(d)?;
+                if track {
+                    evicted.push(key.clone());
+                }
                 let before = table.row(&cells);
                 let del = table.event(
                     Op::Delete,
@@ -390,6 +439,11 @@ impl Streamer<'_> {
                 self.push_delete(tx, last_done, del, out);
             }
             _ => {}
+        }
+        if self.signals.is_some() {
+            for key in evicted {
+                self.evict(oid, &key);
+            }
         }
         Ok(())
     }
@@ -473,12 +527,11 @@ impl Streamer<'_> {
                 return;
             }
         }
-        event.position = PgOffset {
+        event.position = self.pos(PgOffset {
             lsn: last_done,
             tx: Some((tx.final_lsn, tx.count)),
             snapshot_completed: true,
-        }
-        .position();
+        });
         out.push(event);
     }
 }

@@ -258,6 +258,16 @@ impl TableSchema {
         self.columns.iter().map(|c| c.name.as_str())
     }
 
+    /// Table positions of the key's columns, in key order.
+    pub fn key_indexes(&self) -> &[usize] {
+        &self.key_columns
+    }
+
+    /// Table position of a column.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
     /// Number of columns.
     pub fn width(&self) -> usize {
         self.columns.len()

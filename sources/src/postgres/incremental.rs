@@ -1,0 +1,481 @@
+//! Incremental snapshots (Debezium's DBLog-style watermark algorithm), running inside the log
+//! stream's task so that neither blocks the other for longer than one chunk query.
+//!
+//! Per chunk: write the open-window watermark to the signaling table, read the chunk (keys after
+//! the last one read, up to the table's maximum key, in key order, `chunk.size` rows) into a
+//! buffer keyed by the event key, then write the close-window watermark (`insert_insert`) or
+//! delete the open one (`insert_delete`). When the stream reaches the open watermark the window
+//! opens: every streamed change of a buffered key drops that key's snapshot row (the change is
+//! newer). When it reaches the close watermark, the rows left are emitted as `op: r` with
+//! `source.snapshot = incremental`, and the next chunk starts. The progress (tables left, last
+//! key, maximum key) travels in every position, so a restart continues after the last chunk
+//! whose rows were delivered.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::{ChangeEvent, Op, Position, Record};
+use tokio_postgres::Client;
+
+use super::catalog::quote_ident;
+use super::config::WatermarkStrategy;
+use super::copy::for_each_row;
+use super::error::PgError;
+use super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
+use super::table::{Cell, SourceInfo, TableSchema};
+
+/// What survives a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The snapshot's id (the signal's).
+    pub id: String,
+    /// Tables left, `schema.table`, the current one first.
+    pub tables: Vec<String>,
+    /// The current table's last key read (text per key column).
+    #[serde(default)]
+    pub last_key: Option<Vec<Option<String>>>,
+    /// The current table's maximum key when its scan started.
+    #[serde(default)]
+    pub max_key: Option<Vec<Option<String>>>,
+    /// Extra WHERE conditions by table.
+    #[serde(default)]
+    pub conditions: BTreeMap<String, String>,
+    /// Column used as the key instead of the primary key.
+    #[serde(default)]
+    pub surrogate_key: Option<String>,
+    /// Chunks read so far.
+    #[serde(default)]
+    pub chunks: u64,
+}
+
+/// A chunk read and waiting for its window to close in the stream.
+#[derive(Debug)]
+struct Window {
+    id: String,
+    table: Arc<TableSchema>,
+    open: bool,
+    rows: Vec<Option<ChangeEvent>>,
+    index: HashMap<Vec<u8>, usize>,
+    next: Progress,
+}
+
+/// The incremental snapshot's state.
+#[derive(Debug)]
+pub struct Incremental {
+    /// The running snapshot, if any.
+    pub progress: Option<Progress>,
+    /// Paused by a signal: no new chunk starts.
+    pub paused: bool,
+    window: Option<Window>,
+    encoder: JsonEncoder,
+    signal_table: String,
+    strategy: WatermarkStrategy,
+    chunk_size: usize,
+    marker: Arc<str>,
+    prefix: Arc<str>,
+    db: Arc<str>,
+}
+
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+impl Incremental {
+    /// State for a stream; `signal_table` is the quoted `schema.table` watermarks go to.
+    pub fn new(
+        signal_table: String,
+        strategy: WatermarkStrategy,
+        chunk_size: usize,
+        prefix: Arc<str>,
+        db: Arc<str>,
+        progress: Option<Progress>,
+    ) -> Self {
+        Incremental {
+            progress,
+            paused: false,
+            window: None,
+            encoder: JsonEncoder::new(JsonOptions {
+                schemas_enable: false,
+            }),
+            signal_table,
+            strategy,
+            chunk_size: chunk_size.max(1),
+            marker: "incremental".into(),
+            prefix,
+            db,
+        }
+    }
+
+    /// Starts a snapshot of `tables`, or adds them to the running one.
+    pub fn execute(
+        &mut self,
+        id: &str,
+        tables: Vec<String>,
+        conditions: BTreeMap<String, String>,
+        surrogate_key: Option<String>,
+    ) {
+        tracing::info!(notification = "STARTED", id, tables = ?tables, "Incremental snapshot.");
+        match &mut self.progress {
+            Some(p) => {
+                for t in tables {
+                    if !p.tables.contains(&t) {
+                        p.tables.push(t);
+                    }
+                }
+                p.conditions.extend(conditions);
+            }
+            None => {
+                self.progress = Some(Progress {
+                    id: id.to_owned(),
+                    tables,
+                    last_key: None,
+                    max_key: None,
+                    conditions,
+                    surrogate_key,
+                    chunks: 0,
+                })
+            }
+        }
+    }
+
+    /// Stops the snapshot of the matching tables (`None`: all).
+    pub fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
+        let Some(p) = &mut self.progress else { return };
+        match matches {
+            None => {
+                tracing::info!(notification = "ABORTED", id = %p.id, "Incremental snapshot.");
+                self.progress = None;
+                self.window = None;
+            }
+            Some(m) => {
+                let current = p.tables.first().cloned();
+                p.tables.retain(|t| !m(t));
+                if p.tables.first() != current.as_ref() {
+                    p.last_key = None;
+                    p.max_key = None;
+                    self.window = None;
+                }
+                tracing::info!(notification = "ABORTED", id = %p.id, tables_left = ?p.tables, "Incremental snapshot of some tables.");
+                if p.tables.is_empty() {
+                    self.progress = None;
+                }
+            }
+        }
+    }
+
+    /// The progress to store in positions while a snapshot runs.
+    pub fn progress_json(&self) -> Option<serde_json::Value> {
+        self.progress
+            .as_ref()
+            .and_then(|p| serde_json::to_value(p).ok())
+    }
+
+    fn key_bytes(&self, key: &Option<Record>) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encoder.encode_record(key.as_ref(), &mut out);
+        out
+    }
+
+    /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
+    pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
+        let bytes = match &self.window {
+            Some(w) if w.open && w.table.oid == oid => self.key_bytes(key),
+            _ => return,
+        };
+        if let Some(w) = &mut self.window {
+            if let Some(i) = w.index.remove(&bytes) {
+                w.rows[i] = None;
+            }
+        }
+    }
+
+    /// A watermark row seen in the stream (`deleted`: the open row was deleted, which closes
+    /// the window under `insert_delete`). Returns the chunk's rows when the window closes.
+    pub fn on_watermark(
+        &mut self,
+        id: &str,
+        kind: &str,
+        deleted: bool,
+    ) -> Option<Vec<ChangeEvent>> {
+        let w = self.window.as_mut()?;
+        let open_id = format!("{}-open", w.id);
+        let close_id = format!("{}-close", w.id);
+        let closes = (kind == WINDOW_CLOSE && id == close_id) || (deleted && id == open_id);
+        if !deleted && kind == WINDOW_OPEN && id == open_id {
+            w.open = true;
+            return None;
+        }
+        if !closes || !w.open {
+            return None;
+        }
+        let w = self.window.take()?;
+        let rows: Vec<ChangeEvent> = w.rows.into_iter().flatten().collect();
+        tracing::info!(
+            notification = "IN_PROGRESS",
+            id = %w.next.id,
+            table = %format!("{}.{}", w.table.schema_name, w.table.table),
+            chunk = w.next.chunks,
+            rows = rows.len(),
+            "Incremental snapshot chunk emitted."
+        );
+        self.progress = if w.next.tables.is_empty() {
+            tracing::info!(notification = "COMPLETED", id = %w.next.id, "Incremental snapshot.");
+            None
+        } else {
+            Some(w.next)
+        };
+        Some(rows)
+    }
+
+    /// Whether a chunk can start now.
+    pub fn ready(&self) -> bool {
+        self.progress.is_some() && self.window.is_none() && !self.paused
+    }
+
+    /// Reads the next chunk between its watermarks (tables that are empty, unknown or keyless
+    /// are passed over).
+    pub async fn next_chunk(
+        &mut self,
+        client: &Client,
+        tables: &HashMap<String, Arc<TableSchema>>,
+    ) -> Result<(), PgError> {
+        while self.ready() {
+            let Some(p) = self.progress.clone() else {
+                return Ok(());
+            };
+            let Some(name) = p.tables.first().cloned() else {
+                tracing::info!(notification = "COMPLETED", id = %p.id, "Incremental snapshot.");
+                self.progress = None;
+                return Ok(());
+            };
+            let mut rest = p.clone();
+            rest.tables.remove(0);
+            rest.last_key = None;
+            rest.max_key = None;
+            let Some(table) = tables.get(&name).cloned() else {
+                tracing::warn!(id = %p.id, table = %name, "Incremental snapshot: the table is not captured; passed over.");
+                self.progress = Some(rest);
+                continue;
+            };
+            let keys: Vec<usize> = match &p.surrogate_key {
+                Some(k) => table.column_index(k).into_iter().collect(),
+                None => table.key_indexes().to_vec(),
+            };
+            if keys.is_empty() {
+                tracing::warn!(id = %p.id, table = %name, "Incremental snapshot: the table has no key (set `surrogate-key`); passed over.");
+                self.progress = Some(rest);
+                continue;
+            }
+            let names: Vec<String> = table.column_names().map(str::to_owned).collect();
+            let qualified = format!(
+                "{}.{}",
+                quote_ident(&table.schema_name),
+                quote_ident(&table.table)
+            );
+            let key_list = keys
+                .iter()
+                .map(|&i| quote_ident(&names[i]))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let types = key_types(client, table.oid, &keys, &names).await?;
+            let condition = p.conditions.get(&name).map(|c| format!("({c})"));
+            let max_key = match &p.max_key {
+                Some(k) => k.clone(),
+                None => {
+                    // Ordered by the table's columns (`t.`), not by the text output columns of
+                    // the same names: "9995" > "19998" as text.
+                    let select = format!(
+                        "SELECT {} FROM {qualified} t{} ORDER BY {} LIMIT 1",
+                        keys.iter()
+                            .map(|&i| format!("t.{}::text", quote_ident(&names[i])))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        condition
+                            .as_ref()
+                            .map(|c| format!(" WHERE {c}"))
+                            .unwrap_or_default(),
+                        keys.iter()
+                            .map(|&i| format!("t.{} DESC", quote_ident(&names[i])))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    );
+                    let row = client.query_opt(&select, &[]).await.map_err(|e| {
+                        PgError::query(format!("reading the last key of {name}"), e)
+                    })?;
+                    match row {
+                        Some(r) => (0..keys.len())
+                            .map(|i| r.get::<_, Option<String>>(i))
+                            .collect(),
+                        None => {
+                            tracing::info!(notification = "TABLE_SCAN_COMPLETED", id = %p.id, table = %name, rows = 0, "Incremental snapshot.");
+                            self.progress = Some(rest);
+                            continue;
+                        }
+                    }
+                }
+            };
+            let tuple = |values: &[Option<String>]| {
+                values
+                    .iter()
+                    .zip(&types)
+                    .map(|(v, t)| match v {
+                        Some(v) => format!("{}::{t}", literal(v)),
+                        None => "NULL".to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut conditions = vec![format!("({key_list}) <= ({})", tuple(&max_key))];
+            if let Some(last) = &p.last_key {
+                conditions.push(format!("({key_list}) > ({})", tuple(last)));
+            }
+            conditions.extend(condition);
+            let select = format!(
+                "SELECT {} FROM {qualified} WHERE {} ORDER BY {key_list} LIMIT {}",
+                names
+                    .iter()
+                    .map(|n| quote_ident(n))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                conditions.join(" AND "),
+                self.chunk_size
+            );
+            // Unique across restarts: a chunk read again after a crash gets new watermarks.
+            let nonce = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            let chunk_id = format!("{}-{}-{nonce:x}", p.id, p.chunks + 1);
+            self.watermark(client, &format!("{chunk_id}-open"), WINDOW_OPEN)
+                .await?;
+            let mut rows = Vec::new();
+            let mut index = HashMap::new();
+            let mut last: Option<Vec<Option<String>>> = None;
+            let ts = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros() as i64)
+                .unwrap_or(0);
+            let info = SourceInfo {
+                name: &self.prefix,
+                db: &self.db,
+                ts_micros: ts,
+                snapshot: &self.marker,
+                sequence: None,
+                tx_id: None,
+                lsn: None,
+            };
+            let encoder = &self.encoder;
+            for_each_row(
+                client,
+                &select,
+                &format!("incremental snapshot of {name}"),
+                |cells| {
+                    let key = table.key(cells).map_err(PgError::Decode)?;
+                    let after = table.row(cells).map_err(PgError::Decode)?;
+                    let mut bytes = Vec::new();
+                    encoder.encode_record(key.as_ref(), &mut bytes);
+                    last = Some(
+                        keys.iter()
+                            .map(|&i| match cells.get(i) {
+                                Some(Cell::Text(t)) => Some((*t).to_owned()),
+                                _ => None,
+                            })
+                            .collect(),
+                    );
+                    index.insert(bytes, rows.len());
+                    rows.push(Some(table.event(
+                        Op::Read,
+                        key,
+                        None,
+                        Some(after),
+                        &info,
+                        Position::Offset(0),
+                    )));
+                    Ok(())
+                },
+            )
+            .await?;
+            tracing::debug!(chunk = %chunk_id, rows = rows.len(), select = %select, "Incremental snapshot chunk read.");
+            let mut next = p.clone();
+            next.chunks += 1;
+            if rows.len() < self.chunk_size {
+                tracing::info!(notification = "TABLE_SCAN_COMPLETED", id = %p.id, table = %name, "Incremental snapshot.");
+                next.tables.remove(0);
+                next.last_key = None;
+                next.max_key = None;
+            } else {
+                next.last_key = last;
+                next.max_key = Some(max_key);
+            }
+            match self.strategy {
+                WatermarkStrategy::InsertInsert => {
+                    self.watermark(client, &format!("{chunk_id}-close"), WINDOW_CLOSE)
+                        .await?
+                }
+                WatermarkStrategy::InsertDelete => {
+                    client
+                        .execute(
+                            &format!("DELETE FROM {} WHERE id = $1", self.signal_table),
+                            &[&format!("{chunk_id}-open")],
+                        )
+                        .await
+                        .map_err(|e| PgError::query("deleting the open-window watermark", e))?;
+                }
+            }
+            self.window = Some(Window {
+                id: chunk_id,
+                table,
+                open: false,
+                rows,
+                index,
+                next,
+            });
+        }
+        Ok(())
+    }
+
+    async fn watermark(&self, client: &Client, id: &str, kind: &str) -> Result<(), PgError> {
+        let data = serde_json::json!({ "ts_ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0) })
+        .to_string();
+        client
+            .execute(
+                &format!("INSERT INTO {} (id, type, data) VALUES ($1, $2, $3)", self.signal_table),
+                &[&id, &kind, &data],
+            )
+            .await
+            .map_err(|e| {
+                PgError::query(
+                    format!("writing the {kind} watermark to the signaling table (incremental snapshots need write access to it)"),
+                    e,
+                )
+            })?;
+        Ok(())
+    }
+}
+
+/// SQL type names of the key columns, for typed literals.
+async fn key_types(
+    client: &Client,
+    oid: u32,
+    keys: &[usize],
+    names: &[String],
+) -> Result<Vec<String>, PgError> {
+    let wanted: Vec<String> = keys.iter().map(|&i| names[i].clone()).collect();
+    let rows = client
+        .query(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2)",
+            &[&oid, &wanted],
+        )
+        .await
+        .map_err(|e| PgError::query("reading key column types", e))?;
+    let by_name: HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    Ok(wanted
+        .iter()
+        .map(|n| by_name.get(n).cloned().unwrap_or_else(|| "text".into()))
+        .collect())
+}

@@ -1,0 +1,255 @@
+//! Signals (Debezium's signaling): rows of the signaling table (`id`, `type`, `data`) read from
+//! the log stream, or JSON lines of `signal.file`. A malformed or unknown signal is logged
+//! with its id and ignored; it never stops the pipeline.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Watermark rows written by the incremental snapshot (not signals).
+pub const WINDOW_OPEN: &str = "snapshot-window-open";
+/// See [`WINDOW_OPEN`].
+pub const WINDOW_CLOSE: &str = "snapshot-window-close";
+
+/// One signal as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    /// Free-form id (labels log lines).
+    pub id: String,
+    /// `execute-snapshot`, `stop-snapshot`, `pause-snapshot`, `resume-snapshot`, `log`.
+    pub kind: String,
+    /// JSON text.
+    pub data: Option<String>,
+}
+
+/// What a signal asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Snapshot the tables matching `collections` (regexes on `schema.table` or
+    /// `db.schema.table`).
+    Execute {
+        /// `true`: blocking (pause the stream), `false`: incremental.
+        blocking: bool,
+        /// Table regexes.
+        collections: Vec<String>,
+        /// Extra WHERE conditions by table (as written in the signal).
+        conditions: BTreeMap<String, String>,
+        /// Column used as the key instead of the primary key.
+        surrogate_key: Option<String>,
+    },
+    /// Stop the incremental snapshot (`None`: all of it).
+    Stop(Option<Vec<String>>),
+    /// Pause the incremental snapshot.
+    Pause,
+    /// Resume it.
+    Resume,
+    /// Write a message to the log.
+    Log(String),
+}
+
+#[derive(Deserialize)]
+struct Condition {
+    #[serde(rename = "data-collection")]
+    collection: String,
+    filter: String,
+}
+
+#[derive(Deserialize)]
+struct ExecuteData {
+    #[serde(rename = "data-collections")]
+    collections: Option<Vec<String>>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "additional-conditions", default)]
+    conditions: Vec<Condition>,
+    #[serde(rename = "surrogate-key")]
+    surrogate_key: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct StopData {
+    #[serde(rename = "data-collections")]
+    collections: Option<Vec<String>>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct LogData {
+    message: String,
+}
+
+/// A file-channel line: `{"id": .., "type": .., "data": {..}}` (`data` may also be a string).
+#[derive(Deserialize)]
+struct FileLine {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    data: Option<serde_json::Value>,
+}
+
+/// Parses a line of `signal.file`.
+pub fn from_json_line(line: &str) -> Result<Signal, String> {
+    let parsed: FileLine =
+        serde_json::from_str(line).map_err(|e| format!("not a signal (JSON with `type`): {e}"))?;
+    let data = parsed.data.map(|d| match d {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    });
+    Ok(Signal {
+        id: parsed.id.unwrap_or_else(|| "file".into()),
+        kind: parsed.kind,
+        data,
+    })
+}
+
+fn data<'a, T: Deserialize<'a>>(signal: &'a Signal) -> Result<T, String> {
+    let text = signal.data.as_deref().unwrap_or("{}");
+    serde_json::from_str(text).map_err(|e| format!("`data` is not valid: {e}"))
+}
+
+/// What `signal` asks for; `Ok(None)` for a no-op (an empty collection list).
+pub fn interpret(signal: &Signal) -> Result<Option<Action>, String> {
+    match signal.kind.as_str() {
+        "execute-snapshot" => {
+            let d: ExecuteData = data(signal)?;
+            let collections = d
+                .collections
+                .ok_or("`data-collections` is missing (an empty list is a no-op)")?;
+            if collections.is_empty() {
+                return Ok(None);
+            }
+            for c in &collections {
+                regex::Regex::new(c).map_err(|e| {
+                    format!(
+                        "data collection `{c}` is not a valid regex: {}",
+                        e.to_string().lines().last().unwrap_or_default()
+                    )
+                })?;
+            }
+            let blocking = match d.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                None | Some("incremental") => false,
+                Some("blocking") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "snapshot type `{other}` is not supported: use incremental or blocking"
+                    ))
+                }
+            };
+            let mut conditions = BTreeMap::new();
+            for c in d.conditions {
+                if conditions.insert(c.collection.clone(), c.filter).is_some() {
+                    return Err(format!(
+                        "two additional conditions for `{}`: give one",
+                        c.collection
+                    ));
+                }
+            }
+            Ok(Some(Action::Execute {
+                blocking,
+                collections,
+                conditions,
+                surrogate_key: d.surrogate_key,
+            }))
+        }
+        "stop-snapshot" => {
+            let d: StopData = data(signal)?;
+            match d.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                Some("incremental") => {}
+                Some(other) => return Err(format!("cannot stop a `{other}` snapshot")),
+                None => return Err("`type` is required (incremental)".into()),
+            }
+            Ok(Some(Action::Stop(d.collections.filter(|c| !c.is_empty()))))
+        }
+        "pause-snapshot" => Ok(Some(Action::Pause)),
+        "resume-snapshot" => Ok(Some(Action::Resume)),
+        "log" => {
+            let d: LogData = data(signal)?;
+            Ok(Some(Action::Log(d.message)))
+        }
+        other => Err(format!("unknown signal type `{other}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signal(kind: &str, data: &str) -> Signal {
+        Signal {
+            id: "s1".into(),
+            kind: kind.into(),
+            data: Some(data.into()),
+        }
+    }
+
+    #[test]
+    fn debezium_payloads_parse() {
+        let a = interpret(&signal(
+            "execute-snapshot",
+            r#"{"data-collections": ["public.a", "public.b"], "type": "INCREMENTAL", "additional-conditions": [{"data-collection": "public.a", "filter": "color='blue'"}]}"#,
+        ));
+        let Ok(Some(Action::Execute {
+            blocking,
+            collections,
+            conditions,
+            ..
+        })) = a
+        else {
+            panic!("{a:?}")
+        };
+        assert!(!blocking);
+        assert_eq!(collections, ["public.a", "public.b"]);
+        assert_eq!(conditions["public.a"], "color='blue'");
+        assert_eq!(
+            interpret(&signal("execute-snapshot", r#"{"data-collections": []}"#)),
+            Ok(None)
+        );
+        assert_eq!(
+            interpret(&signal("stop-snapshot", r#"{"type": "incremental"}"#)),
+            Ok(Some(Action::Stop(None)))
+        );
+        assert_eq!(
+            interpret(&signal("log", r#"{"message": "hello"}"#)),
+            Ok(Some(Action::Log("hello".into())))
+        );
+        let line = from_json_line(r#"{"id": "f1", "type": "pause-snapshot", "data": {}}"#).unwrap();
+        assert_eq!(interpret(&line), Ok(Some(Action::Pause)));
+    }
+
+    #[test]
+    fn malformed_signals_are_errors_with_a_reason() {
+        let cases = [
+            ("execute-snapshot", "{not json", "not valid"),
+            (
+                "execute-snapshot",
+                r#"{"type": "incremental"}"#,
+                "`data-collections` is missing",
+            ),
+            (
+                "execute-snapshot",
+                r#"{"data-collections": ["public.(x"]}"#,
+                "not a valid regex",
+            ),
+            (
+                "execute-snapshot",
+                r#"{"data-collections": ["a"], "type": "sideways"}"#,
+                "not supported",
+            ),
+            (
+                "stop-snapshot",
+                r#"{"data-collections": ["a"]}"#,
+                "`type` is required",
+            ),
+            ("reboot", "{}", "unknown signal type"),
+            ("log", "{}", "not valid"),
+        ];
+        for (kind, data, reason) in cases {
+            let e = interpret(&signal(kind, data)).unwrap_err();
+            assert!(e.contains(reason), "{kind} {data}: {e}");
+        }
+        assert!(from_json_line("[1, 2]").is_err());
+    }
+}

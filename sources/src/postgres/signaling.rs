@@ -1,0 +1,261 @@
+//! The stream's signal handling: signal rows and watermarks from the signaling table, the
+//! `file` channel, and the incremental snapshot they drive.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sluice_engine::{ChangeEvent, Position, Record};
+
+use super::error::PgError;
+use super::incremental::Incremental;
+use super::offset::PgOffset;
+use super::signal::{from_json_line, interpret, Action, Signal, WINDOW_CLOSE, WINDOW_OPEN};
+use super::stream::Streamer;
+use super::table::{Cell, TableSchema};
+
+/// Signal channels and the incremental snapshot.
+#[derive(Debug)]
+pub struct Signals {
+    /// The signaling table's oid.
+    pub oid: Option<u32>,
+    /// Whether rows of the signaling table are signals (`source` channel).
+    pub source_channel: bool,
+    /// The incremental snapshot (needs the signaling table for its watermarks).
+    pub incremental: Option<Incremental>,
+    /// The `file` channel.
+    pub file: Option<FileChannel>,
+    /// Database name (for `db.schema.table` collection names).
+    pub db: String,
+}
+
+/// JSON lines appended to a file; the file is emptied once its signals are read.
+#[derive(Debug)]
+pub struct FileChannel {
+    /// The file.
+    pub path: PathBuf,
+}
+
+impl FileChannel {
+    /// Signals written since the last call.
+    pub fn take(&mut self) -> Vec<String> {
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+        else {
+            return Vec::new();
+        };
+        let mut text = String::new();
+        if file.read_to_string(&mut text).is_err() || text.is_empty() {
+            return Vec::new();
+        }
+        // Only whole lines; a line being written stays for the next read.
+        let Some(end) = text.rfind('\n') else {
+            return Vec::new();
+        };
+        let rest = text[end + 1..].to_owned();
+        let lines: Vec<String> = text[..end]
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        // Empty the file, keeping a partial last line.
+        let emptied = file.set_len(0).and_then(|_| file.rewind()).and_then(|_| {
+            use std::io::Write;
+            file.write_all(rest.as_bytes())
+        });
+        if let Err(e) = emptied {
+            tracing::warn!(file = %self.path.display(), error = %e, "Cannot empty the signal file; its signals may be read again.");
+        }
+        lines
+    }
+}
+
+fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
+    match cells.get(i) {
+        Some(Cell::Text(t)) => Some((*t).to_owned()),
+        _ => None,
+    }
+}
+
+impl Streamer<'_> {
+    /// Whether `oid` is the signaling table.
+    pub fn is_signal_table(&self, oid: u32) -> bool {
+        self.signals.as_ref().and_then(|s| s.oid) == Some(oid)
+    }
+
+    /// A position carrying the incremental snapshot's progress while one runs.
+    pub fn pos(&self, offset: PgOffset) -> Position {
+        let progress = self
+            .signals
+            .as_ref()
+            .and_then(|s| s.incremental.as_ref())
+            .and_then(Incremental::progress_json);
+        match (progress, serde_json::to_value(offset)) {
+            (Some(p), Ok(serde_json::Value::Object(mut o))) => {
+                o.insert("incremental".into(), p);
+                Position::Opaque(serde_json::Value::Object(o).to_string().into())
+            }
+            _ => offset.position(),
+        }
+    }
+
+    /// A streamed change: it supersedes an incremental snapshot row of the same key.
+    pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
+        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            inc.evict(oid, key);
+        }
+    }
+
+    /// A row change of the signaling table: a signal (insert, `source` channel) or a
+    /// watermark. Returns the rows of a chunk whose window closed.
+    pub async fn on_signal_row(
+        &mut self,
+        cells: &[Cell<'_>],
+        deleted: bool,
+    ) -> Result<Vec<ChangeEvent>, PgError> {
+        let (id, kind, data) = (text(cells, 0), text(cells, 1), text(cells, 2));
+        tracing::debug!(id = ?id, kind = ?kind, deleted, "Signaling table row.");
+        let Some(signals) = self.signals.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let id = id.unwrap_or_default();
+        let kind = kind.unwrap_or_default();
+        if deleted || kind == WINDOW_OPEN || kind == WINDOW_CLOSE {
+            let rows = signals
+                .incremental
+                .as_mut()
+                .and_then(|inc| inc.on_watermark(&id, &kind, deleted));
+            if let Some(rows) = rows {
+                self.next_chunk().await?;
+                return Ok(rows);
+            }
+            return Ok(Vec::new());
+        }
+        if signals.source_channel {
+            self.on_signal(&Signal { id, kind, data }).await?;
+        }
+        Ok(Vec::new())
+    }
+
+    /// Reads the `file` channel.
+    pub async fn poll_file(&mut self) -> Result<(), PgError> {
+        let lines = match self.signals.as_mut().and_then(|s| s.file.as_mut()) {
+            Some(f) => f.take(),
+            None => return Ok(()),
+        };
+        for line in lines {
+            match from_json_line(&line) {
+                Ok(signal) => self.on_signal(&signal).await?,
+                Err(e) => {
+                    tracing::warn!(channel = "file", error = %e, line = %line, "Signal ignored.")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on one signal; a malformed one is logged and ignored.
+    pub async fn on_signal(&mut self, signal: &Signal) -> Result<(), PgError> {
+        let action = match interpret(signal) {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(id = %signal.id, r#type = %signal.kind, error = %e, "Signal ignored.");
+                return Ok(());
+            }
+        };
+        let captured: Vec<String> = self
+            .tables
+            .values()
+            .flatten()
+            .map(|t| format!("{}.{}", t.schema_name, t.table))
+            .collect();
+        let Some(signals) = self.signals.as_mut() else {
+            return Ok(());
+        };
+        let db = signals.db.clone();
+        let db_prefix = format!("{db}.");
+        let Some(inc) = signals.incremental.as_mut() else {
+            tracing::warn!(id = %signal.id, "Signal ignored: snapshots need `signal.data.collection` (the watermarks are written there).");
+            return Ok(());
+        };
+        let matcher = |patterns: &[String]| {
+            let regexes: Vec<regex::Regex> = patterns
+                .iter()
+                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
+                .collect();
+            move |table: &str| {
+                regexes
+                    .iter()
+                    .any(|r| r.is_match(table) || r.is_match(&format!("{db}.{table}")))
+            }
+        };
+        match action {
+            Action::Execute { blocking: true, .. } => {
+                tracing::warn!(id = %signal.id, "Blocking snapshots are not supported yet; signal ignored.");
+            }
+            Action::Execute {
+                collections,
+                conditions,
+                surrogate_key,
+                ..
+            } => {
+                let m = matcher(&collections);
+                let mut tables: Vec<String> = captured.iter().filter(|t| m(t)).cloned().collect();
+                tables.sort();
+                if tables.is_empty() {
+                    tracing::warn!(id = %signal.id, collections = ?collections, "Signal ignored: no captured table matches.");
+                    return Ok(());
+                }
+                let conditions = conditions
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let k = k.strip_prefix(&db_prefix).map(str::to_owned).unwrap_or(k);
+                        (k, v)
+                    })
+                    .collect();
+                inc.execute(&signal.id, tables, conditions, surrogate_key);
+            }
+            Action::Stop(None) => inc.stop(None),
+            Action::Stop(Some(collections)) => {
+                let m = matcher(&collections);
+                inc.stop(Some(&m));
+            }
+            Action::Pause => {
+                inc.paused = true;
+                tracing::info!(notification = "PAUSED", id = %signal.id, "Incremental snapshot.");
+            }
+            Action::Resume => {
+                inc.paused = false;
+                tracing::info!(notification = "RESUMED", id = %signal.id, "Incremental snapshot.");
+            }
+            Action::Log(message) => {
+                tracing::info!(id = %signal.id, message = %message, "Log signal.");
+            }
+        }
+        self.next_chunk().await
+    }
+
+    /// Starts the next chunk of the incremental snapshot when one can start.
+    pub async fn next_chunk(&mut self) -> Result<(), PgError> {
+        let by_name: HashMap<String, Arc<TableSchema>> = self
+            .tables
+            .values()
+            .flatten()
+            .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
+            .collect();
+        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            if inc.ready() {
+                inc.next_chunk(self.client, &by_name).await?;
+            }
+        }
+        Ok(())
+    }
+}

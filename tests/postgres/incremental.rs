@@ -1,0 +1,443 @@
+//! Incremental snapshots driven by signals, merged with the stream by watermarks.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+
+use super::common::*;
+
+const SIGNAL_TABLE: &str =
+    "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)";
+
+/// The table state the output describes: last event per key, deletes and tombstones removing.
+fn replay(events: &[Json], topic: &str) -> BTreeMap<String, Json> {
+    let mut state = BTreeMap::new();
+    for e in events.iter().filter(|e| e["topic"] == topic) {
+        let key = e["key"].to_string();
+        match e["value"]["op"].as_str() {
+            _ if e["value"].is_null() => {
+                state.remove(&key);
+            }
+            Some("r" | "c" | "u") => {
+                state.insert(key, e["value"]["after"].clone());
+            }
+            Some("d") => {
+                state.remove(&key);
+            }
+            other => panic!("unexpected op {other:?}"),
+        }
+    }
+    state
+}
+
+fn table_state(db: &str, columns: &[&str], key: &[&str]) -> BTreeMap<String, Json> {
+    let sql = format!(
+        "select json_build_object({}), json_build_object({}) from items",
+        key.iter()
+            .map(|k| format!("'{k}', {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        columns
+            .iter()
+            .map(|c| format!("'{c}', {c}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    psql(db, &sql)
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once('|').unwrap();
+            let k: Json = serde_json::from_str(k).unwrap();
+            (k.to_string(), serde_json::from_str(v).unwrap())
+        })
+        .collect()
+}
+
+struct Case {
+    name: &'static str,
+    rows: u32,
+    chunk: usize,
+    strategy: &'static str,
+    composite: bool,
+}
+
+fn run_case(c: &Case) {
+    let db = fresh_db(c.name);
+    psql(&db, SIGNAL_TABLE);
+    let (create, key): (&str, &[&str]) = if c.composite {
+        (
+            "create table items (region int not null, id int not null, n int not null, note text, primary key (region, id))",
+            &["region", "id"],
+        )
+    } else {
+        (
+            "create table items (region int not null, id int primary key, n int not null, note text)",
+            &["id"],
+        )
+    };
+    psql(&db, create);
+    psql(
+        &db,
+        &format!(
+            "insert into items select g % 7, g, g, 'seed' from generate_series(1, {}) g",
+            c.rows
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        &format!(
+            "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: {db}.public.debezium_signal\n  \
+incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strategy: {}\n",
+            c.chunk, c.strategy
+        ),
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    // A malformed signal first: logged and ignored, the stream goes on.
+    psql(
+        &db,
+        "insert into debezium_signal values ('bad-1', 'execute-snapshot', '{not json')",
+    );
+    psql(
+        &db,
+        "insert into debezium_signal values ('inc-1', 'execute-snapshot', '{\"data-collections\": [\"public.items\"], \"type\": \"incremental\"}')",
+    );
+    // The writer: inserts, updates and deletes all over the key range while chunks are read.
+    let rows = c.rows;
+    let writer_db = db.clone();
+    let writer = std::thread::spawn(move || {
+        psql(
+            &writer_db,
+            &format!(
+                "do $$ begin for i in 1..4000 loop \
+                 insert into items values (i % 7, {rows} + i, i, 'new'); \
+                 update items set n = n + 1, note = 'u' || i where id = 1 + (i * 37) % {rows}; \
+                 delete from items where id = 1 + (i * 101) % {rows}; \
+                 if i % 20 = 0 then commit; end if; end loop; end $$"
+            ),
+        )
+    });
+    writer.join().unwrap();
+    // Done when the output describes the table (no timing assumption: the stream may lag
+    // behind other databases' WAL); the deadline only bounds a failure.
+    let theirs = table_state(&db, &["region", "id", "n", "note"], key);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut ours = BTreeMap::new();
+    while std::time::Instant::now() < deadline {
+        ours = replay(&lines(dir.path()), "dbserver1.public.items");
+        if ours == theirs {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped early");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    stop(&child);
+    let log = finish(child);
+    let events = lines(dir.path());
+    let missing: Vec<&String> = theirs
+        .keys()
+        .filter(|k| !ours.contains_key(*k))
+        .take(5)
+        .collect();
+    let stale: Vec<&String> = theirs
+        .keys()
+        .filter(|k| ours.get(*k).is_some_and(|v| Some(v) != theirs.get(*k)))
+        .take(5)
+        .collect();
+    let extra: Vec<&String> = ours
+        .keys()
+        .filter(|k| !theirs.contains_key(*k))
+        .take(5)
+        .collect();
+    assert!(
+        ours == theirs,
+        "the output does not describe the table: missing {missing:?}, stale {stale:?}, resurrected {extra:?}\n{}",
+        {
+            let all: Vec<&str> = log.lines().collect();
+            all[all.len().saturating_sub(40)..].join("\n")
+        }
+    );
+    assert!(
+        log.contains("Signal ignored") && log.contains("bad-1"),
+        "{log}"
+    );
+    assert!(log.contains("notification=\"COMPLETED\""), "{log}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["value"]["source"]["snapshot"] == "incremental"),
+        "no incremental snapshot row"
+    );
+    assert!(events
+        .iter()
+        .all(|e| e["topic"] != "dbserver1.public.debezium_signal"));
+    drop_db(&db);
+}
+
+#[test]
+fn incremental_snapshot_with_a_concurrent_writer_insert_insert() {
+    run_case(&Case {
+        name: "inc_ii",
+        rows: 100_000,
+        chunk: 1024,
+        strategy: "insert_insert",
+        composite: false,
+    });
+}
+
+#[test]
+fn incremental_snapshot_composite_key_small_chunks_insert_delete() {
+    run_case(&Case {
+        name: "inc_id",
+        rows: 20_000,
+        chunk: 97,
+        strategy: "insert_delete",
+        composite: true,
+    });
+}
+
+/// kill -9 in the middle of an incremental snapshot: the restarted pipeline continues from the
+/// last chunk whose rows were delivered (not from the start of the table), and the output still
+/// describes the table exactly.
+#[test]
+fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
+    let db = fresh_db("inc_kill");
+    psql(&db, SIGNAL_TABLE);
+    psql(
+        &db,
+        "create table items (region int not null, id int primary key, n int not null, note text)",
+    );
+    psql(
+        &db,
+        "insert into items select g % 7, g, g, 'seed' from generate_series(1, 60000) g",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 500\n",
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    psql(
+        &db,
+        "insert into debezium_signal values ('inc-k', 'execute-snapshot', '{\"data-collections\": [\"public.items\"]}')",
+    );
+    let incremental = |dir: &std::path::Path| {
+        lines(dir)
+            .iter()
+            .filter(|e| e["value"]["source"]["snapshot"] == "incremental")
+            .count()
+    };
+    // Killed once the committed position holds at least 20 delivered chunks.
+    let committed_chunks = |dir: &std::path::Path| -> u64 {
+        let text = std::fs::read_to_string(dir.join("data/offsets.json")).unwrap_or_default();
+        let v: Json = serde_json::from_str(&text).unwrap_or_default();
+        let position: Json = v["pipelines"][db.as_str()]["position"]
+            .as_str()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or_default();
+        position["incremental"]["chunks"].as_u64().unwrap_or(0)
+    };
+    let t0 = std::time::Instant::now();
+    while committed_chunks(dir.path()) < 20 {
+        if t0.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the snapshot does not progress");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    let before = incremental(dir.path());
+    psql(
+        &db,
+        "update items set n = -1 where id % 1000 = 0; delete from items where id % 997 = 0",
+    );
+    let mut child = start(&file, &[]);
+    let theirs = table_state(&db, &["region", "id", "n", "note"], &["id"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut ours = BTreeMap::new();
+    while std::time::Instant::now() < deadline {
+        ours = replay(&lines(dir.path()), "dbserver1.public.items");
+        if ours == theirs {
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            panic!("sluice stopped early:\n{}", finish(child));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    stop(&child);
+    let log = finish(child);
+    assert!(
+        ours == theirs,
+        "the output does not describe the table after the restart"
+    );
+    let resumed = regex::Regex::new(r"Resuming the incremental snapshot after its last delivered chunk\. id=inc-k tables=\[.*\] chunks=(\d+)")
+        .unwrap()
+        .captures(&log)
+        .unwrap_or_else(|| panic!("no resume:\n{log}"))[1]
+        .parse::<usize>()
+        .unwrap();
+    // It resumed near where it stopped: the chunks delivered before the kill are not read again.
+    assert!(
+        resumed * 500 + 2_000 >= before.saturating_sub(1_000),
+        "resumed at chunk {resumed} after {before} rows"
+    );
+    assert!(resumed >= 10, "resumed at chunk {resumed}: from the start");
+    let total = incremental(dir.path());
+    assert!(
+        total < 60_000 + 5_000,
+        "{total} snapshot rows: chunks were read again from the start"
+    );
+    drop_db(&db);
+}
+
+/// The `file` channel beside the `source` one: additional conditions, pause and resume, stop,
+/// and a corpus of malformed signals (each logged with its reason and ignored; the stream and
+/// later signals go on).
+#[test]
+fn file_signals_conditions_pause_resume_stop_and_malformed_ones() {
+    let db = fresh_db("inc_file");
+    psql(&db, SIGNAL_TABLE);
+    psql(
+        &db,
+        "create table items (region int not null, id int primary key, n int not null, note text)",
+    );
+    psql(
+        &db,
+        "insert into items select g % 7, g, g, 'seed' from generate_series(1, 3000) g",
+    );
+    psql(&db, "create table big (id int primary key)");
+    psql(&db, "insert into big select generate_series(1, 50000)");
+    let dir = tempfile::tempdir().unwrap();
+    let signals = dir.path().join("signals.jsonl");
+    std::fs::write(&signals, "").unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        &format!(
+            "  table.include.list: public.items,public.big\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
+signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 100\n",
+            signals.display()
+        ),
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    let send = |lines: &[&str]| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&signals)
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    };
+    let rows = |table: &str| -> Vec<Json> {
+        lines(dir.path())
+            .into_iter()
+            .filter(|e| {
+                e["value"]["source"]["snapshot"] == "incremental"
+                    && e["value"]["source"]["table"] == table
+            })
+            .collect()
+    };
+    let wait = |what: &str, done: &dyn Fn() -> bool, child: &mut std::process::Child| {
+        let t0 = std::time::Instant::now();
+        while !done() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "sluice stopped while waiting for {what}"
+            );
+            if t0.elapsed() > std::time::Duration::from_secs(120) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("timed out waiting for {what}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    // Malformed signals, then a valid one with an additional condition, then pause.
+    send(&[
+        "{not json",
+        r#"{"id": "m1", "type": "reboot", "data": {}}"#,
+        r#"{"id": "m2", "type": "stop-snapshot", "data": {"data-collections": ["public.items"]}}"#,
+        r#"{"id": "m3", "type": "execute-snapshot", "data": {"data-collections": ["public.(items"]}}"#,
+        r#"{"id": "m4", "type": "execute-snapshot", "data": {"data-collections": ["public.nope"]}}"#,
+        r#"{"id": "m5", "type": "execute-snapshot", "data": {"data-collections": []}}"#,
+        r#"{"id": "c1", "type": "execute-snapshot", "data": {"data-collections": ["public.items"], "additional-conditions": [{"data-collection": "public.items", "filter": "region = 3"}]}}"#,
+        r#"{"id": "p1", "type": "pause-snapshot", "data": {}}"#,
+    ]);
+    let expected: usize = psql(&db, "select count(*) from items where region = 3")
+        .trim()
+        .parse()
+        .unwrap();
+    // Paused right after its first chunk at most: a pause that did not hold would finish the
+    // 429 rows in well under a second.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        rows("items").len() <= 100,
+        "the snapshot went on while paused"
+    );
+    psql(
+        &db,
+        "insert into items values (3, 100000, 1, 'during the pause')",
+    );
+    send(&[r#"{"id": "r1", "type": "resume-snapshot", "data": {}}"#]);
+    wait(
+        "the conditional snapshot",
+        &|| rows("items").len() >= expected,
+        &mut child,
+    );
+    let read = rows("items");
+    assert!(
+        read.iter().all(|e| e["value"]["after"]["region"] == 3),
+        "a row outside the condition"
+    );
+    // Stop: a snapshot of `big` stopped right after it starts reads one chunk at most.
+    psql(
+        &db,
+        "insert into debezium_signal values ('b1', 'execute-snapshot', '{\"data-collections\": [\"public.big\"]}'); \
+         insert into debezium_signal values ('s1', 'stop-snapshot', '{\"type\": \"incremental\"}')",
+    );
+    psql(
+        &db,
+        "insert into debezium_signal values ('l1', 'log', '{\"message\": \"after the stop\"}')",
+    );
+    psql(&db, "insert into items values (4, 100001, 1, 'last')");
+    wait(
+        "the last insert",
+        &|| lines(dir.path()).iter().any(|e| e["key"]["id"] == 100001),
+        &mut child,
+    );
+    stop(&child);
+    let log = finish(child);
+    assert!(rows("big").len() <= 100, "the stopped snapshot went on");
+    for reason in [
+        "not a signal",
+        "unknown signal type `reboot`",
+        "`type` is required",
+        "not a valid regex",
+        "no captured table matches",
+        "Signal with nothing to do",
+        "notification=\"PAUSED\"",
+        "notification=\"RESUMED\"",
+        "notification=\"ABORTED\"",
+        "after the stop",
+    ] {
+        assert!(log.contains(reason), "`{reason}` not in the log:\n{log}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&signals).unwrap(),
+        "",
+        "the signal file is emptied once read"
+    );
+    drop_db(&db);
+}
