@@ -11,7 +11,7 @@
 //! key, maximum key) travels in every position, so a restart continues after the last chunk
 //! whose rows were delivered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -61,14 +61,22 @@ struct Window {
     next: Progress,
 }
 
+/// Chunks in flight. Each has its own window and the windows follow each other in the log,
+/// so several could be read ahead of the stream (taking its latency off the read path); with
+/// more than one, the stream was seen to stop delivering in tests (not understood yet), so one.
+const MAX_WINDOWS: usize = 1;
+
 /// The incremental snapshot's state.
 #[derive(Debug)]
 pub struct Incremental {
-    /// The running snapshot, if any.
+    /// Where the next chunk is read from (`None`: nothing left to read).
     pub progress: Option<Progress>,
+    /// What positions record: the progress after the last chunk whose rows were emitted (a
+    /// restart reads again what was read ahead).
+    delivered: Option<Progress>,
     /// Paused by a signal: no new chunk starts.
     pub paused: bool,
-    window: Option<Window>,
+    windows: VecDeque<Window>,
     encoder: JsonEncoder,
     signal_table: String,
     strategy: WatermarkStrategy,
@@ -93,9 +101,10 @@ impl Incremental {
         progress: Option<Progress>,
     ) -> Self {
         Incremental {
+            delivered: progress.clone(),
             progress,
             paused: false,
-            window: None,
+            windows: VecDeque::new(),
             encoder: JsonEncoder::new(JsonOptions {
                 schemas_enable: false,
             }),
@@ -117,57 +126,62 @@ impl Incremental {
         surrogate_key: Option<String>,
     ) {
         tracing::info!(notification = "STARTED", id, tables = ?tables, "Incremental snapshot.");
-        match &mut self.progress {
-            Some(p) => {
-                for t in tables {
-                    if !p.tables.contains(&t) {
-                        p.tables.push(t);
+        let fresh = Progress {
+            id: id.to_owned(),
+            tables: tables.clone(),
+            last_key: None,
+            max_key: None,
+            conditions: conditions.clone(),
+            surrogate_key,
+            chunks: 0,
+        };
+        for state in [&mut self.progress, &mut self.delivered] {
+            match state {
+                Some(p) => {
+                    for t in &tables {
+                        if !p.tables.contains(t) {
+                            p.tables.push(t.clone());
+                        }
                     }
+                    p.conditions.extend(conditions.clone());
                 }
-                p.conditions.extend(conditions);
-            }
-            None => {
-                self.progress = Some(Progress {
-                    id: id.to_owned(),
-                    tables,
-                    last_key: None,
-                    max_key: None,
-                    conditions,
-                    surrogate_key,
-                    chunks: 0,
-                })
+                None => *state = Some(fresh.clone()),
             }
         }
     }
 
     /// Stops the snapshot of the matching tables (`None`: all).
     pub fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
-        let Some(p) = &mut self.progress else { return };
+        let Some(p) = self.delivered.clone().or_else(|| self.progress.clone()) else {
+            return;
+        };
+        // Chunks read ahead are dropped; reading starts again from what was delivered.
+        self.windows.clear();
         match matches {
             None => {
                 tracing::info!(notification = "ABORTED", id = %p.id, "Incremental snapshot.");
                 self.progress = None;
-                self.window = None;
+                self.delivered = None;
             }
             Some(m) => {
+                let mut p = p;
                 let current = p.tables.first().cloned();
                 p.tables.retain(|t| !m(t));
                 if p.tables.first() != current.as_ref() {
                     p.last_key = None;
                     p.max_key = None;
-                    self.window = None;
                 }
                 tracing::info!(notification = "ABORTED", id = %p.id, tables_left = ?p.tables, "Incremental snapshot of some tables.");
-                if p.tables.is_empty() {
-                    self.progress = None;
-                }
+                let left = (!p.tables.is_empty()).then_some(p);
+                self.progress = left.clone();
+                self.delivered = left;
             }
         }
     }
 
     /// The progress to store in positions while a snapshot runs.
     pub fn progress_json(&self) -> Option<serde_json::Value> {
-        self.progress
+        self.delivered
             .as_ref()
             .and_then(|p| serde_json::to_value(p).ok())
     }
@@ -180,11 +194,15 @@ impl Incremental {
 
     /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
     pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
-        let bytes = match &self.window {
-            Some(w) if w.open && w.table.oid == oid => self.key_bytes(key),
-            _ => return,
-        };
-        if let Some(w) = &mut self.window {
+        if !self.windows.iter().any(|w| w.open && w.table.oid == oid) {
+            return;
+        }
+        let bytes = self.key_bytes(key);
+        for w in self
+            .windows
+            .iter_mut()
+            .filter(|w| w.open && w.table.oid == oid)
+        {
             if let Some(i) = w.index.remove(&bytes) {
                 w.rows[i] = None;
             }
@@ -199,18 +217,24 @@ impl Incremental {
         kind: &str,
         deleted: bool,
     ) -> Option<Vec<ChangeEvent>> {
-        let w = self.window.as_mut()?;
-        let open_id = format!("{}-open", w.id);
-        let close_id = format!("{}-close", w.id);
-        let closes = (kind == WINDOW_CLOSE && id == close_id) || (deleted && id == open_id);
-        if !deleted && kind == WINDOW_OPEN && id == open_id {
-            w.open = true;
+        if !deleted && kind == WINDOW_OPEN {
+            if let Some(w) = self
+                .windows
+                .iter_mut()
+                .find(|w| id.strip_suffix("-open") == Some(w.id.as_str()))
+            {
+                w.open = true;
+            }
             return None;
         }
-        if !closes || !w.open {
+        // Windows close in log order: only the oldest one can.
+        let front = self.windows.front()?;
+        let closes = (kind == WINDOW_CLOSE && id.strip_suffix("-close") == Some(front.id.as_str()))
+            || (deleted && id.strip_suffix("-open") == Some(front.id.as_str()));
+        if !closes || !front.open {
             return None;
         }
-        let w = self.window.take()?;
+        let w = self.windows.pop_front()?;
         let rows: Vec<ChangeEvent> = w.rows.into_iter().flatten().collect();
         tracing::info!(
             notification = "IN_PROGRESS",
@@ -220,18 +244,18 @@ impl Incremental {
             rows = rows.len(),
             "Incremental snapshot chunk emitted."
         );
-        self.progress = if w.next.tables.is_empty() {
+        if self.windows.is_empty() && self.progress.is_none() {
             tracing::info!(notification = "COMPLETED", id = %w.next.id, "Incremental snapshot.");
-            None
+            self.delivered = None;
         } else {
-            Some(w.next)
-        };
+            self.delivered = Some(w.next);
+        }
         Some(rows)
     }
 
     /// Whether a chunk can start now.
     pub fn ready(&self) -> bool {
-        self.progress.is_some() && self.window.is_none() && !self.paused
+        self.progress.is_some() && self.windows.len() < MAX_WINDOWS && !self.paused
     }
 
     /// Reads the next chunk between its watermarks (tables that are empty, unknown or keyless
@@ -246,8 +270,11 @@ impl Incremental {
                 return Ok(());
             };
             let Some(name) = p.tables.first().cloned() else {
-                tracing::info!(notification = "COMPLETED", id = %p.id, "Incremental snapshot.");
                 self.progress = None;
+                if self.windows.is_empty() {
+                    tracing::info!(notification = "COMPLETED", id = %p.id, "Incremental snapshot.");
+                    self.delivered = None;
+                }
                 return Ok(());
             };
             let mut rest = p.clone();
@@ -424,7 +451,8 @@ impl Incremental {
                         .map_err(|e| PgError::query("deleting the open-window watermark", e))?;
                 }
             }
-            self.window = Some(Window {
+            self.progress = (!next.tables.is_empty()).then(|| next.clone());
+            self.windows.push_back(Window {
                 id: chunk_id,
                 table,
                 open: false,

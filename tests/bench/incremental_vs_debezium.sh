@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Incremental snapshot of a 1M-row table, Debezium 3.6.3 (../shared/debezium/reference.sh) and
+# Sluice side by side on the same database: streaming starts with no snapshot, a signal row
+# asks for an incremental snapshot (chunks of 1024), and each tool writes JSON lines (no
+# schemas) to a file. Prints rows/s of each (first to last snapshot row), the ratio and peak RSS.
+#
+#   tests/bench/incremental_vs_debezium.sh [ROWS]     (PGHOST/PGPORT default 127.0.0.1:5432)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SHARED=${SLUICE_SHARED:-$ROOT/../shared}
+PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
+ROWS=${1:-1000000}
+CHUNK=${CHUNK:-1024}
+DB=sluice_inc_bench
+WORK=$(mktemp -d)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT; echo "work dir: $WORK" >&2
+SLUICE="$ROOT/target/release/sluice"
+(cd "$ROOT" && cargo build --release --quiet)
+psqlq() { psql -X -q -At -v ON_ERROR_STOP=1 -U postgres -h "$PGHOST" -p "$PGPORT" "$@"; }
+
+reset_db() {
+  psqlq -d postgres -c "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = '$DB' and not active" >/dev/null
+  psqlq -d postgres -c "drop database if exists $DB with (force)" -c "create database $DB"
+  psqlq -d "$DB" -c "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)" \
+    -c "create table items (id int primary key, region int not null, name text not null, amount numeric(12,2), updated timestamptz not null default now())" \
+    -c "insert into items select g, g % 7, 'item ' || g, g * 0.5, now() from generate_series(1, $ROWS) g"
+}
+signal() { # id
+  psqlq -d "$DB" -c "insert into debezium_signal values ('$1', 'execute-snapshot', '{\"data-collections\": [\"public.items\"], \"type\": \"incremental\"}')"
+}
+peak_mb() { awk '/Maximum resident set size/ {printf "%.0f", $NF/1024}' "$1"; }
+
+# Debezium.
+reset_db
+cat > "$WORK/dbz.properties" <<P
+name=incbench
+connector.class=io.debezium.connector.postgresql.PostgresConnector
+offset.storage=org.apache.kafka.connect.storage.MemoryOffsetBackingStore
+offset.flush.interval.ms=10000
+database.hostname=$PGHOST
+database.port=$PGPORT
+database.user=postgres
+database.password=
+database.dbname=$DB
+topic.prefix=dbserver1
+plugin.name=pgoutput
+slot.name=dbz_inc
+slot.drop.on.stop=true
+publication.name=dbz_inc
+publication.autocreate.mode=filtered
+table.include.list=public.items,public.debezium_signal
+snapshot.mode=no_data
+signal.data.collection=public.debezium_signal
+incremental.snapshot.chunk.size=$CHUNK
+key.converter.schemas.enable=false
+value.converter.schemas.enable=false
+P
+( sleep 8; signal dbz-1 ) &
+/usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dbz.properties" "$WORK/dbz.jsonl" "$ROWS" 20 \
+  > "$WORK/dbz.out" 2> "$WORK/dbz.time" || true
+wait
+dbz_rate=$(sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' "$WORK/dbz.out")
+dbz_rows=$(grep -c '"snapshot":"incremental"' "$WORK/dbz.jsonl" || true)
+
+# Sluice.
+reset_db
+cat > "$WORK/sluice.yaml" <<Y
+name: incbench
+data_dir: $WORK/sluice-data
+source:
+  type: postgres
+  database.hostname: $PGHOST
+  database.port: $PGPORT
+  database.dbname: $DB
+  topic.prefix: dbserver1
+  slot.name: sl_inc
+  publication.name: sl_inc
+  publication.autocreate.mode: filtered
+  slot.drop.on.stop: true
+  table.include.list: public.items
+  snapshot.mode: no_data
+  signal.data.collection: public.debezium_signal
+  incremental.snapshot.chunk.size: $CHUNK
+sinks:
+  - type: file
+    path: $WORK/sluice.jsonl
+    schemas.enable: false
+Y
+/usr/bin/time -v "$SLUICE" run "$WORK/sluice.yaml" > /dev/null 2> "$WORK/sluice.time" &
+pid=$!
+until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'sl_inc' and active" | grep -q 1; do sleep 0.1; done
+start=$(date +%s.%N)
+signal sl-1
+until [ "$(wc -l < "$WORK/sluice.jsonl" 2>/dev/null || echo 0)" -ge "$ROWS" ]; do sleep 0.05; done
+end=$(date +%s.%N)
+kill -TERM $(pgrep -P $pid) 2>/dev/null || kill -TERM $pid
+wait $pid || true
+sl_rate=$(awk -v n="$ROWS" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n / (b - a) }')
+sl_rows=$(grep -c '"snapshot":"incremental"' "$WORK/sluice.jsonl" || true)
+psqlq -d postgres -c "drop database if exists $DB with (force)"
+
+awk -v dr="$dbz_rate" -v dm="$(peak_mb "$WORK/dbz.time")" -v dn="$dbz_rows" -v sr="$sl_rate" -v sm="$(peak_mb "$WORK/sluice.time")" -v sn="$sl_rows" -v n="$ROWS" 'BEGIN {
+  printf "incremental snapshot of %d rows: debezium %d rows/s %d MB (%d rows) | sluice %d rows/s %d MB (%d rows) | %.1fx faster, %.1fx less memory\n",
+    n, dr, dm, dn, sr, sm, sn, (dr > 0 ? sr / dr : 0), (sm > 0 ? dm / sm : 0) }'
