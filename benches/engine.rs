@@ -30,10 +30,10 @@ use sluice_engine::{
 use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource, Generator, OpMix};
-use sluice_transforms::hash::{Hash, HashConfig};
-use sluice_transforms::mask::{Mask, MaskConfig};
+use sluice_transforms::hash::HashConfig;
+use sluice_transforms::mask::MaskConfig;
 use sluice_transforms::route::{Route, RouteConfig};
-use sluice_transforms::truncate::{Truncate, TruncateConfig};
+use sluice_transforms::truncate::TruncateConfig;
 
 fn cpu_seconds() -> f64 {
     // utime + stime of this process, in clock ticks (100 Hz on Linux).
@@ -241,13 +241,13 @@ impl BuildTransform for Chain {
     fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
         let columns = |p: &str| RegexList(vec![AnchoredRegex::new(p).unwrap()]);
         Ok(match self.0 {
-            0 => Box::new(Mask::new(&MaskConfig {
+            0 => Box::new(sluice_transforms::mask::build(&MaskConfig {
                 columns: columns(r"public\.customers\.ssn"),
                 chars: Some(4),
                 replacement: None,
             })),
             1 => Box::new(
-                Hash::new(&HashConfig {
+                sluice_transforms::hash::build(&HashConfig {
                     columns: columns(r"public\.customers\.email"),
                     algorithm: "SHA-256".into(),
                     salt: "CzQMA0cB5K".into(),
@@ -255,7 +255,7 @@ impl BuildTransform for Chain {
                 })
                 .unwrap(),
             ),
-            2 => Box::new(Truncate::new(&TruncateConfig {
+            2 => Box::new(sluice_transforms::truncate::build(&TruncateConfig {
                 columns: columns(r"public\.customers\.notes"),
                 length: 8,
             })),

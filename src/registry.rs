@@ -17,13 +17,13 @@ use sluice_sources::postgres::{
 };
 use sluice_transforms::columns::{Columns, ColumnsConfig};
 use sluice_transforms::filter::{Filter, FilterConfig};
-use sluice_transforms::hash::{Hash, HashConfig};
+use sluice_transforms::hash::HashConfig;
 use sluice_transforms::key::{Key, KeyConfig};
-use sluice_transforms::mask::{Mask, MaskConfig};
+use sluice_transforms::mask::MaskConfig;
 use sluice_transforms::reroute::{Reroute, RerouteConfig};
 use sluice_transforms::route::{Route, RouteConfig};
 use sluice_transforms::skip::{Skip, SkipConfig};
-use sluice_transforms::truncate::{Truncate, TruncateConfig};
+use sluice_transforms::truncate::TruncateConfig;
 use sluice_transforms::unwrap::{Unwrap, UnwrapConfig};
 
 fn body<'de, T: Deserialize<'de>>(node: &Node, skip: &[&str]) -> Result<T, ConfigError> {
@@ -183,9 +183,9 @@ impl BuildTransform for TransformSpec {
         Ok(match self {
             TransformSpec::Route(c) => Box::new(Route::new(c.clone())),
             TransformSpec::Reroute(c) => Box::new(Reroute::new(c.clone())),
-            TransformSpec::Mask(c) => Box::new(Mask::new(c)),
-            TransformSpec::Hash(c) => Box::new(Hash::new(c)?),
-            TransformSpec::Truncate(c) => Box::new(Truncate::new(c)),
+            TransformSpec::Mask(c) => Box::new(sluice_transforms::mask::build(c)),
+            TransformSpec::Hash(c) => Box::new(sluice_transforms::hash::build(c)?),
+            TransformSpec::Truncate(c) => Box::new(sluice_transforms::truncate::build(c)),
             TransformSpec::Unwrap(c) => Box::new(Unwrap::new(c.clone())),
             TransformSpec::Filter(c) => Box::new(
                 Filter::new(c.clone()).map_err(|e| fatal(format!("filter condition {e}")))?,

@@ -168,6 +168,30 @@ pub fn truncate(s: &str, max: usize) -> Option<&str> {
     None
 }
 
+/// Parses Debezium's `message.key.columns`: `<table regex>:<c1>,<c2>;<table regex>:<c3>`
+/// (table regexes anchored, on `schema.table`).
+pub fn parse_key_columns(
+    text: &str,
+) -> Result<Vec<(crate::config::AnchoredRegex, Vec<String>)>, String> {
+    let mut out = Vec::new();
+    for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (table, columns) = part.rsplit_once(':').ok_or_else(|| {
+            format!("`{part}` should be `<schema.table regex>:<column>,<column>`")
+        })?;
+        let regex = crate::config::AnchoredRegex::new(table.trim())?;
+        let columns: Vec<String> = columns
+            .split(',')
+            .map(|c| c.trim().to_owned())
+            .filter(|c| !c.is_empty())
+            .collect();
+        if columns.is_empty() {
+            return Err(format!("`{part}` names no column"));
+        }
+        out.push((regex, columns));
+    }
+    Ok(out)
+}
+
 /// One column's mapper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColumnMapper {

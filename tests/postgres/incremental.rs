@@ -53,6 +53,25 @@ fn table_state(db: &str, columns: &[&str], key: &[&str]) -> BTreeMap<String, Jso
         .collect()
 }
 
+/// Waits until the output describes `theirs` (or `seconds` pass, which only bounds a failure:
+/// the stream may lag behind other databases' WAL), and returns what it describes.
+fn await_state(
+    dir: &std::path::Path,
+    child: &mut std::process::Child,
+    theirs: &BTreeMap<String, Json>,
+    seconds: u64,
+) -> BTreeMap<String, Json> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        let ours = replay(&lines(dir), "dbserver1.public.items");
+        if ours == *theirs || std::time::Instant::now() > deadline {
+            return ours;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped early");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 struct Case {
     name: &'static str,
     rows: u32,
@@ -127,16 +146,7 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
     // Done when the output describes the table (no timing assumption: the stream may lag
     // behind other databases' WAL); the deadline only bounds a failure.
     let theirs = table_state(&db, &["region", "id", "n", "note"], key);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut ours = BTreeMap::new();
-    while std::time::Instant::now() < deadline {
-        ours = replay(&lines(dir.path()), "dbserver1.public.items");
-        if ours == theirs {
-            break;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "sluice stopped early");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let ours = await_state(dir.path(), &mut child, &theirs, 120);
     stop(&child);
     let log = finish(child);
     let events = lines(dir.path());
@@ -281,18 +291,7 @@ fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
     );
     let mut child = start(&file, &[]);
     let theirs = table_state(&db, &["region", "id", "n", "note"], &["id"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    let mut ours = BTreeMap::new();
-    while std::time::Instant::now() < deadline {
-        ours = replay(&lines(dir.path()), "dbserver1.public.items");
-        if ours == theirs {
-            break;
-        }
-        if child.try_wait().unwrap().is_some() {
-            panic!("sluice stopped early:\n{}", finish(child));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let ours = await_state(dir.path(), &mut child, &theirs, 300);
     stop(&child);
     let log = finish(child);
     assert!(

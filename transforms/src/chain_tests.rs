@@ -10,17 +10,15 @@ use crate::testing::*;
 fn chain() -> Vec<Box<dyn Transform>> {
     let columns = |p: &str| RegexList(vec![AnchoredRegex::new(p).unwrap()]);
     vec![
-        Box::new(crate::mask::Mask::new(&crate::mask::MaskConfig {
+        Box::new(crate::mask::build(&crate::mask::MaskConfig {
             columns: columns(r".*\.ssn"),
             chars: Some(2),
             replacement: None,
         })),
-        Box::new(crate::truncate::Truncate::new(
-            &crate::truncate::TruncateConfig {
-                columns: columns(r".*\.name"),
-                length: 3,
-            },
-        )),
+        Box::new(crate::truncate::build(&crate::truncate::TruncateConfig {
+            columns: columns(r".*\.name"),
+            length: 3,
+        })),
         Box::new(
             crate::key::Key::new(&crate::key::KeyConfig {
                 columns: "public.customers:status".into(),

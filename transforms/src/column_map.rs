@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use sluice_engine::config::AnchoredRegex;
 use sluice_engine::mapping::ColumnMapper;
-use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType};
+use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType, Transform};
 
-use crate::envelope::{is_envelope, reschema, table_name, SchemaCache};
+use crate::envelope::{is_envelope, reschema, table_name, with_row, SchemaCache};
 
 /// The length Debezium's `column.propagate.source.type` records, when present.
 const LENGTH_PARAMETER: &str = "__debezium.source.column.length";
@@ -98,45 +98,36 @@ impl ColumnMap {
                 row,
             });
         }
-        let mut envelope = schema.to_builder().clear_fields();
-        for field in schema.fields() {
-            let s = if matches!(&*field.name, "before" | "after") {
-                row.clone()
-            } else {
-                field.schema.clone()
-            };
-            envelope = envelope.field(field.name.clone(), s);
-        }
         Some(Plan {
             columns,
             flat,
-            envelope: envelope.build(),
+            envelope: with_row(schema, &row).build(),
             row,
         })
     }
 
     /// Maps the event's columns; returns it unchanged when nothing is selected.
-    pub fn apply(&mut self, mut event: ChangeEvent) -> Result<ChangeEvent, ComponentError> {
+    pub fn map(&mut self, mut event: ChangeEvent) -> ChangeEvent {
         let Some(schema) = event.value.as_ref().map(|r| r.schema.clone()) else {
-            return Ok(event);
+            return event;
         };
         let (selectors, mapper) = (&self.selectors, &self.mapper);
         let Some(plan) = self.plans.get_or_insert(&schema, || {
             let table = table_name(&event).unwrap_or_default();
             Self::plan(selectors, mapper, &table, &schema)
         }) else {
-            return Ok(event);
+            return event;
         };
         if plan.columns.is_empty() {
-            return Ok(event);
+            return event;
         }
         let Some(record) = event.value.as_mut() else {
-            return Ok(event);
+            return event;
         };
         record.schema = plan.envelope.clone();
         if plan.flat {
             map_row(&mut record.value, plan);
-            return Ok(event);
+            return event;
         }
         reschema(&mut record.value, &plan.envelope);
         if let Some(env) = record.value.as_struct_mut() {
@@ -146,7 +137,18 @@ impl ColumnMap {
                 }
             }
         }
-        Ok(event)
+        event
+    }
+}
+
+impl Transform for ColumnMap {
+    fn apply(
+        &mut self,
+        event: ChangeEvent,
+        out: &mut Vec<ChangeEvent>,
+    ) -> Result<(), ComponentError> {
+        out.push(self.map(event));
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sluice_engine::event::SchemaBuilder;
 use sluice_engine::{ChangeEvent, Schema, Struct, Value};
 
 /// The most distinct schemas a cache keeps before it starts over.
@@ -64,6 +65,20 @@ pub fn is_envelope(schema: &Schema) -> bool {
     schema.name().is_some_and(|n| n.ends_with(".Envelope"))
         && schema.field("op").is_some()
         && schema.field("after").is_some()
+}
+
+/// A builder for envelope `schema` whose `before` and `after` have schema `row` instead.
+pub fn with_row(schema: &Schema, row: &Arc<Schema>) -> SchemaBuilder {
+    let mut b = schema.to_builder().clear_fields();
+    for f in schema.fields() {
+        let s = if matches!(&*f.name, "before" | "after") {
+            row.clone()
+        } else {
+            f.schema.clone()
+        };
+        b = b.field(f.name.clone(), s);
+    }
+    b
 }
 
 /// The envelope struct of an event, if its value is one.

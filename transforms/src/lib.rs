@@ -1,6 +1,6 @@
 //! Sluice transforms (Debezium SMTs). Each transform lives in its own folder with its `config.rs`.
 
-mod column_map;
+pub mod column_map;
 pub mod columns;
 pub mod envelope;
 pub mod filter;

@@ -115,24 +115,9 @@ pub struct KeyColumns(Vec<(AnchoredRegex, Vec<String>)>);
 impl KeyColumns {
     /// Parses `<table regex>:<c1>,<c2>;<table regex>:<c3>`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut out = Vec::new();
-        for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-            let (table, columns) = part.rsplit_once(':').ok_or_else(|| {
-                format!("`message.key.columns`: `{part}` should be `<schema.table regex>:<column>,<column>`")
-            })?;
-            let regex = AnchoredRegex::new(table.trim())
-                .map_err(|e| format!("`message.key.columns`: {e}"))?;
-            let columns: Vec<String> = columns
-                .split(',')
-                .map(|c| c.trim().to_owned())
-                .filter(|c| !c.is_empty())
-                .collect();
-            if columns.is_empty() {
-                return Err(format!("`message.key.columns`: `{part}` names no column"));
-            }
-            out.push((regex, columns));
-        }
-        Ok(KeyColumns(out))
+        sluice_engine::mapping::parse_key_columns(text)
+            .map(KeyColumns)
+            .map_err(|e| format!("`message.key.columns`: {e}"))
     }
 
     /// The key columns of `schema.table`, when configured.

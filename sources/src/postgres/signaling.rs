@@ -89,14 +89,18 @@ impl Streamer<'_> {
 
     /// A position carrying the incremental snapshot's progress while one runs.
     pub fn pos(&self, offset: PgOffset) -> Position {
-        let progress = self
+        // Every event's position passes here: without a running snapshot, no extra work.
+        let Some(progress) = self
             .signals
             .as_ref()
             .and_then(|s| s.incremental.as_ref())
-            .and_then(Incremental::progress_json);
-        match (progress, serde_json::to_value(offset)) {
-            (Some(p), Ok(serde_json::Value::Object(mut o))) => {
-                o.insert("incremental".into(), p);
+            .and_then(Incremental::progress_json)
+        else {
+            return offset.position();
+        };
+        match serde_json::to_value(offset) {
+            Ok(serde_json::Value::Object(mut o)) => {
+                o.insert("incremental".into(), progress);
                 Position::Opaque(serde_json::Value::Object(o).to_string().into())
             }
             _ => offset.position(),
@@ -245,6 +249,14 @@ impl Streamer<'_> {
 
     /// Starts the next chunk of the incremental snapshot when one can start.
     pub async fn next_chunk(&mut self) -> Result<(), PgError> {
+        let ready = self
+            .signals
+            .as_ref()
+            .and_then(|s| s.incremental.as_ref())
+            .is_some_and(Incremental::ready);
+        if !ready {
+            return Ok(());
+        }
         let by_name: HashMap<String, Arc<TableSchema>> = self
             .tables
             .values()
@@ -252,9 +264,7 @@ impl Streamer<'_> {
             .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
             .collect();
         if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-            if inc.ready() {
-                inc.next_chunk(self.client, &by_name).await?;
-            }
+            inc.next_chunk(self.client, &by_name).await?;
         }
         Ok(())
     }

@@ -299,11 +299,7 @@ impl Streamer<'_> {
                         changes.event(kind, &description, table.source(&info), Position::Offset(0));
                     // Not counted among the transaction's events: a restart may see the
                     // relation unchanged and not repeat it, and the count must still match.
-                    event.position = self.pos(PgOffset {
-                        lsn: last_done,
-                        tx: Some((tx.final_lsn, tx.count)),
-                        snapshot_completed: true,
-                    });
+                    event.position = self.tx_pos(tx, last_done);
                     out.push(event);
                 }
                 return Ok(());
@@ -338,11 +334,7 @@ impl Streamer<'_> {
             // A chunk's rows are not counted among the transaction's events (a restart
             // re-reads the chunk instead), and carry the progress past the chunk.
             for mut row in rows {
-                row.position = self.pos(PgOffset {
-                    lsn: last_done,
-                    tx: Some((tx.final_lsn, tx.count)),
-                    snapshot_completed: true,
-                });
+                row.position = self.tx_pos(tx, last_done);
                 out.push(row);
             }
             return Ok(());
@@ -513,6 +505,15 @@ impl Streamer<'_> {
         self.place(tx, last_done, event, out);
     }
 
+    /// The position after the transaction's events counted so far.
+    fn tx_pos(&self, tx: &Tx, last_done: u64) -> Position {
+        self.pos(PgOffset {
+            lsn: last_done,
+            tx: Some((tx.final_lsn, tx.count)),
+            snapshot_completed: true,
+        })
+    }
+
     /// Gives the event its position and keeps it, unless it was delivered before a restart.
     fn place(
         &self,
@@ -527,11 +528,7 @@ impl Streamer<'_> {
                 return;
             }
         }
-        event.position = self.pos(PgOffset {
-            lsn: last_done,
-            tx: Some((tx.final_lsn, tx.count)),
-            snapshot_completed: true,
-        });
+        event.position = self.tx_pos(tx, last_done);
         out.push(event);
     }
 }

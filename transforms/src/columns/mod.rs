@@ -9,7 +9,7 @@ use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType, Struct, Tra
 
 pub use config::ColumnsConfig;
 
-use crate::envelope::{is_envelope, reschema, table_name, SchemaCache};
+use crate::envelope::{is_envelope, reschema, table_name, with_row, SchemaCache};
 
 #[derive(Debug)]
 struct Plan {
@@ -86,16 +86,7 @@ impl Columns {
         let envelope = if flat {
             row.clone()
         } else {
-            let mut env = schema.to_builder().clear_fields();
-            for f in schema.fields() {
-                let s = if matches!(&*f.name, "before" | "after") {
-                    row.clone()
-                } else {
-                    f.schema.clone()
-                };
-                env = env.field(f.name.clone(), s);
-            }
-            env.build()
+            with_row(schema, &row).build()
         };
         Some(Plan {
             keep,

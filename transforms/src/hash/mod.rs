@@ -4,39 +4,21 @@
 mod config;
 
 use sluice_engine::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
-use sluice_engine::{ChangeEvent, ComponentError, Transform};
+use sluice_engine::ComponentError;
 
+pub use crate::column_map::ColumnMap;
 pub use config::HashConfig;
 
-use crate::column_map::ColumnMap;
-
-/// The running hash transform.
-#[derive(Debug)]
-pub struct Hash(ColumnMap);
-
-impl Hash {
-    /// A hasher for `config` (validated).
-    pub fn new(config: &HashConfig) -> Result<Self, ComponentError> {
-        let algorithm = HashAlgorithm::parse(&config.algorithm).map_err(ComponentError::fatal)?;
-        let version = if config.version.eq_ignore_ascii_case("v2") {
-            HashVersion::V2
-        } else {
-            HashVersion::V1
-        };
-        let mapper = ColumnMapper::Hash(Hasher::new(algorithm, version, &config.salt), None);
-        Ok(Hash(ColumnMap::new(config.columns.0.clone(), mapper)))
-    }
-}
-
-impl Transform for Hash {
-    fn apply(
-        &mut self,
-        event: ChangeEvent,
-        out: &mut Vec<ChangeEvent>,
-    ) -> Result<(), ComponentError> {
-        out.push(self.0.apply(event)?);
-        Ok(())
-    }
+/// A hasher for `config` (validated).
+pub fn build(config: &HashConfig) -> Result<ColumnMap, ComponentError> {
+    let algorithm = HashAlgorithm::parse(&config.algorithm).map_err(ComponentError::fatal)?;
+    let version = if config.version.eq_ignore_ascii_case("v2") {
+        HashVersion::V2
+    } else {
+        HashVersion::V1
+    };
+    let mapper = ColumnMapper::Hash(Hasher::new(algorithm, version, &config.salt), None);
+    Ok(ColumnMap::new(config.columns.0.clone(), mapper))
 }
 
 #[cfg(test)]
@@ -44,12 +26,13 @@ mod tests {
     use super::*;
     use crate::testing::*;
     use sluice_engine::config::{AnchoredRegex, RegexList};
+    use sluice_engine::{ComponentError, Transform};
     use sluice_engine::{Op, Value};
 
     #[test]
     fn same_input_and_salt_give_debeziums_pseudonym() -> Result<(), ComponentError> {
         let s = customers();
-        let mut h = Hash::new(&HashConfig {
+        let mut h = build(&HashConfig {
             columns: RegexList(vec![AnchoredRegex::new(r".*\.ssn").unwrap()]),
             algorithm: "SHA-256".into(),
             salt: "CzQMA0cB5K".into(),

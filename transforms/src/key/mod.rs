@@ -13,26 +13,11 @@ use crate::envelope::{envelope, is_envelope, table_name, SchemaCache};
 
 /// `(table regex, columns)` rules.
 pub fn parse(text: &str) -> Result<Vec<(AnchoredRegex, Vec<String>)>, String> {
-    let mut out = Vec::new();
-    for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-        let (table, columns) = part.rsplit_once(':').ok_or_else(|| {
-            format!("`{part}` should be `<schema.table regex>:<column>,<column>`")
-        })?;
-        let regex = AnchoredRegex::new(table.trim())?;
-        let columns: Vec<String> = columns
-            .split(',')
-            .map(|c| c.trim().to_owned())
-            .filter(|c| !c.is_empty())
-            .collect();
-        if columns.is_empty() {
-            return Err(format!("`{part}` names no column"));
-        }
-        out.push((regex, columns));
-    }
-    if out.is_empty() {
+    let rules = sluice_engine::mapping::parse_key_columns(text)?;
+    if rules.is_empty() {
         return Err("`message.key.columns` is empty".into());
     }
-    Ok(out)
+    Ok(rules)
 }
 
 #[derive(Debug)]

@@ -3,36 +3,17 @@
 mod config;
 
 use sluice_engine::mapping::ColumnMapper;
-use sluice_engine::{ChangeEvent, ComponentError, Transform};
 
+pub use crate::column_map::ColumnMap;
 pub use config::MaskConfig;
 
-use crate::column_map::ColumnMap;
-
-/// The running mask transform.
-#[derive(Debug)]
-pub struct Mask(ColumnMap);
-
-impl Mask {
-    /// A mask for `config`.
-    pub fn new(config: &MaskConfig) -> Self {
-        let mapper = match &config.replacement {
-            Some(r) => ColumnMapper::Mask(r.as_str().into()),
-            None => ColumnMapper::mask_chars(config.chars.unwrap_or(0)),
-        };
-        Mask(ColumnMap::new(config.columns.0.clone(), mapper))
-    }
-}
-
-impl Transform for Mask {
-    fn apply(
-        &mut self,
-        event: ChangeEvent,
-        out: &mut Vec<ChangeEvent>,
-    ) -> Result<(), ComponentError> {
-        out.push(self.0.apply(event)?);
-        Ok(())
-    }
+/// A mask for `config`.
+pub fn build(config: &MaskConfig) -> ColumnMap {
+    let mapper = match &config.replacement {
+        Some(r) => ColumnMapper::Mask(r.as_str().into()),
+        None => ColumnMapper::mask_chars(config.chars.unwrap_or(0)),
+    };
+    ColumnMap::new(config.columns.0.clone(), mapper)
 }
 
 #[cfg(test)]
@@ -41,10 +22,11 @@ mod tests {
     use crate::testing::*;
     use proptest::prelude::*;
     use sluice_engine::config::{AnchoredRegex, RegexList};
+    use sluice_engine::{ComponentError, Transform};
     use sluice_engine::{Op, Value};
 
-    fn mask(chars: usize) -> Mask {
-        Mask::new(&MaskConfig {
+    fn mask(chars: usize) -> ColumnMap {
+        build(&MaskConfig {
             columns: RegexList(vec![AnchoredRegex::new(r"public\.customers\.(ssn|name)")
                 .unwrap_or_else(|e| panic!("{e}"))]),
             chars: Some(chars),
@@ -100,7 +82,7 @@ mod tests {
             None,
             Some(row(&s, 1, Some("Anne"), None, "new")),
         );
-        let mut m = Mask::new(&MaskConfig {
+        let mut m = build(&MaskConfig {
             columns: RegexList(vec![
                 AnchoredRegex::new(r"public\.orders\..*").unwrap_or_else(|e| panic!("{e}"))
             ]),

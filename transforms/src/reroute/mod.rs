@@ -9,7 +9,7 @@ use sluice_engine::{ChangeEvent, ComponentError, Record, Schema, SchemaType, Tra
 
 pub use config::RerouteConfig;
 
-use crate::envelope::{is_envelope, java_replacement, reschema};
+use crate::envelope::{is_envelope, java_replacement, reschema, with_row};
 
 /// The original envelope schema (kept alive for its address), the renamed envelope, and its
 /// renamed row schema.
@@ -125,20 +125,10 @@ impl Transform for Reroute {
                         .map(|f| f.schema.clone())
                         .unwrap_or_default();
                     let row = renamed(&old_row, format!("{}.Value", route.topic));
-                    let mut b = value
-                        .schema
-                        .to_builder()
-                        .clear_fields()
-                        .name(format!("{}.Envelope", route.topic));
-                    for f in value.schema.fields() {
-                        let s = if matches!(&*f.name, "before" | "after") {
-                            row.clone()
-                        } else {
-                            f.schema.clone()
-                        };
-                        b = b.field(f.name.clone(), s);
-                    }
-                    (value.schema.clone(), b.build(), row)
+                    let envelope = with_row(&value.schema, &row)
+                        .name(format!("{}.Envelope", route.topic))
+                        .build();
+                    (value.schema.clone(), envelope, row)
                 });
                 let (envelope, row) = (envelope.clone(), row.clone());
                 reschema(&mut value.value, &envelope);

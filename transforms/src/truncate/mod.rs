@@ -3,35 +3,16 @@
 mod config;
 
 use sluice_engine::mapping::ColumnMapper;
-use sluice_engine::{ChangeEvent, ComponentError, Transform};
 
+pub use crate::column_map::ColumnMap;
 pub use config::TruncateConfig;
 
-use crate::column_map::ColumnMap;
-
-/// The running truncate transform.
-#[derive(Debug)]
-pub struct Truncate(ColumnMap);
-
-impl Truncate {
-    /// A truncation for `config`.
-    pub fn new(config: &TruncateConfig) -> Self {
-        Truncate(ColumnMap::new(
-            config.columns.0.clone(),
-            ColumnMapper::Truncate(config.length),
-        ))
-    }
-}
-
-impl Transform for Truncate {
-    fn apply(
-        &mut self,
-        event: ChangeEvent,
-        out: &mut Vec<ChangeEvent>,
-    ) -> Result<(), ComponentError> {
-        out.push(self.0.apply(event)?);
-        Ok(())
-    }
+/// A truncation for `config`.
+pub fn build(config: &TruncateConfig) -> ColumnMap {
+    ColumnMap::new(
+        config.columns.0.clone(),
+        ColumnMapper::Truncate(config.length),
+    )
 }
 
 #[cfg(test)]
@@ -40,10 +21,11 @@ mod tests {
     use crate::testing::*;
     use proptest::prelude::*;
     use sluice_engine::config::{AnchoredRegex, RegexList};
+    use sluice_engine::Transform;
     use sluice_engine::{Op, Value};
 
-    fn truncate(n: usize) -> Truncate {
-        Truncate::new(&TruncateConfig {
+    fn truncate(n: usize) -> ColumnMap {
+        build(&TruncateConfig {
             columns: RegexList(vec![AnchoredRegex::new(r"public\.customers\.name").unwrap()]),
             length: n,
         })
