@@ -5,6 +5,7 @@
 # schemas) to a file. Prints rows/s of each (first to last snapshot row), the ratio and peak RSS.
 #
 #   tests/bench/incremental_vs_debezium.sh [ROWS]     (PGHOST/PGPORT default 127.0.0.1:5432)
+#   env: CHUNK (default 1024), KEEP=1 keeps the work dir, SKIP_DEBEZIUM=1 runs Sluice alone
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -32,7 +33,9 @@ signal() { # id
 }
 peak_mb() { awk '/Maximum resident set size/ {printf "%.0f", $NF/1024}' "$1"; }
 
-# Debezium.
+# Debezium (SKIP_DEBEZIUM=1 measures Sluice alone).
+dbz_rate=0; dbz_rows=0
+if [ -z "${SKIP_DEBEZIUM:-}" ]; then
 reset_db
 cat > "$WORK/dbz.properties" <<P
 name=incbench
@@ -57,12 +60,15 @@ incremental.snapshot.chunk.size=$CHUNK
 key.converter.schemas.enable=false
 value.converter.schemas.enable=false
 P
-( sleep 8; signal dbz-1 ) &
+# The signal goes in once Debezium streams (a signal written before its slot exists is lost).
+( until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'dbz_inc' and active" | grep -q 1; do sleep 0.2; done
+  sleep 2; signal dbz-1 ) &
 /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dbz.properties" "$WORK/dbz.jsonl" "$ROWS" 20 \
   > "$WORK/dbz.out" 2> "$WORK/dbz.time" || true
 wait
 dbz_rate=$(sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' "$WORK/dbz.out")
 dbz_rows=$(grep -c '"snapshot":"incremental"' "$WORK/dbz.jsonl" || true)
+fi
 
 # Sluice.
 reset_db
@@ -83,6 +89,7 @@ source:
   snapshot.mode: no_data
   signal.data.collection: public.debezium_signal
   incremental.snapshot.chunk.size: $CHUNK
+  database.sslmode: ${SSLMODE:-prefer}
 sinks:
   - type: file
     path: $WORK/sluice.jsonl
@@ -101,6 +108,6 @@ sl_rate=$(awk -v n="$ROWS" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n /
 sl_rows=$(grep -c '"snapshot":"incremental"' "$WORK/sluice.jsonl" || true)
 psqlq -d postgres -c "drop database if exists $DB with (force)"
 
-awk -v dr="$dbz_rate" -v dm="$(peak_mb "$WORK/dbz.time")" -v dn="$dbz_rows" -v sr="$sl_rate" -v sm="$(peak_mb "$WORK/sluice.time")" -v sn="$sl_rows" -v n="$ROWS" 'BEGIN {
+awk -v dr="$dbz_rate" -v dm="$(peak_mb "$WORK/dbz.time" 2>/dev/null || echo 0)" -v dn="$dbz_rows" -v sr="$sl_rate" -v sm="$(peak_mb "$WORK/sluice.time")" -v sn="$sl_rows" -v n="$ROWS" 'BEGIN {
   printf "incremental snapshot of %d rows: debezium %d rows/s %d MB (%d rows) | sluice %d rows/s %d MB (%d rows) | %.1fx faster, %.1fx less memory\n",
     n, dr, dm, dn, sr, sm, sn, (dr > 0 ? sr / dr : 0), (sm > 0 ? dm / sm : 0) }'

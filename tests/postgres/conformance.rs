@@ -202,6 +202,23 @@ fn heartbeats_match_debezium_and_keep_the_slot_moving() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The keepalives alone may move the slot before the first heartbeat is due (on a loaded
+    // machine): wait for a heartbeat record and for one of the action query's rows.
+    let out = dir.path().join("out.jsonl");
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if text.contains(r#"{"topic":"__debezium-heartbeat.dbserver1""#)
+            && text.contains(r#"{"topic":"dbserver1.public.hb""#)
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no heartbeat record or action query row within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     stop(&child);
     finish(child);
     let ours: Vec<String> = std::fs::read_to_string(dir.path().join("out.jsonl"))

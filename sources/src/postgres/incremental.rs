@@ -62,8 +62,9 @@ struct Window {
 }
 
 /// Chunks in flight. Each has its own window and the windows follow each other in the log,
-/// so several could be read ahead of the stream (taking its latency off the read path); with
-/// more than one, the stream was seen to stop delivering in tests (not understood yet), so one.
+/// so several can be read ahead of the stream. Measured on 1M rows (chunks of 1024, 2 cores):
+/// 76k rows/s with one, 74k with two, 68k with three; the chunks are read in the stream's
+/// task either way, so reading ahead only delays the stream. One.
 const MAX_WINDOWS: usize = 1;
 
 /// The incremental snapshot's state.
@@ -74,6 +75,8 @@ pub struct Incremental {
     /// What positions record: the progress after the last chunk whose rows were emitted (a
     /// restart reads again what was read ahead).
     delivered: Option<Progress>,
+    /// `delivered` as JSON, rendered once per change rather than once per event.
+    delivered_json: Option<Arc<str>>,
     /// Paused by a signal: no new chunk starts.
     pub paused: bool,
     windows: VecDeque<Window>,
@@ -101,6 +104,7 @@ impl Incremental {
         progress: Option<Progress>,
     ) -> Self {
         Incremental {
+            delivered_json: None,
             delivered: progress.clone(),
             progress,
             paused: false,
@@ -115,6 +119,21 @@ impl Incremental {
             prefix,
             db,
         }
+        .rendered()
+    }
+
+    fn rendered(mut self) -> Self {
+        self.render();
+        self
+    }
+
+    /// Renders `delivered` for positions; called wherever it changes.
+    fn render(&mut self) {
+        self.delivered_json = self
+            .delivered
+            .as_ref()
+            .and_then(|p| serde_json::to_string(p).ok())
+            .map(Into::into);
     }
 
     /// Starts a snapshot of `tables`, or adds them to the running one.
@@ -148,6 +167,7 @@ impl Incremental {
                 None => *state = Some(fresh.clone()),
             }
         }
+        self.render();
     }
 
     /// Stops the snapshot of the matching tables (`None`: all).
@@ -162,6 +182,7 @@ impl Incremental {
                 tracing::info!(notification = "ABORTED", id = %p.id, "Incremental snapshot.");
                 self.progress = None;
                 self.delivered = None;
+                self.render();
             }
             Some(m) => {
                 let mut p = p;
@@ -175,15 +196,14 @@ impl Incremental {
                 let left = (!p.tables.is_empty()).then_some(p);
                 self.progress = left.clone();
                 self.delivered = left;
+                self.render();
             }
         }
     }
 
     /// The progress to store in positions while a snapshot runs.
-    pub fn progress_json(&self) -> Option<serde_json::Value> {
-        self.delivered
-            .as_ref()
-            .and_then(|p| serde_json::to_value(p).ok())
+    pub fn progress_json(&self) -> Option<&str> {
+        self.delivered_json.as_deref()
     }
 
     fn key_bytes(&self, key: &Option<Record>) -> Vec<u8> {
@@ -250,6 +270,7 @@ impl Incremental {
         } else {
             self.delivered = Some(w.next);
         }
+        self.render();
         Some(rows)
     }
 
@@ -274,6 +295,7 @@ impl Incremental {
                 if self.windows.is_empty() {
                     tracing::info!(notification = "COMPLETED", id = %p.id, "Incremental snapshot.");
                     self.delivered = None;
+                    self.render();
                 }
                 return Ok(());
             };
@@ -377,6 +399,7 @@ impl Incremental {
             let chunk_id = format!("{}-{}-{nonce:x}", p.id, p.chunks + 1);
             self.watermark(client, &format!("{chunk_id}-open"), WINDOW_OPEN)
                 .await?;
+
             let mut rows = Vec::new();
             let mut index = HashMap::new();
             let mut last: Option<Vec<Option<String>>> = None;
@@ -394,7 +417,17 @@ impl Incremental {
                 lsn: None,
             };
             let encoder = &self.encoder;
-            for_each_row(
+            let started = std::time::Instant::now();
+            // Walk the key index: without statistics (a table just loaded, not analyzed yet)
+            // the planner guesses that a key range holds a few rows, scans the whole range
+            // with a bitmap and sorts it (77 ms instead of 1 ms for 1024 of 300k rows).
+            client
+                .batch_execute(
+                    "BEGIN READ ONLY; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off",
+                )
+                .await
+                .map_err(|e| PgError::query("starting a chunk query", e))?;
+            let read = for_each_row(
                 client,
                 &select,
                 &format!("incremental snapshot of {name}"),
@@ -423,8 +456,12 @@ impl Incremental {
                     Ok(())
                 },
             )
-            .await?;
-            tracing::debug!(chunk = %chunk_id, rows = rows.len(), select = %select, "Incremental snapshot chunk read.");
+            .await;
+            let end = if read.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = client.batch_execute(end).await;
+            read?;
+            ended.map_err(|e| PgError::query("ending a chunk query", e))?;
+            tracing::debug!(chunk = %chunk_id, rows = rows.len(), select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
             let mut next = p.clone();
             next.chunks += 1;
             if rows.len() < self.chunk_size {

@@ -74,6 +74,20 @@ impl FileChannel {
     }
 }
 
+/// The offset's JSON object with the progress (already JSON) added as `incremental`.
+fn with_progress(offset: &PgOffset, progress: &str) -> Position {
+    let Ok(json) = serde_json::to_string(offset) else {
+        return offset.position();
+    };
+    match json.strip_suffix('}') {
+        Some(open) => {
+            let comma = if open.ends_with('{') { "" } else { "," };
+            Position::Opaque(format!("{open}{comma}\"incremental\":{progress}}}").into())
+        }
+        None => offset.position(),
+    }
+}
+
 fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
     match cells.get(i) {
         Some(Cell::Text(t)) => Some((*t).to_owned()),
@@ -98,13 +112,7 @@ impl Streamer<'_> {
         else {
             return offset.position();
         };
-        match serde_json::to_value(offset) {
-            Ok(serde_json::Value::Object(mut o)) => {
-                o.insert("incremental".into(), progress);
-                Position::Opaque(serde_json::Value::Object(o).to_string().into())
-            }
-            _ => offset.position(),
-        }
+        with_progress(&offset, progress)
     }
 
     /// A streamed change: it supersedes an incremental snapshot row of the same key.
@@ -267,5 +275,30 @@ impl Streamer<'_> {
             inc.next_chunk(self.client, &by_name).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_is_a_field_of_the_position() {
+        let offset = PgOffset {
+            lsn: 42,
+            tx: Some((40, 3)),
+            snapshot_completed: true,
+        };
+        let Position::Opaque(text) =
+            with_progress(&offset, r#"{"id":"s-1","tables":["public.a"]}"#)
+        else {
+            panic!("not opaque");
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["incremental"]["id"], "s-1");
+        assert_eq!(
+            PgOffset::parse(&Position::Opaque(text.clone())).unwrap(),
+            offset
+        );
     }
 }

@@ -333,9 +333,12 @@ impl Streamer<'_> {
             };
             // A chunk's rows are not counted among the transaction's events (a restart
             // re-reads the chunk instead), and carry the progress past the chunk.
-            for mut row in rows {
-                row.position = self.tx_pos(tx, last_done);
-                out.push(row);
+            if !rows.is_empty() {
+                let position = self.tx_pos(tx, last_done);
+                for mut row in rows {
+                    row.position = position.clone();
+                    out.push(row);
+                }
             }
             return Ok(());
         }
