@@ -1,5 +1,6 @@
 //! Bad setups, connection loss, stalled sinks, TLS.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -269,6 +270,82 @@ fn tls_require_encrypts_both_connections() {
     );
     let line = run_expecting_failure(&file);
     assert!(line.contains("need `database.sslrootcert`"), "{line}");
+    drop_db(&db);
+}
+
+/// Certificate authentication (`database.sslcert` / `database.sslkey`): the role `sluice_cert`
+/// may only log in with its client certificate (`.ci/pg-client-certs.sh` sets the server up).
+/// Both connections present it, also with the default `prefer`; without it the pipeline stops
+/// with the server's one-line refusal; a key without a certificate is a configuration error.
+#[test]
+fn client_certificate_authenticates_both_connections() {
+    let dir_env = std::env::var("SLUICE_PG_CERT_DIR")
+        .unwrap_or_else(|_| "/etc/postgresql/sluice-ca".to_owned());
+    let certs = Path::new(&dir_env);
+    let has_role = psql(
+        "postgres",
+        "select count(*) from pg_roles where rolname = 'sluice_cert'",
+    );
+    if !certs.join("client.key").exists() || has_role.trim() != "1" {
+        eprintln!("skipped: no client certificate set up (run .ci/pg-client-certs.sh)");
+        return;
+    }
+    let db = fresh_db("client_cert");
+    psql(&db, "create table items (id int primary key)");
+    psql(&db, "insert into items select generate_series(1, 5)");
+    let dir = tempfile::tempdir().unwrap();
+    let as_cert_user = |extra: &str| {
+        let file = pipeline(
+            dir.path(),
+            &db,
+            &format!("  table.include.list: public.items\n{extra}"),
+            false,
+        );
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("database.user: postgres", "database.user: sluice_cert");
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let with_cert = format!(
+        "  database.sslcert: {}\n  database.sslkey: {}\n",
+        certs.join("client.crt").display(),
+        certs.join("client.key").display()
+    );
+    let file = as_cert_user(&with_cert);
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    psql(&db, "insert into items values (6)");
+    wait_lines(dir.path(), 6, &mut child);
+    let authenticated = psql(&db, &format!(
+        "select count(*) from pg_stat_ssl s join pg_stat_activity a using (pid) where a.datname = '{db}' and a.usename = 'sluice_cert' and s.client_dn = '/CN=sluice_cert'"
+    ));
+    stop(&child);
+    finish(child);
+    assert_eq!(authenticated.trim(), "2", "both connections by certificate");
+
+    let line = run_expecting_failure(&as_cert_user("  database.sslmode: require\n"));
+    assert!(line.contains("valid client certificate"), "{line}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(as_cert_user(&format!(
+            "  database.sslkey: {}\n",
+            certs.join("client.key").display()
+        )))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "an invalid configuration: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "pipeline.yaml:6:3: `source`: set both `database.sslcert` and `database.sslkey`"
+        ),
+        "{stderr}"
+    );
     drop_db(&db);
 }
 

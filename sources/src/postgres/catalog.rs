@@ -25,6 +25,8 @@ pub struct ConnInfo {
     pub sslmode: SslMode,
     /// CA certificate for verify-ca / verify-full.
     pub sslrootcert: Option<std::path::PathBuf>,
+    /// Client certificate and key for certificate authentication.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl std::fmt::Debug for ConnInfo {
@@ -38,6 +40,13 @@ impl std::fmt::Debug for ConnInfo {
 }
 
 impl ConnInfo {
+    /// The client certificate and key paths, if set.
+    pub fn client(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+        self.client_cert
+            .as_ref()
+            .map(|(c, k)| (c.as_path(), k.as_path()))
+    }
+
     /// Combines `database.url` with the individual fields (fields win).
     pub fn from_config(c: &PostgresConfig) -> Result<Self, PgError> {
         let mut info = ConnInfo {
@@ -48,6 +57,7 @@ impl ConnInfo {
             dbname: "postgres".into(),
             sslmode: SslMode::Prefer,
             sslrootcert: c.sslrootcert.clone(),
+            client_cert: c.sslcert.clone().zip(c.sslkey.clone()),
         };
         if let Some(url) = &c.url {
             let parsed: tokio_postgres::Config = url.expose().parse().map_err(|e| {
@@ -122,11 +132,21 @@ impl ConnInfo {
             SslMode::Disable => (None, Mode::Disable),
             // As libpq: TLS when the server offers it (no certificate check), else plain.
             SslMode::Prefer => (
-                Some(super::tls::client_config(false, false, None)?),
+                Some(super::tls::client_config(
+                    false,
+                    false,
+                    None,
+                    self.client(),
+                )?),
                 Mode::Prefer,
             ),
             SslMode::Require => (
-                Some(super::tls::client_config(false, false, None)?),
+                Some(super::tls::client_config(
+                    false,
+                    false,
+                    None,
+                    self.client(),
+                )?),
                 Mode::Require,
             ),
             SslMode::VerifyCa => (
@@ -134,6 +154,7 @@ impl ConnInfo {
                     true,
                     false,
                     self.sslrootcert.as_deref(),
+                    self.client(),
                 )?),
                 Mode::Require,
             ),
@@ -142,14 +163,20 @@ impl ConnInfo {
                     true,
                     true,
                     self.sslrootcert.as_deref(),
+                    self.client(),
                 )?),
                 Mode::Require,
             ),
         };
         config.ssl_mode(mode);
         let failed = |e: tokio_postgres::Error| {
+            // `db error` alone says nothing: the server's own message does.
+            let reason = match e.as_db_error() {
+                Some(db) => db.message().to_owned(),
+                None => e.to_string(),
+            };
             let message = format!(
-                "cannot connect to PostgreSQL at {}:{} as `{}`: {e}",
+                "cannot connect to PostgreSQL at {}:{} as `{}`: {reason}",
                 self.host, self.port, self.user
             );
             // Refused, reset, a server starting up or out of connections: retried with

@@ -148,6 +148,12 @@ pub struct PostgresConfig {
     /// The CA certificate (PEM) for `verify-ca` and `verify-full`.
     #[serde(rename = "database.sslrootcert", default)]
     pub sslrootcert: Option<std::path::PathBuf>,
+    /// The client certificate (PEM, chain) for certificate authentication.
+    #[serde(rename = "database.sslcert", default)]
+    pub sslcert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1, unencrypted).
+    #[serde(rename = "database.sslkey", default)]
+    pub sslkey: Option<std::path::PathBuf>,
     /// Topic prefix (logical server name); required.
     #[serde(rename = "topic.prefix")]
     pub topic_prefix: String,
@@ -410,6 +416,18 @@ impl PostgresConfig {
                 "`slot.name` `{}` may only contain lower-case letters, digits and underscores",
                 self.slot_name
             ));
+        }
+        if self.sslcert.is_some() != self.sslkey.is_some() {
+            return Err(
+                "set both `database.sslcert` and `database.sslkey` (a client certificate needs its key)"
+                    .to_owned(),
+            );
+        }
+        if self.sslmode == Some(SslMode::Disable) && self.sslcert.is_some() {
+            return Err(
+                "`database.sslcert` needs TLS: set `database.sslmode` to require (or prefer, verify-ca, verify-full)"
+                    .to_owned(),
+            );
         }
         if self.url.is_none() && self.dbname.is_none() {
             return Err("set `database.dbname` (or `database.url`)".to_owned());

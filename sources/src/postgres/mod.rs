@@ -100,11 +100,13 @@ async fn slot_state(
 }
 
 /// The replication connection's TLS, from the same `sslmode`, except that `prefer` does not
-/// encrypt it: over TLS (pgwire-replication with tokio-rustls) a message can stay undelivered
-/// until more data arrives on the socket, which stalled an idle stream in tests (see the
-/// README). `require` and `verify-*` encrypt it and carry that risk.
+/// encrypt it unless a client certificate is set (an earlier machine showed the stream stalling
+/// over TLS; see the README). `require` and `verify-*` encrypt it.
 fn replication_tls(info: &ConnInfo) -> TlsConfig {
     let mode = match info.sslmode {
+        config::SslMode::Prefer if info.client_cert.is_some() => {
+            pgwire_replication::SslMode::Require
+        }
         config::SslMode::Disable | config::SslMode::Prefer => return TlsConfig::disabled(),
         config::SslMode::Require => pgwire_replication::SslMode::Require,
         config::SslMode::VerifyCa => pgwire_replication::SslMode::VerifyCa,
@@ -113,6 +115,8 @@ fn replication_tls(info: &ConnInfo) -> TlsConfig {
     TlsConfig {
         mode,
         ca_pem_path: info.sslrootcert.clone(),
+        client_cert_pem_path: info.client_cert.as_ref().map(|(c, _)| c.clone()),
+        client_key_pem_path: info.client_cert.as_ref().map(|(_, k)| k.clone()),
         ..TlsConfig::disabled()
     }
 }

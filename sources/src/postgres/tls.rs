@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::error::PgError;
@@ -138,29 +138,78 @@ pub fn client_config(
     verify: bool,
     host: bool,
     root_cert: Option<&Path>,
+    client: Option<(&Path, &Path)>,
 ) -> Result<ClientConfig, PgError> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| PgError::Setup(format!("TLS: {e}")))?;
     if !verify {
-        return Ok(builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
-            .with_no_client_auth());
+        return with_client(
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider))),
+            client,
+        );
     }
     let root_cert = root_cert.ok_or_else(|| {
         PgError::Setup("`database.sslmode` verify-ca and verify-full need `database.sslrootcert` (the CA's PEM file)".into())
     })?;
     let store = Arc::new(roots(root_cert)?);
     if host {
-        return Ok(builder.with_root_certificates(store).with_no_client_auth());
+        return with_client(builder.with_root_certificates(store), client);
     }
     let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(store, provider)
         .build()
         .map_err(|e| PgError::Setup(format!("TLS: {e}")))?;
-    Ok(builder
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
-        .with_no_client_auth())
+    with_client(
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki))),
+        client,
+    )
+}
+
+/// Finishes the configuration with the client certificate, when one is set.
+fn with_client(
+    builder: rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>,
+    client: Option<(&Path, &Path)>,
+) -> Result<ClientConfig, PgError> {
+    let Some((cert, key)) = client else {
+        return Ok(builder.with_no_client_auth());
+    };
+    let (chain, key) = client_identity(cert, key)?;
+    builder.with_client_auth_cert(chain, key).map_err(|e| {
+        PgError::Setup(format!(
+            "`database.sslcert` / `database.sslkey` cannot be used: {e}"
+        ))
+    })
+}
+
+/// Reads the client certificate chain and its key, with errors naming the property.
+fn client_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), PgError> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            PgError::Setup(format!(
+                "cannot read `database.sslcert` {}: {e}",
+                cert.display()
+            ))
+        })?;
+    if chain.is_empty() {
+        return Err(PgError::Setup(format!(
+            "`database.sslcert` {} holds no PEM certificate",
+            cert.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        PgError::Setup(format!(
+            "cannot read `database.sslkey` {} (an unencrypted PEM key): {e}",
+            key.display()
+        ))
+    })?;
+    Ok((chain, key))
 }
