@@ -9,6 +9,7 @@
 //! Otherwise stream from the committed position. The slot is confirmed only up to positions
 //! every sink acknowledged.
 
+mod blocking;
 mod catalog;
 mod columns;
 mod config;
@@ -28,7 +29,7 @@ mod tls;
 mod transaction;
 mod types;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,6 +173,7 @@ async fn signal_setup(
             incremental: None,
             file,
             db: db.to_owned(),
+            blocking: None,
         }));
     };
     let qualified = format!(
@@ -231,6 +233,7 @@ async fn signal_setup(
         )),
         file,
         db: db.to_owned(),
+        blocking: None,
     }))
 }
 
@@ -352,6 +355,8 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             threads: config.snapshot_max_threads,
             chunk_size: config.snapshot_chunk_size,
             schema_changes: schema_changes.as_deref(),
+            conditions: &BTreeMap::new(),
+            positions: None,
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");
@@ -402,6 +407,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         .map_err(|e| PgError::Replication(format!("starting replication: {e}")))?;
     let mut streamer = stream::Streamer {
         config,
+        info: &info,
         client: &client,
         types,
         db: db.as_str().into(),

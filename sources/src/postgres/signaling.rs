@@ -28,6 +28,8 @@ pub struct Signals {
     pub file: Option<FileChannel>,
     /// Database name (for `db.schema.table` collection names).
     pub db: String,
+    /// A blocking snapshot asked for, run once the signal's transaction is delivered.
+    pub blocking: Option<super::blocking::Blocking>,
 }
 
 /// JSON lines appended to a file; the file is emptied once its signals are read.
@@ -194,10 +196,6 @@ impl Streamer<'_> {
         };
         let db = signals.db.clone();
         let db_prefix = format!("{db}.");
-        let Some(inc) = signals.incremental.as_mut() else {
-            tracing::warn!(id = %signal.id, "Signal ignored: snapshots need `signal.data.collection` (the watermarks are written there).");
-            return Ok(());
-        };
         let matcher = |patterns: &[String]| {
             let regexes: Vec<regex::Regex> = patterns
                 .iter()
@@ -209,10 +207,34 @@ impl Streamer<'_> {
                     .any(|r| r.is_match(table) || r.is_match(&format!("{db}.{table}")))
             }
         };
-        match action {
-            Action::Execute { blocking: true, .. } => {
-                tracing::warn!(id = %signal.id, "Blocking snapshots are not supported yet; signal ignored.");
+        if let Action::Execute {
+            blocking: true,
+            collections,
+            conditions,
+            ..
+        } = &action
+        {
+            let m = matcher(collections);
+            let tables: Vec<String> = captured.iter().filter(|t| m(t)).cloned().collect();
+            if tables.is_empty() {
+                tracing::warn!(id = %signal.id, collections = ?collections, "Signal ignored: no captured table matches.");
+                return Ok(());
             }
+            let conditions = conditions
+                .iter()
+                .map(|(k, v)| {
+                    let k = k.strip_prefix(&db_prefix).unwrap_or(k);
+                    (k.to_owned(), v.clone())
+                })
+                .collect();
+            super::blocking::Blocking::add(&mut signals.blocking, &signal.id, tables, conditions);
+            return Ok(());
+        }
+        let Some(inc) = signals.incremental.as_mut() else {
+            tracing::warn!(id = %signal.id, "Signal ignored: incremental snapshots need `signal.data.collection` (the watermarks are written there).");
+            return Ok(());
+        };
+        match action {
             Action::Execute {
                 collections,
                 conditions,

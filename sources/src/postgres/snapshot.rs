@@ -51,6 +51,11 @@ pub struct SnapshotPlan<'a> {
     pub chunk_size: u64,
     /// Schema change events (`CREATE` for every table, before the rows).
     pub schema_changes: Option<&'a SchemaChanges>,
+    /// Row filters by `schema.table` (a blocking snapshot's `additional-conditions`).
+    pub conditions: &'a BTreeMap<String, String>,
+    /// The positions of the rows and of the last row, when not the initial snapshot's
+    /// (a blocking snapshot's: it is not an initial snapshot to redo after a restart).
+    pub positions: Option<(Position, Position)>,
 }
 
 /// A table, or the key range `[lo, hi)` of one (`None`: unbounded).
@@ -70,6 +75,7 @@ enum Piece {
 struct Shared {
     tables: Vec<Arc<TableSchema>>,
     overrides: BTreeMap<String, String>,
+    conditions: BTreeMap<String, String>,
     units: Vec<Unit>,
     next: AtomicUsize,
     snapshot_name: String,
@@ -166,6 +172,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         tables: plan.tables.to_vec(),
         overrides: plan.overrides.clone(),
+        conditions: plan.conditions.clone(),
         units,
         next: AtomicUsize::new(0),
         snapshot_name: plan.snapshot_name.to_owned(),
@@ -176,24 +183,30 @@ pub async fn run(
         started_micros,
         tx_id,
         lsn: plan.consistent_point as i64,
-        position: PgOffset {
-            lsn: plan.consistent_point,
-            tx: None,
-            snapshot_completed: false,
-        }
-        .position(),
+        position: match &plan.positions {
+            Some((rows, _)) => rows.clone(),
+            None => PgOffset {
+                lsn: plan.consistent_point,
+                tx: None,
+                snapshot_completed: false,
+            }
+            .position(),
+        },
         batch: ctx.limits().max_batch_size.clamp(1, PIECE),
     });
     let (tx, rx) = mpsc::channel::<Piece>(2 * threads);
     for worker in 1..threads {
         spawn_reader(worker, plan.info.clone(), shared.clone(), tx.clone())?;
     }
-    let done = PgOffset {
-        lsn: plan.consistent_point,
-        tx: None,
-        snapshot_completed: true,
-    }
-    .position();
+    let done = match &plan.positions {
+        Some((_, done)) => done.clone(),
+        None => PgOffset {
+            lsn: plan.consistent_point,
+            tx: None,
+            snapshot_completed: true,
+        }
+        .position(),
+    };
     let collector = Collector::new(plan.tables.len(), &shared.units, done);
     let (rows, ()) = tokio::join!(collector.run(rx, ctx), read_and_report(client, &shared, tx));
     let rows = rows?;
@@ -367,19 +380,20 @@ async fn read_unit(
                 quote_ident(&table.schema_name),
                 quote_ident(&table.table)
             );
+            let mut conditions: Vec<String> = shared
+                .conditions
+                .get(&format!("{}.{}", table.schema_name, table.table))
+                .map(|c| format!("({c})"))
+                .into_iter()
+                .collect();
             if let (Some((lo, hi)), Some(key)) = (unit.range, &table.int_key) {
                 let key = quote_ident(key);
-                let conditions: Vec<String> = [
-                    lo.map(|lo| format!("{key} >= {lo}")),
-                    hi.map(|hi| format!("{key} < {hi}")),
-                ]
-                .into_iter()
-                .flatten()
-                .collect();
-                if !conditions.is_empty() {
-                    select.push_str(" WHERE ");
-                    select.push_str(&conditions.join(" AND "));
-                }
+                conditions.extend(lo.map(|lo| format!("{key} >= {lo}")));
+                conditions.extend(hi.map(|hi| format!("{key} < {hi}")));
+            }
+            if !conditions.is_empty() {
+                select.push_str(" WHERE ");
+                select.push_str(&conditions.join(" AND "));
             }
             select
         }

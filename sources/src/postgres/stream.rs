@@ -24,6 +24,8 @@ const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 pub struct Streamer<'a> {
     /// Configuration.
     pub config: &'a PostgresConfig,
+    /// How to open more connections (blocking snapshots).
+    pub info: &'a super::catalog::ConnInfo,
     /// SQL connection for catalog look-ups.
     pub client: &'a Client,
     /// Type cache.
@@ -108,8 +110,12 @@ impl Streamer<'_> {
                     continue;
                 }
                 _ = file_tick.tick(), if has_file => {
-                    if tx.is_none() {
+                    if tx.is_none() && batch.is_empty() {
                         self.poll_file().await?;
+                        self.blocking_snapshot(ctx, last_done, last_done).await?;
+                        if ctx.is_stopping() {
+                            return Ok(());
+                        }
                     }
                     continue;
                 }
@@ -159,9 +165,14 @@ impl Streamer<'_> {
                         }
                     }
                     tx = None;
+                    let before = last_done;
                     last_done = end_lsn.0;
+                    // A blocking snapshot asked for in this transaction runs now; until it
+                    // ends, positions stay before the transaction, so a restart streams the
+                    // signal again.
+                    let blocking = self.blocking_pending();
                     let done = self.pos(PgOffset {
-                        lsn: last_done,
+                        lsn: if blocking { before } else { last_done },
                         tx: None,
                         snapshot_completed: true,
                     });
@@ -173,6 +184,12 @@ impl Streamer<'_> {
                     };
                     if ctx.emit(out).await.is_err() {
                         return Ok(());
+                    }
+                    if blocking {
+                        self.blocking_snapshot(ctx, before, last_done).await?;
+                        if ctx.is_stopping() {
+                            return Ok(());
+                        }
                     }
                 }
                 ReplicationEvent::XLogData {

@@ -1,0 +1,148 @@
+//! Blocking snapshots: the stream stops, the listed tables are read whole (with their
+//! `additional-conditions` as filters) inside one exported snapshot, then the stream goes on.
+//!
+//! The rows carry the position from before the signal's transaction until the last one, so a
+//! restart in the middle streams the signal again and the snapshot is read again (rows already
+//! delivered come twice, as Debezium documents for blocking snapshots). Changes committed while
+//! the tables are read are streamed afterwards, so the last event of each key is current.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluice_engine::SourceContext;
+
+use super::error::PgError;
+use super::offset::PgOffset;
+use super::snapshot::{self, SnapshotPlan};
+use super::stream::Streamer;
+use super::table::TableSchema;
+
+/// A blocking snapshot waiting for its signal's transaction to be delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocking {
+    /// The signal's id (or the ids, joined, when several arrived together).
+    pub id: String,
+    /// `schema.table` names, in order.
+    pub tables: Vec<String>,
+    /// Row filters by `schema.table`.
+    pub conditions: BTreeMap<String, String>,
+}
+
+impl Blocking {
+    /// Adds a request to the pending one (signals of one transaction are served together).
+    pub fn add(
+        pending: &mut Option<Blocking>,
+        id: &str,
+        tables: Vec<String>,
+        conditions: BTreeMap<String, String>,
+    ) {
+        tracing::info!(notification = "STARTED", id, tables = ?tables, "Blocking snapshot requested; it runs once the signal is delivered.");
+        match pending {
+            Some(p) => {
+                p.id = format!("{},{id}", p.id);
+                for t in tables {
+                    if !p.tables.contains(&t) {
+                        p.tables.push(t);
+                    }
+                }
+                p.conditions.extend(conditions);
+            }
+            None => {
+                *pending = Some(Blocking {
+                    id: id.to_owned(),
+                    tables,
+                    conditions,
+                })
+            }
+        }
+    }
+}
+
+impl Streamer<'_> {
+    /// Whether a blocking snapshot waits to run.
+    pub fn blocking_pending(&self) -> bool {
+        self.signals.as_ref().is_some_and(|s| s.blocking.is_some())
+    }
+
+    /// Runs the pending blocking snapshot, if any: rows carry the position `before` (the
+    /// signal comes again after a restart), the last one `after`.
+    pub async fn blocking_snapshot(
+        &mut self,
+        ctx: &mut SourceContext,
+        before: u64,
+        after: u64,
+    ) -> Result<(), PgError> {
+        let Some(request) = self.signals.as_mut().and_then(|s| s.blocking.take()) else {
+            return Ok(());
+        };
+        let by_name: BTreeMap<String, Arc<TableSchema>> = self
+            .tables
+            .values()
+            .flatten()
+            .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
+            .collect();
+        let tables: Vec<Arc<TableSchema>> = request
+            .tables
+            .iter()
+            .filter_map(|name| by_name.get(name).cloned())
+            .collect();
+        tracing::info!(id = %request.id, tables = ?request.tables, "Blocking snapshot: streaming paused.");
+        // The snapshot is exported by a connection of its own, so that this task's connection
+        // (and the reader threads) can import it.
+        let exporter = self.info.connect("sluice-blocking-snapshot").await?;
+        let q = |e| PgError::query("exporting a snapshot for a blocking snapshot", e);
+        exporter
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(q)?;
+        let name: String = exporter
+            .query_one("SELECT pg_export_snapshot()", &[])
+            .await
+            .map_err(q)?
+            .get(0);
+        let at = |lsn| PgOffset {
+            lsn,
+            tx: None,
+            snapshot_completed: true,
+        };
+        let plan = SnapshotPlan {
+            tables: &tables,
+            snapshot_name: &name,
+            consistent_point: after,
+            prefix: self.prefix.clone(),
+            db: self.db.clone(),
+            overrides: &self.config.snapshot_overrides,
+            info: self.info,
+            threads: self.config.snapshot_max_threads,
+            chunk_size: self.config.snapshot_chunk_size,
+            schema_changes: None,
+            conditions: &request.conditions,
+            positions: Some((self.pos(at(before)), self.pos(at(after)))),
+        };
+        let rows = snapshot::run(self.client, &plan, ctx).await?;
+        let _ = exporter.batch_execute("COMMIT").await;
+        tracing::info!(notification = "COMPLETED", id = %request.id, rows, "Blocking snapshot: streaming resumes.");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_arriving_together_are_merged() {
+        let mut pending = None;
+        Blocking::add(&mut pending, "a", vec!["public.x".into()], BTreeMap::new());
+        Blocking::add(
+            &mut pending,
+            "b",
+            vec!["public.x".into(), "public.y".into()],
+            BTreeMap::from([("public.y".to_owned(), "id > 3".to_owned())]),
+        );
+        let p = pending.unwrap();
+        assert_eq!(p.id, "a,b");
+        assert_eq!(p.tables, vec!["public.x", "public.y"]);
+        assert_eq!(p.conditions["public.y"], "id > 3");
+    }
+}
