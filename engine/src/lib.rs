@@ -16,6 +16,7 @@ pub mod error;
 pub mod event;
 pub mod mapping;
 pub mod metrics;
+pub mod notification;
 pub mod offsets;
 pub mod queue;
 pub mod runtime;

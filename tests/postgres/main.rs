@@ -10,4 +10,5 @@ mod common;
 mod conformance;
 mod consistency;
 mod incremental;
+mod notifications;
 mod setup;

@@ -252,6 +252,13 @@ pub struct PostgresConfig {
     /// Signal channels, comma-separated: `source` (default), `file`.
     #[serde(rename = "signal.enabled.channels", default = "default_channels")]
     pub signal_enabled_channels: String,
+    /// Where notifications go besides the log: `sink` (records on
+    /// `notification.sink.topic.name`), `log`.
+    #[serde(rename = "notification.enabled.channels", default)]
+    pub notification_enabled_channels: String,
+    /// The topic of notification records (the `sink` channel).
+    #[serde(rename = "notification.sink.topic.name", default)]
+    pub notification_sink_topic: Option<String>,
     /// JSON-lines file of the `file` channel.
     #[serde(rename = "signal.file", default)]
     pub signal_file: Option<std::path::PathBuf>,
@@ -439,6 +446,18 @@ impl PostgresConfig {
                 ));
             }
         }
+        for channel in self.notification_enabled_channels.split(',').map(str::trim) {
+            if !matches!(channel, "" | "sink" | "log") {
+                return Err(format!(
+                    "`notification.enabled.channels`: `{channel}` is not available here: use sink, log"
+                ));
+            }
+        }
+        if self.notification_sink().is_some_and(|t| t.is_none()) {
+            return Err(
+                "the `sink` notification channel needs `notification.sink.topic.name`".to_owned(),
+            );
+        }
         if self.signal_channels().iter().any(|c| c == "file") && self.signal_file.is_none() {
             return Err("the `file` signal channel needs `signal.file`".to_owned());
         }
@@ -452,6 +471,14 @@ impl PostgresConfig {
             return Err("`snapshot.fetch.size` must be at least 1".to_owned());
         }
         self.skipped().map(|_| ())
+    }
+
+    /// `Some(topic)` when the `sink` notification channel is on (`Some(None)`: no topic set).
+    pub fn notification_sink(&self) -> Option<Option<&str>> {
+        self.notification_enabled_channels
+            .split(',')
+            .any(|c| c.trim() == "sink")
+            .then_some(self.notification_sink_topic.as_deref())
     }
 
     /// The enabled signal channels.

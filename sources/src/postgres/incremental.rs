@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::notification::Notification;
 use sluice_engine::{ChangeEvent, Op, Position, Record};
 use tokio_postgres::Client;
 
@@ -59,6 +60,22 @@ struct Window {
     rows: Vec<Option<ChangeEvent>>,
     index: HashMap<Vec<u8>, usize>,
     next: Progress,
+    /// Rows the chunk query returned.
+    read: usize,
+    /// The last key read and the table's maximum key, as notifications show them.
+    last_key: String,
+    max_key: String,
+    /// The table's last chunk.
+    last_of_table: bool,
+}
+
+/// A key as notifications show it: the value, or `[a, b]` for a composite key.
+fn key_text(key: &[Option<String>]) -> String {
+    let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".to_owned());
+    match key {
+        [one] => text(one),
+        many => format!("[{}]", many.iter().map(text).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 /// Chunks in flight. Each has its own window and the windows follow each other in the log,
@@ -87,6 +104,14 @@ pub struct Incremental {
     marker: Arc<str>,
     prefix: Arc<str>,
     db: Arc<str>,
+    /// Notifications for the sink channel (`true`: after the rows they come with).
+    pub notes: Vec<(bool, Notification)>,
+    /// Whether notifications go to the sink channel (they are always logged).
+    pub sink_notes: bool,
+    /// The snapshot's tables, as notifications list them.
+    collections: String,
+    /// Rows read of the current table.
+    scanned: u64,
 }
 
 fn literal(text: &str) -> String {
@@ -118,8 +143,34 @@ impl Incremental {
             marker: "incremental".into(),
             prefix,
             db,
+            notes: Vec::new(),
+            sink_notes: false,
+            collections: String::new(),
+            scanned: 0,
         }
         .rendered()
+    }
+
+    /// Logs a notification and keeps it for the sink channel when that is on.
+    pub fn note(
+        &mut self,
+        id: &str,
+        kind: &'static str,
+        after_rows: bool,
+        data: Vec<(&'static str, String)>,
+    ) {
+        tracing::info!(notification = kind, id, data = ?data, "Incremental snapshot.");
+        if self.sink_notes {
+            self.notes.push((
+                after_rows,
+                Notification {
+                    id: id.to_owned(),
+                    kind,
+                    aggregate: "Incremental Snapshot",
+                    data,
+                },
+            ));
+        }
     }
 
     fn rendered(mut self) -> Self {
@@ -144,7 +195,23 @@ impl Incremental {
         conditions: BTreeMap<String, String>,
         surrogate_key: Option<String>,
     ) {
-        tracing::info!(notification = "STARTED", id, tables = ?tables, "Incremental snapshot.");
+        if self.progress.is_none() && self.delivered.is_none() {
+            self.collections = tables.join(",");
+            self.scanned = 0;
+        } else {
+            for t in &tables {
+                if !self.collections.split(',').any(|c| c == t) {
+                    self.collections = format!("{},{t}", self.collections);
+                }
+            }
+        }
+        let collections = self.collections.clone();
+        self.note(
+            id,
+            "STARTED",
+            false,
+            vec![("data_collections", collections)],
+        );
         let fresh = Progress {
             id: id.to_owned(),
             tables: tables.clone(),
@@ -179,7 +246,7 @@ impl Incremental {
         self.windows.clear();
         match matches {
             None => {
-                tracing::info!(notification = "ABORTED", id = %p.id, "Incremental snapshot.");
+                self.note(&p.id, "ABORTED", false, Vec::new());
                 self.progress = None;
                 self.delivered = None;
                 self.render();
@@ -192,7 +259,8 @@ impl Incremental {
                     p.last_key = None;
                     p.max_key = None;
                 }
-                tracing::info!(notification = "ABORTED", id = %p.id, tables_left = ?p.tables, "Incremental snapshot of some tables.");
+                let left = p.tables.join(",");
+                self.note(&p.id, "ABORTED", false, vec![("data_collections", left)]);
                 let left = (!p.tables.is_empty()).then_some(p);
                 self.progress = left.clone();
                 self.delivered = left;
@@ -256,16 +324,37 @@ impl Incremental {
         }
         let w = self.windows.pop_front()?;
         let rows: Vec<ChangeEvent> = w.rows.into_iter().flatten().collect();
-        tracing::info!(
-            notification = "IN_PROGRESS",
-            id = %w.next.id,
-            table = %format!("{}.{}", w.table.schema_name, w.table.table),
-            chunk = w.next.chunks,
-            rows = rows.len(),
-            "Incremental snapshot chunk emitted."
+        let table = format!("{}.{}", w.table.schema_name, w.table.table);
+        let collections = self.collections.clone();
+        tracing::debug!(id = %w.next.id, table = %table, chunk = w.next.chunks, rows = rows.len(), "Incremental snapshot chunk emitted.");
+        self.note(
+            &w.next.id,
+            "IN_PROGRESS",
+            false,
+            vec![
+                ("current_collection_in_progress", table.clone()),
+                ("maximum_key", w.max_key.clone()),
+                ("last_processed_key", w.last_key.clone()),
+                ("data_collections", collections.clone()),
+            ],
         );
+        self.scanned += w.read as u64;
+        if w.last_of_table {
+            let scanned = std::mem::take(&mut self.scanned);
+            self.note(
+                &w.next.id,
+                "TABLE_SCAN_COMPLETED",
+                true,
+                vec![
+                    ("scanned_collection", table),
+                    ("total_rows_scanned", scanned.to_string()),
+                    ("status", "SUCCEEDED".to_owned()),
+                    ("data_collections", collections),
+                ],
+            );
+        }
         if self.windows.is_empty() && self.progress.is_none() {
-            tracing::info!(notification = "COMPLETED", id = %w.next.id, "Incremental snapshot.");
+            self.note(&w.next.id, "COMPLETED", true, Vec::new());
             self.delivered = None;
         } else {
             self.delivered = Some(w.next);
@@ -293,7 +382,7 @@ impl Incremental {
             let Some(name) = p.tables.first().cloned() else {
                 self.progress = None;
                 if self.windows.is_empty() {
-                    tracing::info!(notification = "COMPLETED", id = %p.id, "Incremental snapshot.");
+                    self.note(&p.id, "COMPLETED", true, Vec::new());
                     self.delivered = None;
                     self.render();
                 }
@@ -358,7 +447,18 @@ impl Incremental {
                             .map(|i| r.get::<_, Option<String>>(i))
                             .collect(),
                         None => {
-                            tracing::info!(notification = "TABLE_SCAN_COMPLETED", id = %p.id, table = %name, rows = 0, "Incremental snapshot.");
+                            let collections = self.collections.clone();
+                            self.note(
+                                &p.id,
+                                "TABLE_SCAN_COMPLETED",
+                                true,
+                                vec![
+                                    ("scanned_collection", name.clone()),
+                                    ("total_rows_scanned", "0".to_owned()),
+                                    ("status", "SUCCEEDED".to_owned()),
+                                    ("data_collections", collections),
+                                ],
+                            );
                             self.progress = Some(rest);
                             continue;
                         }
@@ -464,8 +564,11 @@ impl Incremental {
             tracing::debug!(chunk = %chunk_id, rows = rows.len(), select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
             let mut next = p.clone();
             next.chunks += 1;
-            if rows.len() < self.chunk_size {
-                tracing::info!(notification = "TABLE_SCAN_COMPLETED", id = %p.id, table = %name, "Incremental snapshot.");
+            let read = rows.len();
+            let last_of_table = read < self.chunk_size;
+            let last_key = last.as_deref().map(key_text).unwrap_or_default();
+            let max_text = key_text(&max_key);
+            if last_of_table {
                 next.tables.remove(0);
                 next.last_key = None;
                 next.max_key = None;
@@ -496,6 +599,10 @@ impl Incremental {
                 rows,
                 index,
                 next,
+                read,
+                last_key,
+                max_key: max_text,
+                last_of_table,
             });
         }
         Ok(())

@@ -223,14 +223,18 @@ async fn signal_setup(
     Ok(Some(signaling::Signals {
         oid: Some(oid),
         source_channel: channels.iter().any(|c| c == "source"),
-        incremental: Some(incremental::Incremental::new(
-            qualified,
-            config.watermarking_strategy,
-            config.incremental_chunk_size,
-            config.topic_prefix.as_str().into(),
-            db.into(),
-            progress,
-        )),
+        incremental: Some({
+            let mut inc = incremental::Incremental::new(
+                qualified,
+                config.watermarking_strategy,
+                config.incremental_chunk_size,
+                config.topic_prefix.as_str().into(),
+                db.into(),
+                progress,
+            );
+            inc.sink_notes = config.notification_sink().is_some();
+            inc
+        }),
         file,
         db: db.to_owned(),
         blocking: None,
@@ -408,6 +412,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let mut streamer = stream::Streamer {
         config,
         info: &info,
+        notifications: config.notification_sink().flatten().map(|topic| {
+            sluice_engine::notification::Notifications::new(topic, &config.topic_prefix)
+        }),
         client: &client,
         types,
         db: db.as_str().into(),

@@ -6,6 +6,7 @@ use std::io::{Read, Seek};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use sluice_engine::notification::Notification;
 use sluice_engine::{ChangeEvent, Position, Record};
 
 use super::error::PgError;
@@ -98,6 +99,33 @@ fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
 }
 
 impl Streamer<'_> {
+    /// Notifications waiting for the sink channel: those before a chunk's rows, those after.
+    pub fn take_notes(&mut self) -> (Vec<Notification>, Vec<Notification>) {
+        let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
+            return (Vec::new(), Vec::new());
+        };
+        let (after, before): (Vec<_>, Vec<_>) = inc.notes.drain(..).partition(|(a, _)| *a);
+        (
+            before.into_iter().map(|(_, n)| n).collect(),
+            after.into_iter().map(|(_, n)| n).collect(),
+        )
+    }
+
+    /// Notification records at `position`.
+    pub fn note_events(&self, notes: Vec<Notification>, position: &Position) -> Vec<ChangeEvent> {
+        let Some(builder) = &self.notifications else {
+            return Vec::new();
+        };
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        notes
+            .iter()
+            .map(|n| builder.event(n, ts_ms, position.clone()))
+            .collect()
+    }
+
     /// Whether `oid` is the signaling table.
     pub fn is_signal_table(&self, oid: u32) -> bool {
         self.signals.as_ref().and_then(|s| s.oid) == Some(oid)
@@ -264,11 +292,11 @@ impl Streamer<'_> {
             }
             Action::Pause => {
                 inc.paused = true;
-                tracing::info!(notification = "PAUSED", id = %signal.id, "Incremental snapshot.");
+                inc.note(&signal.id, "PAUSED", false, Vec::new());
             }
             Action::Resume => {
                 inc.paused = false;
-                tracing::info!(notification = "RESUMED", id = %signal.id, "Incremental snapshot.");
+                inc.note(&signal.id, "RESUMED", false, Vec::new());
             }
             Action::Log(message) => {
                 tracing::info!(id = %signal.id, message = %message, "Log signal.");

@@ -26,6 +26,8 @@ pub struct Streamer<'a> {
     pub config: &'a PostgresConfig,
     /// How to open more connections (blocking snapshots).
     pub info: &'a super::catalog::ConnInfo,
+    /// Notification records, when the `sink` notification channel is on.
+    pub notifications: Option<sluice_engine::notification::Notifications>,
     /// SQL connection for catalog look-ups.
     pub client: &'a Client,
     /// Type cache.
@@ -112,6 +114,15 @@ impl Streamer<'_> {
                 _ = file_tick.tick(), if has_file => {
                     if tx.is_none() && batch.is_empty() {
                         self.poll_file().await?;
+                        let (before, after) = self.take_notes();
+                        if !before.is_empty() || !after.is_empty() {
+                            let position = self.pos(PgOffset { lsn: last_done, tx: None, snapshot_completed: true });
+                            let mut events = self.note_events(before, &position);
+                            events.extend(self.note_events(after, &position));
+                            if ctx.emit(Batch { events, position: Some(position) }).await.is_err() {
+                                return Ok(());
+                            }
+                        }
                         self.blocking_snapshot(ctx, last_done, last_done).await?;
                         if ctx.is_stopping() {
                             return Ok(());
@@ -350,12 +361,15 @@ impl Streamer<'_> {
             };
             // A chunk's rows are not counted among the transaction's events (a restart
             // re-reads the chunk instead), and carry the progress past the chunk.
-            if !rows.is_empty() {
+            let (before, after) = self.take_notes();
+            if !rows.is_empty() || !before.is_empty() || !after.is_empty() {
                 let position = self.tx_pos(tx, last_done);
+                out.extend(self.note_events(before, &position));
                 for mut row in rows {
                     row.position = position.clone();
                     out.push(row);
                 }
+                out.extend(self.note_events(after, &position));
             }
             return Ok(());
         }
