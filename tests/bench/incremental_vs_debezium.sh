@@ -5,7 +5,8 @@
 # schemas) to a file. Prints rows/s of each (first to last snapshot row), the ratio and peak RSS.
 #
 #   tests/bench/incremental_vs_debezium.sh [ROWS]     (PGHOST/PGPORT default 127.0.0.1:5432)
-#   env: CHUNK (default 1024), KEEP=1 keeps the work dir, SKIP_DEBEZIUM=1 runs Sluice alone
+#   env: CHUNK (default 1024), KEEP=1 keeps the work dir, SKIP_DEBEZIUM=1 runs Sluice alone,
+#        SSLMODE (default prefer), READ_ONLY=true (no watermark writes)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -90,6 +91,7 @@ source:
   signal.data.collection: public.debezium_signal
   incremental.snapshot.chunk.size: $CHUNK
   database.sslmode: ${SSLMODE:-prefer}
+  read.only: ${READ_ONLY:-false}
 sinks:
   - type: file
     path: $WORK/sluice.jsonl
@@ -100,7 +102,10 @@ pid=$!
 until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'sl_inc' and active" | grep -q 1; do sleep 0.1; done
 start=$(date +%s.%N)
 signal sl-1
-until [ "$(wc -l < "$WORK/sluice.jsonl" 2>/dev/null || echo 0)" -ge "$ROWS" ]; do sleep 0.05; done
+until [ "$(wc -l < "$WORK/sluice.jsonl" 2>/dev/null || echo 0)" -ge "$ROWS" ]; do
+  kill -0 $pid 2>/dev/null || { grep -v '^\s' "$WORK/sluice.time" | tail -3 >&2; exit 1; }
+  sleep 0.05
+done
 end=$(date +%s.%N)
 kill -TERM $(pgrep -P $pid) 2>/dev/null || kill -TERM $pid
 wait $pid || true

@@ -1,5 +1,6 @@
-//! Blocking snapshots: the stream pauses, the listed tables are read (filtered by
-//! `additional-conditions`), the stream resumes; a restart afterwards does not repeat them.
+//! Snapshots on demand besides the incremental one: blocking snapshots (the stream pauses, the
+//! listed tables are read, filtered by `additional-conditions`, the stream resumes; a restart
+//! afterwards does not repeat them), and back-filling a table newly added to the include list.
 
 use serde_json::Value as Json;
 
@@ -107,5 +108,94 @@ signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.
     let after = lines(dir.path());
     assert_eq!(after.len(), before + 1, "{:?}", &after[before..]);
     assert_eq!(after[before]["value"]["after"]["n"], -3);
+    drop_db(&db);
+}
+
+/// A table added to `table.include.list` is back-filled by a signal: the pipeline restarts
+/// with the new list, the stream goes on from its committed position (a change made while it
+/// was down arrives, nothing is snapshotted again), and `execute-snapshot` reads the new table.
+#[test]
+fn a_newly_included_table_is_back_filled_by_a_signal() {
+    let db = fresh_db("backfill");
+    psql(
+        &db,
+        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
+    );
+    psql(
+        &db,
+        "create table items (id int primary key, n int not null)",
+    );
+    psql(
+        &db,
+        "insert into items select g, g from generate_series(1, 5) g",
+    );
+    psql(&db, "create table extra (id int primary key, v text)");
+    psql(
+        &db,
+        "insert into extra select g, 'old' from generate_series(1, 300) g",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let source = |tables: &str| {
+        format!(
+            "  table.include.list: {tables}\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 64\n"
+        )
+    };
+    let file = pipeline(dir.path(), &db, &source("public.items"), false);
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    wait_lines(dir.path(), 5, &mut child);
+    stop(&child);
+    finish(child);
+
+    // Down: a change to a captured table, and the new table changes too.
+    psql(&db, "update items set n = -1 where id = 1");
+    psql(
+        &db,
+        "update extra set v = 'changed while down' where id = 7",
+    );
+    let file = pipeline(dir.path(), &db, &source("public.items,public.extra"), false);
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    psql(
+        &db,
+        "insert into debezium_signal values ('backfill-1', 'execute-snapshot', '{\"data-collections\": [\"public.extra\"]}')",
+    );
+    psql(&db, "update extra set v = 'after' where id = 8");
+    // 5 snapshot rows, the update while down, 300 back-filled rows, the update after.
+    wait_lines(dir.path(), 5 + 1 + 300 + 1, &mut child);
+    stop(&child);
+    finish(child);
+    let events = lines(dir.path());
+    let table = |e: &Json| {
+        e["value"]["source"]["table"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let items_reads = events
+        .iter()
+        .filter(|e| table(e) == "items" && e["value"]["op"] == "r")
+        .count();
+    assert_eq!(items_reads, 5, "items was not snapshotted again");
+    assert!(events
+        .iter()
+        .any(|e| table(e) == "items" && e["value"]["after"]["n"] == -1));
+    let backfilled: std::collections::BTreeMap<i64, String> = events
+        .iter()
+        .filter(|e| table(e) == "extra")
+        .map(|e| {
+            (
+                e["value"]["after"]["id"].as_i64().unwrap(),
+                e["value"]["after"]["v"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(backfilled.len(), 300);
+    assert_eq!(backfilled[&7], "changed while down");
+    assert_eq!(backfilled[&8], "after");
+    assert!(events
+        .iter()
+        .filter(|e| table(e) == "extra" && e["value"]["op"] == "r")
+        .all(|e| e["value"]["source"]["snapshot"] == "incremental"));
     drop_db(&db);
 }

@@ -182,7 +182,10 @@ pub fn run_expecting_failure(file: &Path) -> String {
 pub fn active_slot_pid(db: &str, child: &mut Child) -> i32 {
     let t0 = Instant::now();
     loop {
-        let pid = psql(db, &format!("select coalesce(max(active_pid), 0) from pg_replication_slots where slot_name = '{db}'"));
+        // Active is not enough: a slot is active while it is being created, and creation waits
+        // for every transaction running on the server to end; a change committed before its
+        // consistent point is not streamed. Streaming (START_REPLICATION) comes after that.
+        let pid = psql(db, &format!("select coalesce(max(s.active_pid), 0) from pg_replication_slots s join pg_stat_replication r on r.pid = s.active_pid where s.slot_name = '{db}' and r.state = 'streaming'"));
         let pid: i32 = pid.trim().parse().unwrap_or(0);
         if pid != 0 {
             return pid;

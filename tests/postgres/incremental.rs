@@ -81,6 +81,8 @@ struct Case {
     sslmode: &'static str,
     /// Streamed changes expected between the snapshot's first and last row.
     overlap: usize,
+    /// `read.only: true`, as a role that cannot write (`default_transaction_read_only`).
+    read_only: bool,
 }
 
 fn run_case(c: &Case) {
@@ -116,6 +118,27 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
         ),
         false,
     );
+    let role = format!("ro_{db}");
+    if c.read_only {
+        // A role that can read and replicate but not write; the publication made beforehand.
+        psql(
+            &db,
+            &format!(
+                "drop role if exists {role}; create role {role} login replication; \
+                 grant select on all tables in schema public to {role}; \
+                 alter role {role} set default_transaction_read_only = on; \
+                 create publication {db} for table items, debezium_signal"
+            ),
+        );
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("database.user: postgres", &format!("database.user: {role}"))
+            .replace(
+                "publication.autocreate.mode: filtered",
+                "publication.autocreate.mode: disabled\n  read.only: true",
+            );
+        std::fs::write(&file, text).unwrap();
+    }
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     // The stream is flowing once a change made now comes out.
@@ -214,6 +237,19 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
         "{log}"
     );
     assert!(log.contains("notification=\"COMPLETED\""), "{log}");
+    let watermarks = psql(
+        &db,
+        "select count(*) from debezium_signal where type like 'snapshot-window-%'",
+    );
+    if c.read_only {
+        assert_eq!(
+            watermarks.trim(),
+            "0",
+            "a read-only snapshot writes no watermark"
+        );
+    } else if c.strategy == "insert_insert" {
+        assert_ne!(watermarks.trim(), "0");
+    }
     assert!(
         events
             .iter()
@@ -224,6 +260,9 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
         .iter()
         .all(|e| e["topic"] != "dbserver1.public.debezium_signal"));
     drop_db(&db);
+    if c.read_only {
+        psql("postgres", &format!("drop role if exists {role}"));
+    }
 }
 
 #[test]
@@ -236,6 +275,7 @@ fn incremental_snapshot_with_a_concurrent_writer_insert_insert() {
         composite: false,
         sslmode: "disable",
         overlap: 10_000,
+        read_only: false,
     });
 }
 
@@ -249,6 +289,22 @@ fn incremental_snapshot_composite_key_small_chunks_insert_delete() {
         composite: true,
         sslmode: "disable",
         overlap: 1_000,
+        read_only: false,
+    });
+}
+
+/// `read.only: true` as a role that cannot write: windows bounded by WAL positions.
+#[test]
+fn read_only_incremental_snapshot_with_a_concurrent_writer() {
+    run_case(&Case {
+        name: "inc_ro",
+        rows: 50_000,
+        chunk: 1024,
+        strategy: "insert_insert",
+        composite: false,
+        sslmode: "disable",
+        overlap: 5_000,
+        read_only: true,
     });
 }
 
@@ -267,6 +323,7 @@ fn incremental_snapshot_over_tls_with_a_concurrent_writer() {
         composite: false,
         sslmode: "require",
         overlap: 5_000,
+        read_only: false,
     });
 }
 

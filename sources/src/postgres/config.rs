@@ -274,6 +274,10 @@ pub struct PostgresConfig {
     /// `insert_insert` (default) or `insert_delete`.
     #[serde(rename = "incremental.snapshot.watermarking.strategy", default)]
     pub watermarking_strategy: WatermarkStrategy,
+    /// Incremental snapshots without writes: no watermark rows; windows are bounded by WAL
+    /// positions (default false).
+    #[serde(rename = "read.only", default)]
+    pub read_only: bool,
     /// Schema change events on the topic `<topic.prefix>` (default false: Debezium's PostgreSQL
     /// connector has none).
     #[serde(rename = "include.schema.changes", default)]

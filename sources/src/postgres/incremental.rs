@@ -67,6 +67,8 @@ struct Window {
     max_key: String,
     /// The table's last chunk.
     last_of_table: bool,
+    /// Read-only: the window closes once the stream reaches this LSN (no watermark rows).
+    close_at: Option<u64>,
 }
 
 /// A key as notifications show it: the value, or `[a, b]` for a composite key.
@@ -112,6 +114,9 @@ pub struct Incremental {
     collections: String,
     /// Rows read of the current table.
     scanned: u64,
+    /// `read.only`: no watermark rows; a chunk's window spans from its read to the WAL
+    /// position read right after it.
+    pub read_only: bool,
 }
 
 fn literal(text: &str) -> String {
@@ -147,6 +152,7 @@ impl Incremental {
             sink_notes: false,
             collections: String::new(),
             scanned: 0,
+            read_only: false,
         }
         .rendered()
     }
@@ -322,6 +328,26 @@ impl Incremental {
         if !closes || !front.open {
             return None;
         }
+        self.close_front()
+    }
+
+    /// Read-only: closes the oldest window when the stream has reached its end position
+    /// (every transaction the chunk's snapshot could see has been streamed).
+    pub fn close_reached(&mut self, lsn: u64) -> Option<Vec<ChangeEvent>> {
+        let at = self.windows.front()?.close_at?;
+        if lsn < at {
+            return None;
+        }
+        self.close_front()
+    }
+
+    /// Whether a read-only window waits for the stream to reach its end.
+    pub fn waits_for_lsn(&self) -> bool {
+        self.windows.front().is_some_and(|w| w.close_at.is_some())
+    }
+
+    /// Closes the oldest window: its rows not evicted by the stream, to emit now.
+    fn close_front(&mut self) -> Option<Vec<ChangeEvent>> {
         let w = self.windows.pop_front()?;
         let rows: Vec<ChangeEvent> = w.rows.into_iter().flatten().collect();
         let table = format!("{}.{}", w.table.schema_name, w.table.table);
@@ -497,8 +523,10 @@ impl Incremental {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0);
             let chunk_id = format!("{}-{}-{nonce:x}", p.id, p.chunks + 1);
-            self.watermark(client, &format!("{chunk_id}-open"), WINDOW_OPEN)
-                .await?;
+            if !self.read_only {
+                self.watermark(client, &format!("{chunk_id}-open"), WINDOW_OPEN)
+                    .await?;
+            }
 
             let mut rows = Vec::new();
             let mut index = HashMap::new();
@@ -576,7 +604,16 @@ impl Incremental {
                 next.last_key = last;
                 next.max_key = Some(max_key);
             }
+            // Read-only: the window is open from the read on (a change streamed after it
+            // replaces the chunk's row, which is always safe) until the stream reaches the WAL
+            // position read now, past every transaction the chunk's snapshot could see.
+            let close_at = if self.read_only {
+                Some(current_lsn(client).await?)
+            } else {
+                None
+            };
             match self.strategy {
+                _ if self.read_only => {}
                 WatermarkStrategy::InsertInsert => {
                     self.watermark(client, &format!("{chunk_id}-close"), WINDOW_CLOSE)
                         .await?
@@ -595,7 +632,7 @@ impl Incremental {
             self.windows.push_back(Window {
                 id: chunk_id,
                 table,
-                open: false,
+                open: close_at.is_some(),
                 rows,
                 index,
                 next,
@@ -603,6 +640,7 @@ impl Incremental {
                 last_key,
                 max_key: max_text,
                 last_of_table,
+                close_at,
             });
         }
         Ok(())
@@ -628,6 +666,20 @@ impl Incremental {
             })?;
         Ok(())
     }
+}
+
+/// The server's WAL position: the insert position, or the replayed one on a standby.
+async fn current_lsn(client: &Client) -> Result<u64, PgError> {
+    let row = client
+        .query_one(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text",
+            &[],
+        )
+        .await
+        .map_err(|e| PgError::query("reading the WAL position (read-only incremental snapshot)", e))?;
+    let text: String = row.get(0);
+    super::offset::parse_lsn(&text)
+        .ok_or_else(|| PgError::Decode(format!("the server gave `{text}` as its WAL position")))
 }
 
 /// SQL type names of the key columns, for typed literals.

@@ -167,10 +167,24 @@ async fn signal_setup(
         if file.is_none() {
             return Ok(None);
         }
+        // Read-only snapshots need no signaling table (signals come through the file channel).
+        let incremental = config.read_only.then(|| {
+            let mut inc = incremental::Incremental::new(
+                String::new(),
+                config.watermarking_strategy,
+                config.incremental_chunk_size,
+                config.topic_prefix.as_str().into(),
+                db.into(),
+                progress.clone(),
+            );
+            inc.sink_notes = config.notification_sink().is_some();
+            inc.read_only = true;
+            inc
+        });
         return Ok(Some(signaling::Signals {
             oid: None,
             source_channel: false,
-            incremental: None,
+            incremental,
             file,
             db: db.to_owned(),
             blocking: None,
@@ -233,6 +247,7 @@ async fn signal_setup(
                 progress,
             );
             inc.sink_notes = config.notification_sink().is_some();
+            inc.read_only = config.read_only;
             inc
         }),
         file,

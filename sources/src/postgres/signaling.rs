@@ -99,6 +99,46 @@ fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
 }
 
 impl Streamer<'_> {
+    /// Read-only incremental snapshots: the stream has delivered every transaction up to
+    /// `reached` (outside any transaction), so windows ending there close; their rows go out
+    /// at `last_done` and the next chunks are read. Returns `false` when the pipeline stops.
+    pub async fn read_only_reached(
+        &mut self,
+        reached: u64,
+        last_done: u64,
+        ctx: &mut sluice_engine::SourceContext,
+    ) -> Result<bool, PgError> {
+        loop {
+            let rows = match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+                Some(inc) if inc.waits_for_lsn() => inc.close_reached(reached),
+                _ => None,
+            };
+            let Some(rows) = rows else {
+                return Ok(true);
+            };
+            self.next_chunk().await?;
+            let position = self.pos(PgOffset {
+                lsn: last_done,
+                tx: None,
+                snapshot_completed: true,
+            });
+            let (before, after) = self.take_notes();
+            let mut events = self.note_events(before, &position);
+            events.extend(rows.into_iter().map(|mut row| {
+                row.position = position.clone();
+                row
+            }));
+            events.extend(self.note_events(after, &position));
+            let batch = sluice_engine::Batch {
+                events,
+                position: Some(position),
+            };
+            if ctx.emit(batch).await.is_err() {
+                return Ok(false);
+            }
+        }
+    }
+
     /// Notifications waiting for the sink channel: those before a chunk's rows, those after.
     pub fn take_notes(&mut self) -> (Vec<Notification>, Vec<Notification>) {
         let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {

@@ -154,6 +154,13 @@ impl Streamer<'_> {
                     xid,
                     commit_time_micros,
                 } => {
+                    // Every transaction committed before this one has been streamed.
+                    if !self
+                        .read_only_reached(final_lsn.0.saturating_sub(1), last_done, ctx)
+                        .await?
+                    {
+                        return Ok(());
+                    }
                     tx = Some(Tx {
                         xid,
                         final_lsn: final_lsn.0,
@@ -202,6 +209,9 @@ impl Streamer<'_> {
                             return Ok(());
                         }
                     }
+                    if !self.read_only_reached(last_done, last_done, ctx).await? {
+                        return Ok(());
+                    }
                 }
                 ReplicationEvent::XLogData {
                     wal_start, data, ..
@@ -220,6 +230,12 @@ impl Streamer<'_> {
                     }
                 }
                 ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    if tx.is_none()
+                        && batch.is_empty()
+                        && !self.read_only_reached(wal_end.0, last_done, ctx).await?
+                    {
+                        return Ok(());
+                    }
                     // Outside a transaction every change up to the server's position has been
                     // received (events arrive in order), so the position can move there: an idle
                     // captured table does not pin WAL while the rest of the server writes.
