@@ -364,6 +364,7 @@ fn pipeline_with(
         },
         shutdown_timeout: Duration::from_secs(60),
         restart: Backoff::default(),
+        admin: None,
         source: Arc::new(Dg(datagen(
             events,
             OpMix {

@@ -41,6 +41,17 @@ enum Command {
         #[arg(long)]
         stop_after_events: Option<u64>,
     },
+    /// Send a signal to a running pipeline through its admin endpoint (`admin.bind`).
+    ///
+    /// The signal is Debezium's: `{"id": "s-1", "type": "execute-snapshot", "data":
+    /// {"data-collections": ["public.orders"]}}`. Exit codes: 0 queued; 1 refused or
+    /// unreachable; 3 invalid pipeline file.
+    Signal {
+        /// The running pipeline's file (YAML).
+        pipeline: PathBuf,
+        /// The signal, as JSON.
+        signal: String,
+    },
     /// Check pipeline files without connecting to anything.
     ///
     /// Exit codes: 0 all valid; 3 at least one invalid (each error is printed as
@@ -84,6 +95,33 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(EXIT_INVALID)
+            }
+        }
+        Command::Signal { pipeline, signal } => {
+            let config = match load(&pipeline) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            let Some(admin) = &config.admin else {
+                eprintln!(
+                    "error: {}: pipeline `{}` has no admin endpoint: add `admin: {{ bind: \"127.0.0.1:8083\" }}` and restart it",
+                    pipeline.display(),
+                    config.name
+                );
+                return ExitCode::from(EXIT_FAILED);
+            };
+            match sluice_engine::admin::send_signal(&admin.bind, &config.name, &signal) {
+                Ok(answer) => {
+                    println!("{answer}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_FAILED)
+                }
             }
         }
         Command::Run {

@@ -140,6 +140,7 @@ pub struct SourceContext {
     shutdown: watch::Receiver<bool>,
     shutdown_tx: Arc<watch::Sender<bool>>,
     committed: watch::Receiver<Option<Position>>,
+    signals: Option<crate::admin::SignalQueue>,
 }
 
 impl std::fmt::Debug for SourceContext {
@@ -166,6 +167,7 @@ pub(crate) struct SourceWiring {
     pub last_event_ms: Arc<AtomicU64>,
     pub shutdown_tx: Arc<watch::Sender<bool>>,
     pub committed: watch::Receiver<Option<Position>>,
+    pub signals: Option<crate::admin::SignalQueue>,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -193,7 +195,14 @@ impl SourceContext {
             last_event_ms: w.last_event_ms,
             shutdown_tx: w.shutdown_tx,
             committed: w.committed,
+            signals: w.signals,
         }
+    }
+
+    /// Signals received by the admin endpoint (`http` channel), one JSON object per entry;
+    /// `None` when the endpoint is off. Lock it while reading.
+    pub fn external_signals(&self) -> Option<crate::admin::SignalQueue> {
+        self.signals.clone()
     }
 
     /// The pipeline name.

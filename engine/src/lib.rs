@@ -9,6 +9,7 @@
 //! - [`runtime`]: actors that run a pipeline, restart it, and stop it gracefully.
 
 pub mod ack;
+pub mod admin;
 pub mod codec;
 pub mod component;
 pub mod config;

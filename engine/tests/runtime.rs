@@ -148,6 +148,7 @@ fn plan(
             flush_interval: DurationSpec(Duration::from_millis(20)),
         },
         shutdown_timeout: Duration::from_secs(30),
+        admin: None,
         restart: Backoff {
             max_retries: 3,
             initial_backoff: DurationSpec(Duration::from_millis(5)),

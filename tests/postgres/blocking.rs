@@ -199,3 +199,104 @@ fn a_newly_included_table_is_back_filled_by_a_signal() {
         .all(|e| e["value"]["source"]["snapshot"] == "incremental"));
     drop_db(&db);
 }
+
+/// The `http` channel: `sluice signal PIPELINE.yaml '<json>'` posts to the admin endpoint;
+/// an incremental and a blocking snapshot come that way; a malformed signal is refused by the
+/// client with a reason; a stopped pipeline is reported as unreachable.
+#[test]
+fn signals_over_http_with_the_sluice_signal_command() {
+    let db = fresh_db("http_signal");
+    psql(
+        &db,
+        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
+    );
+    psql(
+        &db,
+        "create table items (id int primary key, n int not null)",
+    );
+    psql(
+        &db,
+        "insert into items select g, g from generate_series(1, 100) g",
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
+signal.enabled.channels: source,http\n  incremental.snapshot.chunk.size: 30\n",
+        false,
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("admin: {{ bind: \"127.0.0.1:{port}\" }}\n{text}"),
+    )
+    .unwrap();
+    let signal = |json: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("signal")
+            .arg(&file)
+            .arg(json)
+            .output()
+            .unwrap()
+    };
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    let out = signal(
+        r#"{"id": "h-1", "type": "execute-snapshot", "data": {"data-collections": ["public.items"]}}"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "signal queued");
+    wait_lines(dir.path(), 100, &mut child);
+    assert!(lines(dir.path())
+        .iter()
+        .all(|e| e["value"]["source"]["snapshot"] == "incremental"));
+
+    let out = signal(r#"{"type": "execute-snapshot"}"#);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a signal needs a string `id`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = signal(
+        r#"{"id": "h-2", "type": "execute-snapshot", "data": {"type": "blocking", "data-collections": ["public.items"], "additional-conditions": [{"data-collection": "public.items", "filter": "id <= 3"}]}}"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_lines(dir.path(), 103, &mut child);
+    let markers: Vec<String> = lines(dir.path())[100..]
+        .iter()
+        .map(|e| {
+            e["value"]["source"]["snapshot"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(markers, ["first", "true", "last"]);
+    stop(&child);
+    finish(child);
+
+    let out = signal(r#"{"id": "h-3", "type": "log", "data": {"message": "hi"}}"#);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot reach the admin endpoint"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop_db(&db);
+}

@@ -66,6 +66,8 @@ struct Settings {
     shutdown_timeout: Option<DurationSpec>,
     #[serde(default)]
     restart: Option<Backoff>,
+    #[serde(default)]
+    admin: Option<crate::admin::AdminConfig>,
 }
 
 const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks"];
@@ -218,6 +220,7 @@ where
             .shutdown_timeout
             .unwrap_or(DurationSpec(std::time::Duration::from_secs(30))),
         restart: settings.restart.unwrap_or_default(),
+        admin: settings.admin,
     })
 }
 

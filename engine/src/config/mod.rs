@@ -179,4 +179,6 @@ pub struct PipelineConfig<S, T, K> {
     pub shutdown_timeout: DurationSpec,
     /// Restarts of the pipeline after a retryable failure.
     pub restart: Backoff,
+    /// The admin endpoint (signals over HTTP), off when absent.
+    pub admin: Option<crate::admin::AdminConfig>,
 }

@@ -63,6 +63,8 @@ pub struct PipelinePlan {
     pub transforms: Vec<Arc<dyn BuildTransform>>,
     /// Sinks.
     pub sinks: Vec<SinkPlan>,
+    /// The admin endpoint, off when `None`.
+    pub admin: Option<crate::admin::AdminConfig>,
 }
 
 impl std::fmt::Debug for PipelinePlan {
@@ -97,6 +99,7 @@ impl PipelinePlan {
             offsets: config.offsets,
             shutdown_timeout: config.shutdown_timeout.0,
             restart: config.restart,
+            admin: config.admin,
             source: Arc::new(config.source),
             transforms: transforms(config.transforms),
             sinks: config
@@ -179,10 +182,18 @@ pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunErro
     let outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>> = Arc::new(Mutex::new(None));
     let system = actix::System::new();
     let slot = outcome.clone();
-    system.block_on(async move {
+    let started = system.block_on(async move {
         use actix::Actor;
-        Supervisor::new(plan, options, slot).start();
+        let signals = match &plan.admin {
+            Some(admin) => Some(crate::admin::start(admin, &plan.name).await?.0),
+            None => None,
+        };
+        Supervisor::new(plan, options, slot, signals).start();
+        Ok::<(), std::io::Error>(())
     });
+    if let Err(e) = started {
+        return Err(RunError::System(e));
+    }
     system.run()?;
     let result = outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
     result.unwrap_or_else(|| {

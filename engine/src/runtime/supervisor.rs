@@ -59,6 +59,8 @@ pub struct Supervisor {
     last_event_ms: Arc<AtomicU64>,
     next_generation: u64,
     current: Option<Generation>,
+    /// Signals from the admin endpoint, handed to every generation's source.
+    signals: Option<crate::admin::SignalQueue>,
     restarts: u32,
     consecutive_failures: u32,
     committed_at_failure: Option<Position>,
@@ -73,6 +75,7 @@ impl Supervisor {
         plan: PipelinePlan,
         options: RunOptions,
         outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
+        signals: Option<crate::admin::SignalQueue>,
     ) -> Self {
         let (committed_tx, _) = watch::channel(None);
         Supervisor {
@@ -86,6 +89,7 @@ impl Supervisor {
             last_event_ms: Arc::new(AtomicU64::new(now_ms())),
             next_generation: 0,
             current: None,
+            signals,
             restarts: 0,
             consecutive_failures: 0,
             committed_at_failure: None,
@@ -230,6 +234,7 @@ impl Supervisor {
             last_event_ms: self.last_event_ms.clone(),
             shutdown_tx: shutdown_tx.clone(),
             committed: self.committed_tx.subscribe(),
+            signals: self.signals.clone(),
         });
 
         let mut futures: Vec<(String, StageFuture)> = Vec::new();

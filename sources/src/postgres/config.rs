@@ -444,9 +444,9 @@ impl PostgresConfig {
             return Err("set `database.dbname` (or `database.url`)".to_owned());
         }
         for channel in self.signal_channels() {
-            if !matches!(channel.as_str(), "source" | "file") {
+            if !matches!(channel.as_str(), "source" | "file" | "http") {
                 return Err(format!(
-                    "`signal.enabled.channels`: `{channel}` is not available here: use source, file"
+                    "`signal.enabled.channels`: `{channel}` is not available here: use source, file, http"
                 ));
             }
         }

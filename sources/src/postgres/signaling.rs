@@ -230,14 +230,48 @@ impl Streamer<'_> {
             None => return Ok(()),
         };
         for line in lines {
-            match from_json_line(&line) {
-                Ok(signal) => self.on_signal(&signal).await?,
-                Err(e) => {
-                    tracing::warn!(channel = "file", error = %e, line = %line, "Signal ignored.")
-                }
-            }
+            self.on_signal_line("file", &line).await?;
         }
         Ok(())
+    }
+
+    /// A signal from the `file` or `http` channel (a JSON line); a bad one is logged.
+    pub async fn on_signal_line(&mut self, channel: &str, line: &str) -> Result<(), PgError> {
+        match from_json_line(line) {
+            Ok(signal) => self.on_signal(&signal).await,
+            Err(e) => {
+                tracing::warn!(channel, error = %e, line = %line, "Signal ignored.");
+                Ok(())
+            }
+        }
+    }
+
+    /// After signals that came outside the log (file, http), between transactions: their
+    /// notifications go out, a blocking snapshot they asked for runs. `false`: stopping.
+    pub async fn after_signals_out_of_band(
+        &mut self,
+        ctx: &mut sluice_engine::SourceContext,
+        last_done: u64,
+    ) -> Result<bool, PgError> {
+        let (before, after) = self.take_notes();
+        if !before.is_empty() || !after.is_empty() {
+            let position = self.pos(PgOffset {
+                lsn: last_done,
+                tx: None,
+                snapshot_completed: true,
+            });
+            let mut events = self.note_events(before, &position);
+            events.extend(self.note_events(after, &position));
+            let batch = sluice_engine::Batch {
+                events,
+                position: Some(position),
+            };
+            if ctx.emit(batch).await.is_err() {
+                return Ok(false);
+            }
+        }
+        self.blocking_snapshot(ctx, last_done, last_done).await?;
+        Ok(!ctx.is_stopping())
     }
 
     /// Acts on one signal; a malformed one is logged and ignored.

@@ -84,6 +84,19 @@ impl Streamer<'_> {
             self.config.signal_poll_interval_ms.max(10),
         ));
         file_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let http_queue = if self.config.signal_channels().iter().any(|c| c == "http") {
+            Some(ctx.external_signals().ok_or_else(|| {
+                PgError::Setup(
+                    "the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file".into(),
+                )
+            })?)
+        } else {
+            None
+        };
+        let mut http = match &http_queue {
+            Some(queue) => Some(queue.lock().await),
+            None => None,
+        };
         // An incremental snapshot resumed from the committed position continues now.
         self.next_chunk().await?;
         loop {
@@ -114,17 +127,22 @@ impl Streamer<'_> {
                 _ = file_tick.tick(), if has_file => {
                     if tx.is_none() && batch.is_empty() {
                         self.poll_file().await?;
-                        let (before, after) = self.take_notes();
-                        if !before.is_empty() || !after.is_empty() {
-                            let position = self.pos(PgOffset { lsn: last_done, tx: None, snapshot_completed: true });
-                            let mut events = self.note_events(before, &position);
-                            events.extend(self.note_events(after, &position));
-                            if ctx.emit(Batch { events, position: Some(position) }).await.is_err() {
-                                return Ok(());
-                            }
+                        if !self.after_signals_out_of_band(ctx, last_done).await? {
+                            return Ok(());
                         }
-                        self.blocking_snapshot(ctx, last_done, last_done).await?;
-                        if ctx.is_stopping() {
+                    }
+                    continue;
+                }
+                // The `http` channel, read between transactions.
+                line = async {
+                    match http.as_mut() {
+                        Some(queue) => queue.recv().await,
+                        None => std::future::pending().await,
+                    }
+                }, if http.is_some() && tx.is_none() && batch.is_empty() => {
+                    if let Some(line) = line {
+                        self.on_signal_line("http", &line).await?;
+                        if !self.after_signals_out_of_band(ctx, last_done).await? {
                             return Ok(());
                         }
                     }
