@@ -2,9 +2,9 @@
 # Client-certificate authentication for the TLS tests: a test CA, a client certificate for the
 # role `sluice_cert` (CN = role name), the server trusting that CA (ssl_ca_file) and a pg_hba
 # line that makes `sluice_cert` log in with its certificate only. Idempotent.
-#   .ci/pg-client-certs.sh [DIR]   (default /etc/postgresql/sluice-ca; tests read SLUICE_PG_CERT_DIR)
+#   .ci/pg-client-certs.sh [DIR]   (default /var/lib/postgresql/sluice-ca; tests read SLUICE_PG_CERT_DIR)
 set -euo pipefail
-DIR=${1:-/etc/postgresql/sluice-ca}
+DIR=${1:-/var/lib/postgresql/sluice-ca}
 PSQL=(psql -X -q -At -U postgres -h 127.0.0.1)
 [ "$("${PSQL[@]}" -c 'show ssl')" = on ] || { echo "PostgreSQL runs without TLS: no client certificates"; exit 0; }
 mkdir -p "$DIR"

@@ -6,7 +6,9 @@
 #
 #   tests/bench/incremental_vs_debezium.sh [ROWS]     (PGHOST/PGPORT default 127.0.0.1:5432)
 #   env: CHUNK (default 1024), KEEP=1 keeps the work dir, SKIP_DEBEZIUM=1 runs Sluice alone,
-#        SSLMODE (default prefer), READ_ONLY=true (no watermark writes)
+#        SSLMODE (default prefer), READ_ONLY=true (no watermark writes), WRITER=N: N pgbench
+#        clients update random rows while Sluice snapshots (Sluice's run only; the end is its
+#        COMPLETED notification, the rate counts the table's rows)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -102,11 +104,26 @@ pid=$!
 until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'sl_inc' and active" | grep -q 1; do sleep 0.1; done
 start=$(date +%s.%N)
 signal sl-1
+if [ -n "${WRITER:-}" ]; then
+  echo "\\set id random(1, $ROWS)
+update items set amount = amount + 1, updated = now() where id = :id;" > "$WORK/writer.sql"
+  pgbench -n -h "$PGHOST" -p "$PGPORT" -U postgres -c "$WRITER" -T 3600 -f "$WORK/writer.sql" "$DB" > "$WORK/writer.out" 2>&1 &
+  writer=$!
+  until grep -q 'notification="COMPLETED"' "$WORK/sluice.time"; do
+    kill -0 $pid 2>/dev/null || { grep -v '^\s' "$WORK/sluice.time" | tail -3 >&2; exit 1; }
+    sleep 0.05
+  done
+  end=$(date +%s.%N)
+  kill -INT $writer; wait $writer || true
+  updates=$(psqlq -d "$DB" -c "select count(*) from items where amount <> id * 0.5")
+  echo "writer: $WRITER clients, $updates rows updated during the snapshot" >&2
+else
 until [ "$(wc -l < "$WORK/sluice.jsonl" 2>/dev/null || echo 0)" -ge "$ROWS" ]; do
   kill -0 $pid 2>/dev/null || { grep -v '^\s' "$WORK/sluice.time" | tail -3 >&2; exit 1; }
   sleep 0.05
 done
 end=$(date +%s.%N)
+fi
 kill -TERM $(pgrep -P $pid) 2>/dev/null || kill -TERM $pid
 wait $pid || true
 sl_rate=$(awk -v n="$ROWS" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n / (b - a) }')

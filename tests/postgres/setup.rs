@@ -280,7 +280,7 @@ fn tls_require_encrypts_both_connections() {
 #[test]
 fn client_certificate_authenticates_both_connections() {
     let dir_env = std::env::var("SLUICE_PG_CERT_DIR")
-        .unwrap_or_else(|_| "/etc/postgresql/sluice-ca".to_owned());
+        .unwrap_or_else(|_| "/var/lib/postgresql/sluice-ca".to_owned());
     let certs = Path::new(&dir_env);
     let has_role = psql(
         "postgres",
@@ -356,10 +356,12 @@ fn client_certificate_authenticates_both_connections() {
 #[test]
 #[ignore = "restarts the PostgreSQL server: run alone"]
 fn server_restart_mid_stream_reconnects_without_loss() {
+    // The highest numbered cluster directory (other entries are not versions).
     let version = std::fs::read_dir("/etc/postgresql").ok().and_then(|d| {
         d.filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
             .max()
+            .map(|v| v.to_string())
     });
     let Some(version) = version else {
         eprintln!("skipped: no pg_ctlcluster-managed server here");
