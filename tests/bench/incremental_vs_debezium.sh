@@ -114,7 +114,7 @@ update items set amount = amount + 1, updated = now() where id = :id;" > "$WORK/
     sleep 0.05
   done
   end=$(date +%s.%N)
-  kill -INT $writer; wait $writer || true
+  kill -TERM $writer 2>/dev/null; wait $writer || true
   updates=$(psqlq -d "$DB" -c "select count(*) from items where amount <> id * 0.5")
   echo "writer: $WRITER clients, $updates rows updated during the snapshot" >&2
 else
