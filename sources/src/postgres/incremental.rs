@@ -71,6 +71,9 @@ struct Window {
     close_at: Option<u64>,
 }
 
+/// A table (oid), its key columns and its column signature.
+type KeyTypesOf = (u32, Vec<usize>, Vec<(String, u32, i32)>);
+
 /// A key as notifications show it: the value, or `[a, b]` for a composite key.
 fn key_text(key: &[Option<String>]) -> String {
     let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".to_owned());
@@ -117,6 +120,11 @@ pub struct Incremental {
     /// `read.only`: no watermark rows; a chunk's window spans from its read to the WAL
     /// position read right after it.
     pub read_only: bool,
+    /// Key column types by table and key columns (looked up once, not per chunk; the
+    /// table's signature keeps a changed column type from using a stale entry).
+    key_types: HashMap<KeyTypesOf, Vec<String>>,
+    /// The watermark insert, prepared once.
+    insert: Option<tokio_postgres::Statement>,
 }
 
 fn literal(text: &str) -> String {
@@ -153,6 +161,8 @@ impl Incremental {
             collections: String::new(),
             scanned: 0,
             read_only: false,
+            key_types: HashMap::new(),
+            insert: None,
         }
         .rendered()
     }
@@ -443,7 +453,15 @@ impl Incremental {
                 .map(|&i| quote_ident(&names[i]))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let types = key_types(client, table.oid, &keys, &names).await?;
+            let cache_key = (table.oid, keys.clone(), table.signature.clone());
+            let types = match self.key_types.get(&cache_key) {
+                Some(t) => t.clone(),
+                None => {
+                    let t = key_types(client, table.oid, &keys, &names).await?;
+                    self.key_types.insert(cache_key, t.clone());
+                    t
+                }
+            };
             let condition = p.conditions.get(&name).map(|c| format!("({c})"));
             let max_key = match &p.max_key {
                 Some(k) => k.clone(),
@@ -646,18 +664,32 @@ impl Incremental {
         Ok(())
     }
 
-    async fn watermark(&self, client: &Client, id: &str, kind: &str) -> Result<(), PgError> {
+    async fn watermark(&mut self, client: &Client, id: &str, kind: &str) -> Result<(), PgError> {
         let data = serde_json::json!({ "ts_ms": std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0) })
         .to_string();
-        client
-            .execute(
-                &format!("INSERT INTO {} (id, type, data) VALUES ($1, $2, $3)", self.signal_table),
-                &[&id, &kind, &data],
-            )
-            .await
+        let insert = match &self.insert {
+            Some(statement) => statement.clone(),
+            None => {
+                let statement = client
+                    .prepare(&format!(
+                        "INSERT INTO {} (id, type, data) VALUES ($1, $2, $3)",
+                        self.signal_table
+                    ))
+                    .await
+                    .map_err(|e| PgError::query("preparing the watermark insert", e))?;
+                self.insert = Some(statement.clone());
+                statement
+            }
+        };
+        let written = client.execute(&insert, &[&id, &kind, &data]).await;
+        if written.is_err() {
+            // Prepared again next time (the table may have changed under the statement).
+            self.insert = None;
+        }
+        written
             .map_err(|e| {
                 PgError::query(
                     format!("writing the {kind} watermark to the signaling table (incremental snapshots need write access to it)"),
