@@ -98,10 +98,62 @@ impl Notifications {
     }
 }
 
+/// A fresh id in UUID form (version 4 layout) for notifications that have no signal id, as
+/// Debezium's initial snapshot notifications: hashed from a per-process random key, the clock
+/// and a counter, so ids do not repeat.
+pub fn fresh_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static KEY: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let key = KEY.get_or_init(std::collections::hash_map::RandomState::new);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let half = |salt: u64| {
+        let mut h = key.build_hasher();
+        h.write_u64(salt);
+        h.write_u64(nanos);
+        h.write_u64(n);
+        h.finish()
+    };
+    let (a, b) = (half(1), half(2));
+    let a = (a & !0xf000) | 0x4000; // version 4
+    let b = (b & !(0b11 << 62)) | (0b10 << 62); // RFC 4122 variant
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::codec::{JsonEncoder, JsonOptions};
+
+    #[test]
+    fn fresh_ids_look_like_uuids_and_differ() {
+        let (a, b) = (fresh_id(), fresh_id());
+        assert_ne!(a, b);
+        let shape = regex_lite_shape(&a);
+        assert!(shape, "{a}");
+    }
+
+    fn regex_lite_shape(id: &str) -> bool {
+        let parts: Vec<&str> = id.split('-').collect();
+        parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+            && parts
+                .iter()
+                .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
+            && parts[2].starts_with('4')
+    }
 
     /// Byte for byte what Debezium 3.6.3's sink channel wrote for the same notification
     /// (`tests/fixtures/debezium/notifications.jsonl`), with the map entries in Sluice's order.

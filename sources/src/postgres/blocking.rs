@@ -118,6 +118,7 @@ impl Streamer<'_> {
             schema_changes: None,
             conditions: &request.conditions,
             positions: Some((self.pos(at(before)), self.pos(at(after)))),
+            notifications: None,
         };
         let rows = snapshot::run(self.client, &plan, ctx).await?;
         let _ = exporter.batch_execute("COMMIT").await;

@@ -319,6 +319,10 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         return Ok(());
     }
     let db = info.dbname.clone();
+    let notifications = config
+        .notification_sink()
+        .flatten()
+        .map(|topic| sluice_engine::notification::Notifications::new(topic, &config.topic_prefix));
     let schema_changes = config.include_schema_changes.then(|| {
         Arc::new(schema_change::SchemaChanges::new(
             &config.topic_prefix,
@@ -376,6 +380,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             schema_changes: schema_changes.as_deref(),
             conditions: &BTreeMap::new(),
             positions: None,
+            notifications: notifications.as_ref(),
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");
@@ -427,9 +432,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let mut streamer = stream::Streamer {
         config,
         info: &info,
-        notifications: config.notification_sink().flatten().map(|topic| {
-            sluice_engine::notification::Notifications::new(topic, &config.topic_prefix)
-        }),
+        notifications: notifications.clone(),
         client: &client,
         types,
         db: db.as_str().into(),

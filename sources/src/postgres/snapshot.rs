@@ -15,6 +15,8 @@ use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext};
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
+use sluice_engine::notification::{fresh_id, Notification, Notifications};
+
 use super::catalog::{quote_ident, ConnInfo};
 use super::copy::unescape_copy;
 use super::error::PgError;
@@ -56,6 +58,8 @@ pub struct SnapshotPlan<'a> {
     /// The positions of the rows and of the last row, when not the initial snapshot's
     /// (a blocking snapshot's: it is not an initial snapshot to redo after a restart).
     pub positions: Option<(Position, Position)>,
+    /// Notification records (`Initial Snapshot`), when the sink channel is on.
+    pub notifications: Option<&'a Notifications>,
 }
 
 /// A table, or the key range `[lo, hi)` of one (`None`: unbounded).
@@ -207,7 +211,20 @@ pub async fn run(
         }
         .position(),
     };
-    let collector = Collector::new(plan.tables.len(), &shared.units, done);
+    let mut collector = Collector::new(plan.tables.len(), &shared.units, done);
+    if let Some(n) = plan.notifications {
+        let names: Vec<String> = plan
+            .tables
+            .iter()
+            .map(|t| format!("{}.{}", t.schema_name, t.table))
+            .collect();
+        collector.notes = Some(Notes {
+            builder: n.clone(),
+            collections: names.join(","),
+            names,
+            position: shared.position.clone(),
+        });
+    }
     let (rows, ()) = tokio::join!(collector.run(rx, ctx), read_and_report(client, &shared, tx));
     let rows = rows?;
     client.batch_execute("COMMIT").await.map_err(q)?;
@@ -469,6 +486,67 @@ struct Collector {
     seen: Vec<bool>,
     rows: u64,
     done: Position,
+    /// Rows per table, for notifications.
+    per_table: Vec<u64>,
+    notes: Option<Notes>,
+}
+
+/// `Initial Snapshot` notifications (Debezium's: `STARTED`, `IN_PROGRESS` per table,
+/// `TABLE_SCAN_COMPLETED` per table, `COMPLETED`), each with a fresh id.
+struct Notes {
+    builder: Notifications,
+    names: Vec<String>,
+    collections: String,
+    position: Position,
+}
+
+impl Notes {
+    fn event(
+        &self,
+        kind: &'static str,
+        data: Vec<(&'static str, String)>,
+        position: &Position,
+    ) -> ChangeEvent {
+        tracing::info!(notification = kind, data = ?data, "Initial snapshot.");
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        self.builder.event(
+            &Notification {
+                id: fresh_id(),
+                kind,
+                aggregate: "Initial Snapshot",
+                data,
+            },
+            ts_ms,
+            position.clone(),
+        )
+    }
+
+    fn table_started(&self, t: usize) -> ChangeEvent {
+        self.event(
+            "IN_PROGRESS",
+            vec![
+                ("current_collection_in_progress", self.names[t].clone()),
+                ("data_collections", self.collections.clone()),
+            ],
+            &self.position,
+        )
+    }
+
+    fn table_done(&self, t: usize, rows: u64) -> ChangeEvent {
+        self.event(
+            "TABLE_SCAN_COMPLETED",
+            vec![
+                ("scanned_collection", self.names[t].clone()),
+                ("total_rows_scanned", rows.to_string()),
+                ("status", "SUCCEEDED".to_owned()),
+                ("data_collections", self.collections.clone()),
+            ],
+            &self.position,
+        )
+    }
 }
 
 impl Collector {
@@ -484,6 +562,8 @@ impl Collector {
             seen: vec![false; tables],
             rows: 0,
             done,
+            per_table: vec![0; tables],
+            notes: None,
         }
     }
 
@@ -494,6 +574,9 @@ impl Collector {
     ) -> Result<u64, PgError> {
         let max_batch = ctx.limits().max_batch_size;
         let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
+        if let Some(notes) = &self.notes {
+            batch.push(notes.event("STARTED", Vec::new(), &notes.position));
+        }
         while self.tables_left > 0 {
             let Some(piece) = rx.recv().await else {
                 if ctx.is_stopping() {
@@ -506,6 +589,10 @@ impl Collector {
             match piece {
                 Piece::Failed(e) => return Err(e),
                 Piece::Rows(t, events) => {
+                    if let (false, Some(notes)) = (self.seen[t], &self.notes) {
+                        batch.push(notes.table_started(t));
+                    }
+                    self.per_table[t] += events.len() as u64;
                     for mut event in events {
                         if self.rows == 0 {
                             set_marker(&mut event, "first");
@@ -532,6 +619,16 @@ impl Collector {
                             }
                             batch.push(last);
                         }
+                        if let Some(notes) = &self.notes {
+                            if !self.seen[t] {
+                                batch.push(notes.table_started(t));
+                            }
+                            let mut done = notes.table_done(t, self.per_table[t]);
+                            if self.tables_left == 0 {
+                                done.position = self.done.clone();
+                            }
+                            batch.push(done);
+                        }
                     }
                 }
             }
@@ -543,6 +640,9 @@ impl Collector {
             {
                 return Ok(self.rows);
             }
+        }
+        if let Some(notes) = &self.notes {
+            batch.push(notes.event("COMPLETED", Vec::new(), &self.done));
         }
         let _ = ctx
             .emit(Batch {
