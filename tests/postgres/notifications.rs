@@ -126,3 +126,58 @@ fn initial_snapshot_notifications_match_debezium() {
     assert_eq!(events[11]["value"]["payload"]["type"], "COMPLETED");
     drop_db(&db);
 }
+
+/// A blocking snapshot sends the initial snapshot's notifications, as Debezium 3.6.3 does
+/// (`tests/fixtures/debezium/notifications_blocking.jsonl`, same properties as
+/// `notifications.properties`; its `SKIPPED` record aside, which Sluice does not send).
+#[test]
+fn blocking_snapshot_notifications_match_debezium() {
+    let db = fresh_db("notify_blocking");
+    psql(
+        &db,
+        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
+    );
+    psql(&db, "create table items (id int primary key, n int)");
+    psql(
+        &db,
+        "insert into items select g, g from generate_series(1, 5) g",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
+notification.enabled.channels: sink,log\n  notification.sink.topic.name: dbz-notifications\n",
+        true,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    psql(
+        &db,
+        "insert into debezium_signal values ('block-1', 'execute-snapshot', '{\"data-collections\": [\"public.items\"], \"type\": \"blocking\"}')",
+    );
+    // 5 rows and 4 notifications.
+    wait_lines(dir.path(), 9, &mut child);
+    stop(&child);
+    finish(child);
+    let blank = |mut e: Json| {
+        e["key"]["payload"]["id"] = Json::Null;
+        e["value"]["payload"]["id"] = Json::Null;
+        e["value"]["payload"]["timestamp"] = Json::Null;
+        e
+    };
+    let ours: Vec<Json> = lines(dir.path())
+        .into_iter()
+        .filter(|e| e["topic"] == "dbz-notifications")
+        .map(blank)
+        .collect();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debezium");
+    let theirs: Vec<Json> = std::fs::read_to_string(fixtures.join("notifications_blocking.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| blank(serde_json::from_str(l).unwrap()))
+        .filter(|e| e["value"]["payload"]["type"] != "SKIPPED")
+        .collect();
+    assert_eq!(ours, theirs);
+    drop_db(&db);
+}

@@ -118,7 +118,8 @@ impl Streamer<'_> {
             schema_changes: None,
             conditions: &request.conditions,
             positions: Some((self.pos(at(before)), self.pos(at(after)))),
-            notifications: None,
+            // Debezium reports a blocking snapshot with the initial snapshot's notifications.
+            notifications: self.notifications.as_ref(),
         };
         let rows = snapshot::run(self.client, &plan, ctx).await?;
         let _ = exporter.batch_execute("COMMIT").await;
