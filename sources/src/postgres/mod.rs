@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
-use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
+use sluice_engine::{Batch, BuildContext, ComponentError, Source, SourceContext};
 
 pub use columns::{check_column_property, COLUMN_PREFIXES};
 pub use config::{PostgresConfig, SnapshotMode, OVERRIDE_PREFIX};
@@ -429,6 +429,26 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     repl.wait_started()
         .await
         .map_err(|e| PgError::Replication(format!("starting replication: {e}")))?;
+    if let (false, Some(n)) = (need_snapshot, &notifications) {
+        // As Debezium: the initial snapshot was not taken at this start.
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let skipped = n.event(
+            &sluice_engine::notification::Notification {
+                id: sluice_engine::notification::fresh_id(),
+                kind: "SKIPPED",
+                aggregate: "Initial Snapshot",
+                data: Vec::new(),
+            },
+            ts_ms,
+            resume.position(),
+        );
+        if ctx.emit(Batch::new(vec![skipped])).await.is_err() {
+            return Ok(());
+        }
+    }
     let mut streamer = stream::Streamer {
         config,
         info: &info,
