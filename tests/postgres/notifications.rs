@@ -184,3 +184,103 @@ notification.enabled.channels: sink,log\n  notification.sink.topic.name: dbz-not
     assert_eq!(ours, theirs);
     drop_db(&db);
 }
+
+/// `pipelines/postgres-signals.yaml` as shipped (only environment variables set): an incremental
+/// snapshot asked over HTTP with `sluice signal`, its rows and notifications in the output.
+#[test]
+fn the_signals_example_pipeline_runs() {
+    let db = fresh_db("example_signals");
+    psql(
+        &db,
+        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
+    );
+    psql(
+        &db,
+        "create table customers (id int primary key, name text)",
+    );
+    psql(
+        &db,
+        "insert into customers select g, 'c' || g from generate_series(1, 10) g",
+    );
+    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/postgres-signals.yaml");
+    let sluice = |args: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.args(args)
+            .arg(&example)
+            .env("PGHOST", host())
+            .env("PGPORT", port())
+            .env("PGDATABASE", &db)
+            .env("SLUICE_SLOT", &db)
+            .env("SLUICE_ADMIN", format!("127.0.0.1:{admin_port}"))
+            .env("SLUICE_DATA_DIR", dir.path())
+            .env("SLUICE_OUT_DIR", dir.path());
+        c
+    };
+    let mut child = sluice(&["run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    active_slot_pid(&db, &mut child);
+    let out = sluice(&["signal"])
+        .arg(r#"{"id": "ex-1", "type": "execute-snapshot", "data": {"data-collections": ["public.customers"]}}"#)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = dir.path().join("postgres-signals/events.jsonl");
+    let read = || -> Vec<Json> {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let t0 = std::time::Instant::now();
+    while !read()
+        .iter()
+        .any(|e| e["topic"] == "dbserver1.notifications" && e["value"]["type"] == "COMPLETED")
+    {
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "no COMPLETED notification: {:?}",
+            read()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stop(&child);
+    finish(child);
+    let all = read();
+    let rows = all
+        .iter()
+        .filter(|e| e["value"]["source"]["snapshot"] == "incremental")
+        .count();
+    assert_eq!(rows, 10);
+    let kinds: Vec<&str> = all
+        .iter()
+        .filter(|e| e["topic"] == "dbserver1.notifications")
+        .map(|e| e["value"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "SKIPPED",
+            "STARTED",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "COMPLETED"
+        ]
+    );
+    drop_db(&db);
+}
