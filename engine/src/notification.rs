@@ -21,6 +21,18 @@ pub struct Notification {
     pub data: Vec<(&'static str, String)>,
 }
 
+impl Notification {
+    /// An `Initial Snapshot` notification, with a fresh id as Debezium gives those.
+    pub fn initial_snapshot(kind: &'static str, data: Vec<(&'static str, String)>) -> Self {
+        Notification {
+            id: fresh_id(),
+            kind,
+            aggregate: "Initial Snapshot",
+            data,
+        }
+    }
+}
+
 /// Builds notification records for one connector.
 #[derive(Debug, Clone)]
 pub struct Notifications {
@@ -60,6 +72,15 @@ impl Notifications {
                 .field("timestamp", Schema::primitive(SchemaType::Int64, false))
                 .build(),
         }
+    }
+
+    /// The record of `n` stamped now, carrying `position`.
+    pub fn event_now(&self, n: &Notification, position: Position) -> ChangeEvent {
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        self.event(n, ts_ms, position)
     }
 
     /// The record of `n` at `ts_ms`, carrying `position`.

@@ -12,10 +12,7 @@ use super::common::*;
 #[test]
 fn blocking_snapshot_reads_filtered_tables_between_streamed_changes() {
     let db = fresh_db("blocking");
-    psql(
-        &db,
-        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
-    );
+    psql(&db, SIGNAL_TABLE);
     psql(
         &db,
         "create table items (id int primary key, n int not null)",
@@ -117,10 +114,7 @@ signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.
 #[test]
 fn a_newly_included_table_is_back_filled_by_a_signal() {
     let db = fresh_db("backfill");
-    psql(
-        &db,
-        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
-    );
+    psql(&db, SIGNAL_TABLE);
     psql(
         &db,
         "create table items (id int primary key, n int not null)",
@@ -206,10 +200,7 @@ fn a_newly_included_table_is_back_filled_by_a_signal() {
 #[test]
 fn signals_over_http_with_the_sluice_signal_command() {
     let db = fresh_db("http_signal");
-    psql(
-        &db,
-        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
-    );
+    psql(&db, SIGNAL_TABLE);
     psql(
         &db,
         "create table items (id int primary key, n int not null)",
@@ -218,11 +209,7 @@ fn signals_over_http_with_the_sluice_signal_command() {
         &db,
         "insert into items select g, g from generate_series(1, 100) g",
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let file = pipeline(
         dir.path(),

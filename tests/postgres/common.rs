@@ -13,6 +13,18 @@ pub fn port() -> String {
     std::env::var("SLUICE_TEST_PG_PORT").unwrap_or_else(|_| "5432".into())
 }
 
+/// Debezium's signaling table.
+pub const SIGNAL_TABLE: &str =
+    "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)";
+
+/// A local port nothing listens on right now (for an admin endpoint).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 pub fn psql(db: &str, sql: &str) -> String {
     let out = Command::new("psql")
         .args([

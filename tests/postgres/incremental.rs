@@ -6,9 +6,6 @@ use serde_json::Value as Json;
 
 use super::common::*;
 
-const SIGNAL_TABLE: &str =
-    "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)";
-
 /// The table state the output describes: last event per key, deletes and tombstones removing.
 fn replay(events: &[Json], topic: &str) -> BTreeMap<String, Json> {
     let mut state = BTreeMap::new();

@@ -8,10 +8,7 @@ use super::common::*;
 #[test]
 fn incremental_snapshot_notifications_match_debezium() {
     let db = fresh_db("notify");
-    psql(
-        &db,
-        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
-    );
+    psql(&db, SIGNAL_TABLE);
     psql(&db, "create table items (id int primary key, n int)");
     psql(
         &db,
@@ -137,10 +134,7 @@ fn initial_snapshot_notifications_match_debezium() {
 #[test]
 fn blocking_snapshot_notifications_match_debezium() {
     let db = fresh_db("notify_blocking");
-    psql(
-        &db,
-        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
-    );
+    psql(&db, SIGNAL_TABLE);
     psql(&db, "create table items (id int primary key, n int)");
     psql(
         &db,
@@ -190,10 +184,7 @@ notification.enabled.channels: sink,log\n  notification.sink.topic.name: dbz-not
 #[test]
 fn the_signals_example_pipeline_runs() {
     let db = fresh_db("example_signals");
-    psql(
-        &db,
-        "create table debezium_signal (id varchar(64) primary key, type varchar(32) not null, data text)",
-    );
+    psql(&db, SIGNAL_TABLE);
     psql(
         &db,
         "create table customers (id int primary key, name text)",
@@ -202,11 +193,7 @@ fn the_signals_example_pipeline_runs() {
         &db,
         "insert into customers select g, 'c' || g from generate_series(1, 10) g",
     );
-    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let admin_port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let example =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/postgres-signals.yaml");

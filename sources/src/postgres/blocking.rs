@@ -75,12 +75,7 @@ impl Streamer<'_> {
         let Some(request) = self.signals.as_mut().and_then(|s| s.blocking.take()) else {
             return Ok(());
         };
-        let by_name: BTreeMap<String, Arc<TableSchema>> = self
-            .tables
-            .values()
-            .flatten()
-            .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
-            .collect();
+        let by_name = self.captured_by_name();
         let tables: Vec<Arc<TableSchema>> = request
             .tables
             .iter()

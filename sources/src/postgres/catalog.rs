@@ -128,45 +128,23 @@ impl ConnInfo {
             config.password(p);
         }
         use tokio_postgres::config::SslMode as Mode;
-        let (tls, mode) = match self.sslmode {
-            SslMode::Disable => (None, Mode::Disable),
-            // As libpq: TLS when the server offers it (no certificate check), else plain.
-            SslMode::Prefer => (
-                Some(super::tls::client_config(
-                    false,
-                    false,
-                    None,
-                    self.client(),
-                )?),
-                Mode::Prefer,
-            ),
-            SslMode::Require => (
-                Some(super::tls::client_config(
-                    false,
-                    false,
-                    None,
-                    self.client(),
-                )?),
-                Mode::Require,
-            ),
-            SslMode::VerifyCa => (
-                Some(super::tls::client_config(
-                    true,
-                    false,
-                    self.sslrootcert.as_deref(),
-                    self.client(),
-                )?),
-                Mode::Require,
-            ),
-            SslMode::VerifyFull => (
-                Some(super::tls::client_config(
-                    true,
-                    true,
-                    self.sslrootcert.as_deref(),
-                    self.client(),
-                )?),
-                Mode::Require,
-            ),
+        // (mode, check the chain, check the host name); `prefer` as libpq: TLS when the server
+        // offers it (no certificate check), else plain.
+        let (mode, verify, host) = match self.sslmode {
+            SslMode::Disable => (Mode::Disable, false, false),
+            SslMode::Prefer => (Mode::Prefer, false, false),
+            SslMode::Require => (Mode::Require, false, false),
+            SslMode::VerifyCa => (Mode::Require, true, false),
+            SslMode::VerifyFull => (Mode::Require, true, true),
+        };
+        let tls = match self.sslmode {
+            SslMode::Disable => None,
+            _ => Some(super::tls::client_config(
+                verify,
+                host,
+                self.sslrootcert.as_deref().filter(|_| verify),
+                self.client(),
+            )?),
         };
         config.ssl_mode(mode);
         let failed = |e: tokio_postgres::Error| {

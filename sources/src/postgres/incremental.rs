@@ -21,7 +21,7 @@ use sluice_engine::{ChangeEvent, Op, Position, Record};
 use tokio_postgres::Client;
 
 use super::catalog::quote_ident;
-use super::config::WatermarkStrategy;
+use super::config::{PostgresConfig, WatermarkStrategy};
 use super::copy::for_each_row;
 use super::error::PgError;
 use super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
@@ -112,14 +112,14 @@ pub struct Incremental {
     /// Notifications for the sink channel (`true`: after the rows they come with).
     pub notes: Vec<(bool, Notification)>,
     /// Whether notifications go to the sink channel (they are always logged).
-    pub sink_notes: bool,
+    sink_notes: bool,
     /// The snapshot's tables, as notifications list them.
     collections: String,
     /// Rows read of the current table.
     scanned: u64,
     /// `read.only`: no watermark rows; a chunk's window spans from its read to the WAL
     /// position read right after it.
-    pub read_only: bool,
+    read_only: bool,
     /// Key column types by table and key columns (looked up once, not per chunk; the
     /// table's signature keeps a changed column type from using a stale entry).
     key_types: HashMap<KeyTypesOf, Vec<String>>,
@@ -132,13 +132,12 @@ fn literal(text: &str) -> String {
 }
 
 impl Incremental {
-    /// State for a stream; `signal_table` is the quoted `schema.table` watermarks go to.
+    /// State for a stream; `signal_table` is the quoted `schema.table` watermarks go to (unused
+    /// with `read.only`).
     pub fn new(
+        config: &PostgresConfig,
         signal_table: String,
-        strategy: WatermarkStrategy,
-        chunk_size: usize,
-        prefix: Arc<str>,
-        db: Arc<str>,
+        db: &str,
         progress: Option<Progress>,
     ) -> Self {
         Incremental {
@@ -151,16 +150,16 @@ impl Incremental {
                 schemas_enable: false,
             }),
             signal_table,
-            strategy,
-            chunk_size: chunk_size.max(1),
+            strategy: config.watermarking_strategy,
+            chunk_size: config.incremental_chunk_size.max(1),
             marker: "incremental".into(),
-            prefix,
-            db,
+            prefix: config.topic_prefix.as_str().into(),
+            db: db.into(),
             notes: Vec::new(),
-            sink_notes: false,
+            sink_notes: config.notification_sink().is_some(),
             collections: String::new(),
             scanned: 0,
-            read_only: false,
+            read_only: config.read_only,
             key_types: HashMap::new(),
             insert: None,
         }

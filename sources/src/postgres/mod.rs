@@ -168,19 +168,9 @@ async fn signal_setup(
             return Ok(None);
         }
         // Read-only snapshots need no signaling table (signals come through the file channel).
-        let incremental = config.read_only.then(|| {
-            let mut inc = incremental::Incremental::new(
-                String::new(),
-                config.watermarking_strategy,
-                config.incremental_chunk_size,
-                config.topic_prefix.as_str().into(),
-                db.into(),
-                progress.clone(),
-            );
-            inc.sink_notes = config.notification_sink().is_some();
-            inc.read_only = true;
-            inc
-        });
+        let incremental = config
+            .read_only
+            .then(|| incremental::Incremental::new(config, String::new(), db, progress.clone()));
         return Ok(Some(signaling::Signals {
             oid: None,
             source_channel: false,
@@ -237,19 +227,9 @@ async fn signal_setup(
     Ok(Some(signaling::Signals {
         oid: Some(oid),
         source_channel: channels.iter().any(|c| c == "source"),
-        incremental: Some({
-            let mut inc = incremental::Incremental::new(
-                qualified,
-                config.watermarking_strategy,
-                config.incremental_chunk_size,
-                config.topic_prefix.as_str().into(),
-                db.into(),
-                progress,
-            );
-            inc.sink_notes = config.notification_sink().is_some();
-            inc.read_only = config.read_only;
-            inc
-        }),
+        incremental: Some(incremental::Incremental::new(
+            config, qualified, db, progress,
+        )),
         file,
         db: db.to_owned(),
         blocking: None,
@@ -431,18 +411,8 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         .map_err(|e| PgError::Replication(format!("starting replication: {e}")))?;
     if let (false, Some(n)) = (need_snapshot, &notifications) {
         // As Debezium: the initial snapshot was not taken at this start.
-        let ts_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        let skipped = n.event(
-            &sluice_engine::notification::Notification {
-                id: sluice_engine::notification::fresh_id(),
-                kind: "SKIPPED",
-                aggregate: "Initial Snapshot",
-                data: Vec::new(),
-            },
-            ts_ms,
+        let skipped = n.event_now(
+            &sluice_engine::notification::Notification::initial_snapshot("SKIPPED", Vec::new()),
             resume.position(),
         );
         if ctx.emit(Batch::new(vec![skipped])).await.is_err() {

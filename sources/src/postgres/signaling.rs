@@ -117,52 +117,83 @@ impl Streamer<'_> {
                 return Ok(true);
             };
             self.next_chunk().await?;
-            let position = self.pos(PgOffset {
-                lsn: last_done,
-                tx: None,
-                snapshot_completed: true,
-            });
-            let (before, after) = self.take_notes();
-            let mut events = self.note_events(before, &position);
-            events.extend(rows.into_iter().map(|mut row| {
-                row.position = position.clone();
-                row
-            }));
-            events.extend(self.note_events(after, &position));
-            let batch = sluice_engine::Batch {
-                events,
-                position: Some(position),
-            };
-            if ctx.emit(batch).await.is_err() {
+            // Even with every row evicted, the position moves past the chunk.
+            if !self.emit_with_notes(rows, last_done, true, ctx).await {
                 return Ok(false);
             }
         }
     }
 
-    /// Notifications waiting for the sink channel: those before a chunk's rows, those after.
-    pub fn take_notes(&mut self) -> (Vec<Notification>, Vec<Notification>) {
-        let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
-            return (Vec::new(), Vec::new());
+    /// A closed chunk's rows with the waiting notifications around them (those before the
+    /// rows, the rows, those after), all at the position `position` gives; empty when there is
+    /// nothing, without computing the position.
+    pub fn with_notes(
+        &mut self,
+        rows: Vec<ChangeEvent>,
+        position: impl FnOnce(&Self) -> Position,
+    ) -> Vec<ChangeEvent> {
+        let notes: Vec<(bool, Notification)> = self
+            .signals
+            .as_mut()
+            .and_then(|s| s.incremental.as_mut())
+            .map(|inc| inc.notes.drain(..).collect())
+            .unwrap_or_default();
+        if rows.is_empty() && notes.is_empty() {
+            return Vec::new();
+        }
+        let position = position(self);
+        let records = |after: bool| -> Vec<ChangeEvent> {
+            let Some(builder) = &self.notifications else {
+                return Vec::new();
+            };
+            notes
+                .iter()
+                .filter(|(a, _)| *a == after)
+                .map(|(_, n)| builder.event_now(n, position.clone()))
+                .collect()
         };
-        let (after, before): (Vec<_>, Vec<_>) = inc.notes.drain(..).partition(|(a, _)| *a);
-        (
-            before.into_iter().map(|(_, n)| n).collect(),
-            after.into_iter().map(|(_, n)| n).collect(),
-        )
+        let mut events = records(false);
+        events.extend(rows.into_iter().map(|mut row| {
+            row.position = position.clone();
+            row
+        }));
+        events.extend(records(true));
+        events
     }
 
-    /// Notification records at `position`.
-    pub fn note_events(&self, notes: Vec<Notification>, position: &Position) -> Vec<ChangeEvent> {
-        let Some(builder) = &self.notifications else {
-            return Vec::new();
+    /// Outside a transaction: emits `rows` and the waiting notifications at `last_done`
+    /// (`always`: the position even when there is nothing else). `false`: the pipeline stops.
+    async fn emit_with_notes(
+        &mut self,
+        rows: Vec<ChangeEvent>,
+        last_done: u64,
+        always: bool,
+        ctx: &mut sluice_engine::SourceContext,
+    ) -> bool {
+        let done = PgOffset {
+            lsn: last_done,
+            tx: None,
+            snapshot_completed: true,
         };
-        let ts_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        notes
-            .iter()
-            .map(|n| builder.event(n, ts_ms, position.clone()))
+        let events = self.with_notes(rows, |s| s.pos(done));
+        let position = match events.last() {
+            Some(e) => e.position.clone(),
+            None if always => self.pos(done),
+            None => return true,
+        };
+        let batch = sluice_engine::Batch {
+            events,
+            position: Some(position),
+        };
+        ctx.emit(batch).await.is_ok()
+    }
+
+    /// The captured tables by `schema.table`.
+    pub fn captured_by_name(&self) -> HashMap<String, Arc<TableSchema>> {
+        self.tables
+            .values()
+            .flatten()
+            .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
             .collect()
     }
 
@@ -253,22 +284,11 @@ impl Streamer<'_> {
         ctx: &mut sluice_engine::SourceContext,
         last_done: u64,
     ) -> Result<bool, PgError> {
-        let (before, after) = self.take_notes();
-        if !before.is_empty() || !after.is_empty() {
-            let position = self.pos(PgOffset {
-                lsn: last_done,
-                tx: None,
-                snapshot_completed: true,
-            });
-            let mut events = self.note_events(before, &position);
-            events.extend(self.note_events(after, &position));
-            let batch = sluice_engine::Batch {
-                events,
-                position: Some(position),
-            };
-            if ctx.emit(batch).await.is_err() {
-                return Ok(false);
-            }
+        if !self
+            .emit_with_notes(Vec::new(), last_done, false, ctx)
+            .await
+        {
+            return Ok(false);
         }
         self.blocking_snapshot(ctx, last_done, last_done).await?;
         Ok(!ctx.is_stopping())
@@ -389,12 +409,7 @@ impl Streamer<'_> {
         if !ready {
             return Ok(());
         }
-        let by_name: HashMap<String, Arc<TableSchema>> = self
-            .tables
-            .values()
-            .flatten()
-            .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
-            .collect();
+        let by_name = self.captured_by_name();
         if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
             inc.next_chunk(self.client, &by_name).await?;
         }

@@ -15,7 +15,7 @@ use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext};
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use sluice_engine::notification::{fresh_id, Notification, Notifications};
+use sluice_engine::notification::{Notification, Notifications};
 
 use super::catalog::{quote_ident, ConnInfo};
 use super::copy::unescape_copy;
@@ -508,18 +508,8 @@ impl Notes {
         position: &Position,
     ) -> ChangeEvent {
         tracing::info!(notification = kind, data = ?data, "Initial snapshot.");
-        let ts_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        self.builder.event(
-            &Notification {
-                id: fresh_id(),
-                kind,
-                aggregate: "Initial Snapshot",
-                data,
-            },
-            ts_ms,
+        self.builder.event_now(
+            &Notification::initial_snapshot(kind, data),
             position.clone(),
         )
     }

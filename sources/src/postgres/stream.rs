@@ -395,16 +395,7 @@ impl Streamer<'_> {
             };
             // A chunk's rows are not counted among the transaction's events (a restart
             // re-reads the chunk instead), and carry the progress past the chunk.
-            let (before, after) = self.take_notes();
-            if !rows.is_empty() || !before.is_empty() || !after.is_empty() {
-                let position = self.tx_pos(tx, last_done);
-                out.extend(self.note_events(before, &position));
-                for mut row in rows {
-                    row.position = position.clone();
-                    out.push(row);
-                }
-                out.extend(self.note_events(after, &position));
-            }
+            out.extend(self.with_notes(rows, |s| s.tx_pos(tx, last_done)));
             return Ok(());
         }
         let Some(table) = self.table(oid) else {
