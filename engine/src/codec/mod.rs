@@ -2,5 +2,7 @@
 //! Kafka sink.
 
 pub mod json;
+pub mod json_decode;
 
 pub use json::{JsonEncoder, JsonOptions};
+pub use json_decode::{decode_record, decode_schema, decode_value};
