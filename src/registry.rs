@@ -9,6 +9,7 @@ use sluice_engine::{
     BuildContext, BuildSink, BuildSource, BuildTransform, ComponentError, Sink, Source, Transform,
 };
 use sluice_sinks::file::{FileSink, FileSinkConfig};
+use sluice_sinks::kafka::{KafkaSink, KafkaSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
@@ -206,16 +207,19 @@ pub enum SinkSpec {
     File(FileSinkConfig),
     /// Encode and discard.
     Null(NullSinkConfig),
+    /// Records in Kafka topics.
+    Kafka(Box<KafkaSinkConfig>),
 }
 
 impl ComponentSpec for SinkSpec {
     const ROLE: &'static str = "sink";
-    const KINDS: &'static [&'static str] = &["stdout", "file", "null"];
+    const KINDS: &'static [&'static str] = &["stdout", "file", "null", "kafka"];
     fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
         Ok(Some(match kind {
             "stdout" => SinkSpec::Stdout(body(node, skip)?),
             "file" => SinkSpec::File(body(node, skip)?),
             "null" => SinkSpec::Null(body(node, skip)?),
+            "kafka" => SinkSpec::Kafka(Box::new(checked(node, skip, KafkaSinkConfig::validate)?)),
             _ => return Ok(None),
         }))
     }
@@ -227,6 +231,7 @@ impl BuildSink for SinkSpec {
             SinkSpec::Stdout(c) => Box::new(StdoutSink::new(c, ctx)?),
             SinkSpec::File(c) => Box::new(FileSink::open(c, ctx)?),
             SinkSpec::Null(c) => Box::new(NullSink::new(c, Arc::new(AtomicU64::new(0)))),
+            SinkSpec::Kafka(c) => Box::new(KafkaSink::open(c, ctx)?),
         })
     }
 }

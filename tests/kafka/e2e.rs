@@ -1,0 +1,217 @@
+//! PostgreSQL → Kafka end to end: what the broker holds equals the file sink's output of the
+//! same run, partitioned as the Java producer would.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::broker::{self, java_partition, Consumed};
+use crate::pg;
+
+/// A topic prefix no earlier run used on a broker that keeps its topics.
+pub fn unique_prefix(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{name}_{}", nanos % 1_000_000_000_000)
+}
+
+/// A pipeline: the test database into a Kafka sink (`kafka` holds its extra keys, indented by
+/// four spaces) and, when `file` is set, a file sink with the same format.
+pub fn kafka_pipeline(
+    dir: &Path,
+    db: &str,
+    prefix: &str,
+    bootstrap: &str,
+    kafka: &str,
+    file: Option<&str>,
+) -> PathBuf {
+    let file = file
+        .map(|extra| {
+            format!(
+                "  - name: file\n    type: file\n    path: {}/out.jsonl\n{extra}",
+                dir.display()
+            )
+        })
+        .unwrap_or_default();
+    let text = format!(
+        "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
+source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.user: postgres\n  database.dbname: {db}\n  \
+topic.prefix: {prefix}\n  slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  status.update.interval.ms: 200\n\
+sinks:\n  - name: kafka\n    type: kafka\n    bootstrap.servers: {bootstrap}\n    producer: {{ broker.address.family: v4 }}\n{kafka}{file}",
+        d = dir.display(),
+        h = pg::host(),
+        p = pg::port(),
+    );
+    let path = dir.join("pipeline.yaml");
+    std::fs::write(&path, text).expect("write pipeline");
+    path
+}
+
+fn json(bytes: &Option<Vec<u8>>) -> Json {
+    bytes
+        .as_ref()
+        .map(|b| serde_json::from_slice(b).expect("JSON record"))
+        .unwrap_or(Json::Null)
+}
+
+/// Per topic and key, the sequence of values, as the file sink wrote them.
+fn by_key_from_file(lines: &[Json]) -> BTreeMap<(String, String), Vec<Json>> {
+    let mut out: BTreeMap<(String, String), Vec<Json>> = BTreeMap::new();
+    for l in lines {
+        let topic = l["topic"].as_str().unwrap_or_default().to_owned();
+        out.entry((topic, l["key"].to_string()))
+            .or_default()
+            .push(l["value"].clone());
+    }
+    out
+}
+
+/// The same from the broker's records (per key they sit in one partition, in order).
+fn by_key_from_kafka(records: &[Consumed]) -> BTreeMap<(String, String), Vec<Json>> {
+    let mut out: BTreeMap<(String, String), Vec<Json>> = BTreeMap::new();
+    for r in records {
+        out.entry((r.topic.clone(), json(&r.key).to_string()))
+            .or_default()
+            .push(json(&r.value));
+    }
+    out
+}
+
+fn end_to_end(name: &str, schemas: bool) {
+    let db = pg::fresh_db(name);
+    pg::psql(&db, "create table customers (id serial primary key, name text not null, email text, score numeric(10,2))");
+    pg::psql(&db, "insert into customers (name, email, score) select 'c' || g, 'c' || g || '@example.com', g * 1.5 from generate_series(1, 50) g");
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix(name);
+    let bootstrap = broker::shared();
+    let path = kafka_pipeline(
+        dir.path(),
+        &db,
+        &prefix,
+        &bootstrap,
+        &format!("    schemas.enable: {schemas}\n    headers: [op, table, position]\n    topic.creation: {{ partitions: 3 }}\n"),
+        Some(&format!("    schemas.enable: {schemas}\n")),
+    );
+    let mut child = pg::start(&path, &[]);
+    pg::wait_lines(dir.path(), 50, &mut child);
+    pg::psql(&db, "insert into customers (name, email, score) select 'n' || g, null, g from generate_series(1, 30) g");
+    pg::psql(
+        &db,
+        "update customers set email = 'changed' where id % 5 = 0",
+    );
+    pg::psql(&db, "delete from customers where id between 41 and 45");
+    // 50 snapshot rows, 30 inserts, 16 updates, 5 deletes each with a tombstone.
+    let total = 50 + 30 + 16 + 10;
+    pg::wait_lines(dir.path(), total, &mut child);
+    pg::stop(&child);
+    pg::finish(child);
+
+    let topic = format!("{prefix}.public.customers");
+    let records = broker::consume(&bootstrap, &[&topic], total, Duration::from_secs(60));
+    assert_eq!(records.len(), total, "no record twice");
+    let lines = pg::lines(dir.path());
+    assert_eq!(by_key_from_kafka(&records), by_key_from_file(&lines));
+
+    let parts = broker::partitions(&bootstrap);
+    assert_eq!(
+        parts.get(&topic),
+        Some(&3),
+        "created with topic.creation.partitions"
+    );
+    let mut used = std::collections::BTreeSet::new();
+    for r in &records {
+        let key = r.key.as_ref().expect("keyed table");
+        assert_eq!(
+            r.partition,
+            java_partition(key, 3),
+            "partitioned like Kafka's Java producer"
+        );
+        used.insert(r.partition);
+        let value = json(&r.value);
+        match value.get("payload").unwrap_or(&value) {
+            Json::Null => assert!(!r.headers.contains_key("op"), "a tombstone has no op"),
+            v => {
+                assert_eq!(r.headers.get("op").map(String::as_str), v["op"].as_str());
+                assert_eq!(
+                    r.headers.get("table").map(String::as_str),
+                    Some("public.customers")
+                );
+                assert!(
+                    r.headers.get("position").is_some_and(|p| p.contains("lsn")),
+                    "{:?}",
+                    r.headers
+                );
+            }
+        }
+    }
+    assert_eq!(used.len(), 3, "keys spread over the partitions");
+    pg::drop_db(&db);
+}
+
+#[test]
+fn json_with_schemas_matches_the_file_sink() {
+    end_to_end("kafka_json_schemas", true);
+}
+
+#[test]
+fn json_without_schemas_matches_the_file_sink() {
+    end_to_end("kafka_json_plain", false);
+}
+
+#[test]
+fn topics_are_created_with_their_groups_settings_or_left_alone() {
+    let bootstrap = broker::shared();
+    let db = pg::fresh_db("kafka_topics");
+    pg::psql(
+        &db,
+        "create table plain (id int primary key); create table special (id int primary key)",
+    );
+    pg::psql(
+        &db,
+        "insert into plain values (1), (2); insert into special values (1), (2)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("topics");
+    let path = kafka_pipeline(
+        dir.path(),
+        &db,
+        &prefix,
+        &bootstrap,
+        "    topic.creation:\n      partitions: 2\n      groups:\n        - include: '.*\\.special'\n          partitions: 4\n          config: { cleanup.policy: compact }\n",
+        None,
+    );
+    pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
+    let parts = broker::partitions(&bootstrap);
+    assert_eq!(parts.get(&format!("{prefix}.public.plain")), Some(&2));
+    assert_eq!(parts.get(&format!("{prefix}.public.special")), Some(&4));
+
+    // With creation off, an existing topic is used as it is.
+    let prefix = unique_prefix("topics_off");
+    let topic = format!("{prefix}.public.plain");
+    broker::create_topic(&bootstrap, &topic, 5);
+    pg::psql(&db, "drop table special");
+    let dir = tempfile::tempdir().unwrap();
+    let path = kafka_pipeline(
+        dir.path(),
+        &db,
+        &prefix,
+        &bootstrap,
+        "    topic.creation: { enable: false }\n",
+        None,
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&format!("slot.name: {db}"), &format!("slot.name: {db}_2"));
+    std::fs::write(&path, text).unwrap();
+    pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
+    assert_eq!(
+        broker::consume(&bootstrap, &[&topic], 2, Duration::from_secs(30)).len(),
+        2
+    );
+    assert_eq!(broker::partitions(&bootstrap).get(&topic), Some(&5));
+    pg::drop_db(&db);
+}
