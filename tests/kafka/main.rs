@@ -5,9 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+mod avro;
 mod broker;
 mod e2e;
 #[path = "../postgres/common.rs"]
 #[allow(dead_code)]
 mod pg;
+mod registry;
 mod resilience;
