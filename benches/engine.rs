@@ -361,10 +361,12 @@ fn pipeline_with(
         offsets: OffsetsConfig {
             store: OffsetStoreKind::Memory,
             flush_interval: DurationSpec(Duration::from_secs(1)),
+            ..OffsetsConfig::default()
         },
         shutdown_timeout: Duration::from_secs(60),
         restart: Backoff::default(),
         admin: None,
+        offset_store: None,
         source: Arc::new(Dg(datagen(
             events,
             OpMix {

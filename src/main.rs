@@ -4,11 +4,13 @@ mod registry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sluice_engine::config::{load_pipeline, DurationSpec};
+use sluice_engine::config::{load_pipeline, DurationSpec, OffsetStoreKind};
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
+use sluice_sinks::kafka::offsets::KafkaOffsetStore;
 
 use registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
 
@@ -136,7 +138,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            let plan = PipelinePlan::from_config(config);
+            let offsets = config.offsets.clone();
+            let mut plan = PipelinePlan::from_config(config);
+            if offsets.store == OffsetStoreKind::Kafka {
+                match KafkaOffsetStore::open(&offsets) {
+                    Ok(store) => plan.offset_store = Some(Arc::new(store)),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(EXIT_FAILED);
+                    }
+                }
+            }
             let options = RunOptions {
                 stop_after_events,
                 stop_when_idle,

@@ -26,6 +26,16 @@ pub enum OffsetError {
         #[source]
         source: std::io::Error,
     },
+    /// A store outside this process (a Kafka topic) failed.
+    #[error("offset store {store}: {message}")]
+    Remote {
+        /// Which store (`kafka topic sluice-offsets`).
+        store: String,
+        /// What went wrong and how to fix it.
+        message: String,
+        /// Whether retrying may help.
+        retryable: bool,
+    },
     /// The file exists but is not an offsets file.
     #[error("offset store {path} is corrupt ({detail}); move it away to start from scratch")]
     Corrupt {
@@ -41,6 +51,10 @@ impl Classify for OffsetError {
         match self {
             OffsetError::Io { source, .. } => source.class(),
             OffsetError::Corrupt { .. } => ErrorClass::Fatal,
+            OffsetError::Remote {
+                retryable: true, ..
+            } => ErrorClass::Retryable,
+            OffsetError::Remote { .. } => ErrorClass::Fatal,
         }
     }
 }

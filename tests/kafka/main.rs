@@ -8,6 +8,7 @@
 mod avro;
 mod broker;
 mod e2e;
+mod offsets;
 #[path = "../postgres/common.rs"]
 #[allow(dead_code)]
 mod pg;

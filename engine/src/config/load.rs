@@ -204,6 +204,19 @@ where
             "must be larger than 0",
         ));
     }
+    let offsets = settings.offsets.unwrap_or_default();
+    if offsets.store == super::OffsetStoreKind::Kafka
+        && offsets
+            .bootstrap_servers
+            .as_deref()
+            .is_none_or(|s| s.trim().is_empty())
+    {
+        return Err(located_key(
+            root,
+            "offsets",
+            "`store: kafka` needs `bootstrap.servers` (for example `127.0.0.1:9092`)",
+        ));
+    }
     let name = settings.name;
     let data_dir = settings
         .data_dir
@@ -215,7 +228,7 @@ where
         transforms,
         sinks,
         limits,
-        offsets: settings.offsets.unwrap_or_default(),
+        offsets,
         shutdown_timeout: settings
             .shutdown_timeout
             .unwrap_or(DurationSpec(std::time::Duration::from_secs(30))),

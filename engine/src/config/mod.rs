@@ -72,18 +72,42 @@ pub enum OffsetStoreKind {
     File,
     /// In memory only: nothing survives a restart (tests, benchmarks).
     Memory,
+    /// A compacted Kafka topic (as Kafka Connect's `offset.storage.topic`), so a pipeline can
+    /// continue on another machine. The store is provided by the binary (see
+    /// [`crate::runtime::PipelinePlan::offset_store`]).
+    Kafka,
 }
 
 /// The `offsets` block.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OffsetsConfig {
-    /// `file` (default) or `memory`.
+    /// `file` (default), `memory` or `kafka`.
     #[serde(default)]
     pub store: OffsetStoreKind,
     /// How often acknowledged positions are committed (default 1s; always on shutdown).
     #[serde(default = "default_flush_interval")]
     pub flush_interval: DurationSpec,
+    /// `kafka`: the brokers.
+    #[serde(rename = "bootstrap.servers", default)]
+    pub bootstrap_servers: Option<String>,
+    /// `kafka`: the compacted topic (default `sluice-offsets`; one record per pipeline name).
+    #[serde(default = "default_offsets_topic")]
+    pub topic: String,
+    /// `kafka`: the topic's replication factor when it is created (default -1: the broker's).
+    #[serde(rename = "replication.factor", default = "default_replication")]
+    pub replication_factor: i32,
+    /// `kafka`: librdkafka client properties (security, timeouts).
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
+}
+
+fn default_offsets_topic() -> String {
+    "sluice-offsets".to_owned()
+}
+
+fn default_replication() -> i32 {
+    -1
 }
 
 fn default_flush_interval() -> DurationSpec {
@@ -95,6 +119,10 @@ impl Default for OffsetsConfig {
         OffsetsConfig {
             store: OffsetStoreKind::File,
             flush_interval: default_flush_interval(),
+            bootstrap_servers: None,
+            topic: default_offsets_topic(),
+            replication_factor: default_replication(),
+            properties: std::collections::BTreeMap::new(),
         }
     }
 }

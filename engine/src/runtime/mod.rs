@@ -65,6 +65,9 @@ pub struct PipelinePlan {
     pub sinks: Vec<SinkPlan>,
     /// The admin endpoint, off when `None`.
     pub admin: Option<crate::admin::AdminConfig>,
+    /// An offset store built outside the engine (`offsets.store: kafka`); used instead of the
+    /// engine's own when set.
+    pub offset_store: Option<Arc<dyn crate::offsets::OffsetStore>>,
 }
 
 impl std::fmt::Debug for PipelinePlan {
@@ -100,6 +103,7 @@ impl PipelinePlan {
             shutdown_timeout: config.shutdown_timeout.0,
             restart: config.restart,
             admin: config.admin,
+            offset_store: None,
             source: Arc::new(config.source),
             transforms: transforms(config.transforms),
             sinks: config

@@ -411,13 +411,20 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let store: Result<Arc<dyn OffsetStore>, _> = match self.plan.offsets.store {
-            OffsetStoreKind::File => FileOffsetStore::open(&self.plan.data_dir)
-                .map(|s| Arc::new(s) as Arc<dyn OffsetStore>),
-            OffsetStoreKind::Memory => {
-                Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>)
-            }
-        };
+        let store: Result<Arc<dyn OffsetStore>, _> =
+            match (&self.plan.offset_store, self.plan.offsets.store) {
+                (Some(store), _) => Ok(store.clone()),
+                (None, OffsetStoreKind::File) => FileOffsetStore::open(&self.plan.data_dir)
+                    .map(|s| Arc::new(s) as Arc<dyn OffsetStore>),
+                (None, OffsetStoreKind::Memory) => {
+                    Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>)
+                }
+                (None, OffsetStoreKind::Kafka) => Err(crate::offsets::OffsetError::Remote {
+                    store: "kafka".into(),
+                    message: "this program provides no Kafka offset store".into(),
+                    retryable: false,
+                }),
+            };
         let loaded = store.and_then(|s| s.load(&self.plan.name).map(|p| (s, p)));
         match loaded {
             Ok((store, position)) => {

@@ -9,6 +9,7 @@
 pub mod avro;
 mod client;
 mod config;
+pub mod offsets;
 mod topics;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -247,7 +248,7 @@ enum Encoder {
 
 /// Runs a future to completion from synchronous code that may itself run inside a runtime
 /// (component construction), on a thread of its own.
-fn block_on_side_thread<T: Send + 'static>(
+pub(crate) fn block_on_side_thread<T: Send + 'static>(
     future: impl std::future::Future<Output = Result<T, ComponentError>> + Send + 'static,
 ) -> Result<T, ComponentError> {
     std::thread::spawn(move || {
