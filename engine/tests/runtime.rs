@@ -146,9 +146,11 @@ fn plan(
         offsets: OffsetsConfig {
             store: OffsetStoreKind::File,
             flush_interval: DurationSpec(Duration::from_millis(20)),
+            ..OffsetsConfig::default()
         },
         shutdown_timeout: Duration::from_secs(30),
         admin: None,
+        offset_store: None,
         restart: Backoff {
             max_retries: 3,
             initial_backoff: DurationSpec(Duration::from_millis(5)),
