@@ -13,6 +13,7 @@ use sluice_sinks::kafka::{KafkaSink, KafkaSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sinks::stdout::{StdoutSink, StdoutSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource};
+use sluice_sources::kafka_signal::SIGNAL_CONSUMER_PREFIX;
 use sluice_sources::postgres::{
     check_column_property, PostgresConfig, PostgresSource, COLUMN_PREFIXES, OVERRIDE_PREFIX,
 };
@@ -55,10 +56,12 @@ impl ComponentSpec for SourceSpec {
             "postgres" => {
                 let mut keys: Vec<&str> = skip.to_vec();
                 keys.push(OVERRIDE_PREFIX);
+                keys.push(SIGNAL_CONSUMER_PREFIX);
                 keys.extend(COLUMN_PREFIXES);
                 let config: PostgresConfig = body(node, &keys)?;
                 let mut statements = Vec::new();
                 let mut columns = Vec::new();
+                let mut consumer = Vec::new();
                 for (key, value) in node.entries().unwrap_or_default() {
                     let name = key.as_text().unwrap_or_default();
                     if COLUMN_PREFIXES.iter().any(|p| name.starts_with(p)) {
@@ -71,6 +74,14 @@ impl ComponentSpec for SourceSpec {
                         columns.push((name.clone(), selectors));
                         continue;
                     }
+                    if let Some(property) = name.strip_prefix(SIGNAL_CONSUMER_PREFIX) {
+                        let text = value.as_text().ok_or_else(|| {
+                            ConfigError::at(value.loc, "expected a consumer property value")
+                                .with_path(name.clone())
+                        })?;
+                        consumer.push((property.to_owned(), text));
+                        continue;
+                    }
                     if let Some(table) = name.strip_prefix(OVERRIDE_PREFIX) {
                         let sql = value.as_text().ok_or_else(|| {
                             ConfigError::at(value.loc, "expected a SELECT statement")
@@ -80,6 +91,7 @@ impl ComponentSpec for SourceSpec {
                     }
                 }
                 let config = config
+                    .with_signal_consumer(consumer)
                     .with_overrides(statements)
                     .and_then(|c| c.with_columns(&columns))
                     .map_err(|m| ConfigError::at(node.loc, m))?;

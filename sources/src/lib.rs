@@ -1,6 +1,7 @@
 //! Sluice sources. Each source lives in its own folder with its `config.rs`.
 
 pub mod datagen;
+pub mod kafka_signal;
 pub mod postgres;
 
 /// Version reported in `source.version`.

@@ -281,3 +281,14 @@ fn murmur2_matches_javas() {
         assert_eq!(murmur2(key.as_bytes()), hash as i32, "{key}");
     }
 }
+
+/// Writes one record and waits for the broker's acknowledgement.
+pub fn produce(bootstrap: &str, topic: &str, key: &str, value: &str) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = consumer_config(bootstrap).create().expect("producer");
+    producer
+        .send(BaseRecord::to(topic).key(key).payload(value))
+        .map_err(|(e, _)| e)
+        .expect("send");
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}

@@ -14,3 +14,4 @@ mod offsets;
 mod pg;
 mod registry;
 mod resilience;
+mod signals;

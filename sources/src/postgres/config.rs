@@ -262,6 +262,21 @@ pub struct PostgresConfig {
     /// JSON-lines file of the `file` channel.
     #[serde(rename = "signal.file", default)]
     pub signal_file: Option<std::path::PathBuf>,
+    /// The `kafka` channel's brokers.
+    #[serde(rename = "signal.kafka.bootstrap.servers", default)]
+    pub signal_kafka_servers: Option<String>,
+    /// The `kafka` channel's topic (default `<topic.prefix>-signal`).
+    #[serde(rename = "signal.kafka.topic", default)]
+    pub signal_kafka_topic: Option<String>,
+    /// The `kafka` channel's consumer group (default `kafka-signal`).
+    #[serde(rename = "signal.kafka.groupId", default = "default_signal_group")]
+    pub signal_kafka_group: String,
+    /// Accepted for Debezium compatibility; the channel waits for records without polling.
+    #[serde(rename = "signal.kafka.poll.timeout.ms", default)]
+    pub signal_kafka_poll_timeout_ms: Option<u64>,
+    /// `signal.consumer.*` properties of the `kafka` channel (set by `with_signal_consumer`).
+    #[serde(skip)]
+    pub signal_consumer: std::collections::BTreeMap<String, String>,
     /// How often the `file` channel is read (default 1000 ms).
     #[serde(rename = "signal.poll.interval.ms", default = "default_signal_poll")]
     pub signal_poll_interval_ms: u64,
@@ -322,6 +337,10 @@ fn default_fetch() -> usize {
 fn default_channels() -> String {
     "source".into()
 }
+fn default_signal_group() -> String {
+    "kafka-signal".to_owned()
+}
+
 fn default_signal_poll() -> u64 {
     1000
 }
@@ -407,6 +426,29 @@ impl PostgresConfig {
         Ok(self)
     }
 
+    /// Adds the `signal.consumer.*` properties (names without the prefix).
+    pub fn with_signal_consumer(mut self, properties: Vec<(String, String)>) -> Self {
+        self.signal_consumer = properties.into_iter().collect();
+        self
+    }
+
+    /// Where the `kafka` signal channel reads, when it is on.
+    pub fn kafka_signals(&self) -> Option<crate::kafka_signal::KafkaSignalSettings> {
+        if !self.signal_channels().iter().any(|c| c == "kafka") {
+            return None;
+        }
+        Some(crate::kafka_signal::KafkaSignalSettings {
+            bootstrap_servers: self.signal_kafka_servers.clone().unwrap_or_default(),
+            topic: self
+                .signal_kafka_topic
+                .clone()
+                .unwrap_or_else(|| format!("{}-signal", self.topic_prefix)),
+            group_id: self.signal_kafka_group.clone(),
+            key: self.topic_prefix.clone(),
+            consumer: self.signal_consumer.clone(),
+        })
+    }
+
     /// Checks what serde cannot; messages say how to fix.
     pub fn validate(&self) -> Result<(), String> {
         if self.plugin_name != "pgoutput" {
@@ -444,9 +486,9 @@ impl PostgresConfig {
             return Err("set `database.dbname` (or `database.url`)".to_owned());
         }
         for channel in self.signal_channels() {
-            if !matches!(channel.as_str(), "source" | "file" | "http") {
+            if !matches!(channel.as_str(), "source" | "file" | "http" | "kafka") {
                 return Err(format!(
-                    "`signal.enabled.channels`: `{channel}` is not available here: use source, file, http"
+                    "`signal.enabled.channels`: `{channel}` is not available here: use source, file, http, kafka"
                 ));
             }
         }
@@ -464,6 +506,16 @@ impl PostgresConfig {
         }
         if self.signal_channels().iter().any(|c| c == "file") && self.signal_file.is_none() {
             return Err("the `file` signal channel needs `signal.file`".to_owned());
+        }
+        if self.signal_channels().iter().any(|c| c == "kafka")
+            && self
+                .signal_kafka_servers
+                .as_deref()
+                .is_none_or(|s| s.trim().is_empty())
+        {
+            return Err(
+                "the `kafka` signal channel needs `signal.kafka.bootstrap.servers`".to_owned(),
+            );
         }
         if self.incremental_chunk_size == 0 {
             return Err("`incremental.snapshot.chunk.size` must be at least 1".to_owned());

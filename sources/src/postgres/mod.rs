@@ -164,7 +164,7 @@ async fn signal_setup(
         .flatten()
         .map(|path| signaling::FileChannel { path });
     let Some((schema, table)) = config.signal_table() else {
-        if file.is_none() && !channels.iter().any(|c| c == "http") {
+        if file.is_none() && !channels.iter().any(|c| c == "http" || c == "kafka") {
             return Ok(None);
         }
         // Read-only snapshots need no signaling table (signals come through the file channel).

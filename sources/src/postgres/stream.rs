@@ -8,6 +8,8 @@ use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
+use crate::kafka_signal::KafkaSignals;
+
 use super::catalog::{table_def, TypeResolver};
 use super::config::{PostgresConfig, Skipped};
 use super::error::PgError;
@@ -97,6 +99,14 @@ impl Streamer<'_> {
             Some(queue) => Some(queue.lock().await),
             None => None,
         };
+        let kafka = match self.config.kafka_signals() {
+            Some(settings) => Some(
+                KafkaSignals::connect(settings)
+                    .await
+                    .map_err(PgError::Unavailable)?,
+            ),
+            None => None,
+        };
         // An incremental snapshot resumed from the committed position continues now.
         self.next_chunk().await?;
         loop {
@@ -145,6 +155,23 @@ impl Streamer<'_> {
                         if !self.after_signals_out_of_band(ctx, last_done).await? {
                             return Ok(());
                         }
+                    }
+                    continue;
+                }
+                // The `kafka` channel, read between transactions.
+                signal = async {
+                    match &kafka {
+                        Some(channel) => channel.next().await,
+                        None => std::future::pending().await,
+                    }
+                }, if kafka.is_some() && tx.is_none() && batch.is_empty() => {
+                    let (line, offset) = signal.map_err(PgError::Unavailable)?;
+                    self.on_signal_line("kafka", &line).await?;
+                    if let Some(channel) = &kafka {
+                        channel.commit(offset);
+                    }
+                    if !self.after_signals_out_of_band(ctx, last_done).await? {
+                        return Ok(());
                     }
                     continue;
                 }

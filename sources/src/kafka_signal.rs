@@ -1,0 +1,143 @@
+//! The `kafka` signal channel (Debezium's `KafkaSignalChannel`): signals are records of a
+//! topic (`signal.kafka.topic`, default `<topic.prefix>-signal`) whose key equals the
+//! connector's `topic.prefix` and whose value is the signal as JSON
+//! (`{"id":..,"type":..,"data":{..}}`). Records with another key are ignored. The topic's
+//! single partition is read from the consumer group's committed offset (`signal.kafka.groupId`),
+//! or from the beginning, and a signal's offset is committed once it was handled.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Prefix of the consumer properties passed through (`signal.consumer.security.protocol`, ...).
+pub const SIGNAL_CONSUMER_PREFIX: &str = "signal.consumer.";
+
+/// How long the startup checks wait for the brokers.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the channel reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSignalSettings {
+    /// `signal.kafka.bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// `signal.kafka.topic`.
+    pub topic: String,
+    /// `signal.kafka.groupId`.
+    pub group_id: String,
+    /// The key signals must carry (`topic.prefix`).
+    pub key: String,
+    /// `signal.consumer.*` properties, without the prefix.
+    pub consumer: BTreeMap<String, String>,
+}
+
+/// A connected channel.
+pub struct KafkaSignals {
+    consumer: StreamConsumer,
+    settings: KafkaSignalSettings,
+}
+
+impl KafkaSignals {
+    /// Connects, creates the topic (one partition) when missing, and starts reading.
+    pub async fn connect(settings: KafkaSignalSettings) -> Result<Self, String> {
+        let mut client = ClientConfig::new();
+        client
+            .set("bootstrap.servers", &settings.bootstrap_servers)
+            .set("group.id", &settings.group_id)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            // Short fetch waits: a signal is handled as soon as it is written.
+            .set("fetch.wait.max.ms", "100");
+        for (k, v) in &settings.consumer {
+            client.set(k, v);
+        }
+        client.set_log_level(RDKafkaLogLevel::Warning);
+        let what = format!(
+            "the kafka signal channel (topic `{}` at {})",
+            settings.topic, settings.bootstrap_servers
+        );
+        let consumer: StreamConsumer = client
+            .create()
+            .map_err(|e| format!("{what}: invalid consumer properties: {e}"))?;
+        let metadata = consumer
+            .fetch_metadata(Some(&settings.topic), CONNECT_TIMEOUT)
+            .map_err(|e| {
+                format!(
+                    "{what}: cannot reach the brokers: {e}; check `signal.kafka.bootstrap.servers`"
+                )
+            })?;
+        let exists = metadata.topics().iter().any(|t| {
+            t.name() == settings.topic && t.error().is_none() && !t.partitions().is_empty()
+        });
+        if !exists {
+            let admin: AdminClient<DefaultClientContext> = client
+                .create()
+                .map_err(|e| format!("{what}: cannot create an admin client: {e}"))?;
+            let topic = NewTopic::new(&settings.topic, 1, TopicReplication::Fixed(-1));
+            let options = AdminOptions::new().operation_timeout(Some(CONNECT_TIMEOUT));
+            let results = admin
+                .create_topics([&topic], &options)
+                .await
+                .map_err(|e| format!("{what}: cannot create the topic: {e}"))?;
+            for result in results {
+                match result {
+                    Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                    Err((_, code)) => {
+                        return Err(format!("{what}: cannot create the topic: {code}"))
+                    }
+                }
+            }
+            tracing::info!(topic = %settings.topic, "Created the signal topic.");
+        }
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&settings.topic, 0, Offset::Stored)
+            .map_err(|e| format!("{what}: {e}"))?;
+        consumer
+            .assign(&list)
+            .map_err(|e| format!("{what}: cannot read the topic: {e}"))?;
+        Ok(KafkaSignals { consumer, settings })
+    }
+
+    /// The next signal (its JSON text) and its offset; records with another key, or without a
+    /// value, are skipped. Cancel-safe.
+    pub async fn next(&self) -> Result<(String, i64), String> {
+        loop {
+            let message = self
+                .consumer
+                .recv()
+                .await
+                .map_err(|e| format!("the kafka signal channel failed: {e}"))?;
+            let key = message.key().map(String::from_utf8_lossy);
+            if key.as_deref() != Some(self.settings.key.as_str()) {
+                tracing::info!(key = ?key, expected = %self.settings.key, "Ignoring a signal record whose key is not the connector's topic.prefix.");
+                continue;
+            }
+            let Some(value) = message.payload() else {
+                continue;
+            };
+            return Ok((
+                String::from_utf8_lossy(value).into_owned(),
+                message.offset(),
+            ));
+        }
+    }
+
+    /// Records that the signal at `offset` was handled.
+    pub fn commit(&self, offset: i64) {
+        let mut list = TopicPartitionList::new();
+        if list
+            .add_partition_offset(&self.settings.topic, 0, Offset::Offset(offset + 1))
+            .is_ok()
+        {
+            if let Err(e) = self.consumer.commit(&list, CommitMode::Async) {
+                tracing::warn!(error = %e, "Committing the signal topic's offset failed; the signal may be read again after a restart.");
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The `kafka` signal channel: a record keyed by `topic.prefix` in the signal topic starts an
+//! incremental snapshot; records with another key are ignored; a handled signal is not handled
+//! again after a restart.
+
+use std::time::Duration;
+
+use crate::broker;
+use crate::e2e::unique_prefix;
+use crate::pg;
+
+#[test]
+fn a_signal_record_starts_an_incremental_snapshot_once() {
+    let bootstrap = broker::shared();
+    let db = pg::fresh_db("kafka_signal");
+    pg::psql(&db, pg::SIGNAL_TABLE);
+    pg::psql(&db, "create table t (id int primary key, v text); insert into t select g, 'v' from generate_series(1, 50) g");
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_prefix("signals");
+    let extra = format!(
+        "  snapshot.mode: no_data\n  table.include.list: public.t,public.debezium_signal\n  signal.data.collection: public.debezium_signal\n  signal.enabled.channels: source,kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n"
+    );
+    let path = pg::pipeline(dir.path(), &db, &extra, false);
+    let mut child = pg::start(&path, &[]);
+    pg::active_slot_pid(&db, &mut child);
+    let signal = r#"{"id":"k-1","type":"execute-snapshot","data":{"data-collections":["public.t"],"type":"incremental"}}"#;
+    // The channel created the topic at start; a record for another connector comes first.
+    broker::produce(&bootstrap, &topic, "another-connector", signal);
+    broker::produce(&bootstrap, &topic, "dbserver1", signal);
+    pg::wait_lines(dir.path(), 50, &mut child);
+    std::thread::sleep(Duration::from_millis(500));
+    pg::stop(&child);
+    let said = pg::finish(child);
+    assert!(said.contains("Created the signal topic"), "{said}");
+    assert!(said.contains("Ignoring a signal record"), "{said}");
+    let rows = |lines: &[serde_json::Value]| {
+        lines
+            .iter()
+            .filter(|l| l["value"]["op"] == "r" && l["topic"] == "dbserver1.public.t")
+            .count()
+    };
+    assert_eq!(
+        rows(&pg::lines(dir.path())),
+        50,
+        "one snapshot of the 50 rows"
+    );
+
+    // Restarted: the handled signal is not read again.
+    let child = pg::start(&path, &["--stop-when-idle", "3s"]);
+    pg::finish(child);
+    assert_eq!(rows(&pg::lines(dir.path())), 50);
+    pg::drop_db(&db);
+}
