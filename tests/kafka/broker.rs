@@ -101,6 +101,9 @@ pub struct Consumed {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub headers: BTreeMap<String, String>,
+    /// When this consumer received it (ms since the epoch; read by `benches/kafka.rs`).
+    #[allow(dead_code)]
+    pub received_ms: i64,
 }
 
 fn consumer_config(bootstrap: &str) -> ClientConfig {
@@ -176,6 +179,9 @@ impl Reader {
                 key: m.key().map(<[u8]>::to_vec),
                 value: m.payload().map(<[u8]>::to_vec),
                 headers,
+                received_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64),
             });
         }
     }

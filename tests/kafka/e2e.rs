@@ -215,3 +215,53 @@ fn topics_are_created_with_their_groups_settings_or_left_alone() {
     assert_eq!(broker::partitions(&bootstrap).get(&topic), Some(&5));
     pg::drop_db(&db);
 }
+
+/// `pipelines/postgres-kafka.yaml` as shipped (only environment variables set): a signal record
+/// snapshots the table into Kafka, offsets go to the Kafka topic.
+#[test]
+fn the_example_pipeline_runs_as_shipped() {
+    let bootstrap = broker::shared();
+    let db = pg::fresh_db("kafka_example");
+    pg::psql(&db, pg::SIGNAL_TABLE);
+    pg::psql(&db, "create table customers (id int primary key, name text); insert into customers select g, 'n' || g from generate_series(1, 30) g");
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("example");
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/postgres-kafka.yaml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(&file)
+        .env("KAFKA_BOOTSTRAP", &bootstrap)
+        .env("PGHOST", pg::host())
+        .env("PGPORT", pg::port())
+        .env("PGDATABASE", &db)
+        .env("SLUICE_SLOT", &db)
+        .env("SLUICE_TOPIC_PREFIX", &prefix)
+        .env("SLUICE_OFFSETS_TOPIC", format!("{prefix}-offsets"))
+        .env("SLUICE_DATA_DIR", dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    pg::active_slot_pid(&db, &mut child);
+    let signal = r#"{"id":"e-1","type":"execute-snapshot","data":{"data-collections":["public.customers"]}}"#;
+    broker::produce(&bootstrap, &format!("{prefix}-signal"), &prefix, signal);
+    let topic = format!("{prefix}.public.customers");
+    let records = broker::consume(&bootstrap, &[&topic], 30, Duration::from_secs(60));
+    pg::stop(&child);
+    pg::finish(child);
+    assert_eq!(broker::partitions(&bootstrap).get(&topic), Some(&6));
+    let ids: std::collections::BTreeSet<i64> = records
+        .iter()
+        .map(|r| json(&r.value)["payload"]["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=30).collect());
+    assert!(!broker::consume(
+        &bootstrap,
+        &[&format!("{prefix}-offsets")],
+        1,
+        Duration::from_secs(30)
+    )
+    .is_empty());
+    pg::drop_db(&db);
+}
