@@ -1,5 +1,6 @@
 //! `sluice`: run and validate change-data-capture pipelines.
 
+mod quickstart;
 mod registry;
 
 use std::path::PathBuf;
@@ -54,6 +55,27 @@ enum Command {
         /// The signal, as JSON.
         signal: String,
     },
+    /// Make SQLite tables capture their changes (change tables filled by triggers), or stop it.
+    ///
+    /// Exit codes: 0 done; 1 refused (the reason on one line).
+    Capture {
+        #[command(subcommand)]
+        action: CaptureAction,
+    },
+    /// Run Sluice's main job on an embedded default: a demo SQLite database in capture mode,
+    /// changed by a writer for a few seconds, through `pipelines/quickstart.yaml` to the console
+    /// and a JSON-lines file; ends by itself with a summary.
+    Quickstart {
+        /// Where the database, the events and the offsets go.
+        #[arg(long, default_value = ".sluice/quickstart")]
+        dir: PathBuf,
+        /// Start over: remove the directory first.
+        #[arg(long)]
+        fresh: bool,
+        /// How long the writer keeps changing the database.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+    },
     /// Check pipeline files without connecting to anything.
     ///
     /// Exit codes: 0 all valid; 3 at least one invalid (each error is printed as
@@ -63,6 +85,80 @@ enum Command {
         #[arg(required = true)]
         pipelines: Vec<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum CaptureAction {
+    /// Put tables into capture mode (idempotent; a table whose columns changed is captured anew).
+    Enable {
+        /// The SQLite database file.
+        database: PathBuf,
+        /// Tables.
+        #[arg(required = true)]
+        tables: Vec<String>,
+        /// Key columns for tables without a primary key (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        key: Option<Vec<String>>,
+    },
+    /// Take tables out of capture mode (their change tables and triggers are dropped).
+    Disable {
+        /// The SQLite database file.
+        database: PathBuf,
+        /// Tables.
+        #[arg(required = true)]
+        tables: Vec<String>,
+    },
+}
+
+fn capture(action: CaptureAction) -> Result<(), String> {
+    use sluice_sources::sqlite::capture::{self, Enabled};
+    let path = match &action {
+        CaptureAction::Enable { database, .. } | CaptureAction::Disable { database, .. } => {
+            database.clone()
+        }
+    };
+    if !path.exists() {
+        return Err(format!("{}: no such database file", path.display()));
+    }
+    let mut conn = rusqlite_open(&path)?;
+    match action {
+        CaptureAction::Enable { tables, key, .. } => {
+            for table in tables {
+                let what = capture::enable(&mut conn, &table, key.as_deref())
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let said = match what {
+                    Enabled::Now => "capture enabled",
+                    Enabled::Already => "already in capture mode",
+                    Enabled::Recaptured => {
+                        "its columns changed: captured anew (its change table was emptied)"
+                    }
+                };
+                println!("{}: {table}: {said}", path.display());
+            }
+        }
+        CaptureAction::Disable { tables, .. } => {
+            for table in tables {
+                let was = capture::disable(&mut conn, &table)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                println!(
+                    "{}: {table}: {}",
+                    path.display(),
+                    if was {
+                        "capture disabled"
+                    } else {
+                        "was not in capture mode"
+                    }
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn rusqlite_open(
+    path: &std::path::Path,
+) -> Result<sluice_sources::sqlite::capture::Connection, String> {
+    sluice_sources::sqlite::capture::open(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -97,6 +193,30 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(EXIT_INVALID)
+            }
+        }
+        Command::Capture { action } => match capture(action) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        },
+        Command::Quickstart {
+            dir,
+            fresh,
+            seconds,
+        } => {
+            match quickstart::run(&quickstart::Quickstart {
+                dir,
+                fresh,
+                seconds,
+            }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(EXIT_FAILED)
+                }
             }
         }
         Command::Signal { pipeline, signal } => {

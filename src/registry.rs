@@ -17,6 +17,7 @@ use sluice_sources::kafka_signal::SIGNAL_CONSUMER_PREFIX;
 use sluice_sources::postgres::{
     check_column_property, PostgresConfig, PostgresSource, COLUMN_PREFIXES, OVERRIDE_PREFIX,
 };
+use sluice_sources::sqlite::{SqliteConfig, SqliteSource};
 use sluice_transforms::columns::{Columns, ColumnsConfig};
 use sluice_transforms::filter::{Filter, FilterConfig};
 use sluice_transforms::hash::HashConfig;
@@ -39,11 +40,13 @@ pub enum SourceSpec {
     Datagen(DatagenConfig),
     /// PostgreSQL logical replication (pgoutput).
     Postgres(Box<PostgresConfig>),
+    /// SQLite tables in capture mode.
+    Sqlite(SqliteConfig),
 }
 
 impl ComponentSpec for SourceSpec {
     const ROLE: &'static str = "source";
-    const KINDS: &'static [&'static str] = &["datagen", "postgres"];
+    const KINDS: &'static [&'static str] = &["datagen", "postgres", "sqlite"];
     fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError> {
         Ok(Some(match kind {
             "datagen" => {
@@ -53,6 +56,7 @@ impl ComponentSpec for SourceSpec {
                     .map_err(|m| ConfigError::at(node.loc, m))?;
                 SourceSpec::Datagen(config)
             }
+            "sqlite" => SourceSpec::Sqlite(checked(node, skip, SqliteConfig::validate)?),
             "postgres" => {
                 let mut keys: Vec<&str> = skip.to_vec();
                 keys.push(OVERRIDE_PREFIX);
@@ -110,6 +114,7 @@ impl BuildSource for SourceSpec {
         match self {
             SourceSpec::Datagen(c) => Ok(Box::new(DatagenSource::new(c.clone(), ctx)?)),
             SourceSpec::Postgres(c) => Ok(Box::new(PostgresSource::new((**c).clone(), ctx)?)),
+            SourceSpec::Sqlite(c) => Ok(Box::new(SqliteSource::new(c.clone(), ctx)?)),
         }
     }
 }

@@ -3,6 +3,7 @@
 pub mod datagen;
 pub mod kafka_signal;
 pub mod postgres;
+pub mod sqlite;
 
 /// Version reported in `source.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

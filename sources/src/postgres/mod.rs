@@ -24,10 +24,10 @@ mod signaling;
 mod snapshot;
 mod stream;
 mod table;
-mod temporal;
+pub(crate) mod temporal;
 mod tls;
 mod transaction;
-mod types;
+pub(crate) mod types;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -251,7 +251,7 @@ fn builder_of(kind: &PgKind, modes: Modes, optional: bool) -> sluice_engine::eve
 }
 
 /// Rescales a decimal text (`-12.5`, `1e3` not accepted) to `scale` digits → unscaled integer.
-fn unscaled(text: &str, scale: u32) -> Option<i128> {
+pub(crate) fn unscaled(text: &str, scale: u32) -> Option<i128> {
     let (neg, digits) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),

@@ -1,0 +1,80 @@
+//! Configuration of the `sqlite` source.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use sluice_engine::config::RegexList;
+
+/// `type: sqlite`: tables in capture mode (`sluice capture enable`), snapshot then change
+/// tables polled in commit order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteConfig {
+    /// The database file (it must exist).
+    #[serde(rename = "database.path")]
+    pub path: PathBuf,
+    /// Topics are `<prefix>.main.<table>`.
+    #[serde(rename = "topic.prefix")]
+    pub topic_prefix: String,
+    /// Anchored regexes on table names; default: every table in capture mode.
+    #[serde(rename = "table.include.list", default)]
+    pub include: Option<RegexList>,
+    /// Anchored regexes on table names to leave out.
+    #[serde(rename = "table.exclude.list", default)]
+    pub exclude: Option<RegexList>,
+    /// `initial` (default), `initial_only`, `no_data`, `always`.
+    #[serde(rename = "snapshot.mode", default)]
+    pub snapshot_mode: SnapshotMode,
+    /// How long to wait between polls of the change tables when there was nothing new
+    /// (default 500 ms).
+    #[serde(rename = "poll.interval.ms", default = "default_poll")]
+    pub poll_interval_ms: u64,
+    /// A null-value record after each delete (default true).
+    #[serde(rename = "tombstones.on.delete", default = "default_true")]
+    pub tombstones_on_delete: bool,
+    /// Delete change rows once every sink acknowledged them (default true).
+    #[serde(rename = "purge.committed.changes", default = "default_true")]
+    pub purge: bool,
+}
+
+fn default_poll() -> u64 {
+    500
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `snapshot.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// Snapshot when there is no completed one, then stream.
+    #[default]
+    Initial,
+    /// Snapshot, then stop.
+    InitialOnly,
+    /// Stream only.
+    NoData,
+    /// Snapshot at every start, then stream.
+    Always,
+}
+
+impl SqliteConfig {
+    /// Checks what serde cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.topic_prefix.trim().is_empty() {
+            return Err("`topic.prefix` must not be empty".into());
+        }
+        if self.poll_interval_ms == 0 {
+            return Err("`poll.interval.ms` must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Whether `table` is selected by the include and exclude lists.
+    pub fn selects(&self, table: &str) -> bool {
+        self.include.as_ref().is_none_or(|l| l.matches(table))
+            && !self.exclude.as_ref().is_some_and(|l| l.matches(table))
+    }
+}

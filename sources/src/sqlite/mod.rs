@@ -1,0 +1,586 @@
+//! `sqlite`: change data capture for SQLite through capture mode ([`capture`]).
+//!
+//! The snapshot reads every captured table in one read transaction, together with the
+//! sequence number of the last change (`_sluice_clock`), so snapshot and stream meet with no gap
+//! and no duplicate. The stream then polls the change tables for changes after that number,
+//! merged across tables in sequence (commit) order. Positions are
+//! `{"seq": N, "snapshot_completed": bool}`; change rows up to the committed position are
+//! purged.
+
+pub mod capture;
+mod config;
+pub mod demo;
+pub mod types;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OpenFlags};
+use serde::{Deserialize, Serialize};
+use sluice_engine::event::{source_block_builder, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::{
+    Batch, BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, SchemaType,
+    Source, SourceContext, Struct, Value,
+};
+
+pub use config::{SnapshotMode, SqliteConfig};
+
+use capture::{quote, Captured};
+use types::Kind;
+
+/// Where a restarted source resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Offset {
+    seq: i64,
+    snapshot_completed: bool,
+}
+
+impl Offset {
+    fn position(self) -> Position {
+        Position::Opaque(serde_json::to_string(&self).unwrap_or_default().into())
+    }
+}
+
+/// One captured table, ready to turn rows into events.
+struct Table {
+    name: String,
+    topic: Arc<str>,
+    columns: Vec<(String, Kind)>,
+    key: Vec<usize>,
+    envelope: EnvelopeSchema,
+}
+
+/// The running source.
+pub struct SqliteSource {
+    config: SqliteConfig,
+    db_name: String,
+    source_schema: Arc<Schema>,
+}
+
+fn fatal(message: impl Into<String>) -> ComponentError {
+    ComponentError::fatal(message)
+}
+
+fn sql_error(what: &str, e: rusqlite::Error) -> ComponentError {
+    let busy = matches!(&e, rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked));
+    let message = format!("{what}: {e}");
+    if busy {
+        ComponentError::retryable(message)
+    } else {
+        ComponentError::fatal(message)
+    }
+}
+
+impl SqliteSource {
+    /// A source for `config`.
+    pub fn new(config: SqliteConfig, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
+        config.validate().map_err(fatal)?;
+        let db_name = config
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "main".into());
+        let string = Schema::primitive(SchemaType::String, false);
+        let int64_opt = Schema::primitive(SchemaType::Int64, true);
+        let source_schema = source_block_builder("io.sluice.connector.sqlite.Source")
+            .field("ts_us", int64_opt.clone())
+            .field("ts_ns", int64_opt.clone())
+            .field("schema", string.clone())
+            .field("table", string)
+            .field("seq", int64_opt)
+            .build();
+        Ok(SqliteSource {
+            config,
+            db_name,
+            source_schema,
+        })
+    }
+
+    fn open(&self) -> Result<Connection, ComponentError> {
+        let path = &self.config.path;
+        if !path.exists() {
+            return Err(fatal(format!(
+                "the SQLite database {} does not exist: check `database.path`",
+                path.display()
+            )));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| sql_error(&format!("cannot open {}", path.display()), e))?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(|e| sql_error("busy_timeout", e))?;
+        Ok(conn)
+    }
+
+    /// The captured tables this source reads, checked against their current shape.
+    fn tables(&self, conn: &Connection) -> Result<Vec<Table>, ComponentError> {
+        let path = self.config.path.display();
+        let captured: Vec<Captured> = capture::captured(conn)
+            .map_err(|e| fatal(format!("{path}: cannot read the capture tables: {e}")))?
+            .into_iter()
+            .filter(|c| self.config.selects(&c.table))
+            .collect();
+        if captured.is_empty() {
+            return Err(fatal(format!(
+                "no selected table of {path} is in capture mode: run `sluice capture enable {path} TABLE...`"
+            )));
+        }
+        let mut tables = Vec::new();
+        for c in captured {
+            let (now, _) = capture::describe(conn, &c.table)
+                .map_err(|e| sql_error("reading the table's columns", e))?
+                .ok_or_else(|| fatal(format!("table `{}` is in capture mode but no longer exists: run `sluice capture disable {path} {}`", c.table, c.table)))?;
+            if now != c.columns {
+                return Err(fatal(format!(
+                    "table `{}` changed since capture was enabled (columns now: {}): run `sluice capture enable {path} {}` again to capture its new shape",
+                    c.table,
+                    now.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+                    c.table
+                )));
+            }
+            tables.push(self.table(&c)?);
+        }
+        Ok(tables)
+    }
+
+    fn table(&self, c: &Captured) -> Result<Table, ComponentError> {
+        let prefix = format!("{}.main.{}", self.config.topic_prefix, c.table);
+        let mut row = Schema::struct_builder();
+        let mut key_schema = Schema::struct_builder();
+        let mut columns = Vec::new();
+        for col in &c.columns {
+            let is_key = c.key.contains(&col.name);
+            let schema = types::schema(&col.decltype, !col.not_null && !is_key);
+            row = row.field(col.name.as_str(), schema);
+            columns.push((col.name.clone(), types::kind(&col.decltype)));
+        }
+        let mut key = Vec::new();
+        for k in &c.key {
+            let i = c
+                .columns
+                .iter()
+                .position(|col| &col.name == k)
+                .ok_or_else(|| fatal(format!("key column `{k}` of `{}` is gone", c.table)))?;
+            key_schema = key_schema.field(k.as_str(), types::schema(&c.columns[i].decltype, false));
+            key.push(i);
+        }
+        let envelope = EnvelopeSchema::new(
+            &prefix,
+            Some(key_schema.build()),
+            row.build(),
+            self.source_schema.clone(),
+        );
+        Ok(Table {
+            name: c.table.clone(),
+            topic: prefix.into(),
+            columns,
+            key,
+            envelope,
+        })
+    }
+
+    fn event(
+        &self,
+        table: &Table,
+        op: Op,
+        before: Option<Struct>,
+        after: Option<Struct>,
+        seq: Option<i64>,
+        snapshot: &str,
+    ) -> ChangeEvent {
+        let ts = SourceTimestamps::now();
+        let source = Struct::from_values(
+            self.source_schema.clone(),
+            vec![
+                Value::from(crate::VERSION),
+                Value::from("sqlite"),
+                Value::from(self.config.topic_prefix.as_str()),
+                Value::Int64(ts.millis()),
+                Value::from(snapshot),
+                Value::from(self.db_name.as_str()),
+                Value::Int64(ts.micros()),
+                Value::Int64(ts.nanos),
+                Value::from("main"),
+                Value::from(table.name.as_str()),
+                seq.map_or(Value::Null, Value::Int64),
+            ],
+        )
+        .unwrap_or_else(|| Struct::new(self.source_schema.clone()));
+        let row = before.as_ref().or(after.as_ref());
+        let key = table.envelope.key.as_ref().and_then(|schema| {
+            let values = table
+                .key
+                .iter()
+                .map(|i| row.map_or(Value::Null, |r| r.values()[*i].clone()))
+                .collect();
+            Struct::from_values(schema.clone(), values).map(|s| Record {
+                schema: schema.clone(),
+                value: Value::Struct(s),
+            })
+        });
+        let value = table.envelope.value(op, before, after, source, None, ts);
+        ChangeEvent {
+            topic: table.topic.clone(),
+            key,
+            value: Some(value),
+            headers: Vec::new(),
+            position: Position::Offset(0),
+        }
+    }
+
+    /// A row image from `columns` starting at `first` of a result row.
+    fn image(
+        table: &Table,
+        row: &rusqlite::Row<'_>,
+        first: usize,
+    ) -> Result<Option<Struct>, ComponentError> {
+        let mut values = Vec::with_capacity(table.columns.len());
+        let mut all_null = true;
+        for (i, (name, kind)) in table.columns.iter().enumerate() {
+            let v = row
+                .get_ref(first + i)
+                .map_err(|e| sql_error("reading a row", e))?;
+            let v = types::value(*kind, v).map_err(|e| {
+                fatal(format!(
+                    "table `{}` column `{name}`: {e}; fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable`",
+                    table.name
+                ))
+            })?;
+            all_null &= v.is_null();
+            values.push(v);
+        }
+        Ok(Struct::from_values(table.envelope.row.clone(), values).filter(|_| !all_null))
+    }
+
+    fn snapshot(
+        &self,
+        conn: &mut Connection,
+        tables: &[Table],
+        out: &Out,
+    ) -> Result<Option<i64>, ComponentError> {
+        let max_batch = out.max_batch;
+        let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
+        let seq: i64 = tx
+            .query_row("select seq from _sluice_clock where id = 1", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| sql_error("reading the change sequence", e))?;
+        let position = Offset {
+            seq,
+            snapshot_completed: false,
+        }
+        .position();
+        let mut pending: Option<ChangeEvent> = None;
+        let mut batch = Vec::with_capacity(max_batch);
+        let mut first = true;
+        let mut rows = 0u64;
+        for table in tables {
+            let cols = table
+                .columns
+                .iter()
+                .map(|(n, _)| quote(n))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut stmt = tx
+                .prepare(&format!("select {cols} from {}", quote(&table.name)))
+                .map_err(|e| sql_error("snapshot query", e))?;
+            let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
+            while let Some(row) = result.next().map_err(|e| sql_error("snapshot read", e))? {
+                let after = Self::image(table, row, 0)?;
+                let marker = if first { "first" } else { "true" };
+                first = false;
+                let mut event = self.event(table, Op::Read, None, after, None, marker);
+                event.position = position.clone();
+                rows += 1;
+                if let Some(prev) = pending.replace(event) {
+                    batch.push(prev);
+                }
+                if batch.len() >= max_batch {
+                    let events = std::mem::take(&mut batch);
+                    if !out.send(Batch {
+                        events,
+                        position: Some(position.clone()),
+                    }) {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        drop(tx);
+        let done = Offset {
+            seq,
+            snapshot_completed: true,
+        }
+        .position();
+        if let Some(mut last) = pending {
+            if let Some(Value::Struct(v)) = last.value.as_mut().map(|r| &mut r.value) {
+                if let Some(Value::Struct(source)) = v.values_mut().get_mut(2) {
+                    if let Some(s) = source.values_mut().get_mut(4) {
+                        *s = Value::from(if rows == 1 { "first" } else { "last" });
+                    }
+                }
+            }
+            last.position = done.clone();
+            batch.push(last);
+        }
+        if !out.send(Batch {
+            events: batch,
+            position: Some(done),
+        }) {
+            return Ok(None);
+        }
+        tracing::info!(rows, tables = tables.len(), seq, "Snapshot completed.");
+        Ok(Some(seq))
+    }
+
+    /// Changes after `after`, merged across tables in sequence order; the new position.
+    fn poll(
+        &self,
+        conn: &mut Connection,
+        tables: &[Table],
+        after: i64,
+        limit: usize,
+    ) -> Result<(Vec<ChangeEvent>, i64), ComponentError> {
+        let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
+        let mut changes: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
+        let mut tombstones: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
+        // A table that returned `limit` rows may have more: only changes up to its last one are
+        // certainly complete.
+        let mut bound = i64::MAX;
+        for table in tables {
+            let cols: Vec<String> = table
+                .columns
+                .iter()
+                .map(|(n, _)| quote(&format!("_b_{n}")))
+                .chain(table.columns.iter().map(|(n, _)| quote(&format!("_a_{n}"))))
+                .collect();
+            let sql = format!(
+                "select seq, op, {} from {} where seq > ?1 order by seq limit ?2",
+                cols.join(", "),
+                quote(&capture::change_table(&table.name))
+            );
+            let mut stmt = tx
+                .prepare(&sql)
+                .map_err(|e| sql_error("change table query", e))?;
+            let mut result = stmt
+                .query(rusqlite::params![after, limit as i64])
+                .map_err(|e| sql_error("change table query", e))?;
+            let mut n = 0;
+            let mut last = after;
+            while let Some(row) = result
+                .next()
+                .map_err(|e| sql_error("change table read", e))?
+            {
+                let seq: i64 = row.get(0).map_err(|e| sql_error("change table read", e))?;
+                let op: String = row.get(1).map_err(|e| sql_error("change table read", e))?;
+                let before = Self::image(table, row, 2)?;
+                let after_image = Self::image(table, row, 2 + table.columns.len())?;
+                let (op, before, after_image) = match op.as_str() {
+                    "c" => (Op::Create, None, after_image),
+                    "u" => (Op::Update, before, after_image),
+                    _ => (Op::Delete, before, None),
+                };
+                let mut event = self.event(table, op, before, after_image, Some(seq), "false");
+                event.position = Offset {
+                    seq,
+                    snapshot_completed: true,
+                }
+                .position();
+                if op == Op::Delete && self.config.tombstones_on_delete {
+                    let mut tombstone = event.clone();
+                    tombstone.value = None;
+                    tombstones.insert(seq, tombstone);
+                }
+                changes.insert(seq, event);
+                n += 1;
+                last = seq;
+            }
+            if n >= limit {
+                bound = bound.min(last);
+            }
+        }
+        drop(tx);
+        let mut events = Vec::with_capacity(changes.len() + tombstones.len());
+        let mut position = after;
+        for (seq, event) in changes {
+            if seq > bound {
+                break;
+            }
+            events.push(event);
+            if let Some(t) = tombstones.remove(&seq) {
+                events.push(t);
+            }
+            position = seq;
+        }
+        Ok((events, position))
+    }
+
+    fn purge(&self, conn: &Connection, tables: &[Table], upto: i64) {
+        for table in tables {
+            let sql = format!(
+                "delete from {} where seq <= ?1",
+                quote(&capture::change_table(&table.name))
+            );
+            if let Err(e) = conn.execute(&sql, [upto]) {
+                tracing::warn!(table = %table.name, error = %e, "Purging acknowledged changes failed; retried after the next commit.");
+            }
+        }
+    }
+}
+
+/// Where the reader thread sends its batches (bounded: a full queue stops the reader).
+struct Out {
+    tx: tokio::sync::mpsc::Sender<Batch>,
+    max_batch: usize,
+    stop: Arc<AtomicBool>,
+}
+
+impl Out {
+    /// `false` once the source is stopping.
+    fn send(&self, batch: Batch) -> bool {
+        !self.stop.load(Ordering::Relaxed) && self.tx.blocking_send(batch).is_ok()
+    }
+}
+
+impl SqliteSource {
+    /// The reader thread: snapshot, then polling; SQLite calls block, so they run here.
+    fn read(
+        &self,
+        resume: Option<Offset>,
+        out: &Out,
+        purge: &Mutex<Option<i64>>,
+    ) -> Result<(), ComponentError> {
+        let mut conn = self.open()?;
+        let tables = self.tables(&conn)?;
+        let snapshot = match self.config.snapshot_mode {
+            SnapshotMode::Always | SnapshotMode::InitialOnly => true,
+            SnapshotMode::Initial => resume.is_none_or(|r| !r.snapshot_completed),
+            SnapshotMode::NoData => false,
+        };
+        let mut seq = if snapshot {
+            match self.snapshot(&mut conn, &tables, out)? {
+                Some(seq) => seq,
+                None => return Ok(()),
+            }
+        } else {
+            match resume {
+                Some(r) => r.seq,
+                None => conn
+                    .query_row("select seq from _sluice_clock where id = 1", [], |r| {
+                        r.get(0)
+                    })
+                    .map_err(|e| sql_error("reading the change sequence", e))?,
+            }
+        };
+        if self.config.snapshot_mode == SnapshotMode::InitialOnly {
+            return Ok(());
+        }
+        let idle = Duration::from_millis(self.config.poll_interval_ms);
+        loop {
+            if out.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            if let Some(upto) = purge.lock().ok().and_then(|mut p| p.take()) {
+                self.purge(&conn, &tables, upto);
+            }
+            let (events, position) = self.poll(&mut conn, &tables, seq, out.max_batch)?;
+            if events.is_empty() {
+                // Short sleeps, so a stop is noticed quickly.
+                let until = std::time::Instant::now() + idle;
+                while std::time::Instant::now() < until && !out.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(idle.min(Duration::from_millis(20)));
+                }
+                continue;
+            }
+            seq = position;
+            let batch = Batch {
+                events,
+                position: Some(
+                    Offset {
+                        seq,
+                        snapshot_completed: true,
+                    }
+                    .position(),
+                ),
+            };
+            if !out.send(batch) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Source for SqliteSource {
+    async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        let resume: Option<Offset> = match ctx.resume_from() {
+            Some(Position::Opaque(text)) => Some(serde_json::from_str(text).map_err(|e| {
+                fatal(format!("the committed position `{text}` is not a SQLite position ({e}); the offsets belong to another source"))
+            })?),
+            Some(other) => return Err(fatal(format!("the committed position `{other}` is not a SQLite position"))),
+            None => None,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let purge = Arc::new(Mutex::new(None));
+        let out = Out {
+            tx,
+            max_batch: ctx.limits().max_batch_size,
+            stop: stop.clone(),
+        };
+        let reader = SqliteSource {
+            config: self.config.clone(),
+            db_name: self.db_name.clone(),
+            source_schema: self.source_schema.clone(),
+        };
+        let purge_target = purge.clone();
+        let thread = std::thread::Builder::new()
+            .name("sqlite-reader".into())
+            .spawn(move || reader.read(resume, &out, &purge_target))
+            .map_err(|e| fatal(format!("cannot start the SQLite reader thread: {e}")))?;
+        let mut committed = ctx.committed();
+        let result = loop {
+            tokio::select! {
+                _ = ctx.stopping() => break Ok(()),
+                batch = rx.recv() => match batch {
+                    Some(batch) => {
+                        if ctx.emit(batch).await.is_err() {
+                            break Ok(());
+                        }
+                    }
+                    None => break Ok(()),
+                },
+                changed = committed.changed() => {
+                    if changed.is_ok() && self.config.purge {
+                        let done = committed.borrow_and_update().clone();
+                        if let Some(Position::Opaque(text)) = done {
+                            if let Ok(offset) = serde_json::from_str::<Offset>(&text) {
+                                if offset.snapshot_completed {
+                                    if let Ok(mut p) = purge.lock() {
+                                        *p = Some(offset.seq);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        stop.store(true, Ordering::Relaxed);
+        drop(rx);
+        // The reader sees the stop (or the closed channel) within one poll.
+        let joined = tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|e| fatal(format!("the SQLite reader thread: {e}")))?;
+        match joined {
+            Ok(Ok(())) => result,
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(fatal("the SQLite reader thread panicked")),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! `sluice quickstart`: Sluice's main job on a machine with nothing but Rust. It makes a demo
+//! SQLite inventory database in capture mode, keeps changing it for a few seconds, and runs
+//! `pipelines/quickstart.yaml` (snapshot + stream, mask / hash / truncate / route, to the
+//! console and a JSON-lines file), then prints what it did.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
+use sluice_sources::sqlite::demo;
+
+/// The pipeline, as shipped in `pipelines/quickstart.yaml`.
+const PIPELINE: &str = include_str!("../pipelines/quickstart.yaml");
+
+/// Options of the command.
+pub struct Quickstart {
+    pub dir: PathBuf,
+    pub fresh: bool,
+    pub seconds: u64,
+}
+
+/// Runs the quickstart; the summary goes to standard error, events to standard output.
+pub fn run(q: &Quickstart) -> anyhow::Result<()> {
+    if q.fresh && q.dir.exists() {
+        std::fs::remove_dir_all(&q.dir)
+            .with_context(|| format!("cannot remove {}", q.dir.display()))?;
+    }
+    std::fs::create_dir_all(&q.dir)
+        .with_context(|| format!("cannot create {}", q.dir.display()))?;
+    let db = q.dir.join("inventory.db");
+    if db.exists() {
+        eprintln!(
+            "quickstart: resuming with {} (use --fresh to start over)",
+            db.display()
+        );
+    } else {
+        demo::create_inventory(&db).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "quickstart: created {} ({} customers, {} products, {} orders) and put its tables into capture mode",
+            db.display(),
+            demo::CUSTOMERS,
+            demo::PRODUCTS,
+            demo::ORDERS
+        );
+    }
+    // The pipeline reads its paths from SLUICE_QUICKSTART_DIR; this process is still single-threaded.
+    std::env::set_var("SLUICE_QUICKSTART_DIR", &q.dir);
+    let file = q.dir.join("quickstart.yaml");
+    std::fs::write(&file, PIPELINE).with_context(|| format!("cannot write {}", file.display()))?;
+    let config = crate::load(&file).map_err(anyhow::Error::msg)?;
+    let events = q.dir.join("events.jsonl");
+    let start_len = std::fs::metadata(&events).map(|m| m.len()).unwrap_or(0);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, stop, seconds) = (db.clone(), stop.clone(), q.seconds);
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64);
+        std::thread::spawn(move || demo::run_writer(&db, Duration::from_secs(seconds), seed, &stop))
+    };
+    eprintln!(
+        "quickstart: running {} for about {} s while a writer changes the database; updates and deletes of customers are shown below",
+        file.display(),
+        q.seconds
+    );
+    let plan = PipelinePlan::from_config(config);
+    let options = RunOptions {
+        stop_after_events: None,
+        stop_when_idle: Some(Duration::from_secs(2)),
+        handle_signals: true,
+        stop: None,
+    };
+    let report = runtime::run(plan, options);
+    stop.store(true, Ordering::Relaxed);
+    let written = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the demo writer panicked"))?
+        .map_err(anyhow::Error::msg)?;
+    let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let counts = count(&events, start_len)?;
+    eprintln!();
+    eprintln!(
+        "quickstart: done: {} events this run (committed position {})",
+        report.events,
+        report
+            .committed
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "none".into())
+    );
+    eprintln!(
+        "  the writer made {} inserts, {} updates, {} deletes",
+        written.inserts, written.updates, written.deletes
+    );
+    eprintln!(
+        "  events in {} by topic and op (r snapshot, c insert, u update, d delete, - tombstone):",
+        events.display()
+    );
+    for ((topic, op), n) in &counts {
+        eprintln!("    {topic:<24} {op}  {n}");
+    }
+    eprintln!("  try next:");
+    eprintln!("    run it again: it resumes where it stopped (or `--fresh` to start over)");
+    eprintln!(
+        "    change the database yourself (sqlite3 {}) while `sluice run {}` runs",
+        db.display(),
+        file.display()
+    );
+    eprintln!("    look at one event: head -1 {}", events.display());
+    eprintln!("    capture your own SQLite tables: sluice capture enable YOUR.db TABLE...");
+    Ok(())
+}
+
+/// Events per (topic, op) in the file after `from`.
+fn count(path: &Path, from: u64) -> anyhow::Result<BTreeMap<(String, String), u64>> {
+    let mut counts = BTreeMap::new();
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    file.seek(std::io::SeekFrom::Start(from))?;
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line?;
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{} holds a line that is not JSON", path.display()))?;
+        let topic = v["topic"].as_str().unwrap_or_default().to_owned();
+        let op = v["value"]["op"].as_str().unwrap_or("-").to_owned();
+        *counts.entry((topic, op)).or_insert(0) += 1;
+    }
+    Ok(counts)
+}
