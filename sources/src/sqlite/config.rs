@@ -35,6 +35,17 @@ pub struct SqliteConfig {
     /// Delete change rows once every sink acknowledged them (default true).
     #[serde(rename = "purge.committed.changes", default = "default_true")]
     pub purge: bool,
+    /// The signaling table (`debezium_signal` or `main.debezium_signal`; columns `id`, `type`,
+    /// `data`), in capture mode: an `execute-snapshot` row starts an incremental snapshot.
+    #[serde(rename = "signal.data.collection", default)]
+    pub signal_table: Option<String>,
+    /// Rows per incremental snapshot chunk (default 1024).
+    #[serde(rename = "incremental.snapshot.chunk.size", default = "default_chunk")]
+    pub chunk_size: usize,
+}
+
+fn default_chunk() -> usize {
+    1024
 }
 
 fn default_poll() -> u64 {
@@ -66,10 +77,20 @@ impl SqliteConfig {
         if self.topic_prefix.trim().is_empty() {
             return Err("`topic.prefix` must not be empty".into());
         }
+        if self.chunk_size == 0 {
+            return Err("`incremental.snapshot.chunk.size` must be at least 1".into());
+        }
         if self.poll_interval_ms == 0 {
             return Err("`poll.interval.ms` must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The signaling table's name, without `main.`.
+    pub fn signal_table(&self) -> Option<&str> {
+        self.signal_table
+            .as_deref()
+            .map(|t| t.strip_prefix("main.").unwrap_or(t))
     }
 
     /// Whether `table` is selected by the include and exclude lists.

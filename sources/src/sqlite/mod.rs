@@ -10,6 +10,7 @@
 pub mod capture;
 mod config;
 pub mod demo;
+mod incremental;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -29,17 +30,30 @@ use sluice_engine::{
 pub use config::{SnapshotMode, SqliteConfig};
 
 use capture::{quote, Captured};
+use incremental::Progress;
 use types::Kind;
 
 /// Where a restarted source resumes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Offset {
     seq: i64,
     snapshot_completed: bool,
+    /// A running incremental snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    incremental: Option<Progress>,
 }
 
 impl Offset {
-    fn position(self) -> Position {
+    fn at(seq: i64, incremental: &Option<Progress>) -> Position {
+        Offset {
+            seq,
+            snapshot_completed: true,
+            incremental: incremental.clone(),
+        }
+        .position()
+    }
+
+    fn position(&self) -> Position {
         Position::Opaque(serde_json::to_string(&self).unwrap_or_default().into())
     }
 }
@@ -273,6 +287,7 @@ impl SqliteSource {
         let position = Offset {
             seq,
             snapshot_completed: false,
+            incremental: None,
         }
         .position();
         let mut pending: Option<ChangeEvent> = None;
@@ -312,11 +327,7 @@ impl SqliteSource {
             }
         }
         drop(tx);
-        let done = Offset {
-            seq,
-            snapshot_completed: true,
-        }
-        .position();
+        let done = Offset::at(seq, &None);
         if let Some(mut last) = pending {
             if let Some(Value::Struct(v)) = last.value.as_mut().map(|r| &mut r.value) {
                 if let Some(Value::Struct(source)) = v.values_mut().get_mut(2) {
@@ -344,7 +355,9 @@ impl SqliteSource {
         conn: &mut Connection,
         tables: &[Table],
         after: i64,
+        upto: i64,
         limit: usize,
+        progress: &Option<Progress>,
     ) -> Result<(Vec<ChangeEvent>, i64), ComponentError> {
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
         let mut changes: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
@@ -360,7 +373,7 @@ impl SqliteSource {
                 .chain(table.columns.iter().map(|(n, _)| quote(&format!("_a_{n}"))))
                 .collect();
             let sql = format!(
-                "select seq, op, {} from {} where seq > ?1 order by seq limit ?2",
+                "select seq, op, {} from {} where seq > ?1 and seq <= ?3 order by seq limit ?2",
                 cols.join(", "),
                 quote(&capture::change_table(&table.name))
             );
@@ -368,7 +381,7 @@ impl SqliteSource {
                 .prepare(&sql)
                 .map_err(|e| sql_error("change table query", e))?;
             let mut result = stmt
-                .query(rusqlite::params![after, limit as i64])
+                .query(rusqlite::params![after, limit as i64, upto])
                 .map_err(|e| sql_error("change table query", e))?;
             let mut n = 0;
             let mut last = after;
@@ -386,11 +399,7 @@ impl SqliteSource {
                     _ => (Op::Delete, before, None),
                 };
                 let mut event = self.event(table, op, before, after_image, Some(seq), "false");
-                event.position = Offset {
-                    seq,
-                    snapshot_completed: true,
-                }
-                .position();
+                event.position = Offset::at(seq, progress);
                 if op == Op::Delete && self.config.tombstones_on_delete {
                     let mut tombstone = event.clone();
                     tombstone.value = None;
@@ -459,7 +468,7 @@ impl SqliteSource {
         let tables = self.tables(&conn)?;
         let snapshot = match self.config.snapshot_mode {
             SnapshotMode::Always | SnapshotMode::InitialOnly => true,
-            SnapshotMode::Initial => resume.is_none_or(|r| !r.snapshot_completed),
+            SnapshotMode::Initial => resume.as_ref().is_none_or(|r| !r.snapshot_completed),
             SnapshotMode::NoData => false,
         };
         let mut seq = if snapshot {
@@ -468,7 +477,7 @@ impl SqliteSource {
                 None => return Ok(()),
             }
         } else {
-            match resume {
+            match &resume {
                 Some(r) => r.seq,
                 None => conn
                     .query_row("select seq from _sluice_clock where id = 1", [], |r| {
@@ -481,6 +490,7 @@ impl SqliteSource {
             return Ok(());
         }
         let idle = Duration::from_millis(self.config.poll_interval_ms);
+        let mut progress: Option<Progress> = resume.and_then(|r| r.incremental);
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -488,28 +498,32 @@ impl SqliteSource {
             if let Some(upto) = purge.lock().ok().and_then(|mut p| p.take()) {
                 self.purge(&conn, &tables, upto);
             }
-            let (events, position) = self.poll(&mut conn, &tables, seq, out.max_batch)?;
-            if events.is_empty() {
+            let (events, position) =
+                self.poll(&mut conn, &tables, seq, i64::MAX, out.max_batch, &progress)?;
+            self.on_signals(&events, &tables, &mut progress);
+            let nothing_new = events.is_empty();
+            if !nothing_new {
+                seq = position;
+                let batch = Batch {
+                    events,
+                    position: Some(Offset::at(seq, &progress)),
+                };
+                if !out.send(batch) {
+                    return Ok(());
+                }
+            }
+            if progress.is_some() {
+                if !self.chunk(&mut conn, &tables, &mut seq, &mut progress, out)? {
+                    return Ok(());
+                }
+                continue;
+            }
+            if nothing_new {
                 // Short sleeps, so a stop is noticed quickly.
                 let until = std::time::Instant::now() + idle;
                 while std::time::Instant::now() < until && !out.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(idle.min(Duration::from_millis(20)));
                 }
-                continue;
-            }
-            seq = position;
-            let batch = Batch {
-                events,
-                position: Some(
-                    Offset {
-                        seq,
-                        snapshot_completed: true,
-                    }
-                    .position(),
-                ),
-            };
-            if !out.send(batch) {
-                return Ok(());
             }
         }
     }
