@@ -69,6 +69,26 @@ pub fn run(q: &Quickstart) -> anyhow::Result<()> {
         file.display(),
         q.seconds
     );
+    // Progress: the events written so far, once a second.
+    let progress = {
+        let (events, stop) = (events.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut shown = 0;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(1));
+                let n = std::fs::read(&events)
+                    .map(|b| {
+                        b.get(start_len as usize..)
+                            .map_or(0, |new| new.iter().filter(|c| **c == b'\n').count())
+                    })
+                    .unwrap_or(0);
+                if n != shown && !stop.load(Ordering::Relaxed) {
+                    eprintln!("quickstart: {n} events in {} so far", events.display());
+                    shown = n;
+                }
+            }
+        })
+    };
     let plan = PipelinePlan::from_config(config);
     let options = RunOptions {
         stop_after_events: None,
@@ -78,6 +98,7 @@ pub fn run(q: &Quickstart) -> anyhow::Result<()> {
     };
     let report = runtime::run(plan, options);
     stop.store(true, Ordering::Relaxed);
+    let _ = progress.join();
     let written = writer
         .join()
         .map_err(|_| anyhow::anyhow!("the demo writer panicked"))?

@@ -6,7 +6,8 @@
 //! - `_sluice_clock(id = 1, seq)`: the last sequence number handed out;
 //! - `_sluice_capture(tbl, key_columns, columns)`: the captured tables, with the key and the
 //!   columns (name and declared type, JSON) at the time capture was enabled;
-//! - `_sluice_ct_<table>(seq, op, "_b_<col>"..., "_a_<col>"...)`: one row per change, with the
+//! - `_sluice_ct_<table>(seq, op, ts, "_b_<col>"..., "_a_<col>"...)`: one row per change (`ts`:
+//!   when it was made, ms since the epoch), with the
 //!   before and after images (`op`: `c`, `u`, `d`).
 
 pub use rusqlite::Connection;
@@ -198,7 +199,9 @@ pub fn enable(
     };
     drop_capture_objects(&tx, table).map_err(|e| e.to_string())?;
     let ct = quote(&change_table(table));
-    let mut ddl = format!("create table {ct} (seq integer primary key, op text not null");
+    let mut ddl = format!(
+        "create table {ct} (seq integer primary key, op text not null, ts integer not null"
+    );
     for c in &columns {
         ddl.push_str(&format!(
             ", {}, {}",
@@ -210,6 +213,8 @@ pub fn enable(
     let t = quote(table);
     let next = "update _sluice_clock set seq = seq + 1 where id = 1;";
     let seq = "(select seq from _sluice_clock where id = 1)";
+    // Milliseconds since the epoch, in every SQLite version (`unixepoch` is 3.38+).
+    let now = "cast((julianday('now') - 2440587.5) * 86400000 as integer)";
     let list = |prefix: &str| {
         columns
             .iter()
@@ -225,13 +230,13 @@ pub fn enable(
             .join(", ")
     };
     ddl.push_str(&format!(
-        "create trigger {} after insert on {t} begin {next} insert into {ct} (seq, op, {}) values ({seq}, 'c', {}); end;\n",
+        "create trigger {} after insert on {t} begin {next} insert into {ct} (seq, op, ts, {}) values ({seq}, 'c', {now}, {}); end;\n",
         quote(&format!("_sluice_ins_{table}")),
         list("_a_"),
         values("new")
     ));
     ddl.push_str(&format!(
-        "create trigger {} after update on {t} begin {next} insert into {ct} (seq, op, {}, {}) values ({seq}, 'u', {}, {}); end;\n",
+        "create trigger {} after update on {t} begin {next} insert into {ct} (seq, op, ts, {}, {}) values ({seq}, 'u', {now}, {}, {}); end;\n",
         quote(&format!("_sluice_upd_{table}")),
         list("_b_"),
         list("_a_"),
@@ -239,7 +244,7 @@ pub fn enable(
         values("new")
     ));
     ddl.push_str(&format!(
-        "create trigger {} after delete on {t} begin {next} insert into {ct} (seq, op, {}) values ({seq}, 'd', {}); end;\n",
+        "create trigger {} after delete on {t} begin {next} insert into {ct} (seq, op, ts, {}) values ({seq}, 'd', {now}, {}); end;\n",
         quote(&format!("_sluice_del_{table}")),
         list("_b_"),
         values("old")

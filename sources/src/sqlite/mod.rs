@@ -204,21 +204,27 @@ impl SqliteSource {
         op: Op,
         before: Option<Struct>,
         after: Option<Struct>,
-        seq: Option<i64>,
+        change: Option<(i64, i64)>,
         snapshot: &str,
     ) -> ChangeEvent {
         let ts = SourceTimestamps::now();
+        // `source.ts_ms` is when the change was made (the trigger's clock), as a database's
+        // commit time in Debezium; the envelope's is when Sluice read it.
+        let made = change.map_or(ts, |(_, ms)| SourceTimestamps {
+            nanos: ms.saturating_mul(1_000_000),
+        });
+        let seq = change.map(|(seq, _)| seq);
         let source = Struct::from_values(
             self.source_schema.clone(),
             vec![
                 Value::from(crate::VERSION),
                 Value::from("sqlite"),
                 Value::from(self.config.topic_prefix.as_str()),
-                Value::Int64(ts.millis()),
+                Value::Int64(made.millis()),
                 Value::from(snapshot),
                 Value::from(self.db_name.as_str()),
-                Value::Int64(ts.micros()),
-                Value::Int64(ts.nanos),
+                Value::Int64(made.micros()),
+                Value::Int64(made.nanos),
                 Value::from("main"),
                 Value::from(table.name.as_str()),
                 seq.map_or(Value::Null, Value::Int64),
@@ -373,7 +379,7 @@ impl SqliteSource {
                 .chain(table.columns.iter().map(|(n, _)| quote(&format!("_a_{n}"))))
                 .collect();
             let sql = format!(
-                "select seq, op, {} from {} where seq > ?1 and seq <= ?3 order by seq limit ?2",
+                "select seq, op, ts, {} from {} where seq > ?1 and seq <= ?3 order by seq limit ?2",
                 cols.join(", "),
                 quote(&capture::change_table(&table.name))
             );
@@ -391,14 +397,16 @@ impl SqliteSource {
             {
                 let seq: i64 = row.get(0).map_err(|e| sql_error("change table read", e))?;
                 let op: String = row.get(1).map_err(|e| sql_error("change table read", e))?;
-                let before = Self::image(table, row, 2)?;
-                let after_image = Self::image(table, row, 2 + table.columns.len())?;
+                let made: i64 = row.get(2).map_err(|e| sql_error("change table read", e))?;
+                let before = Self::image(table, row, 3)?;
+                let after_image = Self::image(table, row, 3 + table.columns.len())?;
                 let (op, before, after_image) = match op.as_str() {
                     "c" => (Op::Create, None, after_image),
                     "u" => (Op::Update, before, after_image),
                     _ => (Op::Delete, before, None),
                 };
-                let mut event = self.event(table, op, before, after_image, Some(seq), "false");
+                let mut event =
+                    self.event(table, op, before, after_image, Some((seq, made)), "false");
                 event.position = Offset::at(seq, progress);
                 if op == Op::Delete && self.config.tombstones_on_delete {
                     let mut tombstone = event.clone();
