@@ -479,3 +479,40 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
         "snapshot rows and streamed changes give the table's state"
     );
 }
+
+#[test]
+fn a_stream_started_without_changes_resumes_from_where_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text); insert into t values (1, 'old');",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let path = pipeline(dir.path(), &db, "  snapshot.mode: no_data\n");
+    // Nothing changes while it runs; its starting point is committed anyway.
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--stop-when-idle", "1s"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    conn.execute_batch(
+        "insert into t values (2, 'while stopped'); update t set v = 'changed' where id = 1;",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--stop-when-idle", "1s"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ops: Vec<String> = lines(dir.path())
+        .iter()
+        .map(|l| l["value"]["op"].as_str().unwrap_or("-").to_owned())
+        .collect();
+    assert_eq!(ops, ["c", "u"], "the changes made while stopped");
+}

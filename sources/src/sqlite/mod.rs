@@ -499,6 +499,11 @@ impl SqliteSource {
         }
         let idle = Duration::from_millis(self.config.poll_interval_ms);
         let mut progress: Option<Progress> = resume.and_then(|r| r.incremental);
+        // The stream's starting point is committed even before the first change, so a restart
+        // (after a crash too) streams from here instead of from whatever is current then.
+        if !out.send(Batch::heartbeat(Offset::at(seq, &progress))) {
+            return Ok(());
+        }
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
