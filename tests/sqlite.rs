@@ -516,3 +516,31 @@ fn a_stream_started_without_changes_resumes_from_where_it_started() {
         .collect();
     assert_eq!(ops, ["c", "u"], "the changes made while stopped");
 }
+
+#[test]
+fn acknowledged_changes_are_kept_for_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("create table t (id integer primary key, v text)")
+        .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let path = pipeline(dir.path(), &db, "  purge.retention: 1h\n");
+    let mut child = start(&path, &["--stop-when-idle", "1s"]);
+    std::thread::sleep(Duration::from_millis(300));
+    conn.execute_batch(
+        "insert into t values (1, 'a'); insert into t values (2, 'b'); update t set v = 'c';",
+    )
+    .unwrap();
+    wait_lines(dir.path(), 4);
+    assert!(child.wait().unwrap().success());
+    let kept: i64 = conn
+        .query_row("select count(*) from _sluice_ct_t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        kept, 4,
+        "an hour's retention keeps the acknowledged changes"
+    );
+}

@@ -155,6 +155,10 @@ fn broker_down_for_30_seconds_loses_nothing_and_memory_stays_bounded() {
         );
         before.poll(Duration::from_millis(100));
     }
+    // This consumer's broker goes away for good: librdkafka (2.12) has crashed the test process
+    // on a consumer whose broker came back empty with the same topic recreated.
+    let mut seen = ids(&before.records);
+    drop(before);
     kafka.stop();
     paused.store(false, Ordering::Relaxed);
     std::thread::sleep(Duration::from_secs(30));
@@ -165,7 +169,6 @@ fn broker_down_for_30_seconds_loses_nothing_and_memory_stays_bounded() {
     done.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     let total = written.load(Ordering::Relaxed);
-    let mut seen = ids(&before.records);
     let mut after = Reader::new(&bootstrap, &[&topic]);
     let t0 = Instant::now();
     while (seen.len() as u64) < total {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use sluice_engine::config::RegexList;
+use sluice_engine::config::{DurationSpec, RegexList};
 
 /// `type: sqlite`: tables in capture mode (`sluice capture enable`), snapshot then change
 /// tables polled in commit order.
@@ -35,6 +35,9 @@ pub struct SqliteConfig {
     /// Delete change rows once every sink acknowledged them (default true).
     #[serde(rename = "purge.committed.changes", default = "default_true")]
     pub purge: bool,
+    /// How long acknowledged change rows are kept before they are purged (default 0: at once).
+    #[serde(rename = "purge.retention", default = "default_retention")]
+    pub purge_retention: DurationSpec,
     /// The signaling table (`debezium_signal` or `main.debezium_signal`; columns `id`, `type`,
     /// `data`), in capture mode: an `execute-snapshot` row starts an incremental snapshot.
     #[serde(rename = "signal.data.collection", default)]
@@ -42,6 +45,10 @@ pub struct SqliteConfig {
     /// Rows per incremental snapshot chunk (default 1024).
     #[serde(rename = "incremental.snapshot.chunk.size", default = "default_chunk")]
     pub chunk_size: usize,
+}
+
+fn default_retention() -> DurationSpec {
+    DurationSpec(std::time::Duration::ZERO)
 }
 
 fn default_chunk() -> usize {

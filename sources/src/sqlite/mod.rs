@@ -439,11 +439,15 @@ impl SqliteSource {
 
     fn purge(&self, conn: &Connection, tables: &[Table], upto: i64) {
         for table in tables {
+            // Acknowledged rows older than the retention go; with a retention, the rest go on a
+            // later commit.
             let sql = format!(
-                "delete from {} where seq <= ?1",
+                "delete from {} where seq <= ?1 and ts <= cast((julianday('now') - 2440587.5) * 86400000 as integer) - ?2",
                 quote(&capture::change_table(&table.name))
             );
-            if let Err(e) = conn.execute(&sql, [upto]) {
+            let retention =
+                i64::try_from(self.config.purge_retention.0.as_millis()).unwrap_or(i64::MAX);
+            if let Err(e) = conn.execute(&sql, [upto, retention]) {
                 tracing::warn!(table = %table.name, error = %e, "Purging acknowledged changes failed; retried after the next commit.");
             }
         }
