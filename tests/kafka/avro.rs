@@ -156,3 +156,41 @@ fn an_unreachable_registry_fails_at_startup_with_one_line() {
     assert!(last.contains("check `schema.registry.url`"), "{last}");
     pg::drop_db(&db);
 }
+
+#[test]
+fn registry_credentials_are_used_and_wrong_ones_fail_at_startup_with_one_line() {
+    let registry = Registry::start_with_auth("sluice:s3cret");
+    let bootstrap = broker::shared();
+    let db = pg::fresh_db("kafka_avro_auth");
+    pg::psql(
+        &db,
+        "create table t (id int primary key); insert into t values (1)",
+    );
+    for (info, ok) in [("sluice:s3cret", true), ("sluice:wrong", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = unique_prefix("avro_auth");
+        let path = kafka_pipeline(
+            dir.path(),
+            &db,
+            &prefix,
+            &bootstrap,
+            &format!("    format: avro\n    schema.registry.url: {}\n    basic.auth.user.info: '{info}'\n", registry.url),
+            None,
+        );
+        if ok {
+            pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
+            assert_eq!(
+                registry.versions(&format!("{prefix}.public.t-value")).len(),
+                1
+            );
+        } else {
+            let last = pg::run_expecting_failure(&path);
+            assert!(last.contains("check `basic.auth.user.info`"), "{last}");
+            assert!(
+                !last.contains("wrong"),
+                "no credentials in messages: {last}"
+            );
+        }
+    }
+    pg::drop_db(&db);
+}

@@ -25,14 +25,27 @@ pub struct Registry {
 
 impl Registry {
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// A registry that answers 401 unless requests carry `Authorization: Basic <user:password>`.
+    pub fn start_with_auth(user_info: &str) -> Self {
+        use base64::Engine as _;
+        Self::start_with(Some(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(user_info)
+        )))
+    }
+
+    fn start_with(auth: Option<String>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let state = shared.clone();
-                std::thread::spawn(move || serve(stream, &state));
+                let (state, auth) = (shared.clone(), auth.clone());
+                std::thread::spawn(move || serve(stream, &state, auth.as_deref()));
             }
         });
         Registry { url, state }
@@ -62,7 +75,7 @@ impl Registry {
     }
 }
 
-fn serve(stream: TcpStream, state: &Mutex<State>) {
+fn serve(stream: TcpStream, state: &Mutex<State>, auth: Option<&str>) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut stream = stream;
     loop {
@@ -71,6 +84,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
             return;
         }
         let mut length = 0;
+        let mut authorized = auth.is_none();
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -84,6 +98,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
                 if k.eq_ignore_ascii_case("content-length") {
                     length = v.trim().parse().unwrap_or(0);
                 }
+                if k.eq_ignore_ascii_case("authorization") && Some(v.trim()) == auth {
+                    authorized = true;
+                }
             }
         }
         let mut body = vec![0; length];
@@ -93,7 +110,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
         let mut parts = request_line.split_whitespace();
         let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let path = target.split('?').next().unwrap_or("");
-        let (status, answer) = handle(method, path, &body, state);
+        let (status, answer) = if authorized {
+            handle(method, path, &body, state)
+        } else {
+            error(401, 40101, "Unauthorized")
+        };
         let text = answer.to_string();
         let response = format!(
             "HTTP/1.1 {status} X\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {}\r\n\r\n{text}",

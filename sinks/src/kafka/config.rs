@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use sluice_engine::config::{AnchoredRegex, DurationSpec};
+use sluice_engine::config::{AnchoredRegex, DurationSpec, Secret};
 
 /// `type: kafka`: one Kafka record per event, key and value encoded by `format`.
 #[derive(Debug, Clone, Deserialize)]
@@ -40,6 +40,10 @@ pub struct KafkaSinkConfig {
     /// Avro only: the Confluent Schema Registry, `http://host:port`.
     #[serde(rename = "schema.registry.url", default)]
     pub schema_registry_url: Option<String>,
+    /// Avro only: `user:password` for the registry's basic authentication (Confluent's
+    /// `basic.auth.user.info`); never logged.
+    #[serde(rename = "basic.auth.user.info", default)]
+    pub registry_user_info: Option<Secret>,
     /// Avro only: subject of key schemas (`TopicNameStrategy`, `RecordNameStrategy`,
     /// `TopicRecordNameStrategy`; Confluent's class names are accepted too).
     #[serde(rename = "key.subject.name.strategy", default)]

@@ -68,8 +68,15 @@ impl AvroEncoder {
         let tls = rustls_platform_verifier::BuilderVerifierExt::with_platform_verifier(tls)
             .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")))?
             .with_no_client_auth();
-        let registry = SrSettings::new_builder(url.trim_end_matches('/').to_owned())
-            .set_timeout(REGISTRY_TIMEOUT)
+        let mut builder = SrSettings::new_builder(url.trim_end_matches('/').to_owned());
+        builder.set_timeout(REGISTRY_TIMEOUT);
+        if let Some(info) = &config.registry_user_info {
+            let (user, password) = info.expose().split_once(':').unwrap_or((info.expose(), ""));
+            builder.set_basic_authorization(user, Some(password));
+        }
+        // Messages show the address without credentials in it.
+        let url = shown(&url);
+        let registry = builder
             .build_with(reqwest::Client::builder().tls_backend_preconfigured(tls))
             .map_err(|e| {
                 ComponentError::fatal(format!(
@@ -181,14 +188,32 @@ impl AvroEncoder {
     }
 }
 
+/// A URL without the `user:password@` part.
+fn shown(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
 fn registry_error(sink: &str, url: &str, what: &str, e: &SRCError) -> ComponentError {
     let cause = e
         .cause
         .as_deref()
         .map(|c| format!(" ({c})"))
         .unwrap_or_default();
+    let unauthorized = [e.error.as_str(), cause.as_str()]
+        .iter()
+        .any(|t| t.contains("401") || t.contains("403") || t.contains("nauthorized"));
+    let check = if unauthorized {
+        "check `basic.auth.user.info`"
+    } else {
+        "check `schema.registry.url`"
+    };
     let message = format!(
-        "sink `{sink}`: {what} at {url}: {}{cause}; check `schema.registry.url`",
+        "sink `{sink}`: {what} at {url}: {}{cause}; {check}",
         e.error
     );
     if e.retriable {

@@ -110,6 +110,15 @@ fn schemas_and_datums_match_confluents_avro_converter() {
 }
 
 #[test]
+fn credentials_in_the_registry_url_are_not_shown() {
+    assert_eq!(
+        super::shown("https://u:secret@registry:8081/x"),
+        "https://registry:8081/x"
+    );
+    assert_eq!(super::shown("http://registry:8081"), "http://registry:8081");
+}
+
+#[test]
 fn subjects_follow_the_strategies() {
     let derived = schema::Derived {
         json: String::new(),
