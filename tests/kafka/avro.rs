@@ -194,3 +194,36 @@ fn registry_credentials_are_used_and_wrong_ones_fail_at_startup_with_one_line() 
     }
     pg::drop_db(&db);
 }
+
+#[test]
+fn names_avro_rejects_are_adjusted() {
+    let registry = Registry::start();
+    let bootstrap = broker::shared();
+    let db = pg::fresh_db("kafka_avro_names");
+    pg::psql(&db, "create table \"order-items\" (id int primary key, \"unit-price\" numeric(8,2)); insert into \"order-items\" values (1, 2.5)");
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("avro_names");
+    let path = kafka_pipeline(
+        dir.path(),
+        &db,
+        &prefix,
+        &bootstrap,
+        &format!(
+            "    format: avro\n    schema.registry.url: {}\n",
+            registry.url
+        ),
+        None,
+    );
+    pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
+    let topic = format!("{prefix}.public.order-items");
+    let records = broker::consume(&bootstrap, &[&topic], 1, Duration::from_secs(30));
+    let (id, datum) = wire(records[0].value.as_deref().unwrap());
+    let schema = registry.schema(id).unwrap();
+    assert!(
+        schema.contains(&format!("\"namespace\":\"{prefix}.public.order_items\"")),
+        "{schema}"
+    );
+    assert!(schema.contains("\"name\":\"unit_price\""), "{schema}");
+    read(&schema, datum).unwrap_or_else(|e| panic!("apache-avro: {e}"));
+    pg::drop_db(&db);
+}
