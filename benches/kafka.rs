@@ -172,9 +172,19 @@ fn throughput(case: &str, sink: &str) -> (f64, u64) {
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let rss = peak_rss_mib(child.id());
+    let walsender: u32 = pg::psql(
+        &db,
+        &format!(
+            "select coalesce(active_pid, 0) from pg_replication_slots where slot_name = '{db}'"
+        ),
+    )
+    .trim()
+    .parse()
+    .unwrap_or(0);
     println!(
-        "  {case}: {elapsed:.2} s, sluice used {:.2} CPU-seconds",
-        cpu_seconds(child.id())
+        "  {case}: {elapsed:.2} s, sluice used {:.2} CPU-seconds, the server's walsender {:.2}",
+        cpu_seconds(child.id()),
+        cpu_seconds(walsender)
     );
     pg::stop(&child);
     let _ = child.wait();
