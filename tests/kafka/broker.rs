@@ -34,12 +34,22 @@ fn tansu() -> String {
 pub struct PrivateBroker {
     pub port: u16,
     child: Option<Child>,
+    extra: Vec<String>,
 }
 
 impl PrivateBroker {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A broker started with extra arguments (e.g. `--authentication`).
+    pub fn start_with(extra: &[&str]) -> Self {
         let port = crate::pg::free_port();
-        let mut broker = PrivateBroker { port, child: None };
+        let mut broker = PrivateBroker {
+            port,
+            child: None,
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+        };
         broker.restart();
         broker
     }
@@ -62,6 +72,7 @@ impl PrivateBroker {
                 "--advertised-listener-url",
                 &url,
             ])
+            .args(&self.extra)
             // tansu reads a `.env` from its working directory: give it an empty one.
             .current_dir(dir.path())
             .stdout(Stdio::null())

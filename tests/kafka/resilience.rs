@@ -341,3 +341,38 @@ fn kafka_and_file_sinks_get_their_own_transform_chains() {
     }
     pg::drop_db(&db);
 }
+
+#[test]
+fn rejected_credentials_fail_at_startup_with_one_line() {
+    let kafka = PrivateBroker::start_with(&["--authentication"]);
+    let db = pg::fresh_db("kafka_bad_auth");
+    pg::psql(&db, "create table t (id int primary key)");
+    let dir = tempfile::tempdir().unwrap();
+    let path = kafka_pipeline(
+        dir.path(),
+        &db,
+        "x",
+        &kafka.address(),
+        "    connect.timeout: 5s\n",
+        None,
+    );
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "producer: { broker.address.family: v4 }",
+        "producer: { broker.address.family: v4, security.protocol: SASL_PLAINTEXT, sasl.mechanism: SCRAM-SHA-256, sasl.username: nobody, sasl.password: not-this-one }",
+    );
+    std::fs::write(&path, text).unwrap();
+    let last = pg::run_expecting_failure(&path);
+    assert!(
+        last.contains("refused the connection's credentials"),
+        "{last}"
+    );
+    assert!(
+        last.contains("check `security.protocol` and the `sasl.*`"),
+        "{last}"
+    );
+    assert!(
+        !last.contains("not-this-one"),
+        "no password in messages: {last}"
+    );
+    pg::drop_db(&db);
+}

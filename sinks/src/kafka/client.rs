@@ -282,7 +282,7 @@ pub fn unreachable(
         ))
     } else if lower.contains("authentic") || lower.contains("sasl") || is_fatal(error) {
         ComponentError::fatal(format!(
-            "{message}; check `security.protocol` and the `sasl.*` / `ssl.*` properties in `producer`"
+            "sink `{sink}`: the Kafka brokers at {servers} refused the connection's credentials: {reason}; check `security.protocol` and the `sasl.*` / `ssl.*` properties in `producer`"
         ))
     } else {
         ComponentError::retryable(format!(
