@@ -127,8 +127,13 @@ pub fn run(q: &Quickstart) -> anyhow::Result<()> {
     }
     eprintln!("  try next:");
     eprintln!("    run it again: it resumes where it stopped (or `--fresh` to start over)");
+    let env = if q.dir == Path::new(".sluice/quickstart") {
+        String::new()
+    } else {
+        format!("SLUICE_QUICKSTART_DIR={} ", q.dir.display())
+    };
     eprintln!(
-        "    change the database yourself (sqlite3 {}) while `sluice run {}` runs",
+        "    change the database yourself (sqlite3 {}) while `{env}sluice run {}` runs",
         db.display(),
         file.display()
     );
