@@ -35,19 +35,9 @@ use sluice_transforms::mask::MaskConfig;
 use sluice_transforms::route::{Route, RouteConfig};
 use sluice_transforms::truncate::TruncateConfig;
 
-fn cpu_seconds() -> f64 {
-    // utime + stime of this process, in clock ticks (100 Hz on Linux).
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
+#[path = "../tests/support/procstat.rs"]
+#[allow(dead_code)] // shared with other targets
+mod procstat;
 
 fn datagen(max_events: u64, mix: OpMix) -> DatagenConfig {
     DatagenConfig {
@@ -90,7 +80,7 @@ fn queue_and_ack(events: u64, batch: usize) {
         out
     };
     let shared = Arc::new(template);
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let (cpu0, t0) = (procstat::cpu_seconds("self"), Instant::now());
     rt.block_on(async {
         let source_q = BoundedQueue::new("bench-source", 8192, 64 << 20);
         let sink_q = BoundedQueue::new("bench-sink", 8192, 64 << 20);
@@ -153,7 +143,7 @@ fn queue_and_ack(events: u64, batch: usize) {
         events,
         0,
         t0.elapsed(),
-        cpu_seconds() - cpu0,
+        procstat::cpu_seconds("self") - cpu0,
     );
 }
 
@@ -168,7 +158,7 @@ fn generation(events: u64) -> Vec<ChangeEvent> {
     let mut g = Generator::new(&datagen(events, mix));
     let mut sample = Vec::new();
     let mut produced = 0u64;
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let (cpu0, t0) = (procstat::cpu_seconds("self"), Instant::now());
     while g.step() < events {
         let mut batch = Vec::with_capacity(2304);
         for _ in 0..2048.min(events - g.step()) {
@@ -184,7 +174,7 @@ fn generation(events: u64) -> Vec<ChangeEvent> {
         produced,
         0,
         t0.elapsed(),
-        cpu_seconds() - cpu0,
+        procstat::cpu_seconds("self") - cpu0,
     );
     sample
 }
@@ -195,7 +185,7 @@ fn encoding(events: &[ChangeEvent], schemas: bool) {
     });
     let mut buf = Vec::with_capacity(1 << 20);
     let mut bytes = 0u64;
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let (cpu0, t0) = (procstat::cpu_seconds("self"), Instant::now());
     for e in events {
         buf.clear();
         encoder.encode_line(e, false, &mut buf);
@@ -207,7 +197,7 @@ fn encoding(events: &[ChangeEvent], schemas: bool) {
         events.len() as u64,
         bytes,
         t0.elapsed(),
-        cpu_seconds() - cpu0,
+        procstat::cpu_seconds("self") - cpu0,
     );
     println!(
         "{:<44} {:>10} bytes/record",
@@ -383,14 +373,14 @@ fn pipeline_with(
             retry: Backoff::default(),
         }],
     };
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let (cpu0, t0) = (procstat::cpu_seconds("self"), Instant::now());
     let result = runtime::run(plan, RunOptions::default()).expect("pipeline run");
     report(
         name,
         result.events,
         bytes_of(),
         t0.elapsed(),
-        cpu_seconds() - cpu0,
+        procstat::cpu_seconds("self") - cpu0,
     );
 }
 

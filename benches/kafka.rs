@@ -25,6 +25,8 @@ mod broker;
 #[path = "../tests/postgres/common.rs"]
 #[allow(dead_code)]
 mod pg;
+#[path = "../tests/support/procstat.rs"]
+mod procstat;
 #[path = "../tests/kafka/registry.rs"]
 #[allow(dead_code)]
 mod registry;
@@ -102,35 +104,6 @@ fn confirmed(db: &str) -> u64 {
     }
 }
 
-/// User + system CPU time of a process so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // Fields 14 and 15 of stat (utime, stime), counted after the command name.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn peak_rss_mib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0)
-        / 1024
-}
-
 /// Streaming catch-up of the workload; returns (events/s, peak RSS MiB).
 fn throughput(case: &str, sink: &str) -> (f64, u64) {
     let db = pg::fresh_db(&format!("bench_kafka_{case}"));
@@ -171,7 +144,7 @@ fn throughput(case: &str, sink: &str) -> (f64, u64) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let elapsed = t0.elapsed().as_secs_f64();
-    let rss = peak_rss_mib(child.id());
+    let rss = procstat::peak_rss_mib(child.id());
     let walsender: u32 = pg::psql(
         &db,
         &format!(
@@ -183,8 +156,8 @@ fn throughput(case: &str, sink: &str) -> (f64, u64) {
     .unwrap_or(0);
     println!(
         "  {case}: {elapsed:.2} s, sluice used {:.2} CPU-seconds, the server's walsender {:.2}",
-        cpu_seconds(child.id()),
-        cpu_seconds(walsender)
+        procstat::cpu_seconds(&child.id().to_string()),
+        procstat::cpu_seconds(&walsender.to_string())
     );
     pg::stop(&child);
     let _ = child.wait();
@@ -289,13 +262,7 @@ fn main() {
         ),
         ("json_plain", kafka_sink("    schemas.enable: false\n")),
         ("json_schemas", kafka_sink("    schemas.enable: true\n")),
-        (
-            "avro",
-            kafka_sink(&format!(
-                "    format: avro\n    schema.registry.url: {}\n",
-                registry.url
-            )),
-        ),
+        ("avro", kafka_sink(&registry.avro_sink(""))),
     ];
     let only = std::env::var("SLUICE_BENCH_CASES").unwrap_or_default();
     for (case, sink) in &cases {

@@ -189,6 +189,27 @@ fn replay(lines: &[Json]) -> BTreeMap<i64, Json> {
     state
 }
 
+/// Table `t`'s rows: id → (n, s).
+fn table_rows(conn: &Connection) -> BTreeMap<i64, (i64, String)> {
+    let mut stmt = conn.prepare("select id, n, s from t order by id").unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// The same, rebuilt from the events of `t`.
+fn replayed_rows(lines: &[Json]) -> BTreeMap<i64, (i64, String)> {
+    replay(lines)
+        .into_iter()
+        .filter(|(_, after)| after.get("n").is_some())
+        .map(|(id, after)| {
+            let n = after["n"].as_i64().unwrap();
+            (id, (n, after["s"].as_str().unwrap().to_owned()))
+        })
+        .collect()
+}
+
 #[test]
 fn snapshot_and_stream_under_a_writer_end_in_the_tables_state_even_after_kill_9() {
     let dir = tempfile::tempdir().unwrap();
@@ -248,24 +269,8 @@ fn snapshot_and_stream_under_a_writer_end_in_the_tables_state_even_after_kill_9(
     let lines = lines(dir.path());
     let snapshot_rows = lines.iter().filter(|l| l["value"]["op"] == "r").count();
     assert!(snapshot_rows >= 1900, "{snapshot_rows} snapshot rows");
-    let mut stmt = conn.prepare("select id, n, s from t order by id").unwrap();
-    let table: BTreeMap<i64, (i64, String)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    let replayed: BTreeMap<i64, (i64, String)> = replay(&lines)
-        .into_iter()
-        .map(|(id, after)| {
-            (
-                id,
-                (
-                    after["n"].as_i64().unwrap(),
-                    after["s"].as_str().unwrap().to_owned(),
-                ),
-            )
-        })
-        .collect();
+    let table = table_rows(&conn);
+    let replayed = replayed_rows(&lines);
     assert_eq!(replayed.len(), table.len());
     assert_eq!(replayed, table, "the last event per key is the table's row");
     // Acknowledged changes were purged from the change table.
@@ -455,25 +460,8 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
         "{} snapshot rows",
         snapshot_rows(&lines)
     );
-    let mut stmt = conn.prepare("select id, n, s from t order by id").unwrap();
-    let table: BTreeMap<i64, (i64, String)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    let replayed: BTreeMap<i64, (i64, String)> = replay(&lines)
-        .into_iter()
-        .filter(|(_, after)| after.get("n").is_some())
-        .map(|(id, after)| {
-            (
-                id,
-                (
-                    after["n"].as_i64().unwrap(),
-                    after["s"].as_str().unwrap().to_owned(),
-                ),
-            )
-        })
-        .collect();
+    let table = table_rows(&conn);
+    let replayed = replayed_rows(&lines);
     assert_eq!(
         replayed, table,
         "snapshot rows and streamed changes give the table's state"

@@ -66,10 +66,7 @@ fn avro_through_the_registry_matches_the_file_sink_and_evolves() {
         &db,
         &prefix,
         &bootstrap,
-        &format!(
-            "    format: avro\n    schema.registry.url: {}\n",
-            registry.url
-        ),
+        &registry.avro_sink(""),
         Some(""),
     );
     let mut child = pg::start(&path, &[]);
@@ -118,7 +115,7 @@ fn record_name_strategies_name_subjects_after_the_records() {
         &db,
         &prefix,
         &bootstrap,
-        &format!("    format: avro\n    schema.registry.url: {}\n    key.subject.name.strategy: io.confluent.kafka.serializers.subject.RecordNameStrategy\n    value.subject.name.strategy: TopicRecordNameStrategy\n", registry.url),
+        &registry.avro_sink("    key.subject.name.strategy: io.confluent.kafka.serializers.subject.RecordNameStrategy\n    value.subject.name.strategy: TopicRecordNameStrategy\n"),
         None,
     );
     pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
@@ -174,7 +171,7 @@ fn registry_credentials_are_used_and_wrong_ones_fail_at_startup_with_one_line() 
             &db,
             &prefix,
             &bootstrap,
-            &format!("    format: avro\n    schema.registry.url: {}\n    basic.auth.user.info: '{info}'\n", registry.url),
+            &registry.avro_sink(&format!("    basic.auth.user.info: '{info}'\n")),
             None,
         );
         if ok {
@@ -208,10 +205,7 @@ fn names_avro_rejects_are_adjusted() {
         &db,
         &prefix,
         &bootstrap,
-        &format!(
-            "    format: avro\n    schema.registry.url: {}\n",
-            registry.url
-        ),
+        &registry.avro_sink(""),
         None,
     );
     pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));

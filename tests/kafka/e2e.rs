@@ -20,7 +20,8 @@ pub fn unique_prefix(name: &str) -> String {
 }
 
 /// A pipeline: the test database into a Kafka sink (`kafka` holds its extra keys, indented by
-/// four spaces) and, when `file` is set, a file sink with the same format.
+/// four spaces; without a `producer` key of its own the sink gets `broker.address.family: v4`)
+/// and, when `file` is set, a file sink with the same format.
 pub fn kafka_pipeline(
     dir: &Path,
     db: &str,
@@ -37,11 +38,16 @@ pub fn kafka_pipeline(
             )
         })
         .unwrap_or_default();
+    let producer = if kafka.contains("    producer:") {
+        ""
+    } else {
+        "    producer: { broker.address.family: v4 }\n"
+    };
     let text = format!(
         "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
 source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.user: postgres\n  database.dbname: {db}\n  \
 topic.prefix: {prefix}\n  slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  status.update.interval.ms: 200\n\
-sinks:\n  - name: kafka\n    type: kafka\n    bootstrap.servers: {bootstrap}\n    producer: {{ broker.address.family: v4 }}\n{kafka}{file}",
+sinks:\n  - name: kafka\n    type: kafka\n    bootstrap.servers: {bootstrap}\n{producer}{kafka}{file}",
         d = dir.display(),
         h = pg::host(),
         p = pg::port(),

@@ -12,6 +12,9 @@ mod offsets;
 #[path = "../postgres/common.rs"]
 #[allow(dead_code)]
 mod pg;
+#[path = "../support/procstat.rs"]
+#[allow(dead_code)] // shared with the benchmarks
+mod procstat;
 mod registry;
 mod resilience;
 mod signals;

@@ -51,6 +51,14 @@ impl Registry {
         Registry { url, state }
     }
 
+    /// Kafka sink keys for Avro through this registry, then `extra` (indented by four spaces).
+    pub fn avro_sink(&self, extra: &str) -> String {
+        format!(
+            "    format: avro\n    schema.registry.url: {}\n{extra}",
+            self.url
+        )
+    }
+
     /// The schema registered under `id`.
     pub fn schema(&self, id: u32) -> Option<String> {
         let state = self.state.lock().unwrap();

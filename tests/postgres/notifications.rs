@@ -5,15 +5,20 @@ use serde_json::Value as Json;
 
 use super::common::*;
 
+/// The five-row table the notification fixtures were made from.
+fn items(db: &str) {
+    psql(db, "create table items (id int primary key, n int)");
+    psql(
+        db,
+        "insert into items select g, g from generate_series(1, 5) g",
+    );
+}
+
 #[test]
 fn incremental_snapshot_notifications_match_debezium() {
     let db = fresh_db("notify");
     psql(&db, SIGNAL_TABLE);
-    psql(&db, "create table items (id int primary key, n int)");
-    psql(
-        &db,
-        "insert into items select g, g from generate_series(1, 5) g",
-    );
+    items(&db);
     let dir = tempfile::tempdir().unwrap();
     let file = pipeline(
         dir.path(),
@@ -81,11 +86,7 @@ incremental.snapshot.chunk.size: 3\n  notification.enabled.channels: sink,log\n 
 #[test]
 fn initial_snapshot_notifications_match_debezium() {
     let db = fresh_db("notify_initial");
-    psql(&db, "create table items (id int primary key, n int)");
-    psql(
-        &db,
-        "insert into items select g, g from generate_series(1, 5) g",
-    );
+    items(&db);
     psql(&db, "create table other (id int primary key)");
     psql(&db, "insert into other values (1)");
     let dir = tempfile::tempdir().unwrap();
@@ -135,11 +136,7 @@ fn initial_snapshot_notifications_match_debezium() {
 fn blocking_snapshot_notifications_match_debezium() {
     let db = fresh_db("notify_blocking");
     psql(&db, SIGNAL_TABLE);
-    psql(&db, "create table items (id int primary key, n int)");
-    psql(
-        &db,
-        "insert into items select g, g from generate_series(1, 5) g",
-    );
+    items(&db);
     let dir = tempfile::tempdir().unwrap();
     let file = pipeline(
         dir.path(),

@@ -42,6 +42,17 @@ impl Captured {
     }
 }
 
+/// Milliseconds since the epoch, as an SQL expression every SQLite version knows
+/// (`unixepoch` is 3.38+): the trigger's clock for `ts`, and the purge's.
+pub const NOW_MS: &str = "cast((julianday('now') - 2440587.5) * 86400000 as integer)";
+
+/// The last sequence number handed out (in the caller's transaction, if any).
+pub fn clock(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("select seq from _sluice_clock where id = 1", [], |r| {
+        r.get(0)
+    })
+}
+
 /// The change table of `table`.
 pub fn change_table(table: &str) -> String {
     format!("_sluice_ct_{table}")
@@ -213,8 +224,7 @@ pub fn enable(
     let t = quote(table);
     let next = "update _sluice_clock set seq = seq + 1 where id = 1;";
     let seq = "(select seq from _sluice_clock where id = 1)";
-    // Milliseconds since the epoch, in every SQLite version (`unixepoch` is 3.38+).
-    let now = "cast((julianday('now') - 2440587.5) * 86400000 as integer)";
+    let now = NOW_MS;
     let list = |prefix: &str| {
         columns
             .iter()

@@ -249,10 +249,7 @@ impl super::SqliteSource {
         // The chunk and the sequence in one read transaction: the chunk is the state at `upto`.
         let (upto, rows) = {
             let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
-            let upto: i64 = tx
-                .query_row("select seq from _sluice_clock where id = 1", [], |r| {
-                    r.get(0)
-                })
+            let upto = super::capture::clock(&tx)
                 .map_err(|e| sql_error("reading the change sequence", e))?;
             let mut stmt = tx.prepare(&sql).map_err(|e| sql_error("chunk query", e))?;
             let mut result = stmt

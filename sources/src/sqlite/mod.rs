@@ -285,20 +285,16 @@ impl SqliteSource {
     ) -> Result<Option<i64>, ComponentError> {
         let max_batch = out.max_batch;
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
-        let seq: i64 = tx
-            .query_row("select seq from _sluice_clock where id = 1", [], |r| {
-                r.get(0)
-            })
-            .map_err(|e| sql_error("reading the change sequence", e))?;
+        let seq = capture::clock(&tx).map_err(|e| sql_error("reading the change sequence", e))?;
         let position = Offset {
             seq,
             snapshot_completed: false,
             incremental: None,
         }
         .position();
-        let mut pending: Option<ChangeEvent> = None;
+        // A row is held back until the next one is read, so the last row can be marked `last`.
+        let mut pending: Option<(&Table, Option<Struct>, bool)> = None;
         let mut batch = Vec::with_capacity(max_batch);
-        let mut first = true;
         let mut rows = 0u64;
         for table in tables {
             let cols = table
@@ -313,14 +309,19 @@ impl SqliteSource {
             let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
             while let Some(row) = result.next().map_err(|e| sql_error("snapshot read", e))? {
                 let after = Self::image(table, row, 0)?;
-                let marker = if first { "first" } else { "true" };
-                first = false;
-                let mut event = self.event(table, Op::Read, None, after, None, marker);
-                event.position = position.clone();
-                rows += 1;
-                if let Some(prev) = pending.replace(event) {
-                    batch.push(prev);
+                if let Some((t, prev, first)) = pending.replace((table, after, rows == 0)) {
+                    let mut event = self.event(
+                        t,
+                        Op::Read,
+                        None,
+                        prev,
+                        None,
+                        if first { "first" } else { "true" },
+                    );
+                    event.position = position.clone();
+                    batch.push(event);
                 }
+                rows += 1;
                 if batch.len() >= max_batch {
                     let events = std::mem::take(&mut batch);
                     if !out.send(Batch {
@@ -334,16 +335,17 @@ impl SqliteSource {
         }
         drop(tx);
         let done = Offset::at(seq, &None);
-        if let Some(mut last) = pending {
-            if let Some(Value::Struct(v)) = last.value.as_mut().map(|r| &mut r.value) {
-                if let Some(Value::Struct(source)) = v.values_mut().get_mut(2) {
-                    if let Some(s) = source.values_mut().get_mut(4) {
-                        *s = Value::from(if rows == 1 { "first" } else { "last" });
-                    }
-                }
-            }
-            last.position = done.clone();
-            batch.push(last);
+        if let Some((t, last, first)) = pending {
+            let mut event = self.event(
+                t,
+                Op::Read,
+                None,
+                last,
+                None,
+                if first { "first" } else { "last" },
+            );
+            event.position = done.clone();
+            batch.push(event);
         }
         if !out.send(Batch {
             events: batch,
@@ -442,8 +444,9 @@ impl SqliteSource {
             // Acknowledged rows older than the retention go; with a retention, the rest go on a
             // later commit.
             let sql = format!(
-                "delete from {} where seq <= ?1 and ts <= cast((julianday('now') - 2440587.5) * 86400000 as integer) - ?2",
-                quote(&capture::change_table(&table.name))
+                "delete from {} where seq <= ?1 and ts <= {} - ?2",
+                quote(&capture::change_table(&table.name)),
+                capture::NOW_MS
             );
             let retention =
                 i64::try_from(self.config.purge_retention.0.as_millis()).unwrap_or(i64::MAX);
@@ -491,10 +494,7 @@ impl SqliteSource {
         } else {
             match &resume {
                 Some(r) => r.seq,
-                None => conn
-                    .query_row("select seq from _sluice_clock where id = 1", [], |r| {
-                        r.get(0)
-                    })
+                None => capture::clock(&conn)
                     .map_err(|e| sql_error("reading the change sequence", e))?,
             }
         };

@@ -75,9 +75,7 @@ impl Writer {
     }
 
     fn string(&mut self, s: &str) {
-        let mut buf = Vec::with_capacity(s.len() + 2);
-        write_string(s, &mut buf);
-        self.out.push_str(&String::from_utf8_lossy(&buf));
+        self.out.push_str(&quoted(s));
     }
 
     /// A schema in a field, array or map: optional ones become unions with null.
@@ -284,15 +282,13 @@ impl Writer {
     /// A field's type, then its `"default"`: the Connect default, or null when optional.
     fn field_type_and_default(&mut self, schema: &Schema) {
         self.schema(schema);
-        match schema.default_value() {
-            Some(d) if !d.is_null() => {
+        match default_json(schema) {
+            Some(d) => {
                 self.raw(",\"default\":");
-                let mut buf = Vec::new();
-                write_value(schema, d, &mut buf);
-                self.out.push_str(&String::from_utf8_lossy(&buf));
+                self.raw(&d);
             }
-            _ if schema.is_optional() => self.raw(",\"default\":null"),
-            _ => {}
+            None if schema.is_optional() => self.raw(",\"default\":null"),
+            None => {}
         }
     }
 
@@ -310,6 +306,14 @@ fn quoted(s: &str) -> String {
     let mut buf = Vec::with_capacity(s.len() + 2);
     write_string(s, &mut buf);
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The JSON of the schema's non-null default, if it has one.
+fn default_json(schema: &Schema) -> Option<String> {
+    let d = schema.default_value().filter(|d| !d.is_null())?;
+    let mut buf = Vec::new();
+    write_value(schema, d, &mut buf);
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Scale and precision of a Decimal schema.
@@ -346,13 +350,8 @@ fn meta_props(schema: &Schema, props: &mut Vec<(&'static str, String)>) {
         obj.push('}');
         props.push(("connect.parameters", obj));
     }
-    if let Some(d) = schema.default_value().filter(|d| !d.is_null()) {
-        let mut buf = Vec::new();
-        write_value(schema, d, &mut buf);
-        props.push((
-            "connect.default",
-            String::from_utf8_lossy(&buf).into_owned(),
-        ));
+    if let Some(d) = default_json(schema) {
+        props.push(("connect.default", d));
     }
     if let Some(name) = schema.name() {
         props.push(("connect.name", quoted(name)));
