@@ -29,16 +29,12 @@ impl Drop for KillOnDrop {
         if let Some(c) = &mut self.0 {
             let _ = c.kill();
             let _ = c.wait();
-            if let Some(mut e) = c.stderr.take() {
-                use std::io::Read;
-                let mut text = String::new();
-                let _ = e.read_to_string(&mut text);
-                let lines: Vec<&str> = text.lines().collect();
-                eprintln!(
-                    "sluice said:\n{}",
-                    lines[lines.len().saturating_sub(60)..].join("\n")
-                );
-            }
+            let text = pg::log_of(c);
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "sluice said:\n{}",
+                lines[lines.len().saturating_sub(60)..].join("\n")
+            );
         }
     }
 }
@@ -219,12 +215,11 @@ fn records_the_broker_rejects_stop_the_pipeline_or_are_skipped_per_mode() {
             None,
         );
         let child = pg::start(&path, &["--stop-when-idle", "2s"]);
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (status, stderr) = pg::wait_output(child);
         assert!(!stderr.contains("panicked"), "{stderr}");
         let topic = format!("{prefix}.public.t");
         if mode == "fail" {
-            assert_eq!(out.status.code(), Some(1), "{stderr}");
+            assert_eq!(status.code(), Some(1), "{stderr}");
             let last = stderr
                 .lines()
                 .rfind(|l| l.starts_with("error:"))
@@ -235,7 +230,7 @@ fn records_the_broker_rejects_stop_the_pipeline_or_are_skipped_per_mode() {
             );
             assert!(last.contains(&topic), "{last}");
         } else {
-            assert!(out.status.success(), "{stderr}");
+            assert!(status.success(), "{stderr}");
             assert!(stderr.contains("Kafka rejected a record"), "{stderr}");
             let records = broker::consume(&bootstrap, &[&topic], 2, Duration::from_secs(30));
             assert_eq!(ids(&records), [1, 3].into());

@@ -104,15 +104,66 @@ sinks:\n  - name: out\n    type: file\n    path: {d}/out.jsonl\n    schemas.enab
     path
 }
 
+/// What each started process wrote to stderr, by pid: read as it comes, so that a chatty
+/// pipeline never blocks on a full pipe while the test waits for its output.
+type Log = (
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    std::thread::JoinHandle<()>,
+);
+static LOGS: std::sync::Mutex<Option<std::collections::HashMap<u32, Log>>> =
+    std::sync::Mutex::new(None);
+
 pub fn start(pipeline: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("run")
         .arg(pipeline)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start sluice")
+        .expect("start sluice");
+    let mut pipe = child.stderr.take().expect("stderr");
+    let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = buffer.clone();
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    LOGS.lock()
+        .unwrap()
+        .get_or_insert_with(Default::default)
+        .insert(child.id(), (buffer, reader));
+    child
+}
+
+/// What `child` (started by `start`) has written to stderr so far.
+pub fn log_so_far(child: &Child) -> String {
+    let logs = LOGS.lock().unwrap();
+    match logs.as_ref().and_then(|l| l.get(&child.id())) {
+        Some((buffer, _)) => String::from_utf8_lossy(&buffer.lock().unwrap()).into_owned(),
+        None => String::new(),
+    }
+}
+
+/// All that `child` (started by `start`, exited) wrote to stderr.
+pub fn log_of(child: &Child) -> String {
+    let entry = LOGS
+        .lock()
+        .unwrap()
+        .get_or_insert_with(Default::default)
+        .remove(&child.id());
+    let Some((buffer, reader)) = entry else {
+        return String::new();
+    };
+    let _ = reader.join();
+    let text = String::from_utf8_lossy(&buffer.lock().unwrap()).into_owned();
+    text
 }
 
 pub fn lines(dir: &Path) -> Vec<Json> {
@@ -128,22 +179,14 @@ pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
     let start = Instant::now();
     while lines(dir).len() < n {
         if child.try_wait().expect("poll").is_some() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                use std::io::Read;
-                let _ = e.read_to_string(&mut err);
-            }
+            let err = log_of(child);
             panic!("sluice exited early:\n{err}");
         }
         if start.elapsed() > Duration::from_secs(120) {
             // Stop it so that it does not hold the test's slot, and show what it said.
             let _ = child.kill();
             let _ = child.wait();
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                use std::io::Read;
-                let _ = e.read_to_string(&mut err);
-            }
+            let err = log_of(child);
             panic!(
                 "timed out waiting for {n} lines (have {}); sluice said:\n{err}",
                 lines(dir).len()
@@ -153,10 +196,18 @@ pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
     }
 }
 
-pub fn finish(child: Child) -> String {
-    let out = child.wait_with_output().expect("wait");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "sluice failed: {stderr}");
+/// Waits for `child` (started by `start`) to exit: its status and all it wrote to stderr.
+#[allow(dead_code)] // used by the Kafka tests
+pub fn wait_output(mut child: Child) -> (std::process::ExitStatus, String) {
+    let status = child.wait().expect("wait");
+    let stderr = log_of(&child);
+    (status, stderr)
+}
+
+pub fn finish(mut child: Child) -> String {
+    let status = child.wait().expect("wait");
+    let stderr = log_of(&child);
+    assert!(status.success(), "sluice failed: {stderr}");
     stderr
 }
 

@@ -87,7 +87,7 @@ fn run_case(c: &Case) {
     psql(&db, SIGNAL_TABLE);
     let (create, key): (&str, &[&str]) = if c.composite {
         (
-            "create table items (region int not null, id int not null, n int not null, note text, primary key (region, id))",
+            "create table items (region int not null, id int not null, n int not null, note text, primary key (region, id)); create index on items (id)",
             &["region", "id"],
         )
     } else {
@@ -150,22 +150,48 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
         &db,
         "insert into debezium_signal values ('inc-1', 'execute-snapshot', '{\"data-collections\": [\"public.items\"], \"type\": \"incremental\"}')",
     );
-    // The writer: inserts, updates and deletes all over the key range while chunks are read.
+    // The writers (two sessions): inserts, updates and deletes all over the key range while
+    // chunks are read, at least 4,000 rounds (12,000 changes) and on until the snapshot has
+    // completed, so that they overlap the whole snapshot however fast that runs.
     let rows = c.rows;
-    let writer_db = db.clone();
-    let writer = std::thread::spawn(move || {
-        psql(
-            &writer_db,
-            &format!(
-                "do $$ begin for i in 1..4000 loop \
-                 insert into items values (i % 7, {rows} + i, i, 'new'); \
-                 update items set n = n + 1, note = 'u' || i where id = 1 + (i * 37) % {rows}; \
-                 delete from items where id = 1 + (i * 101) % {rows}; \
-                 if i % 20 = 0 then commit; end if; end loop; end $$"
-            ),
-        )
-    });
-    writer.join().unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let writer_db = db.clone();
+            let writing = done.clone();
+            std::thread::spawn(move || {
+                // Rounds in blocks of 200, the writers taking turns: keys never collide.
+                let mut from = 1 + 200 * w;
+                while from <= 4000 || !writing.load(std::sync::atomic::Ordering::Relaxed) {
+                    psql(
+                        &writer_db,
+                        &format!(
+                            "do $$ begin for i in {from}..{} loop \
+                             insert into items values (i % 7, {rows} + i, i, 'new'); \
+                             update items set n = n + 1, note = 'u' || i where id = 1 + (i * 37) % {rows}; \
+                             delete from items where id = 1 + (i * 101) % {rows}; \
+                             if i % 20 = 0 then commit; end if; end loop; end $$",
+                            from + 199
+                        ),
+                    );
+                    from += 400;
+                }
+            })
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    while !log_so_far(&child).contains("notification=\"COMPLETED\"") {
+        assert!(
+            child.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 120,
+            "the snapshot did not complete:\n{}",
+            log_so_far(&child)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
     // Done when the output describes the table (no timing assumption: the stream may lag
     // behind other databases' WAL); the deadline only bounds a failure.
     let theirs = table_state(&db, &["region", "id", "n", "note"], key);
@@ -314,7 +340,7 @@ fn incremental_snapshot_over_tls_with_a_concurrent_writer() {
     }
     run_case(&Case {
         name: "inc_tls",
-        rows: 30_000,
+        rows: 60_000,
         chunk: 500,
         strategy: "insert_insert",
         composite: false,

@@ -1,0 +1,550 @@
+//! Incremental snapshots (Debezium's DBLog-style watermark algorithm), running beside the log
+//! stream: a reader thread with its own connection reads the chunks ahead (`reader`), the
+//! stream merges them.
+//!
+//! Per chunk: the reader writes the open-window watermark to the signaling table, reads the chunk
+//! (keys after the last one read, up to the table's maximum key, in key order, `chunk.size` rows)
+//! into a buffer keyed by the event key, then writes the close-window watermark (`insert_insert`)
+//! or deletes the open one (`insert_delete`). When the stream reaches the open watermark the
+//! window opens: every streamed change of a buffered key drops that key's snapshot row (the
+//! change is newer; a change streamed before the rows arrive is remembered and applied when they
+//! do). When it reaches the close watermark, the rows left are emitted as `op: r` with
+//! `source.snapshot = incremental`. The progress (tables left, last key, maximum key) travels in
+//! every position, so a restart continues after the last chunk whose rows were delivered.
+
+mod reader;
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::notification::Notification;
+use sluice_engine::{ChangeEvent, Record};
+use tokio::sync::Notify;
+
+use super::catalog::ConnInfo;
+use super::config::{PostgresConfig, WatermarkStrategy};
+use super::error::PgError;
+use super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
+use super::table::TableSchema;
+use reader::{Chunk, Msg};
+
+/// What survives a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The snapshot's id (the signal's).
+    pub id: String,
+    /// Tables left, `schema.table`, the current one first.
+    pub tables: Vec<String>,
+    /// The current table's last key read (text per key column).
+    #[serde(default)]
+    pub last_key: Option<Vec<Option<String>>>,
+    /// The current table's maximum key when its scan started.
+    #[serde(default)]
+    pub max_key: Option<Vec<Option<String>>>,
+    /// Extra WHERE conditions by table.
+    #[serde(default)]
+    pub conditions: BTreeMap<String, String>,
+    /// Column used as the key instead of the primary key.
+    #[serde(default)]
+    pub surrogate_key: Option<String>,
+    /// Chunks read so far.
+    #[serde(default)]
+    pub chunks: u64,
+}
+
+/// A chunk's window in the stream: announced by the reader, open once the stream met its open
+/// watermark, closed (its rows emitted) at its close watermark.
+#[derive(Debug)]
+struct Window {
+    id: String,
+    oid: u32,
+    open: bool,
+    /// Keys changed in the open window before the rows arrived.
+    early: HashSet<Vec<u8>>,
+    /// The rows, once read.
+    chunk: Option<Chunk>,
+    /// Tables the reader passed over after this chunk, found empty: their notifications follow
+    /// this chunk's.
+    empty_after: Vec<String>,
+}
+
+/// Chunks read ahead of the stream. Measured on 1M rows (chunks of 1024, 2 cores), with the
+/// chunks read in the stream's own task: 76k rows/s with one, 74k with two, 68k with three;
+/// read by a thread of their own: see the README.
+const MAX_WINDOWS: usize = 3;
+
+/// The incremental snapshot's state.
+#[derive(Debug)]
+pub struct Incremental {
+    /// Where the next chunk is read from (`None`: nothing left to read).
+    pub progress: Option<Progress>,
+    /// What positions record: the progress after the last chunk whose rows were emitted (a
+    /// restart reads again what was read ahead).
+    delivered: Option<Progress>,
+    /// `delivered` as JSON, rendered once per change rather than once per event.
+    delivered_json: Option<Arc<str>>,
+    /// Paused by a signal: no new chunk starts.
+    pub paused: bool,
+    windows: VecDeque<Window>,
+    encoder: JsonEncoder,
+    signal_table: String,
+    strategy: WatermarkStrategy,
+    chunk_size: usize,
+    prefix: Arc<str>,
+    db: Arc<str>,
+    /// Notifications for the sink channel (`true`: after the rows they come with).
+    pub notes: Vec<(bool, Notification)>,
+    /// Whether notifications go to the sink channel (they are always logged).
+    sink_notes: bool,
+    /// The snapshot's tables, as notifications list them.
+    collections: String,
+    /// Rows read of the current table.
+    scanned: u64,
+    /// `read.only`: no watermark rows; a chunk's window spans from its announcement to the WAL
+    /// position read right after its query.
+    read_only: bool,
+    /// The running chunk reader.
+    reader: Option<reader::Handle>,
+    /// Woken when the reader has sent something.
+    pub wake: Arc<Notify>,
+}
+
+impl Incremental {
+    /// State for a stream; `signal_table` is the quoted `schema.table` watermarks go to (unused
+    /// with `read.only`).
+    pub fn new(
+        config: &PostgresConfig,
+        signal_table: String,
+        db: &str,
+        progress: Option<Progress>,
+    ) -> Self {
+        Incremental {
+            delivered_json: None,
+            delivered: progress.clone(),
+            progress,
+            paused: false,
+            windows: VecDeque::new(),
+            encoder: JsonEncoder::new(JsonOptions {
+                schemas_enable: false,
+            }),
+            signal_table,
+            strategy: config.watermarking_strategy,
+            chunk_size: config.incremental_chunk_size.max(1),
+            prefix: config.topic_prefix.as_str().into(),
+            db: db.into(),
+            notes: Vec::new(),
+            sink_notes: config.notification_sink().is_some(),
+            collections: String::new(),
+            scanned: 0,
+            read_only: config.read_only,
+            reader: None,
+            wake: Arc::new(Notify::new()),
+        }
+        .rendered()
+    }
+
+    /// Logs a notification and keeps it for the sink channel when that is on.
+    pub fn note(
+        &mut self,
+        id: &str,
+        kind: &'static str,
+        after_rows: bool,
+        data: Vec<(&'static str, String)>,
+    ) {
+        tracing::info!(notification = kind, id, data = ?data, "Incremental snapshot.");
+        if self.sink_notes {
+            self.notes.push((
+                after_rows,
+                Notification {
+                    id: id.to_owned(),
+                    kind,
+                    aggregate: "Incremental Snapshot",
+                    data,
+                },
+            ));
+        }
+    }
+
+    fn rendered(mut self) -> Self {
+        self.render();
+        self
+    }
+
+    /// Renders `delivered` for positions; called wherever it changes.
+    fn render(&mut self) {
+        self.delivered_json = self
+            .delivered
+            .as_ref()
+            .and_then(|p| serde_json::to_string(p).ok())
+            .map(Into::into);
+    }
+
+    /// Starts a snapshot of `tables`, or adds them to the running one.
+    pub fn execute(
+        &mut self,
+        id: &str,
+        tables: Vec<String>,
+        conditions: BTreeMap<String, String>,
+        surrogate_key: Option<String>,
+    ) {
+        if self.progress.is_none() && self.delivered.is_none() {
+            self.collections = tables.join(",");
+            self.scanned = 0;
+        } else {
+            for t in &tables {
+                if !self.collections.split(',').any(|c| c == t) {
+                    self.collections = format!("{},{t}", self.collections);
+                }
+            }
+        }
+        let collections = self.collections.clone();
+        self.note(
+            id,
+            "STARTED",
+            false,
+            vec![("data_collections", collections)],
+        );
+        let fresh = Progress {
+            id: id.to_owned(),
+            tables: tables.clone(),
+            last_key: None,
+            max_key: None,
+            conditions: conditions.clone(),
+            surrogate_key,
+            chunks: 0,
+        };
+        for state in [&mut self.progress, &mut self.delivered] {
+            match state {
+                Some(p) => {
+                    for t in &tables {
+                        if !p.tables.contains(t) {
+                            p.tables.push(t.clone());
+                        }
+                    }
+                    p.conditions.extend(conditions.clone());
+                }
+                None => *state = Some(fresh.clone()),
+            }
+        }
+        self.render();
+        // A running reader does not know the new tables: the next one does.
+        self.halt();
+    }
+
+    /// A captured table's columns changed: chunks are read again with the new columns from
+    /// the next one on.
+    pub fn table_changed(&mut self) {
+        if self.reader.is_some() {
+            self.halt();
+        }
+    }
+
+    /// Stops the snapshot of the matching tables (`None`: all).
+    pub fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
+        let Some(p) = self.delivered.clone().or_else(|| self.progress.clone()) else {
+            return;
+        };
+        // Chunks read ahead are dropped; reading starts again from what was delivered.
+        self.reader = None;
+        self.windows.clear();
+        match matches {
+            None => {
+                self.note(&p.id, "ABORTED", false, Vec::new());
+                self.progress = None;
+                self.delivered = None;
+                self.render();
+            }
+            Some(m) => {
+                let mut p = p;
+                let current = p.tables.first().cloned();
+                p.tables.retain(|t| !m(t));
+                if p.tables.first() != current.as_ref() {
+                    p.last_key = None;
+                    p.max_key = None;
+                }
+                let left = p.tables.join(",");
+                self.note(&p.id, "ABORTED", false, vec![("data_collections", left)]);
+                let left = (!p.tables.is_empty()).then_some(p);
+                self.progress = left.clone();
+                self.delivered = left;
+                self.render();
+            }
+        }
+    }
+
+    /// Pauses (`true`) or resumes reading chunks; chunks already read still go out.
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+        if paused {
+            self.halt();
+        }
+    }
+
+    /// Stops the reader; the chunks it announced but did not deliver are read again by the
+    /// next one, which starts from `progress` (the progress after the last chunk received).
+    fn halt(&mut self) {
+        self.reader = None;
+        self.windows.retain(|w| w.chunk.is_some());
+    }
+
+    /// The progress to store in positions while a snapshot runs.
+    pub fn progress_json(&self) -> Option<&str> {
+        self.delivered_json.as_deref()
+    }
+
+    fn key_bytes(&self, key: &Option<Record>) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encoder.encode_record(key.as_ref(), &mut out);
+        out
+    }
+
+    /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
+    pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
+        if !self.windows.iter().any(|w| w.open && w.oid == oid) {
+            return;
+        }
+        let bytes = self.key_bytes(key);
+        for w in self.windows.iter_mut().filter(|w| w.open && w.oid == oid) {
+            match &mut w.chunk {
+                Some(chunk) => {
+                    if let Some(i) = chunk.index.remove(&bytes) {
+                        chunk.rows[i] = None;
+                    }
+                }
+                None => {
+                    w.early.insert(bytes.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether windows are bounded by WAL positions instead of watermark rows.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether a reader should start now.
+    pub fn ready(&self) -> bool {
+        self.progress.is_some() && self.reader.is_none() && !self.paused
+    }
+
+    /// Starts a reader when one should run; `tables` are the captured tables by
+    /// `schema.table`.
+    pub fn start_reader(
+        &mut self,
+        info: &ConnInfo,
+        tables: std::collections::HashMap<String, Arc<TableSchema>>,
+    ) -> Result<(), PgError> {
+        if !self.ready() {
+            return Ok(());
+        }
+        let Some(progress) = self.progress.clone() else {
+            return Ok(());
+        };
+        let settings = reader::Settings {
+            info: info.clone(),
+            tables,
+            progress,
+            chunk_size: self.chunk_size,
+            strategy: self.strategy,
+            read_only: self.read_only,
+            signal_table: self.signal_table.clone(),
+            prefix: self.prefix.clone(),
+            db: self.db.clone(),
+        };
+        self.reader = Some(reader::spawn(settings, self.wake.clone(), MAX_WINDOWS)?);
+        Ok(())
+    }
+
+    /// Takes in what the reader has sent so far.
+    pub fn drain(&mut self) -> Result<(), PgError> {
+        while let Some(msg) = self.reader.as_mut().and_then(|r| r.rx.try_recv().ok()) {
+            self.apply(msg)?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, msg: Msg) -> Result<(), PgError> {
+        match msg {
+            Msg::Announce { id, oid, ack } => {
+                self.windows.push_back(Window {
+                    id,
+                    oid,
+                    // Read-only: open from now on.
+                    open: ack.is_some(),
+                    early: HashSet::new(),
+                    chunk: None,
+                    empty_after: Vec::new(),
+                });
+                if let Some(ack) = ack {
+                    // The reader waits for this before it reads; gone means halted.
+                    let _ = ack.send(());
+                }
+            }
+            Msg::Chunk(mut chunk) => {
+                self.progress = (!chunk.next.tables.is_empty()).then(|| chunk.next.clone());
+                if let Some(w) = self.windows.iter_mut().rev().find(|w| w.id == chunk.id) {
+                    for key in w.early.drain() {
+                        if let Some(i) = chunk.index.remove(&key) {
+                            chunk.rows[i] = None;
+                        }
+                    }
+                    w.chunk = Some(chunk);
+                }
+            }
+            Msg::Progress { progress, empty } => {
+                let id = self
+                    .delivered
+                    .as_ref()
+                    .or(self.progress.as_ref())
+                    .map(|p| p.id.clone())
+                    .unwrap_or_default();
+                self.progress = progress;
+                if let Some(table) = empty {
+                    match self.windows.back_mut() {
+                        Some(w) => w.empty_after.push(table),
+                        None => self.table_scanned(&id, table, 0),
+                    }
+                }
+                if self.progress.is_none() {
+                    // The reader has ended.
+                    self.reader = None;
+                    if self.windows.is_empty() {
+                        self.complete(&id);
+                    }
+                }
+            }
+            Msg::Failed(e) => {
+                self.reader = None;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// A watermark row seen in the stream (`deleted`: the open row was deleted, which closes
+    /// the window under `insert_delete`). Returns the chunk's rows when the window closes.
+    pub async fn on_watermark(
+        &mut self,
+        id: &str,
+        kind: &str,
+        deleted: bool,
+    ) -> Result<Option<Vec<ChangeEvent>>, PgError> {
+        // The chunk was announced before its open watermark was written.
+        self.drain()?;
+        if !deleted && kind == WINDOW_OPEN {
+            if let Some(w) = self
+                .windows
+                .iter_mut()
+                .find(|w| id.strip_suffix("-open") == Some(w.id.as_str()))
+            {
+                w.open = true;
+            }
+            return Ok(None);
+        }
+        // Windows close in log order: only the oldest one can.
+        let Some(front) = self.windows.front() else {
+            return Ok(None);
+        };
+        let closes = (kind == WINDOW_CLOSE && id.strip_suffix("-close") == Some(front.id.as_str()))
+            || (deleted && id.strip_suffix("-open") == Some(front.id.as_str()));
+        if !closes || !front.open {
+            return Ok(None);
+        }
+        // The rows were sent before the close watermark was written: they are on their way.
+        while self.windows.front().is_some_and(|w| w.chunk.is_none()) {
+            let Some(reader) = self.reader.as_mut() else {
+                break;
+            };
+            match reader.rx.recv().await {
+                Some(msg) => self.apply(msg)?,
+                None => break,
+            }
+        }
+        self.close_front()
+    }
+
+    /// Read-only: closes the oldest window when the stream has reached its end position
+    /// (every transaction the chunk's snapshot could see has been streamed).
+    pub fn close_reached(&mut self, lsn: u64) -> Result<Option<Vec<ChangeEvent>>, PgError> {
+        self.drain()?;
+        let at = self
+            .windows
+            .front()
+            .and_then(|w| w.chunk.as_ref())
+            .and_then(|c| c.close_at);
+        match at {
+            Some(at) if lsn >= at => self.close_front(),
+            _ => Ok(None),
+        }
+    }
+
+    fn table_scanned(&mut self, id: &str, table: String, rows: u64) {
+        let collections = self.collections.clone();
+        self.note(
+            id,
+            "TABLE_SCAN_COMPLETED",
+            true,
+            vec![
+                ("scanned_collection", table),
+                ("total_rows_scanned", rows.to_string()),
+                ("status", "SUCCEEDED".to_owned()),
+                ("data_collections", collections),
+            ],
+        );
+    }
+
+    /// The snapshot is over (once).
+    fn complete(&mut self, id: &str) {
+        if self.delivered.take().is_some() {
+            self.note(id, "COMPLETED", true, Vec::new());
+            self.render();
+        }
+    }
+
+    /// Closes the oldest window: its rows not evicted by the stream, to emit now.
+    fn close_front(&mut self) -> Result<Option<Vec<ChangeEvent>>, PgError> {
+        let Some(w) = self.windows.pop_front() else {
+            return Ok(None);
+        };
+        let Some(chunk) = w.chunk else {
+            // Cannot happen: the rows are sent before the window can close.
+            return Err(PgError::Replication(format!(
+                "incremental snapshot chunk {} closed without its rows; restarting from the last committed chunk",
+                w.id
+            )));
+        };
+        let rows: Vec<ChangeEvent> = chunk.rows.into_iter().flatten().collect();
+        let table = format!("{}.{}", chunk.table.schema_name, chunk.table.table);
+        let collections = self.collections.clone();
+        let id = chunk.next.id.clone();
+        tracing::debug!(id = %id, table = %table, chunk = chunk.next.chunks, rows = rows.len(), "Incremental snapshot chunk emitted.");
+        self.note(
+            &id,
+            "IN_PROGRESS",
+            false,
+            vec![
+                ("current_collection_in_progress", table.clone()),
+                ("maximum_key", chunk.max_key.clone()),
+                ("last_processed_key", chunk.last_key.clone()),
+                ("data_collections", collections),
+            ],
+        );
+        self.scanned += chunk.read as u64;
+        if chunk.last_of_table {
+            let scanned = std::mem::take(&mut self.scanned);
+            self.table_scanned(&id, table, scanned);
+        }
+        for empty in w.empty_after {
+            self.table_scanned(&id, empty, 0);
+        }
+        self.delivered = Some(chunk.next);
+        if self.windows.is_empty() && self.progress.is_none() {
+            self.complete(&id);
+        }
+        self.render();
+        Ok(Some(rows))
+    }
+}
