@@ -17,8 +17,9 @@ PGPORT=${PGPORT:-5432}
 DB=sluice_bench
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-SLUICE="$ROOT/target/release/sluice"
-(cd "$ROOT" && cargo build --release --quiet)
+# SLUICE_BIN: a sluice binary to measure instead of this checkout's release build.
+SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
+[ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 psqlq() { psql -X -q -At -v ON_ERROR_STOP=1 -U postgres -h "$PGHOST" -p "$PGPORT" "$@"; }
 
 reset_db() {

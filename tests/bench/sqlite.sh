@@ -10,8 +10,9 @@ ROOT=$(cd "$HERE/../.." && pwd)
 N=${1:-200000}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-SLUICE="$ROOT/target/release/sluice"
-(cd "$ROOT" && cargo build --release --quiet)
+# SLUICE_BIN: a sluice binary to measure instead of this checkout's release build.
+SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
+[ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 DB="$WORK/bench.db"
 
 python3 - "$DB" "$N" <<'PY'

@@ -50,42 +50,69 @@ pub fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// Runs `COPY (<select>) TO STDOUT` and calls `f` with each row's cells, in order.
-pub async fn for_each_row(
+/// Calls `f` with the cells of each whole line of COPY text in `buf`, in order; returns the
+/// bytes consumed (a partial last line is left).
+pub fn for_each_line(
+    buf: &[u8],
+    what: &str,
+    mut f: impl FnMut(&[super::table::Cell<'_>]) -> Result<(), super::error::PgError>,
+) -> Result<usize, super::error::PgError> {
+    use super::error::PgError;
+    use super::table::Cell;
+    let mut consumed = 0;
+    let mut fields: Vec<(bool, std::borrow::Cow<'_, str>)> = Vec::new();
+    while let Some(nl) = buf[consumed..].iter().position(|b| *b == b'\n') {
+        let line = std::str::from_utf8(&buf[consumed..consumed + nl])
+            .map_err(|e| PgError::Decode(format!("{what}: row is not UTF-8: {e}")))?;
+        consumed += nl + 1;
+        fields.clear();
+        fields.extend(line.split('\t').map(|f| (f == "\\N", unescape_copy(f))));
+        let cells: Vec<Cell<'_>> = fields
+            .iter()
+            .map(|(null, f)| if *null { Cell::Null } else { Cell::Text(f) })
+            .collect();
+        f(&cells)?;
+    }
+    Ok(consumed)
+}
+
+/// The text of fields `wanted` of the last whole line of COPY text in `buf` (`None`: NULL).
+pub fn last_line_fields(buf: &[u8], wanted: &[usize]) -> Option<Vec<Option<String>>> {
+    let end = buf.iter().rposition(|b| *b == b'\n')?;
+    let start = buf[..end]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = std::str::from_utf8(&buf[start..end]).ok()?;
+    let fields: Vec<&str> = line.split('\t').collect();
+    Some(
+        wanted
+            .iter()
+            .map(|&i| match fields.get(i) {
+                Some(&"\\N") | None => None,
+                Some(f) => Some(unescape_copy(f).into_owned()),
+            })
+            .collect(),
+    )
+}
+
+/// Runs `COPY (<select>) TO STDOUT` and returns its text, whole.
+pub async fn copy_all(
     client: &tokio_postgres::Client,
     select: &str,
     what: &str,
-    mut f: impl FnMut(&[super::table::Cell<'_>]) -> Result<(), super::error::PgError>,
-) -> Result<(), super::error::PgError> {
+) -> Result<Vec<u8>, super::error::PgError> {
     use super::error::PgError;
-    use super::table::Cell;
     let stream = client
         .copy_out(&format!("COPY ({select}) TO STDOUT"))
         .await
         .map_err(|e| PgError::query(what.to_owned(), e))?;
     futures_util::pin_mut!(stream);
-    let mut carry: Vec<u8> = Vec::new();
+    let mut out: Vec<u8> = Vec::new();
     while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
-        let chunk = chunk.map_err(|e| PgError::query(what.to_owned(), e))?;
-        carry.extend_from_slice(&chunk);
-        let mut consumed = 0;
-        while let Some(nl) = carry[consumed..].iter().position(|b| *b == b'\n') {
-            let line = std::str::from_utf8(&carry[consumed..consumed + nl])
-                .map_err(|e| PgError::Decode(format!("{what}: row is not UTF-8: {e}")))?;
-            consumed += nl + 1;
-            let fields: Vec<(bool, std::borrow::Cow<'_, str>)> = line
-                .split('\t')
-                .map(|f| (f == "\\N", unescape_copy(f)))
-                .collect();
-            let cells: Vec<Cell<'_>> = fields
-                .iter()
-                .map(|(null, f)| if *null { Cell::Null } else { Cell::Text(f) })
-                .collect();
-            f(&cells)?;
-        }
-        carry.drain(..consumed);
+        out.extend_from_slice(&chunk.map_err(|e| PgError::query(what.to_owned(), e))?);
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -109,6 +136,27 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_last_line_gives_the_last_key() {
+        let buf = b"1\tx\n22\t\\N\n333\ta\\tb\n";
+        assert_eq!(
+            super::last_line_fields(buf, &[0, 1]),
+            Some(vec![Some("333".to_owned()), Some("a\tb".to_owned())])
+        );
+        assert_eq!(
+            super::last_line_fields(b"7\t\\N\n", &[1, 0]),
+            Some(vec![None, Some("7".to_owned())])
+        );
+        assert_eq!(super::last_line_fields(b"", &[0]), None);
+        let mut seen = Vec::new();
+        let used = super::for_each_line(b"1\ta\n2\tb\n3\tc", "t", |cells| {
+            seen.push(cells.len());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((seen, used), (vec![2, 2], 8));
     }
 
     #[test]

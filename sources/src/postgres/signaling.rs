@@ -110,7 +110,7 @@ impl Streamer<'_> {
     ) -> Result<bool, PgError> {
         loop {
             let rows = match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-                Some(inc) if inc.waits_for_lsn() => inc.close_reached(reached),
+                Some(inc) if inc.read_only() => inc.close_reached(reached)?,
                 _ => None,
             };
             let Some(rows) = rows else {
@@ -238,10 +238,10 @@ impl Streamer<'_> {
         let id = id.unwrap_or_default();
         let kind = kind.unwrap_or_default();
         if deleted || kind == WINDOW_OPEN || kind == WINDOW_CLOSE {
-            let rows = signals
-                .incremental
-                .as_mut()
-                .and_then(|inc| inc.on_watermark(&id, &kind, deleted));
+            let rows = match signals.incremental.as_mut() {
+                Some(inc) => inc.on_watermark(&id, &kind, deleted).await?,
+                None => None,
+            };
             if let Some(rows) = rows {
                 self.next_chunk().await?;
                 return Ok(rows);
@@ -385,11 +385,11 @@ impl Streamer<'_> {
                 inc.stop(Some(&m));
             }
             Action::Pause => {
-                inc.paused = true;
+                inc.set_paused(true);
                 inc.note(&signal.id, "PAUSED", false, Vec::new());
             }
             Action::Resume => {
-                inc.paused = false;
+                inc.set_paused(false);
                 inc.note(&signal.id, "RESUMED", false, Vec::new());
             }
             Action::Log(message) => {
@@ -399,7 +399,7 @@ impl Streamer<'_> {
         self.next_chunk().await
     }
 
-    /// Starts the next chunk of the incremental snapshot when one can start.
+    /// Starts the incremental snapshot's chunk reader when one should run.
     pub async fn next_chunk(&mut self) -> Result<(), PgError> {
         let ready = self
             .signals
@@ -410,10 +410,34 @@ impl Streamer<'_> {
             return Ok(());
         }
         let by_name = self.captured_by_name();
+        let info = self.info;
         if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-            inc.next_chunk(self.client, &by_name).await?;
+            inc.start_reader(info, by_name)?;
         }
         Ok(())
+    }
+
+    /// The chunk reader sent something: take it in; between transactions, close what can
+    /// close and send the notifications waiting. `false`: the pipeline stops.
+    pub async fn on_reader(
+        &mut self,
+        ctx: &mut sluice_engine::SourceContext,
+        last_done: u64,
+        between_transactions: bool,
+    ) -> Result<bool, PgError> {
+        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            inc.drain()?;
+        }
+        if !between_transactions {
+            return Ok(true);
+        }
+        if !self.read_only_reached(last_done, last_done, ctx).await? {
+            return Ok(false);
+        }
+        self.next_chunk().await?;
+        Ok(self
+            .emit_with_notes(Vec::new(), last_done, false, ctx)
+            .await)
     }
 }
 

@@ -109,6 +109,11 @@ impl Streamer<'_> {
         };
         // An incremental snapshot resumed from the committed position continues now.
         self.next_chunk().await?;
+        let reader_wake = self
+            .signals
+            .as_ref()
+            .and_then(|s| s.incremental.as_ref())
+            .map(|inc| inc.wake.clone());
         loop {
             let event = tokio::select! {
                 biased;
@@ -171,6 +176,19 @@ impl Streamer<'_> {
                         channel.commit(offset);
                     }
                     if !self.after_signals_out_of_band(ctx, last_done).await? {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                // The incremental snapshot's chunk reader sent something.
+                _ = async {
+                    match &reader_wake {
+                        Some(wake) => wake.notified().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let between = tx.is_none() && batch.is_empty();
+                    if !self.on_reader(ctx, last_done, between).await? {
                         return Ok(());
                     }
                     continue;
@@ -372,6 +390,12 @@ impl Streamer<'_> {
                 let change = self
                     .on_relation(oid, namespace.clone(), name.clone(), columns.clone())
                     .await?;
+                if change == Some("ALTER") {
+                    if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+                        inc.table_changed();
+                    }
+                    self.next_chunk().await?;
+                }
                 if let (Some(kind), Some(changes), Some(table)) =
                     (change, &self.schema_changes, self.table(oid))
                 {

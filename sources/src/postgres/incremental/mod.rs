@@ -282,11 +282,13 @@ impl Incremental {
         }
     }
 
-    /// Stops the reader; the chunks it announced but did not deliver are read again by the
-    /// next one, which starts from `progress` (the progress after the last chunk received).
+    /// Stops the reader and drops the chunks read ahead: the next reader reads again from
+    /// what was delivered. (A chunk kept would wait for a close watermark that the stopped
+    /// reader may write after the next reader's, out of order.)
     fn halt(&mut self) {
         self.reader = None;
-        self.windows.retain(|w| w.chunk.is_some());
+        self.windows.clear();
+        self.progress = self.delivered.clone();
     }
 
     /// The progress to store in positions while a snapshot runs.
