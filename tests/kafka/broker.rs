@@ -244,6 +244,24 @@ pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
     assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
 }
 
+/// A topic's configuration entry as the broker describes it (`None`: not set or not known).
+pub fn topic_config(bootstrap: &str, topic: &str, name: &str) -> Option<String> {
+    use rdkafka::admin::ResourceSpecifier;
+    let admin: AdminClient<DefaultClientContext> =
+        consumer_config(bootstrap).create().expect("admin");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let described = rt
+        .block_on(admin.describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()))
+        .expect("describe configs");
+    described.into_iter().find_map(|r| {
+        let resource = r.expect("topic config");
+        resource.get(name).and_then(|e| e.value.clone())
+    })
+}
+
 /// Java's `Utils.murmur2` (Kafka's default partitioner for keyed records).
 pub fn murmur2(data: &[u8]) -> i32 {
     const SEED: u32 = 0x9747_b28c;

@@ -194,6 +194,17 @@ fn topics_are_created_with_their_groups_settings_or_left_alone() {
     let parts = broker::partitions(&bootstrap);
     assert_eq!(parts.get(&format!("{prefix}.public.plain")), Some(&2));
     assert_eq!(parts.get(&format!("{prefix}.public.special")), Some(&4));
+    // The group's topic configuration reached the broker; the other topic has the default.
+    assert_eq!(
+        broker::topic_config(&bootstrap, &format!("{prefix}.public.special"), "cleanup.policy")
+            .as_deref(),
+        Some("compact")
+    );
+    assert_ne!(
+        broker::topic_config(&bootstrap, &format!("{prefix}.public.plain"), "cleanup.policy")
+            .as_deref(),
+        Some("compact")
+    );
 
     // With creation off, an existing topic is used as it is.
     let prefix = unique_prefix("topics_off");

@@ -35,6 +35,11 @@ fn offsets_in_kafka_survive_the_loss_of_the_data_directory() {
     pg::stop(&child);
     let said = pg::finish(child);
     assert!(said.contains("Created the Kafka offsets topic"), "{said}");
+    assert_eq!(
+        broker::topic_config(&bootstrap, &topic, "cleanup.policy").as_deref(),
+        Some("compact"),
+        "the offsets topic is compacted"
+    );
 
     // Another machine: no data directory; more changes meanwhile.
     assert!(!dir.path().join("data/offsets.json").exists());
