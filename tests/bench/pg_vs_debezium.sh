@@ -111,6 +111,8 @@ for schemas in false true; do
   psqlq -d "$DB" -c "insert into customers (first_name,last_name,email,ssn,balance,birth,active,notes,tags)
     select 'f'||g, 'l'||g, 'e'||g||'@example.com', '123-45-6789', (g*0.5)::numeric(12,2), date '1980-01-01' + (g%9000), g%3=0, 'note '||g, jsonb_build_object('n', g)
     from generate_series(1, 200000) g"
+  # Settled before the runs, so that autovacuum and a checkpoint do not land in one tool's run.
+  psqlq -d "$DB" -c "vacuum analyze customers" -c "checkpoint"
   read -r dr dm < <(run_dbz "snap_$schemas" "$schemas" initial_only 200000)
   read -r sr sm se < <(run_sluice "snap_$schemas" "$schemas" initial_only)
   report "snapshot 200k, schemas=$schemas" "$dr" "$dm" "$sr" "$sm"
@@ -122,6 +124,7 @@ for schemas in false true; do
   run_sluice "strm_$schemas" "$schemas" no_data --stop-when-idle 1s > /dev/null
   rm -f "$WORK/sluice-strm_$schemas.jsonl" "$WORK/dbz-strm_$schemas.jsonl"
   psqlq -d "$DB" -v tbl=customers -f "$SHARED/debezium/workload.sql"
+  psqlq -d "$DB" -c "vacuum analyze customers" -c "checkpoint"
   read -r dr dm < <(run_dbz "strm_$schemas" "$schemas" no_data 0)
   read -r sr sm se < <(run_sluice "strm_$schemas" "$schemas" no_data --stop-when-idle 3s)
   report "streaming workload ($se rec), schemas=$schemas" "$dr" "$dm" "$sr" "$sm"

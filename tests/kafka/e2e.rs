@@ -196,13 +196,21 @@ fn topics_are_created_with_their_groups_settings_or_left_alone() {
     assert_eq!(parts.get(&format!("{prefix}.public.special")), Some(&4));
     // The group's topic configuration reached the broker; the other topic has the default.
     assert_eq!(
-        broker::topic_config(&bootstrap, &format!("{prefix}.public.special"), "cleanup.policy")
-            .as_deref(),
+        broker::topic_config(
+            &bootstrap,
+            &format!("{prefix}.public.special"),
+            "cleanup.policy"
+        )
+        .as_deref(),
         Some("compact")
     );
     assert_ne!(
-        broker::topic_config(&bootstrap, &format!("{prefix}.public.plain"), "cleanup.policy")
-            .as_deref(),
+        broker::topic_config(
+            &bootstrap,
+            &format!("{prefix}.public.plain"),
+            "cleanup.policy"
+        )
+        .as_deref(),
         Some("compact")
     );
 

@@ -4,7 +4,7 @@
 //! name: orders                  # pipeline name; keys the committed offsets
 //! data_dir: ./.sluice/orders    # default: ./.sluice/<name>
 //! max_queue_size: 8192          # events per queue (source queue and each sink queue)
-//! max_queue_size_bytes: 8MiB    # bytes per queue
+//! max_queue_size_bytes: 4MiB    # bytes per queue
 //! max_batch_size: 2048          # events per batch
 //! poll_interval: 500ms          # how long an idle stage waits before re-checking
 //! source: { type: datagen, ... }
@@ -44,7 +44,7 @@ pub trait ComponentSpec: Sized {
 pub struct Limits {
     /// Events a queue holds at most (`max_queue_size`, default 8192).
     pub max_queue_size: usize,
-    /// Bytes a queue holds at most (`max_queue_size_bytes`, default 8 MiB).
+    /// Bytes a queue holds at most (`max_queue_size_bytes`, default 4 MiB).
     pub max_queue_size_bytes: u64,
     /// Events per batch (`max_batch_size`, default 2048).
     pub max_batch_size: usize,
@@ -56,7 +56,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_queue_size: 8192,
-            max_queue_size_bytes: 8 << 20,
+            max_queue_size_bytes: 4 << 20,
             max_batch_size: 2048,
             poll_interval: DurationSpec(std::time::Duration::from_millis(500)),
         }

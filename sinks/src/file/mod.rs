@@ -10,8 +10,10 @@ pub use config::FileSinkConfig;
 
 use crate::writer::{ClassifiedIo, WriterThread};
 
-/// Bytes encoded before they are handed to the writer thread.
-const CHUNK_BYTES: usize = 1 << 20;
+/// Bytes encoded before they are handed to the writer thread: below the writer's 1 MiB buffers,
+/// so that the record that crosses the mark does not double a buffer (measured: 64 → 58 MB
+/// peak RSS for a snapshot with schemas).
+const CHUNK_BYTES: usize = 896 << 10;
 
 /// The running file sink.
 pub struct FileSink {
