@@ -80,6 +80,7 @@ peak_mb() { awk '/Maximum resident set size/ {printf "%.0f", $NF/1024}' "$1"; }
 # Runs Debezium until EXPECTED events or 5 s idle; prints "rate rss_mb".
 run_dbz() { # name schemas mode expected
   dbz_props "$1" "$2" "$3" > "$WORK/$1.properties"
+  sync # the previous run's output is on disk before this one starts
   /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/$1.properties" "$WORK/dbz-$1.jsonl" "$4" 5 \
     > "$WORK/dbz-$1.out" 2> "$WORK/dbz-$1.time" || true
   local rate; rate=$(sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' "$WORK/dbz-$1.out")
@@ -90,12 +91,14 @@ run_dbz() { # name schemas mode expected
 run_sluice() { # name schemas mode [--stop-when-idle 2s]
   local name=$1 schemas=$2 mode=$3; shift 3
   sluice_yaml "$name" "$schemas" "$mode" > "$WORK/$name.yaml"
+  sync # the previous run's output (Debezium's) is on disk before this one starts
   local start; start=$(date +%s.%N)
   /usr/bin/time -v "$SLUICE" run "$WORK/$name.yaml" "$@" > /dev/null 2> "$WORK/sluice-$name.time"
   local end; end=$(stat -c %.Y "$WORK/sluice-$name.jsonl" 2>/dev/null || date +%s.%N)
   local events; events=$(wc -l < "$WORK/sluice-$name.jsonl" 2>/dev/null || echo 0)
   local rate; rate=$(awk -v n="$events" -v a="$start" -v b="$end" 'BEGIN { d = b - a; if (d <= 0) d = 0.001; printf "%.0f", n / d }')
-  echo "$rate $(peak_mb "$WORK/sluice-$name.time") $events"
+  local mbs; mbs=$(awk -v n="$(stat -c %s "$WORK/sluice-$name.jsonl" 2>/dev/null || echo 0)" -v a="$start" -v b="$end" 'BEGIN { d = b - a; if (d <= 0) d = 0.001; printf "%.0f", n / d / 1e6 }')
+  echo "$rate $(peak_mb "$WORK/sluice-$name.time") $events $mbs"
 }
 
 report() { # case dbz_rate dbz_rss sluice_rate sluice_rss
@@ -105,6 +108,10 @@ report() { # case dbz_rate dbz_rss sluice_rate sluice_rss
 }
 
 echo "PostgreSQL $(psqlq -d postgres -c 'show server_version'), $(nproc) cores"
+# What the disk takes (1 GiB written, then fdatasync), for the with-schemas runs' share of it.
+disk_mbs=$(dd if=/dev/zero of="$WORK/disk.test" bs=1M count=1024 conv=fdatasync 2>&1 | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.0f", 1073.741824 / $(i + 1) } }')
+rm -f "$WORK/disk.test"
+echo "disk: ${disk_mbs} MB/s (dd, 1 GiB, fdatasync)"
 for schemas in false true; do
   # (a) snapshot of 200k rows.
   reset_db
@@ -114,8 +121,9 @@ for schemas in false true; do
   # Settled before the runs, so that autovacuum and a checkpoint do not land in one tool's run.
   psqlq -d "$DB" -c "vacuum analyze customers" -c "checkpoint"
   read -r dr dm < <(run_dbz "snap_$schemas" "$schemas" initial_only 200000)
-  read -r sr sm se < <(run_sluice "snap_$schemas" "$schemas" initial_only)
+  read -r sr sm se smb < <(run_sluice "snap_$schemas" "$schemas" initial_only)
   report "snapshot 200k, schemas=$schemas" "$dr" "$dm" "$sr" "$sm"
+  [ "$schemas" = false ] || echo "  sluice wrote ${smb} MB/s, $(( 100 * smb / disk_mbs ))% of the disk's ${disk_mbs} MB/s"
   # (b) streaming catch-up: slots first, then the workload, then drain.
   reset_db
   # Debezium's slot and publication (the publication must exist before the workload is decoded).
@@ -126,8 +134,9 @@ for schemas in false true; do
   psqlq -d "$DB" -v tbl=customers -f "$SHARED/debezium/workload.sql"
   psqlq -d "$DB" -c "vacuum analyze customers" -c "checkpoint"
   read -r dr dm < <(run_dbz "strm_$schemas" "$schemas" no_data 0)
-  read -r sr sm se < <(run_sluice "strm_$schemas" "$schemas" no_data --stop-when-idle 3s)
+  read -r sr sm se smb < <(run_sluice "strm_$schemas" "$schemas" no_data --stop-when-idle 3s)
   report "streaming workload ($se rec), schemas=$schemas" "$dr" "$dm" "$sr" "$sm"
+  [ "$schemas" = false ] || echo "  sluice wrote ${smb} MB/s, $(( 100 * smb / disk_mbs ))% of the disk's ${disk_mbs} MB/s"
   reset_db
 done
 psqlq -d postgres -c "drop database if exists $DB with (force)"

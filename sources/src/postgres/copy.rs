@@ -51,27 +51,45 @@ pub fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Calls `f` with the cells of each whole line of COPY text in `buf`, in order; returns the
-/// bytes consumed (a partial last line is left).
-pub fn for_each_line(
-    buf: &[u8],
+/// bytes consumed (a partial last line is left). Fields without escapes are borrowed from
+/// `buf` (no allocation per row); a line with escapes is unescaped into owned fields.
+pub fn for_each_line<'b>(
+    buf: &'b [u8],
     what: &str,
     mut f: impl FnMut(&[super::table::Cell<'_>]) -> Result<(), super::error::PgError>,
 ) -> Result<usize, super::error::PgError> {
     use super::error::PgError;
     use super::table::Cell;
     let mut consumed = 0;
-    let mut fields: Vec<(bool, std::borrow::Cow<'_, str>)> = Vec::new();
-    while let Some(nl) = buf[consumed..].iter().position(|b| *b == b'\n') {
-        let line = std::str::from_utf8(&buf[consumed..consumed + nl])
+    let mut cells: Vec<Cell<'b>> = Vec::new();
+    let mut unescaped: Vec<(bool, std::borrow::Cow<'b, str>)> = Vec::new();
+    while let Some(nl) = memchr::memchr(b'\n', &buf[consumed..]) {
+        let line: &'b str = std::str::from_utf8(&buf[consumed..consumed + nl])
             .map_err(|e| PgError::Decode(format!("{what}: row is not UTF-8: {e}")))?;
         consumed += nl + 1;
-        fields.clear();
-        fields.extend(line.split('\t').map(|f| (f == "\\N", unescape_copy(f))));
-        let cells: Vec<Cell<'_>> = fields
+        cells.clear();
+        let mut escaped = false;
+        for field in line.split('\t') {
+            if field == "\\N" {
+                cells.push(Cell::Null);
+            } else if memchr::memchr(b'\\', field.as_bytes()).is_some() {
+                escaped = true;
+                break;
+            } else {
+                cells.push(Cell::Text(field));
+            }
+        }
+        if !escaped {
+            f(&cells)?;
+            continue;
+        }
+        unescaped.clear();
+        unescaped.extend(line.split('\t').map(|f| (f == "\\N", unescape_copy(f))));
+        let owned: Vec<Cell<'_>> = unescaped
             .iter()
             .map(|(null, f)| if *null { Cell::Null } else { Cell::Text(f) })
             .collect();
-        f(&cells)?;
+        f(&owned)?;
     }
     Ok(consumed)
 }
@@ -157,6 +175,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!((seen, used), (vec![2, 2], 8));
+        let mut texts = Vec::new();
+        super::for_each_line(b"a\\tb\t\\N\tc\n", "t", |cells| {
+            texts.push(format!("{cells:?}"));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(texts, vec![r#"[Text("a\tb"), Null, Text("c")]"#.to_owned()]);
     }
 
     #[test]

@@ -18,11 +18,11 @@ use tokio_postgres::Client;
 use sluice_engine::notification::{Notification, Notifications};
 
 use super::catalog::{quote_ident, ConnInfo};
-use super::copy::unescape_copy;
+use super::copy::for_each_line;
 use super::error::PgError;
 use super::offset::PgOffset;
 use super::schema_change::{describe, SchemaChanges};
-use super::table::{Cell, SourceInfo, TableSchema};
+use super::table::{SourceInfo, TableSchema};
 
 /// The most rows a reader sends at once.
 const PIECE: usize = 256;
@@ -434,24 +434,10 @@ async fn read_unit(
     while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
         let chunk = chunk.map_err(|e| PgError::query(what(), e))?;
         carry.extend_from_slice(&chunk);
-        let mut consumed = 0;
-        while let Some(nl) = carry[consumed..].iter().position(|b| *b == b'\n') {
-            let line = std::str::from_utf8(&carry[consumed..consumed + nl])
-                .map_err(|e| PgError::Decode(format!("{}: row is not UTF-8: {e}", what())))?;
-            consumed += nl + 1;
-            let mut fields: Vec<std::borrow::Cow<'_, str>> = Vec::with_capacity(table.width());
-            let mut nulls = Vec::with_capacity(table.width());
-            for field in line.split('\t') {
-                nulls.push(field == "\\N");
-                fields.push(unescape_copy(field));
-            }
-            let cells: Vec<Cell<'_>> = fields
-                .iter()
-                .zip(&nulls)
-                .map(|(f, null)| if *null { Cell::Null } else { Cell::Text(f) })
-                .collect();
-            let key = table.key(&cells).map_err(PgError::Decode)?;
-            let after = table.row(&cells).map_err(PgError::Decode)?;
+        let mut full = Vec::new();
+        let consumed = for_each_line(&carry, &what(), |cells| {
+            let key = table.key(cells).map_err(PgError::Decode)?;
+            let after = table.row(cells).map_err(PgError::Decode)?;
             events.push(table.event(
                 Op::Read,
                 key,
@@ -461,13 +447,19 @@ async fn read_unit(
                 shared.position.clone(),
             ));
             if events.len() >= shared.batch {
-                let full = std::mem::replace(&mut events, Vec::with_capacity(shared.batch));
-                if tx.send(Piece::Rows(unit.table, full)).await.is_err() {
-                    return Ok(false);
-                }
+                full.push(std::mem::replace(
+                    &mut events,
+                    Vec::with_capacity(shared.batch),
+                ));
+            }
+            Ok(())
+        })?;
+        carry.drain(..consumed);
+        for batch in full {
+            if tx.send(Piece::Rows(unit.table, batch)).await.is_err() {
+                return Ok(false);
             }
         }
-        carry.drain(..consumed);
     }
     if !events.is_empty() && tx.send(Piece::Rows(unit.table, events)).await.is_err() {
         return Ok(false);

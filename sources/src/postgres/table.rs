@@ -268,11 +268,6 @@ impl TableSchema {
         self.columns.iter().position(|c| c.name == name)
     }
 
-    /// Number of columns.
-    pub fn width(&self) -> usize {
-        self.columns.len()
-    }
-
     /// Whether the table has a key.
     pub fn has_key(&self) -> bool {
         !self.key_columns.is_empty()
