@@ -69,6 +69,7 @@ P
 # The signal goes in once Debezium streams (a signal written before its slot exists is lost).
 ( until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'dbz_inc' and active" | grep -q 1; do sleep 0.2; done
   sleep 2; signal dbz-1 ) &
+sync
 /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dbz.properties" "$WORK/dbz.jsonl" "$ROWS" 20 \
   > "$WORK/dbz.out" 2> "$WORK/dbz.time" || true
 wait
@@ -102,6 +103,7 @@ sinks:
     path: $WORK/sluice.jsonl
     schemas.enable: false
 Y
+sync # Debezium's output is on disk before this run starts
 /usr/bin/time -v "$SLUICE" run "$WORK/sluice.yaml" > /dev/null 2> "$WORK/sluice.time" &
 pid=$!
 until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'sl_inc' and active" | grep -q 1; do sleep 0.1; done
