@@ -260,14 +260,23 @@ pub(crate) fn unscaled(text: &str, scale: u32) -> Option<i128> {
     if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut frac: String = frac.chars().take(scale as usize).collect();
-    while frac.len() < scale as usize {
-        frac.push('0');
+    // The integer digits, then `scale` fraction digits (cut or padded with zeros), without
+    // building a string. More digits than an i128 holds give 0, as parsing the text did.
+    let mut v: i128 = 0;
+    let padding = (scale as usize).saturating_sub(frac.len());
+    let digits = int
+        .bytes()
+        .chain(frac.bytes().take(scale as usize))
+        .chain(std::iter::repeat_n(b'0', padding));
+    for b in digits {
+        match v
+            .checked_mul(10)
+            .and_then(|x| x.checked_add(i128::from(b - b'0')))
+        {
+            Some(x) => v = x,
+            None => return Some(0),
+        }
     }
-    let v: i128 = format!("{int}{frac}")
-        .trim_start_matches('0')
-        .parse()
-        .unwrap_or(0);
     Some(if neg { -v } else { v })
 }
 
@@ -663,6 +672,17 @@ mod tests {
                 format!("{}{i}.{f}", if units < 0 { "-" } else { "" })
             };
             prop_assert_eq!(unscaled(&text, scale), Some(i128::from(units)));
+        }
+
+        #[test]
+        fn decimal_scaling_matches_the_text_route(int in "[0-9]{1,20}", frac in "[0-9]{0,12}", scale in 0u32..10, neg: bool) {
+            let text = format!("{}{int}{}{frac}", if neg { "-" } else { "" }, if frac.is_empty() { "" } else { "." });
+            let mut f: String = frac.chars().take(scale as usize).collect();
+            while f.len() < scale as usize {
+                f.push('0');
+            }
+            let v: i128 = format!("{int}{f}").trim_start_matches('0').parse().unwrap_or(0);
+            prop_assert_eq!(unscaled(&text, scale), Some(if neg { -v } else { v }));
         }
     }
 }
