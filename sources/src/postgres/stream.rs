@@ -224,6 +224,9 @@ impl Streamer<'_> {
                     {
                         return Ok(());
                     }
+                    if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+                        inc.on_begin(xid);
+                    }
                     tx = Some(Tx {
                         xid,
                         final_lsn: final_lsn.0,

@@ -68,6 +68,40 @@ struct Window {
     /// Tables the reader passed over after this chunk, found empty: their notifications follow
     /// this chunk's.
     empty_after: Vec<String>,
+    /// Transactions streamed before the window opened are those numbered below this.
+    opened_at: u64,
+}
+
+/// Transactions remembered to check chunk snapshots against, and the keys they changed.
+const RECENT_TRANSACTIONS: usize = 4096;
+const RECENT_KEYS: usize = 200_000;
+const KEYS_PER_TRANSACTION: usize = 20_000;
+
+/// A transaction streamed while a snapshot runs.
+#[derive(Debug)]
+struct Recent {
+    xid: u32,
+    /// Its number in the stream.
+    n: u64,
+    /// The keys it changed, by table oid (while `complete`).
+    keys: Vec<(u32, Vec<u8>)>,
+    /// Whether `keys` holds all of them.
+    complete: bool,
+}
+
+/// The transactions streamed before a window opened (numbered below `opened_at`) that were in
+/// progress for the chunk's snapshot: their commits came before the open watermark in the log,
+/// yet the chunk query did not see them (the server makes a committed transaction visible a
+/// moment after writing its commit record, which a loaded machine stretches), so their changes
+/// must drop the chunk's rows too.
+fn raced<'r>(
+    recent: &'r VecDeque<Recent>,
+    opened_at: u64,
+    xip: &'r [u32],
+) -> impl Iterator<Item = &'r Recent> + 'r {
+    recent
+        .iter()
+        .filter(move |t| t.n < opened_at && xip.contains(&t.xid))
 }
 
 /// Chunks read ahead of the stream. Measured on 1M rows (chunks of 1024, 2 cores), with the
@@ -109,6 +143,12 @@ pub struct Incremental {
     reader: Option<reader::Handle>,
     /// Woken when the reader has sent something.
     pub wake: Arc<Notify>,
+    /// The last transactions streamed, while a snapshot runs.
+    recent: VecDeque<Recent>,
+    /// Keys held in `recent`.
+    recent_keys: usize,
+    /// Transactions streamed so far.
+    streamed: u64,
 }
 
 impl Incremental {
@@ -141,6 +181,9 @@ impl Incremental {
             read_only: config.read_only,
             reader: None,
             wake: Arc::new(Notify::new()),
+            recent: VecDeque::new(),
+            recent_keys: 0,
+            streamed: 0,
         }
         .rendered()
     }
@@ -304,21 +347,81 @@ impl Incremental {
 
     /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
     pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
-        if !self.windows.iter().any(|w| w.open && w.oid == oid) {
+        let recording = self.recent.back().is_some_and(|t| t.n == self.streamed);
+        let open = self.windows.iter().any(|w| w.open && w.oid == oid);
+        if !recording && !open {
             return;
         }
         let bytes = self.key_bytes(key);
+        if let Some(t) = self.recent.back_mut().filter(|_| recording) {
+            if t.keys.len() < KEYS_PER_TRANSACTION {
+                t.keys.push((oid, bytes.clone()));
+                self.recent_keys += 1;
+            } else {
+                t.complete = false;
+            }
+        }
+        if !open {
+            return;
+        }
+        let encoder = self.encoder;
         for w in self.windows.iter_mut().filter(|w| w.open && w.oid == oid) {
             match &mut w.chunk {
-                Some(chunk) => {
-                    if let Some(i) = chunk.index.remove(&bytes) {
-                        chunk.rows[i] = None;
-                    }
-                }
+                Some(chunk) => chunk.evict(&bytes, &encoder),
                 None => {
                     w.early.insert(bytes.clone());
                 }
             }
+        }
+    }
+
+    /// A transaction starts in the stream.
+    pub fn on_begin(&mut self, xid: u32) {
+        self.streamed += 1;
+        if self.reader.is_none() && self.windows.is_empty() {
+            self.recent.clear();
+            self.recent_keys = 0;
+            return;
+        }
+        while self.recent.len() >= RECENT_TRANSACTIONS || self.recent_keys > RECENT_KEYS {
+            match self.recent.pop_front() {
+                Some(t) => self.recent_keys -= t.keys.len(),
+                None => break,
+            }
+        }
+        self.recent.push_back(Recent {
+            xid,
+            n: self.streamed,
+            keys: Vec::new(),
+            complete: true,
+        });
+    }
+
+    /// Checks the window at `i` once it is open and has its rows: a chunk whose snapshot missed
+    /// a transaction streamed before the window opened is dropped, and reading starts again
+    /// from the last delivered chunk (rare: it takes a commit racing the open watermark).
+    fn check_race(&mut self, i: usize) {
+        let encoder = self.encoder;
+        let Some(w) = self.windows.get_mut(i) else {
+            return;
+        };
+        let (open, opened_at) = (w.open, w.opened_at);
+        let Some(chunk) = w.chunk.as_mut().filter(|_| open) else {
+            return;
+        };
+        let xip = std::mem::take(&mut chunk.xip);
+        let oid = chunk.table.oid;
+        let mut incomplete = false;
+        for t in raced(&self.recent, opened_at, &xip) {
+            tracing::debug!(chunk = %w.id, xid = t.xid, "Incremental snapshot: a transaction streamed before the window was not visible to the chunk query; its changes drop the chunk's rows.");
+            incomplete |= !t.complete;
+            for (_, key) in t.keys.iter().filter(|(o, _)| *o == oid) {
+                chunk.evict(key, &encoder);
+            }
+        }
+        if incomplete {
+            tracing::info!(chunk = %w.id, "Incremental snapshot: a transaction too large to remember was not visible to the chunk query; reading again from the last delivered chunk.");
+            self.halt();
         }
     }
 
@@ -379,6 +482,7 @@ impl Incremental {
                     early: HashSet::new(),
                     chunk: None,
                     empty_after: Vec::new(),
+                    opened_at: self.streamed + 1,
                 });
                 if let Some(ack) = ack {
                     // The reader waits for this before it reads; gone means halted.
@@ -387,13 +491,13 @@ impl Incremental {
             }
             Msg::Chunk(mut chunk) => {
                 self.progress = (!chunk.next.tables.is_empty()).then(|| chunk.next.clone());
-                if let Some(w) = self.windows.iter_mut().rev().find(|w| w.id == chunk.id) {
+                if let Some(i) = self.windows.iter().rposition(|w| w.id == chunk.id) {
+                    let w = &mut self.windows[i];
                     for key in w.early.drain() {
-                        if let Some(i) = chunk.index.remove(&key) {
-                            chunk.rows[i] = None;
-                        }
+                        chunk.evict(&key, &self.encoder);
                     }
                     w.chunk = Some(chunk);
+                    self.check_race(i);
                 }
             }
             Msg::Progress { progress, empty } => {
@@ -437,12 +541,16 @@ impl Incremental {
         // The chunk was announced before its open watermark was written.
         self.drain()?;
         if !deleted && kind == WINDOW_OPEN {
-            if let Some(w) = self
+            let streamed = self.streamed;
+            if let Some(i) = self
                 .windows
-                .iter_mut()
-                .find(|w| id.strip_suffix("-open") == Some(w.id.as_str()))
+                .iter()
+                .position(|w| id.strip_suffix("-open") == Some(w.id.as_str()))
             {
-                w.open = true;
+                // The open watermark's own transaction is the last one before the window.
+                self.windows[i].open = true;
+                self.windows[i].opened_at = streamed + 1;
+                self.check_race(i);
             }
             return Ok(None);
         }
@@ -548,5 +656,40 @@ impl Incremental {
         }
         self.render();
         Ok(Some(rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{raced, reader::in_progress, Recent};
+    use std::collections::VecDeque;
+
+    #[test]
+    fn a_transaction_streamed_before_the_window_and_invisible_to_the_chunk_is_a_race() {
+        let recent: VecDeque<Recent> = [(100, 1), (101, 2), (102, 3)]
+            .into_iter()
+            .map(|(xid, n)| Recent {
+                xid,
+                n,
+                keys: Vec::new(),
+                complete: true,
+            })
+            .collect();
+        let xids = |xip: &[u32]| raced(&recent, 3, xip).map(|t| t.xid).collect::<Vec<_>>();
+        // The window opened after transaction 2: 101 came before it.
+        assert_eq!(xids(&[101, 500]), vec![101]);
+        // Streamed after the window opened: its changes are evicted as usual.
+        assert!(xids(&[102]).is_empty());
+        // Not streamed yet: it will be streamed inside the window.
+        assert!(xids(&[103]).is_empty());
+        assert!(xids(&[]).is_empty());
+    }
+
+    #[test]
+    fn snapshot_text_gives_the_in_progress_ids() {
+        assert_eq!(in_progress("10:20:12,15"), vec![12, 15]);
+        assert_eq!(in_progress("10:20:"), Vec::<u32>::new());
+        // Epoch-qualified ids keep their low 32 bits, as the log stream gives them.
+        assert_eq!(in_progress("4294967306:4294967316:4294967308"), vec![12]);
     }
 }

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::codec::JsonEncoder;
 use sluice_engine::{ChangeEvent, Op, Position};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Client;
@@ -59,8 +59,9 @@ pub(super) struct Chunk {
     pub id: String,
     pub table: Arc<TableSchema>,
     pub rows: Vec<Option<ChangeEvent>>,
-    /// Row index by encoded key.
-    pub index: HashMap<Vec<u8>, usize>,
+    /// Row index by encoded key, built when a change first falls into the chunk's window
+    /// (most chunks never need it).
+    pub index: Option<HashMap<Vec<u8>, usize>>,
     /// The progress after this chunk.
     pub next: Progress,
     /// Rows the chunk query returned.
@@ -72,6 +73,8 @@ pub(super) struct Chunk {
     pub last_of_table: bool,
     /// Read-only: the window closes once the stream reaches this LSN.
     pub close_at: Option<u64>,
+    /// Transactions (low 32 bits of their ids) in progress for the chunk query's snapshot.
+    pub xip: Vec<u32>,
     /// Released when the chunk is emitted (or dropped): the reader may read one more.
     pub _permit: OwnedSemaphorePermit,
 }
@@ -112,9 +115,6 @@ pub(super) fn spawn(
     let (tx, rx) = mpsc::unbounded_channel();
     let permits = Arc::new(Semaphore::new(windows.max(1)));
     let reader = Reader {
-        encoder: JsonEncoder::new(JsonOptions {
-            schemas_enable: false,
-        }),
         marker: "incremental".into(),
         key_types: HashMap::new(),
         statements: HashMap::new(),
@@ -153,7 +153,6 @@ type KeyTypesOf = (u32, Vec<usize>, Vec<(String, u32, i32)>);
 
 struct Reader {
     s: Settings,
-    encoder: JsonEncoder,
     marker: Arc<str>,
     /// Key column types by table and key columns (looked up once, not per chunk).
     key_types: HashMap<KeyTypesOf, Vec<String>>,
@@ -406,12 +405,13 @@ impl Reader {
             // The previous chunk is decoded while the server runs this chunk's query.
             let decoding = state.fetched.take().map(|f| f.start_decoding(self));
             let started = std::time::Instant::now();
-            let raw = copy_all(client, &select, &format!("incremental snapshot of {name}")).await;
+            let raw =
+                copy_in_snapshot(client, &select, &format!("incremental snapshot of {name}")).await;
             if let Some(decoding) = decoding {
                 let chunk = finish_decoding(decoding).await?;
                 self.send_or_stop(Msg::Chunk(chunk))?;
             }
-            let raw = raw?;
+            let (raw, xip) = raw?;
             let read = raw.iter().filter(|b| **b == b'\n').count();
             tracing::debug!(rows = read, select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
             let last = last_line_fields(&raw, &keys);
@@ -444,13 +444,14 @@ impl Reader {
                     id: chunk_id.clone(),
                     table,
                     rows: Vec::new(),
-                    index: HashMap::new(),
+                    index: None,
                     next,
                     read,
                     last_key,
                     max_key: max_text,
                     last_of_table,
                     close_at,
+                    xip,
                     _permit: permit,
                 },
             });
@@ -545,27 +546,46 @@ struct Fetched {
 
 type Decoding = tokio::task::JoinHandle<Result<Chunk, PgError>>;
 
+impl Chunk {
+    /// Drops the row whose encoded key is `key`, if the chunk has it.
+    pub fn evict(&mut self, key: &[u8], encoder: &JsonEncoder) {
+        let rows = &self.rows;
+        let index = self.index.get_or_insert_with(|| {
+            let mut index = HashMap::with_capacity(rows.len());
+            for (i, row) in rows.iter().enumerate() {
+                if let Some(event) = row {
+                    let mut bytes = Vec::new();
+                    encoder.encode_record(event.key.as_ref(), &mut bytes);
+                    index.insert(bytes, i);
+                }
+            }
+            index
+        });
+        if let Some(i) = index.remove(key) {
+            self.rows[i] = None;
+        }
+    }
+}
+
 impl Fetched {
     /// Decodes on a blocking thread.
     fn start_decoding(self, reader: &Reader) -> Decoding {
         let prefix = reader.s.prefix.clone();
         let db = reader.s.db.clone();
         let marker = reader.marker.clone();
-        let encoder = reader.encoder;
-        tokio::task::spawn_blocking(move || self.decode_now(&prefix, &db, &marker, &encoder))
+        tokio::task::spawn_blocking(move || self.decode_now(&prefix, &db, &marker))
     }
 
     async fn decode(self, reader: &Reader) -> Result<Chunk, PgError> {
         finish_decoding(self.start_decoding(reader)).await
     }
 
-    /// The rows as `op: r` events and their index by encoded key.
+    /// The rows as `op: r` events.
     fn decode_now(
         mut self,
         prefix: &Arc<str>,
         db: &Arc<str>,
         marker: &Arc<str>,
-        encoder: &JsonEncoder,
     ) -> Result<Chunk, PgError> {
         let info = SourceInfo {
             name: prefix,
@@ -578,16 +598,12 @@ impl Fetched {
         };
         let table = self.chunk.table.clone();
         let mut rows = Vec::with_capacity(self.chunk.read);
-        let mut index = HashMap::with_capacity(self.chunk.read);
         for_each_line(
             &self.raw,
             &format!("incremental snapshot of {}", self.name),
             |cells| {
                 let key = table.key(cells).map_err(PgError::Decode)?;
                 let after = table.row(cells).map_err(PgError::Decode)?;
-                let mut bytes = Vec::new();
-                encoder.encode_record(key.as_ref(), &mut bytes);
-                index.insert(bytes, rows.len());
                 rows.push(Some(table.event(
                     Op::Read,
                     key,
@@ -600,7 +616,6 @@ impl Fetched {
             },
         )?;
         self.chunk.rows = rows;
-        self.chunk.index = index;
         Ok(self.chunk)
     }
 }
@@ -611,6 +626,45 @@ async fn finish_decoding(decoding: Decoding) -> Result<Chunk, PgError> {
             "incremental snapshot: decoding a chunk failed: {e}"
         ))
     })?
+}
+
+/// Runs the chunk query in a repeatable-read transaction whose snapshot is read first: the
+/// COPY text, and the transactions in progress for that snapshot (low 32 bits of their ids,
+/// as the log stream gives them).
+async fn copy_in_snapshot(
+    client: &Client,
+    select: &str,
+    what: &str,
+) -> Result<(Vec<u8>, Vec<u32>), PgError> {
+    let started = client
+        .simple_query(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT txid_current_snapshot()::text",
+        )
+        .await
+        .map_err(|e| PgError::query("starting a chunk query", e))?;
+    let snapshot = started.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+        _ => None,
+    });
+    let xip = snapshot.as_deref().map(in_progress).unwrap_or_default();
+    let raw = copy_all(client, select, what).await;
+    let end = if raw.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let ended = client.batch_execute(end).await;
+    let raw = raw?;
+    ended.map_err(|e| PgError::query("ending a chunk query", e))?;
+    Ok((raw, xip))
+}
+
+/// The in-progress transaction ids of a snapshot's text (`xmin:xmax:xip,...`), low 32 bits.
+pub(super) fn in_progress(snapshot: &str) -> Vec<u32> {
+    snapshot
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| x.trim().parse::<u64>().ok())
+        .map(|x| (x & 0xffff_ffff) as u32)
+        .collect()
 }
 
 /// The table's last key (text per key column) under the snapshot's condition; `None`: no row.
