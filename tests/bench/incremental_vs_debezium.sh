@@ -7,8 +7,8 @@
 #   tests/bench/incremental_vs_debezium.sh [ROWS]     (PGHOST/PGPORT default 127.0.0.1:5432)
 #   env: CHUNK (default 1024), KEEP=1 keeps the work dir, SKIP_DEBEZIUM=1 runs Sluice alone,
 #        SSLMODE (default prefer), READ_ONLY=true (no watermark writes), WRITER=N: N pgbench
-#        clients update random rows while Sluice snapshots (Sluice's run only; the end is its
-#        COMPLETED notification, the rate counts the table's rows)
+#        clients update random rows (all but the last) while each tool snapshots; the rate of
+#        each is then its snapshot rows over the span of their envelope ts_ms
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -38,6 +38,30 @@ signal() { # id
   psqlq -d "$DB" -c "insert into debezium_signal values ('$1', 'execute-snapshot', '{\"data-collections\": [\"public.items\"], \"type\": \"incremental\"}')"
 }
 peak_mb() { awk '/Maximum resident set size/ {printf "%.0f", $NF/1024}' "$1"; }
+# The writer (WRITER=N pgbench clients): updates random rows, never the last one, whose snapshot
+# row marks the end of Debezium's snapshot.
+echo "\\set id random(1, $((ROWS - 1)))
+update items set amount = amount + 1, updated = now() where id = :id;" > "$WORK/writer.sql"
+start_writer() { # log
+  pgbench -n -h "$PGHOST" -p "$PGPORT" -U postgres -c "$WRITER" -T 3600 -f "$WORK/writer.sql" "$DB" > "$1" 2>&1 &
+  echo $!
+}
+# Snapshot rows/s from the output itself: rows marked incremental over the span of their
+# envelope ts_ms (both tools stamp the time they made the event).
+span_rate() { # file
+  python3 - "$1" <<'PY'
+import json, sys
+n, first, last = 0, None, None
+for line in open(sys.argv[1]):
+    if '"snapshot":"incremental"' not in line:
+        continue
+    ts = json.loads(line)["value"]["ts_ms"]
+    n += 1
+    first = ts if first is None else min(first, ts)
+    last = ts if last is None else max(last, ts)
+print(round(n * 1000 / max(last - first, 1)) if n else 0)
+PY
+}
 
 # Debezium (SKIP_DEBEZIUM=1 measures Sluice alone).
 dbz_rate=0; dbz_rows=0
@@ -67,13 +91,29 @@ key.converter.schemas.enable=false
 value.converter.schemas.enable=false
 P
 # The signal goes in once Debezium streams (a signal written before its slot exists is lost).
+# With WRITER, the writer runs from the signal until the table's last row comes out as a
+# snapshot row; Debezium then stops after 20 s without events.
 ( until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 'dbz_inc' and active" | grep -q 1; do sleep 0.2; done
-  sleep 2; signal dbz-1 ) &
+  sleep 2; signal dbz-1
+  if [ -n "${WRITER:-}" ]; then
+    w=$(start_writer "$WORK/dbz-writer.out")
+    # Only what was written since the last look (with an overlap for a line cut in two);
+    # `grep -q` ends the pipe early, which pipefail would count as a failure.
+    set +o pipefail
+    seen=0
+    until size=$(stat -c %s "$WORK/dbz.jsonl" 2>/dev/null || echo 0)
+      tail -c +$((seen + 1)) "$WORK/dbz.jsonl" 2>/dev/null | head -c $((size - seen)) |
+        grep -q "\"key\":{\"id\":$ROWS}.*\"snapshot\":\"incremental\""; do
+      seen=$(( size > 100000 ? size - 100000 : 0 )); sleep 0.5
+    done
+    kill -TERM "$w" 2>/dev/null
+  fi ) &
 sync
-/usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dbz.properties" "$WORK/dbz.jsonl" "$ROWS" 20 \
+/usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dbz.properties" "$WORK/dbz.jsonl" "$([ -n "${WRITER:-}" ] && echo 0 || echo "$ROWS")" 20 \
   > "$WORK/dbz.out" 2> "$WORK/dbz.time" || true
 wait
 dbz_rate=$(sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' "$WORK/dbz.out")
+[ -z "${WRITER:-}" ] || dbz_rate=$(span_rate "$WORK/dbz.jsonl")
 dbz_rows=$(grep -c '"snapshot":"incremental"' "$WORK/dbz.jsonl" || true)
 fi
 
@@ -110,16 +150,13 @@ until psqlq -d "$DB" -c "select 1 from pg_replication_slots where slot_name = 's
 start=$(date +%s.%N)
 signal sl-1
 if [ -n "${WRITER:-}" ]; then
-  echo "\\set id random(1, $ROWS)
-update items set amount = amount + 1, updated = now() where id = :id;" > "$WORK/writer.sql"
-  pgbench -n -h "$PGHOST" -p "$PGPORT" -U postgres -c "$WRITER" -T 3600 -f "$WORK/writer.sql" "$DB" > "$WORK/writer.out" 2>&1 &
-  writer=$!
+  writer=$(start_writer "$WORK/writer.out")
   until grep -q 'notification="COMPLETED"' "$WORK/sluice.time"; do
     kill -0 $pid 2>/dev/null || { grep -v '^\s' "$WORK/sluice.time" | tail -3 >&2; exit 1; }
     sleep 0.05
   done
   end=$(date +%s.%N)
-  kill -TERM $writer 2>/dev/null; wait $writer || true
+  kill -TERM $writer 2>/dev/null; wait $writer 2>/dev/null || true
   updates=$(psqlq -d "$DB" -c "select count(*) from items where amount <> id * 0.5")
   echo "writer: $WRITER clients, $updates rows updated during the snapshot" >&2
 else
@@ -138,6 +175,7 @@ fi
 kill -TERM $(pgrep -P $pid) 2>/dev/null || kill -TERM $pid
 wait $pid || true
 sl_rate=$(awk -v n="$ROWS" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n / (b - a) }')
+[ -z "${WRITER:-}" ] || sl_rate=$(span_rate "$WORK/sluice.jsonl")
 sl_rows=$(grep -c '"snapshot":"incremental"' "$WORK/sluice.jsonl" || true)
 psqlq -d postgres -c "drop database if exists $DB with (force)"
 

@@ -568,9 +568,17 @@ impl Incremental {
             let Some(reader) = self.reader.as_mut() else {
                 break;
             };
-            match reader.rx.recv().await {
-                Some(msg) => self.apply(msg)?,
-                None => break,
+            // Bounded, so that a reader that stopped answering cannot hold the stream (and a
+            // graceful stop) forever: the stream fails and restarts from its committed position.
+            match tokio::time::timeout(std::time::Duration::from_secs(60), reader.rx.recv()).await
+            {
+                Ok(Some(msg)) => self.apply(msg)?,
+                Ok(None) => break,
+                Err(_) => {
+                    return Err(PgError::Replication(
+                        "the incremental snapshot reader sent no rows for 60 s after its window closed; restarting from the last committed chunk".into(),
+                    ))
+                }
             }
         }
         self.close_front()
