@@ -9,11 +9,14 @@
 //!    meets that watermark in the log the window is known. Read-only: the reader waits until the
 //!    stream has the announcement; every change the stream handles afterwards evicts, and every
 //!    change it handled before is visible to the chunk's transaction, which starts later;
-//! 3. the open watermark, the chunk query, the rows as a `Chunk` to the stream; sent before the
-//!    close watermark is written, so the rows are there when the stream meets it;
-//! 4. the close watermark (`insert_insert`) or the deletion of the open one (`insert_delete`).
-//!    Read-only: instead, the WAL position after the query travels with the rows; the window
-//!    closes once the stream is past it.
+//! 3. the open watermark, written in one statement with the previous chunk's close watermark
+//!    (`insert_insert`: a close row; `insert_delete`: the deletion of its open row);
+//! 4. the chunk query, in a repeatable-read transaction whose in-progress transactions travel
+//!    with the rows (the stream checks them against what it streamed before the window opened);
+//! 5. the previous chunk's rows, decoded while this query ran, as a `Chunk` to the stream: at
+//!    most one chunk query after their close watermark, which the stream waits for if it meets
+//!    the close first. Read-only: no watermarks; the WAL position after the query travels with
+//!    the rows and the window closes once the stream is past it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
