@@ -229,14 +229,19 @@ pub fn partitions(bootstrap: &str) -> BTreeMap<String, usize> {
         .collect()
 }
 
-/// Creates a topic (for signals, or to test a sink that must not create topics).
-pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> =
-        consumer_config(bootstrap).create().expect("admin");
+/// An admin client and a runtime to block on its calls.
+fn admin(bootstrap: &str) -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
+    let admin = consumer_config(bootstrap).create().expect("admin");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
+    (admin, rt)
+}
+
+/// Creates a topic (for signals, or to test a sink that must not create topics).
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    let (admin, rt) = admin(bootstrap);
     let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
     let r = rt
         .block_on(admin.create_topics([&new], &AdminOptions::new()))
@@ -247,12 +252,7 @@ pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
 /// A topic's configuration entry as the broker describes it (`None`: not set or not known).
 pub fn topic_config(bootstrap: &str, topic: &str, name: &str) -> Option<String> {
     use rdkafka::admin::ResourceSpecifier;
-    let admin: AdminClient<DefaultClientContext> =
-        consumer_config(bootstrap).create().expect("admin");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (admin, rt) = admin(bootstrap);
     let described = rt
         .block_on(admin.describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()))
         .expect("describe configs");

@@ -103,6 +103,33 @@ async fn slot_state(
 /// The replication connection's TLS, from the same `sslmode`, except that `prefer` does not
 /// encrypt it unless a client certificate is set (an earlier machine showed the stream stalling
 /// over TLS; see the README). `require` and `verify-*` encrypt it.
+/// Runs `work` on a thread of its own (`name`) with a current-thread runtime; when the runtime
+/// cannot be built, `failed` gets the error instead. `what` names the thread in errors.
+fn spawn_with_runtime<F>(
+    name: String,
+    what: &str,
+    failed: impl FnOnce(PgError) + Send + 'static,
+    work: impl FnOnce() -> F + Send + 'static,
+) -> Result<(), PgError>
+where
+    F: std::future::Future<Output = ()>,
+{
+    let owned = what.to_owned();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(work()),
+                Err(e) => failed(PgError::Setup(format!("cannot start {owned}: {e}"))),
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| PgError::Setup(format!("cannot start {what}: {e}")))
+}
+
 fn replication_tls(info: &ConnInfo) -> TlsConfig {
     let mode = match info.sslmode {
         config::SslMode::Prefer if info.client_cert.is_some() => {

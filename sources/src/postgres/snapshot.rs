@@ -310,47 +310,37 @@ fn spawn_reader(
     shared: Arc<Shared>,
     tx: mpsc::Sender<Piece>,
 ) -> Result<(), PgError> {
-    std::thread::Builder::new()
-        .name(format!("sluice-snapshot-{worker}"))
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
+    let failed_tx = tx.clone();
+    super::spawn_with_runtime(
+        format!("sluice-snapshot-{worker}"),
+        &format!("snapshot reader {worker}"),
+        move |e| {
+            let _ = failed_tx.blocking_send(Piece::Failed(e));
+        },
+        move || async move {
+            let client = match info.connect("sluice-snapshot").await {
+                Ok(c) => c,
                 Err(e) => {
-                    let _ = tx.blocking_send(Piece::Failed(PgError::Setup(format!(
-                        "cannot start snapshot reader {worker}: {e}"
-                    ))));
+                    let _ = tx.send(Piece::Failed(e)).await;
                     return;
                 }
             };
-            runtime.block_on(async move {
-                let client = match info.connect("sluice-snapshot").await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let _ = tx.send(Piece::Failed(e)).await;
-                        return;
-                    }
-                };
-                if let Err(e) = client
-                    .batch_execute(&begin_sql(&shared.snapshot_name))
-                    .await
-                {
-                    let _ = tx
-                        .send(Piece::Failed(PgError::query(
-                            "importing the exported snapshot",
-                            e,
-                        )))
-                        .await;
-                    return;
-                }
-                read_and_report(&client, &shared, tx).await;
-                let _ = client.batch_execute("COMMIT").await;
-            });
-        })
-        .map(|_| ())
-        .map_err(|e| PgError::Setup(format!("cannot start snapshot reader {worker}: {e}")))
+            if let Err(e) = client
+                .batch_execute(&begin_sql(&shared.snapshot_name))
+                .await
+            {
+                let _ = tx
+                    .send(Piece::Failed(PgError::query(
+                        "importing the exported snapshot",
+                        e,
+                    )))
+                    .await;
+                return;
+            }
+            read_and_report(&client, &shared, tx).await;
+            let _ = client.batch_execute("COMMIT").await;
+        },
+    )
 }
 
 /// Reads units until none is left; a failure is sent to the collector.

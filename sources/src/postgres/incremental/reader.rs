@@ -126,28 +126,16 @@ pub(super) fn spawn(
         wake,
         s: settings,
     };
-    std::thread::Builder::new()
-        .name("sluice-chunks".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    reader.send(Msg::Failed(PgError::Setup(format!(
-                        "cannot start the incremental snapshot reader: {e}"
-                    ))));
-                    return;
-                }
-            };
-            runtime.block_on(reader.run());
-        })
-        .map_err(|e| {
-            PgError::Setup(format!(
-                "cannot start the incremental snapshot reader thread: {e}"
-            ))
-        })?;
+    let (failed_tx, failed_wake) = (reader.tx.clone(), reader.wake.clone());
+    super::super::spawn_with_runtime(
+        "sluice-chunks".into(),
+        "the incremental snapshot reader",
+        move |e| {
+            let _ = failed_tx.send(Msg::Failed(e));
+            failed_wake.notify_one();
+        },
+        move || reader.run(),
+    )?;
     Ok(Handle { rx, permits })
 }
 
@@ -246,15 +234,8 @@ impl Reader {
         let read = self.read_chunks(client, &mut state).await;
         // What was fetched goes out, and a window whose close is still to be written is
         // closed, even when reading stops early, so that the stream is not left waiting.
-        if let Some(fetched) = state.fetched.take() {
-            if let Ok(chunk) = fetched.decode(self).await {
-                self.send(Msg::Chunk(chunk));
-            }
-        }
-        if let Some(id) = state.pending.take() {
-            if let Err(e) = self.watermarks(client, Some(&id), None).await {
-                tracing::debug!(error = %e, "Incremental snapshot: the last window's close watermark was not written.");
-            }
+        if let Err(End::Failed(e)) = self.flush(client, &mut state).await {
+            tracing::debug!(error = %e, "Incremental snapshot: the last chunk was not handed over or closed.");
         }
         read
     }
