@@ -200,18 +200,32 @@ pub fn write_value(schema: &Schema, value: &Value, out: &mut Vec<u8>) {
         }
         Value::Map(entries) => write_map(schema, entries, out),
         Value::Struct(st) => {
-            out.push(b'{');
-            for (i, (field, v)) in st.schema().fields().iter().zip(st.values()).enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(&field.name, out);
-                out.push(b':');
-                write_value(&field.schema, v, out);
+            if let Some(json) = st.shared_json(|| {
+                let mut own = Vec::with_capacity(256);
+                write_struct(st, &mut own);
+                own
+            }) {
+                out.extend_from_slice(json);
+                return;
             }
-            out.push(b'}');
+            write_struct(st, out);
         }
     }
+}
+
+fn write_struct(st: &crate::event::Struct, out: &mut Vec<u8>) {
+    out.push(b'{');
+    let schema = st.schema();
+    for ((key, field), v) in schema
+        .json_field_keys()
+        .iter()
+        .zip(schema.fields())
+        .zip(st.values())
+    {
+        out.extend_from_slice(key);
+        write_value(&field.schema, v, out);
+    }
+    out.push(b'}');
 }
 
 fn write_map(schema: &Schema, entries: &[(Value, Value)], out: &mut Vec<u8>) {
@@ -286,6 +300,13 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
+        // Eight bytes at a time while none of them needs escaping (most strings never do).
+        if let Some(word) = word_at(bytes, i) {
+            if !word_needs_escape(word) {
+                i += 8;
+                continue;
+            }
+        }
         let class = ESCAPES[usize::from(bytes[i])];
         if class == 0 {
             i += 1;
@@ -314,6 +335,28 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// The eight bytes at `i` as a little-endian word, when there are eight.
+#[inline]
+fn word_at(bytes: &[u8], i: usize) -> Option<u64> {
+    let chunk: [u8; 8] = bytes.get(i..i + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(chunk))
+}
+
+/// Whether any byte of `w` is one [`write_string`] escapes: below 0x20, `"`, `\`, or the lead
+/// byte of a four-byte UTF-8 sequence (0xF0 and up). Exact (no false negatives, no false
+/// positives) for the question "any such byte"; the byte loop then finds which.
+#[inline]
+fn word_needs_escape(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    let quote = has_zero(w ^ (ONES * u64::from(b'"')));
+    let backslash = has_zero(w ^ (ONES * u64::from(b'\\')));
+    let four_byte_lead = w & (w << 1) & (w << 2) & (w << 3) & HIGHS;
+    (control | quote | backslash | four_byte_lead) != 0
 }
 
 fn write_unicode_escape(unit: u16, out: &mut Vec<u8>) {
@@ -452,7 +495,82 @@ mod tests {
         );
     }
 
+    /// Jackson's escaping, one character at a time: the oracle for the word-at-a-time scan.
+    fn escaped_char_by_char(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\u{8}' => out.push_str("\\b"),
+                '\t' => out.push_str("\\t"),
+                '\n' => out.push_str("\\n"),
+                '\u{c}' => out.push_str("\\f"),
+                '\r' => out.push_str("\\r"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
+                c if (c as u32) > 0xffff => {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{unit:04X}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    #[test]
+    fn shared_structs_encode_like_owned_ones_and_follow_renames() {
+        use crate::event::{Schema, Struct};
+        let field = |name: &str| {
+            Schema::struct_builder()
+                .field(name, Schema::primitive(SchemaType::String, true))
+                .field("n", Schema::primitive(SchemaType::Int64, false))
+                .build()
+        };
+        let owned = Struct::from_values(field("a"), vec![Value::from("x\"y"), Value::Int64(7)])
+            .unwrap_or_else(|| panic!("arity"));
+        let shared = owned.clone().into_shared();
+        let encode = |st: &Struct| {
+            let mut out = Vec::new();
+            write_value(st.schema(), &Value::Struct(st.clone()), &mut out);
+            String::from_utf8(out).unwrap_or_default()
+        };
+        assert_eq!(encode(&owned), r#"{"a":"x\"y","n":7}"#);
+        assert_eq!(encode(&shared), encode(&owned));
+        assert_eq!(encode(&shared), encode(&owned), "from the cache");
+        let mut renamed = shared.clone();
+        assert!(renamed.set_schema(field("b")));
+        assert_eq!(encode(&renamed), r#"{"b":"x\"y","n":7}"#);
+        assert_eq!(encode(&shared), encode(&owned));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn word_scan_escapes_like_the_char_loop(
+            chars in proptest::collection::vec(
+                proptest::prop_oneof![
+                    4 => proptest::char::range('a', 'z'),
+                    1 => proptest::char::range('\u{0}', '\u{7f}'),
+                    1 => proptest::char::range('\u{80}', '\u{10ffff}'),
+                ],
+                0..40,
+            )
+        ) {
+            let s: String = chars.into_iter().collect();
+            let mut out = Vec::new();
+            write_string(&s, &mut out);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap_or_default(), escaped_char_by_char(&s));
+        }
+
+        #[test]
+        fn word_test_agrees_with_the_byte_table(bytes in proptest::array::uniform8(proptest::num::u8::ANY)) {
+            let any = bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\' || b >= 0xf0);
+            proptest::prop_assert_eq!(word_needs_escape(u64::from_le_bytes(bytes)), any);
+        }
+
         #[test]
         fn encoded_strings_parse_back(s in ".*") {
             let mut out = Vec::new();

@@ -114,6 +114,7 @@ pub struct Schema {
     items: Option<Arc<Schema>>,
     map_key: Option<Arc<Schema>>,
     json: OnceLock<Box<str>>,
+    json_keys: OnceLock<Box<[Box<[u8]>]>>,
 }
 
 impl PartialEq for Schema {
@@ -220,6 +221,27 @@ impl Schema {
             .get_or_init(|| crate::codec::json::schema_to_json(self, None).into_boxed_str())
     }
 
+    /// Each field's JSON member prefix, escaped once: `"name":` for the first field and
+    /// `,"name":` for the others (payload encoding writes these instead of escaping every name of
+    /// every event).
+    pub fn json_field_keys(&self) -> &[Box<[u8]>] {
+        self.json_keys.get_or_init(|| {
+            self.fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let mut key = Vec::with_capacity(f.name.len() + 4);
+                    if i > 0 {
+                        key.push(b',');
+                    }
+                    crate::codec::json::write_string(&f.name, &mut key);
+                    key.push(b':');
+                    key.into_boxed_slice()
+                })
+                .collect()
+        })
+    }
+
     /// A builder pre-filled with this schema's attributes, for derived schemas.
     pub fn to_builder(&self) -> SchemaBuilder {
         SchemaBuilder {
@@ -235,6 +257,7 @@ impl Schema {
                 items: self.items.clone(),
                 map_key: self.map_key.clone(),
                 json: OnceLock::new(),
+                json_keys: OnceLock::new(),
             },
         }
     }

@@ -83,8 +83,10 @@ impl Value {
                         .map(|(k, v)| k.estimated_size() + v.estimated_size())
                         .sum::<usize>()
             }
+            // A shared struct's values are held once for all the events that share them.
+            Value::Struct(s) if s.is_shared() => BASE + ALLOCATION,
             Value::Struct(s) => {
-                BASE + ALLOCATION + s.values.iter().map(Value::estimated_size).sum::<usize>()
+                BASE + ALLOCATION + s.values().iter().map(Value::estimated_size).sum::<usize>()
             }
             _ => BASE,
         }
@@ -143,22 +145,72 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 }
 
 /// A struct value: one value per field of its schema, in schema order.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// The values are either owned or shared: [`Struct::into_shared`] makes a struct that many
+/// events can hold at the cost of one reference count each (a snapshot's `source` block, the
+/// same for all its rows). A shared struct is copied on its first change.
+#[derive(Debug, Clone)]
 pub struct Struct {
     schema: Arc<Schema>,
-    values: Vec<Value>,
+    values: Values,
+}
+
+#[derive(Debug, Clone)]
+enum Values {
+    Owned(Vec<Value>),
+    Shared(Arc<Shared>),
+}
+
+/// Shared values, and their payload JSON once a sink has written it: neither the values nor
+/// the struct's schema can change while shared (changes make an owned copy), so it stays right.
+#[derive(Debug)]
+struct Shared {
+    values: Box<[Value]>,
+    json: std::sync::OnceLock<Box<[u8]>>,
+}
+
+impl PartialEq for Struct {
+    fn eq(&self, other: &Self) -> bool {
+        self.schema == other.schema && self.values() == other.values()
+    }
 }
 
 impl Struct {
     /// A struct whose fields are all null (or their defaults when not optional).
     pub fn new(schema: Arc<Schema>) -> Self {
         let values = vec![Value::Null; schema.fields().len()];
-        Struct { schema, values }
+        Struct {
+            schema,
+            values: Values::Owned(values),
+        }
     }
 
     /// A struct from values in field order. Returns `None` when the count does not match.
     pub fn from_values(schema: Arc<Schema>, values: Vec<Value>) -> Option<Self> {
-        (schema.fields().len() == values.len()).then_some(Struct { schema, values })
+        (schema.fields().len() == values.len()).then_some(Struct {
+            schema,
+            values: Values::Owned(values),
+        })
+    }
+
+    /// This struct with its values shared: clones cost a reference count, not a copy.
+    pub fn into_shared(self) -> Self {
+        let values = match self.values {
+            Values::Owned(v) => Values::Shared(Arc::new(Shared {
+                values: v.into_boxed_slice(),
+                json: std::sync::OnceLock::new(),
+            })),
+            shared => shared,
+        };
+        Struct {
+            schema: self.schema,
+            values,
+        }
+    }
+
+    /// Whether the values are shared (see [`Struct::into_shared`]).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.values, Values::Shared(_))
     }
 
     /// The struct's schema.
@@ -168,44 +220,72 @@ impl Struct {
 
     /// Values in field order.
     pub fn values(&self) -> &[Value] {
-        &self.values
+        match &self.values {
+            Values::Owned(v) => v,
+            Values::Shared(v) => &v.values,
+        }
     }
 
-    /// Mutable values in field order (the schema cannot change).
+    /// The payload JSON of a shared struct, computed by `encode` the first time it is asked
+    /// for; `None` for an owned struct.
+    pub fn shared_json(&self, encode: impl FnOnce() -> Vec<u8>) -> Option<&[u8]> {
+        match &self.values {
+            Values::Owned(_) => None,
+            Values::Shared(v) => Some(v.json.get_or_init(|| encode().into_boxed_slice())),
+        }
+    }
+
+    /// Mutable values in field order (the schema cannot change). A shared struct becomes an
+    /// owned copy first.
     pub fn values_mut(&mut self) -> &mut [Value] {
-        &mut self.values
+        if let Values::Shared(v) = &self.values {
+            self.values = Values::Owned(v.values.to_vec());
+        }
+        match &mut self.values {
+            Values::Owned(v) => v,
+            Values::Shared(_) => &mut [],
+        }
     }
 
     /// Puts the values under another schema with as many fields (renamed, re-parameterized);
     /// returns false, changing nothing, when the field counts differ.
     pub fn set_schema(&mut self, schema: Arc<Schema>) -> bool {
-        if schema.fields().len() != self.values.len() {
+        if schema.fields().len() != self.values().len() {
             return false;
         }
+        // New field names: a shared struct's cached JSON would be wrong, so it becomes owned.
+        self.values_mut();
         self.schema = schema;
         true
     }
 
     /// Takes the values out, leaving the schema.
     pub fn into_parts(self) -> (Arc<Schema>, Vec<Value>) {
-        (self.schema, self.values)
+        let values = match self.values {
+            Values::Owned(v) => v,
+            Values::Shared(v) => v.values.to_vec(),
+        };
+        (self.schema, values)
     }
 
     /// A field's value by name.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.schema.field_index(name).map(|i| &self.values[i])
+        self.schema
+            .field_index(name)
+            .and_then(|i| self.values().get(i))
     }
 
     /// A mutable field value by name.
     pub fn get_mut(&mut self, name: &str) -> Option<&mut Value> {
-        self.schema.field_index(name).map(|i| &mut self.values[i])
+        let i = self.schema.field_index(name)?;
+        self.values_mut().get_mut(i)
     }
 
     /// Sets a field by name; returns false when the schema has no such field.
     pub fn set(&mut self, name: &str, value: Value) -> bool {
         match self.schema.field_index(name) {
             Some(i) => {
-                self.values[i] = value;
+                self.set_at(i, value);
                 true
             }
             None => false,
@@ -214,7 +294,7 @@ impl Struct {
 
     /// Sets a field by position.
     pub fn set_at(&mut self, index: usize, value: Value) {
-        if let Some(slot) = self.values.get_mut(index) {
+        if let Some(slot) = self.values_mut().get_mut(index) {
             *slot = value;
         }
     }
@@ -232,5 +312,31 @@ mod tests {
         assert_eq!(Value::decimal_bytes(128), vec![0x00, 0x80]);
         assert_eq!(Value::decimal_bytes(-129), vec![0xff, 0x7f]);
         assert_eq!(Value::decimal_bytes(-128), vec![0x80]);
+    }
+
+    #[test]
+    fn a_shared_struct_is_copied_on_change() {
+        let schema = crate::event::Schema::struct_builder()
+            .field(
+                "a",
+                crate::event::Schema::primitive(crate::event::SchemaType::Int32, false),
+            )
+            .field(
+                "b",
+                crate::event::Schema::primitive(crate::event::SchemaType::String, true),
+            )
+            .build();
+        let owned = Struct::from_values(schema, vec![Value::Int32(1), Value::from("x")])
+            .unwrap_or_else(|| panic!("arity"));
+        let shared = owned.clone().into_shared();
+        assert!(shared.is_shared() && !owned.is_shared());
+        assert_eq!(shared, owned);
+        let mut changed = shared.clone();
+        assert!(changed.set("a", Value::Int32(2)));
+        assert!(!changed.is_shared());
+        assert_eq!(changed.get("a"), Some(&Value::Int32(2)));
+        assert_eq!(shared.get("a"), Some(&Value::Int32(1)));
+        assert_eq!(shared.clone().into_parts().1, owned.values().to_vec());
+        assert!(Value::Struct(shared).estimated_size() < Value::Struct(owned).estimated_size());
     }
 }
