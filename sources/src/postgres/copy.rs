@@ -68,18 +68,29 @@ pub fn for_each_line<'b>(
             .map_err(|e| PgError::Decode(format!("{what}: row is not UTF-8: {e}")))?;
         consumed += nl + 1;
         cells.clear();
+        // One pass over the line's tabs and backslashes: a backslash is either a NULL field
+        // (`\N`) or an escape, which sends the line to the unescaping path below.
+        let bytes = line.as_bytes();
+        let cell = |from: usize, to: usize| match &line[from..to] {
+            "\\N" => Cell::Null,
+            field => Cell::Text(field),
+        };
         let mut escaped = false;
-        for field in line.split('\t') {
-            if field == "\\N" {
-                cells.push(Cell::Null);
-            } else if memchr::memchr(b'\\', field.as_bytes()).is_some() {
+        let mut field_start = 0;
+        for at in memchr::memchr2_iter(b'\t', b'\\', bytes) {
+            if bytes[at] == b'\t' {
+                cells.push(cell(field_start, at));
+                field_start = at + 1;
+            } else if !(at == field_start
+                && bytes.get(at + 1) == Some(&b'N')
+                && matches!(bytes.get(at + 2), None | Some(b'\t')))
+            {
                 escaped = true;
                 break;
-            } else {
-                cells.push(Cell::Text(field));
             }
         }
         if !escaped {
+            cells.push(cell(field_start, bytes.len()));
             f(&cells)?;
             continue;
         }
@@ -195,6 +206,41 @@ mod tests {
         #[test]
         fn escaping_round_trips(s in ".*") {
             prop_assert_eq!(unescape_copy(&escape(&s)).into_owned(), s);
+        }
+
+        #[test]
+        fn lines_split_into_their_fields(
+            rows in prop::collection::vec(
+                prop::collection::vec(
+                    prop::option::weighted(0.8, prop_oneof![
+                        3 => "[a-zN]{0,6}",
+                        1 => "[\\\\N\t\n a]{0,4}",
+                        1 => ".{0,8}",
+                    ]),
+                    1..6,
+                ),
+                0..5,
+            )
+        ) {
+            let mut text = String::new();
+            for row in &rows {
+                let fields: Vec<String> = row
+                    .iter()
+                    .map(|f| f.as_deref().map_or_else(|| "\\N".to_owned(), escape))
+                    .collect();
+                text.push_str(&fields.join("\t"));
+                text.push('\n');
+            }
+            let mut seen: Vec<Vec<Option<String>>> = Vec::new();
+            let used = super::for_each_line(text.as_bytes(), "t", |cells| {
+                seen.push(cells.iter().map(|c| match c {
+                    super::super::table::Cell::Text(t) => Some((*t).to_owned()),
+                    _ => None,
+                }).collect());
+                Ok(())
+            }).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(used, text.len());
+            prop_assert_eq!(seen, rows);
         }
     }
 }

@@ -419,21 +419,37 @@ async fn read_unit(
         tx_id: Some(shared.tx_id),
         lsn: Some(shared.lsn),
     };
+    // Every row of the snapshot has the same `source` block (until the first and the last
+    // get their markers): built once, shared.
+    let source = table.source(&info).into_shared();
     let mut events: Vec<ChangeEvent> = Vec::with_capacity(shared.batch);
-    let mut carry: Vec<u8> = Vec::new();
-    while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
-        let chunk = chunk.map_err(|e| PgError::query(what(), e))?;
-        carry.extend_from_slice(&chunk);
+    let what = what();
+    // The server sends one COPY message per row: rows are gathered and decoded in runs of
+    // about PARSE_BYTES, so per-run costs are not paid per row.
+    const PARSE_BYTES: usize = 64 * 1024;
+    let mut carry: Vec<u8> = Vec::with_capacity(PARSE_BYTES + 4096);
+    let mut ended = false;
+    while !ended {
+        match futures_util::StreamExt::next(&mut stream).await {
+            Some(chunk) => {
+                let chunk = chunk.map_err(|e| PgError::query(what.clone(), e))?;
+                carry.extend_from_slice(&chunk);
+                if carry.len() < PARSE_BYTES {
+                    continue;
+                }
+            }
+            None => ended = true,
+        }
         let mut full = Vec::new();
-        let consumed = for_each_line(&carry, &what(), |cells| {
+        let consumed = for_each_line(&carry, &what, |cells| {
             let key = table.key(cells).map_err(PgError::Decode)?;
             let after = table.row(cells).map_err(PgError::Decode)?;
-            events.push(table.event(
+            events.push(table.event_with_source(
                 Op::Read,
                 key,
                 None,
                 Some(after),
-                &info,
+                source.clone(),
                 shared.position.clone(),
             ));
             if events.len() >= shared.batch {

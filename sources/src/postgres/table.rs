@@ -297,17 +297,15 @@ impl TableSchema {
 
     /// The row struct from cells in table column order.
     pub fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
-        let values = self
-            .value_columns
-            .iter()
-            .map(|&i| {
-                let value = self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null))?;
-                Ok(match &self.columns[i].mapper {
-                    Some((mapper, _)) => mapper.apply(&value).unwrap_or(value),
-                    None => value,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        // Sized up front: collecting through `Result` would grow the vector step by step.
+        let mut values = Vec::with_capacity(self.value_columns.len());
+        for &i in &self.value_columns {
+            let value = self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null))?;
+            values.push(match &self.columns[i].mapper {
+                Some((mapper, _)) => mapper.apply(&value).unwrap_or(value),
+                None => value,
+            });
+        }
         Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
     }
 
@@ -316,11 +314,10 @@ impl TableSchema {
         let Some(schema) = &self.envelope.key else {
             return Ok(None);
         };
-        let values = self
-            .key_columns
-            .iter()
-            .map(|&i| self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut values = Vec::with_capacity(self.key_columns.len());
+        for &i in &self.key_columns {
+            values.push(self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null))?);
+        }
         let value =
             Struct::from_values(schema.clone(), values).ok_or_else(|| "key arity".to_owned())?;
         Ok(Some(Record {
@@ -366,14 +363,23 @@ impl TableSchema {
         info: &SourceInfo<'_>,
         position: Position,
     ) -> ChangeEvent {
-        let value = self.envelope.value(
-            op,
-            before,
-            after,
-            self.source(info),
-            None,
-            SourceTimestamps::now(),
-        );
+        self.event_with_source(op, key, before, after, self.source(info), position)
+    }
+
+    /// A change event with a `source` block built beforehand (a snapshot's, shared by all its
+    /// rows: see [`sluice_engine::Struct::into_shared`]).
+    pub fn event_with_source(
+        &self,
+        op: Op,
+        key: Option<Record>,
+        before: Option<Struct>,
+        after: Option<Struct>,
+        source: Struct,
+        position: Position,
+    ) -> ChangeEvent {
+        let value = self
+            .envelope
+            .value(op, before, after, source, None, SourceTimestamps::now());
         ChangeEvent {
             topic: self.topic.clone(),
             key,

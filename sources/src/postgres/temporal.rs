@@ -35,8 +35,24 @@ pub fn parse_date(text: &str) -> Option<i64> {
     parse_date_era(body, bc)
 }
 
+/// The value of `b`, all ASCII digits (at most 9 of them).
+#[inline]
+fn fixed_digits(b: &[u8]) -> Option<u32> {
+    b.iter().try_fold(0u32, |v, &c| {
+        c.is_ascii_digit().then(|| v * 10 + u32::from(c - b'0'))
+    })
+}
+
 /// `YYYY-MM-DD` of the era given (`bc`) → days since the epoch.
 fn parse_date_era(body: &str, bc: bool) -> Option<i64> {
+    // The common shape, by position; anything else (years past 9999, say) takes the general path.
+    if let [y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1] = *body.as_bytes() {
+        let y = i64::from(fixed_digits(&[y0, y1, y2, y3])?);
+        let m = fixed_digits(&[m0, m1])?;
+        let d = fixed_digits(&[d0, d1])?;
+        let y = if bc { 1 - y } else { y };
+        return Some(days_from_civil(y, m, d));
+    }
     let mut parts = body.splitn(3, '-');
     let y: i64 = parts.next()?.parse().ok()?;
     let m: u32 = parts.next()?.parse().ok()?;
@@ -47,6 +63,20 @@ fn parse_date_era(body: &str, bc: bool) -> Option<i64> {
 
 /// `HH:MM:SS[.ffffff]` → microseconds of the day.
 pub fn parse_time(text: &str) -> Option<i64> {
+    if let [h0, h1, b':', m0, m1, b':', s0, s1, ref rest @ ..] = *text.as_bytes() {
+        let frac = match rest {
+            [] => "",
+            [b'.', ..] => &text[9..],
+            _ => return None,
+        };
+        let (h, m, s) = (
+            fixed_digits(&[h0, h1])?,
+            fixed_digits(&[m0, m1])?,
+            fixed_digits(&[s0, s1])?,
+        );
+        let seconds = (i64::from(h) * 60 + i64::from(m)) * 60 + i64::from(s);
+        return Some(seconds * 1_000_000 + parse_fraction_micros(frac)?);
+    }
     let mut parts = text.splitn(3, ':');
     let h: i64 = parts.next()?.parse().ok()?;
     let m: i64 = parts.next()?.parse().ok()?;
@@ -64,11 +94,13 @@ fn parse_fraction_micros(frac: &str) -> Option<i64> {
     if !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut digits: String = frac.chars().take(6).collect();
-    while digits.len() < 6 {
-        digits.push('0');
+    // The first six digits, right-padded with zeros: microseconds.
+    let mut micros = 0i64;
+    for i in 0..6 {
+        let digit = frac.as_bytes().get(i).map_or(0, |b| b - b'0');
+        micros = micros * 10 + i64::from(digit);
     }
-    digits.parse().ok()
+    Some(micros)
 }
 
 /// A UTC offset `+HH[:MM[:SS]]` → seconds east of UTC.
@@ -332,6 +364,28 @@ mod tests {
         #[test]
         fn zoned_timestamps_format_as_before(micros in -400_000_000_000_000_000i64..400_000_000_000_000_000, digits in 0u32..8) {
             prop_assert_eq!(format_zoned_timestamp(micros, digits), zoned_by_format(micros, digits));
+        }
+
+        #[test]
+        fn timestamps_parse_to_their_parts(
+            y in 1i64..12_000, m in 1u32..=12, d in 1u32..=28, bc: bool,
+            h in 0i64..24, mi in 0i64..60, sec in 0i64..60,
+            frac in proptest::option::of("[0-9]{1,6}"),
+            offset_hours in -12i64..=14,
+        ) {
+            let frac_text = frac.as_deref().map_or(String::new(), |f| format!(".{f}"));
+            let micros = frac.as_deref().map_or(0, |f| format!("{f:0<6}").parse::<i64>().unwrap_or(-1));
+            let era = if bc { " BC" } else { "" };
+            let day = days_from_civil(if bc { 1 - y } else { y }, m, d);
+            let of_day = ((h * 60 + mi) * 60 + sec) * 1_000_000 + micros;
+            let local = format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{sec:02}{frac_text}");
+            prop_assert_eq!(parse_timestamp(&format!("{local}{era}")), Some(day * 86_400_000_000 + of_day));
+            prop_assert_eq!(
+                parse_timestamptz(&format!("{local}{offset_hours:+03}{era}")),
+                Some(day * 86_400_000_000 + of_day - offset_hours * 3_600_000_000)
+            );
+            prop_assert_eq!(parse_date(&format!("{y:04}-{m:02}-{d:02}{era}")), Some(day));
+            prop_assert_eq!(parse_time(&format!("{h:02}:{mi:02}:{sec:02}{frac_text}")), Some(of_day));
         }
 
         #[test]

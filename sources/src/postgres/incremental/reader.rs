@@ -581,6 +581,7 @@ impl Fetched {
             lsn: None,
         };
         let table = self.chunk.table.clone();
+        let source = table.source(&info).into_shared();
         let mut rows = Vec::with_capacity(self.chunk.read);
         for_each_line(
             &self.raw,
@@ -588,12 +589,12 @@ impl Fetched {
             |cells| {
                 let key = table.key(cells).map_err(PgError::Decode)?;
                 let after = table.row(cells).map_err(PgError::Decode)?;
-                rows.push(Some(table.event(
+                rows.push(Some(table.event_with_source(
                     Op::Read,
                     key,
                     None,
                     Some(after),
-                    &info,
+                    source.clone(),
                     Position::Offset(0),
                 )));
                 Ok(())
