@@ -68,27 +68,42 @@ impl Value {
     /// An approximation of the memory this value holds, used to bound queues in bytes: the
     /// value itself, its heap data, and an allocator overhead per heap allocation.
     pub fn estimated_size(&self) -> usize {
+        std::mem::size_of::<Value>() + self.heap_size()
+    }
+
+    /// The heap part of [`Value::estimated_size`]. Scalars are counted inline, without a call
+    /// per value: every event of every batch is measured.
+    fn heap_size(&self) -> usize {
         const BASE: usize = std::mem::size_of::<Value>();
         const ALLOCATION: usize = 16;
+        #[inline(always)]
+        fn items(values: &[Value]) -> usize {
+            values
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => ALLOCATION + s.len(),
+                    Value::Bytes(b) => ALLOCATION + b.capacity(),
+                    Value::Array(_) | Value::Map(_) | Value::Struct(_) => v.heap_size(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+                + values.len() * BASE
+        }
         match self {
-            Value::String(s) => BASE + ALLOCATION + s.len(),
-            Value::Bytes(b) => BASE + ALLOCATION + b.capacity(),
-            Value::Array(items) => {
-                BASE + ALLOCATION + items.iter().map(Value::estimated_size).sum::<usize>()
-            }
+            Value::String(s) => ALLOCATION + s.len(),
+            Value::Bytes(b) => ALLOCATION + b.capacity(),
+            Value::Array(values) => ALLOCATION + items(values),
             Value::Map(entries) => {
-                BASE + ALLOCATION
+                ALLOCATION
                     + entries
                         .iter()
                         .map(|(k, v)| k.estimated_size() + v.estimated_size())
                         .sum::<usize>()
             }
             // A shared struct's values are held once for all the events that share them.
-            Value::Struct(s) if s.is_shared() => BASE + ALLOCATION,
-            Value::Struct(s) => {
-                BASE + ALLOCATION + s.values().iter().map(Value::estimated_size).sum::<usize>()
-            }
-            _ => BASE,
+            Value::Struct(s) if s.is_shared() => ALLOCATION,
+            Value::Struct(s) => ALLOCATION + items(s.values()),
+            _ => 0,
         }
     }
 
@@ -312,6 +327,61 @@ mod tests {
         assert_eq!(Value::decimal_bytes(128), vec![0x00, 0x80]);
         assert_eq!(Value::decimal_bytes(-129), vec![0xff, 0x7f]);
         assert_eq!(Value::decimal_bytes(-128), vec![0x80]);
+    }
+
+    /// The measure as first written, one call per value: the oracle for the inlined one.
+    fn size_by_recursion(v: &Value) -> usize {
+        const BASE: usize = std::mem::size_of::<Value>();
+        match v {
+            Value::String(s) => BASE + 16 + s.len(),
+            Value::Bytes(b) => BASE + 16 + b.capacity(),
+            Value::Array(items) => BASE + 16 + items.iter().map(size_by_recursion).sum::<usize>(),
+            Value::Map(entries) => {
+                BASE + 16
+                    + entries
+                        .iter()
+                        .map(|(k, v)| size_by_recursion(k) + size_by_recursion(v))
+                        .sum::<usize>()
+            }
+            Value::Struct(s) if s.is_shared() => BASE + 16,
+            Value::Struct(s) => BASE + 16 + s.values().iter().map(size_by_recursion).sum::<usize>(),
+            _ => BASE,
+        }
+    }
+
+    #[test]
+    fn sizes_count_every_value() {
+        let inner = crate::event::Schema::struct_builder()
+            .field(
+                "s",
+                crate::event::Schema::primitive(crate::event::SchemaType::String, true),
+            )
+            .field(
+                "n",
+                crate::event::Schema::primitive(crate::event::SchemaType::Int64, true),
+            )
+            .build();
+        let row = |s: &str| {
+            Value::Struct(
+                Struct::from_values(inner.clone(), vec![Value::from(s), Value::Int64(1)])
+                    .unwrap_or_else(|| panic!("arity")),
+            )
+        };
+        let values = [
+            Value::Null,
+            Value::from("hello"),
+            Value::Bytes(vec![1, 2, 3]),
+            Value::Array(vec![Value::Int32(1), Value::from("x"), row("nested")]),
+            Value::Map(vec![(Value::from("k"), Value::Bytes(vec![0; 10]))]),
+            row("a longer string value"),
+            match row("shared") {
+                Value::Struct(s) => Value::Struct(s.into_shared()),
+                other => other,
+            },
+        ];
+        for v in &values {
+            assert_eq!(v.estimated_size(), size_by_recursion(v), "{v:?}");
+        }
     }
 
     #[test]

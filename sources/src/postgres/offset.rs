@@ -28,7 +28,23 @@ fn is_true(b: &bool) -> bool {
 impl PgOffset {
     /// The engine position.
     pub fn position(&self) -> Position {
-        Position::Opaque(serde_json::to_string(self).unwrap_or_default().into())
+        // Every streamed event carries one: written by hand, as serde_json writes it.
+        let mut text = String::with_capacity(64);
+        let mut number = itoa::Buffer::new();
+        text.push_str("{\"lsn\":");
+        text.push_str(number.format(self.lsn));
+        if let Some((commit, delivered)) = self.tx {
+            text.push_str(",\"tx\":[");
+            text.push_str(number.format(commit));
+            text.push(',');
+            text.push_str(number.format(delivered));
+            text.push(']');
+        }
+        if !self.snapshot_completed {
+            text.push_str(",\"snapshot_completed\":false");
+        }
+        text.push('}');
+        Position::Opaque(text.into())
     }
 
     /// Reads a committed position.
@@ -58,6 +74,17 @@ pub fn format_lsn(lsn: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn positions_are_written_as_serde_writes_them(
+            lsn: u64, tx: Option<(u64, u64)>, snapshot_completed: bool
+        ) {
+            let offset = PgOffset { lsn, tx, snapshot_completed };
+            let serde = serde_json::to_string(&offset).unwrap_or_default();
+            proptest::prop_assert_eq!(offset.position(), Position::Opaque(serde.into()));
+        }
+    }
 
     #[test]
     fn offsets_and_lsns_round_trip() {

@@ -559,7 +559,7 @@ impl Streamer<'_> {
             db: &self.db,
             ts_micros: tx.commit_micros,
             snapshot: &self.not_snapshot,
-            sequence: Some(format!("[\"{last_done}\",\"{lsn}\"]").into()),
+            sequence: Some(sequence(last_done, lsn).into()),
             tx_id: Some(i64::from(tx.xid)),
             lsn: Some(lsn as i64),
         }
@@ -643,5 +643,29 @@ impl Streamer<'_> {
         }
         event.position = self.tx_pos(tx, last_done);
         out.push(event);
+    }
+}
+
+/// Debezium's `sequence`: `["<last commit LSN>","<this LSN>"]`, without formatting machinery.
+fn sequence(last_done: u64, lsn: u64) -> String {
+    let mut number = itoa::Buffer::new();
+    let mut text = String::with_capacity(48);
+    text.push_str("[\"");
+    text.push_str(number.format(last_done));
+    text.push_str("\",\"");
+    text.push_str(number.format(lsn));
+    text.push_str("\"]");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sequence_is_debeziums() {
+        assert_eq!(super::sequence(0, 42), r#"["0","42"]"#);
+        assert_eq!(
+            super::sequence(u64::MAX, 7),
+            format!("[\"{}\",\"7\"]", u64::MAX)
+        );
     }
 }

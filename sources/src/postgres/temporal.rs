@@ -110,6 +110,9 @@ fn parse_offset(text: &str) -> Option<i64> {
         b'-' => (-1, &text[1..]),
         _ => return None,
     };
+    if let [h0, h1] = *rest.as_bytes() {
+        return Some(sign * i64::from(fixed_digits(&[h0, h1])?) * 3600);
+    }
     let mut parts = rest.split(':');
     let h: i64 = parts.next()?.parse().ok()?;
     let m: i64 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
@@ -136,6 +139,21 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM]` → microseconds since the epoch, UTC.
 pub fn parse_timestamptz(text: &str) -> Option<i64> {
+    // The common shape by position: `YYYY-MM-DD HH:MM:SS[.f…]±HH[…]`, AD.
+    let b = text.as_bytes();
+    if b.len() >= 22 && b[10] == b' ' && !text.ends_with(" BC") {
+        let fraction = match b[19] {
+            b'.' => 1 + b[20..].iter().take_while(|c| c.is_ascii_digit()).count(),
+            _ => 0,
+        };
+        let sign_at = 19 + fraction;
+        if matches!(b.get(sign_at), Some(b'+' | b'-')) {
+            let days = parse_date_era(&text[..10], false)?;
+            let time = parse_time(&text[11..sign_at])?;
+            let offset = parse_offset(&text[sign_at..])?;
+            return Some(days * 86_400_000_000 + time - offset * 1_000_000);
+        }
+    }
     let (body, bc) = match text.strip_suffix(" BC") {
         Some(b) => (b, true),
         None => (text, false),
@@ -152,17 +170,43 @@ pub fn parse_timetz(text: &str) -> Option<i64> {
     Some((parse_time(time)? - offset * 1_000_000).rem_euclid(86_400_000_000))
 }
 
-fn push_fraction(out: &mut String, micros: i64, digits: u32) {
+/// A short ASCII text built on the stack (dates and times), cut at its capacity.
+struct Ascii {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Ascii {
+    fn new() -> Self {
+        Ascii {
+            buf: [0; 40],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
+fn push_fraction(out: &mut Ascii, micros: i64, digits: u32) {
     if digits == 0 {
         return;
     }
-    out.push('.');
+    out.push(b'.');
     push_digits(out, micros.rem_euclid(1_000_000) as u64, 6, digits.min(6));
 }
 
 /// The `keep` leading digits of `value` written with `width` digits, zero-padded
 /// (`value` < 10^`width`, `width` ≤ 19): no formatting machinery, no allocation.
-fn push_digits(out: &mut String, value: u64, width: u32, keep: u32) {
+fn push_digits(out: &mut Ascii, value: u64, width: u32, keep: u32) {
     let mut buf = [b'0'; 20];
     let mut v = value;
     for i in (0..width as usize).rev() {
@@ -170,39 +214,50 @@ fn push_digits(out: &mut String, value: u64, width: u32, keep: u32) {
         v /= 10;
     }
     for &b in &buf[..keep.min(width) as usize] {
-        out.push(char::from(b));
+        out.push(b);
     }
 }
 
 /// Microseconds since the epoch → ISO-8601 UTC with `digits` fraction digits
 /// (Debezium's `ZonedTimestamp`).
+#[cfg(test)]
 pub fn format_zoned_timestamp(micros: i64, digits: u32) -> String {
+    zoned_timestamp(micros, digits).as_str().to_owned()
+}
+
+/// Microseconds since the epoch → ISO-8601 UTC with `digits` fraction digits (Debezium's
+/// `ZonedTimestamp`), as a shared string allocated once.
+pub fn zoned_timestamp_shared(micros: i64, digits: u32) -> std::sync::Arc<str> {
+    zoned_timestamp(micros, digits).as_str().into()
+}
+
+fn zoned_timestamp(micros: i64, digits: u32) -> Ascii {
     let days = micros.div_euclid(86_400_000_000);
     let of_day = micros.rem_euclid(86_400_000_000);
     let (y, m, d) = civil_from_days(days);
     let secs = of_day / 1_000_000;
-    let mut out = String::with_capacity(32);
+    let mut out = Ascii::new();
     if (0..=9999).contains(&y) {
         push_digits(&mut out, y as u64, 4, 4);
     } else {
         // Java's ISO format: a sign and at least four digits outside 0000..9999.
-        out.push(if y < 0 { '-' } else { '+' });
+        out.push(if y < 0 { b'-' } else { b'+' });
         let a = y.unsigned_abs();
         let width = a.checked_ilog10().map_or(1, |l| l + 1).max(4);
         push_digits(&mut out, a, width, width);
     }
     for (sep, v) in [
-        ('-', u64::from(m)),
-        ('-', u64::from(d)),
-        ('T', (secs / 3600) as u64),
-        (':', (secs / 60 % 60) as u64),
-        (':', (secs % 60) as u64),
+        (b'-', u64::from(m)),
+        (b'-', u64::from(d)),
+        (b'T', (secs / 3600) as u64),
+        (b':', (secs / 60 % 60) as u64),
+        (b':', (secs % 60) as u64),
     ] {
         out.push(sep);
         push_digits(&mut out, v, 2, 2);
     }
     push_fraction(&mut out, of_day, digits);
-    out.push('Z');
+    out.push(b'Z');
     out
 }
 

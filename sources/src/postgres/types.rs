@@ -369,7 +369,7 @@ pub fn parse_value(
                 _ => Value::Int64(micros),
             }
         }
-        PgKind::TimestampTz(p) => Value::from(temporal::format_zoned_timestamp(
+        PgKind::TimestampTz(p) => Value::String(temporal::zoned_timestamp_shared(
             temporal::parse_timestamptz(text).ok_or_else(err)?,
             *p,
         )),
