@@ -260,6 +260,19 @@ pub(crate) fn unscaled(text: &str, scale: u32) -> Option<i128> {
     if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
+    // Up to 18 digits fit a u64 without overflow checks: most columns' values.
+    if int.len() + scale as usize <= 18 {
+        let frac = frac.as_bytes();
+        let mut v: u64 = 0;
+        for &b in int.as_bytes() {
+            v = v * 10 + u64::from(b - b'0');
+        }
+        for i in 0..scale as usize {
+            v = v * 10 + frac.get(i).map_or(0, |b| u64::from(b - b'0'));
+        }
+        let v = i128::from(v);
+        return Some(if neg { -v } else { v });
+    }
     // The integer digits, then `scale` fraction digits (cut or padded with zeros), without
     // building a string. More digits than an i128 holds give 0, as parsing the text did.
     let mut v: i128 = 0;
