@@ -1,9 +1,15 @@
 //! A dedicated OS thread for blocking writes (files, stdout).
 //!
 //! The sink's async task encodes into a buffer and hands it over a bounded crossbeam channel;
-//! the thread writes (and syncs) buffers in order and answers each on a oneshot channel, which
-//! is the batch's delivery. Blocking I/O and fsync never stall an actor's executor, and encoding
-//! the next batch overlaps syncing the previous one.
+//! the thread writes buffers in order and answers each on a oneshot channel, which is the
+//! batch's delivery. Blocking I/O and fsync never stall an actor's executor.
+//!
+//! Syncs are group commits on a second thread (for targets that can sync from another handle,
+//! files): a buffer that must be durable is answered once an fdatasync that started after its
+//! write returns. Writing goes on meanwhile, and one fdatasync covers every buffer written
+//! before it, so a slow disk costs fewer, larger syncs instead of a stalled writer. Unsynced
+//! data stays bounded: its batches are not acknowledged, and the runtime keeps only a few
+//! batches in flight.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -24,6 +30,11 @@ pub(crate) trait Target: Send + 'static {
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()>;
     /// Makes written bytes durable.
     fn sync(&mut self) -> std::io::Result<()>;
+    /// A handle that makes bytes written through this one durable from another thread, when
+    /// the target has one.
+    fn syncer(&self) -> Option<Box<dyn FnMut() -> std::io::Result<()> + Send>> {
+        None
+    }
 }
 
 impl Target for std::fs::File {
@@ -33,6 +44,40 @@ impl Target for std::fs::File {
     fn sync(&mut self) -> std::io::Result<()> {
         self.sync_data()
     }
+    fn syncer(&self) -> Option<Box<dyn FnMut() -> std::io::Result<()> + Send>> {
+        // The same open file: fdatasync through it covers writes made through `self`.
+        let file = self.try_clone().ok()?;
+        Some(Box::new(move || file.sync_data()))
+    }
+}
+
+type Reply = oneshot::Sender<std::io::Result<()>>;
+
+/// The group-commit thread: waits for replies owed a sync, syncs once for all that are waiting,
+/// answers them.
+fn spawn_syncer(
+    what: &str,
+    mut sync: Box<dyn FnMut() -> std::io::Result<()> + Send>,
+) -> Result<(crossbeam_channel::Sender<Reply>, JoinHandle<()>), ComponentError> {
+    let (tx, rx) = crossbeam_channel::unbounded::<Reply>();
+    let handle = std::thread::Builder::new()
+        .name("sluice-sync".to_owned())
+        .spawn(move || {
+            while let Ok(first) = rx.recv() {
+                let waiting: Vec<Reply> = std::iter::once(first).chain(rx.try_iter()).collect();
+                let result = sync();
+                for reply in waiting {
+                    let _ = reply.send(match &result {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                    });
+                }
+            }
+        })
+        .map_err(|e| {
+            ComponentError::fatal(format!("{what}: cannot start the sync thread")).with_source(e)
+        })?;
+    Ok((tx, handle))
 }
 
 /// Standard output.
@@ -63,23 +108,39 @@ impl WriterThread {
         let (tx, rx) = crossbeam_channel::bounded::<Request>(2);
         let spare: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let recycled = spare.clone();
+        let syncer = target
+            .syncer()
+            .map(|sync| spawn_syncer(&what, sync))
+            .transpose()?;
         let handle = std::thread::Builder::new()
             .name("sluice-writer".to_owned())
             .spawn(move || {
+                let (to_syncer, syncer_thread) = match syncer {
+                    Some((tx, handle)) => (Some(tx), Some(handle)),
+                    None => (None, None),
+                };
                 for Request {
                     mut bytes,
                     sync,
                     reply,
                 } in rx
                 {
-                    let result = target.write_all(&bytes).and_then(|()| {
-                        if sync {
-                            target.sync()
-                        } else {
-                            Ok(())
+                    match (target.write_all(&bytes), sync, &to_syncer) {
+                        (Err(e), _, _) => {
+                            let _ = reply.send(Err(e));
                         }
-                    });
-                    let _ = reply.send(result);
+                        (Ok(()), false, _) => {
+                            let _ = reply.send(Ok(()));
+                        }
+                        (Ok(()), true, Some(to_syncer)) => {
+                            if let Err(unsent) = to_syncer.send(reply) {
+                                let _ = unsent.0.send(target.sync());
+                            }
+                        }
+                        (Ok(()), true, None) => {
+                            let _ = reply.send(target.sync());
+                        }
+                    }
                     // Buffers are recycled (a few, of modest size) rather than freed: allocating
                     // and freeing megabyte buffers across threads fragments the heap.
                     bytes.clear();
@@ -90,6 +151,11 @@ impl WriterThread {
                             }
                         }
                     }
+                }
+                // The syncer answers what it holds, then ends with its channel.
+                drop(to_syncer);
+                if let Some(handle) = syncer_thread {
+                    let _ = handle.join();
                 }
             })
             .map_err(|e| {
@@ -168,5 +234,108 @@ pub(crate) struct ClassifiedIo(pub std::io::Error);
 impl Classify for ClassifiedIo {
     fn class(&self) -> sluice_engine::ErrorClass {
         self.0.class()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts writes; its syncer records, for each sync, how many writes had completed when it
+    /// started.
+    struct Recorder {
+        writes: Arc<AtomicUsize>,
+        sync_starts: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Target for Recorder {
+        fn write_all(&mut self, _: &[u8]) -> std::io::Result<()> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Err(std::io::Error::other("the syncer thread syncs"))
+        }
+        fn syncer(&self) -> Option<Box<dyn FnMut() -> std::io::Result<()> + Send>> {
+            let (writes, starts) = (self.writes.clone(), self.sync_starts.clone());
+            Some(Box::new(move || {
+                let written = writes.load(Ordering::SeqCst);
+                if let Ok(mut s) = starts.lock() {
+                    s.push(written);
+                }
+                std::thread::yield_now();
+                Ok(())
+            }))
+        }
+    }
+
+    #[test]
+    fn a_synced_write_is_answered_after_a_sync_that_started_after_it() {
+        let writes = Arc::new(AtomicUsize::new(0));
+        let sync_starts = Arc::new(Mutex::new(Vec::new()));
+        let target = Recorder {
+            writes: writes.clone(),
+            sync_starts: sync_starts.clone(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        runtime.block_on(async {
+            let writer = WriterThread::spawn("test".to_owned(), target)
+                .unwrap_or_else(|e| panic!("spawn: {e}"));
+            let mut deliveries = Vec::new();
+            for i in 0..40 {
+                // Every third buffer asks for durability, as a batch's last chunk does.
+                let sync = i % 3 == 2;
+                let delivery = writer
+                    .submit(vec![b'x'; 10], sync)
+                    .await
+                    .unwrap_or_else(|e| panic!("submit: {e}"));
+                deliveries.push((i, sync, delivery));
+            }
+            for (i, sync, delivery) in deliveries {
+                delivery
+                    .await
+                    .unwrap_or_else(|e| panic!("delivery {i}: {e}"));
+                let covered = sync_starts
+                    .lock()
+                    .map(|s| s.iter().copied().max().unwrap_or(0))
+                    .unwrap_or(0);
+                if sync {
+                    assert!(covered > i, "buffer {i} answered before a sync covered it");
+                }
+            }
+        });
+        assert_eq!(writes.load(Ordering::SeqCst), 40);
+    }
+
+    #[test]
+    fn files_are_synced_from_the_sync_thread() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("out.jsonl");
+        let file = std::fs::File::create(&path)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let writer = WriterThread::spawn("test".to_owned(), file)
+                .unwrap_or_else(|e| panic!("spawn: {e}"));
+            let mut deliveries = Vec::new();
+            for i in 0..5u8 {
+                deliveries.push(
+                    writer
+                        .submit(vec![b'a' + i, b'\n'], i % 2 == 0)
+                        .await
+                        .unwrap_or_else(|e| panic!("submit: {e}")),
+                );
+            }
+            for d in deliveries {
+                d.await.unwrap_or_else(|e| panic!("delivery: {e}"));
+            }
+        });
+        assert_eq!(std::fs::read_to_string(&path)?, "a\nb\nc\nd\ne\n");
+        Ok(())
     }
 }
