@@ -438,6 +438,112 @@ fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
     drop_db(&db);
 }
 
+/// A graceful stop (SIGTERM) in the middle of an incremental snapshot while a writer changes
+/// rows: the pipeline exits cleanly, and the restarted one continues from its last delivered
+/// chunk and ends describing the table exactly.
+#[test]
+fn sigterm_during_an_incremental_snapshot_under_a_writer_stops_cleanly_and_resumes() {
+    let db = fresh_db("inc_term");
+    psql(&db, SIGNAL_TABLE);
+    psql(
+        &db,
+        "create table items (region int not null, id int primary key, n int not null, note text)",
+    );
+    psql(
+        &db,
+        "insert into items select g % 7, g, g, 'seed' from generate_series(1, 60000) g",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 500\n",
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    // The writer: batches of updates of random rows, until told to stop.
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = {
+        let (db, writing) = (db.clone(), writing.clone());
+        std::thread::spawn(move || {
+            let mut batches = 0u32;
+            while writing.load(std::sync::atomic::Ordering::SeqCst) {
+                psql(
+                    &db,
+                    "update items set n = n + 1, note = 'written' where id in \
+                     (select (random() * 59999)::int + 1 from generate_series(1, 50))",
+                );
+                batches += 1;
+            }
+            batches
+        })
+    };
+    psql(
+        &db,
+        "insert into debezium_signal values ('inc-t', 'execute-snapshot', '{\"data-collections\": [\"public.items\"]}')",
+    );
+    let committed_chunks = |dir: &std::path::Path| -> u64 {
+        let text = std::fs::read_to_string(dir.join("data/offsets.json")).unwrap_or_default();
+        let v: Json = serde_json::from_str(&text).unwrap_or_default();
+        let position: Json = v["pipelines"][db.as_str()]["position"]
+            .as_str()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or_default();
+        position["incremental"]["chunks"].as_u64().unwrap_or(0)
+    };
+    let t0 = std::time::Instant::now();
+    while committed_chunks(dir.path()) < 20 {
+        if t0.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the snapshot does not progress");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    stop(&child);
+    // A clean exit, within a bound that only a pipeline ignoring the signal would reach.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "sluice did not stop within 60 s of SIGTERM:\n{}",
+                log_so_far(&child)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let log = log_of(&child);
+    assert!(status.success(), "sluice failed on SIGTERM: {log}");
+    assert!(log.contains("Pipeline stopped."), "no clean stop:\n{log}");
+    writing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let batches = writer.join().unwrap();
+    assert!(batches > 0, "the writer never ran");
+    let mut child = start(&file, &[]);
+    let theirs = table_state(&db, &["region", "id", "n", "note"], &["id"]);
+    let ours = await_state(dir.path(), &mut child, &theirs, 300);
+    stop(&child);
+    let log = finish(child);
+    assert!(
+        ours == theirs,
+        "the output does not describe the table after the restart"
+    );
+    let resumed = regex::Regex::new(r"Resuming the incremental snapshot after its last delivered chunk\. id=inc-t tables=\[.*\] chunks=(\d+)")
+        .unwrap()
+        .captures(&log)
+        .unwrap_or_else(|| panic!("no resume:\n{log}"))[1]
+        .parse::<usize>()
+        .unwrap();
+    assert!(
+        resumed >= 20,
+        "resumed at chunk {resumed}: before what was committed"
+    );
+    drop_db(&db);
+}
+
 /// The `file` channel beside the `source` one: additional conditions, pause and resume, stop,
 /// and a corpus of malformed signals (each logged with its reason and ignored; the stream and
 /// later signals go on).
