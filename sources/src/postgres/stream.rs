@@ -338,7 +338,41 @@ impl Streamer<'_> {
             self.tables.insert(oid, None);
             return Ok(None);
         }
-        let mut def = table_def(self.client, oid, namespace, name, &mut self.types).await?;
+        let mut def = table_def(
+            self.client,
+            oid,
+            namespace.clone(),
+            name.clone(),
+            &mut self.types,
+        )
+        .await?;
+        // A transaction that altered the table is decoded as soon as its commit record is
+        // written, a moment before other sessions see it: a catalog without the stream's
+        // columns is read again (briefly; a later change of the table may never match).
+        let stale = |def: &super::catalog::TableDef| {
+            columns.iter().any(|c| {
+                !def.columns
+                    .iter()
+                    .any(|k| k.name == c.name && k.type_oid == c.type_oid)
+            })
+        };
+        for _ in 0..50 {
+            if !stale(&def) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            def = table_def(
+                self.client,
+                oid,
+                namespace.clone(),
+                name.clone(),
+                &mut self.types,
+            )
+            .await?;
+        }
+        if stale(&def) {
+            tracing::debug!(table = %format!("{namespace}.{name}"), "The catalog does not show the stream's columns; those it lacks get no default.");
+        }
         // The stream's column list is authoritative (it is what the tuples carry).
         let by_name: HashMap<String, super::catalog::ColumnDef> =
             def.columns.drain(..).map(|c| (c.name.clone(), c)).collect();
