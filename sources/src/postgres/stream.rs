@@ -327,8 +327,40 @@ impl Streamer<'_> {
         self.tables.get(&oid).cloned().flatten()
     }
 
+    /// Waits until transaction `xid` (32 bits, as the log gives it) is visible to a new
+    /// snapshot of the catalog connection, for at most 1 s.
+    async fn await_visible(&self, xid: u32) -> Result<(), PgError> {
+        // The full 64-bit id: the one nearest the current snapshot's xmax with these low 32
+        // bits (the transaction is recent). Ids from xmax on are not visible.
+        const VISIBLE: &str = "WITH s AS (SELECT txid_current_snapshot() AS snap), \
+             c AS (SELECT snap, txid_snapshot_xmax(snap) AS xmax FROM s), \
+             f AS (SELECT snap, xmax, ((xmax >> 32) << 32) + $1 AS full_id FROM c) \
+             SELECT txid_visible_in_snapshot(CASE \
+                 WHEN full_id > xmax + 2147483648 THEN full_id - 4294967296 \
+                 WHEN full_id + 2147483648 < xmax THEN full_id + 4294967296 \
+                 ELSE full_id END, snap) FROM f";
+        for _ in 0..50 {
+            let visible: bool = self
+                .client
+                .query_one(VISIBLE, &[&i64::from(xid)])
+                .await
+                .map_err(|e| PgError::query("checking that a transaction is visible", e))?
+                .get(0);
+            if visible {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        tracing::debug!(
+            xid,
+            "A decoded transaction is still not visible after 1 s; reading the catalog anyway."
+        );
+        Ok(())
+    }
+
     async fn on_relation(
         &mut self,
+        xid: u32,
         oid: u32,
         namespace: String,
         name: String,
@@ -338,41 +370,11 @@ impl Streamer<'_> {
             self.tables.insert(oid, None);
             return Ok(None);
         }
-        let mut def = table_def(
-            self.client,
-            oid,
-            namespace.clone(),
-            name.clone(),
-            &mut self.types,
-        )
-        .await?;
-        // A transaction that altered the table is decoded as soon as its commit record is
-        // written, a moment before other sessions see it: a catalog without the stream's
-        // columns is read again (briefly; a later change of the table may never match).
-        let stale = |def: &super::catalog::TableDef| {
-            columns.iter().any(|c| {
-                !def.columns
-                    .iter()
-                    .any(|k| k.name == c.name && k.type_oid == c.type_oid)
-            })
-        };
-        for _ in 0..50 {
-            if !stale(&def) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            def = table_def(
-                self.client,
-                oid,
-                namespace.clone(),
-                name.clone(),
-                &mut self.types,
-            )
-            .await?;
-        }
-        if stale(&def) {
-            tracing::debug!(table = %format!("{namespace}.{name}"), "The catalog does not show the stream's columns; those it lacks get no default.");
-        }
+        // The transaction being decoded may have altered the table: the walsender decodes it
+        // as soon as its commit record is written, a moment before other sessions see it, so
+        // the catalog is read once it is visible (waiting up to 1 s).
+        self.await_visible(xid).await?;
+        let mut def = table_def(self.client, oid, namespace, name, &mut self.types).await?;
         // The stream's column list is authoritative (it is what the tuples carry).
         let by_name: HashMap<String, super::catalog::ColumnDef> =
             def.columns.drain(..).map(|c| (c.name.clone(), c)).collect();
@@ -425,7 +427,13 @@ impl Streamer<'_> {
             } => {
                 let oid = *oid;
                 let change = self
-                    .on_relation(oid, namespace.clone(), name.clone(), columns.clone())
+                    .on_relation(
+                        tx.xid,
+                        oid,
+                        namespace.clone(),
+                        name.clone(),
+                        columns.clone(),
+                    )
                     .await?;
                 if change == Some("ALTER") {
                     if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
