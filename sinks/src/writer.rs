@@ -32,7 +32,7 @@ pub(crate) trait Target: Send + 'static {
     fn sync(&mut self) -> std::io::Result<()>;
     /// A handle that makes bytes written through this one durable from another thread, when
     /// the target has one.
-    fn syncer(&self) -> Option<Box<dyn FnMut() -> std::io::Result<()> + Send>> {
+    fn syncer(&self) -> Option<Syncer> {
         None
     }
 }
@@ -44,7 +44,7 @@ impl Target for std::fs::File {
     fn sync(&mut self) -> std::io::Result<()> {
         self.sync_data()
     }
-    fn syncer(&self) -> Option<Box<dyn FnMut() -> std::io::Result<()> + Send>> {
+    fn syncer(&self) -> Option<Syncer> {
         // The same open file: fdatasync through it covers writes made through `self`.
         let file = self.try_clone().ok()?;
         Some(Box::new(move || file.sync_data()))
@@ -53,11 +53,14 @@ impl Target for std::fs::File {
 
 type Reply = oneshot::Sender<std::io::Result<()>>;
 
+/// Syncs, from another thread, what a [`Target`] wrote.
+pub(crate) type Syncer = Box<dyn FnMut() -> std::io::Result<()> + Send>;
+
 /// The group-commit thread: waits for replies owed a sync, syncs once for all that are waiting,
 /// answers them.
 fn spawn_syncer(
     what: &str,
-    mut sync: Box<dyn FnMut() -> std::io::Result<()> + Send>,
+    mut sync: Syncer,
 ) -> Result<(crossbeam_channel::Sender<Reply>, JoinHandle<()>), ComponentError> {
     let (tx, rx) = crossbeam_channel::unbounded::<Reply>();
     let handle = std::thread::Builder::new()
@@ -115,10 +118,7 @@ impl WriterThread {
         let handle = std::thread::Builder::new()
             .name("sluice-writer".to_owned())
             .spawn(move || {
-                let (to_syncer, syncer_thread) = match syncer {
-                    Some((tx, handle)) => (Some(tx), Some(handle)),
-                    None => (None, None),
-                };
+                let (to_syncer, syncer_thread) = syncer.unzip();
                 for Request {
                     mut bytes,
                     sync,
@@ -257,7 +257,7 @@ mod tests {
         fn sync(&mut self) -> std::io::Result<()> {
             Err(std::io::Error::other("the syncer thread syncs"))
         }
-        fn syncer(&self) -> Option<Box<dyn FnMut() -> std::io::Result<()> + Send>> {
+        fn syncer(&self) -> Option<Syncer> {
             let (writes, starts) = (self.writes.clone(), self.sync_starts.clone());
             Some(Box::new(move || {
                 let written = writes.load(Ordering::SeqCst);

@@ -350,12 +350,10 @@ fn incremental_snapshot_over_tls_with_a_concurrent_writer() {
     });
 }
 
-/// kill -9 in the middle of an incremental snapshot: the restarted pipeline continues from the
-/// last chunk whose rows were delivered (not from the start of the table), and the output still
-/// describes the table exactly.
-#[test]
-fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
-    let db = fresh_db("inc_kill");
+/// A fresh database with the signaling table and 60,000 `items` rows, and a pipeline that
+/// streams them with incremental snapshots in chunks of 500.
+fn seeded_items(name: &str) -> (String, tempfile::TempDir, std::path::PathBuf) {
+    let db = fresh_db(name);
     psql(&db, SIGNAL_TABLE);
     psql(
         &db,
@@ -372,12 +370,82 @@ fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
         "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 500\n",
         false,
     );
+    (db, dir, file)
+}
+
+/// Asks for an incremental snapshot of `items` with the signal `id`.
+fn signal_items(db: &str, id: &str) {
+    psql(
+        db,
+        &format!("insert into debezium_signal values ('{id}', 'execute-snapshot', '{{\"data-collections\": [\"public.items\"]}}')"),
+    );
+}
+
+/// The incremental snapshot's chunks in the committed position (0 before the first).
+fn committed_chunks(dir: &std::path::Path, db: &str) -> u64 {
+    let text = std::fs::read_to_string(dir.join("data/offsets.json")).unwrap_or_default();
+    let v: Json = serde_json::from_str(&text).unwrap_or_default();
+    let position: Json = v["pipelines"][db]["position"]
+        .as_str()
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_default();
+    position["incremental"]["chunks"].as_u64().unwrap_or(0)
+}
+
+/// Waits until the committed position holds at least `chunks` delivered chunks.
+fn await_committed_chunks(
+    dir: &std::path::Path,
+    db: &str,
+    chunks: u64,
+    child: &mut std::process::Child,
+) {
+    let t0 = std::time::Instant::now();
+    while committed_chunks(dir, db) < chunks {
+        if t0.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the snapshot does not progress");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Restarts the pipeline until its output describes `items` exactly, stops it, and returns the
+/// chunk the snapshot `id` resumed after.
+fn restart_until_described(
+    db: &str,
+    dir: &std::path::Path,
+    file: &std::path::Path,
+    id: &str,
+) -> usize {
+    let mut child = start(file, &[]);
+    let theirs = table_state(db, &["region", "id", "n", "note"], &["id"]);
+    let ours = await_state(dir, &mut child, &theirs, 300);
+    stop(&child);
+    let log = finish(child);
+    assert!(
+        ours == theirs,
+        "the output does not describe the table after the restart"
+    );
+    let resumed = regex::Regex::new(&format!(
+        r"Resuming the incremental snapshot after its last delivered chunk\. id={id} tables=\[.*\] chunks=(\d+)"
+    ))
+    .unwrap()
+    .captures(&log)
+    .unwrap_or_else(|| panic!("no resume:\n{log}"))[1]
+        .parse::<usize>()
+        .unwrap();
+    resumed
+}
+
+/// kill -9 in the middle of an incremental snapshot: the restarted pipeline continues from the
+/// last chunk whose rows were delivered (not from the start of the table), and the output still
+/// describes the table exactly.
+#[test]
+fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
+    let (db, dir, file) = seeded_items("inc_kill");
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
-    psql(
-        &db,
-        "insert into debezium_signal values ('inc-k', 'execute-snapshot', '{\"data-collections\": [\"public.items\"]}')",
-    );
+    signal_items(&db, "inc-k");
     let incremental = |dir: &std::path::Path| {
         lines(dir)
             .iter()
@@ -385,48 +453,18 @@ fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
             .count()
     };
     // Killed once the committed position holds at least 20 delivered chunks.
-    let committed_chunks = |dir: &std::path::Path| -> u64 {
-        let text = std::fs::read_to_string(dir.join("data/offsets.json")).unwrap_or_default();
-        let v: Json = serde_json::from_str(&text).unwrap_or_default();
-        let position: Json = v["pipelines"][db.as_str()]["position"]
-            .as_str()
-            .and_then(|p| serde_json::from_str(p).ok())
-            .unwrap_or_default();
-        position["incremental"]["chunks"].as_u64().unwrap_or(0)
-    };
-    let t0 = std::time::Instant::now();
-    while committed_chunks(dir.path()) < 20 {
-        if t0.elapsed() > std::time::Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("the snapshot does not progress");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    await_committed_chunks(dir.path(), &db, 20, &mut child);
     child.kill().unwrap();
     let _ = child.wait();
     let before = incremental(dir.path());
     // What the restart must resume after: the chunks acknowledged by the sink (rows written
     // after them, not yet acknowledged at the kill, come again).
-    let at_kill = committed_chunks(dir.path()) as usize;
+    let at_kill = committed_chunks(dir.path(), &db) as usize;
     psql(
         &db,
         "update items set n = -1 where id % 1000 = 0; delete from items where id % 997 = 0",
     );
-    let mut child = start(&file, &[]);
-    let theirs = table_state(&db, &["region", "id", "n", "note"], &["id"]);
-    let ours = await_state(dir.path(), &mut child, &theirs, 300);
-    stop(&child);
-    let log = finish(child);
-    assert!(
-        ours == theirs,
-        "the output does not describe the table after the restart"
-    );
-    let resumed = regex::Regex::new(r"Resuming the incremental snapshot after its last delivered chunk\. id=inc-k tables=\[.*\] chunks=(\d+)")
-        .unwrap()
-        .captures(&log)
-        .unwrap_or_else(|| panic!("no resume:\n{log}"))[1]
-        .parse::<usize>()
-        .unwrap();
+    let resumed = restart_until_described(&db, dir.path(), &file, "inc-k");
     // It resumed where it stopped: the chunks delivered before the kill are not read again.
     assert!(
         resumed >= at_kill && resumed >= 20,
@@ -447,23 +485,7 @@ fn kill_9_during_an_incremental_snapshot_resumes_from_the_last_chunk() {
 /// chunk and ends describing the table exactly.
 #[test]
 fn sigterm_during_an_incremental_snapshot_under_a_writer_stops_cleanly_and_resumes() {
-    let db = fresh_db("inc_term");
-    psql(&db, SIGNAL_TABLE);
-    psql(
-        &db,
-        "create table items (region int not null, id int primary key, n int not null, note text)",
-    );
-    psql(
-        &db,
-        "insert into items select g % 7, g, g, 'seed' from generate_series(1, 60000) g",
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 500\n",
-        false,
-    );
+    let (db, dir, file) = seeded_items("inc_term");
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     // The writer: batches of updates of random rows, until told to stop.
@@ -483,27 +505,8 @@ fn sigterm_during_an_incremental_snapshot_under_a_writer_stops_cleanly_and_resum
             batches
         })
     };
-    psql(
-        &db,
-        "insert into debezium_signal values ('inc-t', 'execute-snapshot', '{\"data-collections\": [\"public.items\"]}')",
-    );
-    let committed_chunks = |dir: &std::path::Path| -> u64 {
-        let text = std::fs::read_to_string(dir.join("data/offsets.json")).unwrap_or_default();
-        let v: Json = serde_json::from_str(&text).unwrap_or_default();
-        let position: Json = v["pipelines"][db.as_str()]["position"]
-            .as_str()
-            .and_then(|p| serde_json::from_str(p).ok())
-            .unwrap_or_default();
-        position["incremental"]["chunks"].as_u64().unwrap_or(0)
-    };
-    let t0 = std::time::Instant::now();
-    while committed_chunks(dir.path()) < 20 {
-        if t0.elapsed() > std::time::Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("the snapshot does not progress");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    signal_items(&db, "inc-t");
+    await_committed_chunks(dir.path(), &db, 20, &mut child);
     stop(&child);
     // A clean exit, within a bound that only a pipeline ignoring the signal would reach.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -526,21 +529,7 @@ fn sigterm_during_an_incremental_snapshot_under_a_writer_stops_cleanly_and_resum
     writing.store(false, std::sync::atomic::Ordering::SeqCst);
     let batches = writer.join().unwrap();
     assert!(batches > 0, "the writer never ran");
-    let mut child = start(&file, &[]);
-    let theirs = table_state(&db, &["region", "id", "n", "note"], &["id"]);
-    let ours = await_state(dir.path(), &mut child, &theirs, 300);
-    stop(&child);
-    let log = finish(child);
-    assert!(
-        ours == theirs,
-        "the output does not describe the table after the restart"
-    );
-    let resumed = regex::Regex::new(r"Resuming the incremental snapshot after its last delivered chunk\. id=inc-t tables=\[.*\] chunks=(\d+)")
-        .unwrap()
-        .captures(&log)
-        .unwrap_or_else(|| panic!("no resume:\n{log}"))[1]
-        .parse::<usize>()
-        .unwrap();
+    let resumed = restart_until_described(&db, dir.path(), &file, "inc-t");
     assert!(
         resumed >= 20,
         "resumed at chunk {resumed}: before what was committed"

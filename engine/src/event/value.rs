@@ -258,7 +258,7 @@ impl Struct {
         }
         match &mut self.values {
             Values::Owned(v) => v,
-            Values::Shared(_) => &mut [],
+            Values::Shared(_) => &mut [], // made owned just above
         }
     }
 
@@ -329,6 +329,18 @@ mod tests {
         assert_eq!(Value::decimal_bytes(-128), vec![0x80]);
     }
 
+    use crate::event::{Schema, SchemaType};
+
+    /// A struct schema of primitive fields: (name, type, optional).
+    fn struct_of(fields: &[(&str, SchemaType, bool)]) -> Arc<Schema> {
+        fields
+            .iter()
+            .fold(Schema::struct_builder(), |b, &(name, kind, optional)| {
+                b.field(name, Schema::primitive(kind, optional))
+            })
+            .build()
+    }
+
     /// The measure as first written, one call per value: the oracle for the inlined one.
     fn size_by_recursion(v: &Value) -> usize {
         const BASE: usize = std::mem::size_of::<Value>();
@@ -351,16 +363,10 @@ mod tests {
 
     #[test]
     fn sizes_count_every_value() {
-        let inner = crate::event::Schema::struct_builder()
-            .field(
-                "s",
-                crate::event::Schema::primitive(crate::event::SchemaType::String, true),
-            )
-            .field(
-                "n",
-                crate::event::Schema::primitive(crate::event::SchemaType::Int64, true),
-            )
-            .build();
+        let inner = struct_of(&[
+            ("s", SchemaType::String, true),
+            ("n", SchemaType::Int64, true),
+        ]);
         let row = |s: &str| {
             Value::Struct(
                 Struct::from_values(inner.clone(), vec![Value::from(s), Value::Int64(1)])
@@ -386,16 +392,10 @@ mod tests {
 
     #[test]
     fn a_shared_struct_is_copied_on_change() {
-        let schema = crate::event::Schema::struct_builder()
-            .field(
-                "a",
-                crate::event::Schema::primitive(crate::event::SchemaType::Int32, false),
-            )
-            .field(
-                "b",
-                crate::event::Schema::primitive(crate::event::SchemaType::String, true),
-            )
-            .build();
+        let schema = struct_of(&[
+            ("a", SchemaType::Int32, false),
+            ("b", SchemaType::String, true),
+        ]);
         let owned = Struct::from_values(schema, vec![Value::Int32(1), Value::from("x")])
             .unwrap_or_else(|| panic!("arity"));
         let shared = owned.clone().into_shared();

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext};
+use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
@@ -442,16 +442,11 @@ async fn read_unit(
         }
         let mut full = Vec::new();
         let consumed = for_each_line(&carry, &what, |cells| {
-            let key = table.key(cells).map_err(PgError::Decode)?;
-            let after = table.row(cells).map_err(PgError::Decode)?;
-            events.push(table.event_with_source(
-                Op::Read,
-                key,
-                None,
-                Some(after),
-                source.clone(),
-                shared.position.clone(),
-            ));
+            events.push(
+                table
+                    .read_event(cells, &source, shared.position.clone())
+                    .map_err(PgError::Decode)?,
+            );
             if events.len() >= shared.batch {
                 full.push(std::mem::replace(
                     &mut events,

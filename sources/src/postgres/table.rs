@@ -366,6 +366,19 @@ impl TableSchema {
         self.event_with_source(op, key, before, after, self.source(info), position)
     }
 
+    /// A snapshot row (`op: r`) from cells in table column order, with a `source` block built
+    /// beforehand and shared by the snapshot's rows.
+    pub fn read_event(
+        &self,
+        cells: &[Cell<'_>],
+        source: &Struct,
+        position: Position,
+    ) -> Result<ChangeEvent, String> {
+        let key = self.key(cells)?;
+        let after = self.row(cells)?;
+        Ok(self.event_with_source(Op::Read, key, None, Some(after), source.clone(), position))
+    }
+
     /// A change event with a `source` block built beforehand (a snapshot's, shared by all its
     /// rows: see [`sluice_engine::Struct::into_shared`]).
     pub fn event_with_source(

@@ -382,7 +382,7 @@ pub fn parse_value(
                 _ => Value::Int64(micros),
             }
         }
-        PgKind::TimestampTz(p) => Value::String(temporal::zoned_timestamp_shared(
+        PgKind::TimestampTz(p) => Value::String(temporal::format_zoned_timestamp(
             temporal::parse_timestamptz(text).ok_or_else(err)?,
             *p,
         )),

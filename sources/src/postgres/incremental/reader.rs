@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sluice_engine::codec::JsonEncoder;
-use sluice_engine::{ChangeEvent, Op, Position};
+use sluice_engine::{ChangeEvent, Position};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Client;
 
@@ -587,16 +587,11 @@ impl Fetched {
             &self.raw,
             &format!("incremental snapshot of {}", self.name),
             |cells| {
-                let key = table.key(cells).map_err(PgError::Decode)?;
-                let after = table.row(cells).map_err(PgError::Decode)?;
-                rows.push(Some(table.event_with_source(
-                    Op::Read,
-                    key,
-                    None,
-                    Some(after),
-                    source.clone(),
-                    Position::Offset(0),
-                )));
+                rows.push(Some(
+                    table
+                        .read_event(cells, &source, Position::Offset(0))
+                        .map_err(PgError::Decode)?,
+                ));
                 Ok(())
             },
         )?;
