@@ -11,6 +11,20 @@ pub enum ErrorClass {
     Fatal,
 }
 
+/// `event.processing.failure.handling.mode`: what a component does with one event it cannot
+/// process (a value it cannot represent, a record a broker rejects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureMode {
+    /// Stop the pipeline (default).
+    #[default]
+    Fail,
+    /// Log what was skipped (where, which key, why) and go on.
+    Warn,
+    /// Go on silently.
+    Skip,
+}
+
 /// Implemented by component error types to expose their class.
 pub trait Classify {
     /// The class of this error.

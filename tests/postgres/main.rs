@@ -12,3 +12,4 @@ mod consistency;
 mod incremental;
 mod notifications;
 mod setup;
+mod values;

@@ -98,18 +98,9 @@ impl HeaderField {
     }
 }
 
-/// `event.processing.failure.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FailureMode {
-    /// Stop the pipeline.
-    #[default]
-    Fail,
-    /// Log the record's topic, key and the broker's reason, and go on.
-    Warn,
-    /// Go on silently.
-    Skip,
-}
+/// `event.processing.failure.handling.mode` (a rejected record: its topic, key and the broker's
+/// reason are logged with `warn`).
+pub use sluice_engine::FailureMode;
 
 /// Subject name strategies of Confluent's serializers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -75,6 +75,17 @@ pub enum IntervalMode {
     String,
 }
 
+/// `hstore.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HstoreMode {
+    /// An `io.debezium.data.Json` string of the object (default).
+    #[default]
+    Json,
+    /// A Connect map of strings to optional strings.
+    Map,
+}
+
 /// `publication.autocreate.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -238,6 +249,13 @@ pub struct PostgresConfig {
     /// Intervals (default `numeric`).
     #[serde(rename = "interval.handling.mode", default)]
     pub interval_handling_mode: IntervalMode,
+    /// A change whose value cannot be represented (default `fail`; `warn` logs its table,
+    /// column and key and skips it; `skip` skips it).
+    #[serde(rename = "event.processing.failure.handling.mode", default)]
+    pub failure_mode: sluice_engine::FailureMode,
+    /// `hstore` columns (default `json`).
+    #[serde(rename = "hstore.handling.mode", default)]
+    pub hstore_handling_mode: HstoreMode,
     /// Scale of `money` values (default 2).
     #[serde(rename = "money.fraction.digits", default = "default_money_digits")]
     pub money_fraction_digits: u32,

@@ -11,10 +11,13 @@
 
 mod blocking;
 mod catalog;
+mod change;
 mod columns;
 mod config;
 mod copy;
+pub(crate) mod decimal;
 mod error;
+mod extra_types;
 mod incremental;
 mod offset;
 mod pgoutput;

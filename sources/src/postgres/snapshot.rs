@@ -23,6 +23,7 @@ use super::error::PgError;
 use super::offset::PgOffset;
 use super::schema_change::{describe, SchemaChanges};
 use super::table::{SourceInfo, TableSchema};
+use super::types::ReadPath;
 
 /// The most rows a reader sends at once.
 const PIECE: usize = 256;
@@ -442,11 +443,12 @@ async fn read_unit(
         }
         let mut full = Vec::new();
         let consumed = for_each_line(&carry, &what, |cells| {
-            events.push(
-                table
-                    .read_event(cells, &source, shared.position.clone())
+            match table.read_event(cells, &source, shared.position.clone()) {
+                Ok(event) => events.push(event),
+                Err(e) => table
+                    .unreadable(ReadPath::Snapshot, e, cells)
                     .map_err(PgError::Decode)?,
-            );
+            }
             if events.len() >= shared.batch {
                 full.push(std::mem::replace(
                     &mut events,

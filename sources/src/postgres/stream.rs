@@ -11,6 +11,7 @@ use tokio_postgres::Client;
 use crate::kafka_signal::KafkaSignals;
 
 use super::catalog::{table_def, TypeResolver};
+use super::change;
 use super::config::{PostgresConfig, Skipped};
 use super::error::PgError;
 use super::offset::PgOffset;
@@ -498,94 +499,16 @@ impl Streamer<'_> {
             return Ok(());
         };
         let info = self.info(tx, last_done, lsn);
-        let d = PgError::Decode;
-        // Keys an open incremental snapshot window must drop (after `info` is released).
-        let mut evicted: Vec<Option<sluice_engine::Record>> = Vec::new();
-        let track = self.signals.is_some();
-        match message {
-            Message::Insert { new, .. } if !self.skipped.create => {
-                let key = table.key(&new).map_err(d)?;
-                if track {
-                    evicted.push(key.clone());
-                }
-                let e = table.event(
-                    Op::Create,
-                    key,
-                    None,
-                    Some(table.row(&new).map_err(d)?),
-                    &info,
-                    Position::Offset(0),
-                );
-                self.push(tx, last_done, e, out);
+        let built =
+            change::build(&table, &message, &self.skipped, &info).map_err(PgError::Decode)?;
+        let Some((events, evicted)) = built else {
+            return Ok(());
+        };
+        for built in events {
+            match built {
+                change::Built::Event(e) => self.push(tx, last_done, e, out),
+                change::Built::Delete(e) => self.push_delete(tx, last_done, e, out),
             }
-            Message::Update { old, new, .. } if !self.skipped.update => {
-                let new_key = table.key(&new).map_err(d)?;
-                let old_key = match &old {
-                    Some((_, cells)) => table.key(cells).map_err(d)?,
-                    None => None,
-                };
-                let before = match &old {
-                    Some((_, cells)) => Some(table.row(cells).map_err(d)?),
-                    None => None,
-                };
-                let key_changed = old_key.is_some() && old_key != new_key;
-                if track {
-                    evicted.push(new_key.clone());
-                    if key_changed {
-                        evicted.push(old_key.clone());
-                    }
-                }
-                if key_changed {
-                    // Primary key change: delete + tombstone under the old key, create under the new.
-                    let del = table.event(
-                        Op::Delete,
-                        old_key.clone(),
-                        before,
-                        None,
-                        &info,
-                        Position::Offset(0),
-                    );
-                    self.push_delete(tx, last_done, del, out);
-                    let create = table.event(
-                        Op::Create,
-                        new_key,
-                        None,
-                        Some(table.row(&new).map_err(d)?),
-                        &info,
-                        Position::Offset(0),
-                    );
-                    self.push(tx, last_done, create, out);
-                } else {
-                    let e = table.event(
-                        Op::Update,
-                        new_key,
-                        before,
-                        Some(table.row(&new).map_err(d)?),
-                        &info,
-                        Position::Offset(0),
-                    );
-                    self.push(tx, last_done, e, out);
-                }
-            }
-            Message::Delete {
-                old: (_, cells), ..
-            } if !self.skipped.delete => {
-                let key = table.key(&cells).map_err(d)?;
-                if track {
-                    evicted.push(key.clone());
-                }
-                let before = table.row(&cells);
-                let del = table.event(
-                    Op::Delete,
-                    key,
-                    Some(before.map_err(d)?),
-                    None,
-                    &info,
-                    Position::Offset(0),
-                );
-                self.push_delete(tx, last_done, del, out);
-            }
-            _ => {}
         }
         if self.signals.is_some() {
             for key in evicted {

@@ -3,13 +3,17 @@
 use std::sync::Arc;
 
 use sluice_engine::event::{EnvelopeSchema, SourceTimestamps};
-use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
+use sluice_engine::{
+    ChangeEvent, FailureMode, Op, Position, Record, Schema, SchemaType, Struct, Value,
+};
 
 use super::catalog::TableDef;
 use super::config::PostgresConfig;
 use sluice_engine::mapping::ColumnMapper;
 
-use super::types::{default_value, fallback_value, parse_value, schema_of, Modes, PgKind};
+use super::types::{
+    default_value, fallback_value, parse_value, schema_of, Modes, PgKind, ReadPath,
+};
 
 /// Debezium's placeholder for unchanged TOASTed values.
 pub const UNAVAILABLE: &str = "__debezium_unavailable_value";
@@ -101,6 +105,8 @@ pub struct TableSchema {
     /// table in key ranges).
     pub int_key: Option<String>,
     modes: Modes,
+    /// `event.processing.failure.handling.mode`.
+    failure_mode: FailureMode,
     /// `source` strings shared by all of this table's events.
     shared: [Arc<str>; 4],
 }
@@ -190,15 +196,29 @@ impl TableSchema {
             })
             .collect();
         for c in &columns {
-            if let PgKind::Unknown(name) = &c.kind {
-                tracing::warn!(
-                    column = %format!("{}.{}.{}", def.schema, def.name, c.name),
+            let column = format!("{}.{}.{}", def.schema, def.name, c.name);
+            match &c.kind {
+                PgKind::Unknown(name) => tracing::warn!(
+                    %column,
                     r#type = %name,
                     "Unsupported column type; its values are captured as strings."
-                );
+                ),
+                PgKind::Omitted(name) => tracing::warn!(
+                    %column,
+                    r#type = %name,
+                    "Column left out of the events, as Debezium leaves out this type."
+                ),
+                PgKind::Array(e) if matches!(**e, PgKind::Bit(_) | PgKind::VarBit(_)) => {
+                    tracing::warn!(
+                        %column,
+                        "Bit array: its values are emitted as null, as Debezium emits them."
+                    )
+                }
+                _ => {}
             }
         }
         let value_columns: Vec<usize> = (0..columns.len())
+            .filter(|&i| !matches!(columns[i].kind, PgKind::Omitted(_)))
             .filter(|&i| config.captures_column(&def.schema, &def.name, &columns[i].name))
             .collect();
         let key_columns: Vec<usize> = key_names
@@ -250,6 +270,7 @@ impl TableSchema {
             value_columns,
             key_columns,
             modes,
+            failure_mode: config.failure_mode,
         }
     }
 
@@ -273,11 +294,11 @@ impl TableSchema {
         !self.key_columns.is_empty()
     }
 
-    fn cell(&self, index: usize, cell: Cell<'_>) -> Result<Value, String> {
+    fn cell(&self, path: ReadPath, index: usize, cell: Cell<'_>) -> Result<Value, String> {
         let column = &self.columns[index];
         let schema = &column.schema;
         match cell {
-            Cell::Text(t) => parse_value(&column.kind, self.modes, schema, t)
+            Cell::Text(t) => parse_value(&column.kind, self.modes, path, schema, t)
                 .map_err(|e| format!("{}.{}.{}: {e}", self.schema_name, self.table, column.name)),
             // Debezium emits a column's default for NULL (snapshot and stream alike), and a
             // type's zero value for a NULL it must not emit (a key-only old row's columns).
@@ -295,12 +316,16 @@ impl TableSchema {
         }
     }
 
-    /// The row struct from cells in table column order.
+    /// The row struct of a streamed change from cells in table column order.
     pub fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
+        self.row_at(ReadPath::Stream, cells)
+    }
+
+    fn row_at(&self, path: ReadPath, cells: &[Cell<'_>]) -> Result<Struct, String> {
         // Sized up front: collecting through `Result` would grow the vector step by step.
         let mut values = Vec::with_capacity(self.value_columns.len());
         for &i in &self.value_columns {
-            let value = self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null))?;
+            let value = self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null))?;
             values.push(match &self.columns[i].mapper {
                 Some((mapper, _)) => mapper.apply(&value).unwrap_or(value),
                 None => value,
@@ -309,14 +334,19 @@ impl TableSchema {
         Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
     }
 
-    /// The key record from cells in table column order (`None` without a primary key).
+    /// The key record of a streamed change from cells in table column order (`None` without a
+    /// primary key).
     pub fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
+        self.key_at(ReadPath::Stream, cells)
+    }
+
+    fn key_at(&self, path: ReadPath, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
         let Some(schema) = &self.envelope.key else {
             return Ok(None);
         };
         let mut values = Vec::with_capacity(self.key_columns.len());
         for &i in &self.key_columns {
-            values.push(self.cell(i, cells.get(i).copied().unwrap_or(Cell::Null))?);
+            values.push(self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null))?);
         }
         let value =
             Struct::from_values(schema.clone(), values).ok_or_else(|| "key arity".to_owned())?;
@@ -324,6 +354,41 @@ impl TableSchema {
             schema: schema.clone(),
             value: Value::Struct(value),
         }))
+    }
+
+    /// What to do with a change or row whose values could not be read (`error` names the
+    /// column and the value): `Ok` to go on without it (logged with its key under `warn`), or
+    /// the error that stops the pipeline under `fail`.
+    pub fn unreadable(
+        &self,
+        path: ReadPath,
+        error: String,
+        cells: &[Cell<'_>],
+    ) -> Result<(), String> {
+        match self.failure_mode {
+            FailureMode::Fail => Err(format!(
+                "{error}; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
+            )),
+            FailureMode::Warn => {
+                let key = match self.key_at(path, cells) {
+                    Ok(Some(key)) => {
+                        let mut out = Vec::new();
+                        sluice_engine::codec::json::write_value(&key.schema, &key.value, &mut out);
+                        String::from_utf8_lossy(&out).into_owned()
+                    }
+                    Ok(None) => "(no key)".to_owned(),
+                    Err(_) => "(unreadable)".to_owned(),
+                };
+                tracing::warn!(
+                    table = %format!("{}.{}", self.schema_name, self.table),
+                    key = %key,
+                    %error,
+                    "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
+                );
+                Ok(())
+            }
+            FailureMode::Skip => Ok(()),
+        }
     }
 
     /// The `source` struct.
@@ -374,8 +439,8 @@ impl TableSchema {
         source: &Struct,
         position: Position,
     ) -> Result<ChangeEvent, String> {
-        let key = self.key(cells)?;
-        let after = self.row(cells)?;
+        let key = self.key_at(ReadPath::Snapshot, cells)?;
+        let after = self.row_at(ReadPath::Snapshot, cells)?;
         Ok(self.event_with_source(Op::Read, key, None, Some(after), source.clone(), position))
     }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use rusqlite::types::ValueRef;
 use sluice_engine::event::{decimal_schema, names, Schema, SchemaType, Value};
 
+use crate::postgres::decimal::unscaled_bytes;
 use crate::postgres::temporal::{parse_date, parse_time, parse_timestamp};
-use crate::postgres::types::unscaled;
 
 /// How a column's values are converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,9 +154,9 @@ pub fn value(kind: Kind, v: ValueRef<'_>) -> Result<Value, String> {
                 ValueRef::Real(f) => format!("{f:.*}", scale as usize),
                 other => text(other)?,
             };
-            let u = unscaled(t.trim(), scale)
+            let bytes = unscaled_bytes(t.trim(), scale)
                 .ok_or_else(|| bad(format!("`{t}`"), "a decimal number"))?;
-            Value::Bytes(Value::decimal_bytes(u))
+            Value::Bytes(bytes)
         }
         Kind::Date => {
             let t = text(v)?;

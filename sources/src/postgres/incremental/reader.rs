@@ -32,6 +32,7 @@ use super::super::copy::{copy_all, for_each_line, last_line_fields};
 use super::super::error::PgError;
 use super::super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use super::super::table::{SourceInfo, TableSchema};
+use super::super::types::ReadPath;
 use super::Progress;
 
 /// What the reader tells the stream.
@@ -587,11 +588,12 @@ impl Fetched {
             &self.raw,
             &format!("incremental snapshot of {}", self.name),
             |cells| {
-                rows.push(Some(
-                    table
-                        .read_event(cells, &source, Position::Offset(0))
+                match table.read_event(cells, &source, Position::Offset(0)) {
+                    Ok(event) => rows.push(Some(event)),
+                    Err(e) => table
+                        .unreadable(ReadPath::Snapshot, e, cells)
                         .map_err(PgError::Decode)?,
-                ));
+                }
                 Ok(())
             },
         )?;

@@ -1,0 +1,86 @@
+//! The events of one streamed row change (insert, update, delete), built whole before any is
+//! emitted, so that a change whose values cannot be read is skipped or fails as one.
+
+use sluice_engine::{ChangeEvent, Op, Position, Record};
+
+use super::config::Skipped;
+use super::pgoutput::Message;
+use super::table::{Cell, SourceInfo, TableSchema};
+use super::types::ReadPath;
+
+/// One event of a change.
+#[derive(Debug)]
+pub(super) enum Built {
+    /// A create or update.
+    Event(ChangeEvent),
+    /// A delete (a tombstone may follow it).
+    Delete(ChangeEvent),
+}
+
+/// A change's events, and the keys an open incremental snapshot window must drop.
+pub(super) type Change = (Vec<Built>, Vec<Option<Record>>);
+
+/// The events of a row change and the keys an open incremental snapshot window must drop;
+/// `Ok(None)` when the operation is skipped (`skipped.operations`) or the change cannot be
+/// represented and `event.processing.failure.handling.mode` skips it.
+pub(super) fn build(
+    table: &TableSchema,
+    message: &Message<'_>,
+    skipped: &Skipped,
+    info: &SourceInfo<'_>,
+) -> Result<Option<Change>, String> {
+    let cells: &[Cell<'_>] = match message {
+        Message::Insert { new, .. } if !skipped.create => new,
+        Message::Update { new, .. } if !skipped.update => new,
+        Message::Delete { old, .. } if !skipped.delete => &old.1,
+        _ => return Ok(None),
+    };
+    match events(table, message, info) {
+        Ok(built) => Ok(Some(built)),
+        Err(e) => table.unreadable(ReadPath::Stream, e, cells).map(|()| None),
+    }
+}
+
+fn events(
+    table: &TableSchema,
+    message: &Message<'_>,
+    info: &SourceInfo<'_>,
+) -> Result<Change, String> {
+    let event =
+        |op, key, before, after| table.event(op, key, before, after, info, Position::Offset(0));
+    Ok(match message {
+        Message::Insert { new, .. } => {
+            let key = table.key(new)?;
+            let e = event(Op::Create, key.clone(), None, Some(table.row(new)?));
+            (vec![Built::Event(e)], vec![key])
+        }
+        Message::Update { old, new, .. } => {
+            let new_key = table.key(new)?;
+            let (old_key, before) = match old {
+                Some((_, cells)) => (table.key(cells)?, Some(table.row(cells)?)),
+                None => (None, None),
+            };
+            let after = Some(table.row(new)?);
+            if old_key.is_some() && old_key != new_key {
+                // Primary key change: delete + tombstone under the old key, create under the new.
+                let delete = event(Op::Delete, old_key.clone(), before, None);
+                let create = event(Op::Create, new_key.clone(), None, after);
+                (
+                    vec![Built::Delete(delete), Built::Event(create)],
+                    vec![new_key, old_key],
+                )
+            } else {
+                let e = event(Op::Update, new_key.clone(), before, after);
+                (vec![Built::Event(e)], vec![new_key])
+            }
+        }
+        Message::Delete {
+            old: (_, cells), ..
+        } => {
+            let key = table.key(cells)?;
+            let e = event(Op::Delete, key.clone(), Some(table.row(cells)?), None);
+            (vec![Built::Delete(e)], vec![key])
+        }
+        _ => (Vec::new(), Vec::new()),
+    })
+}
