@@ -18,3 +18,5 @@ mod testing;
 
 #[cfg(test)]
 mod chain_tests;
+#[cfg(test)]
+mod integrity_tests;

@@ -165,8 +165,9 @@ impl TableSchema {
                     .default_expr
                     .as_deref()
                     .and_then(|e| default_value(&c.kind, modes, e));
-                let key = key_names.contains(&c.name);
-                let optional = !c.not_null && !key;
+                // A key column keeps its optionality: `message.key.columns` may name nullable
+                // columns, whose NULLs stay NULL in the key and in the row, as in Debezium.
+                let optional = !c.not_null;
                 let schema = schema_of(&c.kind, modes, optional, default);
                 let length = (matches!(c.type_oid, 1042 | 1043) && c.typmod >= 4)
                     .then(|| (c.typmod - 4) as usize);

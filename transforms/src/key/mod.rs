@@ -79,14 +79,9 @@ impl Key {
                 tracing::warn!(table, column = %c, "message.key.columns names a column the table does not have; its key is unchanged.");
                 return None;
             };
-            b = b.field(
-                c.as_str(),
-                row.fields()[i]
-                    .schema
-                    .to_builder()
-                    .optional_if(false)
-                    .build(),
-            );
+            // The column's schema as it is: a nullable column's NULL stays NULL in the key,
+            // as Debezium's `message.key.columns` keeps it.
+            b = b.field(c.as_str(), row.fields()[i].schema.clone());
             fields.push(i);
         }
         Some(Plan {
@@ -195,7 +190,10 @@ mod tests {
         assert_eq!(key(&out[2]), key(&out[1]));
         let schema = &out[0].key.as_ref().unwrap().schema;
         assert_eq!(schema.name(), Some("dbserver1.public.customers.Key"));
-        assert!(!schema.field("status").unwrap().schema.is_optional());
+        assert!(
+            schema.field("status").unwrap().schema.is_optional(),
+            "a nullable column stays optional in the key"
+        );
         assert!(Key::new(&KeyConfig {
             columns: "public.x".into()
         })
