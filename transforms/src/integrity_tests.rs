@@ -13,8 +13,11 @@ fn columns(p: &str) -> RegexList {
     RegexList(vec![AnchoredRegex::new(p).unwrap()])
 }
 
+/// A transform's name, the transform, and whether it maps one value to another as it promises.
+type Case = (&'static str, Box<dyn Transform>, fn(&Value, &Value) -> bool);
+
 /// The column transforms on `name`, each with what it does to one value.
-fn column_transforms() -> Vec<(&'static str, Box<dyn Transform>, fn(&Value, &Value) -> bool)> {
+fn column_transforms() -> Vec<Case> {
     let hash = |version: &str| {
         crate::hash::build(&crate::hash::HashConfig {
             columns: columns(r".*\.name"),
