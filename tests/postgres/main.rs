@@ -11,5 +11,6 @@ mod conformance;
 mod consistency;
 mod incremental;
 mod notifications;
+mod ownership;
 mod setup;
 mod values;

@@ -6,6 +6,7 @@ use tokio_postgres::{Client, NoTls};
 
 use super::config::{PostgresConfig, SslMode};
 use super::error::PgError;
+use super::owned::{Kind, Owned};
 use super::types::{PgKind, TypeInfo};
 
 /// Resolved connection settings, shared by the SQL and the replication connections.
@@ -392,10 +393,14 @@ pub async fn table_def(
 }
 
 /// Creates the publication when asked (`publication.autocreate.mode`), or checks it exists.
-pub async fn ensure_publication(
+/// Makes sure the publication exists and publishes the captured tables. A publication this
+/// pipeline created (`owned`) is kept to the captured tables (`filtered`); one that was there
+/// before only ever gains tables, since another connector may rely on the ones it has.
+pub(super) async fn ensure_publication(
     client: &Client,
     config: &PostgresConfig,
     tables: &[TableDef],
+    owned: &mut Owned,
 ) -> Result<(), PgError> {
     use super::config::PublicationAutocreate as Mode;
     let name = &config.publication_name;
@@ -405,39 +410,53 @@ pub async fn ensure_publication(
         .map_err(|e| PgError::query("looking up the publication", e))?
         .is_some();
     let quoted = |t: &TableDef| format!("{}.{}", quote_ident(&t.schema), quote_ident(&t.name));
+    let execute = |sql: String| async move {
+        client
+            .batch_execute(&sql)
+            .await
+            .map_err(|e| PgError::query(format!("setting up publication `{name}`"), e))
+    };
     match (config.publication_autocreate, exists) {
         (Mode::Disabled, false) => Err(PgError::Setup(format!(
             "publication `{name}` does not exist and `publication.autocreate.mode` is disabled: create it with `CREATE PUBLICATION {name} FOR TABLE ...`"
         ))),
-        (Mode::AllTables, false) => client
-            .batch_execute(&format!("CREATE PUBLICATION {} FOR ALL TABLES", quote_ident(name)))
-            .await
-            .map_err(|e| PgError::query(format!("creating publication `{name}` (needs superuser for FOR ALL TABLES)"), e)),
+        (Mode::AllTables, false) => {
+            client
+                .batch_execute(&format!("CREATE PUBLICATION {} FOR ALL TABLES", quote_ident(name)))
+                .await
+                .map_err(|e| PgError::query(format!("creating publication `{name}` (needs superuser for FOR ALL TABLES)"), e))?;
+            owned.record(Kind::Publication, name)
+        }
         (Mode::Filtered, exists) => {
             if tables.is_empty() {
                 return Err(PgError::Setup("no table matches `table.include.list`: nothing to capture".into()));
             }
             let list = tables.iter().map(quoted).collect::<Vec<_>>().join(", ");
-            let sql = if exists {
-                format!("ALTER PUBLICATION {} SET TABLE {list}", quote_ident(name))
-            } else {
-                format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(name))
-            };
-            client
-                .batch_execute(&sql)
-                .await
-                .map_err(|e| PgError::query(format!("creating publication `{name}`"), e))
+            if !exists {
+                execute(format!("CREATE PUBLICATION {} FOR TABLE {list}", quote_ident(name))).await?;
+                return owned.record(Kind::Publication, name);
+            }
+            if owned.owns(Kind::Publication, name) {
+                return execute(format!("ALTER PUBLICATION {} SET TABLE {list}", quote_ident(name))).await;
+            }
+            let missing = unpublished(client, name, tables).await?;
+            if missing.is_empty() {
+                return Ok(());
+            }
+            let list = missing.iter().map(|t| quoted(t)).collect::<Vec<_>>().join(", ");
+            tracing::info!(publication = %name, tables = %list, "Adding the captured tables to a publication this pipeline did not create (its other tables are kept).");
+            execute(format!("ALTER PUBLICATION {} ADD TABLE {list}", quote_ident(name))).await
         }
         (_, true) => check_publication_covers(client, name, tables).await,
     }
 }
 
-/// An existing publication must publish every captured table, or their changes never arrive.
-async fn check_publication_covers(
+/// The captured tables a publication does not publish.
+async fn unpublished<'t>(
     client: &Client,
     name: &str,
-    tables: &[TableDef],
-) -> Result<(), PgError> {
+    tables: &'t [TableDef],
+) -> Result<Vec<&'t TableDef>, PgError> {
     let rows = client
         .query(
             "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1",
@@ -447,9 +466,21 @@ async fn check_publication_covers(
         .map_err(|e| PgError::query("reading the publication's tables", e))?;
     let published: std::collections::HashSet<(String, String)> =
         rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let missing: Vec<String> = tables
+    Ok(tables
         .iter()
         .filter(|t| !published.contains(&(t.schema.clone(), t.name.clone())))
+        .collect())
+}
+
+/// An existing publication must publish every captured table, or their changes never arrive.
+async fn check_publication_covers(
+    client: &Client,
+    name: &str,
+    tables: &[TableDef],
+) -> Result<(), PgError> {
+    let missing: Vec<String> = unpublished(client, name, tables)
+        .await?
+        .iter()
         .map(|t| format!("{}.{}", t.schema, t.name))
         .collect();
     if missing.is_empty() {

@@ -20,10 +20,12 @@ mod error;
 mod extra_types;
 mod incremental;
 mod offset;
+mod owned;
 mod pgoutput;
 mod schema_change;
 mod signal;
 mod signaling;
+mod slot;
 mod snapshot;
 mod stream;
 mod table;
@@ -75,6 +77,8 @@ impl Source for PostgresSource {
 
 struct SlotState {
     active_pid: Option<i32>,
+    /// Where the slot streams from (`confirmed_flush_lsn`).
+    confirmed: u64,
 }
 
 async fn slot_state(
@@ -83,7 +87,7 @@ async fn slot_state(
 ) -> Result<Option<SlotState>, PgError> {
     let row = client
         .query_opt(
-            "SELECT active_pid, database = current_database() FROM pg_replication_slots WHERE slot_name = $1",
+            "SELECT active_pid, database = current_database(), coalesce(confirmed_flush_lsn, restart_lsn)::text FROM pg_replication_slots WHERE slot_name = $1",
             &[&slot],
         )
         .await
@@ -96,8 +100,10 @@ async fn slot_state(
                     "replication slot `{slot}` belongs to another database: choose another `slot.name`"
                 )));
             }
+            let confirmed: Option<String> = r.get(2);
             Ok(Some(SlotState {
                 active_pid: r.get(0),
+                confirmed: confirmed.as_deref().and_then(parse_lsn).unwrap_or(0),
             }))
         }
     }
@@ -277,7 +283,8 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             "No table matches the include/exclude lists; only new tables will be captured."
         );
     }
-    ensure_publication(&client, config, &defs).await?;
+    let mut owned = owned::Owned::load(ctx.data_dir(), &info)?;
+    ensure_publication(&client, config, &defs, &mut owned).await?;
     // Before the stream starts: the signaling table must be published before any signal is
     // written.
     let signals = signal_setup(&client, config, &info.dbname, committed_progress(ctx)).await?;
@@ -341,46 +348,11 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         ))
     });
     let (mut repl, resume) = if need_snapshot {
-        if slot.is_some() {
-            // A snapshot needs the slot's own exported snapshot: start the slot afresh.
-            client
-                .execute("SELECT pg_drop_replication_slot($1)", &[&config.slot_name])
-                .await
-                .map_err(|e| {
-                    PgError::query("dropping the replication slot to take a new snapshot", e)
-                })?;
-        }
-        let mut repl = ReplicationClient::connect_gated(replication_config(&info, config))
-            .await
-            .map_err(|e| PgError::Replication(e.to_string()))?;
-        let rows = repl
-            .simple_query(&format!(
-                "CREATE_REPLICATION_SLOT \"{}\" LOGICAL pgoutput EXPORT_SNAPSHOT",
-                config.slot_name
-            ))
-            .await
-            .map_err(|e| {
-                PgError::Replication(format!(
-                    "creating replication slot `{}`: {e}",
-                    config.slot_name
-                ))
-            })?;
-        let text = |i: usize| -> Option<String> {
-            rows.first()?
-                .get(i)?
-                .as_ref()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-        };
-        let consistent_point = text(1).as_deref().and_then(parse_lsn).ok_or_else(|| {
-            PgError::Replication("CREATE_REPLICATION_SLOT returned no consistent point".into())
-        })?;
-        let snapshot_name = text(2).ok_or_else(|| {
-            PgError::Replication("CREATE_REPLICATION_SLOT returned no snapshot".into())
-        })?;
+        let start = slot::begin_snapshot(&info, config, slot.as_ref(), &mut owned).await?;
         let plan = snapshot::SnapshotPlan {
             tables: &schemas,
-            snapshot_name: &snapshot_name,
-            consistent_point,
+            snapshot_name: &start.snapshot_name,
+            consistent_point: start.consistent_point,
             prefix: config.topic_prefix.as_str().into(),
             db: db.as_str().into(),
             overrides: &config.snapshot_overrides,
@@ -397,11 +369,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         if config.snapshot_mode == SnapshotMode::InitialOnly || ctx.is_stopping() {
             return Ok(());
         }
-        repl.start()
-            .await
-            .map_err(|e| PgError::Replication(e.to_string()))?;
+        let consistent_point = start.consistent_point;
         (
-            repl,
+            start.stream(&info, config).await?,
             PgOffset {
                 lsn: consistent_point,
                 tx: None,
@@ -428,6 +398,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
                         e,
                     )
                 })?;
+            owned.record(owned::Kind::Slot, &config.slot_name)?;
         }
         let resume = committed.unwrap_or_default();
         let cfg = replication_config(&info, config).with_start_lsn(Lsn(resume.lsn));
@@ -473,9 +444,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let result = streamer.run(&mut repl, ctx).await;
     let _ = repl.shutdown().await;
     if config.slot_drop_on_stop && result.is_ok() {
-        let _ = client
-            .execute("SELECT pg_drop_replication_slot($1)", &[&config.slot_name])
-            .await;
+        slot::drop_on_stop(&client, config, &mut owned).await;
     }
     result
 }
