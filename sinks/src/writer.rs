@@ -21,7 +21,58 @@ use tokio::sync::oneshot;
 struct Request {
     bytes: Vec<u8>,
     sync: bool,
+    /// The first buffer of a sink write (a batch): a failed write is cut back to here.
+    first: bool,
+    /// Which failures had been reported when this buffer was handed over (see `Rollback`).
+    generation: u64,
     reply: oneshot::Sender<std::io::Result<()>>,
+}
+
+/// A failed write never leaves a fragment: the file is cut back to where the failed batch
+/// began, and every buffer handed over before the failure was reported is refused (the runtime
+/// writes the failed batch and all later ones again, in order). A failure's report (its
+/// delivery resolving) moves the generation on; buffers of the failed generation are refused.
+struct Rollback {
+    /// The target's length after the last buffer written whole.
+    written: u64,
+    /// Where the current batch began.
+    batch_start: u64,
+    /// The generation whose buffers are refused after a failed write.
+    failed: Option<u64>,
+}
+
+impl Rollback {
+    /// Writes one request's bytes, or refuses them, or cuts a failed write back.
+    fn write(&mut self, target: &mut impl Target, request: &Request) -> std::io::Result<()> {
+        if self.failed.is_some_and(|g| request.generation <= g) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "an earlier write failed; this batch is written again",
+            ));
+        }
+        if request.first {
+            self.batch_start = self.written;
+        }
+        match target.write_all(&request.bytes) {
+            Ok(()) => {
+                self.written += request.bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                if let Err(cut) = target.rewind(self.batch_start) {
+                    // The fragment stays: writing on would leave it inside the output.
+                    self.failed = Some(u64::MAX);
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{e}; the partial write cannot be cut back ({cut}), so nothing more is written"),
+                    ));
+                }
+                self.written = self.batch_start;
+                self.failed = Some(request.generation);
+                Err(e)
+            }
+        }
+    }
 }
 
 /// What the thread does with each buffer.
@@ -30,6 +81,14 @@ pub(crate) trait Target: Send + 'static {
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()>;
     /// Makes written bytes durable.
     fn sync(&mut self) -> std::io::Result<()>;
+    /// The target's length when the writer starts.
+    fn len(&self) -> u64 {
+        0
+    }
+    /// Cuts the target back to `len` bytes (a stream cannot take back what it wrote).
+    fn rewind(&mut self, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
     /// A handle that makes bytes written through this one durable from another thread, when
     /// the target has one.
     fn syncer(&self) -> Option<Syncer> {
@@ -43,6 +102,13 @@ impl Target for std::fs::File {
     }
     fn sync(&mut self) -> std::io::Result<()> {
         self.sync_data()
+    }
+    fn len(&self) -> u64 {
+        self.metadata().map_or(0, |m| m.len())
+    }
+    fn rewind(&mut self, len: u64) -> std::io::Result<()> {
+        // Opened for appending: the next write goes to the new end.
+        self.set_len(len)
     }
     fn syncer(&self) -> Option<Syncer> {
         // The same open file: fdatasync through it covers writes made through `self`.
@@ -103,6 +169,7 @@ pub(crate) struct WriterThread {
     handle: Option<JoinHandle<()>>,
     spare: Arc<Mutex<Vec<Vec<u8>>>>,
     what: Arc<str>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl WriterThread {
@@ -119,13 +186,21 @@ impl WriterThread {
             .name("sluice-writer".to_owned())
             .spawn(move || {
                 let (to_syncer, syncer_thread) = syncer.unzip();
-                for Request {
-                    mut bytes,
-                    sync,
-                    reply,
-                } in rx
-                {
-                    match (target.write_all(&bytes), sync, &to_syncer) {
+                let start = target.len();
+                let mut rollback = Rollback {
+                    written: start,
+                    batch_start: start,
+                    failed: None,
+                };
+                for request in rx {
+                    let written = rollback.write(&mut target, &request);
+                    let Request {
+                        mut bytes,
+                        sync,
+                        reply,
+                        ..
+                    } = request;
+                    match (written, sync, &to_syncer) {
                         (Err(e), _, _) => {
                             let _ = reply.send(Err(e));
                         }
@@ -167,6 +242,7 @@ impl WriterThread {
             handle: Some(handle),
             spare,
             what: what.into(),
+            generation: Arc::default(),
         })
     }
 
@@ -180,16 +256,26 @@ impl WriterThread {
     }
 
     /// Queues `bytes` for writing (and syncing when asked); the delivery resolves when done.
+    /// `first` marks a sink write's (a batch's) first buffer.
     pub(crate) async fn submit(
         &self,
         bytes: Vec<u8>,
+        first: bool,
         sync: bool,
     ) -> Result<Delivery, ComponentError> {
         let what = self.what.clone();
         let gone = move || ComponentError::retryable(format!("{what}: the writer thread stopped"));
         let tx = self.tx.as_ref().ok_or_else(&gone)?.clone();
         let (reply, rx) = oneshot::channel();
-        let request = Request { bytes, sync, reply };
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let reported = self.generation.clone();
+        let request = Request {
+            bytes,
+            sync,
+            first,
+            generation,
+            reply,
+        };
         // The channel is small; when it is full, wait for room off the executor.
         match tx.try_send(request) {
             Ok(()) => {}
@@ -205,10 +291,14 @@ impl WriterThread {
         Ok(Box::pin(async move {
             match rx.await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(ComponentError::from_classified(
-                    format!("{what}: write failed"),
-                    ClassifiedIo(e),
-                )),
+                Ok(Err(e)) => {
+                    // Reported: buffers handed over from now on belong to the rewrite.
+                    reported.fetch_max(generation + 1, std::sync::atomic::Ordering::SeqCst);
+                    Err(ComponentError::from_classified(
+                        format!("{what}: write failed"),
+                        ClassifiedIo(e),
+                    ))
+                }
                 Err(_) => Err(ComponentError::retryable(format!(
                     "{what}: the writer thread stopped"
                 ))),
@@ -290,7 +380,7 @@ mod tests {
                 // Every third buffer asks for durability, as a batch's last chunk does.
                 let sync = i % 3 == 2;
                 let delivery = writer
-                    .submit(vec![b'x'; 10], sync)
+                    .submit(vec![b'x'; 10], true, sync)
                     .await
                     .unwrap_or_else(|e| panic!("submit: {e}"));
                 deliveries.push((i, sync, delivery));
@@ -326,7 +416,7 @@ mod tests {
             for i in 0..5u8 {
                 deliveries.push(
                     writer
-                        .submit(vec![b'a' + i, b'\n'], i % 2 == 0)
+                        .submit(vec![b'a' + i, b'\n'], true, i % 2 == 0)
                         .await
                         .unwrap_or_else(|e| panic!("submit: {e}")),
                 );
@@ -337,5 +427,94 @@ mod tests {
         });
         assert_eq!(std::fs::read_to_string(&path)?, "a\nb\nc\nd\ne\n");
         Ok(())
+    }
+
+    /// Keeps bytes in memory; the write number `fail_at` stores half its bytes, then fails.
+    struct Flaky {
+        data: Arc<Mutex<Vec<u8>>>,
+        writes: usize,
+        fail_at: usize,
+    }
+
+    impl Target for Flaky {
+        fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+            self.writes += 1;
+            let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
+            if self.writes == self.fail_at {
+                data.extend_from_slice(&bytes[..bytes.len() / 2]);
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
+            data.extend_from_slice(bytes);
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn rewind(&mut self, len: u64) -> std::io::Result<()> {
+            self.data
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    /// Batch B fails halfway through its second buffer while batch C is already queued: B's
+    /// first buffer and the fragment are cut, B's third buffer and C are refused, and the
+    /// rewrite of B and C (as the runtime does it) leaves exactly A, B, C.
+    #[test]
+    fn a_failed_write_is_cut_back_and_the_rewrite_follows_the_last_good_batch() {
+        let data = Arc::new(Mutex::new(Vec::new()));
+        let target = Flaky {
+            data: data.clone(),
+            writes: 0,
+            fail_at: 3,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        runtime.block_on(async {
+            let writer = WriterThread::spawn("test".to_owned(), target)
+                .unwrap_or_else(|e| panic!("spawn: {e}"));
+            let submit = |bytes: &[u8], first: bool| writer.submit(bytes.to_vec(), first, true);
+            let a = submit(b"a1\n", true)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let b = [
+                submit(b"b1\n", true)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+                submit(b"b2-long\n", false)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+                submit(b"b3\n", false)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            ];
+            let c = submit(b"c1\n", true)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(a.await.is_ok());
+            let [b1, b2, b3] = b;
+            assert!(b1.await.is_ok());
+            assert!(b2.await.is_err());
+            assert!(b3.await.is_err(), "a buffer after the failure is refused");
+            assert!(
+                c.await.is_err(),
+                "a batch queued before the report is refused"
+            );
+            for (bytes, first) in [
+                (&b"b1\n"[..], true),
+                (b"b2-long\n", false),
+                (b"b3\n", false),
+                (b"c1\n", true),
+            ] {
+                let d = submit(bytes, first).await.unwrap_or_else(|e| panic!("{e}"));
+                d.await.unwrap_or_else(|e| panic!("rewrite: {e}"));
+            }
+        });
+        let data = data.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(String::from_utf8_lossy(&data), "a1\nb1\nb2-long\nb3\nc1\n");
     }
 }

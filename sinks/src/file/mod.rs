@@ -103,11 +103,13 @@ impl Sink for FileSink {
         for event in batch.iter() {
             self.encoder.encode_line(event, self.headers, &mut buffer);
             if buffer.len() >= CHUNK_BYTES {
-                deliveries.push(self.writer.submit(buffer, false).await?);
+                let first = deliveries.is_empty();
+                deliveries.push(self.writer.submit(buffer, first, false).await?);
                 buffer = self.writer.take_buffer();
             }
         }
-        deliveries.push(self.writer.submit(buffer, self.fsync).await?);
+        let first = deliveries.is_empty();
+        deliveries.push(self.writer.submit(buffer, first, self.fsync).await?);
         Ok(Box::pin(async move {
             for delivery in deliveries {
                 delivery.await?;

@@ -54,6 +54,6 @@ impl Sink for StdoutSink {
                 self.encoder.encode_line(event, self.headers, &mut out);
             }
         }
-        self.writer.submit(out, false).await
+        self.writer.submit(out, true, false).await
     }
 }
