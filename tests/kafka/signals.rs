@@ -50,3 +50,50 @@ fn a_signal_record_starts_an_incremental_snapshot_once() {
     assert_eq!(rows(&pg::lines(dir.path())), 50);
     pg::drop_db(&db);
 }
+
+/// Bad signals on the `kafka` channel (malformed JSON, a filter that is not SQL, one that would
+/// write, an unknown type) are refused one by one and the pipeline goes on: a good signal after
+/// them still runs, and the bad ones are not read again after a restart.
+#[test]
+fn bad_signal_records_are_refused_and_the_pipeline_goes_on() {
+    let bootstrap = broker::shared();
+    let db = pg::fresh_db("kafka_bad_signal");
+    pg::psql(&db, pg::SIGNAL_TABLE);
+    pg::psql(&db, "create table t (id int primary key, v text); insert into t select g, 'v' from generate_series(1, 30) g");
+    let dir = tempfile::tempdir().unwrap();
+    let topic = unique_prefix("bad-signals");
+    let extra = format!(
+        "  snapshot.mode: no_data\n  table.include.list: public.t,public.debezium_signal\n  signal.data.collection: public.debezium_signal\n  signal.enabled.channels: source,kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n"
+    );
+    let path = pg::pipeline(dir.path(), &db, &extra, false);
+    let mut child = pg::start(&path, &[]);
+    pg::active_slot_pid(&db, &mut child);
+    let bad = [
+        r#"{"id":"b-1","type":"execute-snapshot","data":{"data-collections":["public.t"],"additional-conditions":[{"data-collection":"public.t","filter":"v >"}]}}"#,
+        r#"{"id":"b-2","type":"execute-snapshot","data":{"data-collections":["public.t"],"additional-conditions":[{"data-collection":"public.t","filter":"1=1; drop table t"}]}}"#,
+        r#"{"id":"b-3","type":"explode","data":{}}"#,
+        r#"{"id":"b-4","type":"execute-snapshot","data":{"data-collections":"public.t"}}"#,
+        r#"not json at all"#,
+    ];
+    for signal in bad {
+        broker::produce(&bootstrap, &topic, "dbserver1", signal);
+    }
+    let good = r#"{"id":"k-2","type":"execute-snapshot","data":{"data-collections":["public.t"]}}"#;
+    broker::produce(&bootstrap, &topic, "dbserver1", good);
+    pg::wait_lines(dir.path(), 30, &mut child);
+    pg::stop(&child);
+    let said = pg::finish(child);
+    let refused = said
+        .lines()
+        .filter(|l| l.contains("refused") || l.contains("Signal ignored"))
+        .count();
+    assert_eq!(refused, bad.len(), "{said}");
+    assert_eq!(pg::psql(&db, "select count(*) from t").trim(), "30");
+    let child = pg::start(&path, &["--stop-when-idle", "3s"]);
+    let said = pg::finish(child);
+    assert!(
+        !said.contains("refused"),
+        "a handled signal was read again: {said}"
+    );
+    pg::drop_db(&db);
+}

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+mod bad_signals;
 mod blocking;
 mod columns;
 mod common;

@@ -37,6 +37,19 @@ fn detail(e: &tokio_postgres::Error) -> String {
 }
 
 impl PgError {
+    /// Whether the server refused a query for what it says (syntax, names, types, a value it
+    /// cannot compute, a write in a read-only transaction, the statement timeout): the error
+    /// a bad `additional-conditions` filter gives, as opposed to a lost connection.
+    pub fn is_statement_error(&self) -> bool {
+        let PgError::Query { source, .. } = self else {
+            return false;
+        };
+        source.code().is_some_and(|c| {
+            let c = c.code();
+            c.starts_with("42") || c.starts_with("22") || c == "57014" || c == "25006"
+        })
+    }
+
     /// Wraps a driver error with context.
     pub fn query(context: impl Into<String>, source: tokio_postgres::Error) -> Self {
         PgError::Query {

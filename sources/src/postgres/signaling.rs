@@ -294,7 +294,17 @@ impl Streamer<'_> {
         Ok(!ctx.is_stopping())
     }
 
-    /// Acts on one signal; a malformed one is logged and ignored.
+    /// Refuses a signal that cannot be carried out: one warning with the reason, and an
+    /// `ABORTED` notification naming it (when an incremental snapshot can send one). The
+    /// stream goes on.
+    fn refuse(&mut self, signal: &Signal, reason: String) {
+        tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
+        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            inc.note(&signal.id, "ABORTED", false, vec![("reason", reason)]);
+        }
+    }
+
+    /// Acts on one signal; a malformed one is refused.
     pub async fn on_signal(&mut self, signal: &Signal) -> Result<(), PgError> {
         let action = match interpret(signal) {
             Ok(Some(a)) => a,
@@ -303,7 +313,7 @@ impl Streamer<'_> {
                 return Ok(());
             }
             Err(e) => {
-                tracing::warn!(id = %signal.id, r#type = %signal.kind, error = %e, "Signal ignored.");
+                self.refuse(signal, e);
                 return Ok(());
             }
         };
@@ -339,21 +349,47 @@ impl Streamer<'_> {
             let m = matcher(collections);
             let tables: Vec<String> = captured.iter().filter(|t| m(t)).cloned().collect();
             if tables.is_empty() {
-                tracing::warn!(id = %signal.id, collections = ?collections, "Signal ignored: no captured table matches.");
+                self.refuse(signal, format!("no captured table matches {collections:?}"));
                 return Ok(());
             }
-            let conditions = conditions
+            let conditions: HashMap<String, String> = conditions
                 .iter()
                 .map(|(k, v)| {
                     let k = k.strip_prefix(&db_prefix).unwrap_or(k);
                     (k.to_owned(), v.clone())
                 })
                 .collect();
+            if let Err(reason) = check_conditions(self.client, &conditions).await {
+                self.refuse(signal, reason);
+                return Ok(());
+            }
+            let Some(signals) = self.signals.as_mut() else {
+                return Ok(());
+            };
+            let conditions = conditions.into_iter().collect();
             super::blocking::Blocking::add(&mut signals.blocking, &signal.id, tables, conditions);
             return Ok(());
         }
-        let Some(inc) = signals.incremental.as_mut() else {
-            tracing::warn!(id = %signal.id, "Signal ignored: incremental snapshots need `signal.data.collection` (the watermarks are written there).");
+        if signals.incremental.is_none() {
+            self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
+            return Ok(());
+        }
+        if let Action::Execute { conditions, .. } = &action {
+            let conditions: HashMap<String, String> = conditions
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.strip_prefix(&db_prefix).unwrap_or(k).to_owned(),
+                        v.clone(),
+                    )
+                })
+                .collect();
+            if let Err(reason) = check_conditions(self.client, &conditions).await {
+                self.refuse(signal, reason);
+                return Ok(());
+            }
+        }
+        let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
             return Ok(());
         };
         match action {
@@ -367,7 +403,7 @@ impl Streamer<'_> {
                 let mut tables: Vec<String> = captured.iter().filter(|t| m(t)).cloned().collect();
                 tables.sort();
                 if tables.is_empty() {
-                    tracing::warn!(id = %signal.id, collections = ?collections, "Signal ignored: no captured table matches.");
+                    self.refuse(signal, format!("no captured table matches {collections:?}"));
                     return Ok(());
                 }
                 let conditions = conditions
@@ -439,6 +475,47 @@ impl Streamer<'_> {
             .emit_with_notes(Vec::new(), last_done, false, ctx)
             .await)
     }
+}
+
+/// Checks a signal's `additional-conditions` before any snapshot query runs them: each filter
+/// is planned (not run) against its table in a read-only transaction with a timeout, and one
+/// statement only (the extended protocol refuses `;`-separated commands). `Err` names the
+/// filter and the server's reason.
+async fn check_conditions(
+    client: &tokio_postgres::Client,
+    conditions: &HashMap<String, String>,
+) -> Result<(), String> {
+    for (table, filter) in conditions {
+        let qualified = table
+            .split('.')
+            .map(super::catalog::quote_ident)
+            .collect::<Vec<_>>()
+            .join(".");
+        let begin = format!(
+            "BEGIN READ ONLY; SET LOCAL statement_timeout = {}",
+            super::incremental::FILTER_TIMEOUT_MS
+        );
+        client
+            .batch_execute(&begin)
+            .await
+            .map_err(|e| format!("cannot check the additional conditions: {e}"))?;
+        let planned = client
+            .query(
+                &format!("EXPLAIN SELECT 1 FROM {qualified} WHERE ({filter})"),
+                &[],
+            )
+            .await;
+        let _ = client.batch_execute("ROLLBACK").await;
+        if let Err(e) = planned {
+            let detail = e
+                .as_db_error()
+                .map_or_else(|| e.to_string(), |d| d.message().to_owned());
+            return Err(format!(
+                "the additional condition `{filter}` for {table} is not a valid filter: {detail}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ use super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use super::table::TableSchema;
 use reader::{Chunk, Msg};
 
+/// How long one query with a signal's filter may run (milliseconds).
+pub(crate) const FILTER_TIMEOUT_MS: u32 = 60_000;
+
 /// What survives a restart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
@@ -286,6 +289,21 @@ impl Incremental {
 
     /// Stops the snapshot of the matching tables (`None`: all).
     pub fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
+        self.stop_with(matches, Vec::new());
+    }
+
+    /// Aborts the whole snapshot for `reason` (a filter the server refused): warned, and the
+    /// `ABORTED` notification names the reason. The stream goes on.
+    pub fn abort(&mut self, reason: String) {
+        tracing::warn!(%reason, "Incremental snapshot aborted; the stream goes on.");
+        self.stop_with(None, vec![("reason", reason)]);
+    }
+
+    fn stop_with(
+        &mut self,
+        matches: Option<&dyn Fn(&str) -> bool>,
+        extra: Vec<(&'static str, String)>,
+    ) {
         let Some(p) = self.delivered.clone().or_else(|| self.progress.clone()) else {
             return;
         };
@@ -294,7 +312,7 @@ impl Incremental {
         self.windows.clear();
         match matches {
             None => {
-                self.note(&p.id, "ABORTED", false, Vec::new());
+                self.note(&p.id, "ABORTED", false, extra);
                 self.progress = None;
                 self.delivered = None;
                 self.render();
@@ -308,7 +326,9 @@ impl Incremental {
                     p.max_key = None;
                 }
                 let left = p.tables.join(",");
-                self.note(&p.id, "ABORTED", false, vec![("data_collections", left)]);
+                let mut data = vec![("data_collections", left)];
+                data.extend(extra);
+                self.note(&p.id, "ABORTED", false, data);
                 let left = (!p.tables.is_empty()).then_some(p);
                 self.progress = left.clone();
                 self.delivered = left;
@@ -526,6 +546,7 @@ impl Incremental {
                 self.reader = None;
                 return Err(e);
             }
+            Msg::Aborted(reason) => self.abort(reason),
         }
         Ok(())
     }

@@ -33,11 +33,14 @@ use super::super::error::PgError;
 use super::super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use super::super::table::{SourceInfo, TableSchema};
 use super::super::types::ReadPath;
-use super::Progress;
+use super::{Progress, FILTER_TIMEOUT_MS};
 
 /// What the reader tells the stream.
 #[derive(Debug)]
 pub(super) enum Msg {
+    /// A query with the signal's `additional-conditions` failed for what it says: the
+    /// snapshot is aborted with this reason, the stream goes on.
+    Aborted(String),
     /// A chunk is about to be read (its open watermark follows). Read-only: `ack` is answered
     /// once the window is open in the stream.
     Announce {
@@ -160,6 +163,18 @@ enum End {
     /// The stream let go of the reader.
     Stopped,
     Failed(PgError),
+    /// A query with a filter was refused (see [`Msg::Aborted`]).
+    Aborted(String),
+}
+
+/// A failure of a query that carries a user's filter: refused statements abort the snapshot.
+fn filtered(condition: &Option<String>, e: PgError) -> End {
+    match condition {
+        Some(c) if e.is_statement_error() => {
+            End::Aborted(format!("the additional condition `{c}` failed: {e}"))
+        }
+        _ => End::Failed(e),
+    }
 }
 
 impl From<PgError> for End {
@@ -215,6 +230,9 @@ impl Reader {
             Ok(()) | Err(End::Stopped) => {}
             Err(End::Failed(e)) => {
                 self.send(Msg::Failed(e));
+            }
+            Err(End::Aborted(reason)) => {
+                self.send(Msg::Aborted(reason));
             }
         }
     }
@@ -314,7 +332,10 @@ impl Reader {
             let max_key = match &p.max_key {
                 Some(k) => k.clone(),
                 None => {
-                    match max_key(client, &qualified, &keys, &names, &condition, &name).await? {
+                    let last = max_key(client, &qualified, &keys, &names, &condition, &name)
+                        .await
+                        .map_err(|e| filtered(&condition, e))?;
+                    match last {
                         Some(k) => k,
                         None => {
                             self.flush(client, state).await?;
@@ -340,7 +361,7 @@ impl Reader {
             if let Some(last) = &p.last_key {
                 conditions.push(format!("({key_list}) > ({})", tuple(last)));
             }
-            conditions.extend(condition);
+            conditions.extend(condition.clone());
             let select = format!(
                 "SELECT {} FROM {qualified} WHERE {} ORDER BY {key_list} LIMIT {}",
                 names
@@ -396,7 +417,7 @@ impl Reader {
                 let chunk = finish_decoding(decoding).await?;
                 self.send_or_stop(Msg::Chunk(chunk))?;
             }
-            let (raw, xip) = raw?;
+            let (raw, xip) = raw.map_err(|e| filtered(&condition, e))?;
             let read = raw.iter().filter(|b| **b == b'\n').count();
             tracing::debug!(rows = read, select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
             let last = last_line_fields(&raw, &keys);
@@ -620,7 +641,7 @@ async fn copy_in_snapshot(
 ) -> Result<(Vec<u8>, Vec<u32>), PgError> {
     let started = client
         .simple_query(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT txid_current_snapshot()::text",
+            &format!("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL statement_timeout = {FILTER_TIMEOUT_MS}; SELECT txid_current_snapshot()::text"),
         )
         .await
         .map_err(|e| PgError::query("starting a chunk query", e))?;
@@ -675,10 +696,18 @@ async fn max_key(
             .collect::<Vec<_>>()
             .join(", "),
     );
-    let row = client
-        .query_opt(&select, &[])
+    // Read-only, with a timeout: the condition is the signal's.
+    client
+        .batch_execute(&format!(
+            "BEGIN READ ONLY; SET LOCAL statement_timeout = {FILTER_TIMEOUT_MS}"
+        ))
         .await
-        .map_err(|e| PgError::query(format!("reading the last key of {name}"), e))?;
+        .map_err(|e| PgError::query("starting the last-key query", e))?;
+    let row = client.query_opt(&select, &[]).await;
+    let end = if row.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let ended = client.batch_execute(end).await;
+    let row = row.map_err(|e| PgError::query(format!("reading the last key of {name}"), e))?;
+    ended.map_err(|e| PgError::query("ending the last-key query", e))?;
     Ok(row.map(|r| {
         (0..keys.len())
             .map(|i| r.get::<_, Option<String>>(i))
