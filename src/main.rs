@@ -130,7 +130,7 @@ fn capture(action: CaptureAction) -> Result<(), String> {
                     Enabled::Now => "capture enabled",
                     Enabled::Already => "already in capture mode",
                     Enabled::Recaptured => {
-                        "its columns changed: captured anew (its change table was emptied)"
+                        "its columns changed: captured anew (changes not delivered yet are kept; the change table gained the new columns)"
                     }
                 };
                 println!("{}: {table}: {said}", path.display());

@@ -24,14 +24,53 @@ pub struct Quickstart {
     pub seconds: u64,
 }
 
+/// The file that marks a directory the quickstart made (the only kind `--fresh` deletes).
+const MARKER: &str = ".sluice-quickstart";
+
+/// Whether `dir` is one the quickstart made: it has the marker, or (made before the marker
+/// existed) holds nothing but the quickstart's own files.
+fn made_by_quickstart(dir: &std::path::Path) -> bool {
+    if dir.join(MARKER).is_file() {
+        return true;
+    }
+    const OWN: &[&str] = &[
+        "inventory.db",
+        "inventory.db-wal",
+        "inventory.db-shm",
+        "quickstart.yaml",
+        "events.jsonl",
+        "data",
+    ];
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        let names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.iter().any(|n| n == "inventory.db") && names.iter().all(|n| OWN.contains(&n.as_str()))
+    })
+}
+
 /// Runs the quickstart; the summary goes to standard error, events to standard output.
 pub fn run(q: &Quickstart) -> anyhow::Result<()> {
     if q.fresh && q.dir.exists() {
+        if !made_by_quickstart(&q.dir) {
+            anyhow::bail!(
+                "`{}` was not made by the quickstart (it has no {MARKER}): --fresh deletes only the quickstart's own directory; choose another --dir",
+                q.dir.display()
+            );
+        }
         std::fs::remove_dir_all(&q.dir)
             .with_context(|| format!("cannot remove {}", q.dir.display()))?;
     }
-    std::fs::create_dir_all(&q.dir)
-        .with_context(|| format!("cannot create {}", q.dir.display()))?;
+    if !q.dir.exists() {
+        std::fs::create_dir_all(&q.dir)
+            .with_context(|| format!("cannot create {}", q.dir.display()))?;
+        std::fs::write(
+            q.dir.join(MARKER),
+            "made by `sluice quickstart`; `--fresh` may delete this directory\n",
+        )
+        .with_context(|| format!("cannot write {}", q.dir.display()))?;
+    }
     let db = q.dir.join("inventory.db");
     if db.exists() {
         eprintln!(

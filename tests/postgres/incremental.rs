@@ -256,7 +256,7 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
         "only {during} streamed changes during the snapshot"
     );
     assert!(
-        log.contains("Signal ignored") && log.contains("bad-1"),
+        log.contains("Signal refused") && log.contains("bad-1"),
         "{log}"
     );
     assert!(log.contains("notification=\"COMPLETED\""), "{log}");

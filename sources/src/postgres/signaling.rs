@@ -271,7 +271,7 @@ impl Streamer<'_> {
         match from_json_line(line) {
             Ok(signal) => self.on_signal(&signal).await,
             Err(e) => {
-                tracing::warn!(channel, error = %e, line = %line, "Signal ignored.");
+                tracing::warn!(channel, error = %e, line = %line, "Signal refused.");
                 Ok(())
             }
         }

@@ -53,6 +53,24 @@ pub fn clock(conn: &Connection) -> rusqlite::Result<i64> {
     })
 }
 
+/// The sequence just before the oldest change still kept for `tables` (changes are purged
+/// only once delivered), or `None` when their change tables are empty.
+pub fn before_oldest(conn: &Connection, tables: &[&str]) -> rusqlite::Result<Option<i64>> {
+    let mut oldest: Option<i64> = None;
+    for table in tables {
+        let first: Option<i64> = conn.query_row(
+            &format!("select min(seq) from {}", quote(&change_table(table))),
+            [],
+            |r| r.get(0),
+        )?;
+        oldest = match (oldest, first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(oldest.map(|s| s - 1))
+}
+
 /// The change table of `table`.
 pub fn change_table(table: &str) -> String {
     format!("_sluice_ct_{table}")
@@ -203,24 +221,46 @@ pub fn enable(
         )
         .optional()
         .map_err(|e| e.to_string())?;
+    let ct = quote(&change_table(table));
+    let mut ddl = String::new();
     let outcome = match existing {
         Some((k, c)) if k == key_json && c == columns_json => return Ok(Enabled::Already),
-        Some(_) => Enabled::Recaptured,
-        None => Enabled::Now,
+        Some((_, old)) => {
+            // The change table keeps the changes not delivered yet: it gains the new columns
+            // (older changes have no value for them), and the triggers are made again.
+            drop_triggers(&tx, table).map_err(|e| e.to_string())?;
+            tx.execute("delete from _sluice_capture where tbl = ?1", [table])
+                .map_err(|e| e.to_string())?;
+            let old: Vec<Column> = serde_json::from_str(&old).map_err(|e| e.to_string())?;
+            for c in columns
+                .iter()
+                .filter(|c| !old.iter().any(|o| o.name == c.name))
+            {
+                for side in ["_b_", "_a_"] {
+                    ddl.push_str(&format!(
+                        "alter table {ct} add column {};\n",
+                        quote(&format!("{side}{}", c.name))
+                    ));
+                }
+            }
+            Enabled::Recaptured
+        }
+        None => {
+            drop_capture_objects(&tx, table).map_err(|e| e.to_string())?;
+            ddl.push_str(&format!(
+                "create table {ct} (seq integer primary key, op text not null, ts integer not null"
+            ));
+            for c in &columns {
+                ddl.push_str(&format!(
+                    ", {}, {}",
+                    quote(&format!("_b_{}", c.name)),
+                    quote(&format!("_a_{}", c.name))
+                ));
+            }
+            ddl.push_str(");\n");
+            Enabled::Now
+        }
     };
-    drop_capture_objects(&tx, table).map_err(|e| e.to_string())?;
-    let ct = quote(&change_table(table));
-    let mut ddl = format!(
-        "create table {ct} (seq integer primary key, op text not null, ts integer not null"
-    );
-    for c in &columns {
-        ddl.push_str(&format!(
-            ", {}, {}",
-            quote(&format!("_b_{}", c.name)),
-            quote(&format!("_a_{}", c.name))
-        ));
-    }
-    ddl.push_str(");\n");
     let t = quote(table);
     let next = "update _sluice_clock set seq = seq + 1 where id = 1;";
     let seq = "(select seq from _sluice_clock where id = 1)";
@@ -269,13 +309,18 @@ pub fn enable(
     Ok(outcome)
 }
 
-fn drop_capture_objects(conn: &Connection, table: &str) -> rusqlite::Result<()> {
+fn drop_triggers(conn: &Connection, table: &str) -> rusqlite::Result<()> {
     for kind in ["ins", "upd", "del"] {
         conn.execute_batch(&format!(
             "drop trigger if exists {};",
             quote(&format!("_sluice_{kind}_{table}"))
         ))?;
     }
+    Ok(())
+}
+
+fn drop_capture_objects(conn: &Connection, table: &str) -> rusqlite::Result<()> {
+    drop_triggers(conn, table)?;
     conn.execute_batch(&format!(
         "drop table if exists {};",
         quote(&change_table(table))
@@ -358,8 +403,27 @@ mod tests {
             .unwrap_or_default()
             .contains("no table `missing`"));
         enable(&mut conn, "t", None).unwrap_or_else(|e| panic!("{e}"));
+        conn.execute_batch("insert into t (id, name) values (100, 'before')")
+            .unwrap_or_else(|e| panic!("{e}"));
         conn.execute_batch("alter table t add column extra text")
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(enable(&mut conn, "t", None), Ok(Enabled::Recaptured));
+        conn.execute_batch("insert into t (id, name, extra) values (101, 'after', 'x')")
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The change made before the column was added is still there, beside the new one.
+        let rows: Vec<(String, Option<String>)> = conn
+            .prepare("select \"_a_name\", \"_a_extra\" from _sluice_ct_t where op = 'c' and \"_a_id\" >= 100 order by seq")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            rows,
+            vec![
+                ("before".to_owned(), None),
+                ("after".to_owned(), Some("x".to_owned()))
+            ]
+        );
     }
 }

@@ -158,7 +158,7 @@ impl super::SqliteSource {
             }
             match command(event) {
                 None => {}
-                Some(Err(reason)) => tracing::warn!(reason, "Signal ignored."),
+                Some(Err(reason)) => tracing::warn!(reason, "Signal refused."),
                 Some(Ok(Command::Stop)) if progress.take().is_some() => {
                     tracing::info!("Incremental snapshot stopped by a signal.");
                 }
@@ -186,7 +186,7 @@ impl super::SqliteSource {
                         Ok(_) => {
                             tracing::warn!(signal = %id, ?collections, "The signal selects no captured table; nothing to snapshot.")
                         }
-                        Err(reason) => tracing::warn!(signal = %id, reason, "Signal ignored."),
+                        Err(reason) => tracing::warn!(signal = %id, reason, "Signal refused."),
                     }
                 }
             }

@@ -277,15 +277,32 @@ impl SqliteSource {
         Ok(Struct::from_values(table.envelope.row.clone(), values).filter(|_| !all_null))
     }
 
+    /// Reads every table in one read transaction; returns where the stream starts: the
+    /// committed sequence when there is one (an interrupted snapshot, `always`), else just
+    /// before the oldest change not purged yet (none is purged before it is delivered), when
+    /// that is earlier than this snapshot's sequence. So a change made since an earlier,
+    /// cut-off run (a row it emitted and that was deleted since) is streamed after the snapshot
+    /// (it may come twice; none is lost).
     fn snapshot(
         &self,
         conn: &mut Connection,
         tables: &[Table],
         out: &Out,
+        resume: Option<i64>,
     ) -> Result<Option<i64>, ComponentError> {
         let max_batch = out.max_batch;
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
-        let seq = capture::clock(&tx).map_err(|e| sql_error("reading the change sequence", e))?;
+        let read_at =
+            capture::clock(&tx).map_err(|e| sql_error("reading the change sequence", e))?;
+        let start = match resume {
+            Some(r) => Some(r),
+            None => {
+                let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
+                capture::before_oldest(&tx, &names)
+                    .map_err(|e| sql_error("reading the oldest kept change", e))?
+            }
+        };
+        let seq = start.map_or(read_at, |r| r.min(read_at));
         let position = Offset {
             seq,
             snapshot_completed: false,
@@ -487,7 +504,7 @@ impl SqliteSource {
             SnapshotMode::NoData => false,
         };
         let mut seq = if snapshot {
-            match self.snapshot(&mut conn, &tables, out)? {
+            match self.snapshot(&mut conn, &tables, out, resume.as_ref().map(|r| r.seq))? {
                 Some(seq) => seq,
                 None => return Ok(()),
             }
