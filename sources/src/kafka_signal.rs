@@ -5,7 +5,6 @@
 //! single partition is read from the consumer group's committed offset (`signal.kafka.groupId`),
 //! or from the beginning, and a signal's offset is committed once it was handled.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -34,7 +33,7 @@ pub struct KafkaSignalSettings {
     /// The key signals must carry (`topic.prefix`).
     pub key: String,
     /// `signal.consumer.*` properties, without the prefix.
-    pub consumer: BTreeMap<String, String>,
+    pub consumer: sluice_engine::config::Properties,
 }
 
 /// A connected channel.

@@ -17,4 +17,5 @@ mod pg;
 mod procstat;
 mod registry;
 mod resilience;
+mod secrets;
 mod signals;

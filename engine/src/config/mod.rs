@@ -26,7 +26,10 @@ use serde::Deserialize;
 
 pub use load::{load_pipeline, parse_pipeline, LoadError};
 pub use node::{from_node, ConfigError, Loc, Node, NodeDeserializer, NodeKind};
-pub use units::{split_list, AnchoredRegex, ByteSize, DurationSpec, RegexList, Secret};
+pub use units::{
+    is_secret_property, split_list, AnchoredRegex, ByteSize, DurationSpec, Properties, RegexList,
+    Secret,
+};
 
 /// A closed set of component kinds of one role (sources, transforms or sinks), tagged by `type`.
 pub trait ComponentSpec: Sized {
@@ -99,7 +102,7 @@ pub struct OffsetsConfig {
     pub replication_factor: i32,
     /// `kafka`: librdkafka client properties (security, timeouts).
     #[serde(default)]
-    pub properties: std::collections::BTreeMap<String, String>,
+    pub properties: units::Properties,
 }
 
 fn default_offsets_topic() -> String {
@@ -122,7 +125,7 @@ impl Default for OffsetsConfig {
             bootstrap_servers: None,
             topic: default_offsets_topic(),
             replication_factor: default_replication(),
-            properties: std::collections::BTreeMap::new(),
+            properties: units::Properties::default(),
         }
     }
 }

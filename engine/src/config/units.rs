@@ -193,6 +193,62 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Whether a client property holds a secret: its value is never printed.
+pub fn is_secret_property(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password")
+        || k.contains("secret")
+        || k.contains("token")
+        || k.starts_with("sasl.")
+        || k.starts_with("ssl.key.")
+        || k.contains("user.info")
+        || k.contains("credentials")
+}
+
+/// Client properties passed through to a library (librdkafka's producer and consumer settings):
+/// `Debug` prints the values of secret-bearing keys ([`is_secret_property`]) as `***`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Properties(pub std::collections::BTreeMap<String, String>);
+
+impl std::ops::Deref for Properties {
+    type Target = std::collections::BTreeMap<String, String>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Properties {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl FromIterator<(String, String)> for Properties {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
+        Properties(iter.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a Properties {
+    type Item = (&'a String, &'a String);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl fmt::Debug for Properties {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| {
+                let shown: &str = if is_secret_property(k) { "***" } else { v };
+                (k, shown)
+            }))
+            .finish()
+    }
+}
+
 /// A comma-separated list of anchored regexes (Debezium's include/exclude lists), also accepted
 /// as a YAML list.
 #[derive(Debug, Clone, Default)]
@@ -298,6 +354,19 @@ mod tests {
     fn secrets_never_show_in_debug_output() {
         let s = Secret::from("hunter2".to_owned());
         assert_eq!(format!("{s:?}"), "Secret(***)");
+        let p: Properties = [
+            ("sasl.password", "hunter2"),
+            ("ssl.key.password", "hunter3"),
+            ("sasl.jaas.config", "hunter4"),
+            ("basic.auth.user.info", "u:hunter5"),
+            ("linger.ms", "5"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let shown = format!("{p:?}");
+        assert!(!shown.contains("hunter"), "{shown}");
+        assert!(shown.contains(r#""linger.ms": "5""#), "{shown}");
         assert_eq!(s.expose(), "hunter2");
     }
 

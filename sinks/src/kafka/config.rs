@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use sluice_engine::config::{AnchoredRegex, DurationSpec, Secret};
+use sluice_engine::config::{AnchoredRegex, DurationSpec, Properties, Secret};
 
 /// `type: kafka`: one Kafka record per event, key and value encoded by `format`.
 #[derive(Debug, Clone, Deserialize)]
@@ -15,7 +15,7 @@ pub struct KafkaSinkConfig {
     /// librdkafka producer properties, passed through unchanged (`linger.ms`, `compression.type`,
     /// `security.protocol`, `sasl.*`, `ssl.*`, ...). They override Sluice's defaults.
     #[serde(default)]
-    pub producer: BTreeMap<String, String>,
+    pub producer: Properties,
     /// How keys and values are encoded.
     #[serde(default)]
     pub format: Format,

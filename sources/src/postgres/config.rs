@@ -294,7 +294,7 @@ pub struct PostgresConfig {
     pub signal_kafka_poll_timeout_ms: Option<u64>,
     /// `signal.consumer.*` properties of the `kafka` channel (set by `with_signal_consumer`).
     #[serde(skip)]
-    pub signal_consumer: std::collections::BTreeMap<String, String>,
+    pub signal_consumer: sluice_engine::config::Properties,
     /// How often the `file` channel is read (default 1000 ms).
     #[serde(rename = "signal.poll.interval.ms", default = "default_signal_poll")]
     pub signal_poll_interval_ms: u64,
