@@ -1,5 +1,10 @@
 //! Parsing PostgreSQL's ISO text output of dates and times (session `DateStyle=ISO`,
-//! `TimeZone=UTC`, `IntervalStyle=iso_8601`).
+//! `TimeZone=UTC`, `IntervalStyle=iso_8601`), and the values Debezium emits for them.
+
+use sluice_engine::Value;
+
+use super::config::{IntervalMode, TimePrecisionMode};
+use super::types::{Modes, PgKind, ReadPath};
 
 /// Days from 1970-01-01 to the civil date (proleptic Gregorian).
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
@@ -335,6 +340,83 @@ pub fn format_interval_string(text: &str) -> Option<String> {
         "P{}Y{}M{}DT{}H{}M{}S",
         p.years, p.months, p.days, p.hours, p.minutes, seconds
     ))
+}
+
+/// pgjdbc's timestamps for `infinity` and `-infinity` (`PGStatement.DATE_POSITIVE_INFINITY`
+/// and `DATE_NEGATIVE_INFINITY`), which Debezium emits as microseconds (and divides for
+/// milliseconds).
+const TIMESTAMP_INFINITY: (i64, i64) = (9_223_372_036_825_200_000, -9_223_372_036_832_400_000);
+
+/// The days Debezium 3.6.3 emits for the dates `infinity` and `-infinity`: read by JDBC
+/// (snapshots, and array elements everywhere) and by its pgoutput decoder (streamed columns).
+const DATE_INFINITY_SNAPSHOT: (i32, i32) = (-622_191_234, -625_821_272);
+const DATE_INFINITY_STREAM: (i32, i32) = (-2_147_472_692, -2_147_472_691);
+
+/// `infinity` → `Some(true)`, `-infinity` → `Some(false)`.
+fn infinity(text: &str) -> Option<bool> {
+    match text {
+        "infinity" => Some(true),
+        "-infinity" => Some(false),
+        _ => None,
+    }
+}
+
+/// A date, time, timestamp or interval value as Debezium emits it in `modes`, read through
+/// `path`.
+pub(crate) fn value(kind: &PgKind, modes: Modes, path: ReadPath, text: &str) -> Option<Value> {
+    Some(match kind {
+        PgKind::Date => Value::Int32(match infinity(text) {
+            Some(positive) => {
+                let (pos, neg) = match path {
+                    ReadPath::Snapshot => DATE_INFINITY_SNAPSHOT,
+                    ReadPath::Stream => DATE_INFINITY_STREAM,
+                };
+                if positive {
+                    pos
+                } else {
+                    neg
+                }
+            }
+            None => parse_date(text).and_then(|d| i32::try_from(d).ok())?,
+        }),
+        PgKind::Time(p) => {
+            let micros = if text == "24:00:00" {
+                86_400_000_000
+            } else {
+                parse_time(text)?
+            };
+            match (modes.time, p) {
+                (TimePrecisionMode::Connect, _) | (TimePrecisionMode::Adaptive, 0..=3) => {
+                    Value::Int32((micros / 1000) as i32)
+                }
+                _ => Value::Int64(micros),
+            }
+        }
+        PgKind::TimeTz(_) => Value::from(format_zoned_time(parse_timetz(text)?)),
+        PgKind::Timestamp(p) => {
+            let micros = match infinity(text) {
+                Some(true) => TIMESTAMP_INFINITY.0,
+                Some(false) => TIMESTAMP_INFINITY.1,
+                None => parse_timestamp(text)?,
+            };
+            match (modes.time, p) {
+                (TimePrecisionMode::Connect, _) | (_, 0..=3) => {
+                    Value::Int64(micros.div_euclid(1000))
+                }
+                _ => Value::Int64(micros),
+            }
+        }
+        // Debezium writes the words.
+        PgKind::TimestampTz(_) if infinity(text).is_some() => Value::from(text),
+        PgKind::TimestampTz(p) => {
+            Value::String(format_zoned_timestamp(parse_timestamptz(text)?, *p))
+        }
+        PgKind::Interval => match modes.interval {
+            IntervalMode::Numeric => Value::Int64(parse_interval_micros(text)?),
+            IntervalMode::String => Value::from(format_interval_string(text)?),
+        },
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

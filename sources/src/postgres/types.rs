@@ -346,25 +346,6 @@ fn bad(kind: &PgKind, text: &str) -> String {
     format!("cannot read `{text}` as {kind:?}")
 }
 
-/// pgjdbc's timestamps for `infinity` and `-infinity` (`PGStatement.DATE_POSITIVE_INFINITY`
-/// and `DATE_NEGATIVE_INFINITY`), which Debezium emits as microseconds (and divides for
-/// milliseconds).
-const TIMESTAMP_INFINITY: (i64, i64) = (9_223_372_036_825_200_000, -9_223_372_036_832_400_000);
-
-/// The days Debezium 3.6.3 emits for the dates `infinity` and `-infinity`: read by JDBC
-/// (snapshots, and array elements everywhere) and by its pgoutput decoder (streamed columns).
-const DATE_INFINITY_SNAPSHOT: (i32, i32) = (-622_191_234, -625_821_272);
-const DATE_INFINITY_STREAM: (i32, i32) = (-2_147_472_692, -2_147_472_691);
-
-/// `infinity` → `Some(true)`, `-infinity` → `Some(false)`.
-fn infinity(text: &str) -> Option<bool> {
-    match text {
-        "infinity" => Some(true),
-        "-infinity" => Some(false),
-        _ => None,
-    }
-}
-
 /// Converts the server's text output of a value read through `path`.
 pub fn parse_value(
     kind: &PgKind,
@@ -411,7 +392,7 @@ pub fn parse_value(
         | PgKind::TimeTz(_)
         | PgKind::Timestamp(_)
         | PgKind::TimestampTz(_)
-        | PgKind::Interval => temporal_value(kind, modes, path, text).ok_or_else(err)?,
+        | PgKind::Interval => temporal::value(kind, modes, path, text).ok_or_else(err)?,
         PgKind::Bit(1) => Value::Boolean(text == "1"),
         PgKind::Bit(_) | PgKind::VarBit(_) => {
             Value::Bytes(extra_types::bits(text).ok_or_else(err)?)
@@ -448,65 +429,6 @@ fn binary_value(bytes: Vec<u8>, mode: BinaryMode) -> Value {
             Value::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
         }
     }
-}
-
-fn temporal_value(kind: &PgKind, modes: Modes, path: ReadPath, text: &str) -> Option<Value> {
-    Some(match kind {
-        PgKind::Date => Value::Int32(match infinity(text) {
-            Some(positive) => {
-                let (pos, neg) = match path {
-                    ReadPath::Snapshot => DATE_INFINITY_SNAPSHOT,
-                    ReadPath::Stream => DATE_INFINITY_STREAM,
-                };
-                if positive {
-                    pos
-                } else {
-                    neg
-                }
-            }
-            None => temporal::parse_date(text).and_then(|d| i32::try_from(d).ok())?,
-        }),
-        PgKind::Time(p) => {
-            let micros = if text == "24:00:00" {
-                86_400_000_000
-            } else {
-                temporal::parse_time(text)?
-            };
-            match (modes.time, p) {
-                (TimePrecisionMode::Connect, _) | (TimePrecisionMode::Adaptive, 0..=3) => {
-                    Value::Int32((micros / 1000) as i32)
-                }
-                _ => Value::Int64(micros),
-            }
-        }
-        PgKind::TimeTz(_) => {
-            Value::from(temporal::format_zoned_time(temporal::parse_timetz(text)?))
-        }
-        PgKind::Timestamp(p) => {
-            let micros = match infinity(text) {
-                Some(true) => TIMESTAMP_INFINITY.0,
-                Some(false) => TIMESTAMP_INFINITY.1,
-                None => temporal::parse_timestamp(text)?,
-            };
-            match (modes.time, p) {
-                (TimePrecisionMode::Connect, _) | (_, 0..=3) => {
-                    Value::Int64(micros.div_euclid(1000))
-                }
-                _ => Value::Int64(micros),
-            }
-        }
-        // Debezium writes the words.
-        PgKind::TimestampTz(_) if infinity(text).is_some() => Value::from(text),
-        PgKind::TimestampTz(p) => Value::String(temporal::format_zoned_timestamp(
-            temporal::parse_timestamptz(text)?,
-            *p,
-        )),
-        PgKind::Interval => match modes.interval {
-            IntervalMode::Numeric => Value::Int64(temporal::parse_interval_micros(text)?),
-            IntervalMode::String => Value::from(temporal::format_interval_string(text)?),
-        },
-        _ => return None,
-    })
 }
 
 fn array_value(element: &PgKind, modes: Modes, schema: &Arc<Schema>, text: &str) -> Option<Value> {
