@@ -323,11 +323,28 @@ impl Streamer<'_> {
             .flatten()
             .map(|t| format!("{}.{}", t.schema_name, t.table))
             .collect();
-        let Some(signals) = self.signals.as_mut() else {
+        let Some(db) = self.signals.as_ref().map(|s| s.db.clone()) else {
             return Ok(());
         };
-        let db = signals.db.clone();
         let db_prefix = format!("{db}.");
+        let mut action = action;
+        // Conditions are keyed by `schema.table` (a `db.` prefix dropped), and checked once
+        // before any snapshot, blocking or incremental, may run them.
+        if let Action::Execute { conditions, .. } = &mut action {
+            *conditions = std::mem::take(conditions)
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.strip_prefix(&db_prefix).map(str::to_owned).unwrap_or(k),
+                        v,
+                    )
+                })
+                .collect();
+            if let Err(reason) = check_conditions(self.client, conditions).await {
+                self.refuse(signal, reason);
+                return Ok(());
+            }
+        }
         let matcher = |patterns: &[String]| {
             let regexes: Vec<regex::Regex> = patterns
                 .iter()
@@ -352,44 +369,15 @@ impl Streamer<'_> {
                 self.refuse(signal, format!("no captured table matches {collections:?}"));
                 return Ok(());
             }
-            let conditions: HashMap<String, String> = conditions
-                .iter()
-                .map(|(k, v)| {
-                    let k = k.strip_prefix(&db_prefix).unwrap_or(k);
-                    (k.to_owned(), v.clone())
-                })
-                .collect();
-            if let Err(reason) = check_conditions(self.client, &conditions).await {
-                self.refuse(signal, reason);
-                return Ok(());
-            }
             let Some(signals) = self.signals.as_mut() else {
                 return Ok(());
             };
-            let conditions = conditions.into_iter().collect();
+            let conditions = conditions.clone();
             super::blocking::Blocking::add(&mut signals.blocking, &signal.id, tables, conditions);
             return Ok(());
         }
-        if signals.incremental.is_none() {
-            self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
-            return Ok(());
-        }
-        if let Action::Execute { conditions, .. } = &action {
-            let conditions: HashMap<String, String> = conditions
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.strip_prefix(&db_prefix).unwrap_or(k).to_owned(),
-                        v.clone(),
-                    )
-                })
-                .collect();
-            if let Err(reason) = check_conditions(self.client, &conditions).await {
-                self.refuse(signal, reason);
-                return Ok(());
-            }
-        }
         let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
+            self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
             return Ok(());
         };
         match action {
@@ -406,13 +394,6 @@ impl Streamer<'_> {
                     self.refuse(signal, format!("no captured table matches {collections:?}"));
                     return Ok(());
                 }
-                let conditions = conditions
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let k = k.strip_prefix(&db_prefix).map(str::to_owned).unwrap_or(k);
-                        (k, v)
-                    })
-                    .collect();
                 inc.execute(&signal.id, tables, conditions, surrogate_key);
             }
             Action::Stop(None) => inc.stop(None),
@@ -483,7 +464,7 @@ impl Streamer<'_> {
 /// filter and the server's reason.
 async fn check_conditions(
     client: &tokio_postgres::Client,
-    conditions: &HashMap<String, String>,
+    conditions: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), String> {
     for (table, filter) in conditions {
         let qualified = table
