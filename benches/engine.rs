@@ -106,7 +106,10 @@ fn queue_and_ack(events: u64, batch: usize) {
         let relay = {
             let (input, output) = (source_q.clone(), sink_q.clone());
             async move {
-                while let Popped::Items(items) = input.pop(2048, Duration::from_millis(100)).await {
+                while let Popped::Items(items) = input
+                    .pop(2048, usize::MAX, Duration::from_millis(100))
+                    .await
+                {
                     for item in items {
                         if output.push(item).await.is_err() {
                             return;
@@ -121,7 +124,7 @@ fn queue_and_ack(events: u64, batch: usize) {
             async move {
                 let mut n = 0u64;
                 loop {
-                    match q.pop(2048, Duration::from_millis(100)).await {
+                    match q.pop(2048, usize::MAX, Duration::from_millis(100)).await {
                         Popped::Items(items) => {
                             for item in items {
                                 n += item.events.len() as u64;

@@ -659,3 +659,55 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
     );
     assert_eq!(replayed, table);
 }
+
+#[path = "support/procstat.rs"]
+#[allow(dead_code)] // shared with the benchmarks
+mod procstat;
+
+/// Lines of the output file, counted without parsing it.
+fn line_count(dir: &Path) -> usize {
+    std::fs::read(dir.join("out.jsonl"))
+        .map(|b| b.iter().filter(|c| **c == b'\n').count())
+        .unwrap_or(0)
+}
+
+/// 60 rows of 5 MB (300 MB): the snapshot, then an update of every row in one transaction
+/// (changes of 10 MB, before and after), pass in batches cut by bytes: peak RSS stays under
+/// 256 MiB with default limits (a dozen changes in flight). Before, one poll read every change
+/// of the transaction into one batch.
+#[test]
+fn rows_larger_than_the_queue_pass_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text not null); \
+         with recursive g(i) as (select 1 union all select i + 1 from g where i < 60) \
+         insert into t select i, hex(randomblob(2500000)) from g",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let path = pipeline(dir.path(), &db, "");
+    let mut child = start(&path, &[]);
+    let wait = |n: usize, child: &mut Child| {
+        let t0 = Instant::now();
+        while line_count(dir.path()) < n {
+            assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
+            assert!(t0.elapsed() < Duration::from_secs(300), "timed out at {n}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait(60, &mut child);
+    conn.execute_batch("update t set v = v || 'x'").unwrap();
+    wait(120, &mut child);
+    let peak = procstat::peak_rss_mib(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!("peak RSS {peak} MiB");
+    assert!(
+        peak < 256,
+        "peak RSS {peak} MiB for 300 MB of rows and 600 MB of changes"
+    );
+}

@@ -248,7 +248,24 @@ impl SourceContext {
     }
 
     /// Emits a batch, waiting while downstream queues are full (backpressure).
-    pub async fn emit(&mut self, mut batch: Batch) -> Result<(), Stopped> {
+    pub async fn emit(&mut self, batch: Batch) -> Result<(), Stopped> {
+        self.emit_sized(batch, None).await
+    }
+
+    /// Emits a batch whose events a [`BatchCut`](crate::event::BatchCut) counted (their bytes
+    /// are known, not counted again), and starts the cut's count anew.
+    pub async fn emit_cut(
+        &mut self,
+        batch: Batch,
+        cut: &mut crate::event::BatchCut,
+    ) -> Result<(), Stopped> {
+        cut.is_full(&batch.events);
+        let bytes = cut.taken();
+        self.emit_sized(batch, Some(bytes)).await
+    }
+
+    async fn emit_sized(&mut self, mut batch: Batch, bytes: Option<usize>) -> Result<(), Stopped> {
+        let counted = batch.events.len();
         if let Some(limit) = self.stop_after {
             let done = self.emitted.load(Ordering::Relaxed);
             let room = limit.saturating_sub(done) as usize;
@@ -266,7 +283,10 @@ impl SourceContext {
             return Ok(());
         }
         let n = batch.events.len();
-        let bytes = batch.events.iter().map(ChangeEvent::estimated_size).sum();
+        let bytes = match bytes {
+            Some(bytes) if counted == n => bytes,
+            _ => batch.events.iter().map(ChangeEvent::estimated_size).sum(),
+        };
         let seq = self.acker.register(position, self.sinks);
         self.queue
             .push(QueueItem {

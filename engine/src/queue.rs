@@ -117,22 +117,25 @@ impl BoundedQueue {
         }
     }
 
-    /// Takes items totalling at most `max_events` events (always at least one item), waiting up
-    /// to `wait` for the first.
-    pub async fn pop(&self, max_events: usize, wait: Duration) -> Popped {
+    /// Takes items totalling at most `max_events` events and `max_bytes` bytes (always at least
+    /// one item), waiting up to `wait` for the first.
+    pub async fn pop(&self, max_events: usize, max_bytes: usize, wait: Duration) -> Popped {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             {
                 let mut s = self.lock();
                 if !s.items.is_empty() {
                     let mut out = Vec::new();
-                    let mut taken = 0;
+                    let (mut taken, mut bytes) = (0, 0);
                     while let Some(front) = s.items.front() {
                         let n = front.events.len();
-                        if !out.is_empty() && taken + n > max_events {
+                        if !out.is_empty()
+                            && (taken + n > max_events || bytes + front.bytes > max_bytes)
+                        {
                             break;
                         }
                         taken += n;
+                        bytes += front.bytes;
                         if let Some(item) = s.items.pop_front() {
                             s.events -= item.events.len();
                             s.bytes -= item.bytes;
@@ -247,13 +250,13 @@ mod tests {
         rt.block_on(async {
             let q = BoundedQueue::new("t", 4, 100);
             assert!(q.push(item(0, 9, 1000)).await.is_ok());
-            match q.pop(100, Duration::from_millis(1)).await {
+            match q.pop(100, usize::MAX, Duration::from_millis(1)).await {
                 Popped::Items(items) => assert_eq!(items.len(), 1),
                 other => panic!("unexpected {other:?}"),
             }
             assert!(q.push(item(1, 3, 10)).await.is_ok());
             assert!(q.push(item(2, 1, 10)).await.is_ok());
-            match q.pop(3, Duration::from_millis(1)).await {
+            match q.pop(3, usize::MAX, Duration::from_millis(1)).await {
                 Popped::Items(items) => {
                     assert_eq!(items.iter().map(|i| i.seq).collect::<Vec<_>>(), vec![1])
                 }
@@ -262,13 +265,34 @@ mod tests {
             q.close();
             assert!(q.push(item(3, 1, 1)).await.is_err());
             assert!(matches!(
-                q.pop(3, Duration::from_millis(1)).await,
+                q.pop(3, usize::MAX, Duration::from_millis(1)).await,
                 Popped::Items(_)
             ));
             assert!(matches!(
-                q.pop(3, Duration::from_millis(1)).await,
+                q.pop(3, usize::MAX, Duration::from_millis(1)).await,
                 Popped::Closed
             ));
+        });
+    }
+
+    #[test]
+    fn pop_takes_at_most_the_byte_limit_but_always_one_item() {
+        let Some(rt) = rt() else { return };
+        rt.block_on(async {
+            let q = BoundedQueue::new("t", 100, 10_000);
+            for seq in 0..4 {
+                assert!(q.push(item(seq, 1, 400)).await.is_ok());
+            }
+            let seqs = |p: Popped| match p {
+                Popped::Items(items) => items.iter().map(|i| i.seq).collect::<Vec<_>>(),
+                other => panic!("unexpected {other:?}"),
+            };
+            assert_eq!(
+                seqs(q.pop(100, 900, Duration::from_millis(1)).await),
+                [0, 1]
+            );
+            assert_eq!(seqs(q.pop(100, 100, Duration::from_millis(1)).await), [2]);
+            assert_eq!(seqs(q.pop(100, 400, Duration::from_millis(1)).await), [3]);
         });
     }
 }

@@ -163,6 +163,10 @@ impl Target for Stdout {
     }
 }
 
+/// Buffers kept for reuse at most, and the largest kept.
+const SPARE_BUFFERS: usize = 4;
+const SPARE_MAX_BYTES: usize = 4 << 20;
+
 /// A writer thread and the channel to it.
 pub(crate) struct WriterThread {
     tx: Option<crossbeam_channel::Sender<Request>>,
@@ -216,15 +220,12 @@ impl WriterThread {
                             let _ = reply.send(target.sync());
                         }
                     }
-                    // Buffers are recycled (a few, of modest size) rather than freed: allocating
-                    // and freeing megabyte buffers across threads fragments the heap.
+                    // Every buffer goes back to the sink's thread, which allocated it: freed
+                    // here, the allocator would keep its pages until that thread collects
+                    // them (with 5 MB records the process held three times its live memory).
                     bytes.clear();
-                    if bytes.capacity() <= 4 << 20 {
-                        if let Ok(mut pool) = recycled.lock() {
-                            if pool.len() < 4 {
-                                pool.push(bytes);
-                            }
-                        }
+                    if let Ok(mut pool) = recycled.lock() {
+                        pool.push(bytes);
                     }
                 }
                 // The syncer answers what it holds, then ends with its channel.
@@ -246,13 +247,23 @@ impl WriterThread {
         })
     }
 
-    /// An empty buffer, reused when one is available.
+    /// An empty buffer, reused when one is available. The buffers the writer gave back are
+    /// freed here, on the thread that allocated them, beyond a few of modest size.
     pub(crate) fn take_buffer(&self) -> Vec<u8> {
-        self.spare
-            .lock()
-            .ok()
-            .and_then(|mut pool| pool.pop())
-            .unwrap_or_else(|| Vec::with_capacity(1 << 20))
+        let mut freed = Vec::new();
+        let reused = self.spare.lock().ok().and_then(|mut pool| {
+            let mut i = 0;
+            while i < pool.len() {
+                if pool[i].capacity() > SPARE_MAX_BYTES || i >= SPARE_BUFFERS {
+                    freed.push(pool.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            pool.pop()
+        });
+        drop(freed);
+        reused.unwrap_or_else(|| Vec::with_capacity(1 << 20))
     }
 
     /// Queues `bytes` for writing (and syncing when asked); the delivery resolves when done.

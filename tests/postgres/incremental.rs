@@ -680,3 +680,58 @@ signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.
     );
     drop_db(&db);
 }
+
+/// Rows of 20 KB: a chunk is cut at a quarter of the queue's bytes (about 50 rows of the 1024
+/// asked for), the next ones ask for as many rows as fitted, and every row arrives once.
+#[test]
+fn an_incremental_snapshot_of_wide_rows_cuts_its_chunks_by_bytes() {
+    let db = fresh_db("inc_wide");
+    psql(&db, SIGNAL_TABLE);
+    psql(
+        &db,
+        "create table items (id int primary key, note text not null); \
+         insert into items select g, repeat(md5(g::text), 625) from generate_series(1, 2000) g",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pipeline(
+        dir.path(),
+        &db,
+        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n",
+        false,
+    );
+    let mut child = start(&file, &[]);
+    active_slot_pid(&db, &mut child);
+    signal_items(&db, "wide-1");
+    let t0 = std::time::Instant::now();
+    while !log_so_far(&child).contains("notification=\"COMPLETED\"") {
+        assert!(
+            child.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 120,
+            "the snapshot did not complete:\n{}",
+            log_so_far(&child)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    wait_lines(dir.path(), 2000, &mut child);
+    stop(&child);
+    finish(child);
+    let mut ids: Vec<i64> = lines(dir.path())
+        .iter()
+        .filter(|e| e["value"]["source"]["snapshot"] == "incremental")
+        .map(|e| {
+            assert_eq!(e["value"]["after"]["note"].as_str().map(str::len), Some(20_000));
+            e["key"]["id"].as_i64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=2000).collect::<Vec<_>>(), "every row once");
+    let windows: u32 = psql(
+        &db,
+        "select count(*) from debezium_signal where type = 'snapshot-window-open'",
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    // 40 MB of rows in chunks of about 1 MiB: some 40 chunks, not 2 of 1024 rows.
+    assert!(windows >= 30, "{windows} chunks: not cut by bytes");
+    drop_db(&db);
+}

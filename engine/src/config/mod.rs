@@ -55,6 +55,17 @@ pub struct Limits {
     pub poll_interval: DurationSpec,
 }
 
+impl Limits {
+    /// Estimated bytes at which a batch is cut: a quarter of `max_queue_size_bytes`, so that a
+    /// queue holds several batches and a stage never holds much more than its queue, whatever
+    /// the row size (a single larger event travels alone).
+    pub fn max_batch_bytes(&self) -> usize {
+        usize::try_from(self.max_queue_size_bytes / 4)
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -4,6 +4,7 @@
 //! record, a value record (`None` for a tombstone), headers, and the source [`Position`] from
 //! which a restarted source resumes *after* this event. Schemas are `Arc`-shared per table.
 
+mod cut;
 mod envelope;
 mod schema;
 mod value;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use cut::BatchCut;
 pub use envelope::{
     snapshot_field_schema, source_block_builder, transaction_block_schema, EnvelopeSchema, Op,
     SourceTimestamps,

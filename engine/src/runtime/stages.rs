@@ -76,7 +76,11 @@ pub(crate) async fn transform_stage(
     let result = async {
         loop {
             match input
-                .pop(limits.max_batch_size, limits.poll_interval.0)
+                .pop(
+                    limits.max_batch_size,
+                    limits.max_batch_bytes(),
+                    limits.poll_interval.0,
+                )
                 .await
             {
                 Popped::Closed => return Ok(()),
@@ -144,6 +148,17 @@ struct InFlight {
     delivery: Delivery,
 }
 
+/// The next items of a sink's queue: one batch's worth, by events and by bytes.
+async fn next_batch(input: &BoundedQueue, limits: Limits) -> Popped {
+    input
+        .pop(
+            limits.max_batch_size,
+            limits.max_batch_bytes(),
+            limits.poll_interval.0,
+        )
+        .await
+}
+
 impl SinkStage {
     pub(crate) async fn run(mut self) -> Result<(), ComponentError> {
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
@@ -157,14 +172,10 @@ impl SinkStage {
                             self.settle(done, delivered, &mut in_flight).await?;
                             continue;
                         }
-                        popped = self.input.pop(self.limits.max_batch_size, self.limits.poll_interval.0) => popped,
+                        popped = next_batch(&self.input, self.limits) => popped,
                     }
                 }
-                None => {
-                    self.input
-                        .pop(self.limits.max_batch_size, self.limits.poll_interval.0)
-                        .await
-                }
+                None => next_batch(&self.input, self.limits).await,
             };
             match popped {
                 Popped::Closed => {

@@ -130,7 +130,8 @@ pub async fn copy_all(
     client: &tokio_postgres::Client,
     select: &str,
     what: &str,
-) -> Result<Vec<u8>, super::error::PgError> {
+    max_bytes: usize,
+) -> Result<(Vec<u8>, bool), super::error::PgError> {
     use super::error::PgError;
     let stream = client
         .copy_out(&format!("COPY ({select}) TO STDOUT"))
@@ -140,8 +141,12 @@ pub async fn copy_all(
     let mut out: Vec<u8> = Vec::new();
     while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
         out.extend_from_slice(&chunk.map_err(|e| PgError::query(what.to_owned(), e))?);
+        if out.len() >= max_bytes && out.ends_with(b"\n") {
+            // The rest of the result is discarded by the connection as it arrives.
+            return Ok((out, true));
+        }
     }
-    Ok(out)
+    Ok((out, false))
 }
 
 #[cfg(test)]

@@ -9,12 +9,35 @@ pub struct PgOffset {
     /// End LSN of the last transaction delivered in full (or the snapshot's consistent point):
     /// the stream restarts here and the slot may be confirmed up to here.
     pub lsn: u64,
-    /// Inside a transaction: its commit LSN and how many of its events were delivered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tx: Option<(u64, u64)>,
+    /// Inside a transaction: the last event delivered, by its own place in the WAL. A position
+    /// of an earlier version (`tx`: a count of events) is ignored, so the transaction is read
+    /// again from its start: duplicates, never a loss.
+    #[serde(default, rename = "in_tx", skip_serializing_if = "Option::is_none")]
+    pub tx: Option<TxPoint>,
     /// Whether the initial snapshot completed (absent: streaming position, so yes).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub snapshot_completed: bool,
+}
+
+/// One event's identity inside a transaction, which no configuration changes: a restart skips
+/// exactly the events at or before it, whatever tables, operations or tombstones it emits now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+pub struct TxPoint {
+    /// The transaction's commit LSN (Debezium's `lsn_commit`).
+    pub lsn_commit: u64,
+    /// The LSN of the change the event came from (Debezium's `lsn_proc`); `u64::MAX` for the
+    /// transaction's END record.
+    pub lsn_proc: u64,
+    /// Which event of that change: the change's rank among the changes at the same LSN (a
+    /// multi-row insert shares one) in the high 32 bits, the event's role in the low ones.
+    pub part: u64,
+}
+
+impl TxPoint {
+    /// Whether an event at `lsn`/`part` of transaction `commit` was delivered before this point.
+    pub fn covers(&self, commit: u64, lsn: u64, part: u64) -> bool {
+        self.lsn_commit == commit && (lsn, part) <= (self.lsn_proc, self.part)
+    }
 }
 
 fn yes() -> bool {
@@ -33,12 +56,14 @@ impl PgOffset {
         let mut number = itoa::Buffer::new();
         text.push_str("{\"lsn\":");
         text.push_str(number.format(self.lsn));
-        if let Some((commit, delivered)) = self.tx {
-            text.push_str(",\"tx\":[");
-            text.push_str(number.format(commit));
-            text.push(',');
-            text.push_str(number.format(delivered));
-            text.push(']');
+        if let Some(at) = self.tx {
+            text.push_str(",\"in_tx\":{\"lsn_commit\":");
+            text.push_str(number.format(at.lsn_commit));
+            text.push_str(",\"lsn_proc\":");
+            text.push_str(number.format(at.lsn_proc));
+            text.push_str(",\"part\":");
+            text.push_str(number.format(at.part));
+            text.push('}');
         }
         if !self.snapshot_completed {
             text.push_str(",\"snapshot_completed\":false");
@@ -78,8 +103,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn positions_are_written_as_serde_writes_them(
-            lsn: u64, tx: Option<(u64, u64)>, snapshot_completed: bool
+            lsn: u64, tx: Option<(u64, u64, u64)>, snapshot_completed: bool
         ) {
+            let tx = tx.map(|(lsn_commit, lsn_proc, part)| TxPoint { lsn_commit, lsn_proc, part });
             let offset = PgOffset { lsn, tx, snapshot_completed };
             let serde = serde_json::to_string(&offset).unwrap_or_default();
             proptest::prop_assert_eq!(offset.position(), Position::Opaque(serde.into()));
@@ -90,10 +116,25 @@ mod tests {
     fn offsets_and_lsns_round_trip() {
         let o = PgOffset {
             lsn: 42,
-            tx: Some((50, 3)),
+            tx: Some(TxPoint {
+                lsn_commit: 50,
+                lsn_proc: 44,
+                part: (1 << 32) | 2,
+            }),
             snapshot_completed: true,
         };
         assert_eq!(PgOffset::parse(&o.position()), Ok(o));
+        // An earlier version's count inside a transaction is ignored: the transaction is read
+        // again from its start.
+        let counted = Position::Opaque(r#"{"lsn":42,"tx":[50,3]}"#.into());
+        assert_eq!(
+            PgOffset::parse(&counted),
+            Ok(PgOffset {
+                lsn: 42,
+                tx: None,
+                snapshot_completed: true
+            })
+        );
         let s = PgOffset {
             lsn: 7,
             tx: None,
@@ -102,5 +143,19 @@ mod tests {
         assert_eq!(PgOffset::parse(&s.position()), Ok(s));
         assert_eq!(parse_lsn("0/16B3748"), Some(0x16B3748));
         assert_eq!(parse_lsn(&format_lsn(0x1_0000_00FF)), Some(0x1_0000_00FF));
+    }
+
+    #[test]
+    fn a_point_covers_what_came_before_it_in_its_transaction_only() {
+        let at = TxPoint {
+            lsn_commit: 100,
+            lsn_proc: 60,
+            part: 3,
+        };
+        assert!(at.covers(100, 50, 9));
+        assert!(at.covers(100, 60, 3));
+        assert!(!at.covers(100, 60, 4));
+        assert!(!at.covers(100, 61, 0));
+        assert!(!at.covers(90, 10, 0), "another transaction");
     }
 }

@@ -507,7 +507,11 @@ mod tests {
     fn the_progress_is_a_field_of_the_position() {
         let offset = PgOffset {
             lsn: 42,
-            tx: Some((40, 3)),
+            tx: Some(super::super::offset::TxPoint {
+                lsn_commit: 40,
+                lsn_proc: 30,
+                part: 2,
+            }),
             snapshot_completed: true,
         };
         let Position::Opaque(text) =

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
@@ -92,7 +93,8 @@ struct Shared {
     tx_id: i64,
     lsn: i64,
     position: Position,
-    batch: usize,
+    /// Where the readers cut the pieces they send (by rows and by bytes).
+    batch: BatchCut,
 }
 
 fn begin_sql(snapshot_name: &str) -> String {
@@ -197,7 +199,10 @@ pub async fn run(
             }
             .position(),
         },
-        batch: ctx.limits().max_batch_size.clamp(1, PIECE),
+        batch: BatchCut::new(
+            ctx.limits().max_batch_size.clamp(1, PIECE),
+            ctx.limits().max_batch_bytes(),
+        ),
     });
     let (tx, rx) = mpsc::channel::<Piece>(2 * threads);
     for worker in 1..threads {
@@ -423,7 +428,8 @@ async fn read_unit(
     // Every row of the snapshot has the same `source` block (until the first and the last
     // get their markers): built once, shared.
     let source = table.source(&info).into_shared();
-    let mut events: Vec<ChangeEvent> = Vec::with_capacity(shared.batch);
+    let mut cut = shared.batch.clone();
+    let mut events: Vec<ChangeEvent> = Vec::new();
     let what = what();
     // The server sends one COPY message per row: rows are gathered and decoded in runs of
     // about PARSE_BYTES, so per-run costs are not paid per row.
@@ -449,11 +455,9 @@ async fn read_unit(
                     .unreadable(ReadPath::Snapshot, e, cells)
                     .map_err(PgError::Decode)?,
             }
-            if events.len() >= shared.batch {
-                full.push(std::mem::replace(
-                    &mut events,
-                    Vec::with_capacity(shared.batch),
-                ));
+            if cut.is_full(&events) {
+                cut.taken();
+                full.push(std::mem::take(&mut events));
             }
             Ok(())
         })?;
@@ -557,8 +561,8 @@ impl Collector {
         mut rx: mpsc::Receiver<Piece>,
         ctx: &mut SourceContext,
     ) -> Result<u64, PgError> {
-        let max_batch = ctx.limits().max_batch_size;
-        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
+        let mut cut = BatchCut::for_limits(ctx.limits());
+        let mut batch: Vec<ChangeEvent> = Vec::new();
         if let Some(notes) = &self.notes {
             batch.push(notes.event("STARTED", Vec::new(), &notes.position));
         }
@@ -617,9 +621,9 @@ impl Collector {
                     }
                 }
             }
-            if batch.len() >= max_batch
+            if cut.is_full(&batch)
                 && ctx
-                    .emit(Batch::new(std::mem::take(&mut batch)))
+                    .emit_cut(Batch::new(std::mem::take(&mut batch)), &mut cut)
                     .await
                     .is_err()
             {
@@ -629,12 +633,11 @@ impl Collector {
         if let Some(notes) = &self.notes {
             batch.push(notes.event("COMPLETED", Vec::new(), &self.done));
         }
-        let _ = ctx
-            .emit(Batch {
-                events: batch,
-                position: Some(self.done),
-            })
-            .await;
+        let batch = Batch {
+            events: batch,
+            position: Some(self.done),
+        };
+        let _ = ctx.emit_cut(batch, &mut cut).await;
         Ok(self.rows)
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
+use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
@@ -14,7 +15,7 @@ use super::catalog::{table_def, TypeResolver};
 use super::change;
 use super::config::{PostgresConfig, Skipped};
 use super::error::PgError;
-use super::offset::PgOffset;
+use super::offset::{PgOffset, TxPoint};
 use super::pgoutput::{decode, Message};
 use super::schema_change::{describe, SchemaChanges};
 use super::table::{source_schema, SourceInfo, TableSchema};
@@ -61,8 +62,14 @@ struct Tx {
     xid: u32,
     final_lsn: u64,
     commit_micros: i64,
-    /// Events of this transaction produced so far (delivered or skipped).
-    count: u64,
+    /// The change being turned into events: its LSN and its rank among the changes at that
+    /// LSN (a multi-row insert gives several changes one LSN).
+    change: (u64, u64),
+    /// The LSN of the last data change and how many data changes had it.
+    seen: (u64, u64),
+    /// The identity of the last event placed (delivered or skipped): a position taken
+    /// between events points here.
+    last: Option<TxPoint>,
     /// Transaction metadata counts.
     meta: TxCounts,
 }
@@ -75,8 +82,8 @@ impl Streamer<'_> {
         ctx: &mut SourceContext,
     ) -> Result<(), PgError> {
         let mut committed = ctx.committed();
-        let max_batch = ctx.limits().max_batch_size;
-        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(max_batch);
+        let mut cut = BatchCut::for_limits(ctx.limits());
+        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(ctx.limits().max_batch_size);
         let mut last_done = self.resume.lsn;
         let mut tx: Option<Tx> = None;
         let period = Duration::from_millis(self.config.heartbeat_interval_ms.max(1));
@@ -232,7 +239,9 @@ impl Streamer<'_> {
                         xid,
                         final_lsn: final_lsn.0,
                         commit_micros: commit_time_micros + PG_EPOCH_MICROS,
-                        count: 0,
+                        change: (0, 0),
+                        seen: (0, 0),
+                        last: None,
                         meta: TxCounts::default(),
                     });
                 }
@@ -246,7 +255,8 @@ impl Streamer<'_> {
                                 current.meta.total,
                                 &current.meta.per_table,
                             );
-                            self.place(&mut current, last_done, end, &mut batch);
+                            current.change = (u64::MAX, 0);
+                            self.place(&mut current, last_done, end, &mut batch, ROLE_EVENT);
                         }
                     }
                     tx = None;
@@ -267,7 +277,7 @@ impl Streamer<'_> {
                         events: std::mem::take(&mut batch),
                         position: Some(done),
                     };
-                    if ctx.emit(out).await.is_err() {
+                    if ctx.emit_cut(out, &mut cut).await.is_err() {
                         return Ok(());
                     }
                     if blocking {
@@ -287,9 +297,9 @@ impl Streamer<'_> {
                     let message = decode(&data).map_err(PgError::Decode)?;
                     self.handle(message, current, last_done, wal_start.0, &mut batch)
                         .await?;
-                    if batch.len() >= max_batch
+                    if cut.is_full(&batch)
                         && ctx
-                            .emit(Batch::new(std::mem::take(&mut batch)))
+                            .emit_cut(Batch::new(std::mem::take(&mut batch)), &mut cut)
                             .await
                             .is_err()
                     {
@@ -454,28 +464,32 @@ impl Streamer<'_> {
                     )
                     .await?;
                     let info = self.info(tx, last_done, lsn);
-                    let mut event =
+                    let event =
                         changes.event(kind, &description, table.source(&info), Position::Offset(0));
-                    // Not counted among the transaction's events: a restart may see the
-                    // relation unchanged and not repeat it, and the count must still match.
-                    event.position = self.tx_pos(tx, last_done);
-                    out.push(event);
+                    // Before the change that follows at the same LSN: its rank is that change's.
+                    let rank = if tx.seen.0 == lsn { tx.seen.1 } else { 0 };
+                    tx.change = (lsn, rank);
+                    self.place(tx, last_done, event, out, ROLE_SCHEMA);
                 }
                 return Ok(());
             }
             Message::Insert { oid, .. }
             | Message::Update { oid, .. }
-            | Message::Delete { oid, .. } => *oid,
+            | Message::Delete { oid, .. } => {
+                tx.next_change(lsn);
+                *oid
+            }
             Message::Truncate { oids, .. } => {
+                tx.next_change(lsn);
                 if self.skipped.truncate {
                     return Ok(());
                 }
-                for oid in oids.clone() {
+                for (i, oid) in oids.clone().into_iter().enumerate() {
                     if let Some(table) = self.table(oid) {
                         let info = self.info(tx, last_done, lsn);
                         let event =
                             table.event(Op::Truncate, None, None, None, &info, Position::Offset(0));
-                        self.push(tx, last_done, event, out);
+                        self.push(tx, last_done, event, out, ROLE_EVENT + 2 * i as u64);
                     }
                 }
                 return Ok(());
@@ -504,10 +518,13 @@ impl Streamer<'_> {
         let Some((events, evicted)) = built else {
             return Ok(());
         };
-        for built in events {
+        // Roles by the event's place in the change (a key change is a delete, its tombstone
+        // and a create), not by what was emitted: a restart with other settings skips the same.
+        for (i, built) in events.into_iter().enumerate() {
+            let role = ROLE_EVENT + 2 * i as u64;
             match built {
-                change::Built::Event(e) => self.push(tx, last_done, e, out),
-                change::Built::Delete(e) => self.push_delete(tx, last_done, e, out),
+                change::Built::Event(e) => self.push(tx, last_done, e, out, role),
+                change::Built::Delete(e) => self.push_delete(tx, last_done, e, out, role),
             }
         }
         if self.signals.is_some() {
@@ -538,14 +555,15 @@ impl Streamer<'_> {
         last_done: u64,
         delete: ChangeEvent,
         out: &mut Vec<ChangeEvent>,
+        role: u64,
     ) {
         let tombstone = self.config.tombstones_on_delete.then(|| ChangeEvent {
             value: None,
             ..delete.clone()
         });
-        self.push(tx, last_done, delete, out);
+        self.push(tx, last_done, delete, out, role);
         if let Some(tombstone) = tombstone {
-            self.push(tx, last_done, tombstone, out);
+            self.push(tx, last_done, tombstone, out, role + 1);
         }
     }
 
@@ -557,6 +575,7 @@ impl Streamer<'_> {
         last_done: u64,
         mut event: ChangeEvent,
         out: &mut Vec<ChangeEvent>,
+        role: u64,
     ) {
         if let (Some(meta), true) = (&self.tx_meta, event.value.is_some()) {
             let lsn = match event.source_field("lsn") {
@@ -575,39 +594,70 @@ impl Streamer<'_> {
             if !tx.meta.begun {
                 tx.meta.begun = true;
                 let begin = meta.begin(&id, tx.commit_micros / 1000);
-                self.place(tx, last_done, begin, out);
+                self.place(tx, last_done, begin, out, ROLE_BEGIN);
             }
             let (total, in_collection) = tx.meta.count(&collection);
             set_block(&mut event, meta.block(&id, total, in_collection));
         }
-        self.place(tx, last_done, event, out);
+        self.place(tx, last_done, event, out, role);
     }
 
-    /// The position after the transaction's events counted so far.
+    /// The position after the last event placed in the transaction so far.
     fn tx_pos(&self, tx: &Tx, last_done: u64) -> Position {
         self.pos(PgOffset {
             lsn: last_done,
-            tx: Some((tx.final_lsn, tx.count)),
+            tx: Some(tx.last.unwrap_or(TxPoint {
+                lsn_commit: tx.final_lsn,
+                lsn_proc: 0,
+                part: 0,
+            })),
             snapshot_completed: true,
         })
     }
 
-    /// Gives the event its position and keeps it, unless it was delivered before a restart.
+    /// Gives the event its identity (the current change, `role`) and its position, and keeps
+    /// it unless it was delivered before a restart.
     fn place(
         &self,
         tx: &mut Tx,
         last_done: u64,
         mut event: ChangeEvent,
         out: &mut Vec<ChangeEvent>,
+        role: u64,
     ) {
-        tx.count += 1;
-        if let Some((final_lsn, delivered)) = self.resume.tx {
-            if final_lsn == tx.final_lsn && tx.count <= delivered {
+        let (lsn, rank) = tx.change;
+        let part = (rank << 32) | role;
+        tx.last = Some(TxPoint {
+            lsn_commit: tx.final_lsn,
+            lsn_proc: lsn,
+            part,
+        });
+        if let Some(resume) = &self.resume.tx {
+            if resume.covers(tx.final_lsn, lsn, part) {
                 return;
             }
         }
         event.position = self.tx_pos(tx, last_done);
         out.push(event);
+    }
+}
+
+/// An event's role in its change (the low bits of [`TxPoint::part`]), in emission order.
+const ROLE_SCHEMA: u64 = 0;
+/// The transaction's BEGIN record, before its first data event.
+const ROLE_BEGIN: u64 = 1;
+/// The first event of a change; a change's `i`-th event is `ROLE_EVENT + 2 i`, its tombstone
+/// the next.
+const ROLE_EVENT: u64 = 2;
+
+impl Tx {
+    /// A data change at `lsn` starts: its rank among the changes at that LSN.
+    fn next_change(&mut self, lsn: u64) {
+        if self.seen.0 != lsn {
+            self.seen = (lsn, 0);
+        }
+        self.change = (lsn, self.seen.1);
+        self.seen.1 += 1;
     }
 }
 

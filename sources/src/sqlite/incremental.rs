@@ -274,7 +274,7 @@ impl super::SqliteSource {
         let before_chunk = progress.clone();
         while *seq < upto {
             let (events, position) =
-                self.poll(conn, tables, *seq, upto, out.max_batch, &before_chunk)?;
+                self.poll(conn, tables, *seq, upto, &out.cut, &before_chunk)?;
             if events.is_empty() {
                 break;
             }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::{source_block_builder, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::event::{source_block_builder, BatchCut, EnvelopeSchema, SourceTimestamps};
 use sluice_engine::{
     Batch, BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, SchemaType,
     Source, SourceContext, Struct, Value,
@@ -290,7 +290,7 @@ impl SqliteSource {
         out: &Out,
         resume: Option<i64>,
     ) -> Result<Option<i64>, ComponentError> {
-        let max_batch = out.max_batch;
+        let mut cut = out.cut.clone();
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
         let read_at =
             capture::clock(&tx).map_err(|e| sql_error("reading the change sequence", e))?;
@@ -311,7 +311,7 @@ impl SqliteSource {
         .position();
         // A row is held back until the next one is read, so the last row can be marked `last`.
         let mut pending: Option<(&Table, Option<Struct>, bool)> = None;
-        let mut batch = Vec::with_capacity(max_batch);
+        let mut batch = Vec::new();
         let mut rows = 0u64;
         for table in tables {
             let cols = table
@@ -339,7 +339,8 @@ impl SqliteSource {
                     batch.push(event);
                 }
                 rows += 1;
-                if batch.len() >= max_batch {
+                if cut.is_full(&batch) {
+                    cut.taken();
                     let events = std::mem::take(&mut batch);
                     if !out.send(Batch {
                         events,
@@ -381,14 +382,14 @@ impl SqliteSource {
         tables: &[Table],
         after: i64,
         upto: i64,
-        limit: usize,
+        limit: &BatchCut,
         progress: &Option<Progress>,
     ) -> Result<(Vec<ChangeEvent>, i64), ComponentError> {
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
         let mut changes: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
         let mut tombstones: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
-        // A table that returned `limit` rows may have more: only changes up to its last one are
-        // certainly complete.
+        // A table that filled a batch (by rows or bytes) may have more: only changes up to its
+        // last one are certainly complete.
         let mut bound = i64::MAX;
         for table in tables {
             let cols: Vec<String> = table
@@ -406,9 +407,10 @@ impl SqliteSource {
                 .prepare(&sql)
                 .map_err(|e| sql_error("change table query", e))?;
             let mut result = stmt
-                .query(rusqlite::params![after, limit as i64, upto])
+                .query(rusqlite::params![after, limit.max_events() as i64, upto])
                 .map_err(|e| sql_error("change table query", e))?;
-            let mut n = 0;
+            let mut cut = limit.clone();
+            let mut full = false;
             let mut last = after;
             while let Some(row) = result
                 .next()
@@ -432,11 +434,14 @@ impl SqliteSource {
                     tombstone.value = None;
                     tombstones.insert(seq, tombstone);
                 }
+                full = cut.add(&event);
                 changes.insert(seq, event);
-                n += 1;
                 last = seq;
+                if full {
+                    break;
+                }
             }
-            if n >= limit {
+            if full {
                 bound = bound.min(last);
             }
         }
@@ -477,7 +482,8 @@ impl SqliteSource {
 /// Where the reader thread sends its batches (bounded: a full queue stops the reader).
 struct Out {
     tx: tokio::sync::mpsc::Sender<Batch>,
-    max_batch: usize,
+    /// Where batches are cut (by rows and by bytes).
+    cut: BatchCut,
     stop: Arc<AtomicBool>,
 }
 
@@ -533,7 +539,7 @@ impl SqliteSource {
                 self.purge(&conn, &tables, upto);
             }
             let (events, position) =
-                self.poll(&mut conn, &tables, seq, i64::MAX, out.max_batch, &progress)?;
+                self.poll(&mut conn, &tables, seq, i64::MAX, &out.cut, &progress)?;
             self.on_signals(&events, &tables, &mut progress);
             let nothing_new = events.is_empty();
             if !nothing_new {
@@ -578,7 +584,7 @@ impl Source for SqliteSource {
         let purge = Arc::new(Mutex::new(None));
         let out = Out {
             tx,
-            max_batch: ctx.limits().max_batch_size,
+            cut: BatchCut::for_limits(ctx.limits()),
             stop: stop.clone(),
         };
         let reader = SqliteSource {

@@ -129,6 +129,7 @@ pub struct Incremental {
     signal_table: String,
     strategy: WatermarkStrategy,
     chunk_size: usize,
+    chunk_bytes: usize,
     prefix: Arc<str>,
     db: Arc<str>,
     /// Notifications for the sink channel (`true`: after the rows they come with).
@@ -162,6 +163,7 @@ impl Incremental {
         signal_table: String,
         db: &str,
         progress: Option<Progress>,
+        chunk_bytes: usize,
     ) -> Self {
         Incremental {
             delivered_json: None,
@@ -175,6 +177,7 @@ impl Incremental {
             signal_table,
             strategy: config.watermarking_strategy,
             chunk_size: config.incremental_chunk_size.max(1),
+            chunk_bytes: chunk_bytes.max(1),
             prefix: config.topic_prefix.as_str().into(),
             db: db.into(),
             notes: Vec::new(),
@@ -473,6 +476,7 @@ impl Incremental {
             tables,
             progress,
             chunk_size: self.chunk_size,
+            chunk_bytes: self.chunk_bytes,
             strategy: self.strategy,
             read_only: self.read_only,
             signal_table: self.signal_table.clone(),

@@ -92,6 +92,9 @@ pub(super) struct Settings {
     pub tables: HashMap<String, Arc<TableSchema>>,
     pub progress: Progress,
     pub chunk_size: usize,
+    /// A chunk's COPY text is cut at the first row end past this many bytes (the rest of the
+    /// chunk is read as the next one), so large rows do not make large chunks.
+    pub chunk_bytes: usize,
     pub strategy: WatermarkStrategy,
     pub read_only: bool,
     pub signal_table: String,
@@ -128,6 +131,7 @@ pub(super) fn spawn(
         permits: permits.clone(),
         tx,
         wake,
+        rows_that_fit: None,
         s: settings,
     };
     let (failed_tx, failed_wake) = (reader.tx.clone(), reader.wake.clone());
@@ -156,6 +160,8 @@ struct Reader {
     permits: Arc<Semaphore>,
     tx: mpsc::UnboundedSender<Msg>,
     wake: Arc<Notify>,
+    /// Rows per chunk once a chunk was cut by bytes: the next queries ask for no more.
+    rows_that_fit: Option<usize>,
 }
 
 /// Why reading ended early.
@@ -362,6 +368,7 @@ impl Reader {
                 conditions.push(format!("({key_list}) > ({})", tuple(last)));
             }
             conditions.extend(condition.clone());
+            let limit = self.rows_that_fit.unwrap_or(self.s.chunk_size);
             let select = format!(
                 "SELECT {} FROM {qualified} WHERE {} ORDER BY {key_list} LIMIT {}",
                 names
@@ -370,7 +377,7 @@ impl Reader {
                     .collect::<Vec<_>>()
                     .join(", "),
                 conditions.join(" AND "),
-                self.s.chunk_size
+                limit
             );
 
             let permit = match self.permits.clone().try_acquire_owned() {
@@ -411,22 +418,27 @@ impl Reader {
             // The previous chunk is decoded while the server runs this chunk's query.
             let decoding = state.fetched.take().map(|f| f.start_decoding(self));
             let started = std::time::Instant::now();
-            let raw =
-                copy_in_snapshot(client, &select, &format!("incremental snapshot of {name}")).await;
+            let what = format!("incremental snapshot of {name}");
+            let raw = copy_in_snapshot(client, &select, &what, self.s.chunk_bytes).await;
             if let Some(decoding) = decoding {
                 let chunk = finish_decoding(decoding).await?;
                 self.send_or_stop(Msg::Chunk(chunk))?;
             }
-            let (raw, xip) = raw.map_err(|e| filtered(&condition, e))?;
+            let (raw, cut, xip) = raw.map_err(|e| filtered(&condition, e))?;
             let read = raw.iter().filter(|b| **b == b'\n').count();
+            if cut {
+                self.rows_that_fit = Some(read.max(1));
+            }
             tracing::debug!(rows = read, select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
             let last = last_line_fields(&raw, &keys);
             let mut next = p.clone();
             next.chunks += 1;
-            let last_of_table = read < self.s.chunk_size;
+            let last_of_table = !cut && read < limit;
             let last_key = last.as_deref().map(key_text).unwrap_or_default();
             let max_text = key_text(&max_key);
             if last_of_table {
+                // The next table's rows may be of another size.
+                self.rows_that_fit = None;
                 next.tables.remove(0);
                 next.last_key = None;
                 next.max_key = None;
@@ -638,7 +650,8 @@ async fn copy_in_snapshot(
     client: &Client,
     select: &str,
     what: &str,
-) -> Result<(Vec<u8>, Vec<u32>), PgError> {
+    max_bytes: usize,
+) -> Result<(Vec<u8>, bool, Vec<u32>), PgError> {
     let started = client
         .simple_query(
             &format!("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL statement_timeout = {FILTER_TIMEOUT_MS}; SELECT txid_current_snapshot()::text"),
@@ -650,12 +663,12 @@ async fn copy_in_snapshot(
         _ => None,
     });
     let xip = snapshot.as_deref().map(in_progress).unwrap_or_default();
-    let raw = copy_all(client, select, what).await;
+    let raw = copy_all(client, select, what, max_bytes).await;
     let end = if raw.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let ended = client.batch_execute(end).await;
-    let raw = raw?;
+    let (raw, cut) = raw?;
     ended.map_err(|e| PgError::query("ending a chunk query", e))?;
-    Ok((raw, xip))
+    Ok((raw, cut, xip))
 }
 
 /// The in-progress transaction ids of a snapshot's text (`xmin:xmax:xip,...`), low 32 bits.
