@@ -718,7 +718,10 @@ fn an_incremental_snapshot_of_wide_rows_cuts_its_chunks_by_bytes() {
         .iter()
         .filter(|e| e["value"]["source"]["snapshot"] == "incremental")
         .map(|e| {
-            assert_eq!(e["value"]["after"]["note"].as_str().map(str::len), Some(20_000));
+            assert_eq!(
+                e["value"]["after"]["note"].as_str().map(str::len),
+                Some(20_000)
+            );
             e["key"]["id"].as_i64().unwrap()
         })
         .collect();

@@ -18,6 +18,8 @@ mod copy;
 pub(crate) mod decimal;
 mod error;
 mod extra_types;
+#[doc(hidden)]
+pub mod fuzzing;
 mod incremental;
 mod offset;
 mod owned;

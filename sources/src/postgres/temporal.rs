@@ -55,15 +55,25 @@ fn parse_date_era(body: &str, bc: bool) -> Option<i64> {
         let y = i64::from(fixed_digits(&[y0, y1, y2, y3])?);
         let m = fixed_digits(&[m0, m1])?;
         let d = fixed_digits(&[d0, d1])?;
-        let y = if bc { 1 - y } else { y };
-        return Some(days_from_civil(y, m, d));
+        return civil(if bc { 1 - y } else { y }, m, d);
     }
     let mut parts = body.splitn(3, '-');
     let y: i64 = parts.next()?.parse().ok()?;
     let m: u32 = parts.next()?.parse().ok()?;
     let d: u32 = parts.next()?.parse().ok()?;
-    let y = if bc { 1 - y } else { y };
-    Some(days_from_civil(y, m, d))
+    if !(0..=MAX_YEAR).contains(&y) {
+        return None;
+    }
+    civil(if bc { 1 - y } else { y }, m, d)
+}
+
+/// The largest year PostgreSQL stores (a `date`'s).
+const MAX_YEAR: i64 = 5_874_897;
+
+/// Days since the epoch of a date whose fields are in range: anything else is not a date the
+/// server writes, and is refused rather than turned into some other day.
+fn civil(y: i64, m: u32, d: u32) -> Option<i64> {
+    ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| days_from_civil(y, m, d))
 }
 
 /// `HH:MM:SS[.ffffff]` → microseconds of the day.
@@ -89,6 +99,10 @@ pub fn parse_time(text: &str) -> Option<i64> {
     let (s, frac) = sec.split_once('.').unwrap_or((sec, ""));
     let s: i64 = s.parse().ok()?;
     let micros = parse_fraction_micros(frac)?;
+    // A time of day (24:00:00 included), as the server writes it.
+    if !(0..=24).contains(&h) || !(0..60).contains(&m) || !(0..=60).contains(&s) {
+        return None;
+    }
     Some(((h * 60 + m) * 60 + s) * 1_000_000 + micros)
 }
 
@@ -122,6 +136,13 @@ fn parse_offset(text: &str) -> Option<i64> {
     let h: i64 = parts.next()?.parse().ok()?;
     let m: i64 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
     let s: i64 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    if parts.next().is_some()
+        || !(0..100).contains(&h)
+        || !(0..60).contains(&m)
+        || !(0..60).contains(&s)
+    {
+        return None;
+    }
     Some(sign * (h * 3600 + m * 60 + s))
 }
 
@@ -139,7 +160,8 @@ pub fn parse_timestamp(text: &str) -> Option<i64> {
     };
     let (date, time) = body.split_once(' ')?;
     let days = parse_date_era(date, bc)?;
-    Some(days * 86_400_000_000 + parse_time(time)?)
+    days.checked_mul(86_400_000_000)?
+        .checked_add(parse_time(time)?)
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM]` → microseconds since the epoch, UTC.
@@ -151,7 +173,9 @@ pub fn parse_timestamptz(text: &str) -> Option<i64> {
     let (date, time) = body.split_once(' ')?;
     let (time, offset) = split_offset(time)?;
     let days = parse_date_era(date, bc)?;
-    Some(days * 86_400_000_000 + parse_time(time)? - offset * 1_000_000)
+    days.checked_mul(86_400_000_000)?
+        .checked_add(parse_time(time)?)?
+        .checked_sub(offset * 1_000_000)
 }
 
 /// `HH:MM:SS[.ffffff]+HH` → (microseconds of the UTC day).
@@ -279,8 +303,12 @@ fn interval_parts(text: &str) -> Option<IntervalParts> {
         match c {
             'Y' => p.years = num.parse().ok()?,
             'M' => p.months = num.parse().ok()?,
-            'W' => p.days += num.parse::<i64>().ok()? * 7,
-            'D' => p.days += num.parse::<i64>().ok()?,
+            'W' => {
+                p.days = p
+                    .days
+                    .checked_add(num.parse::<i64>().ok()?.checked_mul(7)?)?
+            }
+            'D' => p.days = p.days.checked_add(num.parse::<i64>().ok()?)?,
             _ => {
                 num.push(c);
                 continue;

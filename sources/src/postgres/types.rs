@@ -505,9 +505,11 @@ fn parse_bytea(text: &str) -> Option<Vec<u8>> {
         if hex.len() % 2 != 0 {
             return None;
         }
-        return (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        let nibble = |c: u8| (c as char).to_digit(16);
+        return hex
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| Some((nibble(pair[0])? << 4 | nibble(pair[1])?) as u8))
             .collect();
     }
     let b = text.as_bytes();
@@ -519,8 +521,13 @@ fn parse_bytea(text: &str) -> Option<Vec<u8>> {
                 out.push(b'\\');
                 i += 2;
             } else {
-                let oct = std::str::from_utf8(b.get(i + 1..i + 4)?).ok()?;
-                out.push(u8::from_str_radix(oct, 8).ok()?);
+                let oct = b.get(i + 1..i + 4)?;
+                let value = oct.iter().try_fold(0u32, |v, &c| {
+                    (b'0'..=b'7')
+                        .contains(&c)
+                        .then(|| v * 8 + u32::from(c - b'0'))
+                })?;
+                out.push(u8::try_from(value).ok()?);
                 i += 4;
             }
         } else {

@@ -199,3 +199,28 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod depth_tests {
+    /// Found while writing the fuzz target (a recursive-descent parser, a recursive drop):
+    /// deep nesting is refused with a column, never a stack overflow.
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        for deep in [
+            format!("{}a == 1{}", "(".repeat(200_000), ")".repeat(200_000)),
+            format!("{}a", "!".repeat(200_000)),
+            format!("{}a", "not ".repeat(100_000)),
+            vec!["a == 1"; 100_000].join(" || "),
+            vec!["a"; 100_000].join(" and "),
+        ] {
+            let error = super::parse(&deep).err().map(|e| e.to_string());
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains("nested")),
+                "{error:?}"
+            );
+        }
+        let fine = format!("{}a == 1{}", "(".repeat(30), ")".repeat(30));
+        assert!(super::parse(&fine).is_ok());
+        assert!(super::parse(&vec!["a == 1"; 500].join(" || ")).is_ok());
+    }
+}

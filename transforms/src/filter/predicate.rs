@@ -192,7 +192,18 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
 struct Parser {
     toks: Vec<(usize, Tok)>,
     pos: usize,
+    /// Parentheses and negations open around the current position.
+    depth: usize,
+    /// `&&` and `||` so far (each makes the expression one level deeper).
+    joins: usize,
 }
+
+/// How many `&&` and `||` a condition may have.
+const MAX_JOINS: usize = 1024;
+
+/// How deep parentheses and negations may nest: the parser and the expression it builds
+/// recurse once per level, and a condition nested deeper is a mistake, not a filter.
+const MAX_DEPTH: usize = 64;
 
 impl Parser {
     fn peek(&self) -> &Tok {
@@ -220,6 +231,7 @@ impl Parser {
         let mut left = self.and()?;
         while matches!(self.peek(), Tok::Op("||")) || self.is_word("or") {
             self.next();
+            self.join()?;
             left = Expr::Or(Box::new(left), Box::new(self.and()?));
         }
         Ok(left)
@@ -229,15 +241,41 @@ impl Parser {
         let mut left = self.not()?;
         while matches!(self.peek(), Tok::Op("&&")) || self.is_word("and") {
             self.next();
+            self.join()?;
             left = Expr::And(Box::new(left), Box::new(self.not()?));
         }
         Ok(left)
     }
 
+    /// One more `&&` or `||`, refused past [`MAX_JOINS`].
+    fn join(&mut self) -> Result<(), ParseError> {
+        self.joins += 1;
+        if self.joins > MAX_JOINS {
+            return self.fail(format!(
+                "more than {MAX_JOINS} `&&` and `||`: a condition nested this deep is refused"
+            ));
+        }
+        Ok(())
+    }
+
+    /// One level deeper, refused past [`MAX_DEPTH`].
+    fn deeper(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.fail(format!(
+                "parentheses and negations nested more than {MAX_DEPTH} levels deep"
+            ));
+        }
+        Ok(())
+    }
+
     fn not(&mut self) -> Result<Expr, ParseError> {
         if matches!(self.peek(), Tok::Op("!")) || self.is_word("not") {
             self.next();
-            return Ok(Expr::Not(Box::new(self.not()?)));
+            self.deeper()?;
+            let inner = self.not()?;
+            self.depth -= 1;
+            return Ok(Expr::Not(Box::new(inner)));
         }
         self.cmp()
     }
@@ -245,7 +283,9 @@ impl Parser {
     fn cmp(&mut self) -> Result<Expr, ParseError> {
         if matches!(self.peek(), Tok::LParen) {
             self.next();
+            self.deeper()?;
             let inner = self.or()?;
+            self.depth -= 1;
             if !matches!(self.next(), Tok::RParen) {
                 self.pos -= 1;
                 return self.fail("expected `)`");
@@ -353,6 +393,8 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
     let mut p = Parser {
         toks: lex(src)?,
         pos: 0,
+        depth: 0,
+        joins: 0,
     };
     let expr = p.or()?;
     if !matches!(p.peek(), Tok::End) {
