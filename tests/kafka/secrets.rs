@@ -12,6 +12,7 @@ const SECRETS: &[&str] = &[
     "BASICSECRET789",
     "SASLSECRET000",
     "SSLKEYSECRET111",
+    "PWSECRET333",
 ];
 
 fn failing_run(dir: &std::path::Path, name: &str, yaml: String) -> String {
@@ -79,7 +80,30 @@ fn failing_runs_never_print_a_secret() {
                 "name: c\ndata_dir: {d}/c\nrestart: {{ max_retries: 0 }}\nsource:\n{pg}sinks:\n  - name: f\n    type: file\n    path: {d}/out.jsonl\n"
             ),
         ),
+        // The database cannot be reached, with the password in its own field.
+        failing_run(
+            dir.path(),
+            "password",
+            format!(
+                "name: e\ndata_dir: {d}/e\nrestart: {{ max_retries: 0 }}\nsource:\n  type: postgres\n  database.hostname: 127.0.0.1\n  database.port: 1\n  database.user: someone\n  database.password: PWSECRET333\n  database.dbname: x\n  topic.prefix: x\nsinks:\n  - name: f\n    type: file\n    path: {d}/out.jsonl\n"
+            ),
+        ),
     ];
+    // A configuration error on a secret field names the field, not the value.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "name: f\nsource:\n  type: postgres\n  database.password: [PWSECRET333]\n  topic.prefix: x\nsinks:\n  - type: stdout\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("database.password"), "{said}");
+    assert!(!said.contains("PWSECRET333"), "{said}");
     for log in &logs {
         assert!(log.lines().count() > 3, "a debug-level log: {log}");
         for secret in SECRETS {
