@@ -67,6 +67,13 @@ impl BatchCut {
         self.counted >= self.max_events || self.bytes >= self.max_bytes
     }
 
+    /// The batch's events up to `len` were counted by whoever built them, at `bytes`: they are
+    /// not counted again (a stage passing on pieces another stage sized).
+    pub fn counted_elsewhere(&mut self, len: usize, bytes: usize) {
+        self.counted = len;
+        self.bytes += bytes;
+    }
+
     /// The most events a batch holds.
     pub fn max_events(&self) -> usize {
         self.max_events

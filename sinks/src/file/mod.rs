@@ -101,12 +101,6 @@ impl Sink for FileSink {
         let mut deliveries = Vec::new();
         let mut buffer = self.writer.take_buffer();
         for event in batch.iter() {
-            // A large record gets its room at once: growing a buffer by doubling copies it
-            // several times and leaves the smaller blocks behind.
-            let size = event.estimated_size();
-            if size > buffer.capacity() - buffer.len() {
-                buffer.reserve(size + size / 8);
-            }
             self.encoder.encode_line(event, self.headers, &mut buffer);
             if buffer.len() >= CHUNK_BYTES {
                 let first = deliveries.is_empty();

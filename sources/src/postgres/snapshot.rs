@@ -72,7 +72,8 @@ struct Unit {
 }
 
 enum Piece {
-    Rows(usize, Vec<ChangeEvent>),
+    /// A table's rows and their estimated bytes (counted once, by the reader).
+    Rows(usize, Vec<ChangeEvent>, usize),
     Done(usize),
     Failed(PgError),
 }
@@ -429,7 +430,7 @@ async fn read_unit(
     // get their markers): built once, shared.
     let source = table.source(&info).into_shared();
     let mut cut = shared.batch.clone();
-    let mut events: Vec<ChangeEvent> = Vec::new();
+    let mut events: Vec<ChangeEvent> = Vec::with_capacity(cut.max_events());
     let what = what();
     // The server sends one COPY message per row: rows are gathered and decoded in runs of
     // about PARSE_BYTES, so per-run costs are not paid per row.
@@ -456,19 +457,31 @@ async fn read_unit(
                     .map_err(PgError::Decode)?,
             }
             if cut.is_full(&events) {
-                cut.taken();
-                full.push(std::mem::take(&mut events));
+                let bytes = cut.taken();
+                let next = Vec::with_capacity(cut.max_events());
+                full.push((std::mem::replace(&mut events, next), bytes));
             }
             Ok(())
         })?;
         carry.drain(..consumed);
-        for batch in full {
-            if tx.send(Piece::Rows(unit.table, batch)).await.is_err() {
+        for (batch, bytes) in full {
+            if tx
+                .send(Piece::Rows(unit.table, batch, bytes))
+                .await
+                .is_err()
+            {
                 return Ok(false);
             }
         }
     }
-    if !events.is_empty() && tx.send(Piece::Rows(unit.table, events)).await.is_err() {
+    cut.is_full(&events);
+    let bytes = cut.taken();
+    if !events.is_empty()
+        && tx
+            .send(Piece::Rows(unit.table, events, bytes))
+            .await
+            .is_err()
+    {
         return Ok(false);
     }
     Ok(tx.send(Piece::Done(unit.table)).await.is_ok())
@@ -562,7 +575,7 @@ impl Collector {
         ctx: &mut SourceContext,
     ) -> Result<u64, PgError> {
         let mut cut = BatchCut::for_limits(ctx.limits());
-        let mut batch: Vec<ChangeEvent> = Vec::new();
+        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(cut.max_events());
         if let Some(notes) = &self.notes {
             batch.push(notes.event("STARTED", Vec::new(), &notes.position));
         }
@@ -577,10 +590,11 @@ impl Collector {
             };
             match piece {
                 Piece::Failed(e) => return Err(e),
-                Piece::Rows(t, events) => {
+                Piece::Rows(t, events, bytes) => {
                     if let (false, Some(notes)) = (self.seen[t], &self.notes) {
                         batch.push(notes.table_started(t));
                     }
+                    cut.is_full(&batch);
                     self.per_table[t] += events.len() as u64;
                     for mut event in events {
                         if self.rows == 0 {
@@ -594,6 +608,8 @@ impl Collector {
                             batch.push(previous);
                         }
                     }
+                    // The reader counted the rows' bytes (one held back or not, near enough).
+                    cut.counted_elsewhere(batch.len(), bytes);
                 }
                 Piece::Done(t) => {
                     self.remaining[t] -= 1;
