@@ -13,7 +13,13 @@ PGPORT=${PGPORT:-5432}
 DB=sluice_rowsize
 TOTAL=${TOTAL_BYTES:-200000000}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+cleanup() { # the slots and the database this script made
+  psql -X -q -At -U postgres -h "$PGHOST" -p "$PGPORT" -d postgres \
+    -c "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = '$DB' and not active" \
+    -c "drop database if exists $DB with (force)" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
 [ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 psqlq() { psql -X -q -At -v ON_ERROR_STOP=1 -U postgres -h "$PGHOST" -p "$PGPORT" "$@"; }
