@@ -306,3 +306,26 @@ pub fn assert_same_events(ours: &str, theirs: &str, what: &str) {
     }
     assert_eq!(ours.lines().count(), theirs.lines().count(), "{what}");
 }
+
+/// A variant of `pipeline`'s file (`file`, in `dir`) whose sink writes into a FIFO that the
+/// test reads at its own pace, with small queues: backpressure then holds the pipeline where
+/// the test stops reading, whatever the machine's speed. Returns the variant and the FIFO.
+pub fn fifo_pipeline(dir: &Path, file: &Path) -> (PathBuf, PathBuf) {
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = format!("{}/out.jsonl", dir.display());
+    let first_run = std::fs::read_to_string(file)
+        .unwrap()
+        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
+        .replace(
+            "offsets:",
+            "max_queue_size: 1000\nmax_batch_size: 100\noffsets:",
+        );
+    let first_file = dir.join("first.yaml");
+    std::fs::write(&first_file, first_run).unwrap();
+    (first_file, fifo)
+}

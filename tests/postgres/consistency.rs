@@ -174,23 +174,8 @@ fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
         false,
     );
     // The first run writes into a FIFO that this test reads at its own pace: backpressure
-    // holds the snapshot open until the kill, whatever the machine's speed.
-    let fifo = dir.path().join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    let yaml = std::fs::read_to_string(&file).unwrap();
-    let out = format!("{}/out.jsonl", dir.path().display());
-    let first_run = yaml
-        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
-        .replace(
-            "offsets:",
-            "max_queue_size: 1000\nmax_batch_size: 100\noffsets:",
-        );
-    let first_file = dir.path().join("first.yaml");
-    std::fs::write(&first_file, first_run).unwrap();
+    // holds the snapshot open until the kill.
+    let (first_file, fifo) = fifo_pipeline(dir.path(), &file);
     let mut child = start(&first_file, &[]);
     let mut seen: Vec<Json> = Vec::new();
     {

@@ -69,6 +69,19 @@ fn await_state(
     }
 }
 
+/// Waits until the pipeline logs that its incremental snapshot completed.
+fn await_completed(child: &mut std::process::Child) {
+    let t0 = std::time::Instant::now();
+    while !log_so_far(child).contains("notification=\"COMPLETED\"") {
+        assert!(
+            child.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 120,
+            "the snapshot did not complete:\n{}",
+            log_so_far(child)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 struct Case {
     name: &'static str,
     rows: u32,
@@ -179,15 +192,7 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
             })
         })
         .collect();
-    let t0 = std::time::Instant::now();
-    while !log_so_far(&child).contains("notification=\"COMPLETED\"") {
-        assert!(
-            child.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 120,
-            "the snapshot did not complete:\n{}",
-            log_so_far(&child)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    await_completed(&mut child);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     for writer in writers {
         writer.join().unwrap();
@@ -702,15 +707,7 @@ fn an_incremental_snapshot_of_wide_rows_cuts_its_chunks_by_bytes() {
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     signal_items(&db, "wide-1");
-    let t0 = std::time::Instant::now();
-    while !log_so_far(&child).contains("notification=\"COMPLETED\"") {
-        assert!(
-            child.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 120,
-            "the snapshot did not complete:\n{}",
-            log_so_far(&child)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    await_completed(&mut child);
     wait_lines(dir.path(), 2000, &mut child);
     stop(&child);
     finish(child);
