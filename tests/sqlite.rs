@@ -611,17 +611,7 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
     };
     let out = dir.path().join("out.jsonl");
     let size = || std::fs::metadata(&out).map_or(0, |m| m.len());
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64
-        | 1;
-    let mut random = |below: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % below
-    };
+    let mut moments = Moments::from_clock();
     for round in 0..20 {
         if round % 2 == 0 {
             let _ = std::fs::remove_file(dir.path().join("data/offsets.json"));
@@ -635,7 +625,7 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
             std::thread::sleep(Duration::from_millis(2));
         }
         let window = if round % 2 == 0 { 60 } else { 300 };
-        std::thread::sleep(Duration::from_millis(random(window)));
+        std::thread::sleep(Duration::from_millis(moments.below(window)));
         child.kill().unwrap();
         child.wait().unwrap();
     }
@@ -659,6 +649,10 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
     );
     assert_eq!(replayed, table);
 }
+
+#[path = "support/moments.rs"]
+mod moments;
+use moments::Moments;
 
 #[path = "support/procstat.rs"]
 #[allow(dead_code)] // shared with the benchmarks

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 use super::common::*;
+use super::moments::Moments;
 
 /// Replays a key's events: the state Sluice's output says the table is in.
 fn replay(events: &[Json]) -> BTreeMap<i64, Json> {
@@ -488,18 +489,7 @@ fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
             )
         })
     };
-    // A cheap xorshift: the moments differ from run to run.
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64
-        | 1;
-    let mut random = |below: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % below
-    };
+    let mut moments = Moments::from_clock();
     let offsets = dir.path().join("data/offsets.json");
     let mut in_snapshot = 0;
     for round in 0..20 {
@@ -520,7 +510,7 @@ fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
             active_slot_pid(&db, &mut child);
         }
         let window = if round % 2 == 0 { 150 } else { 300 };
-        std::thread::sleep(Duration::from_millis(random(window)));
+        std::thread::sleep(Duration::from_millis(moments.below(window)));
         child.kill().unwrap();
         child.wait().unwrap();
         let (after, last) = output_tail(dir.path());

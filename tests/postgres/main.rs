@@ -12,6 +12,8 @@ mod conformance;
 mod consistency;
 mod incremental;
 mod memory;
+#[path = "../support/moments.rs"]
+mod moments;
 mod notifications;
 mod ownership;
 mod resume;
