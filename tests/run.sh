@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The test command (README "Tests"): makes this machine fit for the tests, then runs them.
+# Idempotent: what is already in place is left as it is. Needs root for PostgreSQL's settings
+# and packages (a fresh machine of the project's kind is set up this way by .ci/run too).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+TANSU_VERSION=0.6.0
+
+# PostgreSQL with logical decoding (wal_level=logical), restarted only when needed.
+if command -v pg_ctlcluster >/dev/null 2>&1; then
+  ver=$(ls /etc/postgresql | sort -n | tail -1)
+  pg_ctlcluster --skip-systemctl-redirect "$ver" main start 2>/dev/null || true
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -q && break; sleep 1; done
+  if [ "$(psql -U postgres -h 127.0.0.1 -Atc 'show wal_level')" != "logical" ]; then
+    psql -U postgres -h 127.0.0.1 -qc "alter system set wal_level = logical"
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main restart
+    for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -q && break; sleep 1; done
+  fi
+  echo "postgres wal_level=$(psql -U postgres -h 127.0.0.1 -Atc 'show wal_level')"
+  # The contrib extensions the type tests use (hstore, citext, ltree).
+  have=$(psql -U postgres -h 127.0.0.1 -Atc "select count(*) from pg_available_extensions where name in ('hstore','citext','ltree')")
+  if [ "$have" != 3 ]; then
+    apt-get update -qq && apt-get install -y -qq "postgresql-contrib-$ver" || apt-get install -y -qq postgresql-contrib
+  fi
+  # A test CA and a role that logs in by client certificate only (TLS tests).
+  .ci/pg-client-certs.sh
+fi
+
+# Kafka-compatible broker for the Kafka tests: tansu (memory storage, no topic auto-create, no
+# transactions), installed once (about 20 minutes on 2 cores) and started on 127.0.0.1:9092.
+if ! tansu --version 2>/dev/null | grep -q "$TANSU_VERSION"; then
+  cargo install --locked tansu --version "$TANSU_VERSION" --features dynostore
+fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
+  broker_dir=$(mktemp -d) # tansu reads a .env from its working directory: give it an empty one
+  (cd "$broker_dir" && nohup tansu broker --storage-engine memory://tansu/ \
+    --listener-url tcp://127.0.0.1:9092 --advertised-listener-url tcp://127.0.0.1:9092 \
+    >"$broker_dir/tansu.log" 2>&1 &)
+  for _ in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null && break; sleep 0.2; done
+fi
+echo "kafka broker: $(tansu --version 2>/dev/null | head -1) on 127.0.0.1:9092"
+
+cargo test --workspace --locked
+
+# Tests that restart the PostgreSQL server cannot share it with the parallel suite: run alone.
+cargo test --locked --test postgres -- --ignored --test-threads=1 server_restart
