@@ -1,17 +1,18 @@
 //! `sluice`: run and validate change-data-capture pipelines.
 
+#[cfg(feature = "sqlite")]
+mod capture;
+#[cfg(feature = "sqlite")]
 mod quickstart;
 mod registry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sluice_engine::config::{load_pipeline, DurationSpec, OffsetStoreKind};
+use sluice_engine::config::{load_pipeline, DurationSpec};
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
-use sluice_sinks::kafka::offsets::KafkaOffsetStore;
 
 use registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
 
@@ -58,13 +59,15 @@ enum Command {
     /// Make SQLite tables capture their changes (change tables filled by triggers), or stop it.
     ///
     /// Exit codes: 0 done; 1 refused (the reason on one line).
+    #[cfg(feature = "sqlite")]
     Capture {
         #[command(subcommand)]
-        action: CaptureAction,
+        action: capture::CaptureAction,
     },
     /// Run Sluice's main job on an embedded default: a demo SQLite database in capture mode,
     /// changed by a writer for a few seconds, through `pipelines/quickstart.yaml` to the console
     /// and a JSON-lines file; ends by itself with a summary.
+    #[cfg(feature = "sqlite")]
     Quickstart {
         /// Where the database, the events and the offsets go.
         #[arg(long, default_value = ".sluice/quickstart")]
@@ -85,80 +88,6 @@ enum Command {
         #[arg(required = true)]
         pipelines: Vec<PathBuf>,
     },
-}
-
-#[derive(Debug, Subcommand)]
-enum CaptureAction {
-    /// Put tables into capture mode (idempotent; a table whose columns changed is captured anew).
-    Enable {
-        /// The SQLite database file.
-        database: PathBuf,
-        /// Tables.
-        #[arg(required = true)]
-        tables: Vec<String>,
-        /// Key columns for tables without a primary key (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        key: Option<Vec<String>>,
-    },
-    /// Take tables out of capture mode (their change tables and triggers are dropped).
-    Disable {
-        /// The SQLite database file.
-        database: PathBuf,
-        /// Tables.
-        #[arg(required = true)]
-        tables: Vec<String>,
-    },
-}
-
-fn capture(action: CaptureAction) -> Result<(), String> {
-    use sluice_sources::sqlite::capture::{self, Enabled};
-    let path = match &action {
-        CaptureAction::Enable { database, .. } | CaptureAction::Disable { database, .. } => {
-            database.clone()
-        }
-    };
-    if !path.exists() {
-        return Err(format!("{}: no such database file", path.display()));
-    }
-    let mut conn = rusqlite_open(&path)?;
-    match action {
-        CaptureAction::Enable { tables, key, .. } => {
-            for table in tables {
-                let what = capture::enable(&mut conn, &table, key.as_deref())
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                let said = match what {
-                    Enabled::Now => "capture enabled",
-                    Enabled::Already => "already in capture mode",
-                    Enabled::Recaptured => {
-                        "its columns changed: captured anew (changes not delivered yet are kept; the change table gained the new columns)"
-                    }
-                };
-                println!("{}: {table}: {said}", path.display());
-            }
-        }
-        CaptureAction::Disable { tables, .. } => {
-            for table in tables {
-                let was = capture::disable(&mut conn, &table)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                println!(
-                    "{}: {table}: {}",
-                    path.display(),
-                    if was {
-                        "capture disabled"
-                    } else {
-                        "was not in capture mode"
-                    }
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-fn rusqlite_open(
-    path: &std::path::Path,
-) -> Result<sluice_sources::sqlite::capture::Connection, String> {
-    sluice_sources::sqlite::capture::open(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -195,13 +124,15 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_INVALID)
             }
         }
-        Command::Capture { action } => match capture(action) {
+        #[cfg(feature = "sqlite")]
+        Command::Capture { action } => match capture::capture(action) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(EXIT_FAILED)
             }
         },
+        #[cfg(feature = "sqlite")]
         Command::Quickstart {
             dir,
             fresh,
@@ -260,13 +191,11 @@ fn main() -> ExitCode {
             };
             let offsets = config.offsets.clone();
             let mut plan = PipelinePlan::from_config(config);
-            if offsets.store == OffsetStoreKind::Kafka {
-                match KafkaOffsetStore::open(&offsets) {
-                    Ok(store) => plan.offset_store = Some(Arc::new(store)),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::from(EXIT_FAILED);
-                    }
+            match registry::offset_store(&offsets) {
+                Ok(store) => plan.offset_store = store,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_FAILED);
                 }
             }
             let options = RunOptions {

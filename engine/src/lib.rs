@@ -6,6 +6,7 @@
 //! - [`config`]: the pipeline YAML model, with located errors.
 //! - [`component`]: the `Source`, `Transform` and `Sink` traits.
 //! - [`queue`], [`ack`], [`offsets`]: bounded queues, ordered acknowledgement, committed positions.
+//! - [`registry`]: how components register themselves (one line each in the binary).
 //! - [`runtime`]: actors that run a pipeline, restart it, and stop it gracefully.
 
 pub mod ack;
@@ -20,6 +21,7 @@ pub mod metrics;
 pub mod notification;
 pub mod offsets;
 pub mod queue;
+pub mod registry;
 pub mod runtime;
 
 pub use component::{

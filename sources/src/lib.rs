@@ -1,8 +1,12 @@
-//! Sluice sources. Each source lives in its own folder with its `config.rs`.
+//! Sluice sources. Each source lives in its own folder with its `config.rs`, behind a Cargo
+//! feature of its name (all on by default); the connector kit they share is `kit/`.
 
+#[cfg(feature = "datagen")]
 pub mod datagen;
-pub mod kafka_signal;
+pub mod kit;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 /// Version reported in `source.version`.

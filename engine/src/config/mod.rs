@@ -16,6 +16,7 @@
 //! Component blocks are tagged by `type`; the engine is generic over the closed enums of
 //! sources, transforms and sinks that the binary assembles ([`ComponentSpec`]).
 
+mod fields;
 mod load;
 mod node;
 mod units;
@@ -24,6 +25,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use fields::{fields_of, from_node_parts};
 pub use load::{load_pipeline, parse_pipeline, LoadError};
 pub use node::{from_node, ConfigError, Loc, Node, NodeDeserializer, NodeKind};
 pub use units::{

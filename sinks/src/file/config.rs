@@ -25,3 +25,20 @@ pub struct FileSinkConfig {
 fn default_true() -> bool {
     true
 }
+
+impl sluice_engine::registry::Component for FileSinkConfig {
+    type Built = Box<dyn sluice_engine::Sink>;
+    const KIND: &'static str = "file";
+    fn from_node(
+        node: &sluice_engine::config::Node,
+        skip: &[&str],
+    ) -> Result<Self, sluice_engine::config::ConfigError> {
+        sluice_engine::registry::read_checked(node, skip, |_: &Self| Ok(()))
+    }
+    fn build(
+        &self,
+        ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        Ok(Box::new(super::FileSink::open(self, ctx)?))
+    }
+}

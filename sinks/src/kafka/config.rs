@@ -300,6 +300,23 @@ impl KafkaSinkConfig {
     }
 }
 
+impl sluice_engine::registry::Component for KafkaSinkConfig {
+    type Built = Box<dyn sluice_engine::Sink>;
+    const KIND: &'static str = "kafka";
+    fn from_node(
+        node: &sluice_engine::config::Node,
+        skip: &[&str],
+    ) -> Result<Self, sluice_engine::config::ConfigError> {
+        sluice_engine::registry::read_checked(node, skip, Self::validate)
+    }
+    fn build(
+        &self,
+        ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        Ok(Box::new(super::KafkaSink::open(self, ctx)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

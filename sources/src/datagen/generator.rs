@@ -286,22 +286,17 @@ impl Generator {
         let after = after_v.map(|v| self.row(table, id, v));
         let source = self.source(table, ts);
         let value = table.schema.value(op, before, after, source, None, ts);
-        out.push(ChangeEvent {
+        let event = ChangeEvent {
             topic: table.topic.clone(),
-            key: key.clone(),
+            key,
             value: Some(value),
             headers: Vec::new(),
-            position: position.clone(),
-        });
-        if op == Op::Delete && self.tombstones {
-            out.push(ChangeEvent {
-                topic: table.topic.clone(),
-                key,
-                value: None,
-                headers: Vec::new(),
-                position,
-            });
-        }
+            position,
+        };
+        let tombstone =
+            (op == Op::Delete && self.tombstones).then(|| crate::kit::records::tombstone(&event));
+        out.push(event);
+        out.extend(tombstone);
     }
 }
 

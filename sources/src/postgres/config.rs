@@ -2,78 +2,12 @@
 //! and defaults, so a Debezium configuration carries over unchanged.
 
 use serde::Deserialize;
-use sluice_engine::config::{RegexList, Secret};
+use sluice_engine::config::{ConfigError, Node, RegexList, Secret};
 
-/// `snapshot.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SnapshotMode {
-    /// Snapshot when no offset is committed, then stream (default).
-    #[default]
-    Initial,
-    /// Snapshot, then stop.
-    InitialOnly,
-    /// Only stream; create the slot without reading data.
-    NoData,
-    /// Same as `no_data` (legacy name).
-    Never,
-    /// Snapshot on every start, then stream.
-    Always,
-    /// Snapshot when no offset is committed or the committed position is no longer available.
-    WhenNeeded,
-}
+use super::columns::{check_column_property, COLUMN_PREFIXES};
+use crate::kit::signal::kafka::SIGNAL_CONSUMER_PREFIX;
 
-/// `time.precision.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum TimePrecisionMode {
-    /// Debezium time types whose precision follows the column (default).
-    #[default]
-    Adaptive,
-    /// Like adaptive, but `time` is always microseconds.
-    AdaptiveTimeMicroseconds,
-    /// Kafka Connect's logical types (milliseconds).
-    Connect,
-}
-
-/// `decimal.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum DecimalMode {
-    /// `org.apache.kafka.connect.data.Decimal` bytes (default).
-    #[default]
-    Precise,
-    /// float64.
-    Double,
-    /// The decimal as a string.
-    String,
-}
-
-/// `binary.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum BinaryMode {
-    /// bytes (default).
-    #[default]
-    Bytes,
-    /// Base64 string.
-    Base64,
-    /// URL-safe base64 string.
-    Base64UrlSafe,
-    /// Hex string.
-    Hex,
-}
-
-/// `interval.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum IntervalMode {
-    /// `io.debezium.time.MicroDuration` int64 (default).
-    #[default]
-    Numeric,
-    /// `io.debezium.time.Interval` ISO-8601 string.
-    String,
-}
+pub use crate::kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
 
 /// `hstore.handling.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -201,9 +135,9 @@ pub struct PostgresConfig {
     /// Columns not to capture (key columns always stay in the key).
     #[serde(rename = "column.exclude.list", default)]
     pub column_exclude: RegexList,
-    /// Snapshot mode (default `initial`).
-    #[serde(rename = "snapshot.mode", default)]
-    pub snapshot_mode: SnapshotMode,
+    /// The options every database source shares (`snapshot.mode`, ...), read beside these.
+    #[serde(skip)]
+    pub common: crate::kit::config::SourceCommon,
     /// Tables whose snapshot uses a custom SELECT, each given as
     /// `snapshot.select.statement.overrides.<schema>.<table>` (read by [`Self::with_overrides`]).
     #[serde(rename = "snapshot.select.statement.overrides", default)]
@@ -451,11 +385,11 @@ impl PostgresConfig {
     }
 
     /// Where the `kafka` signal channel reads, when it is on.
-    pub fn kafka_signals(&self) -> Option<crate::kafka_signal::KafkaSignalSettings> {
+    pub fn kafka_signals(&self) -> Option<crate::kit::signal::kafka::KafkaSignalSettings> {
         if !self.signal_channels().iter().any(|c| c == "kafka") {
             return None;
         }
-        Some(crate::kafka_signal::KafkaSignalSettings {
+        Some(crate::kit::signal::kafka::KafkaSignalSettings {
             bootstrap_servers: self.signal_kafka_servers.clone().unwrap_or_default(),
             topic: self
                 .signal_kafka_topic
@@ -469,6 +403,7 @@ impl PostgresConfig {
 
     /// Checks what serde cannot; messages say how to fix.
     pub fn validate(&self) -> Result<(), String> {
+        self.common.snapshotter("postgres", false)?;
         if self.plugin_name != "pgoutput" {
             return Err(format!(
                 "`plugin.name` is `{}`: only `pgoutput` is supported",
@@ -615,6 +550,79 @@ impl PostgresConfig {
         let full = format!("{schema}.{table}.{column}");
         (self.column_include.is_empty() || self.column_include.matches(&full))
             && !self.column_exclude.matches(&full)
+    }
+}
+
+/// The keys of a `postgres` block whose names carry a value (`column.mask.with.8.chars`,
+/// `signal.consumer.<property>`, `snapshot.select.statement.overrides.<table>`).
+#[derive(Default)]
+struct DynamicKeys {
+    columns: Vec<(String, String)>,
+    consumer: Vec<(String, String)>,
+    statements: Vec<(String, String)>,
+}
+
+impl DynamicKeys {
+    /// The keys [`DynamicKeys::read`] takes, for the serde pass to skip.
+    fn prefixes() -> Vec<&'static str> {
+        let mut keys = vec![OVERRIDE_PREFIX, SIGNAL_CONSUMER_PREFIX];
+        keys.extend(COLUMN_PREFIXES);
+        keys
+    }
+
+    fn read(node: &Node) -> Result<Self, ConfigError> {
+        let mut keys = DynamicKeys::default();
+        for (key, value) in node.entries().unwrap_or_default() {
+            let name = key.as_text().unwrap_or_default();
+            let text = |expected: &str| {
+                value
+                    .as_text()
+                    .ok_or_else(|| ConfigError::at(value.loc, expected).with_path(name.clone()))
+            };
+            if COLUMN_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                let selectors = text(
+                    "expected column selectors (regexes on schema.table.column, comma-separated)",
+                )?;
+                check_column_property(&name, &selectors)
+                    .map_err(|m| ConfigError::at(key.loc, m).with_path(name.clone()))?;
+                keys.columns.push((name.clone(), selectors));
+            } else if let Some(property) = name.strip_prefix(SIGNAL_CONSUMER_PREFIX) {
+                let value = text("expected a consumer property value")?;
+                keys.consumer.push((property.to_owned(), value));
+            } else if let Some(table) = name.strip_prefix(OVERRIDE_PREFIX) {
+                let sql = text("expected a SELECT statement")?;
+                keys.statements.push((table.to_owned(), sql));
+            }
+        }
+        Ok(keys)
+    }
+}
+
+impl sluice_engine::registry::Component for PostgresConfig {
+    type Built = Box<dyn sluice_engine::Source>;
+    const KIND: &'static str = "postgres";
+    fn from_node(node: &Node, skip: &[&str]) -> Result<Self, ConfigError> {
+        let mut keys: Vec<&str> = skip.to_vec();
+        keys.extend(DynamicKeys::prefixes());
+        let (mut config, common): (PostgresConfig, crate::kit::config::SourceCommon) =
+            sluice_engine::config::from_node_parts(node, &keys)?;
+        config.common = common;
+        let dynamic = DynamicKeys::read(node)?;
+        let config = config
+            .with_signal_consumer(dynamic.consumer)
+            .with_overrides(dynamic.statements)
+            .and_then(|c| c.with_columns(&dynamic.columns))
+            .map_err(|m| ConfigError::at(node.loc, m))?;
+        config
+            .validate()
+            .map_err(|m| ConfigError::at(node.loc, m))?;
+        Ok(config)
+    }
+    fn build(
+        &self,
+        ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        Ok(Box::new(super::PostgresSource::new(self.clone(), ctx)?))
     }
 }
 

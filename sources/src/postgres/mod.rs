@@ -15,7 +15,6 @@ mod change;
 mod columns;
 mod config;
 mod copy;
-pub(crate) mod decimal;
 mod error;
 mod extra_types;
 #[doc(hidden)]
@@ -25,7 +24,6 @@ mod offset;
 mod owned;
 mod pgoutput;
 mod schema_change;
-mod signal;
 mod signaling;
 mod slot;
 mod snapshot;
@@ -45,7 +43,7 @@ use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
 use sluice_engine::{Batch, BuildContext, ComponentError, Source, SourceContext};
 
 pub use columns::{check_column_property, COLUMN_PREFIXES};
-pub use config::{PostgresConfig, SnapshotMode, OVERRIDE_PREFIX};
+pub use config::{PostgresConfig, OVERRIDE_PREFIX};
 pub use error::PgError;
 pub use offset::PgOffset;
 
@@ -188,11 +186,7 @@ const REPLICATION_BUFFER: usize = 4;
 
 /// The incremental snapshot's progress in the committed position, if one was running.
 fn committed_progress(ctx: &SourceContext) -> Option<incremental::Progress> {
-    let Some(sluice_engine::Position::Opaque(text)) = ctx.resume_from() else {
-        return None;
-    };
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    serde_json::from_value(value.get("incremental")?.clone()).ok()
+    crate::kit::position::progress_of(ctx.resume_from()?)
 }
 
 /// Finds the signaling table (it must exist and be published) and sets up the channels.
@@ -209,7 +203,7 @@ async fn signal_setup(
         .any(|c| c == "file")
         .then(|| config.signal_file.clone())
         .flatten()
-        .map(|path| signaling::FileChannel { path });
+        .map(|path| crate::kit::signal::FileChannel { path });
     let Some((schema, table)) = config.signal_table() else {
         if file.is_none() && !channels.iter().any(|c| c == "http" || c == "kafka") {
             return Ok(None);
@@ -339,19 +333,25 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             config.slot_name
         )));
     }
-    let snapshot_done = committed.is_some_and(|o| o.snapshot_completed);
-    let need_snapshot = match config.snapshot_mode {
-        SnapshotMode::Initial | SnapshotMode::InitialOnly => !snapshot_done,
-        SnapshotMode::Always => true,
-        SnapshotMode::NoData | SnapshotMode::Never => false,
-        SnapshotMode::WhenNeeded => !snapshot_done || slot.is_none(),
+    let stored = crate::kit::snapshot::Stored {
+        offset: committed.is_some(),
+        snapshot_completed: committed.is_some_and(|o| o.snapshot_completed),
+        position_available: slot.is_some(),
     };
-    if config.snapshot_mode == SnapshotMode::InitialOnly && snapshot_done {
+    let lost = format!("replication slot `{}` no longer exists", config.slot_name);
+    let start_plan = config
+        .common
+        .snapshotter("postgres", false)
+        .and_then(|s| s.plan(stored, &lost))
+        .map_err(PgError::Setup)?;
+    if !start_plan.data && !start_plan.stream {
         tracing::info!(
-            "The initial snapshot is complete and snapshot.mode is initial_only: nothing to do."
+            mode = config.common.snapshot_mode.name(),
+            "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
         );
         return Ok(());
     }
+    let need_snapshot = start_plan.data;
     let db = info.dbname.clone();
     let notifications = config
         .notification_sink()
@@ -383,7 +383,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         };
         let rows = snapshot::run(&client, &plan, ctx).await?;
         tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");
-        if config.snapshot_mode == SnapshotMode::InitialOnly || ctx.is_stopping() {
+        if !start_plan.stream || ctx.is_stopping() {
             return Ok(());
         }
         let consistent_point = start.consistent_point;
@@ -396,13 +396,8 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             },
         )
     } else {
+        // A lost slot with a committed position was refused or re-snapshotted by the plan.
         if slot.is_none() {
-            if committed.is_some() {
-                return Err(PgError::Setup(format!(
-                    "replication slot `{}` no longer exists, so the committed position cannot be resumed: set `snapshot.mode: when_needed` to take a new snapshot, or remove the offsets",
-                    config.slot_name
-                )));
-            }
             client
                 .execute(
                     "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",

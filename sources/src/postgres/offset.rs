@@ -158,4 +158,30 @@ mod tests {
         assert!(!at.covers(100, 61, 0));
         assert!(!at.covers(90, 10, 0), "another transaction");
     }
+
+    #[test]
+    fn the_progress_is_a_field_of_the_position() {
+        let offset = PgOffset {
+            lsn: 42,
+            tx: Some(TxPoint {
+                lsn_commit: 40,
+                lsn_proc: 30,
+                part: 2,
+            }),
+            snapshot_completed: true,
+        };
+        let progress = serde_json::value::RawValue::from_string(
+            r#"{"id":"s-1","tables":["public.a"]}"#.to_owned(),
+        )
+        .unwrap();
+        let Position::Opaque(text) = crate::kit::position::with_progress(&offset, &progress) else {
+            panic!("not opaque");
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["incremental"]["id"], "s-1");
+        assert_eq!(
+            PgOffset::parse(&Position::Opaque(text.clone())).unwrap(),
+            offset
+        );
+    }
 }

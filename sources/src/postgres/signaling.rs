@@ -2,8 +2,6 @@
 //! `file` channel, and the incremental snapshot they drive.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_engine::notification::Notification;
@@ -12,9 +10,11 @@ use sluice_engine::{ChangeEvent, Position, Record};
 use super::error::PgError;
 use super::incremental::Incremental;
 use super::offset::PgOffset;
-use super::signal::{from_json_line, interpret, Action, Signal, WINDOW_CLOSE, WINDOW_OPEN};
 use super::stream::Streamer;
 use super::table::{Cell, TableSchema};
+use crate::kit::signal::{
+    from_json_line, interpret, Action, Collections, FileChannel, Signal, WINDOW_CLOSE, WINDOW_OPEN,
+};
 
 /// Signal channels and the incremental snapshot.
 #[derive(Debug)]
@@ -31,64 +31,6 @@ pub struct Signals {
     pub db: String,
     /// A blocking snapshot asked for, run once the signal's transaction is delivered.
     pub blocking: Option<super::blocking::Blocking>,
-}
-
-/// JSON lines appended to a file; the file is emptied once its signals are read.
-#[derive(Debug)]
-pub struct FileChannel {
-    /// The file.
-    pub path: PathBuf,
-}
-
-impl FileChannel {
-    /// Signals written since the last call.
-    pub fn take(&mut self) -> Vec<String> {
-        let Ok(mut file) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&self.path)
-        else {
-            return Vec::new();
-        };
-        let mut text = String::new();
-        if file.read_to_string(&mut text).is_err() || text.is_empty() {
-            return Vec::new();
-        }
-        // Only whole lines; a line being written stays for the next read.
-        let Some(end) = text.rfind('\n') else {
-            return Vec::new();
-        };
-        let rest = text[end + 1..].to_owned();
-        let lines: Vec<String> = text[..end]
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect();
-        // Empty the file, keeping a partial last line.
-        let emptied = file.set_len(0).and_then(|_| file.rewind()).and_then(|_| {
-            use std::io::Write;
-            file.write_all(rest.as_bytes())
-        });
-        if let Err(e) = emptied {
-            tracing::warn!(file = %self.path.display(), error = %e, "Cannot empty the signal file; its signals may be read again.");
-        }
-        lines
-    }
-}
-
-/// The offset's JSON object with the progress (already JSON) added as `incremental`.
-fn with_progress(offset: &PgOffset, progress: &str) -> Position {
-    let Ok(json) = serde_json::to_string(offset) else {
-        return offset.position();
-    };
-    match json.strip_suffix('}') {
-        Some(open) => {
-            let comma = if open.ends_with('{') { "" } else { "," };
-            Position::Opaque(format!("{open}{comma}\"incremental\":{progress}}}").into())
-        }
-        None => offset.position(),
-    }
 }
 
 fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
@@ -213,7 +155,7 @@ impl Streamer<'_> {
         else {
             return offset.position();
         };
-        with_progress(&offset, progress)
+        crate::kit::position::with_progress(&offset, progress)
     }
 
     /// A streamed change: it supersedes an incremental snapshot row of the same key.
@@ -346,15 +288,8 @@ impl Streamer<'_> {
             }
         }
         let matcher = |patterns: &[String]| {
-            let regexes: Vec<regex::Regex> = patterns
-                .iter()
-                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
-                .collect();
-            move |table: &str| {
-                regexes
-                    .iter()
-                    .any(|r| r.is_match(table) || r.is_match(&format!("{db}.{table}")))
-            }
+            let collections = Collections::new(patterns, &db);
+            move |table: &str| collections.matches(table)
         };
         if let Action::Execute {
             blocking: true,
@@ -497,33 +432,4 @@ async fn check_conditions(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_progress_is_a_field_of_the_position() {
-        let offset = PgOffset {
-            lsn: 42,
-            tx: Some(super::super::offset::TxPoint {
-                lsn_commit: 40,
-                lsn_proc: 30,
-                part: 2,
-            }),
-            snapshot_completed: true,
-        };
-        let Position::Opaque(text) =
-            with_progress(&offset, r#"{"id":"s-1","tables":["public.a"]}"#)
-        else {
-            panic!("not opaque");
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(value["incremental"]["id"], "s-1");
-        assert_eq!(
-            PgOffset::parse(&Position::Opaque(text.clone())).unwrap(),
-            offset
-        );
-    }
 }

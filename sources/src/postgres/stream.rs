@@ -9,7 +9,7 @@ use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
-use crate::kafka_signal::KafkaSignals;
+use crate::kit::signal::kafka::KafkaSignals;
 
 use super::catalog::{table_def, TypeResolver};
 use super::change;
@@ -557,10 +557,10 @@ impl Streamer<'_> {
         out: &mut Vec<ChangeEvent>,
         role: u64,
     ) {
-        let tombstone = self.config.tombstones_on_delete.then(|| ChangeEvent {
-            value: None,
-            ..delete.clone()
-        });
+        let tombstone = self
+            .config
+            .tombstones_on_delete
+            .then(|| crate::kit::records::tombstone(&delete));
         self.push(tx, last_done, delete, out, role);
         if let Some(tombstone) = tombstone {
             self.push(tx, last_done, tombstone, out, role + 1);

@@ -3,15 +3,18 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
 use sluice_engine::event::{decimal_schema, names};
 use sluice_engine::{Schema, SchemaType, Struct, Value};
 
 use super::config::{
     BinaryMode, DecimalMode, HstoreMode, IntervalMode, PostgresConfig, TimePrecisionMode,
 };
-use super::decimal::{money_text, plain_text, unscaled_bytes, Special};
 use super::{extra_types, temporal};
+use crate::kit::values::decimal::{money_text, Special};
+use crate::kit::values::temporal as kit_temporal;
+use crate::kit::values::{
+    binary_schema, binary_value, decimal_column_schema, decimal_value, named, parse_float,
+};
 
 /// How a column's values are read.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,25 +205,6 @@ impl Modes {
     }
 }
 
-fn named(kind: SchemaType, name: &str, optional: bool) -> sluice_engine::event::SchemaBuilder {
-    Schema::builder(kind)
-        .optional_if(optional)
-        .name(name)
-        .version(1)
-}
-
-/// Debezium's `VariableScaleDecimal` struct schema.
-fn variable_scale_decimal(optional: bool) -> Arc<Schema> {
-    Schema::struct_builder()
-        .optional_if(optional)
-        .name("io.debezium.data.VariableScaleDecimal")
-        .version(1)
-        .doc("Variable scaled decimal")
-        .field("scale", Schema::primitive(SchemaType::Int32, false))
-        .field("value", Schema::primitive(SchemaType::Bytes, false))
-        .build()
-}
-
 /// Debezium's `io.debezium.data.geometry.Point` struct schema.
 fn point_schema(optional: bool) -> Arc<Schema> {
     Schema::struct_builder()
@@ -265,14 +249,7 @@ fn builder_of(kind: &PgKind, modes: Modes, optional: bool) -> sluice_engine::eve
         PgKind::Int8 | PgKind::Oid => plain(T::Int64),
         PgKind::Float4 => plain(T::Float32),
         PgKind::Float8 => plain(T::Float64),
-        PgKind::Numeric(ps) => match modes.decimal {
-            DecimalMode::Double => plain(T::Float64),
-            DecimalMode::String => plain(T::String),
-            DecimalMode::Precise => match ps {
-                Some((p, s)) => decimal_schema(*s, Some(*p), optional).to_builder(),
-                None => variable_scale_decimal(optional).to_builder(),
-            },
-        },
+        PgKind::Numeric(ps) => decimal_column_schema(modes.decimal, *ps, optional),
         PgKind::Money => match modes.decimal {
             DecimalMode::Double => plain(T::Float64),
             DecimalMode::String => plain(T::String),
@@ -291,38 +268,13 @@ fn builder_of(kind: &PgKind, modes: Modes, optional: bool) -> sluice_engine::eve
         },
         PgKind::Ltree => named(T::String, "io.debezium.data.Ltree", optional),
         PgKind::Tsvector => named(T::String, "io.debezium.data.Tsvector", optional),
-        PgKind::Bytea => match modes.binary {
-            BinaryMode::Bytes => plain(T::Bytes),
-            _ => plain(T::String),
-        },
-        PgKind::Date => match modes.time {
-            TimePrecisionMode::Connect => {
-                named(T::Int32, "org.apache.kafka.connect.data.Date", optional)
-            }
-            _ => named(T::Int32, names::DATE, optional),
-        },
-        PgKind::Time(p) => match modes.time {
-            TimePrecisionMode::Connect => {
-                named(T::Int32, "org.apache.kafka.connect.data.Time", optional)
-            }
-            TimePrecisionMode::Adaptive if *p <= 3 => named(T::Int32, names::TIME, optional),
-            _ => named(T::Int64, names::MICRO_TIME, optional),
-        },
+        PgKind::Bytea => binary_schema(modes.binary, optional),
+        PgKind::Date => kit_temporal::date_schema(modes.time, optional),
+        PgKind::Time(p) => kit_temporal::time_schema(*p, modes.time, optional),
         PgKind::TimeTz(_) => named(T::String, names::ZONED_TIME, optional),
-        PgKind::Timestamp(p) => match modes.time {
-            TimePrecisionMode::Connect => named(
-                T::Int64,
-                "org.apache.kafka.connect.data.Timestamp",
-                optional,
-            ),
-            _ if *p <= 3 => named(T::Int64, names::TIMESTAMP, optional),
-            _ => named(T::Int64, names::MICRO_TIMESTAMP, optional),
-        },
+        PgKind::Timestamp(p) => kit_temporal::timestamp_schema(*p, modes.time, optional),
         PgKind::TimestampTz(_) => named(T::String, names::ZONED_TIMESTAMP, optional),
-        PgKind::Interval => match modes.interval {
-            IntervalMode::Numeric => named(T::Int64, "io.debezium.time.MicroDuration", optional),
-            IntervalMode::String => named(T::String, "io.debezium.time.Interval", optional),
-        },
+        PgKind::Interval => kit_temporal::interval_schema(modes.interval, optional),
         PgKind::Uuid => named(T::String, names::UUID, optional),
         PgKind::Json => named(T::String, names::JSON, optional),
         PgKind::Xml => named(T::String, "io.debezium.data.Xml", optional),
@@ -372,9 +324,9 @@ pub fn parse_value(
             ))
         }
         PgKind::Numeric(ps) => {
-            decimal_value(text, ps.map(|(_, s)| s), modes, schema).ok_or_else(err)?
+            decimal_value(text, ps.map(|(_, s)| s), modes.decimal, schema).ok_or_else(err)?
         }
-        PgKind::Money => decimal_value(&money_text(text), Some(modes.money_digits), modes, schema)
+        PgKind::Money => decimal_value(&money_text(text), Some(modes.money_digits), modes.decimal, schema)
             .ok_or_else(err)?,
         PgKind::Text
         | PgKind::Unknown(_)
@@ -418,19 +370,6 @@ pub fn parse_value(
     })
 }
 
-fn binary_value(bytes: Vec<u8>, mode: BinaryMode) -> Value {
-    match mode {
-        BinaryMode::Bytes => Value::Bytes(bytes),
-        BinaryMode::Base64 => Value::from(base64::engine::general_purpose::STANDARD.encode(bytes)),
-        BinaryMode::Base64UrlSafe => {
-            Value::from(base64::engine::general_purpose::URL_SAFE.encode(bytes))
-        }
-        BinaryMode::Hex => {
-            Value::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
-        }
-    }
-}
-
 fn array_value(element: &PgKind, modes: Modes, schema: &Arc<Schema>, text: &str) -> Option<Value> {
     // Debezium 3.6.3 emits no value for bit arrays (see `builder_of`).
     if matches!(element, PgKind::Bit(_) | PgKind::VarBit(_)) {
@@ -457,46 +396,6 @@ fn array_value(element: &PgKind, modes: Modes, schema: &Arc<Schema>, text: &str)
         })
         .collect::<Option<_>>()?;
     Some(Value::Array(values))
-}
-
-fn parse_float(text: &str) -> Option<f64> {
-    match Special::of(text) {
-        Some(s) => Some(s.as_f64()),
-        None => text.parse().ok(),
-    }
-}
-
-fn decimal_value(
-    text: &str,
-    scale: Option<u32>,
-    modes: Modes,
-    schema: &Arc<Schema>,
-) -> Option<Value> {
-    if let Some(special) = Special::of(text) {
-        return Some(match modes.decimal {
-            DecimalMode::Double => Value::Float64(special.as_f64()),
-            DecimalMode::String => Value::from(special.debezium_name()),
-            // A Connect `Decimal` holds no NaN or infinity: Debezium emits null.
-            DecimalMode::Precise if schema.is_optional() => Value::Null,
-            DecimalMode::Precise => return None,
-        });
-    }
-    match modes.decimal {
-        DecimalMode::Double => parse_float(text).map(Value::Float64),
-        DecimalMode::String => Some(Value::from(plain_text(text, scale))),
-        DecimalMode::Precise => match scale {
-            Some(s) => unscaled_bytes(text, s).map(Value::Bytes),
-            None => {
-                let s = text.split_once('.').map_or(0, |(_, f)| f.len() as u32);
-                let bytes = unscaled_bytes(text, s)?;
-                let st = Struct::from_values(
-                    schema.clone(),
-                    vec![Value::Int32(i32::try_from(s).ok()?), Value::Bytes(bytes)],
-                )?;
-                Some(Value::Struct(st))
-            }
-        },
-    }
 }
 
 /// `\x0102` (hex output) or the legacy escape format → bytes.
@@ -656,8 +555,8 @@ pub fn default_value(kind: &PgKind, modes: Modes, expr: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::decimal::unscaled;
     use super::*;
+    use crate::kit::values::decimal::unscaled;
     use proptest::prelude::*;
 
     fn modes() -> Modes {

@@ -22,9 +22,9 @@ pub struct SqliteConfig {
     /// Anchored regexes on table names to leave out.
     #[serde(rename = "table.exclude.list", default)]
     pub exclude: Option<RegexList>,
-    /// `initial` (default), `initial_only`, `no_data`, `always`.
-    #[serde(rename = "snapshot.mode", default)]
-    pub snapshot_mode: SnapshotMode,
+    /// The options every database source shares (`snapshot.mode`, ...), read beside these.
+    #[serde(skip)]
+    pub common: crate::kit::config::SourceCommon,
     /// How long to wait between polls of the change tables when there was nothing new
     /// (default 500 ms).
     #[serde(rename = "poll.interval.ms", default = "default_poll")]
@@ -63,21 +63,6 @@ fn default_true() -> bool {
     true
 }
 
-/// `snapshot.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SnapshotMode {
-    /// Snapshot when there is no completed one, then stream.
-    #[default]
-    Initial,
-    /// Snapshot, then stop.
-    InitialOnly,
-    /// Stream only.
-    NoData,
-    /// Snapshot at every start, then stream.
-    Always,
-}
-
 impl SqliteConfig {
     /// Checks what serde cannot.
     pub fn validate(&self) -> Result<(), String> {
@@ -90,6 +75,7 @@ impl SqliteConfig {
         if self.poll_interval_ms == 0 {
             return Err("`poll.interval.ms` must be at least 1".into());
         }
+        self.common.snapshotter("sqlite", false)?;
         Ok(())
     }
 
@@ -104,5 +90,28 @@ impl SqliteConfig {
     pub fn selects(&self, table: &str) -> bool {
         self.include.as_ref().is_none_or(|l| l.matches(table))
             && !self.exclude.as_ref().is_some_and(|l| l.matches(table))
+    }
+}
+
+impl sluice_engine::registry::Component for SqliteConfig {
+    type Built = Box<dyn sluice_engine::Source>;
+    const KIND: &'static str = "sqlite";
+    fn from_node(
+        node: &sluice_engine::config::Node,
+        skip: &[&str],
+    ) -> Result<Self, sluice_engine::config::ConfigError> {
+        let (mut config, common): (SqliteConfig, crate::kit::config::SourceCommon) =
+            sluice_engine::config::from_node_parts(node, skip)?;
+        config.common = common;
+        config
+            .validate()
+            .map_err(|m| sluice_engine::config::ConfigError::at(node.loc, m))?;
+        Ok(config)
+    }
+    fn build(
+        &self,
+        ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        Ok(Box::new(super::SqliteSource::new(self.clone(), ctx)?))
     }
 }

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
+use crate::kit::signal::{interpret, Action, Collections, Signal};
+
 /// The progress of an incremental snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
@@ -29,22 +31,8 @@ pub struct Progress {
     pub id: String,
 }
 
-/// What a signal row asks.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    /// Snapshot these tables (names as given: `orders` or `main.orders`).
-    Execute {
-        /// The signal's id.
-        id: String,
-        /// Regexes or names of tables.
-        collections: Vec<String>,
-    },
-    /// Stop the running incremental snapshot.
-    Stop,
-}
-
-/// The command of an insert into the signaling table, if it is one Sluice acts on.
-pub fn command(event: &ChangeEvent) -> Option<Result<Command, String>> {
+/// The signal an insert into the signaling table carries (`id`, `type`, `data` columns).
+pub fn signal_of(event: &ChangeEvent) -> Option<Signal> {
     if event.op() != Some(Op::Create) {
         return None;
     }
@@ -60,55 +48,76 @@ pub fn command(event: &ChangeEvent) -> Option<Result<Command, String>> {
         Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
         _ => None,
     };
-    let id = text("id").unwrap_or_default();
-    let kind = text("type")?;
-    let data: Json = match text("data") {
-        Some(d) if !d.trim().is_empty() => match serde_json::from_str(&d) {
-            Ok(j) => j,
-            Err(e) => return Some(Err(format!("signal `{id}`: `data` is not JSON: {e}"))),
-        },
-        _ => Json::Null,
-    };
-    match kind.as_str() {
-        "execute-snapshot" => {
-            if let Some(t) = data.get("type").and_then(Json::as_str) {
-                if !t.eq_ignore_ascii_case("incremental") {
-                    return Some(Err(format!(
-                        "signal `{id}`: only incremental snapshots are supported by the sqlite source, not `{t}`"
-                    )));
-                }
-            }
-            let collections = data
-                .get("data-collections")
-                .and_then(Json::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Json::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
-            Some(Ok(Command::Execute { id, collections }))
-        }
-        "stop-snapshot" => Some(Ok(Command::Stop)),
-        _ => None,
-    }
+    Some(Signal {
+        id: text("id").unwrap_or_default(),
+        kind: text("type")?,
+        data: text("data").filter(|d| !d.trim().is_empty()),
+    })
 }
 
-/// The captured tables a signal's collections select (names or anchored regexes on `table` or
-/// `main.table`), in the order of `tables`.
-pub fn select(collections: &[String], tables: &[String]) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    for c in collections {
-        let re = regex::Regex::new(&format!("^(?:{c})$"))
-            .map_err(|e| format!("data collection `{c}` is not a valid regex: {e}"))?;
-        for t in tables {
-            if (re.is_match(t) || re.is_match(&format!("main.{t}"))) && !out.contains(t) {
-                out.push(t.clone());
+/// Carries out a signal on the incremental snapshot's progress; `Err` says why it cannot be.
+/// `tables` are the captured tables a signal may select.
+pub fn act(
+    signal: &Signal,
+    tables: &[String],
+    progress: &mut Option<Progress>,
+) -> Result<(), String> {
+    let unsupported = |what: &str| Err(format!("{what} are not supported by the sqlite source"));
+    match interpret(signal)? {
+        None => {
+            tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.")
+        }
+        Some(Action::Execute { blocking: true, .. }) => {
+            return unsupported("blocking snapshots (use `type: incremental`)")
+        }
+        Some(Action::Execute { conditions, .. }) if !conditions.is_empty() => {
+            return unsupported("`additional-conditions`")
+        }
+        Some(Action::Execute {
+            surrogate_key: Some(_),
+            ..
+        }) => return unsupported("surrogate keys"),
+        Some(Action::Execute { collections, .. }) => {
+            let selected = Collections::new(&collections, "main").select(tables);
+            if selected.is_empty() {
+                return Err(format!("no captured table matches {collections:?}"));
+            }
+            tracing::info!(signal = %signal.id, tables = %selected.join(","), "Incremental snapshot requested.");
+            let p = progress.get_or_insert_with(|| Progress {
+                tables: VecDeque::new(),
+                last_key: None,
+                id: signal.id.clone(),
+            });
+            for t in selected {
+                if !p.tables.contains(&t) {
+                    p.tables.push_back(t);
+                }
             }
         }
+        Some(Action::Stop(None)) => {
+            if progress.take().is_some() {
+                tracing::info!("Incremental snapshot stopped by a signal.");
+            }
+        }
+        Some(Action::Stop(Some(collections))) => {
+            let stop = Collections::new(&collections, "main");
+            if let Some(p) = progress.as_mut() {
+                if p.tables.front().is_some_and(|t| stop.matches(t)) {
+                    p.last_key = None;
+                }
+                p.tables.retain(|t| !stop.matches(t));
+                tracing::info!(tables = ?collections, "Incremental snapshot of tables stopped by a signal.");
+                if p.tables.is_empty() {
+                    *progress = None;
+                }
+            }
+        }
+        Some(Action::Pause | Action::Resume) => {
+            return unsupported("pausing and resuming incremental snapshots")
+        }
+        Some(Action::Log(message)) => tracing::info!(id = %signal.id, %message, "Log signal."),
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A key value as JSON (for the position).
@@ -156,39 +165,16 @@ impl super::SqliteSource {
             if event.source_field("table").and_then(Value::as_str) != Some(signal_table) {
                 continue;
             }
-            match command(event) {
-                None => {}
-                Some(Err(reason)) => tracing::warn!(reason, "Signal refused."),
-                Some(Ok(Command::Stop)) if progress.take().is_some() => {
-                    tracing::info!("Incremental snapshot stopped by a signal.");
-                }
-                Some(Ok(Command::Stop)) => {}
-                Some(Ok(Command::Execute { id, collections })) => {
-                    let names: Vec<String> = tables
-                        .iter()
-                        .map(|t| t.name.clone())
-                        .filter(|n| n != signal_table)
-                        .collect();
-                    match select(&collections, &names) {
-                        Ok(selected) if !selected.is_empty() => {
-                            tracing::info!(signal = %id, tables = %selected.join(","), "Incremental snapshot requested.");
-                            let p = progress.get_or_insert_with(|| Progress {
-                                tables: VecDeque::new(),
-                                last_key: None,
-                                id: id.clone(),
-                            });
-                            for t in selected {
-                                if !p.tables.contains(&t) {
-                                    p.tables.push_back(t);
-                                }
-                            }
-                        }
-                        Ok(_) => {
-                            tracing::warn!(signal = %id, ?collections, "The signal selects no captured table; nothing to snapshot.")
-                        }
-                        Err(reason) => tracing::warn!(signal = %id, reason, "Signal refused."),
-                    }
-                }
+            let Some(signal) = signal_of(event) else {
+                continue;
+            };
+            let names: Vec<String> = tables
+                .iter()
+                .map(|t| t.name.clone())
+                .filter(|n| n != signal_table)
+                .collect();
+            if let Err(reason) = act(&signal, &names, progress) {
+                tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
             }
         }
     }
@@ -203,7 +189,7 @@ impl super::SqliteSource {
         progress: &mut Option<Progress>,
         out: &super::Out,
     ) -> Result<bool, sluice_engine::ComponentError> {
-        use super::{quote, sql_error, Offset};
+        use super::{at, quote, sql_error};
         let Some(p) = progress.as_mut() else {
             return Ok(true);
         };
@@ -286,7 +272,7 @@ impl super::SqliteSource {
             *seq = position;
             let batch = sluice_engine::Batch {
                 events,
-                position: Some(Offset::at(*seq, &before_chunk)),
+                position: Some(at(*seq, &before_chunk)),
             };
             if !out.send(batch) {
                 return Ok(false);
@@ -307,7 +293,7 @@ impl super::SqliteSource {
                 *progress = None;
             }
         }
-        let position = Offset::at(*seq, progress);
+        let position = at(*seq, progress);
         let events: Vec<ChangeEvent> = rows
             .into_iter()
             .filter(|(e, _)| {
@@ -331,22 +317,60 @@ impl super::SqliteSource {
 mod tests {
     use super::*;
 
+    fn signal(kind: &str, data: &str) -> Signal {
+        Signal {
+            id: "s-1".into(),
+            kind: kind.into(),
+            data: Some(data.into()),
+        }
+    }
+
     #[test]
-    fn collections_select_captured_tables_by_name_or_regex() {
-        let tables = vec![
-            "customers".to_owned(),
-            "orders".to_owned(),
-            "debezium_signal".to_owned(),
-        ];
-        assert_eq!(
-            select(&["main.orders".into()], &tables),
-            Ok(vec!["orders".to_owned()])
+    fn signals_drive_the_progress_or_say_why_not() {
+        let tables = vec!["customers".to_owned(), "orders".to_owned()];
+        let mut progress = None;
+        let execute = signal(
+            "execute-snapshot",
+            r#"{"data-collections": ["main.orders", "c.*"]}"#,
         );
-        assert_eq!(
-            select(&["c.*".into(), "orders".into()], &tables),
-            Ok(vec!["customers".to_owned(), "orders".to_owned()])
+        assert_eq!(act(&execute, &tables, &mut progress), Ok(()));
+        let p = progress.clone().unwrap_or_else(|| panic!("no progress"));
+        assert_eq!(p.tables, ["orders", "customers"]);
+        let stop_one = signal(
+            "stop-snapshot",
+            r#"{"data-collections": ["orders"], "type": "incremental"}"#,
         );
-        assert!(select(&["(".into()], &tables).is_err());
+        assert_eq!(act(&stop_one, &tables, &mut progress), Ok(()));
+        assert_eq!(
+            progress.as_ref().map(|p| p.tables.clone()),
+            Some(["customers".to_owned()].into())
+        );
+        let stop = signal("stop-snapshot", r#"{"type": "incremental"}"#);
+        assert_eq!(act(&stop, &tables, &mut progress), Ok(()));
+        assert_eq!(progress, None);
+        for (kind, data, reason) in [
+            (
+                "execute-snapshot",
+                r#"{"data-collections": ["x"]}"#,
+                "no captured table",
+            ),
+            (
+                "execute-snapshot",
+                r#"{"data-collections": ["orders"], "type": "blocking"}"#,
+                "blocking",
+            ),
+            (
+                "execute-snapshot",
+                r#"{"data-collections": ["("]}"#,
+                "not a valid regex",
+            ),
+            ("pause-snapshot", "{}", "not supported"),
+            ("reboot", "{}", "unknown signal type"),
+        ] {
+            let e = act(&signal(kind, data), &tables, &mut progress).unwrap_err();
+            assert!(e.contains(reason), "{kind} {data}: {e}");
+        }
+        assert_eq!(progress, None);
     }
 
     proptest::proptest! {

@@ -27,35 +27,33 @@ use sluice_engine::{
     Source, SourceContext, Struct, Value,
 };
 
-pub use config::{SnapshotMode, SqliteConfig};
+pub use config::SqliteConfig;
 
+use crate::kit::position::Resume;
 use capture::{quote, Captured};
 use incremental::Progress;
 use types::Kind;
 
-/// Where a restarted source resumes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Offset {
+/// Where the change stream resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Point {
     seq: i64,
     snapshot_completed: bool,
-    /// A running incremental snapshot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    incremental: Option<Progress>,
 }
 
-impl Offset {
-    fn at(seq: i64, incremental: &Option<Progress>) -> Position {
-        Offset {
+/// Where a restarted source resumes: the stream's point and a running incremental snapshot.
+type Offset = Resume<Point, Progress>;
+
+/// The position after change `seq` of a completed snapshot.
+fn at(seq: i64, incremental: &Option<Progress>) -> Position {
+    Offset {
+        at: Point {
             seq,
             snapshot_completed: true,
-            incremental: incremental.clone(),
-        }
-        .position()
+        },
+        incremental: incremental.clone(),
     }
-
-    fn position(&self) -> Position {
-        Position::Opaque(serde_json::to_string(&self).unwrap_or_default().into())
-    }
+    .position()
 }
 
 /// One captured table, ready to turn rows into events.
@@ -304,8 +302,10 @@ impl SqliteSource {
         };
         let seq = start.map_or(read_at, |r| r.min(read_at));
         let position = Offset {
-            seq,
-            snapshot_completed: false,
+            at: Point {
+                seq,
+                snapshot_completed: false,
+            },
             incremental: None,
         }
         .position();
@@ -352,7 +352,7 @@ impl SqliteSource {
             }
         }
         drop(tx);
-        let done = Offset::at(seq, &None);
+        let done = at(seq, &None);
         if let Some((t, last, first)) = pending {
             let mut event = self.event(
                 t,
@@ -428,11 +428,9 @@ impl SqliteSource {
                 };
                 let mut event =
                     self.event(table, op, before, after_image, Some((seq, made)), "false");
-                event.position = Offset::at(seq, progress);
+                event.position = at(seq, progress);
                 if op == Op::Delete && self.config.tombstones_on_delete {
-                    let mut tombstone = event.clone();
-                    tombstone.value = None;
-                    tombstones.insert(seq, tombstone);
+                    tombstones.insert(seq, crate::kit::records::tombstone(&event));
                 }
                 full = cut.add(&event);
                 changes.insert(seq, event);
@@ -504,31 +502,45 @@ impl SqliteSource {
     ) -> Result<(), ComponentError> {
         let mut conn = self.open()?;
         let tables = self.tables(&conn)?;
-        let snapshot = match self.config.snapshot_mode {
-            SnapshotMode::Always | SnapshotMode::InitialOnly => true,
-            SnapshotMode::Initial => resume.as_ref().is_none_or(|r| !r.snapshot_completed),
-            SnapshotMode::NoData => false,
+        let stored = crate::kit::snapshot::Stored {
+            offset: resume.is_some(),
+            snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
+            position_available: true,
         };
+        let plan = self
+            .config
+            .common
+            .snapshotter("sqlite", false)
+            .and_then(|s| s.plan(stored, "the change tables were reset"))
+            .map_err(ComponentError::fatal)?;
+        if !plan.data && !plan.stream {
+            tracing::info!(
+                mode = self.config.common.snapshot_mode.name(),
+                "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
+            );
+            return Ok(());
+        }
+        let snapshot = plan.data;
         let mut seq = if snapshot {
-            match self.snapshot(&mut conn, &tables, out, resume.as_ref().map(|r| r.seq))? {
+            match self.snapshot(&mut conn, &tables, out, resume.as_ref().map(|r| r.at.seq))? {
                 Some(seq) => seq,
                 None => return Ok(()),
             }
         } else {
             match &resume {
-                Some(r) => r.seq,
+                Some(r) => r.at.seq,
                 None => capture::clock(&conn)
                     .map_err(|e| sql_error("reading the change sequence", e))?,
             }
         };
-        if self.config.snapshot_mode == SnapshotMode::InitialOnly {
+        if !plan.stream {
             return Ok(());
         }
         let idle = Duration::from_millis(self.config.poll_interval_ms);
         let mut progress: Option<Progress> = resume.and_then(|r| r.incremental);
         // The stream's starting point is committed even before the first change, so a restart
         // (after a crash too) streams from here instead of from whatever is current then.
-        if !out.send(Batch::heartbeat(Offset::at(seq, &progress))) {
+        if !out.send(Batch::heartbeat(at(seq, &progress))) {
             return Ok(());
         }
         loop {
@@ -546,7 +558,7 @@ impl SqliteSource {
                 seq = position;
                 let batch = Batch {
                     events,
-                    position: Some(Offset::at(seq, &progress)),
+                    position: Some(at(seq, &progress)),
                 };
                 if !out.send(batch) {
                     return Ok(());
@@ -572,13 +584,11 @@ impl SqliteSource {
 #[async_trait]
 impl Source for SqliteSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        let resume: Option<Offset> = match ctx.resume_from() {
-            Some(Position::Opaque(text)) => Some(serde_json::from_str(text).map_err(|e| {
-                fatal(format!("the committed position `{text}` is not a SQLite position ({e}); the offsets belong to another source"))
-            })?),
-            Some(other) => return Err(fatal(format!("the committed position `{other}` is not a SQLite position"))),
-            None => None,
-        };
+        let resume: Option<Offset> = ctx
+            .resume_from()
+            .map(|p| Offset::parse(p, "sqlite"))
+            .transpose()
+            .map_err(fatal)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let stop = Arc::new(AtomicBool::new(false));
         let purge = Arc::new(Mutex::new(None));
@@ -612,12 +622,10 @@ impl Source for SqliteSource {
                 changed = committed.changed() => {
                     if changed.is_ok() && self.config.purge {
                         let done = committed.borrow_and_update().clone();
-                        if let Some(Position::Opaque(text)) = done {
-                            if let Ok(offset) = serde_json::from_str::<Offset>(&text) {
-                                if offset.snapshot_completed {
-                                    if let Ok(mut p) = purge.lock() {
-                                        *p = Some(offset.seq);
-                                    }
+                        if let Some(Ok(offset)) = done.map(|p| Offset::parse(&p, "sqlite")) {
+                            if offset.at.snapshot_completed {
+                                if let Ok(mut p) = purge.lock() {
+                                    *p = Some(offset.at.seq);
                                 }
                             }
                         }

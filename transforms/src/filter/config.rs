@@ -57,3 +57,33 @@ impl FilterConfig {
         Ok(())
     }
 }
+
+impl sluice_engine::registry::Component for FilterConfig {
+    type Built = Box<dyn sluice_engine::Transform>;
+    const KIND: &'static str = "filter";
+    /// A filter whose condition parses; a syntax error points at the condition in the file.
+    fn from_node(
+        node: &sluice_engine::config::Node,
+        skip: &[&str],
+    ) -> Result<Self, sluice_engine::config::ConfigError> {
+        let config = sluice_engine::registry::read_checked(node, skip, Self::validate)?;
+        if let Some(condition) = &config.condition {
+            if let Err(e) = super::parse(condition) {
+                let at = node.get("condition").map_or(node.loc, |n| n.loc);
+                return Err(
+                    sluice_engine::config::ConfigError::at(at, format!("condition {e}"))
+                        .with_path("condition"),
+                );
+            }
+        }
+        Ok(config)
+    }
+    fn build(
+        &self,
+        _ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        let filter = super::Filter::new(self.clone())
+            .map_err(|e| sluice_engine::ComponentError::fatal(format!("filter condition {e}")))?;
+        Ok(Box::new(filter))
+    }
+}

@@ -48,3 +48,20 @@ impl HashConfig {
         Ok(())
     }
 }
+
+impl sluice_engine::registry::Component for HashConfig {
+    type Built = Box<dyn sluice_engine::Transform>;
+    const KIND: &'static str = "hash";
+    fn from_node(
+        node: &sluice_engine::config::Node,
+        skip: &[&str],
+    ) -> Result<Self, sluice_engine::config::ConfigError> {
+        sluice_engine::registry::read_checked(node, skip, Self::validate)
+    }
+    fn build(
+        &self,
+        _ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        Ok(Box::new(super::build(self)?))
+    }
+}

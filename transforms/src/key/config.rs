@@ -11,3 +11,24 @@ pub struct KeyConfig {
     #[serde(rename = "message.key.columns")]
     pub columns: String,
 }
+
+impl sluice_engine::registry::Component for KeyConfig {
+    type Built = Box<dyn sluice_engine::Transform>;
+    const KIND: &'static str = "key";
+    fn from_node(
+        node: &sluice_engine::config::Node,
+        skip: &[&str],
+    ) -> Result<Self, sluice_engine::config::ConfigError> {
+        sluice_engine::registry::read_checked(node, skip, |c: &Self| {
+            super::parse(&c.columns).map(|_| ())
+        })
+    }
+    fn build(
+        &self,
+        _ctx: &sluice_engine::BuildContext<'_>,
+    ) -> Result<Self::Built, sluice_engine::ComponentError> {
+        Ok(Box::new(
+            super::Key::new(self).map_err(sluice_engine::ComponentError::fatal)?,
+        ))
+    }
+}

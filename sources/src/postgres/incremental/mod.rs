@@ -26,8 +26,8 @@ use tokio::sync::Notify;
 use super::catalog::ConnInfo;
 use super::config::{PostgresConfig, WatermarkStrategy};
 use super::error::PgError;
-use super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use super::table::TableSchema;
+use crate::kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use reader::{Chunk, Msg};
 
 /// How long one query with a signal's filter may run (milliseconds).
@@ -121,7 +121,7 @@ pub struct Incremental {
     /// restart reads again what was read ahead).
     delivered: Option<Progress>,
     /// `delivered` as JSON, rendered once per change rather than once per event.
-    delivered_json: Option<Arc<str>>,
+    delivered_json: Option<Box<serde_json::value::RawValue>>,
     /// Paused by a signal: no new chunk starts.
     pub paused: bool,
     windows: VecDeque<Window>,
@@ -226,8 +226,7 @@ impl Incremental {
         self.delivered_json = self
             .delivered
             .as_ref()
-            .and_then(|p| serde_json::to_string(p).ok())
-            .map(Into::into);
+            .and_then(crate::kit::position::render);
     }
 
     /// Starts a snapshot of `tables`, or adds them to the running one.
@@ -358,7 +357,7 @@ impl Incremental {
     }
 
     /// The progress to store in positions while a snapshot runs.
-    pub fn progress_json(&self) -> Option<&str> {
+    pub fn progress_json(&self) -> Option<&serde_json::value::RawValue> {
         self.delivered_json.as_deref()
     }
 

@@ -30,10 +30,10 @@ use super::super::catalog::{quote_ident, ConnInfo};
 use super::super::config::WatermarkStrategy;
 use super::super::copy::{copy_all, for_each_line, last_line_fields};
 use super::super::error::PgError;
-use super::super::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use super::super::table::{SourceInfo, TableSchema};
 use super::super::types::ReadPath;
 use super::{Progress, FILTER_TIMEOUT_MS};
+use crate::kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 
 /// What the reader tells the stream.
 #[derive(Debug)]

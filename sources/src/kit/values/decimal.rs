@@ -7,7 +7,7 @@ use sluice_engine::Value;
 
 /// One of the special values a `numeric` (or a float) can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Special {
+pub enum Special {
     /// `NaN`.
     NaN,
     /// `Infinity`.
@@ -18,7 +18,7 @@ pub(crate) enum Special {
 
 impl Special {
     /// The special value a text names, if it names one (PostgreSQL's output spelling).
-    pub(crate) fn of(text: &str) -> Option<Special> {
+    pub fn of(text: &str) -> Option<Special> {
         match text {
             "NaN" => Some(Special::NaN),
             "Infinity" => Some(Special::Infinity),
@@ -28,7 +28,7 @@ impl Special {
     }
 
     /// As a double.
-    pub(crate) fn as_f64(self) -> f64 {
+    pub fn as_f64(self) -> f64 {
         match self {
             Special::NaN => f64::NAN,
             Special::Infinity => f64::INFINITY,
@@ -38,7 +38,7 @@ impl Special {
 
     /// As Debezium writes it with `decimal.handling.mode: string` (the names of its
     /// `SpecialValueDecimal`).
-    pub(crate) fn debezium_name(self) -> &'static str {
+    pub fn debezium_name(self) -> &'static str {
         match self {
             Special::NaN => "NAN",
             Special::Infinity => "POSITIVE_INFINITY",
@@ -63,7 +63,7 @@ fn parts(text: &str) -> Option<(bool, &str, &str)> {
 /// Rescales a decimal text (`-12.5`; no exponent) to `scale` fraction digits (cut or padded
 /// with zeros) → its unscaled integer; `None` when the text is not a decimal or the unscaled
 /// value does not fit an i128 ([`unscaled_bytes`] takes any size).
-pub(crate) fn unscaled(text: &str, scale: u32) -> Option<i128> {
+pub fn unscaled(text: &str, scale: u32) -> Option<i128> {
     let (neg, int, frac) = parts(text)?;
     // Up to 18 digits fit a u64 without overflow checks: most columns' values.
     if int.len() + scale as usize <= 18 {
@@ -95,7 +95,7 @@ fn scaled_digits<'a>(int: &'a str, frac: &'a str, scale: u32) -> impl Iterator<I
 
 /// A decimal text rescaled to `scale` digits → Connect's `Decimal` bytes (minimal big-endian
 /// two's complement of the unscaled value), of any size; `None` when it is not a decimal.
-pub(crate) fn unscaled_bytes(text: &str, scale: u32) -> Option<Vec<u8>> {
+pub fn unscaled_bytes(text: &str, scale: u32) -> Option<Vec<u8>> {
     if let Some(u) = unscaled(text, scale) {
         return Some(Value::decimal_bytes(u));
     }
@@ -110,7 +110,7 @@ pub(crate) fn unscaled_bytes(text: &str, scale: u32) -> Option<Vec<u8>> {
 
 /// The text Debezium writes for a decimal with `decimal.handling.mode: string`: the value at the
 /// column's scale (`BigDecimal.toPlainString`), so a short fraction is padded with zeros.
-pub(crate) fn plain_text(text: &str, scale: Option<u32>) -> String {
+pub fn plain_text(text: &str, scale: Option<u32>) -> String {
     let Some(scale) = scale else {
         return text.to_owned();
     };
@@ -129,7 +129,7 @@ pub(crate) fn plain_text(text: &str, scale: Option<u32>) -> String {
 }
 
 /// `$1,234.56`, `-$5.00`, `($5.00)` → the plain decimal text.
-pub(crate) fn money_text(text: &str) -> String {
+pub fn money_text(text: &str) -> String {
     let negative = text.starts_with('-') || text.starts_with('(');
     let digits: String = text
         .chars()

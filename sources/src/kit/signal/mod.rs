@@ -1,10 +1,20 @@
-//! Signals (Debezium's signaling): rows of the signaling table (`id`, `type`, `data`) read from
-//! the log stream, or JSON lines of `signal.file`. A malformed or unknown signal is logged
-//! with its id and ignored; it never stops the pipeline.
+//! Signals (Debezium's signaling), one model for every source: what a signal is, what it asks
+//! for, and the channels it arrives by. A malformed or unknown signal is logged with its id and
+//! ignored; it never stops the pipeline.
+//!
+//! Channels: `source` (rows of the signaling table, read from the source's own log: the source
+//! hands their `id`, `type` and `data` to [`Signal`]), [`file`] (JSON lines of `signal.file`),
+//! [`kafka`] (records of a topic) and `http` (the admin endpoint, one JSON line per signal).
+
+pub mod file;
+#[cfg(feature = "kafka-signals")]
+pub mod kafka;
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+
+pub use file::FileChannel;
 
 /// Watermark rows written by the incremental snapshot (not signals).
 pub const WINDOW_OPEN: &str = "snapshot-window-open";
@@ -88,6 +98,51 @@ struct FileLine {
     kind: String,
     #[serde(default)]
     data: Option<serde_json::Value>,
+}
+
+/// The tables a signal's `data-collections` select: anchored regexes on the source's table
+/// name (`schema.table`, or `table` where the database has no schemas), which match the name
+/// with the database's qualifier in front (`db.schema.table`, `main.table`) too.
+#[derive(Debug)]
+pub struct Collections {
+    regexes: Vec<regex::Regex>,
+    qualifier: String,
+}
+
+impl Collections {
+    /// The patterns of a signal, already checked by [`interpret`] (an invalid one matches
+    /// nothing); `qualifier` is what may stand before a name (a database name).
+    pub fn new(patterns: &[String], qualifier: &str) -> Self {
+        Collections {
+            regexes: patterns
+                .iter()
+                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
+                .collect(),
+            qualifier: format!("{qualifier}."),
+        }
+    }
+
+    /// Whether the table named `name` is selected.
+    pub fn matches(&self, name: &str) -> bool {
+        self.regexes
+            .iter()
+            .any(|r| r.is_match(name) || r.is_match(&format!("{}{name}", self.qualifier)))
+    }
+
+    /// The names of `tables` selected, in the order of the patterns that select them (the
+    /// order a signal lists its collections in, as Debezium snapshots them), each once.
+    pub fn select<'a>(&self, tables: impl IntoIterator<Item = &'a String> + Clone) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in &self.regexes {
+            for t in tables.clone() {
+                let hit = r.is_match(t) || r.is_match(&format!("{}{t}", self.qualifier));
+                if hit && !out.contains(t) {
+                    out.push(t.clone());
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Parses a line of `signal.file`.
@@ -251,5 +306,24 @@ mod tests {
             assert!(e.contains(reason), "{kind} {data}: {e}");
         }
         assert!(from_json_line("[1, 2]").is_err());
+    }
+
+    #[test]
+    fn collections_match_names_with_or_without_the_qualifier() {
+        let c = Collections::new(
+            &["public.a".into(), "inventory.public.b.*".into()],
+            "inventory",
+        );
+        assert!(c.matches("public.a"));
+        assert!(c.matches("public.bc"));
+        assert!(!c.matches("public.ab"), "anchored");
+        let tables = ["public.a".to_owned(), "public.c".to_owned()];
+        assert_eq!(c.select(&tables), ["public.a"]);
+        let main = Collections::new(&["main.orders".into(), "c.*".into()], "main");
+        assert_eq!(
+            main.select(&["customers".to_owned(), "orders".to_owned(), "x".to_owned()]),
+            ["orders", "customers"],
+            "in the signal's order"
+        );
     }
 }

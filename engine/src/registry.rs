@@ -1,0 +1,97 @@
+//! How components register themselves: each source, transform and sink configuration type
+//! implements [`Component`] (its `type` name, how its YAML block is read, how it is built), and
+//! the binary lists them in one closed enum per role with [`components!`](crate::components),
+//! one line each.
+
+use serde::Deserialize;
+
+use crate::component::BuildContext;
+use crate::config::{ConfigError, Node, NodeDeserializer};
+use crate::error::ComponentError;
+
+/// A component's configuration.
+pub trait Component: Sized {
+    /// What it builds: `Box<dyn Source>`, `Box<dyn Transform>` or `Box<dyn Sink>`.
+    type Built;
+    /// Its `type:` value.
+    const KIND: &'static str;
+    /// Reads the component's block, ignoring the keys in `skip` (the tag and the keys every
+    /// component of its role has); errors are located in the file.
+    fn from_node(node: &Node, skip: &[&str]) -> Result<Self, ConfigError>;
+    /// A fresh instance (called again on every restart).
+    fn build(&self, ctx: &BuildContext<'_>) -> Result<Self::Built, ComponentError>;
+}
+
+/// Reads a block as `T` by serde, then runs `check`, whose error is reported at the block: the
+/// body of most [`Component::from_node`]s.
+pub fn read_checked<'de, T: Deserialize<'de>>(
+    node: &Node,
+    skip: &[&str],
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<T, ConfigError> {
+    let config = T::deserialize(NodeDeserializer::skipping(node, skip))?;
+    check(&config).map_err(|m| ConfigError::at(node.loc, m))?;
+    Ok(config)
+}
+
+/// The closed enum of one role's components, with its [`ComponentSpec`](crate::config::ComponentSpec)
+/// and build trait: one line per component, which may carry attributes such as
+/// `#[cfg(feature = "kafka")]`.
+///
+/// ```ignore
+/// sluice_engine::components! {
+///     /// `source:` kinds.
+///     pub enum SourceSpec: "source", BuildSource, Source {
+///         Datagen(DatagenConfig),
+///         #[cfg(feature = "postgres")]
+///         Postgres(PostgresConfig),
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! components {
+    (
+        $(#[$doc:meta])*
+        $vis:vis enum $name:ident: $role:literal, $build:ident, $trait:ident {
+            $( $(#[$attr:meta])* $variant:ident($config:ty), )+
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        $vis enum $name {
+            $( $(#[$attr])* #[doc = concat!("`type: ", stringify!($variant), "`.")] $variant(Box<$config>), )+
+        }
+
+        impl $crate::config::ComponentSpec for $name {
+            const ROLE: &'static str = $role;
+            const KINDS: &'static [&'static str] = &[
+                $( $(#[$attr])* <$config as $crate::registry::Component>::KIND, )+
+            ];
+            fn from_node(
+                kind: &str,
+                node: &$crate::config::Node,
+                skip: &[&str],
+            ) -> Result<Option<Self>, $crate::config::ConfigError> {
+                $(
+                    $(#[$attr])*
+                    if kind == <$config as $crate::registry::Component>::KIND {
+                        let config = <$config as $crate::registry::Component>::from_node(node, skip)?;
+                        return Ok(Some($name::$variant(Box::new(config))));
+                    }
+                )+
+                Ok(None)
+            }
+        }
+
+        impl $crate::$build for $name {
+            fn build(
+                &self,
+                ctx: &$crate::BuildContext<'_>,
+            ) -> Result<Box<dyn $crate::$trait>, $crate::ComponentError> {
+                match self {
+                    $( $(#[$attr])* $name::$variant(c) => $crate::registry::Component::build(&**c, ctx), )+
+                }
+            }
+        }
+    };
+}

@@ -1,0 +1,19 @@
+//! The connector kit: Debezium's connector framework written once, for every database source.
+//!
+//! A database source is a protocol adapter on top of it: it reads its server's snapshot and log
+//! and hands rows to the kit's pieces, which decide what Debezium would do with them.
+//!
+//! - [`config`]: the options every database source shares.
+//! - [`position`]: typed positions carrying an incremental snapshot's progress.
+//! - [`records`]: the tombstone after a delete.
+//! - [`signal`]: the signal model and its channels (source table, file, Kafka, HTTP).
+//! - [`snapshot`]: `snapshot.mode` and the snapshotter deciding each start.
+//! - [`values`]: the value conversions all SQL databases share (temporal, decimal and binary
+//!   modes).
+
+pub mod config;
+pub mod position;
+pub mod records;
+pub mod signal;
+pub mod snapshot;
+pub mod values;

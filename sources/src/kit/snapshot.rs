@@ -1,0 +1,255 @@
+//! The snapshotter (Debezium's `Snapshotter` SPI): from `snapshot.mode`, its
+//! `configuration_based` flags and what the stored offsets say, whether a start snapshots the
+//! data (and the schema, for sources that keep a schema history) and whether it streams after.
+
+use serde::Deserialize;
+
+/// `snapshot.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// Snapshot when no completed snapshot is stored, then stream (default).
+    #[default]
+    Initial,
+    /// Snapshot when no completed snapshot is stored, then stop.
+    InitialOnly,
+    /// Only stream (the schema is still captured by sources that keep a history).
+    NoData,
+    /// Same as `no_data` (Debezium's legacy name).
+    Never,
+    /// Snapshot on every start, then stream.
+    Always,
+    /// Snapshot when no completed snapshot is stored or the stored position can no longer be
+    /// read from the log, then stream.
+    WhenNeeded,
+    /// Rebuild the schema history from the current schema, then stream (sources with a
+    /// schema history only).
+    Recovery,
+    /// What the `snapshot.mode.configuration.based.*` flags say.
+    ConfigurationBased,
+}
+
+impl SnapshotMode {
+    /// The name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            SnapshotMode::Initial => "initial",
+            SnapshotMode::InitialOnly => "initial_only",
+            SnapshotMode::NoData => "no_data",
+            SnapshotMode::Never => "never",
+            SnapshotMode::Always => "always",
+            SnapshotMode::WhenNeeded => "when_needed",
+            SnapshotMode::Recovery => "recovery",
+            SnapshotMode::ConfigurationBased => "configuration_based",
+        }
+    }
+}
+
+/// The `snapshot.mode.configuration.based.*` flags (all false by default, as Debezium's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConfigurationBased {
+    /// `snapshot.mode.configuration.based.snapshot.data`.
+    pub snapshot_data: bool,
+    /// `snapshot.mode.configuration.based.snapshot.schema`.
+    pub snapshot_schema: bool,
+    /// `snapshot.mode.configuration.based.start.stream`.
+    pub start_stream: bool,
+    /// `snapshot.mode.configuration.based.snapshot.on.schema.error`.
+    pub on_schema_error: bool,
+    /// `snapshot.mode.configuration.based.snapshot.on.data.error`.
+    pub on_data_error: bool,
+}
+
+/// What the stored offsets say at a start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stored {
+    /// An offset is stored.
+    pub offset: bool,
+    /// It records a completed snapshot (absent or false: a snapshot was in progress).
+    pub snapshot_completed: bool,
+    /// Its position can still be read from the database's log (a PostgreSQL slot that
+    /// exists, a binlog file not yet purged); true when nothing is stored.
+    pub position_available: bool,
+}
+
+/// What a start does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Read the tables' rows.
+    pub data: bool,
+    /// Capture the tables' schemas (into the schema history, for sources that keep one).
+    pub schema: bool,
+    /// Stream the log after the snapshot (or from the stored position).
+    pub stream: bool,
+}
+
+/// Decides every start of a source from its `snapshot.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Snapshotter {
+    mode: SnapshotMode,
+    flags: ConfigurationBased,
+}
+
+impl Snapshotter {
+    /// A snapshotter for a source; `history`: the source keeps a schema history (`recovery`
+    /// is only meaningful then). `Err` is the line for the configuration error.
+    pub fn new(
+        mode: SnapshotMode,
+        flags: ConfigurationBased,
+        source: &str,
+        history: bool,
+    ) -> Result<Self, String> {
+        if mode == SnapshotMode::Recovery && !history {
+            return Err(format!(
+                "`snapshot.mode: recovery` rebuilds a schema history, which the {source} source does not keep: use `initial`, `when_needed` or `no_data`"
+            ));
+        }
+        Ok(Snapshotter { mode, flags })
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> SnapshotMode {
+        self.mode
+    }
+
+    /// What a start with `stored` offsets does, or the reason it cannot start; `lost` says
+    /// what is gone when the stored position is no longer available (`replication slot `x`
+    /// no longer exists`).
+    pub fn plan(&self, stored: Stored, lost_because: &str) -> Result<Plan, String> {
+        let unfinished = !stored.offset || !stored.snapshot_completed;
+        let lost = stored.offset && !stored.position_available;
+        let (data, schema, stream, on_data_error) = match self.mode {
+            SnapshotMode::Initial => (unfinished, unfinished, true, false),
+            SnapshotMode::InitialOnly => (unfinished, unfinished, false, false),
+            SnapshotMode::NoData | SnapshotMode::Never => (false, !stored.offset, true, false),
+            SnapshotMode::Always => (true, true, true, false),
+            SnapshotMode::WhenNeeded => (unfinished, unfinished, true, true),
+            SnapshotMode::Recovery => (false, true, true, false),
+            SnapshotMode::ConfigurationBased => {
+                let f = self.flags;
+                (
+                    f.snapshot_data,
+                    f.snapshot_schema,
+                    f.start_stream,
+                    f.on_data_error,
+                )
+            }
+        };
+        if lost && !data && stream {
+            if !on_data_error {
+                return Err(format!(
+                    "{lost_because}, so the committed position cannot be resumed with snapshot.mode `{}`: set `snapshot.mode: when_needed` to take a new snapshot, or remove the offsets",
+                    self.mode.name()
+                ));
+            }
+            return Ok(Plan {
+                data: true,
+                schema: true,
+                stream,
+            });
+        }
+        Ok(Plan {
+            data,
+            schema,
+            stream,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(mode: SnapshotMode, stored: Stored) -> Result<Plan, String> {
+        Snapshotter::new(mode, ConfigurationBased::default(), "test", true)?.plan(stored, "gone")
+    }
+
+    const FRESH: Stored = Stored {
+        offset: false,
+        snapshot_completed: false,
+        position_available: true,
+    };
+    const DONE: Stored = Stored {
+        offset: true,
+        snapshot_completed: true,
+        position_available: true,
+    };
+    const HALF: Stored = Stored {
+        offset: true,
+        snapshot_completed: false,
+        position_available: true,
+    };
+    const LOST: Stored = Stored {
+        offset: true,
+        snapshot_completed: true,
+        position_available: false,
+    };
+
+    #[test]
+    fn every_mode_decides_as_debezium() {
+        use SnapshotMode as M;
+        let data = |m, s| plan(m, s).map(|p| (p.data, p.stream));
+        assert_eq!(data(M::Initial, FRESH), Ok((true, true)));
+        assert_eq!(data(M::Initial, HALF), Ok((true, true)));
+        assert_eq!(data(M::Initial, DONE), Ok((false, true)));
+        assert_eq!(data(M::InitialOnly, FRESH), Ok((true, false)));
+        assert_eq!(data(M::InitialOnly, DONE), Ok((false, false)));
+        assert_eq!(data(M::NoData, FRESH), Ok((false, true)));
+        assert_eq!(data(M::Never, DONE), Ok((false, true)));
+        assert_eq!(data(M::Always, DONE), Ok((true, true)));
+        assert_eq!(data(M::WhenNeeded, DONE), Ok((false, true)));
+        assert_eq!(data(M::WhenNeeded, LOST), Ok((true, true)));
+        assert_eq!(data(M::Always, LOST), Ok((true, true)));
+        assert!(plan(M::Initial, LOST).unwrap_err().contains("when_needed"));
+        assert!(plan(M::NoData, LOST).is_err());
+        assert_eq!(
+            plan(M::Recovery, DONE),
+            Ok(Plan {
+                data: false,
+                schema: true,
+                stream: true
+            })
+        );
+        assert!(Snapshotter::new(
+            M::Recovery,
+            ConfigurationBased::default(),
+            "postgres",
+            false
+        )
+        .unwrap_err()
+        .contains("postgres source does not keep"));
+    }
+
+    #[test]
+    fn configuration_based_follows_its_flags() {
+        let flags = ConfigurationBased {
+            snapshot_data: true,
+            start_stream: false,
+            ..ConfigurationBased::default()
+        };
+        let s = Snapshotter::new(SnapshotMode::ConfigurationBased, flags, "test", false);
+        let s = s.unwrap_or_default();
+        assert_eq!(
+            s.plan(DONE, "gone").map(|p| (p.data, p.stream)),
+            Ok((true, false))
+        );
+        let streaming = ConfigurationBased {
+            start_stream: true,
+            ..ConfigurationBased::default()
+        };
+        let s = Snapshotter::new(SnapshotMode::ConfigurationBased, streaming, "test", false)
+            .unwrap_or_default();
+        assert_eq!(
+            s.plan(FRESH, "gone").map(|p| (p.data, p.stream)),
+            Ok((false, true))
+        );
+        assert!(s.plan(LOST, "gone").is_err());
+        let healing = ConfigurationBased {
+            on_data_error: true,
+            ..streaming
+        };
+        let s = Snapshotter::new(SnapshotMode::ConfigurationBased, healing, "test", false)
+            .unwrap_or_default();
+        assert_eq!(s.plan(LOST, "gone").map(|p| p.data), Ok(true));
+    }
+}
