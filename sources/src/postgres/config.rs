@@ -4,8 +4,8 @@
 use serde::Deserialize;
 use sluice_engine::config::{ConfigError, Node, RegexList, Secret};
 
-use super::columns::{check_column_property, COLUMN_PREFIXES};
 use crate::kit::signal::kafka::SIGNAL_CONSUMER_PREFIX;
+use crate::postgres::records::columns::{check_column_property, COLUMN_PREFIXES};
 
 pub use crate::kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
 
@@ -156,10 +156,10 @@ pub struct PostgresConfig {
     pub message_key_columns: Option<String>,
     /// Parsed `message.key.columns` (set by [`Self::with_columns`]).
     #[serde(skip)]
-    pub key_columns: super::columns::KeyColumns,
+    pub key_columns: crate::postgres::records::columns::KeyColumns,
     /// Column mask / hash / truncate rules (set by [`Self::with_columns`]).
     #[serde(skip)]
-    pub column_rules: super::columns::ColumnRules,
+    pub column_rules: crate::postgres::records::columns::ColumnRules,
     /// Accepted for Debezium compatibility; it has no effect: the snapshot streams each table
     /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
@@ -371,9 +371,9 @@ impl PostgresConfig {
     /// Adds the dynamic column keys (`column.mask.with.N.chars`, ...) and parses
     /// `message.key.columns`.
     pub fn with_columns(mut self, entries: &[(String, String)]) -> Result<Self, String> {
-        self.column_rules = super::columns::ColumnRules::parse(entries)?;
+        self.column_rules = crate::postgres::records::columns::ColumnRules::parse(entries)?;
         if let Some(text) = &self.message_key_columns {
-            self.key_columns = super::columns::KeyColumns::parse(text)?;
+            self.key_columns = crate::postgres::records::columns::KeyColumns::parse(text)?;
         }
         Ok(self)
     }
@@ -622,7 +622,10 @@ impl sluice_engine::registry::Component for PostgresConfig {
         &self,
         ctx: &sluice_engine::BuildContext<'_>,
     ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::PostgresSource::new(self.clone(), ctx)?))
+        Ok(Box::new(crate::postgres::PostgresSource::new(
+            self.clone(),
+            ctx,
+        )?))
     }
 }
 

@@ -1,9 +1,11 @@
 //! Entry points for the fuzz targets (`fuzz/`): the decoders that read what a server or a user
 //! sends. Each must return (an error is fine) for any input, never panic or hang. Not API.
 
-use super::config::{BinaryMode, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode};
-use super::table::Cell;
-use super::types::{parse_value, schema_of, Modes, PgKind, ReadPath, TypeInfo};
+use crate::postgres::config::{
+    BinaryMode, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode,
+};
+use crate::postgres::records::table::Cell;
+use crate::postgres::values::types::{parse_value, schema_of, Modes, PgKind, ReadPath, TypeInfo};
 
 /// The types whose text a field is read as, picked by the input's first byte.
 const TYPES: &[&str] = &[
@@ -48,7 +50,7 @@ const TYPES: &[&str] = &[
 
 /// Decodes one pgoutput message.
 pub fn pgoutput(data: &[u8]) {
-    let _ = super::pgoutput::decode(data);
+    let _ = crate::postgres::wire::pgoutput::decode(data);
 }
 
 /// Reads `data` (after a first byte that picks the type, the modes and whether fields are
@@ -94,7 +96,7 @@ pub fn copy_text(data: &[u8]) {
         hstore: [HstoreMode::Json, HstoreMode::Map][usize::from(pick >> 1) % 2],
     };
     let schema = schema_of(&kind, modes, true, None);
-    let _ = super::copy::for_each_line(text, "fuzz", |cells| {
+    let _ = crate::postgres::wire::copy::for_each_line(text, "fuzz", |cells| {
         for cell in cells {
             if let Cell::Text(field) = cell {
                 for path in [ReadPath::Snapshot, ReadPath::Stream] {
@@ -105,7 +107,7 @@ pub fn copy_text(data: &[u8]) {
         Ok(())
     });
     if let Ok(text) = std::str::from_utf8(text) {
-        let _ = super::copy::unescape_copy(text);
+        let _ = crate::postgres::wire::copy::unescape_copy(text);
     }
 }
 

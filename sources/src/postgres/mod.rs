@@ -9,30 +9,16 @@
 //! Otherwise stream from the committed position. The slot is confirmed only up to positions
 //! every sink acknowledged.
 
-mod blocking;
-mod catalog;
-mod change;
-mod columns;
+mod capture;
 mod config;
-mod copy;
 mod error;
-mod extra_types;
 #[doc(hidden)]
 pub mod fuzzing;
-mod incremental;
 mod offset;
-mod owned;
-mod pgoutput;
-mod schema_change;
-mod signaling;
-mod slot;
-mod snapshot;
-mod stream;
-mod table;
-pub(crate) mod temporal;
-mod tls;
-mod transaction;
-pub(crate) mod types;
+mod records;
+mod server;
+mod values;
+mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -42,14 +28,19 @@ use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
 use sluice_engine::{Batch, BuildContext, ComponentError, Source, SourceContext};
 
-pub use columns::{check_column_property, COLUMN_PREFIXES};
 pub use config::{PostgresConfig, OVERRIDE_PREFIX};
 pub use error::PgError;
 pub use offset::PgOffset;
+pub use records::columns::{check_column_property, COLUMN_PREFIXES};
 
-use catalog::{captured_tables, check_setup, ensure_publication, ConnInfo, TypeResolver};
+use capture::{incremental, signaling, snapshot, stream, transaction};
 use offset::parse_lsn;
-use table::{source_schema, TableSchema};
+use records::schema_change;
+use records::table::{source_schema, TableSchema};
+use server::catalog::{
+    self, captured_tables, check_setup, ensure_publication, ConnInfo, TypeResolver,
+};
+use server::{owned, slot};
 
 const SESSION_OPTIONS: &str =
     "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 -c extra_float_digits=3 -c lc_monetary=C -c bytea_output=hex";
@@ -281,6 +272,142 @@ async fn signal_setup(
     }))
 }
 
+/// Tables by relation oid (`None`: not captured).
+type TablesByOid = HashMap<u32, Option<Arc<TableSchema>>>;
+
+/// The captured tables' schemas, in catalog order and by relation oid; warns of column
+/// selectors that match nothing and of tables without a key.
+fn table_schemas(
+    config: &PostgresConfig,
+    defs: &[catalog::TableDef],
+    source: &Arc<sluice_engine::Schema>,
+) -> (Vec<Arc<TableSchema>>, TablesByOid) {
+    let captured: Vec<String> = defs
+        .iter()
+        .flat_map(|d| {
+            d.columns
+                .iter()
+                .map(move |c| format!("{}.{}.{}", d.schema, d.name, c.name))
+        })
+        .collect();
+    for unused in config.column_rules.unused(&captured) {
+        tracing::warn!(selector = %unused, "Column selector matches no captured column.");
+    }
+    let mut schemas: Vec<Arc<TableSchema>> = Vec::with_capacity(defs.len());
+    let mut by_oid = HashMap::new();
+    for def in defs {
+        let schema = Arc::new(TableSchema::new(def, config, source.clone()));
+        if !schema.has_key() {
+            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key (and no `message.key.columns`); its events have a null key.");
+        }
+        by_oid.insert(def.oid, Some(schema.clone()));
+        schemas.push(schema);
+    }
+    (schemas, by_oid)
+}
+
+/// What this start does, from `snapshot.mode`, the committed position and the slot; `None`:
+/// nothing (an `initial_only` snapshot is complete).
+fn plan_start(
+    config: &PostgresConfig,
+    committed: Option<&PgOffset>,
+    slot: Option<&SlotState>,
+) -> Result<Option<crate::kit::snapshot::Plan>, PgError> {
+    if let Some(pid) = slot.and_then(|s| s.active_pid) {
+        return Err(PgError::Replication(format!(
+            "replication slot `{}` is in use by another process (pid {pid}): stop it, or set another `slot.name`",
+            config.slot_name
+        )));
+    }
+    let stored = crate::kit::snapshot::Stored {
+        offset: committed.is_some(),
+        snapshot_completed: committed.is_some_and(|o| o.snapshot_completed),
+        position_available: slot.is_some(),
+    };
+    let lost = format!("replication slot `{}` no longer exists", config.slot_name);
+    let plan = config
+        .common
+        .snapshotter("postgres", false)
+        .and_then(|s| s.plan(stored, &lost))
+        .map_err(PgError::Setup)?;
+    if !plan.data && !plan.stream {
+        tracing::info!(
+            mode = config.common.snapshot_mode.name(),
+            "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
+        );
+        return Ok(None);
+    }
+    Ok(Some(plan))
+}
+
+/// Streaming without a snapshot: from the committed position, creating the slot when there is
+/// none (a lost slot with a committed position was refused or re-snapshotted by the plan).
+async fn resume_stream(
+    client: &tokio_postgres::Client,
+    info: &ConnInfo,
+    config: &PostgresConfig,
+    slot_exists: bool,
+    resume: PgOffset,
+    owned: &mut owned::Owned,
+) -> Result<ReplicationClient, PgError> {
+    if !slot_exists {
+        client
+            .execute(
+                "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+                &[&config.slot_name],
+            )
+            .await
+            .map_err(|e| {
+                PgError::query(
+                    format!("creating replication slot `{}`", config.slot_name),
+                    e,
+                )
+            })?;
+        owned.record(owned::Kind::Slot, &config.slot_name)?;
+    }
+    let cfg = replication_config(info, config).with_start_lsn(Lsn(resume.lsn));
+    ReplicationClient::connect(cfg)
+        .await
+        .map_err(|e| PgError::Replication(e.to_string()))
+}
+
+/// What the initial snapshot reads and emits besides rows.
+struct InitialSnapshot<'a> {
+    tables: &'a [Arc<TableSchema>],
+    db: &'a str,
+    schema_changes: Option<&'a schema_change::SchemaChanges>,
+    notifications: Option<&'a sluice_engine::notification::Notifications>,
+}
+
+/// Reads every captured table inside the slot's exported snapshot.
+async fn snapshot_tables(
+    client: &tokio_postgres::Client,
+    info: &ConnInfo,
+    config: &PostgresConfig,
+    start: &slot::SnapshotStart,
+    what: &InitialSnapshot<'_>,
+    ctx: &mut SourceContext,
+) -> Result<(), PgError> {
+    let plan = snapshot::SnapshotPlan {
+        tables: what.tables,
+        snapshot_name: &start.snapshot_name,
+        consistent_point: start.consistent_point,
+        prefix: config.topic_prefix.as_str().into(),
+        db: what.db.into(),
+        overrides: &config.snapshot_overrides,
+        info,
+        threads: config.snapshot_max_threads,
+        chunk_size: config.snapshot_chunk_size,
+        schema_changes: what.schema_changes,
+        conditions: &BTreeMap::new(),
+        positions: None,
+        notifications: what.notifications,
+    };
+    let rows = snapshot::run(client, &plan, ctx).await?;
+    tracing::info!(rows, tables = what.tables.len(), "Snapshot completed.");
+    Ok(())
+}
+
 async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgError> {
     let info = ConnInfo::from_config(config)?;
     let client = info.connect("sluice").await?;
@@ -299,58 +426,17 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let chunk_bytes = ctx.limits().max_batch_bytes();
     let progress = committed_progress(ctx);
     let signals = signal_setup(&client, config, &info.dbname, progress, chunk_bytes).await?;
-    let captured: Vec<String> = defs
-        .iter()
-        .flat_map(|d| {
-            d.columns
-                .iter()
-                .map(move |c| format!("{}.{}.{}", d.schema, d.name, c.name))
-        })
-        .collect();
-    for unused in config.column_rules.unused(&captured) {
-        tracing::warn!(selector = %unused, "Column selector matches no captured column.");
-    }
     let source = source_schema();
-    let mut schemas: Vec<Arc<TableSchema>> = Vec::with_capacity(defs.len());
-    let mut by_oid = HashMap::new();
-    for def in &defs {
-        let schema = Arc::new(TableSchema::new(def, config, source.clone()));
-        if !schema.has_key() {
-            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key (and no `message.key.columns`); its events have a null key.");
-        }
-        by_oid.insert(def.oid, Some(schema.clone()));
-        schemas.push(schema);
-    }
+    let (schemas, by_oid) = table_schemas(config, &defs, &source);
     let committed = ctx
         .resume_from()
         .map(PgOffset::parse)
         .transpose()
         .map_err(PgError::Setup)?;
     let slot = slot_state(&client, &config.slot_name).await?;
-    if let Some(pid) = slot.as_ref().and_then(|s| s.active_pid) {
-        return Err(PgError::Replication(format!(
-            "replication slot `{}` is in use by another process (pid {pid}): stop it, or set another `slot.name`",
-            config.slot_name
-        )));
-    }
-    let stored = crate::kit::snapshot::Stored {
-        offset: committed.is_some(),
-        snapshot_completed: committed.is_some_and(|o| o.snapshot_completed),
-        position_available: slot.is_some(),
-    };
-    let lost = format!("replication slot `{}` no longer exists", config.slot_name);
-    let start_plan = config
-        .common
-        .snapshotter("postgres", false)
-        .and_then(|s| s.plan(stored, &lost))
-        .map_err(PgError::Setup)?;
-    if !start_plan.data && !start_plan.stream {
-        tracing::info!(
-            mode = config.common.snapshot_mode.name(),
-            "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
-        );
+    let Some(start_plan) = plan_start(config, committed.as_ref(), slot.as_ref())? else {
         return Ok(());
-    }
+    };
     let need_snapshot = start_plan.data;
     let db = info.dbname.clone();
     let notifications = config
@@ -365,28 +451,18 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         ))
     });
     let (mut repl, resume) = if need_snapshot {
-        let start = slot::begin_snapshot(&info, config, slot.as_ref(), &mut owned).await?;
-        let plan = snapshot::SnapshotPlan {
+        let tables = InitialSnapshot {
             tables: &schemas,
-            snapshot_name: &start.snapshot_name,
-            consistent_point: start.consistent_point,
-            prefix: config.topic_prefix.as_str().into(),
-            db: db.as_str().into(),
-            overrides: &config.snapshot_overrides,
-            info: &info,
-            threads: config.snapshot_max_threads,
-            chunk_size: config.snapshot_chunk_size,
+            db: &db,
             schema_changes: schema_changes.as_deref(),
-            conditions: &BTreeMap::new(),
-            positions: None,
             notifications: notifications.as_ref(),
         };
-        let rows = snapshot::run(&client, &plan, ctx).await?;
-        tracing::info!(rows, tables = schemas.len(), "Snapshot completed.");
+        let start = slot::begin_snapshot(&info, config, slot.as_ref(), &mut owned).await?;
+        let consistent_point = start.consistent_point;
+        snapshot_tables(&client, &info, config, &start, &tables, ctx).await?;
         if !start_plan.stream || ctx.is_stopping() {
             return Ok(());
         }
-        let consistent_point = start.consistent_point;
         (
             start.stream(&info, config).await?,
             PgOffset {
@@ -396,27 +472,9 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             },
         )
     } else {
-        // A lost slot with a committed position was refused or re-snapshotted by the plan.
-        if slot.is_none() {
-            client
-                .execute(
-                    "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
-                    &[&config.slot_name],
-                )
-                .await
-                .map_err(|e| {
-                    PgError::query(
-                        format!("creating replication slot `{}`", config.slot_name),
-                        e,
-                    )
-                })?;
-            owned.record(owned::Kind::Slot, &config.slot_name)?;
-        }
         let resume = committed.unwrap_or_default();
-        let cfg = replication_config(&info, config).with_start_lsn(Lsn(resume.lsn));
-        let repl = ReplicationClient::connect(cfg)
-            .await
-            .map_err(|e| PgError::Replication(e.to_string()))?;
+        let repl =
+            resume_stream(&client, &info, config, slot.is_some(), resume, &mut owned).await?;
         (repl, resume)
     };
     repl.wait_started()

@@ -4,7 +4,7 @@
 //! Relation, Type, Insert, Update, Delete, Truncate, Origin. Column values borrow from the
 //! message buffer.
 
-use super::table::Cell;
+use crate::postgres::records::table::Cell;
 
 /// A column of a Relation message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use sluice_engine::event::{decimal_schema, names};
 use sluice_engine::{Schema, SchemaType, Struct, Value};
 
-use super::config::{
-    BinaryMode, DecimalMode, HstoreMode, IntervalMode, PostgresConfig, TimePrecisionMode,
-};
 use super::{extra_types, temporal};
 use crate::kit::values::decimal::{money_text, Special};
 use crate::kit::values::temporal as kit_temporal;
 use crate::kit::values::{
     binary_schema, binary_value, decimal_column_schema, decimal_value, named, parse_float,
+};
+use crate::postgres::config::{
+    BinaryMode, DecimalMode, HstoreMode, IntervalMode, PostgresConfig, TimePrecisionMode,
 };
 
 /// How a column's values are read.

@@ -11,25 +11,43 @@ use tokio_postgres::Client;
 
 use crate::kit::signal::kafka::KafkaSignals;
 
-use super::catalog::{table_def, TypeResolver};
-use super::change;
-use super::config::{PostgresConfig, Skipped};
-use super::error::PgError;
-use super::offset::{PgOffset, TxPoint};
-use super::pgoutput::{decode, Message};
-use super::schema_change::{describe, SchemaChanges};
-use super::table::{source_schema, SourceInfo, TableSchema};
-use super::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
+use crate::postgres::capture::change;
+use crate::postgres::capture::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
+use crate::postgres::config::{PostgresConfig, Skipped};
+use crate::postgres::error::PgError;
+use crate::postgres::offset::{PgOffset, TxPoint};
+use crate::postgres::records::schema_change::{describe, SchemaChanges};
+use crate::postgres::records::table::{source_schema, SourceInfo, TableSchema};
+use crate::postgres::server::catalog::{table_def, TypeResolver};
+use crate::postgres::wire::pgoutput::{decode, Message};
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// A relation message's oid, namespace, name and columns.
+type RelationParts = (
+    u32,
+    String,
+    String,
+    Vec<crate::postgres::wire::pgoutput::RelationColumn>,
+);
+
+/// Confirms a committed position to the slot (positions of an unfinished snapshot are not
+/// confirmed).
+fn confirm(repl: &mut ReplicationClient, position: Option<&Position>) {
+    if let Some(offset) = position.and_then(|p| PgOffset::parse(p).ok()) {
+        if offset.snapshot_completed {
+            repl.update_applied_lsn(Lsn(offset.lsn));
+        }
+    }
+}
 
 /// Streaming state.
 pub struct Streamer<'a> {
     /// Configuration.
     pub config: &'a PostgresConfig,
     /// How to open more connections (blocking snapshots).
-    pub info: &'a super::catalog::ConnInfo,
+    pub info: &'a crate::postgres::server::catalog::ConnInfo,
     /// Notification records, when the `sink` notification channel is on.
     pub notifications: Option<sluice_engine::notification::Notifications>,
     /// SQL connection for catalog look-ups.
@@ -55,7 +73,7 @@ pub struct Streamer<'a> {
     /// Schema change events, when `include.schema.changes` is on.
     pub schema_changes: Option<Arc<SchemaChanges>>,
     /// Signals and incremental snapshots, when configured.
-    pub signals: Option<super::signaling::Signals>,
+    pub signals: Option<crate::postgres::capture::signaling::Signals>,
 }
 
 struct Tx {
@@ -74,6 +92,26 @@ struct Tx {
     meta: TxCounts,
 }
 
+/// The stream loop's state between events.
+struct Run {
+    cut: BatchCut,
+    /// Events of the open transaction not emitted yet.
+    batch: Vec<ChangeEvent>,
+    /// End LSN of the last transaction delivered in full.
+    last_done: u64,
+    tx: Option<Tx>,
+}
+
+impl Run {
+    /// Between transactions with nothing waiting: out-of-band work may run.
+    fn idle(&self) -> bool {
+        self.tx.is_none() && self.batch.is_empty()
+    }
+}
+
+/// Whether the stream goes on (`false`: the pipeline is stopping).
+type Go = bool;
+
 impl Streamer<'_> {
     /// Streams until stopped. Returns `Ok` on a graceful stop.
     pub async fn run(
@@ -82,10 +120,12 @@ impl Streamer<'_> {
         ctx: &mut SourceContext,
     ) -> Result<(), PgError> {
         let mut committed = ctx.committed();
-        let mut cut = BatchCut::for_limits(ctx.limits());
-        let mut batch: Vec<ChangeEvent> = Vec::with_capacity(ctx.limits().max_batch_size);
-        let mut last_done = self.resume.lsn;
-        let mut tx: Option<Tx> = None;
+        let mut run = Run {
+            cut: BatchCut::for_limits(ctx.limits()),
+            batch: Vec::with_capacity(ctx.limits().max_batch_size),
+            last_done: self.resume.lsn,
+            tx: None,
+        };
         let period = Duration::from_millis(self.config.heartbeat_interval_ms.max(1));
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -94,15 +134,7 @@ impl Streamer<'_> {
             self.config.signal_poll_interval_ms.max(10),
         ));
         file_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let http_queue = if self.config.signal_channels().iter().any(|c| c == "http") {
-            Some(ctx.external_signals().ok_or_else(|| {
-                PgError::Setup(
-                    "the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file".into(),
-                )
-            })?)
-        } else {
-            None
-        };
+        let http_queue = self.http_channel(ctx)?;
         let mut http = match &http_queue {
             Some(queue) => Some(queue.lock().await),
             None => None,
@@ -123,38 +155,19 @@ impl Streamer<'_> {
             .and_then(|s| s.incremental.as_ref())
             .map(|inc| inc.wake.clone());
         loop {
-            let event = tokio::select! {
+            let go = tokio::select! {
                 biased;
                 _ = ctx.stopping() => return Ok(()),
                 _ = heartbeat.tick(), if self.heartbeats.is_some() => {
-                    if tx.is_none() && batch.is_empty() {
-                        if let Some(query) = &self.config.heartbeat_action_query {
-                            if let Err(e) = self.client.batch_execute(query).await {
-                                tracing::warn!(error = %e, "heartbeat.action.query failed.");
-                            }
-                        }
-                        if let Some(beats) = &self.heartbeats {
-                            let done = PgOffset { lsn: last_done, tx: None, snapshot_completed: true };
-                            let ts_ms = std::time::SystemTime::now()
-                                .duration_since(std::time::UNIX_EPOCH)
-                                .map(|d| d.as_millis() as i64)
-                                .unwrap_or(0);
-                            let record = beats.event(ts_ms, self.pos(done));
-                            if ctx.emit(Batch::new(vec![record])).await.is_err() {
-                                return Ok(());
-                            }
-                        }
-                    }
-                    continue;
+                    self.on_heartbeat(&run, ctx).await
                 }
                 _ = file_tick.tick(), if has_file => {
-                    if tx.is_none() && batch.is_empty() {
+                    if run.idle() {
                         self.poll_file().await?;
-                        if !self.after_signals_out_of_band(ctx, last_done).await? {
-                            return Ok(());
-                        }
+                        self.after_signals_out_of_band(ctx, run.last_done).await?
+                    } else {
+                        true
                     }
-                    continue;
                 }
                 // The `http` channel, read between transactions.
                 line = async {
@@ -162,31 +175,26 @@ impl Streamer<'_> {
                         Some(queue) => queue.recv().await,
                         None => std::future::pending().await,
                     }
-                }, if http.is_some() && tx.is_none() && batch.is_empty() => {
-                    if let Some(line) = line {
+                }, if http.is_some() && run.idle() => match line {
+                    Some(line) => {
                         self.on_signal_line("http", &line).await?;
-                        if !self.after_signals_out_of_band(ctx, last_done).await? {
-                            return Ok(());
-                        }
+                        self.after_signals_out_of_band(ctx, run.last_done).await?
                     }
-                    continue;
-                }
+                    None => true,
+                },
                 // The `kafka` channel, read between transactions.
                 signal = async {
                     match &kafka {
                         Some(channel) => channel.next().await,
                         None => std::future::pending().await,
                     }
-                }, if kafka.is_some() && tx.is_none() && batch.is_empty() => {
+                }, if kafka.is_some() && run.idle() => {
                     let (line, offset) = signal.map_err(PgError::Unavailable)?;
                     self.on_signal_line("kafka", &line).await?;
                     if let Some(channel) = &kafka {
                         channel.commit(offset);
                     }
-                    if !self.after_signals_out_of_band(ctx, last_done).await? {
-                        return Ok(());
-                    }
-                    continue;
+                    self.after_signals_out_of_band(ctx, run.last_done).await?
                 }
                 // The incremental snapshot's chunk reader sent something.
                 _ = async {
@@ -194,144 +202,206 @@ impl Streamer<'_> {
                         Some(wake) => wake.notified().await,
                         None => std::future::pending().await,
                     }
-                } => {
-                    let between = tx.is_none() && batch.is_empty();
-                    if !self.on_reader(ctx, last_done, between).await? {
-                        return Ok(());
-                    }
-                    continue;
-                }
+                } => self.on_reader(ctx, run.last_done, run.idle()).await?,
                 changed = committed.changed() => {
                     if changed.is_ok() {
                         let position = committed.borrow_and_update().clone();
-                        if let Some(offset) = position.as_ref().and_then(|p| PgOffset::parse(p).ok()) {
-                            if offset.snapshot_completed {
-                                repl.update_applied_lsn(Lsn(offset.lsn));
-                            }
-                        }
+                        confirm(repl, position.as_ref());
                     }
-                    continue;
+                    true
                 }
-                event = repl.recv() => event.map_err(|e| PgError::Replication(e.to_string()))?,
-            };
-            let Some(event) = event else {
-                return Err(PgError::Replication(
-                    "the server ended the replication stream".into(),
-                ));
-            };
-            match event {
-                ReplicationEvent::Begin {
-                    final_lsn,
-                    xid,
-                    commit_time_micros,
-                } => {
-                    // Every transaction committed before this one has been streamed.
-                    if !self
-                        .read_only_reached(final_lsn.0.saturating_sub(1), last_done, ctx)
-                        .await?
-                    {
-                        return Ok(());
-                    }
-                    if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-                        inc.on_begin(xid);
-                    }
-                    tx = Some(Tx {
-                        xid,
-                        final_lsn: final_lsn.0,
-                        commit_micros: commit_time_micros + PG_EPOCH_MICROS,
-                        change: (0, 0),
-                        seen: (0, 0),
-                        last: None,
-                        meta: TxCounts::default(),
-                    });
-                }
-                ReplicationEvent::Commit { end_lsn, .. } => {
-                    if let (Some(meta), Some(mut current)) = (&self.tx_meta, tx.take()) {
-                        if current.meta.begun {
-                            let id = format!("{}:{}", current.xid, end_lsn.0);
-                            let end = meta.end(
-                                &id,
-                                current.commit_micros / 1000,
-                                current.meta.total,
-                                &current.meta.per_table,
-                            );
-                            current.change = (u64::MAX, 0);
-                            self.place(&mut current, last_done, end, &mut batch, ROLE_EVENT);
-                        }
-                    }
-                    tx = None;
-                    let before = last_done;
-                    last_done = end_lsn.0;
-                    // A blocking snapshot asked for in this transaction runs now; until it
-                    // ends, positions stay before the transaction, so a restart streams the
-                    // signal again.
-                    let blocking = self.blocking_pending();
-                    let done = self.pos(PgOffset {
-                        lsn: if blocking { before } else { last_done },
-                        tx: None,
-                        snapshot_completed: true,
-                    });
-                    // The batch's position covers the whole transaction, even when it ends
-                    // with skipped events or has none.
-                    let out = Batch {
-                        events: std::mem::take(&mut batch),
-                        position: Some(done),
+                event = repl.recv() => {
+                    let event = event.map_err(|e| PgError::Replication(e.to_string()))?;
+                    let Some(event) = event else {
+                        return Err(PgError::Replication(
+                            "the server ended the replication stream".into(),
+                        ));
                     };
-                    if ctx.emit_cut(out, &mut cut).await.is_err() {
-                        return Ok(());
-                    }
-                    if blocking {
-                        self.blocking_snapshot(ctx, before, last_done).await?;
-                        if ctx.is_stopping() {
-                            return Ok(());
-                        }
-                    }
-                    if !self.read_only_reached(last_done, last_done, ctx).await? {
-                        return Ok(());
-                    }
+                    self.on_event(event, &mut run, ctx).await?
                 }
-                ReplicationEvent::XLogData {
-                    wal_start, data, ..
-                } => {
-                    let Some(current) = tx.as_mut() else { continue };
-                    let message = decode(&data).map_err(PgError::Decode)?;
-                    self.handle(message, current, last_done, wal_start.0, &mut batch)
-                        .await?;
-                    if cut.is_full(&batch)
-                        && ctx
-                            .emit_cut(Batch::new(std::mem::take(&mut batch)), &mut cut)
-                            .await
-                            .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-                ReplicationEvent::KeepAlive { wal_end, .. } => {
-                    if tx.is_none()
-                        && batch.is_empty()
-                        && !self.read_only_reached(wal_end.0, last_done, ctx).await?
-                    {
-                        return Ok(());
-                    }
-                    // Outside a transaction every change up to the server's position has been
-                    // received (events arrive in order), so the position can move there: an idle
-                    // captured table does not pin WAL while the rest of the server writes.
-                    if tx.is_none() && wal_end.0 > last_done && batch.is_empty() {
-                        last_done = wal_end.0;
-                        let done = PgOffset {
-                            lsn: last_done,
-                            tx: None,
-                            snapshot_completed: true,
-                        };
-                        if ctx.emit(Batch::heartbeat(self.pos(done))).await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                }
-                ReplicationEvent::Message { .. } => {}
-                ReplicationEvent::StoppedAt { .. } => return Ok(()),
+            };
+            if !go {
+                return Ok(());
             }
         }
+    }
+
+    /// The admin endpoint's signal queue, when the `http` channel is on.
+    fn http_channel(
+        &self,
+        ctx: &SourceContext,
+    ) -> Result<Option<sluice_engine::admin::SignalQueue>, PgError> {
+        if !self.config.signal_channels().iter().any(|c| c == "http") {
+            return Ok(None);
+        }
+        ctx.external_signals().map(Some).ok_or_else(|| {
+            PgError::Setup(
+                "the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file".into(),
+            )
+        })
+    }
+
+    /// A heartbeat tick: between transactions, the action query runs and a heartbeat record
+    /// goes out at the last delivered position.
+    async fn on_heartbeat(&self, run: &Run, ctx: &mut SourceContext) -> Go {
+        if !run.idle() {
+            return true;
+        }
+        if let Some(query) = &self.config.heartbeat_action_query {
+            if let Err(e) = self.client.batch_execute(query).await {
+                tracing::warn!(error = %e, "heartbeat.action.query failed.");
+            }
+        }
+        let Some(beats) = &self.heartbeats else {
+            return true;
+        };
+        let done = PgOffset {
+            lsn: run.last_done,
+            tx: None,
+            snapshot_completed: true,
+        };
+        let ts_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let record = beats.event(ts_ms, self.pos(done));
+        ctx.emit(Batch::new(vec![record])).await.is_ok()
+    }
+
+    /// One message of the replication stream.
+    async fn on_event(
+        &mut self,
+        event: ReplicationEvent,
+        run: &mut Run,
+        ctx: &mut SourceContext,
+    ) -> Result<Go, PgError> {
+        match event {
+            ReplicationEvent::Begin {
+                final_lsn,
+                xid,
+                commit_time_micros,
+            } => {
+                // Every transaction committed before this one has been streamed.
+                if !self
+                    .read_only_reached(final_lsn.0.saturating_sub(1), run.last_done, ctx)
+                    .await?
+                {
+                    return Ok(false);
+                }
+                if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+                    inc.on_begin(xid);
+                }
+                run.tx = Some(Tx {
+                    xid,
+                    final_lsn: final_lsn.0,
+                    commit_micros: commit_time_micros + PG_EPOCH_MICROS,
+                    change: (0, 0),
+                    seen: (0, 0),
+                    last: None,
+                    meta: TxCounts::default(),
+                });
+                Ok(true)
+            }
+            ReplicationEvent::Commit { end_lsn, .. } => self.on_commit(end_lsn.0, run, ctx).await,
+            ReplicationEvent::XLogData {
+                wal_start, data, ..
+            } => {
+                let Some(current) = run.tx.as_mut() else {
+                    return Ok(true);
+                };
+                let message = decode(&data).map_err(PgError::Decode)?;
+                self.handle(message, current, run.last_done, wal_start.0, &mut run.batch)
+                    .await?;
+                if run.cut.is_full(&run.batch) {
+                    let full = Batch::new(std::mem::take(&mut run.batch));
+                    return Ok(ctx.emit_cut(full, &mut run.cut).await.is_ok());
+                }
+                Ok(true)
+            }
+            ReplicationEvent::KeepAlive { wal_end, .. } => {
+                self.on_keepalive(wal_end.0, run, ctx).await
+            }
+            ReplicationEvent::Message { .. } => Ok(true),
+            ReplicationEvent::StoppedAt { .. } => Ok(false),
+        }
+    }
+
+    /// A transaction's commit: its END record, the batch at the position after it, then a
+    /// blocking snapshot it asked for, then what read-only incremental snapshots can close.
+    async fn on_commit(
+        &mut self,
+        end_lsn: u64,
+        run: &mut Run,
+        ctx: &mut SourceContext,
+    ) -> Result<Go, PgError> {
+        if let (Some(meta), Some(mut current)) = (&self.tx_meta, run.tx.take()) {
+            if current.meta.begun {
+                let id = format!("{}:{}", current.xid, end_lsn);
+                let end = meta.end(
+                    &id,
+                    current.commit_micros / 1000,
+                    current.meta.total,
+                    &current.meta.per_table,
+                );
+                current.change = (u64::MAX, 0);
+                self.place(&mut current, run.last_done, end, &mut run.batch, ROLE_EVENT);
+            }
+        }
+        run.tx = None;
+        let before = run.last_done;
+        run.last_done = end_lsn;
+        // A blocking snapshot asked for in this transaction runs now; until it ends, positions
+        // stay before the transaction, so a restart streams the signal again.
+        let blocking = self.blocking_pending();
+        let done = self.pos(PgOffset {
+            lsn: if blocking { before } else { run.last_done },
+            tx: None,
+            snapshot_completed: true,
+        });
+        // The batch's position covers the whole transaction, even when it ends with skipped
+        // events or has none.
+        let out = Batch {
+            events: std::mem::take(&mut run.batch),
+            position: Some(done),
+        };
+        if ctx.emit_cut(out, &mut run.cut).await.is_err() {
+            return Ok(false);
+        }
+        if blocking {
+            self.blocking_snapshot(ctx, before, run.last_done).await?;
+            if ctx.is_stopping() {
+                return Ok(false);
+            }
+        }
+        self.read_only_reached(run.last_done, run.last_done, ctx)
+            .await
+    }
+
+    /// The server's keep-alive: outside a transaction every change up to its position has
+    /// been received (events arrive in order), so the position moves there: an idle captured
+    /// table does not pin WAL while the rest of the server writes.
+    async fn on_keepalive(
+        &mut self,
+        wal_end: u64,
+        run: &mut Run,
+        ctx: &mut SourceContext,
+    ) -> Result<Go, PgError> {
+        if !run.idle() {
+            return Ok(true);
+        }
+        if !self.read_only_reached(wal_end, run.last_done, ctx).await? {
+            return Ok(false);
+        }
+        if wal_end > run.last_done {
+            run.last_done = wal_end;
+            let done = PgOffset {
+                lsn: run.last_done,
+                tx: None,
+                snapshot_completed: true,
+            };
+            return Ok(ctx.emit(Batch::heartbeat(self.pos(done))).await.is_ok());
+        }
+        Ok(true)
     }
 
     fn table(&self, oid: u32) -> Option<Arc<TableSchema>> {
@@ -375,7 +445,7 @@ impl Streamer<'_> {
         oid: u32,
         namespace: String,
         name: String,
-        columns: Vec<super::pgoutput::RelationColumn>,
+        columns: Vec<crate::postgres::wire::pgoutput::RelationColumn>,
     ) -> Result<Option<&'static str>, PgError> {
         if !self.config.captures_table(&namespace, &name) {
             self.tables.insert(oid, None);
@@ -387,12 +457,12 @@ impl Streamer<'_> {
         self.await_visible(xid).await?;
         let mut def = table_def(self.client, oid, namespace, name, &mut self.types).await?;
         // The stream's column list is authoritative (it is what the tuples carry).
-        let by_name: HashMap<String, super::catalog::ColumnDef> =
+        let by_name: HashMap<String, crate::postgres::server::catalog::ColumnDef> =
             def.columns.drain(..).map(|c| (c.name.clone(), c)).collect();
         for c in columns {
             let column = match by_name.get(&c.name) {
                 Some(known) => known.clone(),
-                None => super::catalog::ColumnDef {
+                None => crate::postgres::server::catalog::ColumnDef {
                     name: c.name.clone(),
                     kind: self
                         .types
@@ -420,6 +490,47 @@ impl Streamer<'_> {
         Ok(change)
     }
 
+    /// A relation message: the table's schema (re)built, a schema change event when it
+    /// changed (`include.schema.changes`), and an altered table's incremental snapshot told.
+    async fn relation(
+        &mut self,
+        tx: &mut Tx,
+        last_done: u64,
+        lsn: u64,
+        out: &mut Vec<ChangeEvent>,
+        (oid, namespace, name, columns): RelationParts,
+    ) -> Result<(), PgError> {
+        let change = self
+            .on_relation(tx.xid, oid, namespace, name, columns)
+            .await?;
+        if change == Some("ALTER") {
+            if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+                inc.table_changed();
+            }
+            self.next_chunk().await?;
+        }
+        let (Some(kind), Some(changes), Some(table)) =
+            (change, &self.schema_changes, self.table(oid))
+        else {
+            return Ok(());
+        };
+        let description = describe(
+            self.client,
+            oid,
+            &table.schema_name,
+            &table.table,
+            &table.primary_key,
+        )
+        .await?;
+        let info = self.info(tx, last_done, lsn);
+        let event = changes.event(kind, &description, table.source(&info), Position::Offset(0));
+        // Before the change that follows at the same LSN: its rank is that change's.
+        let rank = if tx.seen.0 == lsn { tx.seen.1 } else { 0 };
+        tx.change = (lsn, rank);
+        self.place(tx, last_done, event, out, ROLE_SCHEMA);
+        Ok(())
+    }
+
     async fn handle(
         &mut self,
         message: Message<'_>,
@@ -436,42 +547,11 @@ impl Streamer<'_> {
                 columns,
                 ..
             } => {
-                let oid = *oid;
-                let change = self
-                    .on_relation(
-                        tx.xid,
-                        oid,
-                        namespace.clone(),
-                        name.clone(),
-                        columns.clone(),
-                    )
-                    .await?;
-                if change == Some("ALTER") {
-                    if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-                        inc.table_changed();
-                    }
-                    self.next_chunk().await?;
-                }
-                if let (Some(kind), Some(changes), Some(table)) =
-                    (change, &self.schema_changes, self.table(oid))
-                {
-                    let description = describe(
-                        self.client,
-                        oid,
-                        &table.schema_name,
-                        &table.table,
-                        &table.primary_key,
-                    )
-                    .await?;
-                    let info = self.info(tx, last_done, lsn);
-                    let event =
-                        changes.event(kind, &description, table.source(&info), Position::Offset(0));
-                    // Before the change that follows at the same LSN: its rank is that change's.
-                    let rank = if tx.seen.0 == lsn { tx.seen.1 } else { 0 };
-                    tx.change = (lsn, rank);
-                    self.place(tx, last_done, event, out, ROLE_SCHEMA);
-                }
-                return Ok(());
+                let (oid, namespace, name, columns) =
+                    (*oid, namespace.clone(), name.clone(), columns.clone());
+                return self
+                    .relation(tx, last_done, lsn, out, (oid, namespace, name, columns))
+                    .await;
             }
             Message::Insert { oid, .. }
             | Message::Update { oid, .. }

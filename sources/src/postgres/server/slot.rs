@@ -13,16 +13,16 @@
 use pgwire_replication::{Lsn, ReplicationClient};
 use tokio_postgres::Client;
 
-use super::catalog::ConnInfo;
-use super::config::PostgresConfig;
-use super::error::PgError;
-use super::offset::parse_lsn;
-use super::owned::{Kind, Owned};
-use super::{replication_config, SlotState};
+use crate::postgres::config::PostgresConfig;
+use crate::postgres::error::PgError;
+use crate::postgres::offset::parse_lsn;
+use crate::postgres::server::catalog::ConnInfo;
+use crate::postgres::server::owned::{Kind, Owned};
+use crate::postgres::{replication_config, SlotState};
 
 /// A snapshot about to be read: the exported snapshot's name, the point the stream starts
 /// from, and what holds the snapshot open.
-pub(super) struct SnapshotStart {
+pub(crate) struct SnapshotStart {
     /// The exported snapshot the readers import.
     pub snapshot_name: String,
     /// Where the stream starts.
@@ -36,7 +36,7 @@ pub(super) struct SnapshotStart {
 
 /// Prepares the snapshot: creates the slot with its snapshot, or exports one beside the
 /// existing slot.
-pub(super) async fn begin_snapshot(
+pub(crate) async fn begin_snapshot(
     info: &ConnInfo,
     config: &PostgresConfig,
     slot: Option<&SlotState>,
@@ -102,7 +102,7 @@ pub(super) async fn begin_snapshot(
 
 impl SnapshotStart {
     /// The replication stream after the snapshot, from its consistent point.
-    pub(super) async fn stream(
+    pub(crate) async fn stream(
         self,
         info: &ConnInfo,
         config: &PostgresConfig,
@@ -127,7 +127,7 @@ impl SnapshotStart {
 
 /// `slot.drop.on.stop`: drops the slot when this pipeline created it; a slot that was there
 /// before is kept, with a warning.
-pub(super) async fn drop_on_stop(client: &Client, config: &PostgresConfig, owned: &mut Owned) {
+pub(crate) async fn drop_on_stop(client: &Client, config: &PostgresConfig, owned: &mut Owned) {
     if !owned.owns(Kind::Slot, &config.slot_name) {
         tracing::warn!(slot = %config.slot_name, "slot.drop.on.stop: the replication slot was not created by this pipeline; it is kept.");
         return;

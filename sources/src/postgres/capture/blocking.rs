@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use sluice_engine::SourceContext;
 
-use super::error::PgError;
-use super::offset::PgOffset;
-use super::snapshot::{self, SnapshotPlan};
-use super::stream::Streamer;
-use super::table::TableSchema;
+use crate::postgres::capture::snapshot::{self, SnapshotPlan};
+use crate::postgres::capture::stream::Streamer;
+use crate::postgres::error::PgError;
+use crate::postgres::offset::PgOffset;
+use crate::postgres::records::table::TableSchema;
 
 /// A blocking snapshot waiting for its signal's transaction to be delivered.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,13 +18,13 @@ use tokio_postgres::Client;
 
 use sluice_engine::notification::{Notification, Notifications};
 
-use super::catalog::{quote_ident, ConnInfo};
-use super::copy::for_each_line;
-use super::error::PgError;
-use super::offset::PgOffset;
-use super::schema_change::{describe, SchemaChanges};
-use super::table::{SourceInfo, TableSchema};
-use super::types::ReadPath;
+use crate::postgres::error::PgError;
+use crate::postgres::offset::PgOffset;
+use crate::postgres::records::schema_change::{describe, SchemaChanges};
+use crate::postgres::records::table::{SourceInfo, TableSchema};
+use crate::postgres::server::catalog::{quote_ident, ConnInfo};
+use crate::postgres::values::types::ReadPath;
+use crate::postgres::wire::copy::for_each_line;
 
 /// The most rows a reader sends at once.
 const PIECE: usize = 256;
@@ -131,39 +131,7 @@ pub async fn run(
         .map_err(q)?
         .get::<_, i64>(0);
     if let Some(changes) = plan.schema_changes {
-        let position = PgOffset {
-            lsn: plan.consistent_point,
-            tx: None,
-            snapshot_completed: false,
-        }
-        .position();
-        let marker: Arc<str> = "true".into();
-        let mut events = Vec::with_capacity(plan.tables.len());
-        for table in plan.tables {
-            let description = describe(
-                client,
-                table.oid,
-                &table.schema_name,
-                &table.table,
-                &table.primary_key,
-            )
-            .await?;
-            let info = SourceInfo {
-                name: &plan.prefix,
-                db: &plan.db,
-                ts_micros: started_micros,
-                snapshot: &marker,
-                sequence: None,
-                tx_id: Some(tx_id),
-                lsn: Some(plan.consistent_point as i64),
-            };
-            events.push(changes.event(
-                "CREATE",
-                &description,
-                table.source(&info),
-                position.clone(),
-            ));
-        }
+        let events = schema_events(client, plan, changes, started_micros, tx_id).await?;
         if ctx.emit(Batch::new(events)).await.is_err() {
             return Ok(0);
         }
@@ -236,6 +204,50 @@ pub async fn run(
     let rows = rows?;
     client.batch_execute("COMMIT").await.map_err(q)?;
     Ok(rows)
+}
+
+/// The `CREATE` schema change event of every table, at the snapshot's start.
+async fn schema_events(
+    client: &Client,
+    plan: &SnapshotPlan<'_>,
+    changes: &SchemaChanges,
+    started_micros: i64,
+    tx_id: i64,
+) -> Result<Vec<ChangeEvent>, PgError> {
+    let position = PgOffset {
+        lsn: plan.consistent_point,
+        tx: None,
+        snapshot_completed: false,
+    }
+    .position();
+    let marker: Arc<str> = "true".into();
+    let mut events = Vec::with_capacity(plan.tables.len());
+    for table in plan.tables {
+        let description = describe(
+            client,
+            table.oid,
+            &table.schema_name,
+            &table.table,
+            &table.primary_key,
+        )
+        .await?;
+        let info = SourceInfo {
+            name: &plan.prefix,
+            db: &plan.db,
+            ts_micros: started_micros,
+            snapshot: &marker,
+            sequence: None,
+            tx_id: Some(tx_id),
+            lsn: Some(plan.consistent_point as i64),
+        };
+        events.push(changes.event(
+            "CREATE",
+            &description,
+            table.source(&info),
+            position.clone(),
+        ));
+    }
+    Ok(events)
 }
 
 /// Cuts large tables with a single integer key into key ranges (only when reading in parallel).
@@ -318,7 +330,7 @@ fn spawn_reader(
     tx: mpsc::Sender<Piece>,
 ) -> Result<(), PgError> {
     let failed_tx = tx.clone();
-    super::spawn_with_runtime(
+    crate::postgres::spawn_with_runtime(
         format!("sluice-snapshot-{worker}"),
         &format!("snapshot reader {worker}"),
         move |e| {

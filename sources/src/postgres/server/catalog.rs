@@ -4,10 +4,10 @@ use std::collections::HashMap;
 
 use tokio_postgres::{Client, NoTls};
 
-use super::config::{PostgresConfig, SslMode};
-use super::error::PgError;
-use super::owned::{Kind, Owned};
-use super::types::{PgKind, TypeInfo};
+use crate::postgres::config::{PostgresConfig, SslMode};
+use crate::postgres::error::PgError;
+use crate::postgres::server::owned::{Kind, Owned};
+use crate::postgres::values::types::{PgKind, TypeInfo};
 
 /// Resolved connection settings, shared by the SQL and the replication connections.
 #[derive(Clone)]
@@ -140,7 +140,7 @@ impl ConnInfo {
         };
         let tls = match self.sslmode {
             SslMode::Disable => None,
-            _ => Some(super::tls::client_config(
+            _ => Some(crate::postgres::wire::tls::client_config(
                 verify,
                 host,
                 self.sslrootcert.as_deref().filter(|_| verify),
@@ -396,13 +396,13 @@ pub async fn table_def(
 /// Makes sure the publication exists and publishes the captured tables. A publication this
 /// pipeline created (`owned`) is kept to the captured tables (`filtered`); one that was there
 /// before only ever gains tables, since another connector may rely on the ones it has.
-pub(super) async fn ensure_publication(
+pub(crate) async fn ensure_publication(
     client: &Client,
     config: &PostgresConfig,
     tables: &[TableDef],
     owned: &mut Owned,
 ) -> Result<(), PgError> {
-    use super::config::PublicationAutocreate as Mode;
+    use crate::postgres::config::PublicationAutocreate as Mode;
     let name = &config.publication_name;
     let exists = client
         .query_opt("SELECT 1 FROM pg_publication WHERE pubname = $1", &[name])

@@ -7,11 +7,11 @@ use sluice_engine::{
     ChangeEvent, FailureMode, Op, Position, Record, Schema, SchemaType, Struct, Value,
 };
 
-use super::catalog::TableDef;
-use super::config::PostgresConfig;
+use crate::postgres::config::PostgresConfig;
+use crate::postgres::server::catalog::TableDef;
 use sluice_engine::mapping::ColumnMapper;
 
-use super::types::{
+use crate::postgres::values::types::{
     default_value, fallback_value, parse_value, schema_of, Modes, PgKind, ReadPath,
 };
 
@@ -39,7 +39,11 @@ struct Column {
 }
 
 /// Whether `column.propagate.source.type` or `datatype.propagate.source.type` selects `c`.
-fn propagates(config: &PostgresConfig, table: &str, c: &super::catalog::ColumnDef) -> bool {
+fn propagates(
+    config: &PostgresConfig,
+    table: &str,
+    c: &crate::postgres::server::catalog::ColumnDef,
+) -> bool {
     config
         .column_propagate_source_type
         .matches(&format!("{table}.{}", c.name))
@@ -51,7 +55,10 @@ fn propagates(config: &PostgresConfig, table: &str, c: &super::catalog::ColumnDe
 }
 
 /// Debezium's source type parameters: type name (upper case), length, scale, column name.
-fn source_type_parameters(schema: Arc<Schema>, c: &super::catalog::ColumnDef) -> Arc<Schema> {
+fn source_type_parameters(
+    schema: Arc<Schema>,
+    c: &crate::postgres::server::catalog::ColumnDef,
+) -> Arc<Schema> {
     let serial = c
         .default_expr
         .as_deref()
@@ -62,7 +69,7 @@ fn source_type_parameters(schema: Arc<Schema>, c: &super::catalog::ColumnDef) ->
         (true, 20) => "BIGSERIAL".to_owned(),
         _ => c.type_name.to_ascii_uppercase(),
     };
-    let (length, scale) = super::schema_change::size(c.type_oid, c.typmod);
+    let (length, scale) = crate::postgres::records::schema_change::size(c.type_oid, c.typmod);
     let mut b = schema
         .to_builder()
         .parameter("__debezium.source.column.type", type_name)
@@ -75,7 +82,7 @@ fn source_type_parameters(schema: Arc<Schema>, c: &super::catalog::ColumnDef) ->
 }
 
 /// Whether a column is character data as JDBC sees it (Debezium masks only those).
-fn is_character(c: &super::catalog::ColumnDef) -> bool {
+fn is_character(c: &crate::postgres::server::catalog::ColumnDef) -> bool {
     matches!(c.type_oid, 18 | 19 | 25 | 1042 | 1043) || matches!(c.kind, PgKind::Enum(_))
 }
 
@@ -148,6 +155,71 @@ pub struct SourceInfo<'a> {
     pub lsn: Option<i64>,
 }
 
+/// A column's schema, default, column property mapper and source type parameters.
+fn column(
+    c: &crate::postgres::server::catalog::ColumnDef,
+    config: &PostgresConfig,
+    modes: Modes,
+    full_table: &str,
+) -> Column {
+    let default = c
+        .default_expr
+        .as_deref()
+        .and_then(|e| default_value(&c.kind, modes, e));
+    // A key column keeps its optionality: `message.key.columns` may name nullable columns,
+    // whose NULLs stay NULL in the key and in the row, as in Debezium.
+    let optional = !c.not_null;
+    let schema = schema_of(&c.kind, modes, optional, default);
+    let length =
+        (matches!(c.type_oid, 1042 | 1043) && c.typmod >= 4).then(|| (c.typmod - 4) as usize);
+    let mapper = is_character(c)
+        .then(|| {
+            config
+                .column_rules
+                .mapper(&format!("{full_table}.{}", c.name), length)
+        })
+        .flatten()
+        .map(|m| {
+            let (k, v) = m.parameter();
+            let mapped = schema.to_builder().parameter(k, v).build();
+            (m, mapped)
+        });
+    let schema = if mapper.is_none() && propagates(config, full_table, c) {
+        source_type_parameters(schema, c)
+    } else {
+        schema
+    };
+    Column {
+        name: c.name.clone(),
+        kind: c.kind.clone(),
+        schema,
+        mapper,
+    }
+}
+
+/// One warning for a column whose type Debezium does not carry as it is.
+fn warn_unsupported(column: &str, kind: &PgKind) {
+    match kind {
+        PgKind::Unknown(name) => tracing::warn!(
+            %column,
+            r#type = %name,
+            "Unsupported column type; its values are captured as strings."
+        ),
+        PgKind::Omitted(name) => tracing::warn!(
+            %column,
+            r#type = %name,
+            "Column left out of the events, as Debezium leaves out this type."
+        ),
+        PgKind::Array(e) if matches!(**e, PgKind::Bit(_) | PgKind::VarBit(_)) => {
+            tracing::warn!(
+                %column,
+                "Bit array: its values are emitted as null, as Debezium emits them."
+            )
+        }
+        _ => {}
+    }
+}
+
 impl TableSchema {
     /// Builds the schemas of `def` (column filters and modes applied).
     pub fn new(def: &TableDef, config: &PostgresConfig, source: Arc<Schema>) -> Self {
@@ -160,63 +232,10 @@ impl TableSchema {
         let columns: Vec<Column> = def
             .columns
             .iter()
-            .map(|c| {
-                let default = c
-                    .default_expr
-                    .as_deref()
-                    .and_then(|e| default_value(&c.kind, modes, e));
-                // A key column keeps its optionality: `message.key.columns` may name nullable
-                // columns, whose NULLs stay NULL in the key and in the row, as in Debezium.
-                let optional = !c.not_null;
-                let schema = schema_of(&c.kind, modes, optional, default);
-                let length = (matches!(c.type_oid, 1042 | 1043) && c.typmod >= 4)
-                    .then(|| (c.typmod - 4) as usize);
-                let mapper = is_character(c)
-                    .then(|| {
-                        config
-                            .column_rules
-                            .mapper(&format!("{full_table}.{}", c.name), length)
-                    })
-                    .flatten()
-                    .map(|m| {
-                        let (k, v) = m.parameter();
-                        let mapped = schema.to_builder().parameter(k, v).build();
-                        (m, mapped)
-                    });
-                let schema = if mapper.is_none() && propagates(config, &full_table, c) {
-                    source_type_parameters(schema, c)
-                } else {
-                    schema
-                };
-                Column {
-                    name: c.name.clone(),
-                    kind: c.kind.clone(),
-                    schema,
-                    mapper,
-                }
-            })
+            .map(|c| column(c, config, modes, &full_table))
             .collect();
         for c in &columns {
-            let column = format!("{}.{}.{}", def.schema, def.name, c.name);
-            match &c.kind {
-                PgKind::Unknown(name) => tracing::warn!(
-                    %column,
-                    r#type = %name,
-                    "Unsupported column type; its values are captured as strings."
-                ),
-                PgKind::Omitted(name) => tracing::warn!(
-                    %column,
-                    r#type = %name,
-                    "Column left out of the events, as Debezium leaves out this type."
-                ),
-                PgKind::Array(e) if matches!(**e, PgKind::Bit(_) | PgKind::VarBit(_)) => {
-                    tracing::warn!(
-                        %column,
-                        "Bit array: its values are emitted as null, as Debezium emits them."
-                    )
-                }
-                _ => {}
-            }
+            warn_unsupported(&format!("{}.{}.{}", def.schema, def.name, c.name), &c.kind);
         }
         let value_columns: Vec<usize> = (0..columns.len())
             .filter(|&i| !matches!(columns[i].kind, PgKind::Omitted(_)))

@@ -3,14 +3,14 @@
 
 use sluice_engine::{ChangeEvent, Op, Position, Record};
 
-use super::config::Skipped;
-use super::pgoutput::Message;
-use super::table::{Cell, SourceInfo, TableSchema};
-use super::types::ReadPath;
+use crate::postgres::config::Skipped;
+use crate::postgres::records::table::{Cell, SourceInfo, TableSchema};
+use crate::postgres::values::types::ReadPath;
+use crate::postgres::wire::pgoutput::Message;
 
 /// One event of a change.
 #[derive(Debug)]
-pub(super) enum Built {
+pub(crate) enum Built {
     /// A create or update.
     Event(ChangeEvent),
     /// A delete (a tombstone may follow it).
@@ -18,12 +18,12 @@ pub(super) enum Built {
 }
 
 /// A change's events, and the keys an open incremental snapshot window must drop.
-pub(super) type Change = (Vec<Built>, Vec<Option<Record>>);
+pub(crate) type Change = (Vec<Built>, Vec<Option<Record>>);
 
 /// The events of a row change and the keys an open incremental snapshot window must drop;
 /// `Ok(None)` when the operation is skipped (`skipped.operations`) or the change cannot be
 /// represented and `event.processing.failure.handling.mode` skips it.
-pub(super) fn build(
+pub(crate) fn build(
     table: &TableSchema,
     message: &Message<'_>,
     skipped: &Skipped,

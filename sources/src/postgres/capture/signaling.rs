@@ -7,14 +7,14 @@ use std::sync::Arc;
 use sluice_engine::notification::Notification;
 use sluice_engine::{ChangeEvent, Position, Record};
 
-use super::error::PgError;
-use super::incremental::Incremental;
-use super::offset::PgOffset;
-use super::stream::Streamer;
-use super::table::{Cell, TableSchema};
 use crate::kit::signal::{
     from_json_line, interpret, Action, Collections, FileChannel, Signal, WINDOW_CLOSE, WINDOW_OPEN,
 };
+use crate::postgres::capture::incremental::Incremental;
+use crate::postgres::capture::stream::Streamer;
+use crate::postgres::error::PgError;
+use crate::postgres::offset::PgOffset;
+use crate::postgres::records::table::{Cell, TableSchema};
 
 /// Signal channels and the incremental snapshot.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ pub struct Signals {
     /// Database name (for `db.schema.table` collection names).
     pub db: String,
     /// A blocking snapshot asked for, run once the signal's transaction is delivered.
-    pub blocking: Option<super::blocking::Blocking>,
+    pub blocking: Option<crate::postgres::capture::blocking::Blocking>,
 }
 
 fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
@@ -308,7 +308,12 @@ impl Streamer<'_> {
                 return Ok(());
             };
             let conditions = conditions.clone();
-            super::blocking::Blocking::add(&mut signals.blocking, &signal.id, tables, conditions);
+            crate::postgres::capture::blocking::Blocking::add(
+                &mut signals.blocking,
+                &signal.id,
+                tables,
+                conditions,
+            );
             return Ok(());
         }
         let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
@@ -404,12 +409,12 @@ async fn check_conditions(
     for (table, filter) in conditions {
         let qualified = table
             .split('.')
-            .map(super::catalog::quote_ident)
+            .map(crate::postgres::server::catalog::quote_ident)
             .collect::<Vec<_>>()
             .join(".");
         let begin = format!(
             "BEGIN READ ONLY; SET LOCAL statement_timeout = {}",
-            super::incremental::FILTER_TIMEOUT_MS
+            crate::postgres::capture::incremental::FILTER_TIMEOUT_MS
         );
         client
             .batch_execute(&begin)

@@ -10,7 +10,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::error::PgError;
+use crate::postgres::error::PgError;
 
 /// Accepts any certificate but still checks the handshake signatures (`sslmode=require`).
 #[derive(Debug)]

@@ -26,18 +26,18 @@ use sluice_engine::{ChangeEvent, Position};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Client;
 
-use super::super::catalog::{quote_ident, ConnInfo};
-use super::super::config::WatermarkStrategy;
-use super::super::copy::{copy_all, for_each_line, last_line_fields};
-use super::super::error::PgError;
-use super::super::table::{SourceInfo, TableSchema};
-use super::super::types::ReadPath;
-use super::{Progress, FILTER_TIMEOUT_MS};
 use crate::kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
+use crate::postgres::capture::incremental::{Progress, FILTER_TIMEOUT_MS};
+use crate::postgres::config::WatermarkStrategy;
+use crate::postgres::error::PgError;
+use crate::postgres::records::table::{SourceInfo, TableSchema};
+use crate::postgres::server::catalog::{quote_ident, ConnInfo};
+use crate::postgres::values::types::ReadPath;
+use crate::postgres::wire::copy::{copy_all, for_each_line, last_line_fields};
 
 /// What the reader tells the stream.
 #[derive(Debug)]
-pub(super) enum Msg {
+pub(crate) enum Msg {
     /// A query with the signal's `additional-conditions` failed for what it says: the
     /// snapshot is aborted with this reason, the stream goes on.
     Aborted(String),
@@ -62,7 +62,7 @@ pub(super) enum Msg {
 
 /// A chunk read, waiting for its window to close in the stream.
 #[derive(Debug)]
-pub(super) struct Chunk {
+pub(crate) struct Chunk {
     pub id: String,
     pub table: Arc<TableSchema>,
     pub rows: Vec<Option<ChangeEvent>>,
@@ -87,7 +87,7 @@ pub(super) struct Chunk {
 }
 
 /// What a reader needs.
-pub(super) struct Settings {
+pub(crate) struct Settings {
     pub info: ConnInfo,
     pub tables: HashMap<String, Arc<TableSchema>>,
     pub progress: Progress,
@@ -105,7 +105,7 @@ pub(super) struct Settings {
 /// The stream's end of a running reader. Dropping it stops the reader (after its current
 /// query at most).
 #[derive(Debug)]
-pub(super) struct Handle {
+pub(crate) struct Handle {
     pub rx: mpsc::UnboundedReceiver<Msg>,
     permits: Arc<Semaphore>,
 }
@@ -117,7 +117,7 @@ impl Drop for Handle {
 }
 
 /// Starts a reader thread; at most `windows` chunks are read ahead of the stream.
-pub(super) fn spawn(
+pub(crate) fn spawn(
     settings: Settings,
     wake: Arc<Notify>,
     windows: usize,
@@ -135,7 +135,7 @@ pub(super) fn spawn(
         s: settings,
     };
     let (failed_tx, failed_wake) = (reader.tx.clone(), reader.wake.clone());
-    super::super::spawn_with_runtime(
+    crate::postgres::spawn_with_runtime(
         "sluice-chunks".into(),
         "the incremental snapshot reader",
         move |e| {
@@ -190,7 +190,7 @@ impl From<PgError> for End {
 }
 
 /// A key as notifications show it: the value, or `[a, b]` for a composite key.
-pub(super) fn key_text(key: &[Option<String>]) -> String {
+pub(crate) fn key_text(key: &[Option<String>]) -> String {
     let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".to_owned());
     match key {
         [one] => text(one),
@@ -280,203 +280,275 @@ impl Reader {
     async fn read_chunks(&mut self, client: &Client, state: &mut Pipeline) -> Result<(), End> {
         loop {
             let p = self.s.progress.clone();
-            let Some(name) = p.tables.first().cloned() else {
+            if p.tables.is_empty() {
                 self.flush(client, state).await?;
                 return self.send_or_stop(Msg::Progress {
                     progress: None,
                     empty: None,
                 });
-            };
-            let mut rest = p.clone();
-            rest.tables.remove(0);
-            rest.last_key = None;
-            rest.max_key = None;
-            let passed = |rest: Progress, empty: Option<String>| Msg::Progress {
-                progress: (!rest.tables.is_empty()).then_some(rest),
-                empty,
-            };
-            let Some(table) = self.s.tables.get(&name).cloned() else {
-                tracing::warn!(id = %p.id, table = %name, "Incremental snapshot: the table is not captured; passed over.");
-                // Messages keep their order: the chunk before goes first.
-                self.flush(client, state).await?;
-                self.s.progress = rest.clone();
-                self.send_or_stop(passed(rest, None))?;
+            }
+            let Some(query) = self.chunk_query(client, state, &p).await? else {
                 continue;
             };
-            let keys: Vec<usize> = match &p.surrogate_key {
-                Some(k) => table.column_index(k).into_iter().collect(),
-                None => table.key_indexes().to_vec(),
-            };
-            if keys.is_empty() {
-                tracing::warn!(id = %p.id, table = %name, "Incremental snapshot: the table has no key (set `surrogate-key`); passed over.");
-                self.flush(client, state).await?;
-                self.s.progress = rest.clone();
-                self.send_or_stop(passed(rest, None))?;
-                continue;
-            }
-            let names: Vec<String> = table.column_names().map(str::to_owned).collect();
-            let qualified = format!(
-                "{}.{}",
-                quote_ident(&table.schema_name),
-                quote_ident(&table.table)
-            );
-            let key_list = keys
-                .iter()
-                .map(|&i| quote_ident(&names[i]))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let cache_key = (table.oid, keys.clone(), table.signature.clone());
-            let types = match self.key_types.get(&cache_key) {
-                Some(t) => t.clone(),
-                None => {
-                    let t = key_types(client, table.oid, &keys, &names).await?;
-                    self.key_types.insert(cache_key, t.clone());
-                    t
-                }
-            };
-            let condition = p.conditions.get(&name).map(|c| format!("({c})"));
-            let max_key = match &p.max_key {
-                Some(k) => k.clone(),
-                None => {
-                    let last = max_key(client, &qualified, &keys, &names, &condition, &name)
-                        .await
-                        .map_err(|e| filtered(&condition, e))?;
-                    match last {
-                        Some(k) => k,
-                        None => {
-                            self.flush(client, state).await?;
-                            self.s.progress = rest.clone();
-                            self.send_or_stop(passed(rest, Some(name)))?;
-                            continue;
-                        }
-                    }
-                }
-            };
-            let tuple = |values: &[Option<String>]| {
-                values
-                    .iter()
-                    .zip(&types)
-                    .map(|(v, t)| match v {
-                        Some(v) => format!("{}::{t}", literal(v)),
-                        None => "NULL".to_owned(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let mut conditions = vec![format!("({key_list}) <= ({})", tuple(&max_key))];
-            if let Some(last) = &p.last_key {
-                conditions.push(format!("({key_list}) > ({})", tuple(last)));
-            }
-            conditions.extend(condition.clone());
-            let limit = self.rows_that_fit.unwrap_or(self.s.chunk_size);
-            let select = format!(
-                "SELECT {} FROM {qualified} WHERE {} ORDER BY {key_list} LIMIT {}",
-                names
-                    .iter()
-                    .map(|n| quote_ident(n))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                conditions.join(" AND "),
-                limit
-            );
+            let permit = self.permit(client, state).await?;
+            let chunk_id = self.announce(client, state, &p, query.table.oid).await?;
+            self.fetch(client, state, &p, query, chunk_id, permit)
+                .await?;
+        }
+    }
 
-            let permit = match self.permits.clone().try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(tokio::sync::TryAcquireError::Closed) => return Err(End::Stopped),
-                Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    // The stream frees a permit when it closes a window: the fetched chunk
-                    // and its close go out before waiting.
-                    self.flush(client, state).await?;
-                    self.permits
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .map_err(|_| End::Stopped)?
-                }
-            };
-            // Unique across restarts: a chunk read again after a crash gets new watermarks.
-            let nonce = now_since_epoch().as_nanos() as u64;
-            let chunk_id = format!("{}-{}-{nonce:x}", p.id, p.chunks + 1);
-            let (ack, acked) = if self.s.read_only {
-                let (a, b) = oneshot::channel();
-                (Some(a), Some(b))
-            } else {
-                (None, None)
-            };
-            self.send_or_stop(Msg::Announce {
-                id: chunk_id.clone(),
-                oid: table.oid,
-                ack,
-            })?;
-            if let Some(acked) = acked {
-                acked.await.map_err(|_| End::Stopped)?;
-            } else {
-                let close = state.pending.take();
-                self.watermarks(client, close.as_deref(), Some(&chunk_id))
-                    .await?;
+    /// Passes over the current table (not captured, no key, no rows): what was fetched goes
+    /// out first, then the progress without it.
+    async fn pass_over(
+        &mut self,
+        client: &Client,
+        state: &mut Pipeline,
+        p: &Progress,
+        empty: Option<String>,
+    ) -> Result<(), End> {
+        let mut rest = p.clone();
+        rest.tables.remove(0);
+        rest.last_key = None;
+        rest.max_key = None;
+        // Messages keep their order: the chunk before goes first.
+        self.flush(client, state).await?;
+        self.s.progress = rest.clone();
+        self.send_or_stop(Msg::Progress {
+            progress: (!rest.tables.is_empty()).then_some(rest),
+            empty,
+        })
+    }
+
+    /// The next chunk's query of the current table; `None` when the table was passed over.
+    async fn chunk_query(
+        &mut self,
+        client: &Client,
+        state: &mut Pipeline,
+        p: &Progress,
+    ) -> Result<Option<ChunkQuery>, End> {
+        let name = p.tables[0].clone();
+        let Some(table) = self.s.tables.get(&name).cloned() else {
+            tracing::warn!(id = %p.id, table = %name, "Incremental snapshot: the table is not captured; passed over.");
+            self.pass_over(client, state, p, None).await?;
+            return Ok(None);
+        };
+        let keys: Vec<usize> = match &p.surrogate_key {
+            Some(k) => table.column_index(k).into_iter().collect(),
+            None => table.key_indexes().to_vec(),
+        };
+        if keys.is_empty() {
+            tracing::warn!(id = %p.id, table = %name, "Incremental snapshot: the table has no key (set `surrogate-key`); passed over.");
+            self.pass_over(client, state, p, None).await?;
+            return Ok(None);
+        }
+        let names: Vec<String> = table.column_names().map(str::to_owned).collect();
+        let qualified = format!(
+            "{}.{}",
+            quote_ident(&table.schema_name),
+            quote_ident(&table.table)
+        );
+        let key_list = keys
+            .iter()
+            .map(|&i| quote_ident(&names[i]))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cache_key = (table.oid, keys.clone(), table.signature.clone());
+        let types = match self.key_types.get(&cache_key) {
+            Some(t) => t.clone(),
+            None => {
+                let t = key_types(client, table.oid, &keys, &names).await?;
+                self.key_types.insert(cache_key, t.clone());
+                t
             }
-            // The previous chunk is decoded while the server runs this chunk's query.
-            let decoding = state.fetched.take().map(|f| f.start_decoding(self));
-            let started = std::time::Instant::now();
-            let what = format!("incremental snapshot of {name}");
-            let raw = copy_in_snapshot(client, &select, &what, self.s.chunk_bytes).await;
-            if let Some(decoding) = decoding {
-                let chunk = finish_decoding(decoding).await?;
-                self.send_or_stop(Msg::Chunk(chunk))?;
+        };
+        let condition = p.conditions.get(&name).map(|c| format!("({c})"));
+        let max_key = match &p.max_key {
+            Some(k) => k.clone(),
+            None => {
+                let last = max_key(client, &qualified, &keys, &names, &condition, &name)
+                    .await
+                    .map_err(|e| filtered(&condition, e))?;
+                let Some(k) = last else {
+                    self.pass_over(client, state, p, Some(name)).await?;
+                    return Ok(None);
+                };
+                k
             }
-            let (raw, cut, xip) = raw.map_err(|e| filtered(&condition, e))?;
-            let read = raw.iter().filter(|b| **b == b'\n').count();
-            if cut {
-                self.rows_that_fit = Some(read.max(1));
-            }
-            tracing::debug!(rows = read, select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
-            let last = last_line_fields(&raw, &keys);
-            let mut next = p.clone();
-            next.chunks += 1;
-            let last_of_table = !cut && read < limit;
-            let last_key = last.as_deref().map(key_text).unwrap_or_default();
-            let max_text = key_text(&max_key);
-            if last_of_table {
-                // The next table's rows may be of another size.
-                self.rows_that_fit = None;
-                next.tables.remove(0);
-                next.last_key = None;
-                next.max_key = None;
-            } else {
-                next.last_key = last;
-                next.max_key = Some(max_key);
-            }
-            // Read-only: the window is open from the announcement on (a change streamed after
-            // it replaces the chunk's row, which is always safe) until the stream reaches the
-            // WAL position read now, past every transaction the chunk's snapshot could see.
-            let close_at = if self.s.read_only {
-                Some(current_lsn(client).await?)
-            } else {
-                None
-            };
-            self.s.progress = next.clone();
-            state.fetched = Some(Fetched {
-                raw,
-                name,
-                chunk: Chunk {
-                    id: chunk_id.clone(),
-                    table,
-                    rows: Vec::new(),
-                    index: None,
-                    next,
-                    read,
-                    last_key,
-                    max_key: max_text,
-                    last_of_table,
-                    close_at,
-                    xip,
-                    _permit: permit,
-                },
-            });
-            if !self.s.read_only {
-                state.pending = Some(chunk_id);
+        };
+        let tuple = |values: &[Option<String>]| {
+            values
+                .iter()
+                .zip(&types)
+                .map(|(v, t)| match v {
+                    Some(v) => format!("{}::{t}", literal(v)),
+                    None => "NULL".to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut conditions = vec![format!("({key_list}) <= ({})", tuple(&max_key))];
+        if let Some(last) = &p.last_key {
+            conditions.push(format!("({key_list}) > ({})", tuple(last)));
+        }
+        conditions.extend(condition.clone());
+        let limit = self.rows_that_fit.unwrap_or(self.s.chunk_size);
+        let select = format!(
+            "SELECT {} FROM {qualified} WHERE {} ORDER BY {key_list} LIMIT {}",
+            names
+                .iter()
+                .map(|n| quote_ident(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+            conditions.join(" AND "),
+            limit
+        );
+        Ok(Some(ChunkQuery {
+            name,
+            table,
+            keys,
+            max_key,
+            condition,
+            select,
+            limit,
+        }))
+    }
+
+    /// A window permit; when none is free, the fetched chunk and its close go out before
+    /// waiting (the stream frees a permit when it closes a window).
+    async fn permit(
+        &mut self,
+        client: &Client,
+        state: &mut Pipeline,
+    ) -> Result<OwnedSemaphorePermit, End> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(tokio::sync::TryAcquireError::Closed) => Err(End::Stopped),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                self.flush(client, state).await?;
+                self.permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| End::Stopped)
             }
         }
+    }
+
+    /// Announces the next chunk's window to the stream and opens it: its open watermark (with
+    /// the previous chunk's close), or under `read.only` the stream's acknowledgement.
+    async fn announce(
+        &mut self,
+        client: &Client,
+        state: &mut Pipeline,
+        p: &Progress,
+        oid: u32,
+    ) -> Result<String, End> {
+        // Unique across restarts: a chunk read again after a crash gets new watermarks.
+        let nonce = now_since_epoch().as_nanos() as u64;
+        let chunk_id = format!("{}-{}-{nonce:x}", p.id, p.chunks + 1);
+        let (ack, acked) = if self.s.read_only {
+            let (a, b) = oneshot::channel();
+            (Some(a), Some(b))
+        } else {
+            (None, None)
+        };
+        self.send_or_stop(Msg::Announce {
+            id: chunk_id.clone(),
+            oid,
+            ack,
+        })?;
+        if let Some(acked) = acked {
+            acked.await.map_err(|_| End::Stopped)?;
+        } else {
+            let close = state.pending.take();
+            self.watermarks(client, close.as_deref(), Some(&chunk_id))
+                .await?;
+        }
+        Ok(chunk_id)
+    }
+
+    /// Runs the chunk's query (decoding the previous chunk meanwhile) and keeps the result as
+    /// the fetched chunk, with the progress after it.
+    async fn fetch(
+        &mut self,
+        client: &Client,
+        state: &mut Pipeline,
+        p: &Progress,
+        query: ChunkQuery,
+        chunk_id: String,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<(), End> {
+        let ChunkQuery {
+            name,
+            table,
+            keys,
+            max_key,
+            condition,
+            select,
+            limit,
+        } = query;
+        // The previous chunk is decoded while the server runs this chunk's query.
+        let decoding = state.fetched.take().map(|f| f.start_decoding(self));
+        let started = std::time::Instant::now();
+        let what = format!("incremental snapshot of {name}");
+        let raw = copy_in_snapshot(client, &select, &what, self.s.chunk_bytes).await;
+        if let Some(decoding) = decoding {
+            let chunk = finish_decoding(decoding).await?;
+            self.send_or_stop(Msg::Chunk(chunk))?;
+        }
+        let (raw, cut, xip) = raw.map_err(|e| filtered(&condition, e))?;
+        let read = raw.iter().filter(|b| **b == b'\n').count();
+        if cut {
+            self.rows_that_fit = Some(read.max(1));
+        }
+        tracing::debug!(rows = read, select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
+        let last = last_line_fields(&raw, &keys);
+        let mut next = p.clone();
+        next.chunks += 1;
+        let last_of_table = !cut && read < limit;
+        let last_key = last.as_deref().map(key_text).unwrap_or_default();
+        let max_text = key_text(&max_key);
+        if last_of_table {
+            // The next table's rows may be of another size.
+            self.rows_that_fit = None;
+            next.tables.remove(0);
+            next.last_key = None;
+            next.max_key = None;
+        } else {
+            next.last_key = last;
+            next.max_key = Some(max_key);
+        }
+        // Read-only: the window is open from the announcement on (a change streamed after it
+        // replaces the chunk's row, which is always safe) until the stream reaches the WAL
+        // position read now, past every transaction the chunk's snapshot could see.
+        let close_at = if self.s.read_only {
+            Some(current_lsn(client).await?)
+        } else {
+            None
+        };
+        self.s.progress = next.clone();
+        state.fetched = Some(Fetched {
+            raw,
+            name,
+            chunk: Chunk {
+                id: chunk_id.clone(),
+                table,
+                rows: Vec::new(),
+                index: None,
+                next,
+                read,
+                last_key,
+                max_key: max_text,
+                last_of_table,
+                close_at,
+                xip,
+                _permit: permit,
+            },
+        });
+        if !self.s.read_only {
+            state.pending = Some(chunk_id);
+        }
+        Ok(())
     }
 
     /// Writes in one statement (one commit) the close watermark of chunk `close` and the
@@ -543,6 +615,17 @@ impl Reader {
             })?;
         Ok(())
     }
+}
+
+/// One chunk's query, before it runs.
+struct ChunkQuery {
+    name: String,
+    table: Arc<TableSchema>,
+    keys: Vec<usize>,
+    max_key: Vec<Option<String>>,
+    condition: Option<String>,
+    select: String,
+    limit: usize,
 }
 
 /// The reader's chunks in flight.
@@ -672,7 +755,7 @@ async fn copy_in_snapshot(
 }
 
 /// The in-progress transaction ids of a snapshot's text (`xmin:xmax:xip,...`), low 32 bits.
-pub(super) fn in_progress(snapshot: &str) -> Vec<u32> {
+pub(crate) fn in_progress(snapshot: &str) -> Vec<u32> {
     snapshot
         .rsplit(':')
         .next()
@@ -738,7 +821,7 @@ async fn current_lsn(client: &Client) -> Result<u64, PgError> {
         .await
         .map_err(|e| PgError::query("reading the WAL position (read-only incremental snapshot)", e))?;
     let text: String = row.get(0);
-    super::super::offset::parse_lsn(&text)
+    crate::postgres::offset::parse_lsn(&text)
         .ok_or_else(|| PgError::Decode(format!("the server gave `{text}` as its WAL position")))
 }
 

@@ -56,10 +56,12 @@ pub fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
 pub fn for_each_line<'b>(
     buf: &'b [u8],
     what: &str,
-    mut f: impl FnMut(&[super::table::Cell<'_>]) -> Result<(), super::error::PgError>,
-) -> Result<usize, super::error::PgError> {
-    use super::error::PgError;
-    use super::table::Cell;
+    mut f: impl FnMut(
+        &[crate::postgres::records::table::Cell<'_>],
+    ) -> Result<(), crate::postgres::error::PgError>,
+) -> Result<usize, crate::postgres::error::PgError> {
+    use crate::postgres::error::PgError;
+    use crate::postgres::records::table::Cell;
     let mut consumed = 0;
     let mut cells: Vec<Cell<'b>> = Vec::new();
     let mut unescaped: Vec<(bool, std::borrow::Cow<'b, str>)> = Vec::new();
@@ -131,8 +133,8 @@ pub async fn copy_all(
     select: &str,
     what: &str,
     max_bytes: usize,
-) -> Result<(Vec<u8>, bool), super::error::PgError> {
-    use super::error::PgError;
+) -> Result<(Vec<u8>, bool), crate::postgres::error::PgError> {
+    use crate::postgres::error::PgError;
     let stream = client
         .copy_out(&format!("COPY ({select}) TO STDOUT"))
         .await
@@ -239,7 +241,7 @@ mod tests {
             let mut seen: Vec<Vec<Option<String>>> = Vec::new();
             let used = super::for_each_line(text.as_bytes(), "t", |cells| {
                 seen.push(cells.iter().map(|c| match c {
-                    super::super::table::Cell::Text(t) => Some((*t).to_owned()),
+                    crate::postgres::records::table::Cell::Text(t) => Some((*t).to_owned()),
                     _ => None,
                 }).collect());
                 Ok(())

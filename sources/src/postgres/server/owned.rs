@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::catalog::ConnInfo;
-use super::error::PgError;
+use crate::postgres::error::PgError;
+use crate::postgres::server::catalog::ConnInfo;
 
 /// A kind of server object.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     /// A replication slot.
     Slot,
     /// A publication.
@@ -19,7 +19,7 @@ pub(super) enum Kind {
 
 /// The record (`<data_dir>/postgres-created.json`: a JSON list of `kind host:port/db/name`).
 #[derive(Debug)]
-pub(super) struct Owned {
+pub(crate) struct Owned {
     path: PathBuf,
     server: String,
     entries: BTreeSet<String>,
@@ -27,7 +27,7 @@ pub(super) struct Owned {
 
 impl Owned {
     /// The record of `data_dir` for the server and database of `info`.
-    pub(super) fn load(data_dir: &Path, info: &ConnInfo) -> Result<Self, PgError> {
+    pub(crate) fn load(data_dir: &Path, info: &ConnInfo) -> Result<Self, PgError> {
         let path = data_dir.join("postgres-created.json");
         let entries = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
@@ -60,12 +60,12 @@ impl Owned {
     }
 
     /// Whether this pipeline created `name`.
-    pub(super) fn owns(&self, kind: Kind, name: &str) -> bool {
+    pub(crate) fn owns(&self, kind: Kind, name: &str) -> bool {
         self.entries.contains(&self.entry(kind, name))
     }
 
     /// Records that this pipeline created `name` (written before the caller goes on).
-    pub(super) fn record(&mut self, kind: Kind, name: &str) -> Result<(), PgError> {
+    pub(crate) fn record(&mut self, kind: Kind, name: &str) -> Result<(), PgError> {
         let entry = self.entry(kind, name);
         if self.entries.insert(entry) {
             self.write()?;
@@ -74,7 +74,7 @@ impl Owned {
     }
 
     /// Forgets `name` (it was dropped).
-    pub(super) fn forget(&mut self, kind: Kind, name: &str) -> Result<(), PgError> {
+    pub(crate) fn forget(&mut self, kind: Kind, name: &str) -> Result<(), PgError> {
         let entry = self.entry(kind, name);
         if self.entries.remove(&entry) {
             self.write()?;
@@ -108,7 +108,7 @@ mod tests {
             user: "postgres".into(),
             password: None,
             dbname: db.into(),
-            sslmode: super::super::config::SslMode::Disable,
+            sslmode: crate::postgres::config::SslMode::Disable,
             sslrootcert: None,
             client_cert: None,
         }

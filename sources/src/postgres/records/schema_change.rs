@@ -10,7 +10,7 @@ use std::sync::Arc;
 use sluice_engine::{ChangeEvent, Position, Record, Schema, SchemaType, Struct, Value};
 use tokio_postgres::Client;
 
-use super::error::PgError;
+use crate::postgres::error::PgError;
 
 /// JDBC's "unknown length".
 const UNKNOWN_LENGTH: i32 = i32::MAX;

@@ -23,11 +23,11 @@ use sluice_engine::notification::Notification;
 use sluice_engine::{ChangeEvent, Record};
 use tokio::sync::Notify;
 
-use super::catalog::ConnInfo;
-use super::config::{PostgresConfig, WatermarkStrategy};
-use super::error::PgError;
-use super::table::TableSchema;
 use crate::kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
+use crate::postgres::config::{PostgresConfig, WatermarkStrategy};
+use crate::postgres::error::PgError;
+use crate::postgres::records::table::TableSchema;
+use crate::postgres::server::catalog::ConnInfo;
 use reader::{Chunk, Msg};
 
 /// How long one query with a signal's filter may run (milliseconds).
