@@ -35,9 +35,7 @@ use sluice_transforms::mask::MaskConfig;
 use sluice_transforms::route::{Route, RouteConfig};
 use sluice_transforms::truncate::TruncateConfig;
 
-#[path = "../tests/support/procstat.rs"]
-#[allow(dead_code)] // shared with other targets
-mod procstat;
+use sluice_test_support::procstat;
 
 fn datagen(max_events: u64, mix: OpMix) -> DatagenConfig {
     DatagenConfig {

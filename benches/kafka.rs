@@ -19,17 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../tests/kafka/broker.rs"]
-#[allow(dead_code)]
-mod broker;
-#[path = "../tests/postgres/common.rs"]
-#[allow(dead_code)]
-mod pg;
-#[path = "../tests/support/procstat.rs"]
-mod procstat;
-#[path = "../tests/kafka/registry.rs"]
-#[allow(dead_code)]
-mod registry;
+use sluice_test_support::{broker, pg, procstat, registry};
 
 const RECORDS: usize = 145_000;
 

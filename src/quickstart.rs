@@ -18,7 +18,7 @@ use sluice_sources::sqlite::demo;
 const PIPELINE: &str = include_str!("../pipelines/quickstart.yaml");
 
 /// Options of the command.
-pub struct Quickstart {
+pub(crate) struct Quickstart {
     pub dir: PathBuf,
     pub fresh: bool,
     pub seconds: u64,
@@ -51,7 +51,7 @@ fn made_by_quickstart(dir: &std::path::Path) -> bool {
 }
 
 /// Runs the quickstart; the summary goes to standard error, events to standard output.
-pub fn run(q: &Quickstart) -> anyhow::Result<()> {
+pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
     if q.fresh && q.dir.exists() {
         if !made_by_quickstart(&q.dir) {
             anyhow::bail!(

@@ -48,7 +48,9 @@ sluice_engine::components! {
 
 /// The offset store a pipeline's `offsets:` names when a component provides it (`kafka`);
 /// `None`: the engine's own (`file`, `memory`).
-pub fn offset_store(offsets: &OffsetsConfig) -> Result<Option<Arc<dyn OffsetStore>>, String> {
+pub(crate) fn offset_store(
+    offsets: &OffsetsConfig,
+) -> Result<Option<Arc<dyn OffsetStore>>, String> {
     match offsets.store {
         #[cfg(feature = "kafka")]
         OffsetStoreKind::Kafka => {
@@ -65,4 +67,5 @@ pub fn offset_store(offsets: &OffsetsConfig) -> Result<Option<Arc<dyn OffsetStor
 }
 
 /// A pipeline of this binary's components.
-pub type Pipeline = sluice_engine::config::PipelineConfig<SourceSpec, TransformSpec, SinkSpec>;
+pub(crate) type Pipeline =
+    sluice_engine::config::PipelineConfig<SourceSpec, TransformSpec, SinkSpec>;

@@ -650,13 +650,9 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
     assert_eq!(replayed, table);
 }
 
-#[path = "support/moments.rs"]
-mod moments;
-use moments::Moments;
+use sluice_test_support::moments::Moments;
 
-#[path = "support/procstat.rs"]
-#[allow(dead_code)] // shared with the benchmarks
-mod procstat;
+use sluice_test_support::procstat;
 
 /// Lines of the output file, counted without parsing it.
 fn line_count(dir: &Path) -> usize {

@@ -11,7 +11,7 @@ use crate::broker::{self, java_partition, Consumed};
 use crate::pg;
 
 /// A topic prefix no earlier run used on a broker that keeps its topics.
-pub fn unique_prefix(name: &str) -> String {
+pub(crate) fn unique_prefix(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -22,7 +22,7 @@ pub fn unique_prefix(name: &str) -> String {
 /// A pipeline: the test database into a Kafka sink (`kafka` holds its extra keys, indented by
 /// four spaces; without a `producer` key of its own the sink gets `broker.address.family: v4`)
 /// and, when `file` is set, a file sink with the same format.
-pub fn kafka_pipeline(
+pub(crate) fn kafka_pipeline(
     dir: &Path,
     db: &str,
     prefix: &str,

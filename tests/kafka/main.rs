@@ -6,16 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod avro;
-mod broker;
+use sluice_test_support::{broker, pg, procstat, registry};
 mod e2e;
 mod offsets;
-#[path = "../postgres/common.rs"]
-#[allow(dead_code)]
-mod pg;
-#[path = "../support/procstat.rs"]
-#[allow(dead_code)] // shared with the benchmarks
-mod procstat;
-mod registry;
 mod resilience;
 mod secrets;
 mod signals;

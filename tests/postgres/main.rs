@@ -7,13 +7,12 @@
 mod bad_signals;
 mod blocking;
 mod columns;
-mod common;
+use sluice_test_support::pg as common;
 mod conformance;
 mod consistency;
 mod incremental;
 mod memory;
-#[path = "../support/moments.rs"]
-mod moments;
+use sluice_test_support::moments;
 mod notifications;
 mod ownership;
 mod resume;

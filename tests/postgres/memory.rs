@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-#[path = "../support/procstat.rs"]
-#[allow(dead_code)] // shared with the benchmarks
-mod procstat;
+use sluice_test_support::procstat;
 
 /// Counts the lines written to a growing file, reading only what is new since the last call.
 struct Lines {

@@ -6,7 +6,7 @@ use sluice_engine::event::{source_block_builder, EnvelopeSchema, SourceTimestamp
 use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
 
 /// The table's schemas.
-pub fn customers() -> EnvelopeSchema {
+pub(crate) fn customers() -> EnvelopeSchema {
     let s = |o| Schema::primitive(SchemaType::String, o);
     let source = source_block_builder("io.debezium.connector.postgresql.Source")
         .field("schema", s(false))
@@ -26,7 +26,7 @@ pub fn customers() -> EnvelopeSchema {
 }
 
 /// A row.
-pub fn row(
+pub(crate) fn row(
     s: &EnvelopeSchema,
     id: i32,
     name: Option<&str>,
@@ -42,7 +42,7 @@ pub fn row(
 }
 
 /// An event with `op`, `before` and `after`.
-pub fn event(
+pub(crate) fn event(
     s: &EnvelopeSchema,
     op: Op,
     before: Option<Struct>,
@@ -82,7 +82,7 @@ pub fn event(
 }
 
 /// The tombstone that follows a delete.
-pub fn tombstone(delete: &ChangeEvent) -> ChangeEvent {
+pub(crate) fn tombstone(delete: &ChangeEvent) -> ChangeEvent {
     ChangeEvent {
         value: None,
         ..delete.clone()
@@ -90,7 +90,7 @@ pub fn tombstone(delete: &ChangeEvent) -> ChangeEvent {
 }
 
 /// A field of `after` (or `before`).
-pub fn field<'a>(event: &'a ChangeEvent, side: &str, name: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(event: &'a ChangeEvent, side: &str, name: &str) -> Option<&'a Value> {
     event
         .value
         .as_ref()?

@@ -347,7 +347,7 @@ fn sink_entry<K: ComponentSpec, T: ComponentSpec>(
 }
 
 /// The closest candidate within a small edit distance.
-pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(super) fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (levenshtein(word, c), *c))

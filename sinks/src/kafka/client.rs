@@ -25,7 +25,7 @@ const DEFAULTS: &[(&str, &str)] = &[
 ];
 
 /// The client configuration of a sink: Sluice's defaults, then the user's properties.
-pub fn client_config(config: &KafkaSinkConfig, client_id: &str) -> ClientConfig {
+pub(super) fn client_config(config: &KafkaSinkConfig, client_id: &str) -> ClientConfig {
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", config.servers());
     cc.set("client.id", client_id);
@@ -41,7 +41,7 @@ pub fn client_config(config: &KafkaSinkConfig, client_id: &str) -> ClientConfig 
 
 /// Receives librdkafka's logs, errors and delivery reports.
 #[derive(Default)]
-pub struct SinkContext {
+pub(super) struct SinkContext {
     /// The most telling error librdkafka reported (for the startup check's message): a
     /// specific cause (resolution, refusal, authentication) wins over "all brokers are down".
     last_error: Mutex<Option<String>>,
@@ -49,7 +49,7 @@ pub struct SinkContext {
 
 impl SinkContext {
     /// The most telling error librdkafka reported.
-    pub fn last_error(&self) -> Option<String> {
+    pub(super) fn last_error(&self) -> Option<String> {
         self.last_error.lock().ok().and_then(|e| e.clone())
     }
 }
@@ -118,7 +118,7 @@ pub fn is_record_error(error: &KafkaError) -> bool {
 }
 
 /// Whether an error cannot be cured by waiting (authorization, authentication, configuration).
-pub fn is_fatal(error: &KafkaError) -> bool {
+pub(super) fn is_fatal(error: &KafkaError) -> bool {
     use RDKafkaErrorCode as C;
     matches!(
         error.rdkafka_error_code(),
@@ -135,7 +135,7 @@ pub fn is_fatal(error: &KafkaError) -> bool {
 }
 
 /// Tracks the deliveries of one written batch.
-pub struct BatchAck {
+pub(super) struct BatchAck {
     /// Records not reported yet, plus one while the batch is being sent.
     pending: AtomicUsize,
     mode: FailureMode,
@@ -150,7 +150,7 @@ pub struct BatchAck {
 
 impl BatchAck {
     /// A tracker and the receiver that fires once every record is reported.
-    pub fn new(mode: FailureMode) -> (Arc<Self>, oneshot::Receiver<()>) {
+    pub(super) fn new(mode: FailureMode) -> (Arc<Self>, oneshot::Receiver<()>) {
         let (tx, rx) = oneshot::channel();
         let ack = BatchAck {
             pending: AtomicUsize::new(1),
@@ -164,17 +164,17 @@ impl BatchAck {
     }
 
     /// One more record handed to librdkafka.
-    pub fn add(&self) {
+    pub(super) fn add(&self) {
         self.pending.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Takes back an `add` whose record librdkafka did not take.
-    pub fn pending_rollback(&self) {
+    pub(super) fn pending_rollback(&self) {
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// All records are handed over.
-    pub fn sealed(&self) {
+    pub(super) fn sealed(&self) {
         self.finish_one();
     }
 
@@ -183,13 +183,13 @@ impl BatchAck {
     }
 
     /// A record failed (in a delivery report, or when handed over).
-    pub fn failed(&self, topic: &str, key: Option<&str>, error: &KafkaError) {
+    pub(super) fn failed(&self, topic: &str, key: Option<&str>, error: &KafkaError) {
         self.record_failure(topic, key, error);
         self.finish_one();
     }
 
     /// A record failed before it was handed over (it was never added).
-    pub fn refused(&self, topic: &str, key: Option<&str>, error: &KafkaError) {
+    pub(super) fn refused(&self, topic: &str, key: Option<&str>, error: &KafkaError) {
         self.record_failure(topic, key, error);
     }
 
@@ -246,7 +246,7 @@ impl BatchAck {
     }
 
     /// The batch's outcome, once every record was reported.
-    pub fn outcome(&self) -> Result<(), ComponentError> {
+    pub(super) fn outcome(&self) -> Result<(), ComponentError> {
         match self.failure.lock().ok().and_then(|mut f| f.take()) {
             Some(error) => Err(error),
             None => Ok(()),
@@ -254,7 +254,7 @@ impl BatchAck {
     }
 
     /// Topics of records that failed and will be retried.
-    pub fn unknown_topics(&self) -> Vec<String> {
+    pub(super) fn unknown_topics(&self) -> Vec<String> {
         self.unknown_topics
             .lock()
             .map(|t| t.clone())
@@ -263,7 +263,7 @@ impl BatchAck {
 }
 
 /// The startup check's failure message and class.
-pub fn unreachable(
+pub(super) fn unreachable(
     sink: &str,
     servers: &str,
     timeout: Duration,

@@ -16,7 +16,7 @@ use super::config::{KafkaSinkConfig, TopicCreation};
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The topics known to exist, and how to create the others.
-pub struct Topics {
+pub(super) struct Topics {
     sink: String,
     creation: TopicCreation,
     admin: Option<AdminClient<DefaultClientContext>>,
@@ -24,11 +24,11 @@ pub struct Topics {
 }
 
 /// Removes topics from the known set once a delivery says they are gone.
-pub struct Forgetter(Arc<Mutex<HashSet<String>>>);
+pub(super) struct Forgetter(Arc<Mutex<HashSet<String>>>);
 
 impl Forgetter {
     /// Forgets `topics`, so the next write creates them again.
-    pub fn forget(&self, topics: Vec<String>) {
+    pub(super) fn forget(&self, topics: Vec<String>) {
         if topics.is_empty() {
             return;
         }
@@ -42,7 +42,7 @@ impl Forgetter {
 
 impl Topics {
     /// Starts from the topics the broker listed.
-    pub fn new(
+    pub(super) fn new(
         config: &KafkaSinkConfig,
         client_id: &str,
         sink: &str,
@@ -69,12 +69,12 @@ impl Topics {
     }
 
     /// A handle that forgets topics.
-    pub fn forgetter(&self) -> Forgetter {
+    pub(super) fn forgetter(&self) -> Forgetter {
         Forgetter(self.known.clone())
     }
 
     /// Creates the topics among `topics` that are not known to exist.
-    pub async fn ensure<'a>(
+    pub(super) async fn ensure<'a>(
         &mut self,
         topics: impl Iterator<Item = &'a str>,
     ) -> Result<(), ComponentError> {

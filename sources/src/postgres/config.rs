@@ -7,7 +7,7 @@ use sluice_engine::config::{ConfigError, Node, RegexList, Secret};
 use crate::kit::signal::kafka::SIGNAL_CONSUMER_PREFIX;
 use crate::postgres::records::columns::{check_column_property, COLUMN_PREFIXES};
 
-pub use crate::kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
+pub(super) use crate::kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
 
 /// `hstore.handling.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

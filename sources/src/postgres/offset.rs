@@ -85,14 +85,14 @@ impl PgOffset {
 }
 
 /// `0/16B3748` → u64.
-pub fn parse_lsn(text: &str) -> Option<u64> {
+pub(super) fn parse_lsn(text: &str) -> Option<u64> {
     let (hi, lo) = text.split_once('/')?;
     Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
 }
 
 /// u64 → `0/16B3748`.
 #[cfg(test)]
-pub fn format_lsn(lsn: u64) -> String {
+pub(super) fn format_lsn(lsn: u64) -> String {
     format!("{:X}/{:X}", lsn >> 32, lsn & 0xffff_ffff)
 }
 

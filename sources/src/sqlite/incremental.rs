@@ -20,7 +20,7 @@ use crate::kit::signal::{interpret, Action, Collections, Signal};
 
 /// The progress of an incremental snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Progress {
+pub(super) struct Progress {
     /// Tables still to read, the current one first.
     pub tables: VecDeque<String>,
     /// The current table's last key read (`None`: from its start).
@@ -32,7 +32,7 @@ pub struct Progress {
 }
 
 /// The signal an insert into the signaling table carries (`id`, `type`, `data` columns).
-pub fn signal_of(event: &ChangeEvent) -> Option<Signal> {
+pub(super) fn signal_of(event: &ChangeEvent) -> Option<Signal> {
     if event.op() != Some(Op::Create) {
         return None;
     }
@@ -57,7 +57,7 @@ pub fn signal_of(event: &ChangeEvent) -> Option<Signal> {
 
 /// Carries out a signal on the incremental snapshot's progress; `Err` says why it cannot be.
 /// `tables` are the captured tables a signal may select.
-pub fn act(
+pub(super) fn act(
     signal: &Signal,
     tables: &[String],
     progress: &mut Option<Progress>,
@@ -121,7 +121,7 @@ pub fn act(
 }
 
 /// A key value as JSON (for the position).
-pub fn to_json(v: &SqlValue) -> Json {
+pub(super) fn to_json(v: &SqlValue) -> Json {
     match v {
         SqlValue::Null => Json::Null,
         SqlValue::Integer(i) => Json::from(*i),
@@ -132,7 +132,7 @@ pub fn to_json(v: &SqlValue) -> Json {
 }
 
 /// A key value back from the position.
-pub fn from_json(j: &Json) -> SqlValue {
+pub(super) fn from_json(j: &Json) -> SqlValue {
     match j {
         Json::Null => SqlValue::Null,
         Json::Bool(b) => SqlValue::Integer(i64::from(*b)),

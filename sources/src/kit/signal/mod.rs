@@ -3,7 +3,7 @@
 //! ignored; it never stops the pipeline.
 //!
 //! Channels: `source` (rows of the signaling table, read from the source's own log: the source
-//! hands their `id`, `type` and `data` to [`Signal`]), [`file`] (JSON lines of `signal.file`),
+//! hands their `id`, `type` and `data` to [`Signal`]), [`file`](mod@file) (JSON lines of `signal.file`),
 //! [`kafka`] (records of a topic) and `http` (the admin endpoint, one JSON line per signal).
 
 pub mod file;

@@ -19,7 +19,7 @@ use crate::postgres::records::table::TableSchema;
 
 /// A blocking snapshot waiting for its signal's transaction to be delivered.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Blocking {
+pub(crate) struct Blocking {
     /// The signal's id (or the ids, joined, when several arrived together).
     pub id: String,
     /// `schema.table` names, in order.
@@ -30,7 +30,7 @@ pub struct Blocking {
 
 impl Blocking {
     /// Adds a request to the pending one (signals of one transaction are served together).
-    pub fn add(
+    pub(crate) fn add(
         pending: &mut Option<Blocking>,
         id: &str,
         tables: Vec<String>,
@@ -60,13 +60,13 @@ impl Blocking {
 
 impl Streamer<'_> {
     /// Whether a blocking snapshot waits to run.
-    pub fn blocking_pending(&self) -> bool {
+    pub(crate) fn blocking_pending(&self) -> bool {
         self.signals.as_ref().is_some_and(|s| s.blocking.is_some())
     }
 
     /// Runs the pending blocking snapshot, if any: rows carry the position `before` (the
     /// signal comes again after a restart), the last one `after`.
-    pub async fn blocking_snapshot(
+    pub(crate) async fn blocking_snapshot(
         &mut self,
         ctx: &mut SourceContext,
         before: u64,

@@ -18,7 +18,7 @@ use crate::postgres::records::table::{Cell, TableSchema};
 
 /// Signal channels and the incremental snapshot.
 #[derive(Debug)]
-pub struct Signals {
+pub(crate) struct Signals {
     /// The signaling table's oid.
     pub oid: Option<u32>,
     /// Whether rows of the signaling table are signals (`source` channel).
@@ -44,7 +44,7 @@ impl Streamer<'_> {
     /// Read-only incremental snapshots: the stream has delivered every transaction up to
     /// `reached` (outside any transaction), so windows ending there close; their rows go out
     /// at `last_done` and the next chunks are read. Returns `false` when the pipeline stops.
-    pub async fn read_only_reached(
+    pub(crate) async fn read_only_reached(
         &mut self,
         reached: u64,
         last_done: u64,
@@ -69,7 +69,7 @@ impl Streamer<'_> {
     /// A closed chunk's rows with the waiting notifications around them (those before the
     /// rows, the rows, those after), all at the position `position` gives; empty when there is
     /// nothing, without computing the position.
-    pub fn with_notes(
+    pub(crate) fn with_notes(
         &mut self,
         rows: Vec<ChangeEvent>,
         position: impl FnOnce(&Self) -> Position,
@@ -131,7 +131,7 @@ impl Streamer<'_> {
     }
 
     /// The captured tables by `schema.table`.
-    pub fn captured_by_name(&self) -> HashMap<String, Arc<TableSchema>> {
+    pub(crate) fn captured_by_name(&self) -> HashMap<String, Arc<TableSchema>> {
         self.tables
             .values()
             .flatten()
@@ -140,12 +140,12 @@ impl Streamer<'_> {
     }
 
     /// Whether `oid` is the signaling table.
-    pub fn is_signal_table(&self, oid: u32) -> bool {
+    pub(crate) fn is_signal_table(&self, oid: u32) -> bool {
         self.signals.as_ref().and_then(|s| s.oid) == Some(oid)
     }
 
     /// A position carrying the incremental snapshot's progress while one runs.
-    pub fn pos(&self, offset: PgOffset) -> Position {
+    pub(crate) fn pos(&self, offset: PgOffset) -> Position {
         // Every event's position passes here: without a running snapshot, no extra work.
         let Some(progress) = self
             .signals
@@ -159,7 +159,7 @@ impl Streamer<'_> {
     }
 
     /// A streamed change: it supersedes an incremental snapshot row of the same key.
-    pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
+    pub(crate) fn evict(&mut self, oid: u32, key: &Option<Record>) {
         if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
             inc.evict(oid, key);
         }
@@ -167,7 +167,7 @@ impl Streamer<'_> {
 
     /// A row change of the signaling table: a signal (insert, `source` channel) or a
     /// watermark. Returns the rows of a chunk whose window closed.
-    pub async fn on_signal_row(
+    pub(crate) async fn on_signal_row(
         &mut self,
         cells: &[Cell<'_>],
         deleted: bool,
@@ -197,7 +197,7 @@ impl Streamer<'_> {
     }
 
     /// Reads the `file` channel.
-    pub async fn poll_file(&mut self) -> Result<(), PgError> {
+    pub(crate) async fn poll_file(&mut self) -> Result<(), PgError> {
         let lines = match self.signals.as_mut().and_then(|s| s.file.as_mut()) {
             Some(f) => f.take(),
             None => return Ok(()),
@@ -209,7 +209,11 @@ impl Streamer<'_> {
     }
 
     /// A signal from the `file` or `http` channel (a JSON line); a bad one is logged.
-    pub async fn on_signal_line(&mut self, channel: &str, line: &str) -> Result<(), PgError> {
+    pub(crate) async fn on_signal_line(
+        &mut self,
+        channel: &str,
+        line: &str,
+    ) -> Result<(), PgError> {
         match from_json_line(line) {
             Ok(signal) => self.on_signal(&signal).await,
             Err(e) => {
@@ -221,7 +225,7 @@ impl Streamer<'_> {
 
     /// After signals that came outside the log (file, http), between transactions: their
     /// notifications go out, a blocking snapshot they asked for runs. `false`: stopping.
-    pub async fn after_signals_out_of_band(
+    pub(crate) async fn after_signals_out_of_band(
         &mut self,
         ctx: &mut sluice_engine::SourceContext,
         last_done: u64,
@@ -247,7 +251,7 @@ impl Streamer<'_> {
     }
 
     /// Acts on one signal; a malformed one is refused.
-    pub async fn on_signal(&mut self, signal: &Signal) -> Result<(), PgError> {
+    pub(crate) async fn on_signal(&mut self, signal: &Signal) -> Result<(), PgError> {
         let action = match interpret(signal) {
             Ok(Some(a)) => a,
             Ok(None) => {
@@ -357,7 +361,7 @@ impl Streamer<'_> {
     }
 
     /// Starts the incremental snapshot's chunk reader when one should run.
-    pub async fn next_chunk(&mut self) -> Result<(), PgError> {
+    pub(crate) async fn next_chunk(&mut self) -> Result<(), PgError> {
         let ready = self
             .signals
             .as_ref()
@@ -376,7 +380,7 @@ impl Streamer<'_> {
 
     /// The chunk reader sent something: take it in; between transactions, close what can
     /// close and send the notifications waiting. `false`: the pipeline stops.
-    pub async fn on_reader(
+    pub(crate) async fn on_reader(
         &mut self,
         ctx: &mut sluice_engine::SourceContext,
         last_done: u64,

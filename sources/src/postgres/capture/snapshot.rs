@@ -33,7 +33,7 @@ const PIECE: usize = 256;
 const MAX_CHUNKS: u64 = 4096;
 
 /// What the snapshot needs to know.
-pub struct SnapshotPlan<'a> {
+pub(crate) struct SnapshotPlan<'a> {
     /// Tables, in order.
     pub tables: &'a [Arc<TableSchema>],
     /// Exported snapshot name.
@@ -108,7 +108,7 @@ fn begin_sql(snapshot_name: &str) -> String {
 /// Emits every row of every table as `op: r`, with Debezium's `snapshot` markers (`first`,
 /// `first_in_data_collection`, `true`, `last_in_data_collection`, `last`). Returns the number of
 /// rows. Positions say the snapshot is incomplete, except the last one.
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     plan: &SnapshotPlan<'_>,
     ctx: &mut SourceContext,

@@ -43,7 +43,7 @@ fn confirm(repl: &mut ReplicationClient, position: Option<&Position>) {
 }
 
 /// Streaming state.
-pub struct Streamer<'a> {
+pub(crate) struct Streamer<'a> {
     /// Configuration.
     pub config: &'a PostgresConfig,
     /// How to open more connections (blocking snapshots).
@@ -114,7 +114,7 @@ type Go = bool;
 
 impl Streamer<'_> {
     /// Streams until stopped. Returns `Ok` on a graceful stop.
-    pub async fn run(
+    pub(crate) async fn run(
         &mut self,
         repl: &mut ReplicationClient,
         ctx: &mut SourceContext,

@@ -7,7 +7,7 @@ use sluice_engine::{ChangeEvent, Position, Record, Schema, SchemaType, Struct, V
 
 /// The schemas of transaction records, built once.
 #[derive(Debug)]
-pub struct TxSchemas {
+pub(crate) struct TxSchemas {
     topic: Arc<str>,
     key: Arc<Schema>,
     value: Arc<Schema>,
@@ -17,7 +17,7 @@ pub struct TxSchemas {
 
 impl TxSchemas {
     /// Schemas for `<prefix>.transaction`.
-    pub fn new(prefix: &str) -> Self {
+    pub(crate) fn new(prefix: &str) -> Self {
         let s = |o| Schema::primitive(SchemaType::String, o);
         let collection = Schema::struct_builder()
             .optional()
@@ -72,7 +72,7 @@ impl TxSchemas {
     }
 
     /// The BEGIN record.
-    pub fn begin(&self, id: &str, ts_ms: i64) -> ChangeEvent {
+    pub(crate) fn begin(&self, id: &str, ts_ms: i64) -> ChangeEvent {
         self.event(
             id,
             vec![
@@ -86,7 +86,7 @@ impl TxSchemas {
     }
 
     /// The END record, with per-table counts in Debezium's order.
-    pub fn end(
+    pub(crate) fn end(
         &self,
         id: &str,
         ts_ms: i64,
@@ -116,7 +116,7 @@ impl TxSchemas {
     }
 
     /// The `transaction` block of a data event.
-    pub fn block(&self, id: &str, total_order: u64, collection_order: u64) -> Value {
+    pub(crate) fn block(&self, id: &str, total_order: u64, collection_order: u64) -> Value {
         Struct::from_values(
             self.block.clone(),
             vec![
@@ -155,7 +155,7 @@ fn java_hashmap_order(entries: &[(Arc<str>, u64)]) -> Vec<&(Arc<str>, u64)> {
 
 /// Per-transaction bookkeeping.
 #[derive(Debug, Default)]
-pub struct TxCounts {
+pub(crate) struct TxCounts {
     /// Whether BEGIN was emitted (it is, lazily, with the first data event).
     pub begun: bool,
     /// Data events so far.
@@ -166,7 +166,7 @@ pub struct TxCounts {
 
 impl TxCounts {
     /// Counts one data event of `table`; returns (total order, data collection order).
-    pub fn count(&mut self, table: &str) -> (u64, u64) {
+    pub(crate) fn count(&mut self, table: &str) -> (u64, u64) {
         self.total += 1;
         let n = match self.per_table.iter_mut().find(|(t, _)| &**t == table) {
             Some(entry) => {
@@ -183,7 +183,7 @@ impl TxCounts {
 }
 
 /// Sets the `transaction` field of a data event's envelope.
-pub fn set_block(event: &mut ChangeEvent, block: Value) {
+pub(crate) fn set_block(event: &mut ChangeEvent, block: Value) {
     if let Some(envelope) = event.value.as_mut().and_then(|v| v.value.as_struct_mut()) {
         envelope.set("transaction", block);
     }
@@ -216,7 +216,7 @@ mod tests {
 
 /// Debezium's heartbeat records.
 #[derive(Debug)]
-pub struct Heartbeats {
+pub(crate) struct Heartbeats {
     topic: Arc<str>,
     key: Record,
     value: Arc<Schema>,
@@ -224,7 +224,7 @@ pub struct Heartbeats {
 
 impl Heartbeats {
     /// Heartbeats on `<prefix>.<server>` keyed by the server name.
-    pub fn new(topic_prefix: &str, server: &str) -> Self {
+    pub(crate) fn new(topic_prefix: &str, server: &str) -> Self {
         let key_schema = Schema::struct_builder()
             .name("io.debezium.connector.common.ServerNameKey")
             .version(1)
@@ -247,7 +247,7 @@ impl Heartbeats {
     }
 
     /// A heartbeat record at `position`.
-    pub fn event(&self, ts_ms: i64, position: Position) -> ChangeEvent {
+    pub(crate) fn event(&self, ts_ms: i64, position: Position) -> ChangeEvent {
         ChangeEvent {
             topic: self.topic.clone(),
             key: Some(self.key.clone()),

@@ -17,7 +17,7 @@ const UNKNOWN_LENGTH: i32 = i32::MAX;
 
 /// One column as a schema change event describes it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ColumnDescription {
+pub(crate) struct ColumnDescription {
     /// Name.
     pub name: String,
     /// `java.sql.Types` code.
@@ -44,7 +44,7 @@ pub struct ColumnDescription {
 
 /// A table's structure.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TableDescription {
+pub(crate) struct TableDescription {
     /// Schema.
     pub schema: String,
     /// Table.
@@ -59,7 +59,7 @@ pub struct TableDescription {
 
 /// What the catalog says about a column's type.
 #[derive(Debug, Clone)]
-pub struct TypeFacts<'a> {
+pub(crate) struct TypeFacts<'a> {
     /// The column's type oid (a domain's base type already resolved).
     pub oid: u32,
     /// `pg_type.typcategory`.
@@ -69,7 +69,7 @@ pub struct TypeFacts<'a> {
 }
 
 /// `java.sql.Types` of a type, as the PostgreSQL JDBC driver reports it.
-pub fn jdbc_type(t: &TypeFacts<'_>) -> i32 {
+pub(crate) fn jdbc_type(t: &TypeFacts<'_>) -> i32 {
     if t.category == "A" {
         return 2003;
     }
@@ -106,7 +106,7 @@ fn second_digits(typmod: i32) -> i32 {
 }
 
 /// `(length, scale)` of a type, as the JDBC driver's column size and decimal digits.
-pub fn size(oid: u32, typmod: i32) -> (i32, Option<i32>) {
+pub(crate) fn size(oid: u32, typmod: i32) -> (i32, Option<i32>) {
     let time_scale = if typmod < 0 { 6 } else { typmod };
     match oid {
         16 => (1, Some(0)),
@@ -138,7 +138,7 @@ pub fn size(oid: u32, typmod: i32) -> (i32, Option<i32>) {
 }
 
 /// Reads the structure of table `oid` from the catalog.
-pub async fn describe(
+pub(crate) async fn describe(
     client: &Client,
     oid: u32,
     schema: &str,
@@ -225,7 +225,7 @@ pub async fn describe(
 
 /// The schemas of schema change events, built once.
 #[derive(Debug)]
-pub struct SchemaChanges {
+pub(crate) struct SchemaChanges {
     topic: Arc<str>,
     db: Arc<str>,
     key: Arc<Schema>,
@@ -237,7 +237,7 @@ pub struct SchemaChanges {
 
 impl SchemaChanges {
     /// Schemas for the topic `prefix`, with the PostgreSQL `source` block schema.
-    pub fn new(prefix: &str, db: &str, source: Arc<Schema>) -> Self {
+    pub(crate) fn new(prefix: &str, db: &str, source: Arc<Schema>) -> Self {
         let s = |o| Schema::primitive(SchemaType::String, o);
         let i = |o| Schema::primitive(SchemaType::Int32, o);
         let b = || Schema::primitive(SchemaType::Boolean, true);
@@ -321,7 +321,7 @@ impl SchemaChanges {
     }
 
     /// The table change struct (`type` is `CREATE`, `ALTER` or `DROP`).
-    pub fn table_change(&self, kind: &str, t: &TableDescription) -> Value {
+    pub(crate) fn table_change(&self, kind: &str, t: &TableDescription) -> Value {
         let text = |s: &Option<String>| s.as_deref().map_or(Value::Null, Value::from);
         let columns = t
             .columns
@@ -375,7 +375,7 @@ impl SchemaChanges {
     }
 
     /// The schema change event for `t`, with `source` describing where it was seen.
-    pub fn event(
+    pub(crate) fn event(
         &self,
         kind: &str,
         t: &TableDescription,

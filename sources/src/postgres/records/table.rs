@@ -16,11 +16,11 @@ use crate::postgres::values::types::{
 };
 
 /// Debezium's placeholder for unchanged TOASTed values.
-pub const UNAVAILABLE: &str = "__debezium_unavailable_value";
+pub(crate) const UNAVAILABLE: &str = "__debezium_unavailable_value";
 
 /// One column's value as the server sent it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cell<'a> {
+pub(crate) enum Cell<'a> {
     /// SQL NULL (or not sent).
     Null,
     /// Text output of the value.
@@ -88,7 +88,7 @@ fn is_character(c: &crate::postgres::server::catalog::ColumnDef) -> bool {
 
 /// How one table's events are built.
 #[derive(Debug)]
-pub struct TableSchema {
+pub(crate) struct TableSchema {
     /// Schema name.
     pub schema_name: String,
     /// Table name.
@@ -119,7 +119,7 @@ pub struct TableSchema {
 }
 
 /// The PostgreSQL connector's `source` block schema.
-pub fn source_schema() -> Arc<Schema> {
+pub(crate) fn source_schema() -> Arc<Schema> {
     let s = |o| Schema::primitive(SchemaType::String, o);
     let i = |o| Schema::primitive(SchemaType::Int64, o);
     sluice_engine::event::source_block_builder("io.debezium.connector.postgresql.Source")
@@ -138,7 +138,7 @@ pub fn source_schema() -> Arc<Schema> {
 
 /// What the `source` block of one event says.
 #[derive(Debug, Clone)]
-pub struct SourceInfo<'a> {
+pub(crate) struct SourceInfo<'a> {
     /// `topic.prefix`.
     pub name: &'a Arc<str>,
     /// Database name.
@@ -222,7 +222,7 @@ fn warn_unsupported(column: &str, kind: &PgKind) {
 
 impl TableSchema {
     /// Builds the schemas of `def` (column filters and modes applied).
-    pub fn new(def: &TableDef, config: &PostgresConfig, source: Arc<Schema>) -> Self {
+    pub(crate) fn new(def: &TableDef, config: &PostgresConfig, source: Arc<Schema>) -> Self {
         let modes = Modes::of(config);
         let full_table = format!("{}.{}", def.schema, def.name);
         let key_names: Vec<String> = match config.key_columns.of(&full_table) {
@@ -295,22 +295,22 @@ impl TableSchema {
     }
 
     /// Names of the table's columns, in order.
-    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn column_names(&self) -> impl Iterator<Item = &str> {
         self.columns.iter().map(|c| c.name.as_str())
     }
 
     /// Table positions of the key's columns, in key order.
-    pub fn key_indexes(&self) -> &[usize] {
+    pub(crate) fn key_indexes(&self) -> &[usize] {
         &self.key_columns
     }
 
     /// Table position of a column.
-    pub fn column_index(&self, name: &str) -> Option<usize> {
+    pub(crate) fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
 
     /// Whether the table has a key.
-    pub fn has_key(&self) -> bool {
+    pub(crate) fn has_key(&self) -> bool {
         !self.key_columns.is_empty()
     }
 
@@ -337,7 +337,7 @@ impl TableSchema {
     }
 
     /// The row struct of a streamed change from cells in table column order.
-    pub fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
+    pub(crate) fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
         self.row_at(ReadPath::Stream, cells)
     }
 
@@ -356,7 +356,7 @@ impl TableSchema {
 
     /// The key record of a streamed change from cells in table column order (`None` without a
     /// primary key).
-    pub fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
+    pub(crate) fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
         self.key_at(ReadPath::Stream, cells)
     }
 
@@ -379,7 +379,7 @@ impl TableSchema {
     /// What to do with a change or row whose values could not be read (`error` names the
     /// column and the value): `Ok` to go on without it (logged with its key under `warn`), or
     /// the error that stops the pipeline under `fail`.
-    pub fn unreadable(
+    pub(crate) fn unreadable(
         &self,
         path: ReadPath,
         error: String,
@@ -412,7 +412,7 @@ impl TableSchema {
     }
 
     /// The `source` struct.
-    pub fn source(&self, info: &SourceInfo<'_>) -> Struct {
+    pub(crate) fn source(&self, info: &SourceInfo<'_>) -> Struct {
         let ts = SourceTimestamps {
             nanos: info.ts_micros.saturating_mul(1000),
         };
@@ -439,7 +439,7 @@ impl TableSchema {
     }
 
     /// A change event.
-    pub fn event(
+    pub(crate) fn event(
         &self,
         op: Op,
         key: Option<Record>,
@@ -453,7 +453,7 @@ impl TableSchema {
 
     /// A snapshot row (`op: r`) from cells in table column order, with a `source` block built
     /// beforehand and shared by the snapshot's rows.
-    pub fn read_event(
+    pub(crate) fn read_event(
         &self,
         cells: &[Cell<'_>],
         source: &Struct,
@@ -466,7 +466,7 @@ impl TableSchema {
 
     /// A change event with a `source` block built beforehand (a snapshot's, shared by all its
     /// rows: see [`sluice_engine::Struct::into_shared`]).
-    pub fn event_with_source(
+    pub(crate) fn event_with_source(
         &self,
         op: Op,
         key: Option<Record>,

@@ -11,7 +11,7 @@ use crate::postgres::values::types::{PgKind, TypeInfo};
 
 /// Resolved connection settings, shared by the SQL and the replication connections.
 #[derive(Clone)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     /// Host (or socket directory).
     pub host: String,
     /// Port.
@@ -42,14 +42,14 @@ impl std::fmt::Debug for ConnInfo {
 
 impl ConnInfo {
     /// The client certificate and key paths, if set.
-    pub fn client(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+    pub(crate) fn client(&self) -> Option<(&std::path::Path, &std::path::Path)> {
         self.client_cert
             .as_ref()
             .map(|(c, k)| (c.as_path(), k.as_path()))
     }
 
     /// Combines `database.url` with the individual fields (fields win).
-    pub fn from_config(c: &PostgresConfig) -> Result<Self, PgError> {
+    pub(crate) fn from_config(c: &PostgresConfig) -> Result<Self, PgError> {
         let mut info = ConnInfo {
             host: "localhost".into(),
             port: 5432,
@@ -116,7 +116,7 @@ impl ConnInfo {
     }
 
     /// Opens a SQL connection with the session settings the text parsers expect.
-    pub async fn connect(&self, application: &str) -> Result<Client, PgError> {
+    pub(crate) async fn connect(&self, application: &str) -> Result<Client, PgError> {
         let mut config = tokio_postgres::Config::new();
         config
             .host(&self.host)
@@ -195,7 +195,7 @@ impl ConnInfo {
 }
 
 /// Checks `wal_level` and the REPLICATION privilege; the messages say how to fix them.
-pub async fn check_setup(client: &Client, info: &ConnInfo) -> Result<(), PgError> {
+pub(crate) async fn check_setup(client: &Client, info: &ConnInfo) -> Result<(), PgError> {
     let row = client
         .query_one(
             "SELECT current_setting('wal_level'), (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)",
@@ -221,7 +221,7 @@ pub async fn check_setup(client: &Client, info: &ConnInfo) -> Result<(), PgError
 
 /// A captured table as the catalog describes it.
 #[derive(Debug, Clone)]
-pub struct TableDef {
+pub(crate) struct TableDef {
     /// `pg_class.oid`.
     pub oid: u32,
     /// Schema name.
@@ -236,7 +236,7 @@ pub struct TableDef {
 
 /// A column as the catalog describes it.
 #[derive(Debug, Clone)]
-pub struct ColumnDef {
+pub(crate) struct ColumnDef {
     /// Name.
     pub name: String,
     /// The resolved kind.
@@ -255,13 +255,13 @@ pub struct ColumnDef {
 
 /// Resolves type oids to [`PgKind`]s, caching what it learned.
 #[derive(Debug, Default)]
-pub struct TypeResolver {
+pub(crate) struct TypeResolver {
     cache: HashMap<(u32, i32), PgKind>,
 }
 
 impl TypeResolver {
     /// The kind of type `oid` with modifier `typmod`.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &mut self,
         client: &Client,
         oid: u32,
@@ -319,7 +319,7 @@ async fn type_info(client: &Client, oid: u32, typmod: i32) -> Result<TypeInfo, P
 }
 
 /// Reads the definitions of the captured tables.
-pub async fn captured_tables(
+pub(crate) async fn captured_tables(
     client: &Client,
     config: &PostgresConfig,
     types: &mut TypeResolver,
@@ -344,7 +344,7 @@ pub async fn captured_tables(
 }
 
 /// Reads one table's definition.
-pub async fn table_def(
+pub(crate) async fn table_def(
     client: &Client,
     oid: u32,
     schema: String,
@@ -495,6 +495,6 @@ async fn check_publication_covers(
 }
 
 /// Double-quotes an identifier.
-pub fn quote_ident(s: &str) -> String {
+pub(crate) fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }

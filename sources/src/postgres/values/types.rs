@@ -18,7 +18,7 @@ use crate::postgres::config::{
 
 /// How a column's values are read.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PgKind {
+pub(crate) enum PgKind {
     /// boolean.
     Bool,
     /// smallint.
@@ -87,7 +87,7 @@ pub enum PgKind {
 
 /// Catalog facts about a type, as read from `pg_type` (domains already resolved).
 #[derive(Debug, Clone, Default)]
-pub struct TypeInfo {
+pub(crate) struct TypeInfo {
     /// `typname` of the base type.
     pub name: String,
     /// `atttypmod` (or the domain's `typtypmod`).
@@ -108,7 +108,7 @@ fn time_precision(typmod: i32) -> u32 {
 
 impl PgKind {
     /// The kind of a catalog type.
-    pub fn of(info: &TypeInfo) -> PgKind {
+    pub(crate) fn of(info: &TypeInfo) -> PgKind {
         if let Some(labels) = &info.enum_labels {
             return PgKind::Enum(labels.clone());
         }
@@ -165,7 +165,7 @@ impl PgKind {
 
 /// The mapping options that change schemas and values.
 #[derive(Debug, Clone, Copy)]
-pub struct Modes {
+pub(crate) struct Modes {
     /// `time.precision.mode`.
     pub time: TimePrecisionMode,
     /// `decimal.handling.mode`.
@@ -184,7 +184,7 @@ pub struct Modes {
 /// two through different code (JDBC, its own text decoder), and a few values come out
 /// differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadPath {
+pub(crate) enum ReadPath {
     /// An initial, blocking or incremental snapshot row.
     Snapshot,
     /// A streamed change.
@@ -193,7 +193,7 @@ pub enum ReadPath {
 
 impl Modes {
     /// The modes of a source configuration.
-    pub fn of(c: &PostgresConfig) -> Self {
+    pub(crate) fn of(c: &PostgresConfig) -> Self {
         Modes {
             time: c.time_precision_mode,
             decimal: c.decimal_handling_mode,
@@ -226,7 +226,7 @@ fn bits_schema(length: u32, optional: bool) -> sluice_engine::event::SchemaBuild
 }
 
 /// The Connect schema of a column, with its default value when it has one.
-pub fn schema_of(
+pub(crate) fn schema_of(
     kind: &PgKind,
     modes: Modes,
     optional: bool,
@@ -299,7 +299,7 @@ fn bad(kind: &PgKind, text: &str) -> String {
 }
 
 /// Converts the server's text output of a value read through `path`.
-pub fn parse_value(
+pub(crate) fn parse_value(
     kind: &PgKind,
     modes: Modes,
     path: ReadPath,
@@ -438,7 +438,7 @@ fn parse_bytea(text: &str) -> Option<Vec<u8>> {
 }
 
 /// A one-dimensional array literal `{a,"b c",NULL}` → its items (`None` for NULL).
-pub fn parse_array(text: &str) -> Option<Vec<Option<String>>> {
+pub(crate) fn parse_array(text: &str) -> Option<Vec<Option<String>>> {
     let inner = text.strip_prefix('{')?.strip_suffix('}')?;
     let mut items = Vec::new();
     if inner.is_empty() {
@@ -478,7 +478,7 @@ pub fn parse_array(text: &str) -> Option<Vec<Option<String>>> {
 
 /// The value a non-optional field takes when the server sent no value (a key-only old row):
 /// the schema default, else the type's zero value, as Debezium fills such fields.
-pub fn fallback_value(schema: &Schema) -> Value {
+pub(crate) fn fallback_value(schema: &Schema) -> Value {
     if let Some(d) = schema.default_value() {
         return d.clone();
     }
@@ -500,7 +500,7 @@ pub fn fallback_value(schema: &Schema) -> Value {
 
 /// The default of a column from its default expression, as Debezium derives it: constants are
 /// parsed; `nextval(..)` gives 0 and `now()`-like functions the epoch; other expressions none.
-pub fn default_value(kind: &PgKind, modes: Modes, expr: &str) -> Option<Value> {
+pub(crate) fn default_value(kind: &PgKind, modes: Modes, expr: &str) -> Option<Value> {
     let e = expr.trim();
     let lower = e.to_ascii_lowercase();
     let schema = schema_of(kind, modes, true, None);

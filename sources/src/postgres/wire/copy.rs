@@ -2,7 +2,7 @@
 
 /// Undoes COPY's text-format escapes (`\\`, `\t`, `\n`, `\r`, `\b`, `\f`, `\v`, octal,
 /// `\x` hex); borrows when there is nothing to undo.
-pub fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
     if !field.contains('\\') {
         return std::borrow::Cow::Borrowed(field);
     }
@@ -53,7 +53,7 @@ pub fn unescape_copy(field: &str) -> std::borrow::Cow<'_, str> {
 /// Calls `f` with the cells of each whole line of COPY text in `buf`, in order; returns the
 /// bytes consumed (a partial last line is left). Fields without escapes are borrowed from
 /// `buf` (no allocation per row); a line with escapes is unescaped into owned fields.
-pub fn for_each_line<'b>(
+pub(crate) fn for_each_line<'b>(
     buf: &'b [u8],
     what: &str,
     mut f: impl FnMut(
@@ -108,7 +108,7 @@ pub fn for_each_line<'b>(
 }
 
 /// The text of fields `wanted` of the last whole line of COPY text in `buf` (`None`: NULL).
-pub fn last_line_fields(buf: &[u8], wanted: &[usize]) -> Option<Vec<Option<String>>> {
+pub(crate) fn last_line_fields(buf: &[u8], wanted: &[usize]) -> Option<Vec<Option<String>>> {
     let end = buf.iter().rposition(|b| *b == b'\n')?;
     let start = buf[..end]
         .iter()
@@ -128,7 +128,7 @@ pub fn last_line_fields(buf: &[u8], wanted: &[usize]) -> Option<Vec<Option<Strin
 }
 
 /// Runs `COPY (<select>) TO STDOUT` and returns its text, whole.
-pub async fn copy_all(
+pub(crate) async fn copy_all(
     client: &tokio_postgres::Client,
     select: &str,
     what: &str,

@@ -8,7 +8,7 @@ use crate::postgres::records::table::Cell;
 
 /// A column of a Relation message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelationColumn {
+pub(crate) struct RelationColumn {
     /// Part of the replica identity (key).
     pub key: bool,
     /// Name.
@@ -21,7 +21,7 @@ pub struct RelationColumn {
 
 /// A decoded message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Message<'a> {
+pub(crate) enum Message<'a> {
     /// A table's current definition (sent before its first change and after DDL).
     Relation {
         /// Relation oid.
@@ -169,7 +169,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Decodes one pgoutput message.
-pub fn decode(buf: &[u8]) -> Result<Message<'_>, String> {
+pub(crate) fn decode(buf: &[u8]) -> Result<Message<'_>, String> {
     let mut r = Reader { buf, pos: 0 };
     let tag = r.u8()?;
     Ok(match tag {

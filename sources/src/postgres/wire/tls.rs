@@ -134,7 +134,7 @@ fn roots(path: &Path) -> Result<RootCertStore, PgError> {
 
 /// The rustls client configuration for an sslmode (`verify` = check the chain, `host` = check
 /// the name too).
-pub fn client_config(
+pub(crate) fn client_config(
     verify: bool,
     host: bool,
     root_cert: Option<&Path>,

@@ -35,7 +35,7 @@ pub(crate) const FILTER_TIMEOUT_MS: u32 = 60_000;
 
 /// What survives a restart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// The snapshot's id (the signal's).
     pub id: String,
     /// Tables left, `schema.table`, the current one first.
@@ -114,7 +114,7 @@ const MAX_WINDOWS: usize = 3;
 
 /// The incremental snapshot's state.
 #[derive(Debug)]
-pub struct Incremental {
+pub(crate) struct Incremental {
     /// Where the next chunk is read from (`None`: nothing left to read).
     pub progress: Option<Progress>,
     /// What positions record: the progress after the last chunk whose rows were emitted (a
@@ -158,7 +158,7 @@ pub struct Incremental {
 impl Incremental {
     /// State for a stream; `signal_table` is the quoted `schema.table` watermarks go to (unused
     /// with `read.only`).
-    pub fn new(
+    pub(crate) fn new(
         config: &PostgresConfig,
         signal_table: String,
         db: &str,
@@ -195,7 +195,7 @@ impl Incremental {
     }
 
     /// Logs a notification and keeps it for the sink channel when that is on.
-    pub fn note(
+    pub(crate) fn note(
         &mut self,
         id: &str,
         kind: &'static str,
@@ -230,7 +230,7 @@ impl Incremental {
     }
 
     /// Starts a snapshot of `tables`, or adds them to the running one.
-    pub fn execute(
+    pub(crate) fn execute(
         &mut self,
         id: &str,
         tables: Vec<String>,
@@ -283,20 +283,20 @@ impl Incremental {
 
     /// A captured table's columns changed: chunks are read again with the new columns from
     /// the next one on.
-    pub fn table_changed(&mut self) {
+    pub(crate) fn table_changed(&mut self) {
         if self.reader.is_some() {
             self.halt();
         }
     }
 
     /// Stops the snapshot of the matching tables (`None`: all).
-    pub fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
+    pub(crate) fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
         self.stop_with(matches, Vec::new());
     }
 
     /// Aborts the whole snapshot for `reason` (a filter the server refused): warned, and the
     /// `ABORTED` notification names the reason. The stream goes on.
-    pub fn abort(&mut self, reason: String) {
+    pub(crate) fn abort(&mut self, reason: String) {
         tracing::warn!(%reason, "Incremental snapshot aborted; the stream goes on.");
         self.stop_with(None, vec![("reason", reason)]);
     }
@@ -340,7 +340,7 @@ impl Incremental {
     }
 
     /// Pauses (`true`) or resumes reading chunks; chunks already read still go out.
-    pub fn set_paused(&mut self, paused: bool) {
+    pub(crate) fn set_paused(&mut self, paused: bool) {
         self.paused = paused;
         if paused {
             self.halt();
@@ -357,7 +357,7 @@ impl Incremental {
     }
 
     /// The progress to store in positions while a snapshot runs.
-    pub fn progress_json(&self) -> Option<&serde_json::value::RawValue> {
+    pub(crate) fn progress_json(&self) -> Option<&serde_json::value::RawValue> {
         self.delivered_json.as_deref()
     }
 
@@ -368,7 +368,7 @@ impl Incremental {
     }
 
     /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
-    pub fn evict(&mut self, oid: u32, key: &Option<Record>) {
+    pub(crate) fn evict(&mut self, oid: u32, key: &Option<Record>) {
         let recording = self.recent.back().is_some_and(|t| t.n == self.streamed);
         let open = self.windows.iter().any(|w| w.open && w.oid == oid);
         if !recording && !open {
@@ -398,7 +398,7 @@ impl Incremental {
     }
 
     /// A transaction starts in the stream.
-    pub fn on_begin(&mut self, xid: u32) {
+    pub(crate) fn on_begin(&mut self, xid: u32) {
         self.streamed += 1;
         if self.reader.is_none() && self.windows.is_empty() {
             self.recent.clear();
@@ -448,18 +448,18 @@ impl Incremental {
     }
 
     /// Whether windows are bounded by WAL positions instead of watermark rows.
-    pub fn read_only(&self) -> bool {
+    pub(crate) fn read_only(&self) -> bool {
         self.read_only
     }
 
     /// Whether a reader should start now.
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.progress.is_some() && self.reader.is_none() && !self.paused
     }
 
     /// Starts a reader when one should run; `tables` are the captured tables by
     /// `schema.table`.
-    pub fn start_reader(
+    pub(crate) fn start_reader(
         &mut self,
         info: &ConnInfo,
         tables: std::collections::HashMap<String, Arc<TableSchema>>,
@@ -487,7 +487,7 @@ impl Incremental {
     }
 
     /// Takes in what the reader has sent so far.
-    pub fn drain(&mut self) -> Result<(), PgError> {
+    pub(crate) fn drain(&mut self) -> Result<(), PgError> {
         while let Some(msg) = self.reader.as_mut().and_then(|r| r.rx.try_recv().ok()) {
             self.apply(msg)?;
         }
@@ -556,7 +556,7 @@ impl Incremental {
 
     /// A watermark row seen in the stream (`deleted`: the open row was deleted, which closes
     /// the window under `insert_delete`). Returns the chunk's rows when the window closes.
-    pub async fn on_watermark(
+    pub(crate) async fn on_watermark(
         &mut self,
         id: &str,
         kind: &str,
@@ -610,7 +610,7 @@ impl Incremental {
 
     /// Read-only: closes the oldest window when the stream has reached its end position
     /// (every transaction the chunk's snapshot could see has been streamed).
-    pub fn close_reached(&mut self, lsn: u64) -> Result<Option<Vec<ChangeEvent>>, PgError> {
+    pub(crate) fn close_reached(&mut self, lsn: u64) -> Result<Option<Vec<ChangeEvent>>, PgError> {
         self.drain()?;
         let at = self
             .windows

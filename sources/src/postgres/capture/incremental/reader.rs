@@ -649,7 +649,7 @@ type Decoding = tokio::task::JoinHandle<Result<Chunk, PgError>>;
 
 impl Chunk {
     /// Drops the row whose encoded key is `key`, if the chunk has it.
-    pub fn evict(&mut self, key: &[u8], encoder: &JsonEncoder) {
+    pub(super) fn evict(&mut self, key: &[u8], encoder: &JsonEncoder) {
         let rows = &self.rows;
         let index = self.index.get_or_insert_with(|| {
             let mut index = HashMap::with_capacity(rows.len());

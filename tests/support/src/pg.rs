@@ -6,6 +6,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
+/// The `sluice` binary of this build: next to the test or benchmark executable's `deps/`
+/// folder (Cargo builds the binary for integration tests and benchmarks).
+pub fn sluice() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let dir = if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    dir.join(format!("sluice{}", std::env::consts::EXE_SUFFIX))
+}
+
 pub fn host() -> String {
     std::env::var("SLUICE_TEST_PG_HOST").unwrap_or_else(|_| "127.0.0.1".into())
 }
@@ -114,7 +127,7 @@ static LOGS: std::sync::Mutex<Option<std::collections::HashMap<u32, Log>>> =
     std::sync::Mutex::new(None);
 
 pub fn start(pipeline: &Path, args: &[&str]) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let mut child = Command::new(sluice())
         .arg("run")
         .arg(pipeline)
         .args(args)
@@ -226,7 +239,7 @@ pub fn normalize(text: &str) -> String {
 }
 
 pub fn run_expecting_failure(file: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    let out = Command::new(sluice())
         .arg("run")
         .arg(file)
         .output()

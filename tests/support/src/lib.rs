@@ -1,0 +1,11 @@
+//! Helpers shared by Sluice's integration tests (`tests/`) and benchmarks (`benches/`): a
+//! dev-only crate, so that each suite uses them instead of including their files by path.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+#![allow(missing_docs)]
+
+pub mod broker;
+pub mod moments;
+pub mod pg;
+pub mod procstat;
+pub mod registry;
