@@ -166,7 +166,7 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(EXIT_FAILED);
             };
-            match sluice_engine::admin::send_signal(&admin.bind, &config.name, &signal) {
+            match sluice_engine::runtime::admin::send_signal(&admin.bind, &config.name, &signal) {
                 Ok(answer) => {
                     println!("{answer}");
                     ExitCode::SUCCESS

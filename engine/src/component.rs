@@ -140,7 +140,7 @@ pub struct SourceContext {
     shutdown: watch::Receiver<bool>,
     shutdown_tx: Arc<watch::Sender<bool>>,
     committed: watch::Receiver<Option<Position>>,
-    signals: Option<crate::admin::SignalQueue>,
+    signals: Option<crate::runtime::admin::SignalQueue>,
 }
 
 impl std::fmt::Debug for SourceContext {
@@ -167,7 +167,7 @@ pub(crate) struct SourceWiring {
     pub last_event_ms: Arc<AtomicU64>,
     pub shutdown_tx: Arc<watch::Sender<bool>>,
     pub committed: watch::Receiver<Option<Position>>,
-    pub signals: Option<crate::admin::SignalQueue>,
+    pub signals: Option<crate::runtime::admin::SignalQueue>,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -201,7 +201,7 @@ impl SourceContext {
 
     /// Signals received by the admin endpoint (`http` channel), one JSON object per entry;
     /// `None` when the endpoint is off. Lock it while reading.
-    pub fn external_signals(&self) -> Option<crate::admin::SignalQueue> {
+    pub fn external_signals(&self) -> Option<crate::runtime::admin::SignalQueue> {
         self.signals.clone()
     }
 

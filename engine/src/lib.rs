@@ -7,18 +7,16 @@
 //! - [`component`]: the `Source`, `Transform` and `Sink` traits.
 //! - [`queue`], [`ack`], [`offsets`]: bounded queues, ordered acknowledgement, committed positions.
 //! - [`registry`]: how components register themselves (one line each in the binary).
-//! - [`runtime`]: actors that run a pipeline, restart it, and stop it gracefully.
+//! - [`runtime`]: actors that run a pipeline, restart it, and stop it gracefully; the admin
+//!   endpoint (signals over HTTP) is the runtime's.
 
 pub mod ack;
-pub mod admin;
 pub mod codec;
 pub mod component;
 pub mod config;
 pub mod error;
 pub mod event;
-pub mod mapping;
 pub mod metrics;
-pub mod notification;
 pub mod offsets;
 pub mod queue;
 pub mod registry;

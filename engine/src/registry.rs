@@ -34,6 +34,70 @@ pub fn read_checked<'de, T: Deserialize<'de>>(
     Ok(config)
 }
 
+/// Implements [`Component`] for a configuration read by serde and checked by `check` (a
+/// `fn(&Self) -> Result<(), String>`), whose `build` body makes the component (`?` works in
+/// it; it is boxed):
+///
+/// ```ignore
+/// sluice_engine::impl_component!(MaskConfig, Transform, "mask",
+///     check = Self::validate, build = |config, _ctx| super::build(config));
+/// ```
+///
+/// With `parts = Shared => field`, the block is read in two parts
+/// ([`from_node_parts`](crate::config::from_node_parts)): the configuration's own keys, and
+/// `Shared`'s keys (a kit's common options, a sink's format) put into `field`.
+#[macro_export]
+macro_rules! impl_component {
+    ($config:ty, $role:ident, $kind:literal, parts = $part:ty => $field:ident, check = $check:expr, build = |$c:ident, $ctx:ident| $body:expr) => {
+        impl $crate::registry::Component for $config {
+            type Built = Box<dyn $crate::$role>;
+            const KIND: &'static str = $kind;
+            fn from_node(
+                node: &$crate::config::Node,
+                skip: &[&str],
+            ) -> Result<Self, $crate::config::ConfigError> {
+                let (mut config, part): ($config, $part) =
+                    $crate::config::from_node_parts(node, skip)?;
+                config.$field = part;
+                let check: fn(&Self) -> Result<(), String> = $check;
+                check(&config).map_err(|m| $crate::config::ConfigError::at(node.loc, m))?;
+                Ok(config)
+            }
+            fn build(
+                &self,
+                $ctx: &$crate::BuildContext<'_>,
+            ) -> Result<Self::Built, $crate::ComponentError> {
+                let $c = self;
+                Ok(Box::new($body))
+            }
+        }
+    };
+    ($config:ty, $role:ident, $kind:literal, check = $check:expr, build = |$c:ident, $ctx:ident| $body:expr) => {
+        impl $crate::registry::Component for $config {
+            type Built = Box<dyn $crate::$role>;
+            const KIND: &'static str = $kind;
+            fn from_node(
+                node: &$crate::config::Node,
+                skip: &[&str],
+            ) -> Result<Self, $crate::config::ConfigError> {
+                $crate::registry::read_checked(node, skip, $check)
+            }
+            fn build(
+                &self,
+                $ctx: &$crate::BuildContext<'_>,
+            ) -> Result<Self::Built, $crate::ComponentError> {
+                let $c = self;
+                Ok(Box::new($body))
+            }
+        }
+    };
+}
+
+/// Accepts every configuration serde reads (for [`impl_component!`](crate::impl_component)'s `check`).
+pub fn unchecked<T>(_: &T) -> Result<(), String> {
+    Ok(())
+}
+
 /// The closed enum of one role's components, with its [`ComponentSpec`](crate::config::ComponentSpec)
 /// and build trait: one line per component, which may carry attributes such as
 /// `#[cfg(feature = "kafka")]`.

@@ -1,9 +1,30 @@
 //! Sluice sinks. Each sink lives in its own folder with its `config.rs`; `kafka` is behind the
-//! Cargo feature of its name (on by default).
+//! Cargo feature of its name (on by default). `format/` is the formats layer the sinks that
+//! write keys and values share (JSON; Avro behind the `avro` feature).
 
 pub mod file;
+pub mod format;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod null;
 pub mod stdout;
 mod writer;
+
+#[cfg(any(feature = "kafka", feature = "avro"))]
+/// Runs a future to completion from synchronous code that may itself run inside a runtime
+/// (component construction), on a thread of its own.
+pub(crate) fn block_on_side_thread<T: Send + 'static>(
+    future: impl std::future::Future<Output = Result<T, sluice_engine::ComponentError>> + Send + 'static,
+) -> Result<T, sluice_engine::ComponentError> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                sluice_engine::ComponentError::retryable(format!("cannot start a runtime: {e}"))
+            })?
+            .block_on(future)
+    })
+    .join()
+    .map_err(|_| sluice_engine::ComponentError::fatal("the startup check panicked"))?
+}

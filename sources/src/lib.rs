@@ -1,9 +1,9 @@
 //! Sluice sources. Each source lives in its own folder with its `config.rs`, behind a Cargo
-//! feature of its name (all on by default); the connector kit they share is `kit/`.
+//! feature of its name (all on by default); the connector kit they share is
+//! the `sluice-kit` crate (`sources/kit/`).
 
 #[cfg(feature = "datagen")]
 pub mod datagen;
-pub mod kit;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]

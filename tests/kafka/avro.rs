@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use sluice_engine::codec::decode_record;
-use sluice_sinks::kafka::avro::{datum, schema};
-use sluice_sinks::kafka::NameAdjustment;
+use sluice_sinks::format::avro::{datum, schema};
+use sluice_sinks::format::NameAdjustment;
 
 use crate::broker::{self, Consumed};
 use crate::e2e::{kafka_pipeline, unique_prefix};

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use sluice_engine::config::AnchoredRegex;
-use sluice_engine::mapping::ColumnMapper;
 use sluice_engine::{ChangeEvent, ComponentError, Schema, SchemaType, Transform};
+use sluice_kit::mapping::ColumnMapper;
 
 use crate::envelope::{is_envelope, reschema, table_name, with_row, SchemaCache};
 

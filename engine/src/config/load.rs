@@ -67,7 +67,7 @@ struct Settings {
     #[serde(default)]
     restart: Option<Backoff>,
     #[serde(default)]
-    admin: Option<crate::admin::AdminConfig>,
+    admin: Option<crate::runtime::admin::AdminConfig>,
 }
 
 const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks"];

@@ -224,5 +224,5 @@ pub struct PipelineConfig<S, T, K> {
     /// Restarts of the pipeline after a retryable failure.
     pub restart: Backoff,
     /// The admin endpoint (signals over HTTP), off when absent.
-    pub admin: Option<crate::admin::AdminConfig>,
+    pub admin: Option<crate::runtime::admin::AdminConfig>,
 }

@@ -14,6 +14,7 @@
 //! failure the whole data path is torn down and rebuilt from the last committed position, so
 //! nothing that was not acknowledged by every sink is skipped.
 
+pub mod admin;
 mod stages;
 mod supervisor;
 
@@ -64,7 +65,7 @@ pub struct PipelinePlan {
     /// Sinks.
     pub sinks: Vec<SinkPlan>,
     /// The admin endpoint, off when `None`.
-    pub admin: Option<crate::admin::AdminConfig>,
+    pub admin: Option<crate::runtime::admin::AdminConfig>,
     /// An offset store built outside the engine (`offsets.store: kafka`); used instead of the
     /// engine's own when set.
     pub offset_store: Option<Arc<dyn crate::offsets::OffsetStore>>,
@@ -189,7 +190,7 @@ pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunErro
     let started = system.block_on(async move {
         use actix::Actor;
         let signals = match &plan.admin {
-            Some(admin) => Some(crate::admin::start(admin, &plan.name).await?.0),
+            Some(admin) => Some(crate::runtime::admin::start(admin, &plan.name).await?.0),
             None => None,
         };
         Supervisor::new(plan, options, slot, signals).start();

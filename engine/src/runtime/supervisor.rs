@@ -60,7 +60,7 @@ pub struct Supervisor {
     next_generation: u64,
     current: Option<Generation>,
     /// Signals from the admin endpoint, handed to every generation's source.
-    signals: Option<crate::admin::SignalQueue>,
+    signals: Option<crate::runtime::admin::SignalQueue>,
     restarts: u32,
     consecutive_failures: u32,
     committed_at_failure: Option<Position>,
@@ -75,7 +75,7 @@ impl Supervisor {
         plan: PipelinePlan,
         options: RunOptions,
         outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
-        signals: Option<crate::admin::SignalQueue>,
+        signals: Option<crate::runtime::admin::SignalQueue>,
     ) -> Self {
         let (committed_tx, _) = watch::channel(None);
         Supervisor {

@@ -26,19 +26,10 @@ fn default_true() -> bool {
     true
 }
 
-impl sluice_engine::registry::Component for FileSinkConfig {
-    type Built = Box<dyn sluice_engine::Sink>;
-    const KIND: &'static str = "file";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, |_: &Self| Ok(()))
-    }
-    fn build(
-        &self,
-        ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::FileSink::open(self, ctx)?))
-    }
-}
+sluice_engine::impl_component!(
+    FileSinkConfig,
+    Sink,
+    "file",
+    check = sluice_engine::registry::unchecked,
+    build = |c, ctx| super::FileSink::open(c, ctx)?
+);

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use sluice_engine::config::{AnchoredRegex, DurationSpec, Properties, Secret};
+use sluice_engine::config::{AnchoredRegex, DurationSpec, Properties};
+
+use crate::format::FormatConfig;
 
 /// `type: kafka`: one Kafka record per event, key and value encoded by `format`.
 #[derive(Debug, Clone, Deserialize)]
@@ -16,13 +18,6 @@ pub struct KafkaSinkConfig {
     /// `security.protocol`, `sasl.*`, `ssl.*`, ...). They override Sluice's defaults.
     #[serde(default)]
     pub producer: Properties,
-    /// How keys and values are encoded.
-    #[serde(default)]
-    pub format: Format,
-    /// JSON only: wrap key and value in `{"schema":..,"payload":..}` (JsonConverter's
-    /// `schemas.enable`, default true).
-    #[serde(rename = "schemas.enable", default = "default_true")]
-    pub schemas_enable: bool,
     /// Extra headers added to every record: `op`, `table` (`schema.table`), `position` (the
     /// source position). The events' own headers are always sent.
     #[serde(default)]
@@ -37,23 +32,10 @@ pub struct KafkaSinkConfig {
     /// How long the startup check waits for the brokers' metadata (default 10s).
     #[serde(rename = "connect.timeout", default = "default_connect_timeout")]
     pub connect_timeout: DurationSpec,
-    /// Avro only: the Confluent Schema Registry, `http://host:port`.
-    #[serde(rename = "schema.registry.url", default)]
-    pub schema_registry_url: Option<String>,
-    /// Avro only: `user:password` for the registry's basic authentication (Confluent's
-    /// `basic.auth.user.info`); never logged.
-    #[serde(rename = "basic.auth.user.info", default)]
-    pub registry_user_info: Option<Secret>,
-    /// Avro only: subject of key schemas (`TopicNameStrategy`, `RecordNameStrategy`,
-    /// `TopicRecordNameStrategy`; Confluent's class names are accepted too).
-    #[serde(rename = "key.subject.name.strategy", default)]
-    pub key_subject_strategy: SubjectStrategy,
-    /// Avro only: subject of value schemas.
-    #[serde(rename = "value.subject.name.strategy", default)]
-    pub value_subject_strategy: SubjectStrategy,
-    /// Avro only: how names Avro rejects are adjusted (`avro`, `avro_unicode`, `none`).
-    #[serde(rename = "schema.name.adjustment.mode", default)]
-    pub name_adjustment: NameAdjustment,
+    /// How keys and values are encoded (`format`, `schemas.enable`, the schema registry),
+    /// read beside these keys.
+    #[serde(skip)]
+    pub format: FormatConfig,
 }
 
 fn default_true() -> bool {
@@ -62,17 +44,6 @@ fn default_true() -> bool {
 
 fn default_connect_timeout() -> DurationSpec {
     DurationSpec(std::time::Duration::from_secs(10))
-}
-
-/// `format:` of keys and values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// Kafka Connect's JsonConverter.
-    #[default]
-    Json,
-    /// Confluent's AvroConverter: the wire format with a registered schema id.
-    Avro,
 }
 
 /// Extra header fields.
@@ -101,46 +72,6 @@ impl HeaderField {
 /// `event.processing.failure.handling.mode` (a rejected record: its topic, key and the broker's
 /// reason are logged with `warn`).
 pub use sluice_engine::FailureMode;
-
-/// Subject name strategies of Confluent's serializers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SubjectStrategy {
-    /// `<topic>-key` / `<topic>-value`.
-    #[default]
-    TopicName,
-    /// The record's full name.
-    RecordName,
-    /// `<topic>-<record full name>`.
-    TopicRecordName,
-}
-
-impl<'de> Deserialize<'de> for SubjectStrategy {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        let short = text.rsplit('.').next().unwrap_or(&text);
-        match short {
-            "TopicNameStrategy" => Ok(SubjectStrategy::TopicName),
-            "RecordNameStrategy" => Ok(SubjectStrategy::RecordName),
-            "TopicRecordNameStrategy" => Ok(SubjectStrategy::TopicRecordName),
-            _ => Err(serde::de::Error::custom(format!(
-                "unknown subject name strategy `{text}`: expected TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy"
-            ))),
-        }
-    }
-}
-
-/// `schema.name.adjustment.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NameAdjustment {
-    /// Characters Avro rejects become `_`.
-    #[default]
-    Avro,
-    /// Characters Avro rejects become `_uxxxx`.
-    AvroUnicode,
-    /// Names are kept (the serializer fails on an invalid one).
-    None,
-}
 
 /// `topic.creation`: Kafka Connect's topic creation, as one block.
 #[derive(Debug, Clone, Deserialize)]
@@ -251,19 +182,7 @@ impl KafkaSinkConfig {
         if servers.is_none_or(|s| s.trim().is_empty()) {
             return Err("`bootstrap.servers` is required (for example `127.0.0.1:9092`)".into());
         }
-        if self.format == Format::Avro && self.schema_registry_url.is_none() {
-            return Err(
-                "`format: avro` needs `schema.registry.url` (for example `http://127.0.0.1:8081`)"
-                    .into(),
-            );
-        }
-        if let Some(url) = &self.schema_registry_url {
-            if !url.starts_with("http://") && !url.starts_with("https://") {
-                return Err(format!(
-                    "`schema.registry.url` must start with http:// or https://, got `{url}`"
-                ));
-            }
-        }
+        self.format.validate()?;
         let tc = &self.topic_creation;
         for (what, p, r) in
             std::iter::once(("default", Some(tc.partitions), Some(tc.replication_factor))).chain(
@@ -300,22 +219,14 @@ impl KafkaSinkConfig {
     }
 }
 
-impl sluice_engine::registry::Component for KafkaSinkConfig {
-    type Built = Box<dyn sluice_engine::Sink>;
-    const KIND: &'static str = "kafka";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::KafkaSink::open(self, ctx)?))
-    }
-}
+sluice_engine::impl_component!(
+    KafkaSinkConfig,
+    Sink,
+    "kafka",
+    parts = FormatConfig => format,
+    check = Self::validate,
+    build = |c, ctx| super::KafkaSink::open(c, ctx)?
+);
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,6 @@
 //! failures (broker down, topic gone) fail the batch, and the runtime writes it again;
 //! librdkafka's own retries cover short outages within `message.timeout.ms`.
 
-pub mod avro;
 mod client;
 mod config;
 pub mod offsets;
@@ -21,16 +20,14 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, PurgeConfig, ThreadedProducer};
 use rdkafka::util::Timeout;
-use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{BuildContext, ChangeEvent, ComponentError, Delivery, Sink, SinkBatch};
 
 pub use client::is_record_error;
 pub use config::{
-    FailureMode, Format, HeaderField, KafkaSinkConfig, NameAdjustment, SubjectStrategy,
-    TopicCreation, TopicGroup, TopicSettings,
+    FailureMode, HeaderField, KafkaSinkConfig, TopicCreation, TopicGroup, TopicSettings,
 };
 
-use avro::{AvroEncoder, AvroError};
+use crate::format::{EncodeError, Encoder};
 use client::{client_config, BatchAck, SinkContext};
 use topics::Topics;
 
@@ -76,16 +73,7 @@ impl KafkaSink {
             })?;
         let existing = metadata.topics().iter().map(|t| t.name().to_owned());
         let topics = Topics::new(config, &client_id, &name, existing)?;
-        let encoder = match config.format {
-            Format::Json => Encoder::Json(JsonEncoder::new(JsonOptions {
-                schemas_enable: config.schemas_enable,
-            })),
-            Format::Avro => {
-                let avro = AvroEncoder::new(config, &name)?;
-                block_on_side_thread(avro.check())?;
-                Encoder::Avro(Box::new(avro))
-            }
-        };
+        let encoder = Encoder::open(&config.format, &name)?;
         tracing::info!(sink = %name, brokers = metadata.brokers().len(), topics = metadata.topics().len(), "Connected to Kafka.");
         Ok(KafkaSink {
             name,
@@ -142,42 +130,24 @@ impl KafkaSink {
     /// Encodes the event's key and value into `self.key` / `self.value`; `Ok(false)` when the
     /// failure handling mode skipped it.
     async fn encode(&mut self, event: &ChangeEvent) -> Result<bool, ComponentError> {
-        self.key.clear();
-        self.value.clear();
-        match &mut self.encoder {
-            Encoder::Json(json) => {
-                if event.key.is_some() {
-                    json.encode_record(event.key.as_ref(), &mut self.key);
+        let encoded = self
+            .encoder
+            .encode(event, &mut self.key, &mut self.value)
+            .await;
+        match encoded {
+            Ok(()) => Ok(true),
+            Err(EncodeError::Service(e)) => Err(e),
+            Err(EncodeError::Record(reason)) => match self.config.failure_mode {
+                FailureMode::Fail => Err(ComponentError::fatal(format!(
+                    "sink `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such records",
+                    self.name
+                ))),
+                FailureMode::Warn => {
+                    tracing::warn!(sink = %self.name, reason, "Skipped a record (event.processing.failure.handling.mode: warn).");
+                    Ok(false)
                 }
-                if event.value.is_some() {
-                    json.encode_record(event.value.as_ref(), &mut self.value);
-                }
-                Ok(true)
-            }
-            Encoder::Avro(avro) => {
-                let mut result = Ok(());
-                if let Some(k) = &event.key {
-                    result = avro.encode(&event.topic, k, true, &mut self.key).await;
-                }
-                if let (Ok(()), Some(v)) = (&result, &event.value) {
-                    result = avro.encode(&event.topic, v, false, &mut self.value).await;
-                }
-                match result {
-                    Ok(()) => Ok(true),
-                    Err(AvroError::Registry(e)) => Err(e),
-                    Err(AvroError::Record(reason)) => match self.config.failure_mode {
-                        FailureMode::Fail => Err(ComponentError::fatal(format!(
-                            "sink `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such records",
-                            self.name
-                        ))),
-                        FailureMode::Warn => {
-                            tracing::warn!(sink = %self.name, reason, "Skipped a record (event.processing.failure.handling.mode: warn).");
-                            Ok(false)
-                        }
-                        FailureMode::Skip => Ok(false),
-                    },
-                }
-            }
+                FailureMode::Skip => Ok(false),
+            },
         }
     }
 
@@ -238,28 +208,6 @@ impl KafkaSink {
         self.producer = create_producer(&self.config, &self.name, &self.client_id)?;
         Ok(())
     }
-}
-
-/// The key and value encodings.
-enum Encoder {
-    Json(JsonEncoder),
-    Avro(Box<AvroEncoder>),
-}
-
-/// Runs a future to completion from synchronous code that may itself run inside a runtime
-/// (component construction), on a thread of its own.
-pub(crate) fn block_on_side_thread<T: Send + 'static>(
-    future: impl std::future::Future<Output = Result<T, ComponentError>> + Send + 'static,
-) -> Result<T, ComponentError> {
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| ComponentError::retryable(format!("cannot start a runtime: {e}")))?
-            .block_on(future)
-    })
-    .join()
-    .map_err(|_| ComponentError::fatal("the startup check panicked"))?
 }
 
 fn create_producer(

@@ -21,7 +21,7 @@ use sluice_engine::config::OffsetsConfig;
 use sluice_engine::offsets::{OffsetError, OffsetStore};
 use sluice_engine::Position;
 
-use super::block_on_side_thread;
+use crate::block_on_side_thread;
 
 /// How long a commit, a load or the topic's creation may take.
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -15,22 +15,10 @@ fn default_true() -> bool {
     true
 }
 
-impl sluice_engine::registry::Component for NullSinkConfig {
-    type Built = Box<dyn sluice_engine::Sink>;
-    const KIND: &'static str = "null";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, |_: &Self| Ok(()))
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::NullSink::new(
-            self,
-            std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        )))
-    }
-}
+sluice_engine::impl_component!(
+    NullSinkConfig,
+    Sink,
+    "null",
+    check = sluice_engine::registry::unchecked,
+    build = |c, _ctx| super::NullSink::new(c, Default::default())
+);

@@ -17,19 +17,10 @@ pub struct StdoutSinkConfig {
     pub headers: bool,
 }
 
-impl sluice_engine::registry::Component for StdoutSinkConfig {
-    type Built = Box<dyn sluice_engine::Sink>;
-    const KIND: &'static str = "stdout";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, |_: &Self| Ok(()))
-    }
-    fn build(
-        &self,
-        ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::StdoutSink::new(self, ctx)?))
-    }
-}
+sluice_engine::impl_component!(
+    StdoutSinkConfig,
+    Sink,
+    "stdout",
+    check = sluice_engine::registry::unchecked,
+    build = |c, ctx| super::StdoutSink::new(c, ctx)?
+);

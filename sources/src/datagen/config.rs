@@ -99,19 +99,10 @@ impl DatagenConfig {
     }
 }
 
-impl sluice_engine::registry::Component for DatagenConfig {
-    type Built = Box<dyn sluice_engine::Source>;
-    const KIND: &'static str = "datagen";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::DatagenSource::new(self.clone(), ctx)?))
-    }
-}
+sluice_engine::impl_component!(
+    DatagenConfig,
+    Source,
+    "datagen",
+    check = Self::validate,
+    build = |c, ctx| super::DatagenSource::new(c.clone(), ctx)?
+);

@@ -294,7 +294,7 @@ impl Generator {
             position,
         };
         let tombstone =
-            (op == Op::Delete && self.tombstones).then(|| crate::kit::records::tombstone(&event));
+            (op == Op::Delete && self.tombstones).then(|| sluice_kit::records::tombstone(&event));
         out.push(event);
         out.extend(tombstone);
     }

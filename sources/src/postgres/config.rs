@@ -4,10 +4,10 @@
 use serde::Deserialize;
 use sluice_engine::config::{ConfigError, Node, RegexList, Secret};
 
-use crate::kit::signal::kafka::SIGNAL_CONSUMER_PREFIX;
 use crate::postgres::records::columns::{check_column_property, COLUMN_PREFIXES};
+use sluice_kit::signal::kafka::SIGNAL_CONSUMER_PREFIX;
 
-pub(super) use crate::kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
+pub(super) use sluice_kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
 
 /// `hstore.handling.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -137,7 +137,7 @@ pub struct PostgresConfig {
     pub column_exclude: RegexList,
     /// The options every database source shares (`snapshot.mode`, ...), read beside these.
     #[serde(skip)]
-    pub common: crate::kit::config::SourceCommon,
+    pub common: sluice_kit::config::SourceCommon,
     /// Tables whose snapshot uses a custom SELECT, each given as
     /// `snapshot.select.statement.overrides.<schema>.<table>` (read by [`Self::with_overrides`]).
     #[serde(rename = "snapshot.select.statement.overrides", default)]
@@ -385,11 +385,11 @@ impl PostgresConfig {
     }
 
     /// Where the `kafka` signal channel reads, when it is on.
-    pub fn kafka_signals(&self) -> Option<crate::kit::signal::kafka::KafkaSignalSettings> {
+    pub fn kafka_signals(&self) -> Option<sluice_kit::signal::kafka::KafkaSignalSettings> {
         if !self.signal_channels().iter().any(|c| c == "kafka") {
             return None;
         }
-        Some(crate::kit::signal::kafka::KafkaSignalSettings {
+        Some(sluice_kit::signal::kafka::KafkaSignalSettings {
             bootstrap_servers: self.signal_kafka_servers.clone().unwrap_or_default(),
             topic: self
                 .signal_kafka_topic
@@ -604,7 +604,7 @@ impl sluice_engine::registry::Component for PostgresConfig {
     fn from_node(node: &Node, skip: &[&str]) -> Result<Self, ConfigError> {
         let mut keys: Vec<&str> = skip.to_vec();
         keys.extend(DynamicKeys::prefixes());
-        let (mut config, common): (PostgresConfig, crate::kit::config::SourceCommon) =
+        let (mut config, common): (PostgresConfig, sluice_kit::config::SourceCommon) =
             sluice_engine::config::from_node_parts(node, &keys)?;
         config.common = common;
         let dynamic = DynamicKeys::read(node)?;

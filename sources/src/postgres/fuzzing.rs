@@ -114,8 +114,8 @@ pub fn copy_text(data: &[u8]) {
 /// Parses one signal as the table, file, Kafka and HTTP channels give it (a JSON line), and
 /// interprets it.
 pub fn signal(line: &str) {
-    if let Ok(signal) = crate::kit::signal::from_json_line(line) {
-        let _ = crate::kit::signal::interpret(&signal);
+    if let Ok(signal) = sluice_kit::signal::from_json_line(line) {
+        let _ = sluice_kit::signal::interpret(&signal);
     }
 }
 
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn out_of_range_dates_and_times_are_refused_not_wrapped() {
-        use crate::kit::values::temporal::{
+        use sluice_kit::values::temporal::{
             parse_date, parse_time, parse_timestamp, parse_timestamptz,
         };
         assert_eq!(parse_timestamptz("1235200-01-02 10:00:00+00"), None);

@@ -177,7 +177,7 @@ const REPLICATION_BUFFER: usize = 4;
 
 /// The incremental snapshot's progress in the committed position, if one was running.
 fn committed_progress(ctx: &SourceContext) -> Option<incremental::Progress> {
-    crate::kit::position::progress_of(ctx.resume_from()?)
+    sluice_kit::position::progress_of(ctx.resume_from()?)
 }
 
 /// Finds the signaling table (it must exist and be published) and sets up the channels.
@@ -194,7 +194,7 @@ async fn signal_setup(
         .any(|c| c == "file")
         .then(|| config.signal_file.clone())
         .flatten()
-        .map(|path| crate::kit::signal::FileChannel { path });
+        .map(|path| sluice_kit::signal::FileChannel { path });
     let Some((schema, table)) = config.signal_table() else {
         if file.is_none() && !channels.iter().any(|c| c == "http" || c == "kafka") {
             return Ok(None);
@@ -312,14 +312,14 @@ fn plan_start(
     config: &PostgresConfig,
     committed: Option<&PgOffset>,
     slot: Option<&SlotState>,
-) -> Result<Option<crate::kit::snapshot::Plan>, PgError> {
+) -> Result<Option<sluice_kit::snapshot::Plan>, PgError> {
     if let Some(pid) = slot.and_then(|s| s.active_pid) {
         return Err(PgError::Replication(format!(
             "replication slot `{}` is in use by another process (pid {pid}): stop it, or set another `slot.name`",
             config.slot_name
         )));
     }
-    let stored = crate::kit::snapshot::Stored {
+    let stored = sluice_kit::snapshot::Stored {
         offset: committed.is_some(),
         snapshot_completed: committed.is_some_and(|o| o.snapshot_completed),
         position_available: slot.is_some(),
@@ -376,7 +376,7 @@ struct InitialSnapshot<'a> {
     tables: &'a [Arc<TableSchema>],
     db: &'a str,
     schema_changes: Option<&'a schema_change::SchemaChanges>,
-    notifications: Option<&'a sluice_engine::notification::Notifications>,
+    notifications: Option<&'a sluice_kit::notification::Notifications>,
 }
 
 /// Reads every captured table inside the slot's exported snapshot.
@@ -442,7 +442,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let notifications = config
         .notification_sink()
         .flatten()
-        .map(|topic| sluice_engine::notification::Notifications::new(topic, &config.topic_prefix));
+        .map(|topic| sluice_kit::notification::Notifications::new(topic, &config.topic_prefix));
     let schema_changes = config.include_schema_changes.then(|| {
         Arc::new(schema_change::SchemaChanges::new(
             &config.topic_prefix,
@@ -483,7 +483,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     if let (false, Some(n)) = (need_snapshot, &notifications) {
         // As Debezium: the initial snapshot was not taken at this start.
         let skipped = n.event_now(
-            &sluice_engine::notification::Notification::initial_snapshot("SKIPPED", Vec::new()),
+            &sluice_kit::notification::Notification::initial_snapshot("SKIPPED", Vec::new()),
             resume.position(),
         );
         if ctx.emit(Batch::new(vec![skipped])).await.is_err() {

@@ -174,7 +174,7 @@ mod tests {
             r#"{"id":"s-1","tables":["public.a"]}"#.to_owned(),
         )
         .unwrap();
-        let Position::Opaque(text) = crate::kit::position::with_progress(&offset, &progress) else {
+        let Position::Opaque(text) = sluice_kit::position::with_progress(&offset, &progress) else {
             panic!("not opaque");
         };
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -24,7 +24,7 @@ pub struct SqliteConfig {
     pub exclude: Option<RegexList>,
     /// The options every database source shares (`snapshot.mode`, ...), read beside these.
     #[serde(skip)]
-    pub common: crate::kit::config::SourceCommon,
+    pub common: sluice_kit::config::SourceCommon,
     /// How long to wait between polls of the change tables when there was nothing new
     /// (default 500 ms).
     #[serde(rename = "poll.interval.ms", default = "default_poll")]
@@ -93,25 +93,11 @@ impl SqliteConfig {
     }
 }
 
-impl sluice_engine::registry::Component for SqliteConfig {
-    type Built = Box<dyn sluice_engine::Source>;
-    const KIND: &'static str = "sqlite";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        let (mut config, common): (SqliteConfig, crate::kit::config::SourceCommon) =
-            sluice_engine::config::from_node_parts(node, skip)?;
-        config.common = common;
-        config
-            .validate()
-            .map_err(|m| sluice_engine::config::ConfigError::at(node.loc, m))?;
-        Ok(config)
-    }
-    fn build(
-        &self,
-        ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::SqliteSource::new(self.clone(), ctx)?))
-    }
-}
+sluice_engine::impl_component!(
+    SqliteConfig,
+    Source,
+    "sqlite",
+    parts = sluice_kit::config::SourceCommon => common,
+    check = Self::validate,
+    build = |c, ctx| super::SqliteSource::new(c.clone(), ctx)?
+);

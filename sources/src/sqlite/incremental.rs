@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
-use crate::kit::signal::{interpret, Action, Collections, Signal};
+use sluice_kit::signal::{interpret, Action, Collections, Signal};
 
 /// The progress of an incremental snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -29,9 +29,9 @@ use sluice_engine::{
 
 pub use config::SqliteConfig;
 
-use crate::kit::position::Resume;
 use capture::{quote, Captured};
 use incremental::Progress;
+use sluice_kit::position::Resume;
 use types::Kind;
 
 /// Where the change stream resumes.
@@ -430,7 +430,7 @@ impl SqliteSource {
                     self.event(table, op, before, after_image, Some((seq, made)), "false");
                 event.position = at(seq, progress);
                 if op == Op::Delete && self.config.tombstones_on_delete {
-                    tombstones.insert(seq, crate::kit::records::tombstone(&event));
+                    tombstones.insert(seq, sluice_kit::records::tombstone(&event));
                 }
                 full = cut.add(&event);
                 changes.insert(seq, event);
@@ -502,7 +502,7 @@ impl SqliteSource {
     ) -> Result<(), ComponentError> {
         let mut conn = self.open()?;
         let tables = self.tables(&conn)?;
-        let stored = crate::kit::snapshot::Stored {
+        let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
             position_available: true,

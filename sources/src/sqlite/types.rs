@@ -6,8 +6,8 @@ use std::sync::Arc;
 use rusqlite::types::ValueRef;
 use sluice_engine::event::{decimal_schema, names, Schema, SchemaType, Value};
 
-use crate::kit::values::decimal::unscaled_bytes;
-use crate::kit::values::temporal::{parse_date, parse_time, parse_timestamp};
+use sluice_kit::values::decimal::unscaled_bytes;
+use sluice_kit::values::temporal::{parse_date, parse_time, parse_timestamp};
 
 /// How a column's values are converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,7 +231,7 @@ mod tests {
 
         #[test]
         fn dates_and_timestamps_count_from_the_epoch(days in -700_000i64..700_000, ms in 0i64..86_400_000) {
-            let (y, m, d) = crate::kit::values::temporal::civil_from_days(days);
+            let (y, m, d) = sluice_kit::values::temporal::civil_from_days(days);
             let date = format!("{y:04}-{m:02}-{d:02}");
             proptest::prop_assert_eq!(value(Kind::Date, ValueRef::Text(date.as_bytes())), Ok(Value::Int32(days as i32)));
             let ts = format!("{date} {:02}:{:02}:{:02}.{:03}", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);

@@ -37,21 +37,11 @@ impl ColumnsConfig {
     }
 }
 
-impl sluice_engine::registry::Component for ColumnsConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "columns";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(
-            super::Columns::new(self.clone()).map_err(sluice_engine::ComponentError::fatal)?,
-        ))
-    }
-}
+sluice_engine::impl_component!(
+    ColumnsConfig,
+    Transform,
+    "columns",
+    check = Self::validate,
+    build =
+        |c, _ctx| super::Columns::new(c.clone()).map_err(sluice_engine::ComponentError::fatal)?
+);

@@ -35,7 +35,7 @@ fn default_version() -> String {
 impl HashConfig {
     /// Checks what serde cannot.
     pub fn validate(&self) -> Result<(), String> {
-        sluice_engine::mapping::HashAlgorithm::parse(&self.algorithm)?;
+        sluice_kit::mapping::HashAlgorithm::parse(&self.algorithm)?;
         if !matches!(self.version.to_ascii_lowercase().as_str(), "v1" | "v2") {
             return Err(format!(
                 "`hashing.strategy` is `{}`: use v1 or v2",
@@ -49,19 +49,10 @@ impl HashConfig {
     }
 }
 
-impl sluice_engine::registry::Component for HashConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "hash";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::build(self)?))
-    }
-}
+sluice_engine::impl_component!(
+    HashConfig,
+    Transform,
+    "hash",
+    check = Self::validate,
+    build = |c, _ctx| super::build(c)?
+);

@@ -3,8 +3,8 @@
 
 mod config;
 
-use sluice_engine::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
 use sluice_engine::ComponentError;
+use sluice_kit::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
 
 pub use crate::column_map::ColumnMap;
 pub use config::HashConfig;

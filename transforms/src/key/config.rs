@@ -12,23 +12,10 @@ pub struct KeyConfig {
     pub columns: String,
 }
 
-impl sluice_engine::registry::Component for KeyConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "key";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, |c: &Self| {
-            super::parse(&c.columns).map(|_| ())
-        })
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(
-            super::Key::new(self).map_err(sluice_engine::ComponentError::fatal)?,
-        ))
-    }
-}
+sluice_engine::impl_component!(
+    KeyConfig,
+    Transform,
+    "key",
+    check = |c: &Self| super::parse(&c.columns).map(|_| ()),
+    build = |c, _ctx| super::Key::new(c).map_err(sluice_engine::ComponentError::fatal)?
+);

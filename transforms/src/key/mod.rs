@@ -13,7 +13,7 @@ use crate::envelope::{envelope, is_envelope, table_name, SchemaCache};
 
 /// `(table regex, columns)` rules.
 pub fn parse(text: &str) -> Result<Vec<(AnchoredRegex, Vec<String>)>, String> {
-    let rules = sluice_engine::mapping::parse_key_columns(text)?;
+    let rules = sluice_kit::mapping::parse_key_columns(text)?;
     if rules.is_empty() {
         return Err("`message.key.columns` is empty".into());
     }

@@ -2,7 +2,7 @@
 
 mod config;
 
-use sluice_engine::mapping::ColumnMapper;
+use sluice_kit::mapping::ColumnMapper;
 
 pub use crate::column_map::ColumnMap;
 pub use config::MaskConfig;

@@ -48,19 +48,10 @@ impl RerouteConfig {
     }
 }
 
-impl sluice_engine::registry::Component for RerouteConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "reroute";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::Reroute::new(self.clone())))
-    }
-}
+sluice_engine::impl_component!(
+    RerouteConfig,
+    Transform,
+    "reroute",
+    check = Self::validate,
+    build = |c, _ctx| super::Reroute::new(c.clone())
+);

@@ -14,19 +14,10 @@ pub struct RouteConfig {
     pub replacement: String,
 }
 
-impl sluice_engine::registry::Component for RouteConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "route";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, |_: &Self| Ok(()))
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::Route::new(self.clone())))
-    }
-}
+sluice_engine::impl_component!(
+    RouteConfig,
+    Transform,
+    "route",
+    check = sluice_engine::registry::unchecked,
+    build = |c, _ctx| super::Route::new(c.clone())
+);

@@ -31,19 +31,10 @@ impl SkipConfig {
     }
 }
 
-impl sluice_engine::registry::Component for SkipConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "skip";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::Skip::new(self)))
-    }
-}
+sluice_engine::impl_component!(
+    SkipConfig,
+    Transform,
+    "skip",
+    check = Self::validate,
+    build = |c, _ctx| super::Skip::new(c)
+);

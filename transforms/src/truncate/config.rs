@@ -24,19 +24,10 @@ impl TruncateConfig {
     }
 }
 
-impl sluice_engine::registry::Component for TruncateConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "truncate";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::build(self)))
-    }
-}
+sluice_engine::impl_component!(
+    TruncateConfig,
+    Transform,
+    "truncate",
+    check = Self::validate,
+    build = |c, _ctx| super::build(c)
+);

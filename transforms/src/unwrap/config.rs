@@ -117,19 +117,10 @@ impl UnwrapConfig {
     }
 }
 
-impl sluice_engine::registry::Component for UnwrapConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "unwrap";
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        sluice_engine::registry::read_checked(node, skip, Self::validate)
-    }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        Ok(Box::new(super::Unwrap::new(self.clone())))
-    }
-}
+sluice_engine::impl_component!(
+    UnwrapConfig,
+    Transform,
+    "unwrap",
+    check = Self::validate,
+    build = |c, _ctx| super::Unwrap::new(c.clone())
+);

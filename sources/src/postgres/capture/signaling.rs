@@ -4,17 +4,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_engine::notification::Notification;
 use sluice_engine::{ChangeEvent, Position, Record};
+use sluice_kit::notification::Notification;
 
-use crate::kit::signal::{
-    from_json_line, interpret, Action, Collections, FileChannel, Signal, WINDOW_CLOSE, WINDOW_OPEN,
-};
 use crate::postgres::capture::incremental::Incremental;
 use crate::postgres::capture::stream::Streamer;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;
 use crate::postgres::records::table::{Cell, TableSchema};
+use sluice_kit::signal::{
+    from_json_line, interpret, Action, Collections, FileChannel, Signal, WINDOW_CLOSE, WINDOW_OPEN,
+};
 
 /// Signal channels and the incremental snapshot.
 #[derive(Debug)]
@@ -155,7 +155,7 @@ impl Streamer<'_> {
         else {
             return offset.position();
         };
-        crate::kit::position::with_progress(&offset, progress)
+        sluice_kit::position::with_progress(&offset, progress)
     }
 
     /// A streamed change: it supersedes an incremental snapshot row of the same key.

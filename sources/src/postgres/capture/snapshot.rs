@@ -16,7 +16,7 @@ use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
-use sluice_engine::notification::{Notification, Notifications};
+use sluice_kit::notification::{Notification, Notifications};
 
 use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;

@@ -9,7 +9,7 @@ use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
-use crate::kit::signal::kafka::KafkaSignals;
+use sluice_kit::signal::kafka::KafkaSignals;
 
 use crate::postgres::capture::change;
 use crate::postgres::capture::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
@@ -49,7 +49,7 @@ pub(crate) struct Streamer<'a> {
     /// How to open more connections (blocking snapshots).
     pub info: &'a crate::postgres::server::catalog::ConnInfo,
     /// Notification records, when the `sink` notification channel is on.
-    pub notifications: Option<sluice_engine::notification::Notifications>,
+    pub notifications: Option<sluice_kit::notification::Notifications>,
     /// SQL connection for catalog look-ups.
     pub client: &'a Client,
     /// Type cache.
@@ -230,7 +230,7 @@ impl Streamer<'_> {
     fn http_channel(
         &self,
         ctx: &SourceContext,
-    ) -> Result<Option<sluice_engine::admin::SignalQueue>, PgError> {
+    ) -> Result<Option<sluice_engine::runtime::admin::SignalQueue>, PgError> {
         if !self.config.signal_channels().iter().any(|c| c == "http") {
             return Ok(None);
         }
@@ -640,7 +640,7 @@ impl Streamer<'_> {
         let tombstone = self
             .config
             .tombstones_on_delete
-            .then(|| crate::kit::records::tombstone(&delete));
+            .then(|| sluice_kit::records::tombstone(&delete));
         self.push(tx, last_done, delete, out, role);
         if let Some(tombstone) = tombstone {
             self.push(tx, last_done, tombstone, out, role + 1);

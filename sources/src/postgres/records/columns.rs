@@ -5,7 +5,7 @@
 //! Debezium does, with the schema parameters Debezium adds (`masked`, `truncateLength`).
 
 use sluice_engine::config::AnchoredRegex;
-use sluice_engine::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
+use sluice_kit::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
 
 use sluice_engine::config::split_list;
 
@@ -115,7 +115,7 @@ pub struct KeyColumns(Vec<(AnchoredRegex, Vec<String>)>);
 impl KeyColumns {
     /// Parses `<table regex>:<c1>,<c2>;<table regex>:<c3>`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        sluice_engine::mapping::parse_key_columns(text)
+        sluice_kit::mapping::parse_key_columns(text)
             .map(KeyColumns)
             .map_err(|e| format!("`message.key.columns`: {e}"))
     }

@@ -9,7 +9,7 @@ use sluice_engine::{
 
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::server::catalog::TableDef;
-use sluice_engine::mapping::ColumnMapper;
+use sluice_kit::mapping::ColumnMapper;
 
 use crate::postgres::values::types::{
     default_value, fallback_value, parse_value, schema_of, Modes, PgKind, ReadPath,

@@ -4,11 +4,11 @@
 
 use sluice_engine::Value;
 
-use crate::kit::values::temporal::{
+use crate::postgres::values::types::{Modes, PgKind, ReadPath};
+use sluice_kit::values::temporal::{
     format_zoned_time, format_zoned_timestamp, interval_value, parse_date, parse_time,
     parse_timestamp, parse_timestamptz, parse_timetz, time_value, timestamp_value,
 };
-use crate::postgres::values::types::{Modes, PgKind, ReadPath};
 
 /// pgjdbc's timestamps for `infinity` and `-infinity` (`PGStatement.DATE_POSITIVE_INFINITY`
 /// and `DATE_NEGATIVE_INFINITY`), which Debezium emits as microseconds (and divides for

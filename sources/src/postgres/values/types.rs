@@ -7,13 +7,13 @@ use sluice_engine::event::{decimal_schema, names};
 use sluice_engine::{Schema, SchemaType, Struct, Value};
 
 use super::{extra_types, temporal};
-use crate::kit::values::decimal::{money_text, Special};
-use crate::kit::values::temporal as kit_temporal;
-use crate::kit::values::{
-    binary_schema, binary_value, decimal_column_schema, decimal_value, named, parse_float,
-};
 use crate::postgres::config::{
     BinaryMode, DecimalMode, HstoreMode, IntervalMode, PostgresConfig, TimePrecisionMode,
+};
+use sluice_kit::values::decimal::{money_text, Special};
+use sluice_kit::values::temporal as kit_temporal;
+use sluice_kit::values::{
+    binary_schema, binary_value, decimal_column_schema, decimal_value, named, parse_float,
 };
 
 /// How a column's values are read.
@@ -556,8 +556,8 @@ pub(crate) fn default_value(kind: &PgKind, modes: Modes, expr: &str) -> Option<V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kit::values::decimal::unscaled;
     use proptest::prelude::*;
+    use sluice_kit::values::decimal::unscaled;
 
     fn modes() -> Modes {
         Modes {

@@ -19,16 +19,16 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
-use sluice_engine::notification::Notification;
 use sluice_engine::{ChangeEvent, Record};
+use sluice_kit::notification::Notification;
 use tokio::sync::Notify;
 
-use crate::kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use crate::postgres::config::{PostgresConfig, WatermarkStrategy};
 use crate::postgres::error::PgError;
 use crate::postgres::records::table::TableSchema;
 use crate::postgres::server::catalog::ConnInfo;
 use reader::{Chunk, Msg};
+use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 
 /// How long one query with a signal's filter may run (milliseconds).
 pub(crate) const FILTER_TIMEOUT_MS: u32 = 60_000;
@@ -226,7 +226,7 @@ impl Incremental {
         self.delivered_json = self
             .delivered
             .as_ref()
-            .and_then(crate::kit::position::render);
+            .and_then(sluice_kit::position::render);
     }
 
     /// Starts a snapshot of `tables`, or adds them to the running one.

@@ -26,7 +26,6 @@ use sluice_engine::{ChangeEvent, Position};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Client;
 
-use crate::kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 use crate::postgres::capture::incremental::{Progress, FILTER_TIMEOUT_MS};
 use crate::postgres::config::WatermarkStrategy;
 use crate::postgres::error::PgError;
@@ -34,6 +33,7 @@ use crate::postgres::records::table::{SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{quote_ident, ConnInfo};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::copy::{copy_all, for_each_line, last_line_fields};
+use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 
 /// What the reader tells the stream.
 #[derive(Debug)]

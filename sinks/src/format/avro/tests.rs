@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use sluice_engine::codec::decode_record;
 
 use super::{datum, schema, subject};
-use crate::kafka::config::{NameAdjustment, SubjectStrategy};
+use crate::format::{NameAdjustment, SubjectStrategy};
 
 macro_rules! fixture {
     ($name:literal) => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sha2::Digest;
 
-use crate::event::Value;
+use sluice_engine::event::Value;
 
 /// A digest algorithm, by its Java `MessageDigest` name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,13 +172,13 @@ pub fn truncate(s: &str, max: usize) -> Option<&str> {
 /// (table regexes anchored, on `schema.table`).
 pub fn parse_key_columns(
     text: &str,
-) -> Result<Vec<(crate::config::AnchoredRegex, Vec<String>)>, String> {
+) -> Result<Vec<(sluice_engine::config::AnchoredRegex, Vec<String>)>, String> {
     let mut out = Vec::new();
     for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         let (table, columns) = part.rsplit_once(':').ok_or_else(|| {
             format!("`{part}` should be `<schema.table regex>:<column>,<column>`")
         })?;
-        let regex = crate::config::AnchoredRegex::new(table.trim())?;
+        let regex = sluice_engine::config::AnchoredRegex::new(table.trim())?;
         let columns: Vec<String> = columns
             .split(',')
             .map(|c| c.trim().to_owned())

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use sluice_engine::codec::json::{write_string, write_value};
 use sluice_engine::event::{Schema, SchemaType};
 
-use crate::kafka::config::NameAdjustment;
+use crate::format::NameAdjustment;
 
 const DECIMAL: &str = "org.apache.kafka.connect.data.Decimal";
 const CONNECT_DATE: &str = "org.apache.kafka.connect.data.Date";

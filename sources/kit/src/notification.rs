@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::event::{ChangeEvent, Position, Record, Schema, SchemaType, Struct, Value};
+use sluice_engine::event::{ChangeEvent, Position, Record, Schema, SchemaType, Struct, Value};
 
 /// One notification: what a source reports about a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +157,7 @@ pub fn fresh_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{JsonEncoder, JsonOptions};
+    use sluice_engine::codec::{JsonEncoder, JsonOptions};
 
     #[test]
     fn fresh_ids_look_like_uuids_and_differ() {
@@ -197,7 +197,7 @@ mod tests {
         })
         .encode_line(&event, false, &mut out);
         let ours: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
-        let fixture = include_str!("../../tests/fixtures/debezium/notifications.jsonl");
+        let fixture = include_str!("../../../tests/fixtures/debezium/notifications.jsonl");
         let theirs: serde_json::Value = fixture
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -4,6 +4,9 @@
 //! and hands rows to the kit's pieces, which decide what Debezium would do with them.
 //!
 //! - [`config`]: the options every database source shares.
+//! - [`mapping`]: Debezium's column mapping (mask, hash, truncate, `message.key.columns`), used
+//!   by sources and transforms alike.
+//! - [`notification`]: Debezium's notification records.
 //! - [`position`]: typed positions carrying an incremental snapshot's progress.
 //! - [`records`]: the tombstone after a delete.
 //! - [`signal`]: the signal model and its channels (source table, file, Kafka, HTTP).
@@ -12,6 +15,8 @@
 //!   modes).
 
 pub mod config;
+pub mod mapping;
+pub mod notification;
 pub mod position;
 pub mod records;
 pub mod signal;

@@ -19,7 +19,7 @@ use schema_registry_converter::schema_registry_common::{SchemaType as SrType, Su
 use sluice_engine::event::{Record, Schema};
 use sluice_engine::ComponentError;
 
-use super::config::{KafkaSinkConfig, NameAdjustment, SubjectStrategy};
+use super::{EncodeError, FormatConfig, NameAdjustment, SubjectStrategy};
 
 /// Cached schemas per (schema identity, topic, key or value) before the cache is cleared (a
 /// transform that builds new schema objects per event must not grow memory).
@@ -30,15 +30,6 @@ const REGISTRY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A schema object's address, the topic, and whether it is a key.
 type Identity = (usize, Arc<str>, bool);
-
-/// Why a record could not be encoded.
-#[derive(Debug)]
-pub enum AvroError {
-    /// The record does not fit its own schema (handled per the failure handling mode).
-    Record(String),
-    /// The registry refused or could not be reached.
-    Registry(ComponentError),
-}
 
 /// Encodes keys and values as Confluent Avro.
 pub struct AvroEncoder {
@@ -56,7 +47,7 @@ pub struct AvroEncoder {
 
 impl AvroEncoder {
     /// An encoder registering with `schema.registry.url`.
-    pub fn new(config: &KafkaSinkConfig, sink: &str) -> Result<Self, ComponentError> {
+    pub fn new(config: &FormatConfig, sink: &str) -> Result<Self, ComponentError> {
         let url = config
             .schema_registry_url
             .clone()
@@ -116,15 +107,15 @@ impl AvroEncoder {
         record: &Record,
         is_key: bool,
         out: &mut Vec<u8>,
-    ) -> Result<(), AvroError> {
+    ) -> Result<(), EncodeError> {
         let id = self
             .schema_id(topic, &record.schema, is_key)
             .await
-            .map_err(AvroError::Registry)?;
+            .map_err(EncodeError::Service)?;
         out.push(0);
         out.extend_from_slice(&id.to_be_bytes());
         datum::encode(&record.schema, &record.value, out).map_err(|e| {
-            AvroError::Record(format!(
+            EncodeError::Record(format!(
                 "cannot encode a {} of topic `{topic}` as Avro: {e}",
                 if is_key { "key" } else { "value" }
             ))

@@ -1,0 +1,215 @@
+//! The formats layer every sink that writes keys and values uses: `format: json` (Kafka
+//! Connect's JsonConverter, with or without schemas) or `format: avro` (Confluent's wire format
+//! through a schema registry, behind the `avro` feature). A sink reads [`FormatConfig`] beside
+//! its own keys (`sluice_engine::config::from_node_parts`) and encodes with an [`Encoder`].
+//! Room is left for `cloudevents` (a variant of [`Format`] and of the encoder).
+
+#[cfg(feature = "avro")]
+pub mod avro;
+
+use serde::Deserialize;
+use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::config::Secret;
+use sluice_engine::{ChangeEvent, ComponentError};
+
+/// `format:` of keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Kafka Connect's JsonConverter.
+    #[default]
+    Json,
+    /// Confluent's AvroConverter: the wire format with a registered schema id.
+    Avro,
+}
+
+/// How keys and values are encoded: the keys every such sink shares.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FormatConfig {
+    /// `json` (default) or `avro`.
+    #[serde(default)]
+    pub format: Format,
+    /// JSON only: wrap key and value in `{"schema":..,"payload":..}` (JsonConverter's
+    /// `schemas.enable`, default true).
+    #[serde(rename = "schemas.enable", default = "default_true")]
+    pub schemas_enable: bool,
+    /// Avro only: the Confluent Schema Registry, `http://host:port`.
+    #[serde(rename = "schema.registry.url", default)]
+    pub schema_registry_url: Option<String>,
+    /// Avro only: `user:password` for the registry's basic authentication (Confluent's
+    /// `basic.auth.user.info`); never logged.
+    #[serde(rename = "basic.auth.user.info", default)]
+    pub registry_user_info: Option<Secret>,
+    /// Avro only: subject of key schemas (`TopicNameStrategy`, `RecordNameStrategy`,
+    /// `TopicRecordNameStrategy`; Confluent's class names are accepted too).
+    #[serde(rename = "key.subject.name.strategy", default)]
+    pub key_subject_strategy: SubjectStrategy,
+    /// Avro only: subject of value schemas.
+    #[serde(rename = "value.subject.name.strategy", default)]
+    pub value_subject_strategy: SubjectStrategy,
+    /// Avro only: how names Avro rejects are adjusted (`avro`, `avro_unicode`, `none`).
+    #[serde(rename = "schema.name.adjustment.mode", default)]
+    pub name_adjustment: NameAdjustment,
+}
+
+impl Default for FormatConfig {
+    fn default() -> Self {
+        FormatConfig {
+            format: Format::Json,
+            schemas_enable: true,
+            schema_registry_url: None,
+            registry_user_info: None,
+            key_subject_strategy: SubjectStrategy::default(),
+            value_subject_strategy: SubjectStrategy::default(),
+            name_adjustment: NameAdjustment::default(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl FormatConfig {
+    /// Checks what serde cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format == Format::Avro && self.schema_registry_url.is_none() {
+            return Err(
+                "`format: avro` needs `schema.registry.url` (for example `http://127.0.0.1:8081`)"
+                    .into(),
+            );
+        }
+        if cfg!(not(feature = "avro")) && self.format == Format::Avro {
+            return Err(
+                "`format: avro` needs the `avro` feature, which this build leaves out".into(),
+            );
+        }
+        if let Some(url) = &self.schema_registry_url {
+            if !url.starts_with("http://") && !url.starts_with("https://") {
+                return Err(format!(
+                    "`schema.registry.url` must start with http:// or https://, got `{url}`"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Subject name strategies of Confluent's serializers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SubjectStrategy {
+    /// `<topic>-key` / `<topic>-value`.
+    #[default]
+    TopicName,
+    /// The record's full name.
+    RecordName,
+    /// `<topic>-<record full name>`.
+    TopicRecordName,
+}
+
+impl<'de> Deserialize<'de> for SubjectStrategy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let short = text.rsplit('.').next().unwrap_or(&text);
+        match short {
+            "TopicNameStrategy" => Ok(SubjectStrategy::TopicName),
+            "RecordNameStrategy" => Ok(SubjectStrategy::RecordName),
+            "TopicRecordNameStrategy" => Ok(SubjectStrategy::TopicRecordName),
+            _ => Err(serde::de::Error::custom(format!(
+                "unknown subject name strategy `{text}`: expected TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy"
+            ))),
+        }
+    }
+}
+
+/// `schema.name.adjustment.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NameAdjustment {
+    /// Characters Avro rejects become `_`.
+    #[default]
+    Avro,
+    /// Characters Avro rejects become `_uxxxx`.
+    AvroUnicode,
+    /// Names are kept (the serializer fails on an invalid one).
+    None,
+}
+
+/// Why an event could not be encoded.
+#[derive(Debug)]
+pub enum EncodeError {
+    /// The event does not fit its own schema: a per-event failure, handled by
+    /// `event.processing.failure.handling.mode`.
+    Record(String),
+    /// The format's service (the schema registry) refused or could not be reached.
+    Service(ComponentError),
+}
+
+/// Encodes events' keys and values in the configured format.
+pub struct Encoder {
+    inner: Inner,
+}
+
+enum Inner {
+    Json(JsonEncoder),
+    #[cfg(feature = "avro")]
+    Avro(Box<avro::AvroEncoder>),
+}
+
+impl Encoder {
+    /// An encoder for the sink named `sink`; with Avro, the registry is checked first.
+    pub fn open(config: &FormatConfig, sink: &str) -> Result<Self, ComponentError> {
+        let inner = match config.format {
+            Format::Json => Inner::Json(JsonEncoder::new(JsonOptions {
+                schemas_enable: config.schemas_enable,
+            })),
+            #[cfg(feature = "avro")]
+            Format::Avro => {
+                let encoder = avro::AvroEncoder::new(config, sink)?;
+                crate::block_on_side_thread(encoder.check())?;
+                Inner::Avro(Box::new(encoder))
+            }
+            #[cfg(not(feature = "avro"))]
+            Format::Avro => {
+                return Err(ComponentError::fatal(format!(
+                    "sink `{sink}`: `format: avro` needs the `avro` feature, which this build leaves out"
+                )))
+            }
+        };
+        Ok(Encoder { inner })
+    }
+
+    /// Encodes the event's key into `key` and its value into `value` (each left empty when
+    /// the event has none: no key, a tombstone).
+    pub async fn encode(
+        &mut self,
+        event: &ChangeEvent,
+        key: &mut Vec<u8>,
+        value: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        key.clear();
+        value.clear();
+        match &mut self.inner {
+            Inner::Json(json) => {
+                if event.key.is_some() {
+                    json.encode_record(event.key.as_ref(), key);
+                }
+                if event.value.is_some() {
+                    json.encode_record(event.value.as_ref(), value);
+                }
+                Ok(())
+            }
+            #[cfg(feature = "avro")]
+            Inner::Avro(avro) => {
+                if let Some(k) = &event.key {
+                    avro.encode(&event.topic, k, true, key).await?;
+                }
+                if let Some(v) = &event.value {
+                    avro.encode(&event.topic, v, false, value).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
