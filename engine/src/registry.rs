@@ -49,38 +49,25 @@ pub fn read_checked<'de, T: Deserialize<'de>>(
 #[macro_export]
 macro_rules! impl_component {
     ($config:ty, $role:ident, $kind:literal, parts = $part:ty => $field:ident, check = $check:expr, build = |$c:ident, $ctx:ident| $body:expr) => {
-        impl $crate::registry::Component for $config {
-            type Built = Box<dyn $crate::$role>;
-            const KIND: &'static str = $kind;
-            fn from_node(
-                node: &$crate::config::Node,
-                skip: &[&str],
-            ) -> Result<Self, $crate::config::ConfigError> {
-                let (mut config, part): ($config, $part) =
-                    $crate::config::from_node_parts(node, skip)?;
-                config.$field = part;
-                let check: fn(&Self) -> Result<(), String> = $check;
-                check(&config).map_err(|m| $crate::config::ConfigError::at(node.loc, m))?;
-                Ok(config)
-            }
-            fn build(
-                &self,
-                $ctx: &$crate::BuildContext<'_>,
-            ) -> Result<Self::Built, $crate::ComponentError> {
-                let $c = self;
-                Ok(Box::new($body))
-            }
-        }
+        $crate::impl_component!(@impl $config, $role, $kind,
+            read = |node, skip| $crate::registry::read_parts(
+                node, skip, |config: &mut $config, part: $part| config.$field = part, $check),
+            build = |$c, $ctx| $body);
     };
     ($config:ty, $role:ident, $kind:literal, check = $check:expr, build = |$c:ident, $ctx:ident| $body:expr) => {
+        $crate::impl_component!(@impl $config, $role, $kind,
+            read = |node, skip| $crate::registry::read_checked(node, skip, $check),
+            build = |$c, $ctx| $body);
+    };
+    (@impl $config:ty, $role:ident, $kind:literal, read = |$node:ident, $skip:ident| $read:expr, build = |$c:ident, $ctx:ident| $body:expr) => {
         impl $crate::registry::Component for $config {
             type Built = Box<dyn $crate::$role>;
             const KIND: &'static str = $kind;
             fn from_node(
-                node: &$crate::config::Node,
-                skip: &[&str],
+                $node: &$crate::config::Node,
+                $skip: &[&str],
             ) -> Result<Self, $crate::config::ConfigError> {
-                $crate::registry::read_checked(node, skip, $check)
+                $read
             }
             fn build(
                 &self,
@@ -91,6 +78,20 @@ macro_rules! impl_component {
             }
         }
     };
+}
+
+/// Reads a block in two parts ([`from_node_parts`](crate::config::from_node_parts)), puts the
+/// second into the first with `join`, then runs `check`, reported at the block.
+pub fn read_parts<'de, T: Deserialize<'de>, P: Deserialize<'de>>(
+    node: &Node,
+    skip: &[&str],
+    join: impl FnOnce(&mut T, P),
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<T, ConfigError> {
+    let (mut config, part): (T, P) = crate::config::from_node_parts(node, skip)?;
+    join(&mut config, part);
+    check(&config).map_err(|m| ConfigError::at(node.loc, m))?;
+    Ok(config)
 }
 
 /// Accepts every configuration serde reads (for [`impl_component!`](crate::impl_component)'s `check`).

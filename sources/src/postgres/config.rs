@@ -604,9 +604,12 @@ impl sluice_engine::registry::Component for PostgresConfig {
     fn from_node(node: &Node, skip: &[&str]) -> Result<Self, ConfigError> {
         let mut keys: Vec<&str> = skip.to_vec();
         keys.extend(DynamicKeys::prefixes());
-        let (mut config, common): (PostgresConfig, sluice_kit::config::SourceCommon) =
-            sluice_engine::config::from_node_parts(node, &keys)?;
-        config.common = common;
+        let config: PostgresConfig = sluice_engine::registry::read_parts(
+            node,
+            &keys,
+            |c: &mut PostgresConfig, common: sluice_kit::config::SourceCommon| c.common = common,
+            sluice_engine::registry::unchecked,
+        )?;
         let dynamic = DynamicKeys::read(node)?;
         let config = config
             .with_signal_consumer(dynamic.consumer)

@@ -189,8 +189,14 @@ pub fn lines(dir: &Path) -> Vec<Json> {
 }
 
 pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
+    wait_for(dir, &format!("{n} lines"), child, |l| l.len() >= n);
+}
+
+/// Waits until the lines written so far satisfy `done` (what it waits for is `what`, for the
+/// timeout's message).
+pub fn wait_for(dir: &Path, what: &str, child: &mut Child, done: impl Fn(&[Json]) -> bool) {
     let start = Instant::now();
-    while lines(dir).len() < n {
+    while !done(&lines(dir)) {
         if child.try_wait().expect("poll").is_some() {
             let err = log_of(child);
             panic!("sluice exited early:\n{err}");
@@ -201,7 +207,7 @@ pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
             let _ = child.wait();
             let err = log_of(child);
             panic!(
-                "timed out waiting for {n} lines (have {}); sluice said:\n{err}",
+                "timed out waiting for {what} (have {} lines); sluice said:\n{err}",
                 lines(dir).len()
             );
         }

@@ -13,6 +13,7 @@
 //! every position, so a restart continues after the last chunk whose rows were delivered.
 
 mod reader;
+mod sql;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -693,7 +694,7 @@ impl Incremental {
 
 #[cfg(test)]
 mod tests {
-    use super::{raced, reader::in_progress, Recent};
+    use super::{raced, sql::in_progress, Recent};
     use std::collections::VecDeque;
 
     #[test]
