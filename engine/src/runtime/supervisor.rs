@@ -263,6 +263,9 @@ impl Supervisor {
         let mut arbiters = Vec::new();
         let live = futures.len();
         for (name, future) in futures {
+            // A span per stage: every line a stage logs names its pipeline and component.
+            let span = tracing::info_span!("stage", pipeline = %plan.name, component = %name, generation = id);
+            let future: StageFuture = Box::pin(tracing::Instrument::instrument(future, span));
             let arbiter = Arbiter::new();
             let abort = abort_rx.clone();
             let supervisor = me.clone();
