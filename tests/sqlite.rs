@@ -72,6 +72,24 @@ fn start(path: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Runs a pipeline until it has been idle for a second; it must end cleanly.
+fn run_until_idle(path: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--stop-when-idle", "1s"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The `op` of every event written so far (`-` for a tombstone).
+fn ops(dir: &Path) -> Vec<String> {
+    lines(dir)
+        .iter()
+        .map(|l| l["value"]["op"].as_str().unwrap_or("-").to_owned())
+        .collect()
+}
+
 fn wait_lines(dir: &Path, n: usize) {
     let t0 = Instant::now();
     while lines(dir).len() < n {
@@ -524,27 +542,17 @@ fn a_stream_started_without_changes_resumes_from_where_it_started() {
         .success());
     let path = pipeline(dir.path(), &db, "  snapshot.mode: no_data\n");
     // Nothing changes while it runs; its starting point is committed anyway.
-    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", "--stop-when-idle", "1s"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run_until_idle(&path);
     conn.execute_batch(
         "insert into t values (2, 'while stopped'); update t set v = 'changed' where id = 1;",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", "--stop-when-idle", "1s"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let ops: Vec<String> = lines(dir.path())
-        .iter()
-        .map(|l| l["value"]["op"].as_str().unwrap_or("-").to_owned())
-        .collect();
-    assert_eq!(ops, ["c", "u"], "the changes made while stopped");
+    run_until_idle(&path);
+    assert_eq!(
+        ops(dir.path()),
+        ["c", "u"],
+        "the changes made while stopped"
+    );
 }
 
 #[test]
@@ -718,17 +726,8 @@ fn snapshot_modes_follow_the_stored_offsets_and_the_flags() {
         .status
         .success());
     let run = |extra: &str| {
-        let path = pipeline(dir.path(), &db, extra);
-        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["run", "--stop-when-idle", "1s"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        lines(dir.path())
-            .iter()
-            .map(|l| l["value"]["op"].as_str().unwrap_or("-").to_owned())
-            .collect::<Vec<_>>()
+        run_until_idle(&pipeline(dir.path(), &db, extra));
+        ops(dir.path())
     };
     let only = "  snapshot.mode: initial_only\n";
     assert_eq!(run(only), ["r", "r"]);
