@@ -765,3 +765,42 @@ fn snapshot_modes_follow_the_stored_offsets_and_the_flags() {
         "{err}"
     );
 }
+
+#[test]
+fn skipped_operations_are_left_out_and_the_position_moves_past_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text); insert into t values (1, 'a');",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let skip_updates = "  skipped.operations: u\n  tombstones.on.delete: false\n";
+    let path = pipeline(dir.path(), &db, skip_updates);
+    run_until_idle(&path);
+    assert_eq!(ops(dir.path()), ["r"]);
+    // Only skipped changes: nothing is written, and the position still moves past them (the
+    // change rows are purged, a restart does not read them again).
+    conn.execute_batch("update t set v = 'b' where id = 1; update t set v = 'c' where id = 1;")
+        .unwrap();
+    run_until_idle(&path);
+    assert_eq!(ops(dir.path()), ["r"]);
+    let left: i64 = conn
+        .query_row("select count(*) from _sluice_ct_t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0, "skipped change rows are acknowledged and purged");
+    conn.execute_batch(
+        "insert into t values (2, 'x'); update t set v = 'y' where id = 2; delete from t where id = 1;",
+    )
+    .unwrap();
+    run_until_idle(&path);
+    assert_eq!(ops(dir.path()), ["r", "c", "d"]);
+    let last = lines(dir.path()).pop().unwrap();
+    assert_eq!(
+        last["value"]["before"]["v"], "c",
+        "the delete's before image is the last update's"
+    );
+}

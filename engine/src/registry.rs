@@ -45,9 +45,15 @@ pub fn read_checked<'de, T: Deserialize<'de>>(
 ///
 /// With `parts = Shared => field`, the block is read in two parts
 /// ([`from_node_parts`](crate::config::from_node_parts)): the configuration's own keys, and
-/// `Shared`'s keys (a kit's common options, a sink's format) put into `field`.
+/// `Shared`'s keys (a kit's common options, a sink's format) put into `field`. With
+/// `read = path`, the block is read by `path(node, skip)` (a kit's reader that knows more keys).
 #[macro_export]
 macro_rules! impl_component {
+    ($config:ty, $role:ident, $kind:literal, read = $read:path, build = |$c:ident, $ctx:ident| $body:expr) => {
+        $crate::impl_component!(@impl $config, $role, $kind,
+            read = |node, skip| $read(node, skip),
+            build = |$c, $ctx| $body);
+    };
     ($config:ty, $role:ident, $kind:literal, parts = $part:ty => $field:ident, check = $check:expr, build = |$c:ident, $ctx:ident| $body:expr) => {
         $crate::impl_component!(@impl $config, $role, $kind,
             read = |node, skip| $crate::registry::read_parts(

@@ -8,6 +8,7 @@
 mod avro;
 use sluice_test_support::{broker, pg, procstat, registry};
 mod e2e;
+mod history;
 mod offsets;
 mod resilience;
 mod secrets;

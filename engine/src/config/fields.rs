@@ -22,12 +22,19 @@ where
     A: Deserialize<'de>,
     B: Deserialize<'de>,
 {
+    let all: Vec<&str> = fields_of::<A>()
+        .iter()
+        .chain(fields_of::<B>())
+        .copied()
+        .collect();
     let mut for_a: Vec<&str> = skip.to_vec();
     for_a.extend(fields_of::<B>());
-    let a = A::deserialize(NodeDeserializer::skipping(node, &for_a))?;
+    let a = A::deserialize(NodeDeserializer::skipping(node, &for_a))
+        .map_err(|e| e.among_fields(&all))?;
     let mut for_b: Vec<&str> = skip.to_vec();
     for_b.extend(fields_of::<A>());
-    let b = B::deserialize(NodeDeserializer::skipping(node, &for_b))?;
+    let b = B::deserialize(NodeDeserializer::skipping(node, &for_b))
+        .map_err(|e| e.among_fields(&all))?;
     Ok((a, b))
 }
 

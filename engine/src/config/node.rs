@@ -222,6 +222,33 @@ impl ConfigError {
         self
     }
 
+    /// For an unknown-key error of one part of a block read in parts
+    /// ([`from_node_parts`](super::from_node_parts)): the hint and the expected keys come from
+    /// all the block's keys, `fields`, not the part's alone.
+    pub fn among_fields(mut self, fields: &[&str]) -> Self {
+        let Some(rest) = self.message.strip_prefix("unknown field `") else {
+            return self;
+        };
+        let Some((field, _)) = rest.split_once('`') else {
+            return self;
+        };
+        let field = field.to_owned();
+        let expected = fields
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.message = match super::load::did_you_mean(&field, fields) {
+            Some(best) => {
+                format!(
+                    "unknown field `{field}` (did you mean `{best}`?), expected one of {expected}"
+                )
+            }
+            None => format!("unknown field `{field}`, expected one of {expected}"),
+        };
+        self
+    }
+
     fn located(mut self, loc: Loc) -> Self {
         if self.loc.is_none() {
             self.loc = Some(loc);

@@ -3,7 +3,10 @@
 //! A database source is a protocol adapter on top of it: it reads its server's snapshot and log
 //! and hands rows to the kit's pieces, which decide what Debezium would do with them.
 //!
-//! - [`config`]: the options every database source shares.
+//! - [`config`]: the options every database source shares (and which of them a source
+//!   implements), with the column properties (mask, hash, truncate, key columns).
+//! - [`history`]: the schema history (file, Kafka topic or memory; Debezium's records) and
+//!   its recovery at a restart position.
 //! - [`mapping`]: Debezium's column mapping (mask, hash, truncate, `message.key.columns`), used
 //!   by sources and transforms alike.
 //! - [`notification`]: Debezium's notification records.
@@ -15,6 +18,7 @@
 //!   modes).
 
 pub mod config;
+pub mod history;
 pub mod mapping;
 pub mod notification;
 pub mod position;

@@ -70,6 +70,9 @@ pub struct Stored {
     /// Its position can still be read from the database's log (a PostgreSQL slot that
     /// exists, a binlog file not yet purged); true when nothing is stored.
     pub position_available: bool,
+    /// The schema history holds the tables' structure (true when nothing is stored, and for
+    /// sources that keep no history).
+    pub history_available: bool,
 }
 
 /// What a start does.
@@ -112,6 +115,16 @@ impl Snapshotter {
         self.mode
     }
 
+    /// Whether a missing schema history is rebuilt from the current schemas (Debezium's
+    /// `shouldSnapshotOnSchemaError`: `recovery`, and `configuration_based` with its flag).
+    fn snapshots_on_schema_error(&self) -> bool {
+        match self.mode {
+            SnapshotMode::Recovery => true,
+            SnapshotMode::ConfigurationBased => self.flags.on_schema_error,
+            _ => false,
+        }
+    }
+
     /// What a start with `stored` offsets does, or the reason it cannot start; `lost` says
     /// what is gone when the stored position is no longer available (`replication slot `x`
     /// no longer exists`).
@@ -135,6 +148,14 @@ impl Snapshotter {
                 )
             }
         };
+        let schema_lost = stored.offset && !stored.history_available && !schema;
+        let schema = schema || schema_lost;
+        if schema_lost && !self.snapshots_on_schema_error() {
+            return Err(format!(
+                "the schema history is missing while an offset is stored, so the tables' structure at that position is unknown; snapshot.mode `{}` does not rebuild it: set `snapshot.mode: recovery` to rebuild it from the current schemas (only safe if no schema changed since the last stop), or remove the offsets to start over",
+                self.mode.name()
+            ));
+        }
         if lost && !data && stream {
             if !on_data_error {
                 return Err(format!(
@@ -168,21 +189,25 @@ mod tests {
         offset: false,
         snapshot_completed: false,
         position_available: true,
+        history_available: true,
     };
     const DONE: Stored = Stored {
         offset: true,
         snapshot_completed: true,
         position_available: true,
+        history_available: true,
     };
     const HALF: Stored = Stored {
         offset: true,
         snapshot_completed: false,
         position_available: true,
+        history_available: true,
     };
     const LOST: Stored = Stored {
         offset: true,
         snapshot_completed: true,
         position_available: false,
+        history_available: true,
     };
 
     #[test]
@@ -218,6 +243,59 @@ mod tests {
         )
         .unwrap_err()
         .contains("postgres source does not keep"));
+    }
+
+    #[test]
+    fn a_missing_history_is_rebuilt_only_where_debezium_rebuilds_it() {
+        use SnapshotMode as M;
+        let gone = Stored {
+            history_available: false,
+            ..DONE
+        };
+        let schema = |m, s| plan(m, s).map(|p| (p.data, p.schema, p.stream));
+        assert_eq!(schema(M::Recovery, gone), Ok((false, true, true)));
+        assert_eq!(
+            schema(M::Always, gone),
+            Ok((true, true, true)),
+            "snapshots it anyway"
+        );
+        for mode in [M::Initial, M::WhenNeeded, M::NoData] {
+            let error = plan(mode, gone).unwrap_err();
+            assert!(
+                error.contains("schema history is missing") && error.contains("recovery"),
+                "{error}"
+            );
+        }
+        let half = Stored {
+            history_available: false,
+            ..HALF
+        };
+        assert_eq!(
+            schema(M::Initial, half),
+            Ok((true, true, true)),
+            "the snapshot is taken again"
+        );
+        let flags = ConfigurationBased {
+            start_stream: true,
+            on_schema_error: true,
+            ..ConfigurationBased::default()
+        };
+        let s = Snapshotter::new(M::ConfigurationBased, flags, "test", true).unwrap_or_default();
+        assert_eq!(
+            s.plan(gone, "gone").map(|p| (p.data, p.schema)),
+            Ok((false, true))
+        );
+        let s = Snapshotter::new(
+            M::ConfigurationBased,
+            ConfigurationBased {
+                start_stream: true,
+                ..ConfigurationBased::default()
+            },
+            "test",
+            true,
+        )
+        .unwrap_or_default();
+        assert!(s.plan(gone, "gone").is_err());
     }
 
     #[test]

@@ -28,10 +28,9 @@ use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
 use sluice_engine::{Batch, BuildContext, ComponentError, Source, SourceContext};
 
-pub use config::{PostgresConfig, OVERRIDE_PREFIX};
+pub use config::PostgresConfig;
 pub use error::PgError;
 pub use offset::PgOffset;
-pub use records::columns::{check_column_property, COLUMN_PREFIXES};
 
 use capture::{incremental, signaling, snapshot, stream, transaction};
 use offset::parse_lsn;
@@ -52,9 +51,8 @@ pub struct PostgresSource {
 }
 
 impl PostgresSource {
-    /// A source for `config`.
+    /// A source for `config` (checked when it was read).
     pub fn new(config: PostgresConfig, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
-        config.validate().map_err(ComponentError::fatal)?;
         Ok(PostgresSource { config })
     }
 }
@@ -188,11 +186,11 @@ async fn signal_setup(
     progress: Option<incremental::Progress>,
     chunk_bytes: usize,
 ) -> Result<Option<signaling::Signals>, PgError> {
-    let channels = config.signal_channels();
+    let channels = config.common.signal_channels();
     let file = channels
         .iter()
         .any(|c| c == "file")
-        .then(|| config.signal_file.clone())
+        .then(|| config.common.signal_file.clone())
         .flatten()
         .map(|path| sluice_kit::signal::FileChannel { path });
     let Some((schema, table)) = config.signal_table() else {
@@ -290,7 +288,7 @@ fn table_schemas(
                 .map(move |c| format!("{}.{}.{}", d.schema, d.name, c.name))
         })
         .collect();
-    for unused in config.column_rules.unused(&captured) {
+    for unused in config.common.column_rules.unused(&captured) {
         tracing::warn!(selector = %unused, "Column selector matches no captured column.");
     }
     let mut schemas: Vec<Arc<TableSchema>> = Vec::with_capacity(defs.len());
@@ -323,6 +321,7 @@ fn plan_start(
         offset: committed.is_some(),
         snapshot_completed: committed.is_some_and(|o| o.snapshot_completed),
         position_available: slot.is_some(),
+        history_available: true,
     };
     let lost = format!("replication slot `{}` no longer exists", config.slot_name);
     let plan = config
@@ -392,9 +391,9 @@ async fn snapshot_tables(
         tables: what.tables,
         snapshot_name: &start.snapshot_name,
         consistent_point: start.consistent_point,
-        prefix: config.topic_prefix.as_str().into(),
+        prefix: config.common.topic_prefix.as_str().into(),
         db: what.db.into(),
-        overrides: &config.snapshot_overrides,
+        overrides: &config.common.snapshot_overrides,
         info,
         threads: config.snapshot_max_threads,
         chunk_size: config.snapshot_chunk_size,
@@ -439,13 +438,12 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     };
     let need_snapshot = start_plan.data;
     let db = info.dbname.clone();
-    let notifications = config
-        .notification_sink()
-        .flatten()
-        .map(|topic| sluice_kit::notification::Notifications::new(topic, &config.topic_prefix));
-    let schema_changes = config.include_schema_changes.then(|| {
+    let notifications = config.common.notification_sink().flatten().map(|topic| {
+        sluice_kit::notification::Notifications::new(topic, &config.common.topic_prefix)
+    });
+    let schema_changes = config.common.include_schema_changes.then(|| {
         Arc::new(schema_change::SchemaChanges::new(
-            &config.topic_prefix,
+            &config.common.topic_prefix,
             &db,
             source.clone(),
         ))
@@ -497,15 +495,19 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         client: &client,
         types,
         db: db.as_str().into(),
-        prefix: config.topic_prefix.as_str().into(),
+        prefix: config.common.topic_prefix.as_str().into(),
         not_snapshot: "false".into(),
-        heartbeats: (config.heartbeat_interval_ms > 0).then(|| {
-            transaction::Heartbeats::new(&config.heartbeat_topic_prefix, &config.topic_prefix)
+        heartbeats: (config.common.heartbeat_interval_ms > 0).then(|| {
+            transaction::Heartbeats::new(
+                &config.common.heartbeat_topic_prefix,
+                &config.common.topic_prefix,
+            )
         }),
         tx_meta: config
+            .common
             .provide_transaction_metadata
-            .then(|| transaction::TxSchemas::new(&config.topic_prefix)),
-        skipped: config.skipped().map_err(PgError::Setup)?,
+            .then(|| transaction::TxSchemas::new(&config.common.topic_prefix)),
+        skipped: config.common.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
         schema_changes,
         signals,

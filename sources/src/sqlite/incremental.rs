@@ -162,7 +162,7 @@ impl super::SqliteSource {
             return;
         };
         for event in events {
-            if event.source_field("table").and_then(Value::as_str) != Some(signal_table) {
+            if event.source_field("table").and_then(Value::as_str) != Some(signal_table.as_str()) {
                 continue;
             }
             let Some(signal) = signal_of(event) else {
@@ -171,7 +171,7 @@ impl super::SqliteSource {
             let names: Vec<String> = tables
                 .iter()
                 .map(|t| t.name.clone())
-                .filter(|n| n != signal_table)
+                .filter(|n| *n != signal_table)
                 .collect();
             if let Err(reason) = act(&signal, &names, progress) {
                 tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
@@ -203,7 +203,7 @@ impl super::SqliteSource {
             p.last_key = None;
             return Ok(true);
         };
-        let limit = self.config.chunk_size;
+        let limit = self.config.common.incremental_chunk_size;
         let key_names: Vec<String> = table
             .key
             .iter()

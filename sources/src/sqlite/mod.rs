@@ -70,6 +70,8 @@ pub struct SqliteSource {
     config: SqliteConfig,
     db_name: String,
     source_schema: Arc<Schema>,
+    /// `skipped.operations`.
+    skipped: sluice_kit::config::Skipped,
 }
 
 fn fatal(message: impl Into<String>) -> ComponentError {
@@ -89,7 +91,7 @@ fn sql_error(what: &str, e: rusqlite::Error) -> ComponentError {
 impl SqliteSource {
     /// A source for `config`.
     pub fn new(config: SqliteConfig, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
-        config.validate().map_err(fatal)?;
+        let skipped = config.common.skipped().map_err(fatal)?;
         let db_name = config
             .path
             .file_stem()
@@ -108,6 +110,7 @@ impl SqliteSource {
             config,
             db_name,
             source_schema,
+            skipped,
         })
     }
 
@@ -161,7 +164,7 @@ impl SqliteSource {
     }
 
     fn table(&self, c: &Captured) -> Result<Table, ComponentError> {
-        let prefix = format!("{}.main.{}", self.config.topic_prefix, c.table);
+        let prefix = format!("{}.main.{}", self.config.common.topic_prefix, c.table);
         let mut row = Schema::struct_builder();
         let mut key_schema = Schema::struct_builder();
         let mut columns = Vec::new();
@@ -217,7 +220,7 @@ impl SqliteSource {
             vec![
                 Value::from(crate::VERSION),
                 Value::from("sqlite"),
-                Value::from(self.config.topic_prefix.as_str()),
+                Value::from(self.config.common.topic_prefix.as_str()),
                 Value::Int64(made.millis()),
                 Value::from(snapshot),
                 Value::from(self.db_name.as_str()),
@@ -386,7 +389,9 @@ impl SqliteSource {
         progress: &Option<Progress>,
     ) -> Result<(Vec<ChangeEvent>, i64), ComponentError> {
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
-        let mut changes: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
+        // A skipped operation (`skipped.operations`) keeps its place (None), so that the
+        // position still moves past it.
+        let mut changes: BTreeMap<i64, Option<ChangeEvent>> = BTreeMap::new();
         let mut tombstones: BTreeMap<i64, ChangeEvent> = BTreeMap::new();
         // A table that filled a batch (by rows or bytes) may have more: only changes up to its
         // last one are certainly complete.
@@ -426,14 +431,19 @@ impl SqliteSource {
                     "u" => (Op::Update, before, after_image),
                     _ => (Op::Delete, before, None),
                 };
+                if self.skipped.skips(op) {
+                    changes.insert(seq, None);
+                    last = seq;
+                    continue;
+                }
                 let mut event =
                     self.event(table, op, before, after_image, Some((seq, made)), "false");
                 event.position = at(seq, progress);
-                if op == Op::Delete && self.config.tombstones_on_delete {
+                if op == Op::Delete && self.config.common.tombstones_on_delete {
                     tombstones.insert(seq, sluice_kit::records::tombstone(&event));
                 }
                 full = cut.add(&event);
-                changes.insert(seq, event);
+                changes.insert(seq, Some(event));
                 last = seq;
                 if full {
                     break;
@@ -450,7 +460,7 @@ impl SqliteSource {
             if seq > bound {
                 break;
             }
-            events.push(event);
+            events.extend(event);
             if let Some(t) = tombstones.remove(&seq) {
                 events.push(t);
             }
@@ -506,6 +516,7 @@ impl SqliteSource {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
             position_available: true,
+            history_available: true,
         };
         let plan = self
             .config
@@ -553,7 +564,9 @@ impl SqliteSource {
             let (events, position) =
                 self.poll(&mut conn, &tables, seq, i64::MAX, &out.cut, &progress)?;
             self.on_signals(&events, &tables, &mut progress);
-            let nothing_new = events.is_empty();
+            // Only skipped changes (`skipped.operations`): an empty batch still moves the
+            // position past them.
+            let nothing_new = events.is_empty() && position == seq;
             if !nothing_new {
                 seq = position;
                 let batch = Batch {
@@ -601,6 +614,7 @@ impl Source for SqliteSource {
             config: self.config.clone(),
             db_name: self.db_name.clone(),
             source_schema: self.source_schema.clone(),
+            skipped: self.skipped,
         };
         let purge_target = purge.clone();
         let thread = std::thread::Builder::new()

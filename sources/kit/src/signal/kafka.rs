@@ -15,26 +15,10 @@ use rdkafka::message::Message;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-/// Prefix of the consumer properties passed through (`signal.consumer.security.protocol`, ...).
-pub const SIGNAL_CONSUMER_PREFIX: &str = "signal.consumer.";
+pub use super::{KafkaSignalSettings, SIGNAL_CONSUMER_PREFIX};
 
 /// How long the startup checks wait for the brokers.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where the channel reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaSignalSettings {
-    /// `signal.kafka.bootstrap.servers`.
-    pub bootstrap_servers: String,
-    /// `signal.kafka.topic`.
-    pub topic: String,
-    /// `signal.kafka.groupId`.
-    pub group_id: String,
-    /// The key signals must carry (`topic.prefix`).
-    pub key: String,
-    /// `signal.consumer.*` properties, without the prefix.
-    pub consumer: sluice_engine::config::Properties,
-}
 
 /// A connected channel.
 pub struct KafkaSignals {

@@ -16,6 +16,25 @@ use serde::Deserialize;
 
 pub use file::FileChannel;
 
+/// Prefix of the `kafka` channel's consumer properties passed through
+/// (`signal.consumer.security.protocol`, ...).
+pub const SIGNAL_CONSUMER_PREFIX: &str = "signal.consumer.";
+
+/// Where the `kafka` channel reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSignalSettings {
+    /// `signal.kafka.bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// `signal.kafka.topic`.
+    pub topic: String,
+    /// `signal.kafka.groupId`.
+    pub group_id: String,
+    /// The key signals must carry (`topic.prefix`).
+    pub key: String,
+    /// `signal.consumer.*` properties, without the prefix.
+    pub consumer: sluice_engine::config::Properties,
+}
+
 /// Watermark rows written by the incremental snapshot (not signals).
 pub const WINDOW_OPEN: &str = "snapshot-window-open";
 /// See [`WINDOW_OPEN`].

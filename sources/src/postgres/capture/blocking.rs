@@ -106,7 +106,7 @@ impl Streamer<'_> {
             consistent_point: after,
             prefix: self.prefix.clone(),
             db: self.db.clone(),
-            overrides: &self.config.snapshot_overrides,
+            overrides: &self.config.common.snapshot_overrides,
             info: self.info,
             threads: self.config.snapshot_max_threads,
             chunk_size: self.config.snapshot_chunk_size,

@@ -3,10 +3,10 @@
 
 use sluice_engine::{ChangeEvent, Op, Position, Record};
 
-use crate::postgres::config::Skipped;
 use crate::postgres::records::table::{Cell, SourceInfo, TableSchema};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::pgoutput::Message;
+use sluice_kit::config::Skipped;
 
 /// One event of a change.
 #[derive(Debug)]

@@ -13,13 +13,14 @@ use sluice_kit::signal::kafka::KafkaSignals;
 
 use crate::postgres::capture::change;
 use crate::postgres::capture::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
-use crate::postgres::config::{PostgresConfig, Skipped};
+use crate::postgres::config::PostgresConfig;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::{PgOffset, TxPoint};
 use crate::postgres::records::schema_change::{describe, SchemaChanges};
 use crate::postgres::records::table::{source_schema, SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{table_def, TypeResolver};
 use crate::postgres::wire::pgoutput::{decode, Message};
+use sluice_kit::config::Skipped;
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
@@ -126,12 +127,12 @@ impl Streamer<'_> {
             last_done: self.resume.lsn,
             tx: None,
         };
-        let period = Duration::from_millis(self.config.heartbeat_interval_ms.max(1));
+        let period = Duration::from_millis(self.config.common.heartbeat_interval_ms.max(1));
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let has_file = self.signals.as_ref().is_some_and(|s| s.file.is_some());
         let mut file_tick = tokio::time::interval(Duration::from_millis(
-            self.config.signal_poll_interval_ms.max(10),
+            self.config.common.signal_poll_interval_ms.max(10),
         ));
         file_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let http_queue = self.http_channel(ctx)?;
@@ -139,7 +140,7 @@ impl Streamer<'_> {
             Some(queue) => Some(queue.lock().await),
             None => None,
         };
-        let kafka = match self.config.kafka_signals() {
+        let kafka = match self.config.common.kafka_signals() {
             Some(settings) => Some(
                 KafkaSignals::connect(settings)
                     .await
@@ -231,7 +232,13 @@ impl Streamer<'_> {
         &self,
         ctx: &SourceContext,
     ) -> Result<Option<sluice_engine::runtime::admin::SignalQueue>, PgError> {
-        if !self.config.signal_channels().iter().any(|c| c == "http") {
+        if !self
+            .config
+            .common
+            .signal_channels()
+            .iter()
+            .any(|c| c == "http")
+        {
             return Ok(None);
         }
         ctx.external_signals().map(Some).ok_or_else(|| {
@@ -247,7 +254,7 @@ impl Streamer<'_> {
         if !run.idle() {
             return true;
         }
-        if let Some(query) = &self.config.heartbeat_action_query {
+        if let Some(query) = &self.config.common.heartbeat_action_query {
             if let Err(e) = self.client.batch_execute(query).await {
                 tracing::warn!(error = %e, "heartbeat.action.query failed.");
             }
@@ -639,6 +646,7 @@ impl Streamer<'_> {
     ) {
         let tombstone = self
             .config
+            .common
             .tombstones_on_delete
             .then(|| sluice_kit::records::tombstone(&delete));
         self.push(tx, last_done, delete, out, role);

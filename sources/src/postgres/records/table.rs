@@ -45,11 +45,16 @@ fn propagates(
     c: &crate::postgres::server::catalog::ColumnDef,
 ) -> bool {
     config
+        .common
         .column_propagate_source_type
         .matches(&format!("{table}.{}", c.name))
         || (!c.type_name.is_empty()
-            && (config.datatype_propagate_source_type.matches(&c.type_name)
+            && (config
+                .common
+                .datatype_propagate_source_type
+                .matches(&c.type_name)
                 || config
+                    .common
                     .datatype_propagate_source_type
                     .matches(&c.type_name.to_ascii_uppercase())))
 }
@@ -175,6 +180,7 @@ fn column(
     let mapper = is_character(c)
         .then(|| {
             config
+                .common
                 .column_rules
                 .mapper(&format!("{full_table}.{}", c.name), length)
         })
@@ -225,7 +231,7 @@ impl TableSchema {
     pub(crate) fn new(def: &TableDef, config: &PostgresConfig, source: Arc<Schema>) -> Self {
         let modes = Modes::of(config);
         let full_table = format!("{}.{}", def.schema, def.name);
-        let key_names: Vec<String> = match config.key_columns.of(&full_table) {
+        let key_names: Vec<String> = match config.common.key_columns.of(&full_table) {
             Some(columns) => columns.to_vec(),
             None => def.primary_key.clone(),
         };
@@ -266,7 +272,7 @@ impl TableSchema {
             }
             _ => None,
         };
-        let prefix = format!("{}.{}.{}", config.topic_prefix, def.schema, def.name);
+        let prefix = format!("{}.{}.{}", config.common.topic_prefix, def.schema, def.name);
         TableSchema {
             int_key,
             oid: def.oid,
@@ -290,7 +296,7 @@ impl TableSchema {
             value_columns,
             key_columns,
             modes,
-            failure_mode: config.failure_mode,
+            failure_mode: config.common.failure_mode,
         }
     }
 

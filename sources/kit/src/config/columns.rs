@@ -1,13 +1,13 @@
 //! Debezium's column properties on the source: `column.mask.with.N.chars`,
 //! `column.mask.hash.[v2.]<ALG>.with.salt.<salt>`, `column.truncate.to.N.chars` (dynamic keys
-//! whose values are column selectors, anchored regexes on `schema.table.column`) and
-//! `message.key.columns` (`<table regex>:<c1>,<c2>;...`). Applied while rows are built, as
-//! Debezium does, with the schema parameters Debezium adds (`masked`, `truncateLength`).
+//! whose values are column selectors, anchored regexes on the source's full column names, such
+//! as `schema.table.column`) and `message.key.columns` (`<table regex>:<c1>,<c2>;...`). A source
+//! applies them while it builds rows, as Debezium does, with the schema parameters Debezium adds
+//! (`masked`, `truncateLength`).
 
-use sluice_engine::config::AnchoredRegex;
-use sluice_kit::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
+use sluice_engine::config::{split_list, AnchoredRegex};
 
-use sluice_engine::config::split_list;
+use crate::mapping::{ColumnMapper, HashAlgorithm, HashVersion, Hasher};
 
 /// The prefixes of the dynamic column keys.
 pub const COLUMN_PREFIXES: [&str; 3] = [
@@ -115,7 +115,7 @@ pub struct KeyColumns(Vec<(AnchoredRegex, Vec<String>)>);
 impl KeyColumns {
     /// Parses `<table regex>:<c1>,<c2>;<table regex>:<c3>`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        sluice_kit::mapping::parse_key_columns(text)
+        crate::mapping::parse_key_columns(text)
             .map(KeyColumns)
             .map_err(|e| format!("`message.key.columns`: {e}"))
     }

@@ -1,0 +1,576 @@
+//! The options every database source shares (Debezium's common connector properties), read
+//! once from the source's block beside the source's own keys and documented once here:
+//!
+//! - `topic.prefix` (required), `table.include.list` / `table.exclude.list` (anchored regexes on
+//!   the source's table name: `schema.table` for PostgreSQL, the table for SQLite),
+//!   `schema.include.list` / `schema.exclude.list`, `column.include.list` /
+//!   `column.exclude.list` (on `schema.table.column`);
+//! - `snapshot.mode` and its `configuration_based` flags, `snapshot.select.statement.overrides`;
+//! - `tombstones.on.delete` (default true), `skipped.operations` (default `t`),
+//!   `event.processing.failure.handling.mode` (default `fail`);
+//! - the column properties (`column.mask.with.N.chars`, `column.mask.hash.*`,
+//!   `column.truncate.to.N.chars`, `message.key.columns`, `column.propagate.source.type`,
+//!   `datatype.propagate.source.type`);
+//! - `heartbeat.interval.ms`, `heartbeat.action.query`, `topic.heartbeat.prefix`,
+//!   `provide.transaction.metadata`, `include.schema.changes`;
+//! - `signal.data.collection`, `signal.enabled.channels`, `signal.file`,
+//!   `signal.poll.interval.ms`, `signal.kafka.*`, `signal.consumer.*`,
+//!   `incremental.snapshot.chunk.size`, `notification.enabled.channels`,
+//!   `notification.sink.topic.name`.
+//!
+//! A source reads its block with [`read`] and says in [`DatabaseSource::SUPPORTS`] which of
+//! these it implements; a key of anything else is an error at that key.
+
+pub mod columns;
+mod support;
+
+use serde::Deserialize;
+use sluice_engine::config::{
+    fields_of, ConfigError, Node, NodeDeserializer, Properties, RegexList,
+};
+use sluice_engine::registry::Component;
+use sluice_engine::FailureMode;
+
+pub use support::{Feature, Supports};
+
+use crate::history::config::{CONSUMER_PREFIX, PRODUCER_PREFIX};
+use crate::history::HistoryConfig;
+use crate::signal::{KafkaSignalSettings, SIGNAL_CONSUMER_PREFIX};
+use crate::snapshot::{ConfigurationBased, SnapshotMode, Snapshotter};
+use columns::{ColumnRules, KeyColumns, COLUMN_PREFIXES};
+
+/// The prefix of Debezium's per-table snapshot SELECT keys.
+pub const OVERRIDE_PREFIX: &str = "snapshot.select.statement.overrides.";
+
+/// The shared part of a database source's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceCommon {
+    /// Topics are `<topic.prefix>.<schema>.<table>`; required.
+    #[serde(rename = "topic.prefix")]
+    pub topic_prefix: String,
+    /// Tables to capture (none given: all).
+    #[serde(rename = "table.include.list", default)]
+    pub table_include: RegexList,
+    /// Tables not to capture.
+    #[serde(rename = "table.exclude.list", default)]
+    pub table_exclude: RegexList,
+    /// Schemas to capture (regexes on the schema name).
+    #[serde(rename = "schema.include.list", default)]
+    pub schema_include: RegexList,
+    /// Schemas not to capture.
+    #[serde(rename = "schema.exclude.list", default)]
+    pub schema_exclude: RegexList,
+    /// Columns to capture (regexes on `schema.table.column`).
+    #[serde(rename = "column.include.list", default)]
+    pub column_include: RegexList,
+    /// Columns not to capture (key columns always stay in the key).
+    #[serde(rename = "column.exclude.list", default)]
+    pub column_exclude: RegexList,
+    /// `snapshot.mode` (default `initial`).
+    #[serde(rename = "snapshot.mode", default)]
+    pub snapshot_mode: SnapshotMode,
+    /// With `configuration_based`: read the tables' rows.
+    #[serde(rename = "snapshot.mode.configuration.based.snapshot.data", default)]
+    pub snapshot_data: bool,
+    /// With `configuration_based`: capture the tables' schemas.
+    #[serde(rename = "snapshot.mode.configuration.based.snapshot.schema", default)]
+    pub snapshot_schema: bool,
+    /// With `configuration_based`: stream after the snapshot.
+    #[serde(rename = "snapshot.mode.configuration.based.start.stream", default)]
+    pub start_stream: bool,
+    /// With `configuration_based`: capture the schemas again when the history is unusable.
+    #[serde(
+        rename = "snapshot.mode.configuration.based.snapshot.on.schema.error",
+        default
+    )]
+    pub snapshot_on_schema_error: bool,
+    /// With `configuration_based`: snapshot again when the stored position is lost.
+    #[serde(
+        rename = "snapshot.mode.configuration.based.snapshot.on.data.error",
+        default
+    )]
+    pub snapshot_on_data_error: bool,
+    /// Tables whose snapshot uses a custom SELECT, each given as
+    /// `snapshot.select.statement.overrides.<table>` (read by [`read`]).
+    #[serde(rename = "snapshot.select.statement.overrides", default)]
+    pub snapshot_overrides_tables: Option<String>,
+    /// The custom SELECT per table.
+    #[serde(skip)]
+    pub snapshot_overrides: std::collections::BTreeMap<String, String>,
+    /// A tombstone after each delete (default true).
+    #[serde(rename = "tombstones.on.delete", default = "default_true")]
+    pub tombstones_on_delete: bool,
+    /// Operations not emitted: `c`, `u`, `d`, `t`, or `none` (default `t`).
+    #[serde(rename = "skipped.operations", default = "default_skipped")]
+    pub skipped_operations: String,
+    /// A change whose value cannot be represented (default `fail`; `warn` logs its table,
+    /// column and key and skips it; `skip` skips it).
+    #[serde(rename = "event.processing.failure.handling.mode", default)]
+    pub failure_mode: FailureMode,
+    /// Columns whose schemas carry their source type (`__debezium.source.column.type`, ...).
+    #[serde(rename = "column.propagate.source.type", default)]
+    pub column_propagate_source_type: RegexList,
+    /// Type names whose columns' schemas carry their source type.
+    #[serde(rename = "datatype.propagate.source.type", default)]
+    pub datatype_propagate_source_type: RegexList,
+    /// `message.key.columns`: `<table regex>:<c1>,<c2>;...`.
+    #[serde(rename = "message.key.columns", default)]
+    pub message_key_columns: Option<String>,
+    /// Parsed `message.key.columns` (set by [`read`]).
+    #[serde(skip)]
+    pub key_columns: KeyColumns,
+    /// Column mask / hash / truncate rules (set by [`read`]).
+    #[serde(skip)]
+    pub column_rules: ColumnRules,
+    /// Interval of heartbeat records on `<topic.heartbeat.prefix>.<topic.prefix>`, which also
+    /// carry the current position (0: off, the default).
+    #[serde(rename = "heartbeat.interval.ms", default)]
+    pub heartbeat_interval_ms: u64,
+    /// A statement run on the database before each heartbeat (for example an insert into a
+    /// captured heartbeat table, so that a quiet database still moves the position forward).
+    #[serde(rename = "heartbeat.action.query", default)]
+    pub heartbeat_action_query: Option<String>,
+    /// Prefix of the heartbeat topic (default `__debezium-heartbeat`).
+    #[serde(
+        rename = "topic.heartbeat.prefix",
+        default = "default_heartbeat_prefix"
+    )]
+    pub heartbeat_topic_prefix: String,
+    /// BEGIN/END records on `<prefix>.transaction` and a `transaction` block in data events
+    /// (default false).
+    #[serde(rename = "provide.transaction.metadata", default)]
+    pub provide_transaction_metadata: bool,
+    /// Schema change events on the topic `<topic.prefix>` (default false).
+    #[serde(rename = "include.schema.changes", default)]
+    pub include_schema_changes: bool,
+    /// The signaling table for the `source` channel and the incremental snapshot's watermarks.
+    #[serde(rename = "signal.data.collection", default)]
+    pub signal_data_collection: Option<String>,
+    /// Signal channels, comma-separated: `source` (default), `file`, `http`, `kafka`.
+    #[serde(rename = "signal.enabled.channels", default = "default_channels")]
+    pub signal_enabled_channels: String,
+    /// JSON-lines file of the `file` channel.
+    #[serde(rename = "signal.file", default)]
+    pub signal_file: Option<std::path::PathBuf>,
+    /// How often the `file` channel is read (default 1000 ms).
+    #[serde(rename = "signal.poll.interval.ms", default = "default_signal_poll")]
+    pub signal_poll_interval_ms: u64,
+    /// The `kafka` channel's brokers.
+    #[serde(rename = "signal.kafka.bootstrap.servers", default)]
+    pub signal_kafka_servers: Option<String>,
+    /// The `kafka` channel's topic (default `<topic.prefix>-signal`).
+    #[serde(rename = "signal.kafka.topic", default)]
+    pub signal_kafka_topic: Option<String>,
+    /// The `kafka` channel's consumer group (default `kafka-signal`).
+    #[serde(rename = "signal.kafka.groupId", default = "default_signal_group")]
+    pub signal_kafka_group: String,
+    /// Accepted for Debezium compatibility; the channel waits for records without polling.
+    #[serde(rename = "signal.kafka.poll.timeout.ms", default)]
+    pub signal_kafka_poll_timeout_ms: Option<u64>,
+    /// `signal.consumer.*` properties of the `kafka` channel (set by [`read`]).
+    #[serde(skip)]
+    pub signal_consumer: Properties,
+    /// Rows per incremental snapshot chunk (default 1024).
+    #[serde(
+        rename = "incremental.snapshot.chunk.size",
+        default = "default_incremental_chunk"
+    )]
+    pub incremental_chunk_size: usize,
+    /// `schema.history.internal.*`, for sources that keep a schema history (set by [`read`]).
+    #[serde(skip)]
+    pub history: crate::history::HistoryConfig,
+    /// Where notifications go besides the log: `sink` (records on
+    /// `notification.sink.topic.name`), `log`.
+    #[serde(rename = "notification.enabled.channels", default)]
+    pub notification_enabled_channels: String,
+    /// The topic of notification records (the `sink` channel).
+    #[serde(rename = "notification.sink.topic.name", default)]
+    pub notification_sink_topic: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_skipped() -> String {
+    "t".to_owned()
+}
+fn default_heartbeat_prefix() -> String {
+    "__debezium-heartbeat".to_owned()
+}
+fn default_channels() -> String {
+    "source".into()
+}
+fn default_signal_group() -> String {
+    "kafka-signal".to_owned()
+}
+fn default_signal_poll() -> u64 {
+    1000
+}
+fn default_incremental_chunk() -> usize {
+    1024
+}
+
+impl Default for SourceCommon {
+    /// The defaults serde applies, with an empty `topic.prefix` (a placeholder until [`read`]
+    /// sets the real options).
+    fn default() -> Self {
+        SourceCommon {
+            topic_prefix: String::new(),
+            table_include: RegexList::default(),
+            table_exclude: RegexList::default(),
+            schema_include: RegexList::default(),
+            schema_exclude: RegexList::default(),
+            column_include: RegexList::default(),
+            column_exclude: RegexList::default(),
+            snapshot_mode: SnapshotMode::default(),
+            snapshot_data: false,
+            snapshot_schema: false,
+            start_stream: false,
+            snapshot_on_schema_error: false,
+            snapshot_on_data_error: false,
+            snapshot_overrides_tables: None,
+            snapshot_overrides: Default::default(),
+            tombstones_on_delete: true,
+            skipped_operations: default_skipped(),
+            failure_mode: FailureMode::default(),
+            column_propagate_source_type: RegexList::default(),
+            datatype_propagate_source_type: RegexList::default(),
+            message_key_columns: None,
+            key_columns: KeyColumns::default(),
+            column_rules: ColumnRules::default(),
+            heartbeat_interval_ms: 0,
+            heartbeat_action_query: None,
+            heartbeat_topic_prefix: default_heartbeat_prefix(),
+            provide_transaction_metadata: false,
+            include_schema_changes: false,
+            signal_data_collection: None,
+            signal_enabled_channels: default_channels(),
+            signal_file: None,
+            signal_poll_interval_ms: default_signal_poll(),
+            signal_kafka_servers: None,
+            signal_kafka_topic: None,
+            signal_kafka_group: default_signal_group(),
+            signal_kafka_poll_timeout_ms: None,
+            signal_consumer: Properties::default(),
+            incremental_chunk_size: default_incremental_chunk(),
+            history: crate::history::HistoryConfig::default(),
+            notification_enabled_channels: String::new(),
+            notification_sink_topic: None,
+        }
+    }
+}
+
+/// Which operations to drop (`skipped.operations`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Inserts.
+    pub create: bool,
+    /// Updates.
+    pub update: bool,
+    /// Deletes.
+    pub delete: bool,
+    /// Truncates.
+    pub truncate: bool,
+}
+
+impl Skipped {
+    /// Whether events of `op` are dropped.
+    pub fn skips(&self, op: sluice_engine::Op) -> bool {
+        use sluice_engine::Op;
+        match op {
+            Op::Create => self.create,
+            Op::Update => self.update,
+            Op::Delete => self.delete,
+            Op::Truncate => self.truncate,
+            _ => false,
+        }
+    }
+}
+
+impl SourceCommon {
+    /// The snapshotter these options describe, for the source named `source` (`history`: it
+    /// keeps a schema history); `Err` is the configuration error.
+    pub fn snapshotter(&self, source: &str, history: bool) -> Result<Snapshotter, String> {
+        let flags = ConfigurationBased {
+            snapshot_data: self.snapshot_data,
+            snapshot_schema: self.snapshot_schema,
+            start_stream: self.start_stream,
+            on_schema_error: self.snapshot_on_schema_error,
+            on_data_error: self.snapshot_on_data_error,
+        };
+        Snapshotter::new(self.snapshot_mode, flags, source, history)
+    }
+
+    /// Whether the table named `full` (the source's table name, see the module) in `schema`
+    /// is selected by the include and exclude lists.
+    pub fn selects_table(&self, schema: &str, full: &str) -> bool {
+        let schema_ok = (self.schema_include.is_empty() || self.schema_include.matches(schema))
+            && !self.schema_exclude.matches(schema);
+        let table_ok = (self.table_include.is_empty() || self.table_include.matches(full))
+            && !self.table_exclude.matches(full);
+        schema_ok && table_ok
+    }
+
+    /// Whether the column named `full` (`schema.table.column`) is captured (key columns stay
+    /// in the key regardless).
+    pub fn selects_column(&self, full: &str) -> bool {
+        (self.column_include.is_empty() || self.column_include.matches(full))
+            && !self.column_exclude.matches(full)
+    }
+
+    /// The enabled signal channels.
+    pub fn signal_channels(&self) -> Vec<String> {
+        self.signal_enabled_channels
+            .split(',')
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// Whether the signal channel `name` is enabled.
+    pub fn signal_channel(&self, name: &str) -> bool {
+        self.signal_channels().iter().any(|c| c == name)
+    }
+
+    /// The signaling table as `(schema, table)`: a leading database name is dropped, a bare
+    /// table name is in `default_schema`.
+    pub fn signal_table(&self, default_schema: &str) -> Option<(String, String)> {
+        let name = self.signal_data_collection.as_deref()?;
+        let parts: Vec<&str> = name.split('.').collect();
+        match parts.as_slice() {
+            [.., schema, table] => Some(((*schema).to_owned(), (*table).to_owned())),
+            [table] => Some((default_schema.to_owned(), (*table).to_owned())),
+            [] => None,
+        }
+    }
+
+    /// `Some(topic)` when the `sink` notification channel is on (`Some(None)`: no topic set).
+    pub fn notification_sink(&self) -> Option<Option<&str>> {
+        self.notification_enabled_channels
+            .split(',')
+            .any(|c| c.trim() == "sink")
+            .then_some(self.notification_sink_topic.as_deref())
+    }
+
+    /// Where the `kafka` signal channel reads, when it is on.
+    pub fn kafka_signals(&self) -> Option<KafkaSignalSettings> {
+        if !self.signal_channel("kafka") {
+            return None;
+        }
+        Some(KafkaSignalSettings {
+            bootstrap_servers: self.signal_kafka_servers.clone().unwrap_or_default(),
+            topic: self
+                .signal_kafka_topic
+                .clone()
+                .unwrap_or_else(|| format!("{}-signal", self.topic_prefix)),
+            group_id: self.signal_kafka_group.clone(),
+            key: self.topic_prefix.clone(),
+            consumer: self.signal_consumer.clone(),
+        })
+    }
+
+    /// Parses `skipped.operations`.
+    pub fn skipped(&self) -> Result<Skipped, String> {
+        let mut s = Skipped::default();
+        for op in self
+            .skipped_operations
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+        {
+            match op {
+                "c" => s.create = true,
+                "u" => s.update = true,
+                "d" => s.delete = true,
+                "t" => s.truncate = true,
+                "none" => s = Skipped::default(),
+                other => {
+                    return Err(format!(
+                        "`skipped.operations` has `{other}`: use c, u, d, t or none"
+                    ))
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Checks what serde cannot, for the source named `source` implementing `supports`.
+    pub fn validate(&self, source: &str, supports: &Supports) -> Result<(), String> {
+        let channels = supports.signal_channels;
+        if self.topic_prefix.trim().is_empty() {
+            return Err("`topic.prefix` must not be empty".to_owned());
+        }
+        if self.incremental_chunk_size == 0 {
+            return Err("`incremental.snapshot.chunk.size` must be at least 1".to_owned());
+        }
+        for channel in self.signal_channels() {
+            if !channels.contains(&channel.as_str()) {
+                return Err(format!(
+                    "`signal.enabled.channels`: `{channel}` is not available for the {source} source: use {}",
+                    channels.join(", ")
+                ));
+            }
+        }
+        for channel in self.notification_enabled_channels.split(',').map(str::trim) {
+            if !matches!(channel, "" | "sink" | "log") {
+                return Err(format!(
+                    "`notification.enabled.channels`: `{channel}` is not available here: use sink, log"
+                ));
+            }
+        }
+        if self.notification_sink().is_some_and(|t| t.is_none()) {
+            return Err(
+                "the `sink` notification channel needs `notification.sink.topic.name`".to_owned(),
+            );
+        }
+        if self.signal_channel("file") && self.signal_file.is_none() {
+            return Err("the `file` signal channel needs `signal.file`".to_owned());
+        }
+        if self.signal_channel("kafka")
+            && self
+                .signal_kafka_servers
+                .as_deref()
+                .is_none_or(|s| s.trim().is_empty())
+        {
+            return Err(
+                "the `kafka` signal channel needs `signal.kafka.bootstrap.servers`".to_owned(),
+            );
+        }
+        self.skipped()?;
+        self.snapshotter(source, supports.keeps_history())
+            .map(|_| ())
+    }
+
+    /// Adds the per-table SELECTs (`snapshot.select.statement.overrides.<table>: SELECT ...`),
+    /// checking that they match the tables listed in `snapshot.select.statement.overrides`.
+    fn with_overrides(&mut self, statements: Vec<(String, String)>) -> Result<(), String> {
+        let listed: Vec<String> = self
+            .snapshot_overrides_tables
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect();
+        for (table, sql) in statements {
+            if !listed.contains(&table) {
+                return Err(format!(
+                    "`{OVERRIDE_PREFIX}{table}` is set, but `{table}` is not listed in `snapshot.select.statement.overrides`"
+                ));
+            }
+            self.snapshot_overrides.insert(table, sql);
+        }
+        if let Some(missing) = listed
+            .iter()
+            .find(|t| !self.snapshot_overrides.contains_key(*t))
+        {
+            return Err(format!(
+                "`snapshot.select.statement.overrides` lists `{missing}` but `{OVERRIDE_PREFIX}{missing}` is not set"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads the keys whose names carry a value (`column.mask.with.8.chars`,
+    /// `signal.consumer.<property>`, `snapshot.select.statement.overrides.<table>`) and parses
+    /// `message.key.columns`.
+    fn read_dynamic(&mut self, node: &Node) -> Result<(), ConfigError> {
+        let mut columns = Vec::new();
+        let mut statements = Vec::new();
+        for (key, value) in node.entries().unwrap_or_default() {
+            let name = key.as_text().unwrap_or_default();
+            let text = |expected: &str| {
+                value
+                    .as_text()
+                    .ok_or_else(|| ConfigError::at(value.loc, expected).with_path(name.clone()))
+            };
+            if COLUMN_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                let selectors = text(
+                    "expected column selectors (regexes on schema.table.column, comma-separated)",
+                )?;
+                columns::check_column_property(&name, &selectors)
+                    .map_err(|m| ConfigError::at(key.loc, m).with_path(name.clone()))?;
+                columns.push((name.clone(), selectors));
+            } else if let Some(property) = name.strip_prefix(SIGNAL_CONSUMER_PREFIX) {
+                let value = text("expected a consumer property value")?;
+                self.signal_consumer.0.insert(property.to_owned(), value);
+            } else if let Some(property) = name.strip_prefix(PRODUCER_PREFIX) {
+                let value = text("expected a producer property value")?;
+                self.history.producer.0.insert(property.to_owned(), value);
+            } else if let Some(property) = name.strip_prefix(CONSUMER_PREFIX) {
+                let value = text("expected a consumer property value")?;
+                self.history.consumer.0.insert(property.to_owned(), value);
+            } else if let Some(table) = name.strip_prefix(OVERRIDE_PREFIX) {
+                statements.push((table.to_owned(), text("expected a SELECT statement")?));
+            }
+        }
+        let at_block = |m: String| ConfigError::at(node.loc, m);
+        self.with_overrides(statements).map_err(at_block)?;
+        self.column_rules = ColumnRules::parse(&columns).map_err(at_block)?;
+        if let Some(text) = &self.message_key_columns {
+            self.key_columns = KeyColumns::parse(text).map_err(at_block)?;
+        }
+        Ok(())
+    }
+}
+
+/// A database source's configuration: its own keys, read by serde, with the shared ones.
+pub trait DatabaseSource: Component + for<'de> Deserialize<'de> {
+    /// What it implements of the shared options.
+    const SUPPORTS: Supports;
+    /// Puts the shared options into the configuration.
+    fn set_common(&mut self, common: SourceCommon);
+    /// Checks what serde cannot of the source's own keys (the shared ones are checked).
+    fn check(&self) -> Result<(), String>;
+}
+
+/// The keys of the schema history part (`schema.history.internal.*`, legacy
+/// `database.history.*`), as skip entries.
+const HISTORY_KEYS: [&str; 4] = [
+    "schema.history.internal",
+    "schema.history.internal.",
+    "database.history",
+    "database.history.",
+];
+
+/// Reads a database source's block: its own keys, the shared ones and the schema history's,
+/// the keys whose names carry values, then checks all; errors are located in the file. The
+/// body of a database source's [`Component::from_node`].
+pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigError> {
+    let mut dynamic: Vec<&str> = skip.to_vec();
+    dynamic.extend([OVERRIDE_PREFIX, SIGNAL_CONSUMER_PREFIX]);
+    dynamic.extend(COLUMN_PREFIXES);
+    let own = fields_of::<C>();
+    let shared = fields_of::<SourceCommon>();
+    let mut not_own = dynamic.clone();
+    not_own.extend(shared);
+    not_own.extend(HISTORY_KEYS);
+    let mut all: Vec<&str> = own.iter().chain(shared).copied().collect();
+    if C::SUPPORTS.keeps_history() {
+        all.extend(fields_of::<HistoryConfig>());
+    }
+    let among = |e: ConfigError| e.among_fields(&all);
+    let mut config = C::deserialize(NodeDeserializer::skipping(node, &not_own)).map_err(among)?;
+    let mut not_shared = dynamic.clone();
+    not_shared.extend(own);
+    not_shared.extend(HISTORY_KEYS);
+    let mut common =
+        SourceCommon::deserialize(NodeDeserializer::skipping(node, &not_shared)).map_err(among)?;
+    C::SUPPORTS.check(C::KIND, node)?;
+    if C::SUPPORTS.keeps_history() {
+        let mut not_history = dynamic;
+        not_history.extend(own);
+        not_history.extend(shared);
+        not_history.extend([PRODUCER_PREFIX, CONSUMER_PREFIX]);
+        common.history = HistoryConfig::deserialize(NodeDeserializer::skipping(node, &not_history))
+            .map_err(among)?;
+    }
+    common.read_dynamic(node)?;
+    common
+        .validate(C::KIND, &C::SUPPORTS)
+        .map_err(|m| ConfigError::at(node.loc, m))?;
+    config.set_common(common);
+    config.check().map_err(|m| ConfigError::at(node.loc, m))?;
+    Ok(config)
+}
