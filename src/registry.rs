@@ -43,6 +43,8 @@ sluice_engine::components! {
         Null(sluice_sinks::null::NullSinkConfig),
         #[cfg(feature = "kafka")]
         Kafka(sluice_sinks::kafka::KafkaSinkConfig),
+        #[cfg(feature = "http")]
+        Http(sluice_sinks::http::HttpSinkConfig),
     }
 }
 

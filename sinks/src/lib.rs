@@ -1,13 +1,17 @@
-//! Sluice sinks. Each sink lives in its own folder with its `config.rs`; `kafka` is behind the
-//! Cargo feature of its name (on by default). `format/` is the formats layer the sinks that
+//! Sluice sinks. Each sink lives in its own folder with its `config.rs`; `kafka` and `http` are
+//! behind the Cargo features of their names (on by default). `format/` is the formats layer the sinks that
 //! write keys and values share (JSON; Avro behind the `avro` feature).
 
 pub mod file;
 pub mod format;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod null;
 pub mod stdout;
+#[cfg(any(feature = "avro", feature = "http"))]
+mod tls;
 mod writer;
 
 #[cfg(any(feature = "kafka", feature = "avro"))]

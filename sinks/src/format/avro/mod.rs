@@ -52,13 +52,7 @@ impl AvroEncoder {
             .schema_registry_url
             .clone()
             .ok_or_else(|| ComponentError::fatal("`format: avro` needs `schema.registry.url`"))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")))?;
-        let tls = rustls_platform_verifier::BuilderVerifierExt::with_platform_verifier(tls)
-            .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")))?
-            .with_no_client_auth();
+        let tls = crate::tls::client_config()?;
         let mut builder = SrSettings::new_builder(url.trim_end_matches('/').to_owned());
         builder.set_timeout(REGISTRY_TIMEOUT);
         if let Some(info) = &config.registry_user_info {

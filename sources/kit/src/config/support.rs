@@ -57,7 +57,7 @@ impl Feature {
     }
 
     /// The feature a shared key belongs to (`None`: the core every source has, or a signal
-    /// signal channel's key).
+    /// channel's key).
     pub fn of(key: &str) -> Option<Feature> {
         let feature = match key {
             "schema.include.list" | "schema.exclude.list" => Feature::SchemaFilters,
