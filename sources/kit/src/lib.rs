@@ -7,6 +7,8 @@
 //!   implements), with the column properties (mask, hash, truncate, key columns).
 //! - [`history`]: the schema history (file, Kafka topic or memory; Debezium's records) and
 //!   its recovery at a restart position.
+//! - [`incremental`]: an incremental snapshot's progress (tables left, last and maximum key,
+//!   filters), as positions carry it.
 //! - [`mapping`]: Debezium's column mapping (mask, hash, truncate, `message.key.columns`), used
 //!   by sources and transforms alike.
 //! - [`notification`]: Debezium's notification records.
@@ -19,6 +21,7 @@
 
 pub mod config;
 pub mod history;
+pub mod incremental;
 pub mod mapping;
 pub mod notification;
 pub mod position;

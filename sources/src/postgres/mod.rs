@@ -32,7 +32,7 @@ pub use config::PostgresConfig;
 pub use error::PgError;
 pub use offset::PgOffset;
 
-use capture::{incremental, signaling, snapshot, stream, transaction};
+use capture::{incremental, signaling, snapshot, stream};
 use offset::parse_lsn;
 use records::schema_change;
 use records::table::{source_schema, TableSchema};
@@ -498,7 +498,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         prefix: config.common.topic_prefix.as_str().into(),
         not_snapshot: "false".into(),
         heartbeats: (config.common.heartbeat_interval_ms > 0).then(|| {
-            transaction::Heartbeats::new(
+            sluice_kit::records::heartbeat::Heartbeats::new(
                 &config.common.heartbeat_topic_prefix,
                 &config.common.topic_prefix,
             )
@@ -506,7 +506,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         tx_meta: config
             .common
             .provide_transaction_metadata
-            .then(|| transaction::TxSchemas::new(&config.common.topic_prefix)),
+            .then(|| sluice_kit::records::transaction::TxSchemas::new(&config.common.topic_prefix)),
         skipped: config.common.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
         schema_changes,

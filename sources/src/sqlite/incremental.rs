@@ -9,27 +9,14 @@
 //! after-image is newer than or equal to it); the remaining rows follow as `r` events. The
 //! position after a chunk carries the progress, so a restart continues with the next chunk.
 
-use std::collections::VecDeque;
-
 use rusqlite::types::Value as SqlValue;
-use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
 use sluice_kit::signal::{interpret, Action, Collections, Signal};
 
-/// The progress of an incremental snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct Progress {
-    /// Tables still to read, the current one first.
-    pub tables: VecDeque<String>,
-    /// The current table's last key read (`None`: from its start).
-    #[serde(default)]
-    pub last_key: Option<Vec<Json>>,
-    /// The signal's id (in notifications and logs).
-    #[serde(default)]
-    pub id: String,
-}
+/// The progress of an incremental snapshot: the kit's, with key values as JSON.
+pub(super) type Progress = sluice_kit::incremental::Progress<Json>;
 
 /// The signal an insert into the signaling table carries (`id`, `type`, `data` columns).
 pub(super) fn signal_of(event: &ChangeEvent) -> Option<Signal> {
@@ -83,14 +70,15 @@ pub(super) fn act(
                 return Err(format!("no captured table matches {collections:?}"));
             }
             tracing::info!(signal = %signal.id, tables = %selected.join(","), "Incremental snapshot requested.");
-            let p = progress.get_or_insert_with(|| Progress {
-                tables: VecDeque::new(),
-                last_key: None,
-                id: signal.id.clone(),
-            });
-            for t in selected {
-                if !p.tables.contains(&t) {
-                    p.tables.push_back(t);
+            match progress {
+                Some(p) => p.add(&selected, &Default::default()),
+                None => {
+                    *progress = Some(Progress::new(
+                        &signal.id,
+                        selected,
+                        Default::default(),
+                        None,
+                    ))
                 }
             }
         }
@@ -102,12 +90,9 @@ pub(super) fn act(
         Some(Action::Stop(Some(collections))) => {
             let stop = Collections::new(&collections, "main");
             if let Some(p) = progress.as_mut() {
-                if p.tables.front().is_some_and(|t| stop.matches(t)) {
-                    p.last_key = None;
-                }
-                p.tables.retain(|t| !stop.matches(t));
+                let left = p.stop(|t| stop.matches(t));
                 tracing::info!(tables = ?collections, "Incremental snapshot of tables stopped by a signal.");
-                if p.tables.is_empty() {
+                if !left {
                     *progress = None;
                 }
             }
@@ -193,14 +178,13 @@ impl super::SqliteSource {
         let Some(p) = progress.as_mut() else {
             return Ok(true);
         };
-        let Some(name) = p.tables.front().cloned() else {
+        let Some(name) = p.current().map(str::to_owned) else {
             *progress = None;
             return Ok(true);
         };
         let Some(table) = tables.iter().find(|t| t.name == name) else {
             tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
-            p.tables.pop_front();
-            p.last_key = None;
+            p.table_done();
             return Ok(true);
         };
         let limit = self.config.common.incremental_chunk_size;
@@ -283,8 +267,7 @@ impl super::SqliteSource {
         if let Some(p) = progress.as_mut() {
             if rows.len() < limit {
                 tracing::info!(table = %name, "Incremental snapshot of the table completed.");
-                p.tables.pop_front();
-                p.last_key = None;
+                p.table_done();
             } else {
                 p.last_key = rows.last().map(|(_, k)| k.clone());
             }

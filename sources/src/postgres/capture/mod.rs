@@ -7,4 +7,3 @@ pub(crate) mod incremental;
 pub(crate) mod signaling;
 pub(crate) mod snapshot;
 pub(crate) mod stream;
-pub(crate) mod transaction;

@@ -12,7 +12,6 @@ use tokio_postgres::Client;
 use sluice_kit::signal::kafka::KafkaSignals;
 
 use crate::postgres::capture::change;
-use crate::postgres::capture::transaction::{set_block, Heartbeats, TxCounts, TxSchemas};
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::{PgOffset, TxPoint};
@@ -21,6 +20,8 @@ use crate::postgres::records::table::{source_schema, SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{table_def, TypeResolver};
 use crate::postgres::wire::pgoutput::{decode, Message};
 use sluice_kit::config::Skipped;
+use sluice_kit::records::heartbeat::Heartbeats;
+use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;

@@ -18,7 +18,6 @@ mod sql;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{ChangeEvent, Record};
 use sluice_kit::notification::Notification;
@@ -34,29 +33,8 @@ use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 /// How long one query with a signal's filter may run (milliseconds).
 pub(crate) const FILTER_TIMEOUT_MS: u32 = 60_000;
 
-/// What survives a restart.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Progress {
-    /// The snapshot's id (the signal's).
-    pub id: String,
-    /// Tables left, `schema.table`, the current one first.
-    pub tables: Vec<String>,
-    /// The current table's last key read (text per key column).
-    #[serde(default)]
-    pub last_key: Option<Vec<Option<String>>>,
-    /// The current table's maximum key when its scan started.
-    #[serde(default)]
-    pub max_key: Option<Vec<Option<String>>>,
-    /// Extra WHERE conditions by table.
-    #[serde(default)]
-    pub conditions: BTreeMap<String, String>,
-    /// Column used as the key instead of the primary key.
-    #[serde(default)]
-    pub surrogate_key: Option<String>,
-    /// Chunks read so far.
-    #[serde(default)]
-    pub chunks: u64,
-}
+/// What survives a restart: the kit's progress, with key values as their text.
+pub(crate) type Progress = sluice_kit::incremental::Progress<Option<String>>;
 
 /// A chunk's window in the stream: announced by the reader, open once the stream met its open
 /// watermark, closed (its rows emitted) at its close watermark.
@@ -255,25 +233,10 @@ impl Incremental {
             false,
             vec![("data_collections", collections)],
         );
-        let fresh = Progress {
-            id: id.to_owned(),
-            tables: tables.clone(),
-            last_key: None,
-            max_key: None,
-            conditions: conditions.clone(),
-            surrogate_key,
-            chunks: 0,
-        };
+        let fresh = Progress::new(id, tables.clone(), conditions.clone(), surrogate_key);
         for state in [&mut self.progress, &mut self.delivered] {
             match state {
-                Some(p) => {
-                    for t in &tables {
-                        if !p.tables.contains(t) {
-                            p.tables.push(t.clone());
-                        }
-                    }
-                    p.conditions.extend(conditions.clone());
-                }
+                Some(p) => p.add(&tables, &conditions),
                 None => *state = Some(fresh.clone()),
             }
         }
@@ -322,17 +285,12 @@ impl Incremental {
             }
             Some(m) => {
                 let mut p = p;
-                let current = p.tables.first().cloned();
-                p.tables.retain(|t| !m(t));
-                if p.tables.first() != current.as_ref() {
-                    p.last_key = None;
-                    p.max_key = None;
-                }
+                let any_left = p.stop(m);
                 let left = p.tables.join(",");
                 let mut data = vec![("data_collections", left)];
                 data.extend(extra);
                 self.note(&p.id, "ABORTED", false, data);
-                let left = (!p.tables.is_empty()).then_some(p);
+                let left = any_left.then_some(p);
                 self.progress = left.clone();
                 self.delivered = left;
                 self.render();

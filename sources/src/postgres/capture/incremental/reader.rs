@@ -305,9 +305,7 @@ impl Reader {
         empty: Option<String>,
     ) -> Result<(), End> {
         let mut rest = p.clone();
-        rest.tables.remove(0);
-        rest.last_key = None;
-        rest.max_key = None;
+        rest.table_done();
         // Messages keep their order: the chunk before goes first.
         self.flush(client, state).await?;
         self.s.progress = rest.clone();
@@ -509,9 +507,7 @@ impl Reader {
         if last_of_table {
             // The next table's rows may be of another size.
             self.rows_that_fit = None;
-            next.tables.remove(0);
-            next.last_key = None;
-            next.max_key = None;
+            next.table_done();
         } else {
             next.last_key = last;
             next.max_key = Some(max_key);

@@ -1,5 +1,7 @@
 //! Transaction metadata (`provide.transaction.metadata`): BEGIN and END records on
 //! `<prefix>.transaction`, and the `transaction` block of data events, as Debezium writes them.
+//! A source counts each transaction's events with [`TxCounts`] and emits BEGIN before its first
+//! data event and END after its commit.
 
 use std::sync::Arc;
 
@@ -7,7 +9,7 @@ use sluice_engine::{ChangeEvent, Position, Record, Schema, SchemaType, Struct, V
 
 /// The schemas of transaction records, built once.
 #[derive(Debug)]
-pub(crate) struct TxSchemas {
+pub struct TxSchemas {
     topic: Arc<str>,
     key: Arc<Schema>,
     value: Arc<Schema>,
@@ -17,7 +19,7 @@ pub(crate) struct TxSchemas {
 
 impl TxSchemas {
     /// Schemas for `<prefix>.transaction`.
-    pub(crate) fn new(prefix: &str) -> Self {
+    pub fn new(prefix: &str) -> Self {
         let s = |o| Schema::primitive(SchemaType::String, o);
         let collection = Schema::struct_builder()
             .optional()
@@ -72,7 +74,7 @@ impl TxSchemas {
     }
 
     /// The BEGIN record.
-    pub(crate) fn begin(&self, id: &str, ts_ms: i64) -> ChangeEvent {
+    pub fn begin(&self, id: &str, ts_ms: i64) -> ChangeEvent {
         self.event(
             id,
             vec![
@@ -86,7 +88,7 @@ impl TxSchemas {
     }
 
     /// The END record, with per-table counts in Debezium's order.
-    pub(crate) fn end(
+    pub fn end(
         &self,
         id: &str,
         ts_ms: i64,
@@ -116,7 +118,7 @@ impl TxSchemas {
     }
 
     /// The `transaction` block of a data event.
-    pub(crate) fn block(&self, id: &str, total_order: u64, collection_order: u64) -> Value {
+    pub fn block(&self, id: &str, total_order: u64, collection_order: u64) -> Value {
         Struct::from_values(
             self.block.clone(),
             vec![
@@ -155,7 +157,7 @@ fn java_hashmap_order(entries: &[(Arc<str>, u64)]) -> Vec<&(Arc<str>, u64)> {
 
 /// Per-transaction bookkeeping.
 #[derive(Debug, Default)]
-pub(crate) struct TxCounts {
+pub struct TxCounts {
     /// Whether BEGIN was emitted (it is, lazily, with the first data event).
     pub begun: bool,
     /// Data events so far.
@@ -166,7 +168,7 @@ pub(crate) struct TxCounts {
 
 impl TxCounts {
     /// Counts one data event of `table`; returns (total order, data collection order).
-    pub(crate) fn count(&mut self, table: &str) -> (u64, u64) {
+    pub fn count(&mut self, table: &str) -> (u64, u64) {
         self.total += 1;
         let n = match self.per_table.iter_mut().find(|(t, _)| &**t == table) {
             Some(entry) => {
@@ -183,7 +185,7 @@ impl TxCounts {
 }
 
 /// Sets the `transaction` field of a data event's envelope.
-pub(crate) fn set_block(event: &mut ChangeEvent, block: Value) {
+pub fn set_block(event: &mut ChangeEvent, block: Value) {
     if let Some(envelope) = event.value.as_mut().and_then(|v| v.value.as_struct_mut()) {
         envelope.set("transaction", block);
     }
@@ -211,53 +213,5 @@ mod tests {
             vec![("public.tx_a".into(), 2), ("public.tx_b".into(), 1)];
         let order: Vec<&str> = java_hashmap_order(&entries).iter().map(|e| &*e.0).collect();
         assert_eq!(order, vec!["public.tx_b", "public.tx_a"]);
-    }
-}
-
-/// Debezium's heartbeat records.
-#[derive(Debug)]
-pub(crate) struct Heartbeats {
-    topic: Arc<str>,
-    key: Record,
-    value: Arc<Schema>,
-}
-
-impl Heartbeats {
-    /// Heartbeats on `<prefix>.<server>` keyed by the server name.
-    pub(crate) fn new(topic_prefix: &str, server: &str) -> Self {
-        let key_schema = Schema::struct_builder()
-            .name("io.debezium.connector.common.ServerNameKey")
-            .version(1)
-            .field("serverName", Schema::primitive(SchemaType::String, false))
-            .build();
-        let key = Record {
-            value: Struct::from_values(key_schema.clone(), vec![Value::from(server)])
-                .map_or(Value::Null, Value::Struct),
-            schema: key_schema,
-        };
-        Heartbeats {
-            topic: format!("{topic_prefix}.{server}").into(),
-            key,
-            value: Schema::struct_builder()
-                .name("io.debezium.connector.common.Heartbeat")
-                .version(1)
-                .field("ts_ms", Schema::primitive(SchemaType::Int64, false))
-                .build(),
-        }
-    }
-
-    /// A heartbeat record at `position`.
-    pub(crate) fn event(&self, ts_ms: i64, position: Position) -> ChangeEvent {
-        ChangeEvent {
-            topic: self.topic.clone(),
-            key: Some(self.key.clone()),
-            value: Some(Record {
-                value: Struct::from_values(self.value.clone(), vec![Value::Int64(ts_ms)])
-                    .map_or(Value::Null, Value::Struct),
-                schema: self.value.clone(),
-            }),
-            headers: Vec::new(),
-            position,
-        }
     }
 }

@@ -1,6 +1,9 @@
-//! Debezium's records that are not row images: tombstones after deletes (transaction BEGIN/END,
-//! heartbeat and notification records are built by the engine's `notification` module and the
-//! sources' transaction code today).
+//! Debezium's records that are not row images: tombstones after deletes, transaction BEGIN/END
+//! records and the `transaction` block ([`transaction`]), heartbeats ([`heartbeat`]); the
+//! notification records are in [`crate::notification`].
+
+pub mod heartbeat;
+pub mod transaction;
 
 use sluice_engine::ChangeEvent;
 
