@@ -804,3 +804,28 @@ fn skipped_operations_are_left_out_and_the_position_moves_past_them() {
         "the delete's before image is the last update's"
     );
 }
+
+#[test]
+fn the_reader_thread_logs_inside_its_stage_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("create table t (id integer primary key); insert into t values (1);")
+        .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let path = pipeline(dir.path(), &db, "");
+    let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    // "Snapshot completed." comes from the reader thread the source stage spawns.
+    let line = err
+        .lines()
+        .find(|l| l.contains("Snapshot completed."))
+        .unwrap_or_default();
+    assert!(
+        line.contains("stage{pipeline=sqlite_test component=source generation=0}"),
+        "{err}"
+    );
+}

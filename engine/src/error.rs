@@ -78,13 +78,17 @@ impl ComponentError {
         self
     }
 
-    /// The message followed by its causes, on one line.
+    /// The message followed by its causes, on one line; a cause whose text the line already
+    /// holds (a message made from its cause's text) is not repeated.
     pub fn chain(&self) -> String {
         let mut out = self.message.clone();
         let mut cause: Option<&(dyn StdError + 'static)> = self.source().map(|s| s as _);
         while let Some(c) = cause {
-            out.push_str(": ");
-            out.push_str(&c.to_string());
+            let text = c.to_string();
+            if !text.is_empty() && !out.contains(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
             cause = c.source();
         }
         out
@@ -105,5 +109,35 @@ impl Classify for std::io::Error {
             | Unsupported => ErrorClass::Fatal,
             _ => ErrorClass::Retryable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Outer(#[source] std::io::Error);
+
+    impl Classify for Outer {
+        fn class(&self) -> ErrorClass {
+            ErrorClass::Retryable
+        }
+    }
+
+    #[test]
+    fn causes_are_kept_and_not_repeated_on_the_line() {
+        let io = std::io::Error::other("disk on fire");
+        let e = ComponentError::from_classified(format!("sink: {}", Outer(io)), {
+            Outer(std::io::Error::other("disk on fire"))
+        });
+        assert_eq!(e.class(), ErrorClass::Retryable);
+        assert_eq!(e.chain(), "sink: outer: disk on fire", "no cause twice");
+        let cause = e.source().and_then(|s| s.downcast_ref::<Outer>());
+        assert!(cause.is_some(), "the cause is kept as the source");
+        let short =
+            ComponentError::fatal("cannot start").with_source(std::io::Error::other("denied"));
+        assert_eq!(short.chain(), "cannot start: denied");
     }
 }

@@ -129,9 +129,11 @@ fn spawn_syncer(
     mut sync: Syncer,
 ) -> Result<(crossbeam_channel::Sender<Reply>, JoinHandle<()>), ComponentError> {
     let (tx, rx) = crossbeam_channel::unbounded::<Reply>();
+    let span = tracing::Span::current();
     let handle = std::thread::Builder::new()
         .name("sluice-sync".to_owned())
         .spawn(move || {
+            let _stage = span.enter();
             while let Ok(first) = rx.recv() {
                 let waiting: Vec<Reply> = std::iter::once(first).chain(rx.try_iter()).collect();
                 let result = sync();
@@ -186,9 +188,12 @@ impl WriterThread {
             .syncer()
             .map(|sync| spawn_syncer(&what, sync))
             .transpose()?;
+        // The thread logs inside the span of the stage that built it.
+        let span = tracing::Span::current();
         let handle = std::thread::Builder::new()
             .name("sluice-writer".to_owned())
             .spawn(move || {
+                let _stage = span.enter();
                 let (to_syncer, syncer_thread) = syncer.unzip();
                 let start = target.len();
                 let mut rollback = Rollback {

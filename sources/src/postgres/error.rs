@@ -80,12 +80,8 @@ impl Classify for PgError {
 }
 
 impl From<PgError> for ComponentError {
+    /// Keeps the error (and the driver's under it) as the cause.
     fn from(e: PgError) -> Self {
-        let message = e.to_string();
-        let class = e.class();
-        match class {
-            ErrorClass::Fatal => ComponentError::fatal(format!("postgres: {message}")),
-            ErrorClass::Retryable => ComponentError::retryable(format!("postgres: {message}")),
-        }
+        ComponentError::from_classified(format!("postgres: {e}"), e)
     }
 }

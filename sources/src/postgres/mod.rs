@@ -113,9 +113,12 @@ where
     F: std::future::Future<Output = ()>,
 {
     let owned = what.to_owned();
+    // The thread logs inside its stage's span (pipeline, component).
+    let span = tracing::Span::current();
     std::thread::Builder::new()
         .name(name)
         .spawn(move || {
+            let _stage = span.enter();
             match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

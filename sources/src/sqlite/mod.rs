@@ -81,11 +81,12 @@ fn fatal(message: impl Into<String>) -> ComponentError {
 fn sql_error(what: &str, e: rusqlite::Error) -> ComponentError {
     let busy = matches!(&e, rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked));
     let message = format!("{what}: {e}");
-    if busy {
+    let error = if busy {
         ComponentError::retryable(message)
     } else {
         ComponentError::fatal(message)
-    }
+    };
+    error.with_source(e)
 }
 
 impl SqliteSource {
@@ -617,9 +618,14 @@ impl Source for SqliteSource {
             skipped: self.skipped,
         };
         let purge_target = purge.clone();
+        // The reader logs inside the stage's span (pipeline, component).
+        let span = tracing::Span::current();
         let thread = std::thread::Builder::new()
             .name("sqlite-reader".into())
-            .spawn(move || reader.read(resume, &out, &purge_target))
+            .spawn(move || {
+                let _stage = span.enter();
+                reader.read(resume, &out, &purge_target)
+            })
             .map_err(|e| fatal(format!("cannot start the SQLite reader thread: {e}")))?;
         let mut committed = ctx.committed();
         let result = loop {
