@@ -276,6 +276,65 @@ fn snapshot_modes_across_restarts() {
     drop_db(&db);
 }
 
+/// `snapshot.mode: configuration_based`: the flags decide each start, as Debezium's
+/// `ConfigurationBasedSnapshotter`: data without the stream, then the stream without data,
+/// then a new snapshot when the slot is gone only with `snapshot.on.data.error`.
+#[test]
+fn configuration_based_follows_its_flags_across_restarts() {
+    let db = fresh_db("confbased");
+    psql(&db, "create table items (id int primary key)");
+    psql(&db, "insert into items select generate_series(1, 5)");
+    let dir = tempfile::tempdir().unwrap();
+    let with_flags = |flags: &[&str]| {
+        let mut source =
+            "  table.include.list: public.items\n  snapshot.mode: configuration_based\n".to_owned();
+        for flag in flags {
+            source.push_str(&format!(
+                "  snapshot.mode.configuration.based.{flag}: true\n"
+            ));
+        }
+        pipeline(dir.path(), &db, &source, false)
+    };
+    let ops = |dir: &std::path::Path| {
+        lines(dir)
+            .iter()
+            .map(|e| e["value"]["op"].as_str().unwrap_or("-").to_owned())
+            .collect::<Vec<_>>()
+    };
+    // Data, no stream: the snapshot, then the pipeline ends by itself.
+    finish(start(&with_flags(&["snapshot.data"]), &[]));
+    assert_eq!(ops(dir.path()), ["r"; 5]);
+    psql(&db, "insert into items values (6)");
+    // The stream, no data: from the stored position.
+    finish(start(
+        &with_flags(&["start.stream"]),
+        &["--stop-when-idle", "1s"],
+    ));
+    let seen = ops(dir.path());
+    assert_eq!(&seen[5..], ["c"], "streamed without a snapshot: {seen:?}");
+    // The slot is gone: without snapshot.on.data.error the start refuses...
+    psql(
+        "postgres",
+        &format!("select pg_drop_replication_slot('{db}')"),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(with_flags(&["start.stream"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no longer exists"), "{stderr}");
+    // ...and with it a new snapshot is taken, then the stream goes on.
+    finish(start(
+        &with_flags(&["start.stream", "snapshot.on.data.error"]),
+        &["--stop-when-idle", "1s"],
+    ));
+    let reads = ops(dir.path()).iter().filter(|o| *o == "r").count();
+    assert_eq!(reads, 5 + 6, "a new snapshot of the six rows");
+    drop_db(&db);
+}
+
 /// `snapshot.select.statement.overrides` (Debezium's form: the list, then one key per table)
 /// replaces a table's snapshot query; the stream is unaffected.
 #[test]
