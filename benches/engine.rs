@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use sluice_engine::ack::AckTracker;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::config::{AnchoredRegex, RegexList};
-use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
+use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetsConfig};
 use sluice_engine::queue::{BoundedQueue, Popped, QueueItem};
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions, SinkPlan};
 use sluice_engine::{
@@ -350,7 +350,7 @@ fn pipeline_with(
         data_dir: dir.join("data"),
         limits: Limits::default(),
         offsets: OffsetsConfig {
-            store: OffsetStoreKind::Memory,
+            store: "memory".into(),
             flush_interval: DurationSpec(Duration::from_secs(1)),
             ..OffsetsConfig::default()
         },

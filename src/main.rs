@@ -95,7 +95,17 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn load(path: &std::path::Path) -> Result<Pipeline, String> {
-    load_pipeline::<SourceSpec, TransformSpec, SinkSpec>(path).map_err(|e| e.to_string())
+    let pipeline =
+        load_pipeline::<SourceSpec, TransformSpec, SinkSpec>(path).map_err(|e| e.to_string())?;
+    // The offset store a component provides checks its own keys.
+    registry::check_offsets(&pipeline.offsets).map_err(|error| {
+        sluice_engine::config::LoadError::Invalid {
+            path: path.to_owned(),
+            error,
+        }
+        .to_string()
+    })?;
+    Ok(pipeline)
 }
 
 fn main() -> ExitCode {

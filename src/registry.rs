@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sluice_engine::config::{OffsetStoreKind, OffsetsConfig};
+use sluice_engine::config::{ConfigError, OffsetsConfig, ENGINE_OFFSET_STORES};
 use sluice_engine::offsets::OffsetStore;
 
 sluice_engine::components! {
@@ -48,23 +48,55 @@ sluice_engine::components! {
     }
 }
 
+/// The offset stores components provide, by `offsets.store` name.
+const PROVIDED_OFFSET_STORES: &[&str] = &[
+    #[cfg(feature = "kafka")]
+    "kafka",
+];
+
+/// Checks the `offsets` block's keys for the store it names (the engine checked its own).
+pub(crate) fn check_offsets(offsets: &OffsetsConfig) -> Result<(), ConfigError> {
+    if offsets.is_engine_store() {
+        return Ok(());
+    }
+    match offsets.store.as_str() {
+        #[cfg(feature = "kafka")]
+        "kafka" => sluice_sinks::kafka::offsets::KafkaOffsetsConfig::read(offsets).map(|_| ()),
+        other => {
+            let mut known: Vec<&str> = ENGINE_OFFSET_STORES.to_vec();
+            known.extend(PROVIDED_OFFSET_STORES);
+            let message = format!(
+                "unknown offset store `{other}`: this build has {}",
+                known.join(", ")
+            );
+            Err(match &offsets.node {
+                Some(node) => ConfigError::at(node.loc, message).with_path("offsets"),
+                None => ConfigError {
+                    loc: None,
+                    path: vec!["offsets".into()],
+                    message,
+                },
+            })
+        }
+    }
+}
+
 /// The offset store a pipeline's `offsets:` names when a component provides it (`kafka`);
 /// `None`: the engine's own (`file`, `memory`).
 pub(crate) fn offset_store(
     offsets: &OffsetsConfig,
 ) -> Result<Option<Arc<dyn OffsetStore>>, String> {
-    match offsets.store {
+    check_offsets(offsets).map_err(|e| e.to_string())?;
+    match offsets.store.as_str() {
         #[cfg(feature = "kafka")]
-        OffsetStoreKind::Kafka => {
-            let store = sluice_sinks::kafka::offsets::KafkaOffsetStore::open(offsets)
+        "kafka" => {
+            let config = sluice_sinks::kafka::offsets::KafkaOffsetsConfig::read(offsets)
+                .map_err(|e| e.to_string())?;
+            let store = sluice_sinks::kafka::offsets::KafkaOffsetStore::open(&config)
                 .map_err(|e| e.to_string())?;
             Ok(Some(Arc::new(store)))
         }
-        #[cfg(not(feature = "kafka"))]
-        OffsetStoreKind::Kafka => Err(
-            "`offsets.store: kafka` needs the `kafka` component, which this build leaves out (build with `--features kafka`)".into(),
-        ),
-        OffsetStoreKind::File | OffsetStoreKind::Memory => Ok(None),
+        _ => Ok(None),
     }
 }
 

@@ -204,3 +204,42 @@ sinks:
     assert_eq!(routed[0]["value"], screen[0]["value"]);
     assert!(stderr.contains("committed=500"), "{stderr}");
 }
+
+/// `offsets.type` is the same as `offsets.store`; the Kafka store's keys are its own.
+#[test]
+fn offset_stores_are_named_by_store_or_type() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (offsets, ok) in [
+        ("{ type: memory }", true),
+        (
+            "{ store: kafka, bootstrap.servers: '127.0.0.1:9092', topic: t }",
+            true,
+        ),
+        (
+            "{ type: kafka, bootstrap.servers: '127.0.0.1:9092', replication.factor: 1 }",
+            true,
+        ),
+        (
+            "{ type: memory, bootstrap.servers: '127.0.0.1:9092' }",
+            false,
+        ),
+    ] {
+        let path = dir.path().join("p.yaml");
+        std::fs::write(
+            &path,
+            format!("name: p\noffsets: {offsets}\nsource: {{ type: datagen }}\nsinks: [ {{ type: null }} ]\n"),
+        )
+        .expect("write");
+        let out = sluice()
+            .arg("validate")
+            .arg(&path)
+            .output()
+            .expect("run sluice");
+        assert_eq!(
+            out.status.success(),
+            ok,
+            "{offsets}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

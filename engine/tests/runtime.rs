@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetStoreKind, OffsetsConfig};
+use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetsConfig};
 use sluice_engine::runtime::{self, PipelinePlan, RunError, RunOptions, RunReport, SinkPlan};
 use sluice_engine::{
     delivered, Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Delivery,
@@ -144,7 +144,7 @@ fn plan(
         data_dir,
         limits,
         offsets: OffsetsConfig {
-            store: OffsetStoreKind::File,
+            store: "file".into(),
             flush_interval: DurationSpec(Duration::from_millis(20)),
             ..OffsetsConfig::default()
         },

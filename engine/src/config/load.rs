@@ -61,8 +61,6 @@ struct Settings {
     #[serde(default, alias = "poll.interval.ms")]
     poll_interval: Option<DurationSpec>,
     #[serde(default)]
-    offsets: Option<OffsetsConfig>,
-    #[serde(default)]
     shutdown_timeout: Option<DurationSpec>,
     #[serde(default)]
     restart: Option<Backoff>,
@@ -70,7 +68,7 @@ struct Settings {
     admin: Option<crate::runtime::admin::AdminConfig>,
 }
 
-const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks"];
+const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks", "offsets"];
 const SINK_COMMON_KEYS: &[&str] = &["type", "name", "transforms", "retry"];
 
 /// Reads and validates a pipeline file; `${VAR}` and `${VAR:-default}` come from the environment.
@@ -115,6 +113,41 @@ where
         path: path.to_owned(),
         error,
     })
+}
+
+/// Reads the engine's keys of the `offsets` block; a store the engine keeps itself has no
+/// others, a provided store's are read by its component (the block is kept in `node`).
+fn offsets_config(node: &Node) -> Result<OffsetsConfig, ConfigError> {
+    #[derive(Deserialize)]
+    struct Keys {
+        #[serde(alias = "type", default = "file_store")]
+        store: String,
+        #[serde(default = "super::default_flush_interval")]
+        flush_interval: DurationSpec,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // read for its errors: the keys a store of the engine's accepts
+    struct EngineStore {
+        #[serde(alias = "type", default)]
+        store: Option<String>,
+        #[serde(default)]
+        flush_interval: Option<DurationSpec>,
+    }
+    let keys = Keys::deserialize(NodeDeserializer::new(node))?;
+    let config = OffsetsConfig {
+        store: keys.store,
+        flush_interval: keys.flush_interval,
+        node: Some(node.clone()),
+    };
+    if config.is_engine_store() {
+        EngineStore::deserialize(NodeDeserializer::new(node))?;
+    }
+    Ok(config)
+}
+
+fn file_store() -> String {
+    "file".to_owned()
 }
 
 /// Adds the fix to messages about unset variables.
@@ -204,19 +237,10 @@ where
             "must be larger than 0",
         ));
     }
-    let offsets = settings.offsets.unwrap_or_default();
-    if offsets.store == super::OffsetStoreKind::Kafka
-        && offsets
-            .bootstrap_servers
-            .as_deref()
-            .is_none_or(|s| s.trim().is_empty())
-    {
-        return Err(located_key(
-            root,
-            "offsets",
-            "`store: kafka` needs `bootstrap.servers` (for example `127.0.0.1:9092`)",
-        ));
-    }
+    let offsets = match root.get("offsets") {
+        Some(node) => offsets_config(node).map_err(|e| e.with_path("offsets"))?,
+        None => OffsetsConfig::default(),
+    };
     let name = settings.name;
     let data_dir = settings
         .data_dir

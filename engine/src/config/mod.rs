@@ -79,66 +79,43 @@ impl Default for Limits {
     }
 }
 
-/// Where committed offsets are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum OffsetStoreKind {
-    /// One file under the data directory, replaced atomically (default).
-    #[default]
-    File,
-    /// In memory only: nothing survives a restart (tests, benchmarks).
-    Memory,
-    /// A compacted Kafka topic (as Kafka Connect's `offset.storage.topic`), so a pipeline can
-    /// continue on another machine. The store is provided by the binary (see
-    /// [`crate::runtime::PipelinePlan::offset_store`]).
-    Kafka,
-}
+/// The offset stores the engine has itself; any other `offsets.store` names a store a
+/// component provides (the binary builds it: [`crate::runtime::PipelinePlan::offset_store`]).
+pub const ENGINE_OFFSET_STORES: [&str; 2] = ["file", "memory"];
+
+/// The keys of the `offsets` block the engine reads; a provided store reads the others.
+pub const OFFSETS_KEYS: [&str; 3] = ["store", "type", "flush_interval"];
 
 /// The `offsets` block.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OffsetsConfig {
-    /// `file` (default), `memory` or `kafka`.
-    #[serde(default)]
-    pub store: OffsetStoreKind,
+    /// `file` (default: one file under the data directory, replaced atomically), `memory`
+    /// (nothing survives a restart: tests, benchmarks), or a store a component provides
+    /// (`kafka`). `type` is accepted for it too.
+    pub store: String,
     /// How often acknowledged positions are committed (default 1s; always on shutdown).
-    #[serde(default = "default_flush_interval")]
     pub flush_interval: DurationSpec,
-    /// `kafka`: the brokers.
-    #[serde(rename = "bootstrap.servers", default)]
-    pub bootstrap_servers: Option<String>,
-    /// `kafka`: the compacted topic (default `sluice-offsets`; one record per pipeline name).
-    #[serde(default = "default_offsets_topic")]
-    pub topic: String,
-    /// `kafka`: the topic's replication factor when it is created (default -1: the broker's).
-    #[serde(rename = "replication.factor", default = "default_replication")]
-    pub replication_factor: i32,
-    /// `kafka`: librdkafka client properties (security, timeouts).
-    #[serde(default)]
-    pub properties: units::Properties,
+    /// The block as written, for a provided store's own keys (`None`: no block).
+    pub node: Option<Node>,
 }
 
-fn default_offsets_topic() -> String {
-    "sluice-offsets".to_owned()
+impl OffsetsConfig {
+    /// Whether the engine keeps these offsets itself.
+    pub fn is_engine_store(&self) -> bool {
+        ENGINE_OFFSET_STORES.contains(&self.store.as_str())
+    }
 }
 
-fn default_replication() -> i32 {
-    -1
-}
-
-fn default_flush_interval() -> DurationSpec {
+pub(crate) fn default_flush_interval() -> DurationSpec {
     DurationSpec(std::time::Duration::from_secs(1))
 }
 
 impl Default for OffsetsConfig {
     fn default() -> Self {
         OffsetsConfig {
-            store: OffsetStoreKind::File,
+            store: "file".to_owned(),
             flush_interval: default_flush_interval(),
-            bootstrap_servers: None,
-            topic: default_offsets_topic(),
-            replication_factor: default_replication(),
-            properties: units::Properties::default(),
+            node: None,
         }
     }
 }

@@ -15,7 +15,6 @@ use super::stages::{self, SinkStage, StageActor, StageFuture};
 use super::{PipelinePlan, RunError, RunOptions, RunReport};
 use crate::ack::AckTracker;
 use crate::component::{now_ms, BuildContext, SourceContext, SourceWiring};
-use crate::config::OffsetStoreKind;
 use crate::error::{Classify, ComponentError, ErrorClass};
 use crate::event::Position;
 use crate::metrics::{self, ComponentCounters};
@@ -415,16 +414,16 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let store: Result<Arc<dyn OffsetStore>, _> =
-            match (&self.plan.offset_store, self.plan.offsets.store) {
+            match (&self.plan.offset_store, self.plan.offsets.store.as_str()) {
                 (Some(store), _) => Ok(store.clone()),
-                (None, OffsetStoreKind::File) => FileOffsetStore::open(&self.plan.data_dir)
+                (None, "file") => FileOffsetStore::open(&self.plan.data_dir)
                     .map(|s| Arc::new(s) as Arc<dyn OffsetStore>),
-                (None, OffsetStoreKind::Memory) => {
+                (None, "memory") => {
                     Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>)
                 }
-                (None, OffsetStoreKind::Kafka) => Err(crate::offsets::OffsetError::Remote {
-                    store: "kafka".into(),
-                    message: "this program provides no Kafka offset store".into(),
+                (None, other) => Err(crate::offsets::OffsetError::Remote {
+                    store: other.to_owned(),
+                    message: "no component of this program provides this offset store".into(),
                     retryable: false,
                 }),
             };

@@ -1,4 +1,4 @@
-//! `offsets.store: kafka`: committed positions in a compacted Kafka topic, one record per
+//! `offsets: {store: kafka}`: committed positions in a compacted Kafka topic, one record per
 //! pipeline (key: the pipeline name; value: `{"position":..,"committed_at_ms":..}`), as Kafka
 //! Connect keeps source offsets in `offset.storage.topic`. A pipeline restarted on another
 //! machine, or with its data directory gone, continues from there.
@@ -17,11 +17,14 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
-use sluice_engine::config::OffsetsConfig;
 use sluice_engine::offsets::{OffsetError, OffsetStore};
 use sluice_engine::Position;
 
 use crate::block_on_side_thread;
+
+mod config;
+
+pub use config::KafkaOffsetsConfig;
 
 /// How long a commit, a load or the topic's creation may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,7 +64,7 @@ pub struct KafkaOffsetStore {
 
 impl KafkaOffsetStore {
     /// Connects and creates the topic when missing (one partition, `cleanup.policy=compact`).
-    pub fn open(config: &OffsetsConfig) -> Result<Self, OffsetError> {
+    pub fn open(config: &KafkaOffsetsConfig) -> Result<Self, OffsetError> {
         let topic = config.topic.clone();
         let fail = |message: String, retryable| OffsetError::Remote {
             store: format!("kafka topic {topic}"),
@@ -74,7 +77,7 @@ impl KafkaOffsetStore {
             .ok_or_else(|| fail("`bootstrap.servers` is required".into(), false))?;
         let mut client = ClientConfig::new();
         client.set("bootstrap.servers", &servers);
-        for (k, v) in &config.properties {
+        for (k, v) in config.properties.iter() {
             client.set(k, v);
         }
         let mut producer_config = client.clone();
