@@ -58,7 +58,7 @@ impl SqliteConfig {
 
 impl DatabaseSource for SqliteConfig {
     const SUPPORTS: Supports = Supports {
-        features: &[Feature::SkippedOperations],
+        features: &[Feature::SkippedOperations, Feature::FailureHandling],
         signal_channels: &["source"],
     };
     fn set_common(&mut self, common: SourceCommon) {

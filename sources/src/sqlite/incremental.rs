@@ -227,14 +227,16 @@ impl super::SqliteSource {
                 .map_err(|e| sql_error("chunk query", e))?;
             let mut rows = Vec::new();
             while let Some(row) = result.next().map_err(|e| sql_error("chunk read", e))? {
-                let after_image = Self::image(table, row, 0)?;
+                // A row left out by the failure handling mode still counts for the chunk.
+                let after_image = self.image(table, row, 0)?;
                 let key: Vec<Json> = table
                     .key
                     .iter()
                     .map(|i| row.get::<_, SqlValue>(*i).map(|v| to_json(&v)))
                     .collect::<Result<_, _>>()
                     .map_err(|e| sql_error("chunk read", e))?;
-                let event = self.event(table, Op::Read, None, after_image, None, "incremental");
+                let event = after_image
+                    .map(|image| self.event(table, Op::Read, None, image, None, "incremental"));
                 rows.push((event, key));
             }
             (upto, rows)
@@ -245,7 +247,7 @@ impl super::SqliteSource {
         while *seq < upto {
             let (events, position) =
                 self.poll(conn, tables, *seq, upto, &out.cut, &before_chunk)?;
-            if events.is_empty() {
+            if events.is_empty() && position == *seq {
                 break;
             }
             for e in events.iter().filter(|e| e.topic == table.topic) {
@@ -279,12 +281,13 @@ impl super::SqliteSource {
         let position = at(*seq, progress);
         let events: Vec<ChangeEvent> = rows
             .into_iter()
-            .filter(|(e, _)| {
+            .filter_map(|(e, _)| e)
+            .filter(|e| {
                 !e.key
                     .as_ref()
                     .is_some_and(|k| touched.contains(&format!("{:?}", k.value)))
             })
-            .map(|(mut e, _)| {
+            .map(|mut e| {
                 e.position = position.clone();
                 e
             })

@@ -23,8 +23,8 @@ use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 use sluice_engine::event::{source_block_builder, BatchCut, EnvelopeSchema, SourceTimestamps};
 use sluice_engine::{
-    Batch, BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, SchemaType,
-    Source, SourceContext, Struct, Value,
+    Batch, BuildContext, ChangeEvent, ComponentError, FailureMode, Op, Position, Record, Schema,
+    SchemaType, Source, SourceContext, Struct, Value,
 };
 
 pub use config::SqliteConfig;
@@ -64,6 +64,9 @@ struct Table {
     key: Vec<usize>,
     envelope: EnvelopeSchema,
 }
+
+/// A change's before and after images.
+type Images = (Option<Struct>, Option<Struct>);
 
 /// The running source.
 pub struct SqliteSource {
@@ -255,28 +258,91 @@ impl SqliteSource {
         }
     }
 
-    /// A row image from `columns` starting at `first` of a result row.
+    /// A row image from `columns` starting at `first` of a result row. `Ok(None)`: a value in
+    /// it cannot be represented and `event.processing.failure.handling.mode` skips the change.
     fn image(
+        &self,
         table: &Table,
         row: &rusqlite::Row<'_>,
         first: usize,
-    ) -> Result<Option<Struct>, ComponentError> {
+    ) -> Result<Option<Option<Struct>>, ComponentError> {
         let mut values = Vec::with_capacity(table.columns.len());
         let mut all_null = true;
         for (i, (name, kind)) in table.columns.iter().enumerate() {
             let v = row
                 .get_ref(first + i)
                 .map_err(|e| sql_error("reading a row", e))?;
-            let v = types::value(*kind, v).map_err(|e| {
-                fatal(format!(
-                    "table `{}` column `{name}`: {e}; fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable`",
-                    table.name
-                ))
-            })?;
+            let v = match types::value(*kind, v) {
+                Ok(v) => v,
+                Err(reason) => {
+                    return self
+                        .unrepresentable(table, row, first, name, &reason)
+                        .map(|()| None)
+                }
+            };
             all_null &= v.is_null();
             values.push(v);
         }
-        Ok(Struct::from_values(table.envelope.row.clone(), values).filter(|_| !all_null))
+        Ok(Some(
+            Struct::from_values(table.envelope.row.clone(), values).filter(|_| !all_null),
+        ))
+    }
+
+    /// The before and after images of a change row (`None`: left out, see [`Self::image`]).
+    fn images(
+        &self,
+        table: &Table,
+        row: &rusqlite::Row<'_>,
+        op: Op,
+    ) -> Result<Option<Images>, ComponentError> {
+        let width = table.columns.len();
+        let before = match op {
+            Op::Create => None,
+            _ => match self.image(table, row, 3)? {
+                Some(image) => image,
+                None => return Ok(None),
+            },
+        };
+        let after = match op {
+            Op::Delete => None,
+            _ => match self.image(table, row, 3 + width)? {
+                Some(image) => image,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some((before, after)))
+    }
+
+    /// A stored value that does not fit its column's type: an error, or (`warn`, `skip`) the
+    /// change is left out; `warn` logs the table, column and key.
+    fn unrepresentable(
+        &self,
+        table: &Table,
+        row: &rusqlite::Row<'_>,
+        first: usize,
+        column: &str,
+        reason: &str,
+    ) -> Result<(), ComponentError> {
+        match self.config.common.failure_mode {
+            FailureMode::Fail => Err(fatal(format!(
+                "table `{}` column `{column}`: {reason}; fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable` (or set `event.processing.failure.handling.mode: warn` to skip such changes)",
+                table.name
+            ))),
+            FailureMode::Warn => {
+                let key: Vec<String> = table
+                    .key
+                    .iter()
+                    .map(|i| {
+                        row.get_ref(first + *i)
+                            .map(|v| format!("{v:?}"))
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                tracing::warn!(table = %table.name, column, reason, key = ?key, "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn).");
+                Ok(())
+            }
+            FailureMode::Skip => Ok(()),
+        }
     }
 
     /// Reads every table in one read transaction; returns where the stream starts: the
@@ -329,7 +395,9 @@ impl SqliteSource {
                 .map_err(|e| sql_error("snapshot query", e))?;
             let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
             while let Some(row) = result.next().map_err(|e| sql_error("snapshot read", e))? {
-                let after = Self::image(table, row, 0)?;
+                let Some(after) = self.image(table, row, 0)? else {
+                    continue;
+                };
                 if let Some((t, prev, first)) = pending.replace((table, after, rows == 0)) {
                     let mut event = self.event(
                         t,
@@ -418,25 +486,32 @@ impl SqliteSource {
             let mut cut = limit.clone();
             let mut full = false;
             let mut last = after;
+            let mut read = 0usize;
             while let Some(row) = result
                 .next()
                 .map_err(|e| sql_error("change table read", e))?
             {
+                read += 1;
                 let seq: i64 = row.get(0).map_err(|e| sql_error("change table read", e))?;
                 let op: String = row.get(1).map_err(|e| sql_error("change table read", e))?;
                 let made: i64 = row.get(2).map_err(|e| sql_error("change table read", e))?;
-                let before = Self::image(table, row, 3)?;
-                let after_image = Self::image(table, row, 3 + table.columns.len())?;
-                let (op, before, after_image) = match op.as_str() {
-                    "c" => (Op::Create, None, after_image),
-                    "u" => (Op::Update, before, after_image),
-                    _ => (Op::Delete, before, None),
+                let op = match op.as_str() {
+                    "c" => Op::Create,
+                    "u" => Op::Update,
+                    _ => Op::Delete,
                 };
-                if self.skipped.skips(op) {
+                // A change left out (`skipped.operations`, or a value the failure handling
+                // mode skips) keeps its place, so that the position moves past it.
+                let images = if self.skipped.skips(op) {
+                    None
+                } else {
+                    self.images(table, row, op)?
+                };
+                let Some((before, after_image)) = images else {
                     changes.insert(seq, None);
                     last = seq;
                     continue;
-                }
+                };
                 let mut event =
                     self.event(table, op, before, after_image, Some((seq, made)), "false");
                 event.position = at(seq, progress);
@@ -450,7 +525,9 @@ impl SqliteSource {
                     break;
                 }
             }
-            if full {
+            // The query's row limit reached (by events or by changes left out): the table
+            // may have more.
+            if full || read >= limit.max_events() {
                 bound = bound.min(last);
             }
         }
