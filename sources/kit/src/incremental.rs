@@ -1,12 +1,18 @@
-//! The progress of an incremental snapshot (Debezium's DBLog-style chunked snapshot), shared by
-//! every source that runs one: the tables left, where the current one stands, the signal's
-//! filters. It travels in positions ([`crate::position::with_progress`]), so a restart
-//! continues after the last chunk whose rows were delivered. `K` is how the source writes one
-//! key column's value (PostgreSQL: its text form; SQLite: JSON).
+//! What every source's incremental snapshot (Debezium's DBLog-style chunked snapshot) shares:
+//!
+//! - [`Progress`]: the tables left, where the current one stands, the signal's filters. It
+//!   travels in positions ([`crate::position::with_progress`]), so a restart continues after
+//!   the last chunk whose rows were delivered. `K` is how the source writes one key column's
+//!   value (PostgreSQL: its text form; SQLite: JSON).
+//! - [`KeyBuffer`]: a chunk's rows in its window, by key: a change the stream delivers inside
+//!   the window drops the row of its key (the change is newer), and what is left when the window
+//!   closes is emitted as `op: r`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
+use sluice_engine::codec::{JsonEncoder, JsonOptions};
+use sluice_engine::{ChangeEvent, Record};
 
 /// What survives a restart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,9 +101,102 @@ impl<K> Progress<K> {
     }
 }
 
+/// A key's identity in a [`KeyBuffer`]: the key's JSON without schema (the same for a
+/// snapshot row and a streamed change of that row).
+pub fn key_bytes(key: Option<&Record>) -> Vec<u8> {
+    let mut out = Vec::new();
+    JsonEncoder::new(JsonOptions {
+        schemas_enable: false,
+    })
+    .encode_record(key, &mut out);
+    out
+}
+
+/// A chunk's rows, evicted by key: DBLog's buffer. The index by key is built the first time a
+/// change falls into the window (most chunks never need it).
+#[derive(Debug, Default)]
+pub struct KeyBuffer {
+    rows: Vec<Option<ChangeEvent>>,
+    index: Option<HashMap<Vec<u8>, usize>>,
+}
+
+impl KeyBuffer {
+    /// The rows a chunk query returned, in key order.
+    pub fn new(rows: Vec<ChangeEvent>) -> Self {
+        KeyBuffer {
+            rows: rows.into_iter().map(Some).collect(),
+            index: None,
+        }
+    }
+
+    /// Drops the row whose key is `key` ([`key_bytes`]), if the chunk has it.
+    pub fn evict(&mut self, key: &[u8]) {
+        let rows = &self.rows;
+        let index = self.index.get_or_insert_with(|| {
+            rows.iter()
+                .enumerate()
+                .filter_map(|(i, row)| Some((key_bytes(row.as_ref()?.key.as_ref()), i)))
+                .collect()
+        });
+        if let Some(i) = index.remove(key) {
+            self.rows[i] = None;
+        }
+    }
+
+    /// Drops the row of `change`'s key (a change of the chunk's table).
+    pub fn evict_by(&mut self, change: &ChangeEvent) {
+        self.evict(&key_bytes(change.key.as_ref()));
+    }
+
+    /// The rows left, in key order.
+    pub fn into_rows(self) -> Vec<ChangeEvent> {
+        self.rows.into_iter().flatten().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_engine::{Position, Schema, SchemaType, Struct, Value};
+
+    fn row(id: i64) -> ChangeEvent {
+        let schema = Schema::struct_builder()
+            .field("id", Schema::primitive(SchemaType::Int64, false))
+            .build();
+        let key = Struct::from_values(schema.clone(), vec![Value::Int64(id)]).map(|s| Record {
+            schema,
+            value: Value::Struct(s),
+        });
+        ChangeEvent {
+            topic: "p.t".into(),
+            key,
+            value: None,
+            headers: Vec::new(),
+            position: Position::Offset(0),
+        }
+    }
+
+    #[test]
+    fn a_change_in_the_window_drops_its_keys_row() {
+        let mut buffer = KeyBuffer::new((1..=4).map(row).collect());
+        buffer.evict_by(&row(2));
+        buffer.evict(&key_bytes(row(4).key.as_ref()));
+        buffer.evict_by(&row(9)); // not in the chunk
+        buffer.evict_by(&row(2)); // twice
+        let left: Vec<Vec<u8>> = buffer
+            .into_rows()
+            .iter()
+            .map(|e| key_bytes(e.key.as_ref()))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                key_bytes(row(1).key.as_ref()),
+                key_bytes(row(3).key.as_ref())
+            ]
+        );
+        assert_eq!(key_bytes(row(1).key.as_ref()), b"{\"id\":1}");
+    }
 
     #[test]
     fn tables_queue_stop_and_finish() {

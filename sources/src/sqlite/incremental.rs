@@ -13,6 +13,7 @@ use rusqlite::types::Value as SqlValue;
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
+use sluice_kit::incremental::KeyBuffer;
 use sluice_kit::signal::{interpret, Action, Collections, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
@@ -241,8 +242,11 @@ impl super::SqliteSource {
             }
             (upto, rows)
         };
-        // The window: changes up to `upto` go first; they supersede the chunk's rows of their keys.
-        let mut touched = std::collections::HashSet::new();
+        // The window: changes up to `upto` go first; they supersede the chunk's rows of their
+        // keys (the kit's DBLog buffer).
+        let last_key = rows.last().map(|(_, k)| k.clone());
+        let read = rows.len();
+        let mut buffer = KeyBuffer::new(rows.into_iter().filter_map(|(e, _)| e).collect());
         let before_chunk = progress.clone();
         while *seq < upto {
             let (events, position) =
@@ -251,9 +255,7 @@ impl super::SqliteSource {
                 break;
             }
             for e in events.iter().filter(|e| e.topic == table.topic) {
-                if let Some(k) = &e.key {
-                    touched.insert(format!("{:?}", k.value));
-                }
+                buffer.evict_by(e);
             }
             *seq = position;
             let batch = sluice_engine::Batch {
@@ -267,11 +269,11 @@ impl super::SqliteSource {
         *seq = upto.max(*seq);
         // Progress after the chunk.
         if let Some(p) = progress.as_mut() {
-            if rows.len() < limit {
+            if read < limit {
                 tracing::info!(table = %name, "Incremental snapshot of the table completed.");
                 p.table_done();
             } else {
-                p.last_key = rows.last().map(|(_, k)| k.clone());
+                p.last_key = last_key;
             }
             if p.tables.is_empty() {
                 tracing::info!(signal = %p.id, "Incremental snapshot completed.");
@@ -279,14 +281,9 @@ impl super::SqliteSource {
             }
         }
         let position = at(*seq, progress);
-        let events: Vec<ChangeEvent> = rows
+        let events: Vec<ChangeEvent> = buffer
+            .into_rows()
             .into_iter()
-            .filter_map(|(e, _)| e)
-            .filter(|e| {
-                !e.key
-                    .as_ref()
-                    .is_some_and(|k| touched.contains(&format!("{:?}", k.value)))
-            })
             .map(|mut e| {
                 e.position = position.clone();
                 e

@@ -18,7 +18,6 @@ mod sql;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{ChangeEvent, Record};
 use sluice_kit::notification::Notification;
 use tokio::sync::Notify;
@@ -104,7 +103,6 @@ pub(crate) struct Incremental {
     /// Paused by a signal: no new chunk starts.
     pub paused: bool,
     windows: VecDeque<Window>,
-    encoder: JsonEncoder,
     signal_table: String,
     strategy: WatermarkStrategy,
     chunk_size: usize,
@@ -150,9 +148,6 @@ impl Incremental {
             progress,
             paused: false,
             windows: VecDeque::new(),
-            encoder: JsonEncoder::new(JsonOptions {
-                schemas_enable: false,
-            }),
             signal_table,
             strategy: config.watermarking_strategy,
             chunk_size: config.common.incremental_chunk_size.max(1),
@@ -321,9 +316,7 @@ impl Incremental {
     }
 
     fn key_bytes(&self, key: &Option<Record>) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.encoder.encode_record(key.as_ref(), &mut out);
-        out
+        sluice_kit::incremental::key_bytes(key.as_ref())
     }
 
     /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
@@ -345,10 +338,9 @@ impl Incremental {
         if !open {
             return;
         }
-        let encoder = self.encoder;
         for w in self.windows.iter_mut().filter(|w| w.open && w.oid == oid) {
             match &mut w.chunk {
-                Some(chunk) => chunk.evict(&bytes, &encoder),
+                Some(chunk) => chunk.rows.evict(&bytes),
                 None => {
                     w.early.insert(bytes.clone());
                 }
@@ -382,7 +374,6 @@ impl Incremental {
     /// a transaction streamed before the window opened is dropped, and reading starts again
     /// from the last delivered chunk (rare: it takes a commit racing the open watermark).
     fn check_race(&mut self, i: usize) {
-        let encoder = self.encoder;
         let Some(w) = self.windows.get_mut(i) else {
             return;
         };
@@ -397,7 +388,7 @@ impl Incremental {
             tracing::debug!(chunk = %w.id, xid = t.xid, "Incremental snapshot: a transaction streamed before the window was not visible to the chunk query; its changes drop the chunk's rows.");
             incomplete |= !t.complete;
             for (_, key) in t.keys.iter().filter(|(o, _)| *o == oid) {
-                chunk.evict(key, &encoder);
+                chunk.rows.evict(key);
             }
         }
         if incomplete {
@@ -476,7 +467,7 @@ impl Incremental {
                 if let Some(i) = self.windows.iter().rposition(|w| w.id == chunk.id) {
                     let w = &mut self.windows[i];
                     for key in w.early.drain() {
-                        chunk.evict(&key, &self.encoder);
+                        chunk.rows.evict(&key);
                     }
                     w.chunk = Some(chunk);
                     self.check_race(i);
@@ -617,7 +608,7 @@ impl Incremental {
                 w.id
             )));
         };
-        let rows: Vec<ChangeEvent> = chunk.rows.into_iter().flatten().collect();
+        let rows: Vec<ChangeEvent> = chunk.rows.into_rows();
         let table = format!("{}.{}", chunk.table.schema_name, chunk.table.table);
         let collections = self.collections.clone();
         let id = chunk.next.id.clone();

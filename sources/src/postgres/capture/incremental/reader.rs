@@ -21,8 +21,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_engine::codec::JsonEncoder;
-use sluice_engine::{ChangeEvent, Position};
+use sluice_engine::Position;
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Client;
 
@@ -33,6 +32,7 @@ use crate::postgres::records::table::{SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{quote_ident, ConnInfo};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::copy::{for_each_line, last_line_fields};
+use sluice_kit::incremental::KeyBuffer;
 use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 
 use super::sql::{copy_in_snapshot, current_lsn, key_types, literal, max_key};
@@ -67,10 +67,8 @@ pub(crate) enum Msg {
 pub(crate) struct Chunk {
     pub id: String,
     pub table: Arc<TableSchema>,
-    pub rows: Vec<Option<ChangeEvent>>,
-    /// Row index by encoded key, built when a change first falls into the chunk's window
-    /// (most chunks never need it).
-    pub index: Option<HashMap<Vec<u8>, usize>>,
+    /// The rows, evicted by the stream's changes in the window (the kit's DBLog buffer).
+    pub rows: KeyBuffer,
     /// The progress after this chunk.
     pub next: Progress,
     /// Rows the chunk query returned.
@@ -527,8 +525,7 @@ impl Reader {
             chunk: Chunk {
                 id: chunk_id.clone(),
                 table,
-                rows: Vec::new(),
-                index: None,
+                rows: KeyBuffer::default(),
                 next,
                 read,
                 last_key,
@@ -635,32 +632,11 @@ struct Pipeline {
 struct Fetched {
     raw: Vec<u8>,
     name: String,
-    /// `rows` and `index` empty until decoded.
+    /// `rows` empty until decoded.
     chunk: Chunk,
 }
 
 type Decoding = tokio::task::JoinHandle<Result<Chunk, PgError>>;
-
-impl Chunk {
-    /// Drops the row whose encoded key is `key`, if the chunk has it.
-    pub(super) fn evict(&mut self, key: &[u8], encoder: &JsonEncoder) {
-        let rows = &self.rows;
-        let index = self.index.get_or_insert_with(|| {
-            let mut index = HashMap::with_capacity(rows.len());
-            for (i, row) in rows.iter().enumerate() {
-                if let Some(event) = row {
-                    let mut bytes = Vec::new();
-                    encoder.encode_record(event.key.as_ref(), &mut bytes);
-                    index.insert(bytes, i);
-                }
-            }
-            index
-        });
-        if let Some(i) = index.remove(key) {
-            self.rows[i] = None;
-        }
-    }
-}
 
 impl Fetched {
     /// Decodes on a blocking thread.
@@ -699,7 +675,7 @@ impl Fetched {
             &format!("incremental snapshot of {}", self.name),
             |cells| {
                 match table.read_event(cells, &source, Position::Offset(0)) {
-                    Ok(event) => rows.push(Some(event)),
+                    Ok(event) => rows.push(event),
                     Err(e) => table
                         .unreadable(ReadPath::Snapshot, e, cells)
                         .map_err(PgError::Decode)?,
@@ -707,7 +683,7 @@ impl Fetched {
                 Ok(())
             },
         )?;
-        self.chunk.rows = rows;
+        self.chunk.rows = KeyBuffer::new(rows);
         Ok(self.chunk)
     }
 }
