@@ -269,7 +269,6 @@ fn snapshot_and_stream_under_a_writer_end_in_the_tables_state_even_after_kill_9(
     // Killed in the middle of the stream: nothing acknowledged is lost, the rest comes again.
     child.kill().unwrap();
     child.wait().unwrap();
-    let before_restart = lines(dir.path()).len();
     let child = start(&path, &["--stop-when-idle", "2s"]);
     std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::Relaxed);
