@@ -935,3 +935,54 @@ fn skipped_changes_filling_a_read_do_not_hide_the_changes_after_them() {
         "no insert lost behind the skipped updates"
     );
 }
+
+/// The kit's `file` signal channel in the SQLite source: an `execute-snapshot` line starts an
+/// incremental snapshot (no signaling table needed), a malformed line is refused, the file is
+/// emptied once read.
+#[test]
+fn a_file_signal_snapshots_a_table_incrementally() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 120) insert into t select v, 'row ' || v from g;",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let signals = dir.path().join("signals.jsonl");
+    std::fs::write(
+        &signals,
+        "not json\n{\"id\": \"f-1\", \"type\": \"execute-snapshot\", \"data\": {\"data-collections\": [\"main.t\"]}}\n",
+    )
+    .unwrap();
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &format!(
+            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 50\n",
+            signals.display()
+        ),
+    );
+    let o = sluice(&["run", "--stop-when-idle", "2s", path.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("Signal refused.") && err.contains("not json"),
+        "{err}"
+    );
+    assert!(err.contains("Incremental snapshot completed."), "{err}");
+    let reads: Vec<i64> = lines(dir.path())
+        .iter()
+        .filter(|l| l["value"]["op"] == "r" && l["value"]["source"]["snapshot"] == "incremental")
+        .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(reads, (1..=120).collect::<Vec<_>>());
+    assert_eq!(
+        std::fs::read_to_string(&signals).unwrap(),
+        "",
+        "the file is emptied"
+    );
+}

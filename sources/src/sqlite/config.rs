@@ -59,7 +59,7 @@ impl SqliteConfig {
 impl DatabaseSource for SqliteConfig {
     const SUPPORTS: Supports = Supports {
         features: &[Feature::SkippedOperations, Feature::FailureHandling],
-        signal_channels: &["source"],
+        signal_channels: &["source", "file"],
     };
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;

@@ -14,10 +14,31 @@ use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
 use sluice_kit::incremental::KeyBuffer;
-use sluice_kit::signal::{interpret, Action, Collections, Signal};
+use std::time::{Duration, Instant};
+
+use sluice_kit::signal::{from_json_line, interpret, Action, Collections, FileChannel, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
 pub(super) type Progress = sluice_kit::incremental::Progress<Json>;
+
+/// The `file` signal channel (`signal.file`), read every `signal.poll.interval.ms`.
+pub(super) struct FileSignals {
+    channel: FileChannel,
+    every: Duration,
+    next: Instant,
+}
+
+impl FileSignals {
+    /// The channel, when `signal.enabled.channels` has `file`.
+    pub(super) fn new(common: &sluice_kit::config::SourceCommon) -> Option<Self> {
+        let path = common.signal_file.clone()?;
+        common.signal_channel("file").then(|| FileSignals {
+            channel: FileChannel { path },
+            every: Duration::from_millis(common.signal_poll_interval_ms.max(10)),
+            next: Instant::now(),
+        })
+    }
+}
 
 /// The signal an insert into the signaling table carries (`id`, `type`, `data` columns).
 pub(super) fn signal_of(event: &ChangeEvent) -> Option<Signal> {
@@ -147,20 +168,52 @@ impl super::SqliteSource {
         let Some(signal_table) = self.config.signal_table() else {
             return;
         };
+        if !self.config.common.signal_channel("source") {
+            return;
+        }
         for event in events {
             if event.source_field("table").and_then(Value::as_str) != Some(signal_table.as_str()) {
                 continue;
             }
-            let Some(signal) = signal_of(event) else {
-                continue;
-            };
-            let names: Vec<String> = tables
-                .iter()
-                .map(|t| t.name.clone())
-                .filter(|n| *n != signal_table)
-                .collect();
-            if let Err(reason) = act(&signal, &names, progress) {
-                tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
+            if let Some(signal) = signal_of(event) {
+                self.act_on(&signal, tables, progress);
+            }
+        }
+    }
+
+    /// Carries out one signal, whichever channel brought it; a refusal is logged.
+    fn act_on(&self, signal: &Signal, tables: &[super::Table], progress: &mut Option<Progress>) {
+        let signal_table = self.config.signal_table();
+        let names: Vec<String> = tables
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| Some(n) != signal_table.as_ref())
+            .collect();
+        if let Err(reason) = act(signal, &names, progress) {
+            tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
+        }
+    }
+
+    /// Reads the `file` channel when it is due (every `signal.poll.interval.ms`).
+    pub(super) fn on_file_signals(
+        &self,
+        file: &mut Option<FileSignals>,
+        tables: &[super::Table],
+        progress: &mut Option<Progress>,
+    ) {
+        let Some(f) = file.as_mut() else {
+            return;
+        };
+        if Instant::now() < f.next {
+            return;
+        }
+        f.next = Instant::now() + f.every;
+        for line in f.channel.take() {
+            match from_json_line(&line) {
+                Ok(signal) => self.act_on(&signal, tables, progress),
+                Err(reason) => {
+                    tracing::warn!(%reason, line = %line, "Signal refused.")
+                }
             }
         }
     }

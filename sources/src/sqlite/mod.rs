@@ -632,6 +632,7 @@ impl SqliteSource {
         if !out.send(Batch::heartbeat(at(seq, &progress))) {
             return Ok(());
         }
+        let mut file = incremental::FileSignals::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -642,6 +643,7 @@ impl SqliteSource {
             let (events, position) =
                 self.poll(&mut conn, &tables, seq, i64::MAX, &out.cut, &progress)?;
             self.on_signals(&events, &tables, &mut progress);
+            self.on_file_signals(&mut file, &tables, &mut progress);
             // Only skipped changes (`skipped.operations`): an empty batch still moves the
             // position past them.
             let nothing_new = events.is_empty() && position == seq;
