@@ -986,3 +986,41 @@ fn a_file_signal_snapshots_a_table_incrementally() {
         "the file is emptied"
     );
 }
+
+/// Heartbeats from the kit in the SQLite source: records on
+/// `__debezium-heartbeat.<topic.prefix>` keyed by the server name, with
+/// `heartbeat.action.query` run before each (its rows are captured like any other).
+#[test]
+fn heartbeats_are_sent_and_run_the_action_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("create table hb (id integer primary key autoincrement, at text);")
+        .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "hb"])
+        .status
+        .success());
+    let path = pipeline(
+        dir.path(),
+        &db,
+        "  heartbeat.interval.ms: 100\n  heartbeat.action.query: insert into hb (at) values (datetime('now'))\n",
+    );
+    let o = sluice(&["run", "--stop-after-events", "8", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let lines = lines(dir.path());
+    let beats: Vec<&Json> = lines
+        .iter()
+        .filter(|l| l["topic"] == "__debezium-heartbeat.app")
+        .collect();
+    assert!(beats.len() >= 2, "{lines:?}");
+    assert_eq!(beats[0]["key"], serde_json::json!({"serverName": "app"}));
+    assert!(beats[0]["value"]["ts_ms"].as_i64().is_some_and(|t| t > 0));
+    let inserts = lines
+        .iter()
+        .filter(|l| l["topic"] == "app.main.hb" && l["value"]["op"] == "c")
+        .count();
+    assert!(
+        inserts >= 1,
+        "the action query's rows are captured: {lines:?}"
+    );
+}

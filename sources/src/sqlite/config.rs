@@ -58,7 +58,11 @@ impl SqliteConfig {
 
 impl DatabaseSource for SqliteConfig {
     const SUPPORTS: Supports = Supports {
-        features: &[Feature::SkippedOperations, Feature::FailureHandling],
+        features: &[
+            Feature::SkippedOperations,
+            Feature::FailureHandling,
+            Feature::Heartbeats,
+        ],
         signal_channels: &["source", "file"],
     };
     fn set_common(&mut self, common: SourceCommon) {

@@ -10,6 +10,7 @@
 pub mod capture;
 mod config;
 pub mod demo;
+mod heartbeat;
 mod incremental;
 pub mod types;
 
@@ -633,6 +634,7 @@ impl SqliteSource {
             return Ok(());
         }
         let mut file = incremental::FileSignals::new(&self.config.common);
+        let mut beat = heartbeat::Beat::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -662,6 +664,11 @@ impl SqliteSource {
                     return Ok(());
                 }
                 continue;
+            }
+            if let Some(beat) = beat.as_mut() {
+                if !beat.tick(&conn, at(seq, &progress), out) {
+                    return Ok(());
+                }
             }
             if nothing_new {
                 // Short sleeps, so a stop is noticed quickly.
