@@ -1024,3 +1024,61 @@ fn heartbeats_are_sent_and_run_the_action_query() {
         "the action query's rows are captured: {lines:?}"
     );
 }
+
+/// The `http` signal channel in the SQLite source: `sluice signal` posts to the admin
+/// endpoint, and the reader thread takes the signal between polls.
+#[test]
+fn an_http_signal_snapshots_a_table_incrementally() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 30) insert into t select v, 'row ' || v from g;",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let port = sluice_test_support::pg::free_port();
+    let path = pipeline(
+        dir.path(),
+        &db,
+        "  snapshot.mode: no_data\n  signal.enabled.channels: http\n  incremental.snapshot.chunk.size: 10\n",
+    );
+    let e = error_line(&sluice(&["run", path.to_str().unwrap()]));
+    assert!(e.contains("needs the pipeline's admin endpoint"), "{e}");
+    let text_of = std::fs::read_to_string(&path).unwrap().replace(
+        "name: sqlite_test\n",
+        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+    );
+    std::fs::write(&path, text_of).unwrap();
+    let child = start(&path, &[]);
+    let signal =
+        r#"{"id": "h-1", "type": "execute-snapshot", "data": {"data-collections": ["main.t"]}}"#;
+    let t0 = Instant::now();
+    while !sluice(&["signal", path.to_str().unwrap(), signal])
+        .status
+        .success()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the admin endpoint did not answer"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_lines(dir.path(), 30);
+    sluice_test_support::pg::stop(&child);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reads: Vec<i64> = lines(dir.path())
+        .iter()
+        .filter(|l| l["value"]["source"]["snapshot"] == "incremental")
+        .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(reads, (1..=30).collect::<Vec<_>>());
+}

@@ -63,7 +63,7 @@ impl DatabaseSource for SqliteConfig {
             Feature::FailureHandling,
             Feature::Heartbeats,
         ],
-        signal_channels: &["source", "file"],
+        signal_channels: &["source", "file", "http"],
     };
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;

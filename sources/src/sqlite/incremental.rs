@@ -194,6 +194,31 @@ impl super::SqliteSource {
         }
     }
 
+    /// Takes the signals the admin endpoint queued (`http` channel).
+    pub(super) fn on_http_signals(
+        &self,
+        http: Option<&sluice_engine::runtime::admin::SignalQueue>,
+        tables: &[super::Table],
+        progress: &mut Option<Progress>,
+    ) {
+        let Some(queue) = http else {
+            return;
+        };
+        let mut lines = Vec::new();
+        {
+            let mut rx = queue.blocking_lock();
+            while let Ok(line) = rx.try_recv() {
+                lines.push(line);
+            }
+        }
+        for line in lines {
+            match from_json_line(&line) {
+                Ok(signal) => self.act_on(&signal, tables, progress),
+                Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
+            }
+        }
+    }
+
     /// Reads the `file` channel when it is due (every `signal.poll.interval.ms`).
     pub(super) fn on_file_signals(
         &self,

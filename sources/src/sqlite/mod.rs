@@ -588,6 +588,7 @@ impl SqliteSource {
         resume: Option<Offset>,
         out: &Out,
         purge: &Mutex<Option<i64>>,
+        http: Option<sluice_engine::runtime::admin::SignalQueue>,
     ) -> Result<(), ComponentError> {
         let mut conn = self.open()?;
         let tables = self.tables(&conn)?;
@@ -646,6 +647,7 @@ impl SqliteSource {
                 self.poll(&mut conn, &tables, seq, i64::MAX, &out.cut, &progress)?;
             self.on_signals(&events, &tables, &mut progress);
             self.on_file_signals(&mut file, &tables, &mut progress);
+            self.on_http_signals(http.as_ref(), &tables, &mut progress);
             // Only skipped changes (`skipped.operations`): an empty batch still moves the
             // position past them.
             let nothing_new = events.is_empty() && position == seq;
@@ -703,6 +705,13 @@ impl Source for SqliteSource {
             source_schema: self.source_schema.clone(),
             skipped: self.skipped,
         };
+        let http = if self.config.common.signal_channel("http") {
+            Some(ctx.external_signals().ok_or_else(|| {
+                fatal("the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file")
+            })?)
+        } else {
+            None
+        };
         let purge_target = purge.clone();
         // The reader logs inside the stage's span (pipeline, component).
         let span = tracing::Span::current();
@@ -710,7 +719,7 @@ impl Source for SqliteSource {
             .name("sqlite-reader".into())
             .spawn(move || {
                 let _stage = span.enter();
-                reader.read(resume, &out, &purge_target)
+                reader.read(resume, &out, &purge_target, http)
             })
             .map_err(|e| fatal(format!("cannot start the SQLite reader thread: {e}")))?;
         let mut committed = ctx.committed();
