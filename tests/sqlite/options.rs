@@ -1,0 +1,141 @@
+//! The kit's shared options the SQLite source implements: skipped operations, the failure
+//! handling mode.
+
+use super::*;
+
+#[test]
+fn skipped_operations_are_left_out_and_the_position_moves_past_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text); insert into t values (1, 'a');",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let skip_updates = "  skipped.operations: u\n  tombstones.on.delete: false\n";
+    let path = pipeline(dir.path(), &db, skip_updates);
+    run_until_idle(&path);
+    assert_eq!(ops(dir.path()), ["r"]);
+    // Only skipped changes: nothing is written, and the position still moves past them (the
+    // change rows are purged, a restart does not read them again).
+    conn.execute_batch("update t set v = 'b' where id = 1; update t set v = 'c' where id = 1;")
+        .unwrap();
+    run_until_idle(&path);
+    assert_eq!(ops(dir.path()), ["r"]);
+    let left: i64 = conn
+        .query_row("select count(*) from _sluice_ct_t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0, "skipped change rows are acknowledged and purged");
+    conn.execute_batch(
+        "insert into t values (2, 'x'); update t set v = 'y' where id = 2; delete from t where id = 1;",
+    )
+    .unwrap();
+    run_until_idle(&path);
+    assert_eq!(ops(dir.path()), ["r", "c", "d"]);
+    let last = lines(dir.path()).pop().unwrap();
+    assert_eq!(
+        last["value"]["before"]["v"], "c",
+        "the delete's before image is the last update's"
+    );
+}
+
+#[test]
+fn a_value_that_does_not_fit_its_column_fails_or_is_skipped_per_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    // SQLite keeps 'abc' in an INTEGER column; as an int64 it has no representation.
+    conn.execute_batch(
+        "create table t (id integer primary key, n integer); insert into t values (1, 10), (2, 'abc'), (3, 30);",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let failing = pipeline(dir.path(), &db, "");
+    let o = sluice(&["run", "--stop-when-idle", "1s", failing.to_str().unwrap()]);
+    let e = error_line(&o);
+    assert!(
+        e.contains("table `t` column `n`")
+            && e.contains("event.processing.failure.handling.mode: warn"),
+        "{e}"
+    );
+    let warn = pipeline(
+        dir.path(),
+        &db,
+        "  event.processing.failure.handling.mode: warn\n",
+    );
+    let o = sluice(&["run", "--stop-when-idle", "1s", warn.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("Skipped a change that cannot be represented") && err.contains("column=\"n\""),
+        "{err}"
+    );
+    let ids = |dir: &Path| {
+        lines(dir)
+            .iter()
+            .map(|l| l["value"]["after"]["id"].as_i64().unwrap_or(-1))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(dir.path()), [1, 3], "the snapshot leaves row 2 out");
+    // Streamed: the bad update is left out, the position moves past it, the next change comes.
+    conn.execute_batch("update t set n = 'x' where id = 1; insert into t values (4, 40);")
+        .unwrap();
+    let o = sluice(&["run", "--stop-when-idle", "1s", warn.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert_eq!(ids(dir.path()), [1, 3, 4]);
+    let left: i64 = conn
+        .query_row("select count(*) from _sluice_ct_t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0, "the skipped change was acknowledged and purged");
+}
+
+/// Skipped changes that fill a read's row limit must not let the stream jump past the rows
+/// after them: with batches of 2, two skipped updates of `a` come before an insert into `a` and
+/// after them an insert into `b`.
+#[test]
+fn skipped_changes_filling_a_read_do_not_hide_the_changes_after_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table a (id integer primary key, v text); create table b (id integer primary key); insert into a values (1, 'x');",
+    )
+    .unwrap();
+    assert!(
+        sluice(&["capture", "enable", db.to_str().unwrap(), "a", "b"])
+            .status
+            .success()
+    );
+    let path = pipeline(dir.path(), &db, "  skipped.operations: u\n");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "name: sqlite_test\n",
+        "name: sqlite_test\nmax_batch_size: 2\nmax_queue_size: 8\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    run_until_idle(&path);
+    conn.execute_batch(
+        "update a set v = 'y' where id = 1; update a set v = 'z' where id = 1; insert into a values (2, 'new'); insert into b values (7);",
+    )
+    .unwrap();
+    run_until_idle(&path);
+    let created: Vec<(String, i64)> = lines(dir.path())
+        .iter()
+        .filter(|l| l["value"]["op"] == "c")
+        .map(|l| {
+            (
+                l["topic"].as_str().unwrap().to_owned(),
+                l["value"]["after"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        created,
+        [("app.main.a".to_owned(), 2), ("app.main.b".to_owned(), 7)],
+        "no insert lost behind the skipped updates"
+    );
+}
