@@ -157,6 +157,40 @@ pub(super) fn from_json(j: &Json) -> SqlValue {
     }
 }
 
+/// The chunk query: `limit` rows in key order, after the last key read when there is one
+/// (bound as `?1..`).
+fn chunk_query(table: &super::Table, after_key: bool, limit: usize) -> String {
+    use super::quote;
+    let key_names: Vec<String> = table
+        .key
+        .iter()
+        .map(|i| quote(&table.columns[*i].0))
+        .collect();
+    let cols = table
+        .columns
+        .iter()
+        .map(|(n, _)| quote(n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let after = if after_key {
+        format!(
+            " where ({}) > ({})",
+            key_names.join(", "),
+            (1..=key_names.len())
+                .map(|i| format!("?{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "select {cols} from {}{after} order by {} limit {limit}",
+        quote(&table.name),
+        key_names.join(", ")
+    )
+}
+
 impl super::SqliteSource {
     /// Acts on signal rows among `events` (inserts into the signaling table).
     pub(super) fn on_signals(
@@ -253,7 +287,7 @@ impl super::SqliteSource {
         progress: &mut Option<Progress>,
         out: &super::Out,
     ) -> Result<bool, sluice_engine::ComponentError> {
-        use super::{at, quote, sql_error};
+        use super::{at, sql_error};
         let Some(p) = progress.as_mut() else {
             return Ok(true);
         };
@@ -267,33 +301,7 @@ impl super::SqliteSource {
             return Ok(true);
         };
         let limit = self.config.common.incremental_chunk_size;
-        let key_names: Vec<String> = table
-            .key
-            .iter()
-            .map(|i| quote(&table.columns[*i].0))
-            .collect();
-        let cols = table
-            .columns
-            .iter()
-            .map(|(n, _)| quote(n))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let after = match &p.last_key {
-            Some(_) => format!(
-                " where ({}) > ({})",
-                key_names.join(", "),
-                (1..=key_names.len())
-                    .map(|i| format!("?{i}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None => String::new(),
-        };
-        let sql = format!(
-            "select {cols} from {}{after} order by {} limit {limit}",
-            quote(&table.name),
-            key_names.join(", ")
-        );
+        let sql = chunk_query(table, p.last_key.is_some(), limit);
         let params: Vec<SqlValue> = p.last_key.iter().flatten().map(from_json).collect();
         // The chunk and the sequence in one read transaction: the chunk is the state at `upto`.
         let (upto, rows) = {
