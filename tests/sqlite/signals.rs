@@ -134,7 +134,7 @@ fn a_file_signal_snapshots_a_table_incrementally() {
         dir.path(),
         &db,
         &format!(
-            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 50\n",
+            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 50\n  notification.enabled.channels: sink\n  notification.sink.topic.name: app.notifications\n",
             signals.display()
         ),
     );
@@ -157,6 +157,36 @@ fn a_file_signal_snapshots_a_table_incrementally() {
         "",
         "the file is emptied"
     );
+    // Debezium's notifications, in order around the rows.
+    let all = lines(dir.path());
+    let notes: Vec<(usize, &Json)> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l["topic"] == "app.notifications")
+        .collect();
+    let kinds: Vec<&str> = notes
+        .iter()
+        .map(|(_, n)| n["value"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["STARTED", "TABLE_SCAN_COMPLETED", "COMPLETED"]);
+    let first_row = all.iter().position(|l| l["value"]["op"] == "r").unwrap();
+    let last_row = all.iter().rposition(|l| l["value"]["op"] == "r").unwrap();
+    assert!(
+        notes[0].0 < first_row && notes[1].0 > last_row,
+        "STARTED before the rows, the scan's end after"
+    );
+    let value = &notes[1].1["value"];
+    assert_eq!(value["id"], "f-1");
+    assert_eq!(value["aggregate_type"], "Incremental Snapshot");
+    assert_eq!(
+        value["additional_data"],
+        serde_json::json!({"connector_name": "app", "scanned_collection": "main.t", "total_rows_scanned": "120", "status": "SUCCEEDED", "data_collections": "main.t"})
+    );
+    assert_eq!(
+        notes[0].1["value"]["additional_data"]["data_collections"],
+        "main.t"
+    );
+    assert_eq!(notes[0].1["key"], serde_json::json!({"id": "f-1"}));
 }
 
 /// The `http` signal channel in the SQLite source: `sluice signal` posts to the admin

@@ -62,6 +62,7 @@ impl DatabaseSource for SqliteConfig {
             Feature::SkippedOperations,
             Feature::FailureHandling,
             Feature::Heartbeats,
+            Feature::Notifications,
         ],
         signal_channels: &["source", "file", "http"],
     };

@@ -14,12 +14,71 @@ use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
 use sluice_kit::incremental::KeyBuffer;
+use sluice_kit::notification::{Notification, Notifications};
 use std::time::{Duration, Instant};
 
 use sluice_kit::signal::{from_json_line, interpret, Action, Collections, FileChannel, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
 pub(super) type Progress = sluice_kit::incremental::Progress<Json>;
+
+/// Debezium's incremental snapshot notifications (`STARTED`, `TABLE_SCAN_COMPLETED`,
+/// `COMPLETED`, `ABORTED`): logged, and with the `sink` channel sent as records on
+/// `notification.sink.topic.name` at the position they were made at.
+pub(super) struct Notes {
+    sink: Option<Notifications>,
+    pending: Vec<Notification>,
+    /// The snapshot's tables, as `main.<table>`, comma-separated.
+    collections: String,
+    /// Rows read of the current table so far.
+    scanned: u64,
+}
+
+impl Notes {
+    pub(super) fn new(common: &sluice_kit::config::SourceCommon) -> Self {
+        Notes {
+            sink: common
+                .notification_sink()
+                .flatten()
+                .map(|topic| Notifications::new(topic, &common.topic_prefix)),
+            pending: Vec::new(),
+            collections: String::new(),
+            scanned: 0,
+        }
+    }
+
+    fn note(&mut self, id: &str, kind: &'static str, data: Vec<(&'static str, String)>) {
+        tracing::info!(notification = kind, id, data = ?data, "Incremental snapshot.");
+        if self.sink.is_some() {
+            self.pending.push(Notification {
+                id: id.to_owned(),
+                kind,
+                aggregate: "Incremental Snapshot",
+                data,
+            });
+        }
+    }
+
+    /// Sends the notifications made since the last call, at `position`; `false` once the
+    /// source is stopping.
+    pub(super) fn flush(&mut self, out: &super::Out, position: sluice_engine::Position) -> bool {
+        let Some(sink) = &self.sink else {
+            return true;
+        };
+        if self.pending.is_empty() {
+            return true;
+        }
+        let events = self
+            .pending
+            .drain(..)
+            .map(|n| sink.event_now(&n, position.clone()))
+            .collect();
+        out.send(sluice_engine::Batch {
+            events,
+            position: Some(position),
+        })
+    }
+}
 
 /// The `file` signal channel (`signal.file`), read every `signal.poll.interval.ms`.
 pub(super) struct FileSignals {
@@ -198,6 +257,7 @@ impl super::SqliteSource {
         events: &[ChangeEvent],
         tables: &[super::Table],
         progress: &mut Option<Progress>,
+        notes: &mut Notes,
     ) {
         let Some(signal_table) = self.config.signal_table() else {
             return;
@@ -210,21 +270,63 @@ impl super::SqliteSource {
                 continue;
             }
             if let Some(signal) = signal_of(event) {
-                self.act_on(&signal, tables, progress);
+                self.act_on(&signal, tables, progress, notes);
             }
         }
     }
 
     /// Carries out one signal, whichever channel brought it; a refusal is logged.
-    fn act_on(&self, signal: &Signal, tables: &[super::Table], progress: &mut Option<Progress>) {
+    fn act_on(
+        &self,
+        signal: &Signal,
+        tables: &[super::Table],
+        progress: &mut Option<Progress>,
+        notes: &mut Notes,
+    ) {
         let signal_table = self.config.signal_table();
         let names: Vec<String> = tables
             .iter()
             .map(|t| t.name.clone())
             .filter(|n| Some(n) != signal_table.as_ref())
             .collect();
+        let before = progress.clone();
         if let Err(reason) = act(signal, &names, progress) {
             tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
+            return;
+        }
+        let listed = |p: &Option<Progress>| {
+            p.as_ref().map_or_else(String::new, |p| {
+                p.tables
+                    .iter()
+                    .map(|t| format!("main.{t}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        };
+        match signal.kind.as_str() {
+            "execute-snapshot" => {
+                if before.is_none() {
+                    notes.collections = listed(progress);
+                } else {
+                    for t in listed(progress).split(',') {
+                        if !notes.collections.split(',').any(|c| c == t) {
+                            notes.collections = format!("{},{t}", notes.collections);
+                        }
+                    }
+                }
+                let id = progress
+                    .as_ref()
+                    .map_or(signal.id.clone(), |p| p.id.clone());
+                let data = vec![("data_collections", notes.collections.clone())];
+                notes.note(&id, "STARTED", data);
+            }
+            "stop-snapshot" => {
+                if let Some(p) = &before {
+                    let data = vec![("data_collections", listed(progress))];
+                    notes.note(&p.id, "ABORTED", data);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -234,6 +336,7 @@ impl super::SqliteSource {
         http: Option<&sluice_engine::runtime::admin::SignalQueue>,
         tables: &[super::Table],
         progress: &mut Option<Progress>,
+        notes: &mut Notes,
     ) {
         let Some(queue) = http else {
             return;
@@ -247,7 +350,7 @@ impl super::SqliteSource {
         }
         for line in lines {
             match from_json_line(&line) {
-                Ok(signal) => self.act_on(&signal, tables, progress),
+                Ok(signal) => self.act_on(&signal, tables, progress, notes),
                 Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
             }
         }
@@ -259,6 +362,7 @@ impl super::SqliteSource {
         file: &mut Option<FileSignals>,
         tables: &[super::Table],
         progress: &mut Option<Progress>,
+        notes: &mut Notes,
     ) {
         let Some(f) = file.as_mut() else {
             return;
@@ -269,7 +373,7 @@ impl super::SqliteSource {
         f.next = Instant::now() + f.every;
         for line in f.channel.take() {
             match from_json_line(&line) {
-                Ok(signal) => self.act_on(&signal, tables, progress),
+                Ok(signal) => self.act_on(&signal, tables, progress, notes),
                 Err(reason) => {
                     tracing::warn!(%reason, line = %line, "Signal refused.")
                 }
@@ -286,6 +390,7 @@ impl super::SqliteSource {
         seq: &mut i64,
         progress: &mut Option<Progress>,
         out: &super::Out,
+        notes: &mut Notes,
     ) -> Result<bool, sluice_engine::ComponentError> {
         use super::{at, sql_error};
         let Some(p) = progress.as_mut() else {
@@ -355,14 +460,26 @@ impl super::SqliteSource {
         *seq = upto.max(*seq);
         // Progress after the chunk.
         if let Some(p) = progress.as_mut() {
+            notes.scanned += read as u64;
             if read < limit {
                 tracing::info!(table = %name, "Incremental snapshot of the table completed.");
                 p.table_done();
+                let data = vec![
+                    ("scanned_collection", format!("main.{name}")),
+                    (
+                        "total_rows_scanned",
+                        std::mem::take(&mut notes.scanned).to_string(),
+                    ),
+                    ("status", "SUCCEEDED".to_owned()),
+                    ("data_collections", notes.collections.clone()),
+                ];
+                notes.note(&p.id, "TABLE_SCAN_COMPLETED", data);
             } else {
                 p.last_key = last_key;
             }
             if p.tables.is_empty() {
                 tracing::info!(signal = %p.id, "Incremental snapshot completed.");
+                notes.note(&p.id, "COMPLETED", Vec::new());
                 *progress = None;
             }
         }

@@ -636,6 +636,7 @@ impl SqliteSource {
         }
         let mut file = incremental::FileSignals::new(&self.config.common);
         let mut beat = heartbeat::Beat::new(&self.config.common);
+        let mut notes = incremental::Notes::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -645,9 +646,9 @@ impl SqliteSource {
             }
             let (events, position) =
                 self.poll(&mut conn, &tables, seq, i64::MAX, &out.cut, &progress)?;
-            self.on_signals(&events, &tables, &mut progress);
-            self.on_file_signals(&mut file, &tables, &mut progress);
-            self.on_http_signals(http.as_ref(), &tables, &mut progress);
+            self.on_signals(&events, &tables, &mut progress, &mut notes);
+            self.on_file_signals(&mut file, &tables, &mut progress, &mut notes);
+            self.on_http_signals(http.as_ref(), &tables, &mut progress, &mut notes);
             // Only skipped changes (`skipped.operations`): an empty batch still moves the
             // position past them.
             let nothing_new = events.is_empty() && position == seq;
@@ -661,8 +662,13 @@ impl SqliteSource {
                     return Ok(());
                 }
             }
+            if !notes.flush(out, at(seq, &progress)) {
+                return Ok(());
+            }
             if progress.is_some() {
-                if !self.chunk(&mut conn, &tables, &mut seq, &mut progress, out)? {
+                let more =
+                    self.chunk(&mut conn, &tables, &mut seq, &mut progress, out, &mut notes)?;
+                if !more || !notes.flush(out, at(seq, &progress)) {
                     return Ok(());
                 }
                 continue;
