@@ -139,3 +139,65 @@ fn skipped_changes_filling_a_read_do_not_hide_the_changes_after_them() {
         "no insert lost behind the skipped updates"
     );
 }
+
+/// The kit's column lists and column properties in the SQLite source: an excluded column is
+/// not in the events, a masked one is `N` stars, a truncated one is cut, each with the schema
+/// parameter Debezium adds; a key column cannot be left out.
+#[test]
+fn column_lists_and_masks_shape_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, name text, email text, secret text, n integer);
+         insert into t values (1, 'Alice', 'alice@example.com', 'hunter2', 7);",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let options = "  column.exclude.list: main.t.secret\n  column.mask.with.4.chars: main.t.name\n  column.truncate.to.5.chars: main.t.email\n";
+    let path = pipeline(dir.path(), &db, options);
+    let with_schemas = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("schemas.enable: false", "schemas.enable: true");
+    std::fs::write(&path, with_schemas).unwrap();
+    run_until_idle(&path);
+    conn.execute_batch(
+        "update t set name = 'Bob', email = 'bob@example.org', secret = 'x' where id = 1;",
+    )
+    .unwrap();
+    run_until_idle(&path);
+    let lines = lines(dir.path());
+    assert_eq!(lines.len(), 2);
+    let payload = |i: usize| &lines[i]["value"]["payload"];
+    assert_eq!(
+        payload(0)["after"],
+        serde_json::json!({"id": 1, "name": "****", "email": "alice", "n": 7})
+    );
+    assert_eq!(payload(1)["before"]["email"], "alice");
+    assert_eq!(payload(1)["after"]["email"], "bob@e");
+    let after_schema = lines[0]["value"]["schema"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "after")
+        .unwrap()["fields"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let field = |name: &str| after_schema.iter().find(|f| f["field"] == name).cloned();
+    assert!(field("secret").is_none(), "excluded from the schema");
+    assert_eq!(
+        field("name").unwrap()["parameters"],
+        serde_json::json!({"masked": "true"})
+    );
+    assert_eq!(
+        field("email").unwrap()["parameters"],
+        serde_json::json!({"truncateLength": "5"})
+    );
+
+    let keyless = pipeline(dir.path(), &db, "  column.exclude.list: main.t.id\n");
+    let e = error_line(&sluice(&["run", keyless.to_str().unwrap()]));
+    assert!(e.contains("`main.t.id`, a key column"), "{e}");
+}

@@ -250,6 +250,7 @@ impl DatabaseSource for PostgresConfig {
         features: &[
             Feature::SchemaFilters,
             Feature::ColumnFilters,
+            Feature::ColumnMasks,
             Feature::ColumnProperties,
             Feature::SnapshotOverrides,
             Feature::SkippedOperations,

@@ -63,6 +63,8 @@ impl DatabaseSource for SqliteConfig {
             Feature::FailureHandling,
             Feature::Heartbeats,
             Feature::Notifications,
+            Feature::ColumnFilters,
+            Feature::ColumnMasks,
         ],
         signal_channels: &["source", "file", "http"],
     };

@@ -12,6 +12,7 @@ mod config;
 pub mod demo;
 mod heartbeat;
 mod incremental;
+mod table;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::{source_block_builder, BatchCut, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::event::{source_block_builder, BatchCut, SourceTimestamps};
 use sluice_engine::{
     Batch, BuildContext, ChangeEvent, ComponentError, FailureMode, Op, Position, Record, Schema,
     SchemaType, Source, SourceContext, Struct, Value,
@@ -33,7 +34,7 @@ pub use config::SqliteConfig;
 use capture::{quote, Captured};
 use incremental::Progress;
 use sluice_kit::position::Resume;
-use types::Kind;
+use table::Table;
 
 /// Where the change stream resumes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -55,15 +56,6 @@ fn at(seq: i64, incremental: &Option<Progress>) -> Position {
         incremental: incremental.clone(),
     }
     .position()
-}
-
-/// One captured table, ready to turn rows into events.
-struct Table {
-    name: String,
-    topic: Arc<str>,
-    columns: Vec<(String, Kind)>,
-    key: Vec<usize>,
-    envelope: EnvelopeSchema,
 }
 
 /// A change's before and after images.
@@ -163,45 +155,9 @@ impl SqliteSource {
                     c.table
                 )));
             }
-            tables.push(self.table(&c)?);
+            tables.push(table::build(&c, &self.config.common, &self.source_schema)?);
         }
         Ok(tables)
-    }
-
-    fn table(&self, c: &Captured) -> Result<Table, ComponentError> {
-        let prefix = format!("{}.main.{}", self.config.common.topic_prefix, c.table);
-        let mut row = Schema::struct_builder();
-        let mut key_schema = Schema::struct_builder();
-        let mut columns = Vec::new();
-        for col in &c.columns {
-            let is_key = c.key.contains(&col.name);
-            let schema = types::schema(&col.decltype, !col.not_null && !is_key);
-            row = row.field(col.name.as_str(), schema);
-            columns.push((col.name.clone(), types::kind(&col.decltype)));
-        }
-        let mut key = Vec::new();
-        for k in &c.key {
-            let i = c
-                .columns
-                .iter()
-                .position(|col| &col.name == k)
-                .ok_or_else(|| fatal(format!("key column `{k}` of `{}` is gone", c.table)))?;
-            key_schema = key_schema.field(k.as_str(), types::schema(&c.columns[i].decltype, false));
-            key.push(i);
-        }
-        let envelope = EnvelopeSchema::new(
-            &prefix,
-            Some(key_schema.build()),
-            row.build(),
-            self.source_schema.clone(),
-        );
-        Ok(Table {
-            name: c.table.clone(),
-            topic: prefix.into(),
-            columns,
-            key,
-            envelope,
-        })
     }
 
     fn event(
@@ -274,7 +230,7 @@ impl SqliteSource {
                 .get_ref(first + i)
                 .map_err(|e| sql_error("reading a row", e))?;
             let v = match types::value(*kind, v) {
-                Ok(v) => v,
+                Ok(v) => table.mapped(i, v),
                 Err(reason) => {
                     return self
                         .unrepresentable(table, row, first, name, &reason)

@@ -15,8 +15,9 @@ pub enum Feature {
     SchemaFilters,
     /// `column.include.list`, `column.exclude.list`.
     ColumnFilters,
-    /// `column.mask.*`, `column.truncate.to.*`, `message.key.columns`,
-    /// `column.propagate.source.type`, `datatype.propagate.source.type`.
+    /// `column.mask.with.N.chars`, `column.mask.hash.*`, `column.truncate.to.N.chars`.
+    ColumnMasks,
+    /// `message.key.columns`, `column.propagate.source.type`, `datatype.propagate.source.type`.
     ColumnProperties,
     /// `snapshot.select.statement.overrides[.<table>]`.
     SnapshotOverrides,
@@ -42,9 +43,8 @@ impl Feature {
         match self {
             Feature::SchemaFilters => "schema include/exclude lists",
             Feature::ColumnFilters => "column include/exclude lists",
-            Feature::ColumnProperties => {
-                "column properties (mask, hash, truncate, key columns, source types)"
-            }
+            Feature::ColumnMasks => "column masking, hashing and truncation",
+            Feature::ColumnProperties => "`message.key.columns` or source type propagation",
             Feature::SnapshotOverrides => "snapshot SELECT overrides",
             Feature::SkippedOperations => "skipped operations",
             Feature::FailureHandling => "a failure handling mode other than fail",
@@ -76,7 +76,7 @@ impl Feature {
             "notification.enabled.channels" | "notification.sink.topic.name" => {
                 Feature::Notifications
             }
-            _ if COLUMN_PREFIXES.iter().any(|p| key.starts_with(p)) => Feature::ColumnProperties,
+            _ if COLUMN_PREFIXES.iter().any(|p| key.starts_with(p)) => Feature::ColumnMasks,
             _ if key.starts_with(OVERRIDE_PREFIX) => Feature::SnapshotOverrides,
             _ if key == "schema.history.internal"
                 || key.starts_with("schema.history.internal.")
@@ -173,7 +173,7 @@ mod tests {
         }
         assert_eq!(
             Feature::of("column.mask.with.4.chars"),
-            Some(Feature::ColumnProperties)
+            Some(Feature::ColumnMasks)
         );
         assert_eq!(
             Feature::of("snapshot.select.statement.overrides.public.t"),

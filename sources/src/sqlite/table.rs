@@ -1,0 +1,106 @@
+//! A captured table as the SQLite source reads it: the columns it selects (after
+//! `column.include.list` / `column.exclude.list`), their kinds and the column mappers of
+//! `column.mask.with.N.chars`, `column.mask.hash.*` and `column.truncate.to.N.chars` (on text
+//! columns, with the schema parameters Debezium adds), the key, and the event schemas.
+
+use std::sync::Arc;
+
+use sluice_engine::event::EnvelopeSchema;
+use sluice_engine::{ComponentError, Schema, Value};
+use sluice_kit::config::SourceCommon;
+use sluice_kit::mapping::ColumnMapper;
+
+use super::capture::Captured;
+use super::types::{self, Kind};
+
+/// One captured table, ready to turn rows into events.
+pub(super) struct Table {
+    pub(super) name: String,
+    pub(super) topic: Arc<str>,
+    /// The columns read, in table order.
+    pub(super) columns: Vec<(String, Kind)>,
+    /// Each column's mapper, by the index in `columns`.
+    pub(super) mappers: Vec<Option<ColumnMapper>>,
+    /// The key columns, by their index in `columns`.
+    pub(super) key: Vec<usize>,
+    pub(super) envelope: EnvelopeSchema,
+}
+
+impl Table {
+    /// Column `i`'s value as the event carries it (mapped when a column property says so).
+    pub(super) fn mapped(&self, i: usize, value: Value) -> Value {
+        match self.mappers.get(i).and_then(Option::as_ref) {
+            Some(mapper) => mapper.apply(&value).unwrap_or(value),
+            None => value,
+        }
+    }
+}
+
+/// The table `c` with these options. A key column the column lists leave out is refused: the
+/// SQLite source keeps key columns in the value (Debezium keeps them in the key only).
+pub(super) fn build(
+    c: &Captured,
+    common: &SourceCommon,
+    source_schema: &Arc<Schema>,
+) -> Result<Table, ComponentError> {
+    let prefix = format!("{}.main.{}", common.topic_prefix, c.table);
+    let mut row = Schema::struct_builder();
+    let mut key_schema = Schema::struct_builder();
+    let mut columns = Vec::new();
+    let mut mappers = Vec::new();
+    for col in &c.columns {
+        let full = format!("main.{}.{}", c.table, col.name);
+        let is_key = c.key.contains(&col.name);
+        if !common.selects_column(&full) {
+            if is_key {
+                return Err(ComponentError::fatal(format!(
+                    "`column.include.list` / `column.exclude.list` leave out `{full}`, a key column: the sqlite source cannot leave key columns out of the value yet; change the lists"
+                )));
+            }
+            continue;
+        }
+        let kind = types::kind(&col.decltype);
+        let mut schema = types::schema(&col.decltype, !col.not_null && !is_key);
+        // Text columns only, as Debezium; a key column stays as it is (it is the key).
+        let mapper = (kind == Kind::String && !is_key)
+            .then(|| common.column_rules.mapper(&full, None))
+            .flatten();
+        if let Some(m) = &mapper {
+            let (name, value) = m.parameter();
+            schema = schema.to_builder().parameter(name, value).build();
+        }
+        row = row.field(col.name.as_str(), schema);
+        columns.push((col.name.clone(), kind));
+        mappers.push(mapper);
+    }
+    let mut key = Vec::new();
+    for k in &c.key {
+        let i = columns
+            .iter()
+            .position(|(name, _)| name == k)
+            .ok_or_else(|| {
+                ComponentError::fatal(format!("key column `{k}` of `{}` is gone", c.table))
+            })?;
+        let decl = c
+            .columns
+            .iter()
+            .find(|col| &col.name == k)
+            .map_or("", |col| col.decltype.as_str());
+        key_schema = key_schema.field(k.as_str(), types::schema(decl, false));
+        key.push(i);
+    }
+    let envelope = EnvelopeSchema::new(
+        &prefix,
+        Some(key_schema.build()),
+        row.build(),
+        source_schema.clone(),
+    );
+    Ok(Table {
+        name: c.table.clone(),
+        topic: prefix.into(),
+        columns,
+        mappers,
+        key,
+        envelope,
+    })
+}
