@@ -18,26 +18,14 @@ fn snapshot_and_stream_under_a_writer_end_in_the_tables_state_even_after_kill_9(
         .success());
     let path = pipeline(dir.path(), &db, "");
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let conn = Connection::open(&db).unwrap();
-            conn.busy_timeout(Duration::from_secs(10)).unwrap();
-            let mut i: i64 = 0;
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                let id = 1 + (i * 7919) % 2500;
-                conn.execute_batch(&format!(
-                    "begin; insert or replace into t values ({id}, {i}, 'w{i}', {i}.5, '2025-02-03 04:05:06'); update t set n = n + 1 where id = {}; delete from t where id = {}; commit;",
-                    1 + (i * 104_729) % 2500,
-                    1 + (i * 1299) % 2500
-                ))
-                .unwrap();
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            i
-        })
-    };
+    let writer = writer(&db, &stop, Duration::from_millis(2), |i| {
+        let id = 1 + (i * 7919) % 2500;
+        format!(
+            "begin; insert or replace into t values ({id}, {i}, 'w{i}', {i}.5, '2025-02-03 04:05:06'); update t set n = n + 1 where id = {}; delete from t where id = {}; commit;",
+            1 + (i * 104_729) % 2500,
+            1 + (i * 1299) % 2500
+        )
+    });
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 2500);
     // Killed in the middle of the stream: nothing acknowledged is lost, the rest comes again.
@@ -145,25 +133,14 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
         .success());
     let path = pipeline(dir.path(), &db, "");
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let conn = Connection::open(&db).unwrap();
-            conn.busy_timeout(Duration::from_secs(10)).unwrap();
-            let mut i: i64 = 0;
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                conn.execute_batch(&format!(
-                    "begin; insert or replace into t values ({}, {i}, 'w{i}'); update t set n = n + 1 where id = {}; delete from t where id = {}; commit;",
-                    1 + (i * 7919) % 12000,
-                    1 + (i * 104_729) % 12000,
-                    1 + (i * 1299) % 12000
-                ))
-                .unwrap();
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        })
-    };
+    let writer = writer(&db, &stop, Duration::from_millis(2), |i| {
+        format!(
+            "begin; insert or replace into t values ({}, {i}, 'w{i}'); update t set n = n + 1 where id = {}; delete from t where id = {}; commit;",
+            1 + (i * 7919) % 12000,
+            1 + (i * 104_729) % 12000,
+            1 + (i * 1299) % 12000
+        )
+    });
     let out = dir.path().join("out.jsonl");
     let size = || std::fs::metadata(&out).map_or(0, |m| m.len());
     let mut moments = Moments::from_clock();

@@ -156,3 +156,25 @@ fn line_count(dir: &Path) -> usize {
         .map(|b| b.iter().filter(|c| **c == b'\n').count())
         .unwrap_or(0)
 }
+
+/// A writer thread that runs `transaction(i)` for i = 1, 2, ... every `pause` until `stop`;
+/// it returns the count it ran.
+fn writer(
+    db: &Path,
+    stop: &Arc<AtomicBool>,
+    pause: Duration,
+    transaction: impl Fn(i64) -> String + Send + 'static,
+) -> std::thread::JoinHandle<i64> {
+    let (db, stop) = (db.to_owned(), stop.clone());
+    std::thread::spawn(move || {
+        let conn = Connection::open(&db).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        let mut i: i64 = 0;
+        while !stop.load(Ordering::Relaxed) {
+            i += 1;
+            conn.execute_batch(&transaction(i)).unwrap();
+            std::thread::sleep(pause);
+        }
+        i
+    })
+}

@@ -28,25 +28,14 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
         "  snapshot.mode: no_data\n  signal.data.collection: main.debezium_signal\n  incremental.snapshot.chunk.size: 50\n",
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let conn = Connection::open(&db).unwrap();
-            conn.busy_timeout(Duration::from_secs(10)).unwrap();
-            let mut i: i64 = 0;
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                conn.execute_batch(&format!(
-                    "begin; update t set n = n + 1000000, s = 'w{i}' where id = {}; delete from t where id = {}; insert or replace into t values ({}, {i}, 'new'); commit;",
-                    1 + (i * 7919) % 20000,
-                    1 + (i * 104_729) % 20000,
-                    20000 + i % 200
-                ))
-                .unwrap();
-                std::thread::sleep(Duration::from_millis(3));
-            }
-        })
-    };
+    let writer = writer(&db, &stop, Duration::from_millis(3), |i| {
+        format!(
+            "begin; update t set n = n + 1000000, s = 'w{i}' where id = {}; delete from t where id = {}; insert or replace into t values ({}, {i}, 'new'); commit;",
+            1 + (i * 7919) % 20000,
+            1 + (i * 104_729) % 20000,
+            20000 + i % 200
+        )
+    });
     let mut child = start(&path, &[]);
     std::thread::sleep(Duration::from_millis(300));
     conn.execute(

@@ -225,12 +225,7 @@ fn chunk_query(table: &super::Table, after_key: bool, limit: usize) -> String {
         .iter()
         .map(|i| quote(&table.columns[*i].0))
         .collect();
-    let cols = table
-        .columns
-        .iter()
-        .map(|(n, _)| quote(n))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cols = table.select_list();
     let after = if after_key {
         format!(
             " where ({}) > ({})",

@@ -341,12 +341,7 @@ impl SqliteSource {
         let mut batch = Vec::new();
         let mut rows = 0u64;
         for table in tables {
-            let cols = table
-                .columns
-                .iter()
-                .map(|(n, _)| quote(n))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let cols = table.select_list();
             let mut stmt = tx
                 .prepare(&format!("select {cols} from {}", quote(&table.name)))
                 .map_err(|e| sql_error("snapshot query", e))?;

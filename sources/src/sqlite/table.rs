@@ -27,6 +27,15 @@ pub(super) struct Table {
 }
 
 impl Table {
+    /// The columns read, quoted and comma-separated (a SELECT list).
+    pub(super) fn select_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|(n, _)| super::quote(n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Column `i`'s value as the event carries it (mapped when a column property says so).
     pub(super) fn mapped(&self, i: usize, value: Value) -> Value {
         match self.mappers.get(i).and_then(Option::as_ref) {
