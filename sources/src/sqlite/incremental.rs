@@ -245,6 +245,43 @@ fn chunk_query(table: &super::Table, after_key: bool, limit: usize) -> String {
     )
 }
 
+/// The progress after a chunk of `read` rows of `name` (`limit` asked for, `last_key` the
+/// last one read): the table is done when the chunk came short, the snapshot when no table is
+/// left; the notifications say so.
+fn advance(
+    progress: &mut Option<Progress>,
+    name: &str,
+    read: usize,
+    limit: usize,
+    last_key: Option<Vec<Json>>,
+    notes: &mut Notes,
+) {
+    if let Some(p) = progress.as_mut() {
+        notes.scanned += read as u64;
+        if read < limit {
+            tracing::info!(table = %name, "Incremental snapshot of the table completed.");
+            p.table_done();
+            let data = vec![
+                ("scanned_collection", format!("main.{name}")),
+                (
+                    "total_rows_scanned",
+                    std::mem::take(&mut notes.scanned).to_string(),
+                ),
+                ("status", "SUCCEEDED".to_owned()),
+                ("data_collections", notes.collections.clone()),
+            ];
+            notes.note(&p.id, "TABLE_SCAN_COMPLETED", data);
+        } else {
+            p.last_key = last_key;
+        }
+        if p.tables.is_empty() {
+            tracing::info!(signal = %p.id, "Incremental snapshot completed.");
+            notes.note(&p.id, "COMPLETED", Vec::new());
+            *progress = None;
+        }
+    }
+}
+
 impl super::SqliteSource {
     /// Acts on signal rows among `events` (inserts into the signaling table).
     pub(super) fn on_signals(
@@ -454,30 +491,7 @@ impl super::SqliteSource {
         }
         *seq = upto.max(*seq);
         // Progress after the chunk.
-        if let Some(p) = progress.as_mut() {
-            notes.scanned += read as u64;
-            if read < limit {
-                tracing::info!(table = %name, "Incremental snapshot of the table completed.");
-                p.table_done();
-                let data = vec![
-                    ("scanned_collection", format!("main.{name}")),
-                    (
-                        "total_rows_scanned",
-                        std::mem::take(&mut notes.scanned).to_string(),
-                    ),
-                    ("status", "SUCCEEDED".to_owned()),
-                    ("data_collections", notes.collections.clone()),
-                ];
-                notes.note(&p.id, "TABLE_SCAN_COMPLETED", data);
-            } else {
-                p.last_key = last_key;
-            }
-            if p.tables.is_empty() {
-                tracing::info!(signal = %p.id, "Incremental snapshot completed.");
-                notes.note(&p.id, "COMPLETED", Vec::new());
-                *progress = None;
-            }
-        }
+        advance(progress, &name, read, limit, last_key, notes);
         let position = at(*seq, progress);
         let events: Vec<ChangeEvent> = buffer
             .into_rows()

@@ -533,19 +533,18 @@ impl Out {
 }
 
 impl SqliteSource {
-    /// The reader thread: snapshot, then polling; SQLite calls block, so they run here.
-    fn read(
+    /// What this start does, decided by the kit's snapshotter: the snapshot when it takes one,
+    /// and where the stream starts (`None`: it does not stream, or the source is stopping).
+    fn start(
         &self,
-        resume: Option<Offset>,
+        conn: &mut Connection,
+        tables: &[Table],
+        resume: Option<&Offset>,
         out: &Out,
-        purge: &Mutex<Option<i64>>,
-        http: Option<sluice_engine::runtime::admin::SignalQueue>,
-    ) -> Result<(), ComponentError> {
-        let mut conn = self.open()?;
-        let tables = self.tables(&conn)?;
+    ) -> Result<Option<i64>, ComponentError> {
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
-            snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
+            snapshot_completed: resume.is_some_and(|r| r.at.snapshot_completed),
             position_available: true,
             history_available: true,
         };
@@ -560,24 +559,38 @@ impl SqliteSource {
                 mode = self.config.common.snapshot_mode.name(),
                 "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
             );
-            return Ok(());
+            return Ok(None);
         }
         let snapshot = plan.data;
-        let mut seq = if snapshot {
-            match self.snapshot(&mut conn, &tables, out, resume.as_ref().map(|r| r.at.seq))? {
+        let seq = if snapshot {
+            match self.snapshot(conn, tables, out, resume.map(|r| r.at.seq))? {
                 Some(seq) => seq,
-                None => return Ok(()),
+                None => return Ok(None),
             }
         } else {
-            match &resume {
+            match resume {
                 Some(r) => r.at.seq,
-                None => capture::clock(&conn)
-                    .map_err(|e| sql_error("reading the change sequence", e))?,
+                None => {
+                    capture::clock(conn).map_err(|e| sql_error("reading the change sequence", e))?
+                }
             }
         };
-        if !plan.stream {
+        Ok(plan.stream.then_some(seq))
+    }
+
+    /// The reader thread: snapshot, then polling; SQLite calls block, so they run here.
+    fn read(
+        &self,
+        resume: Option<Offset>,
+        out: &Out,
+        purge: &Mutex<Option<i64>>,
+        http: Option<sluice_engine::runtime::admin::SignalQueue>,
+    ) -> Result<(), ComponentError> {
+        let mut conn = self.open()?;
+        let tables = self.tables(&conn)?;
+        let Some(mut seq) = self.start(&mut conn, &tables, resume.as_ref(), out)? else {
             return Ok(());
-        }
+        };
         let idle = Duration::from_millis(self.config.poll_interval_ms);
         let mut progress: Option<Progress> = resume.and_then(|r| r.incremental);
         // The stream's starting point is committed even before the first change, so a restart
