@@ -410,6 +410,43 @@ async fn snapshot_tables(
     Ok(())
 }
 
+/// As Debezium: a start that does not take the initial snapshot says so (`SKIPPED`) on the
+/// notification sink; `false` once the pipeline stops.
+async fn note_skipped(
+    notifications: Option<&sluice_kit::notification::Notifications>,
+    resume: PgOffset,
+    ctx: &mut SourceContext,
+) -> bool {
+    let Some(n) = notifications else {
+        return true;
+    };
+    let skipped = n.event_now(
+        &sluice_kit::notification::Notification::initial_snapshot("SKIPPED", Vec::new()),
+        resume.position(),
+    );
+    ctx.emit(Batch::new(vec![skipped])).await.is_ok()
+}
+
+/// The kit's heartbeat and transaction records, when the options ask for them.
+fn kit_records(
+    config: &PostgresConfig,
+) -> (
+    Option<sluice_kit::records::heartbeat::Heartbeats>,
+    Option<sluice_kit::records::transaction::TxSchemas>,
+) {
+    let common = &config.common;
+    let heartbeats = (common.heartbeat_interval_ms > 0).then(|| {
+        sluice_kit::records::heartbeat::Heartbeats::new(
+            &common.heartbeat_topic_prefix,
+            &common.topic_prefix,
+        )
+    });
+    let tx_meta = common
+        .provide_transaction_metadata
+        .then(|| sluice_kit::records::transaction::TxSchemas::new(&common.topic_prefix));
+    (heartbeats, tx_meta)
+}
+
 async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgError> {
     let info = ConnInfo::from_config(config)?;
     let client = info.connect("sluice").await?;
@@ -481,16 +518,10 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     repl.wait_started()
         .await
         .map_err(|e| PgError::Replication(format!("starting replication: {e}")))?;
-    if let (false, Some(n)) = (need_snapshot, &notifications) {
-        // As Debezium: the initial snapshot was not taken at this start.
-        let skipped = n.event_now(
-            &sluice_kit::notification::Notification::initial_snapshot("SKIPPED", Vec::new()),
-            resume.position(),
-        );
-        if ctx.emit(Batch::new(vec![skipped])).await.is_err() {
-            return Ok(());
-        }
+    if !need_snapshot && !note_skipped(notifications.as_ref(), resume, ctx).await {
+        return Ok(());
     }
+    let (heartbeats, tx_meta) = kit_records(config);
     let mut streamer = stream::Streamer {
         config,
         info: &info,
@@ -500,16 +531,8 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         db: db.as_str().into(),
         prefix: config.common.topic_prefix.as_str().into(),
         not_snapshot: "false".into(),
-        heartbeats: (config.common.heartbeat_interval_ms > 0).then(|| {
-            sluice_kit::records::heartbeat::Heartbeats::new(
-                &config.common.heartbeat_topic_prefix,
-                &config.common.topic_prefix,
-            )
-        }),
-        tx_meta: config
-            .common
-            .provide_transaction_metadata
-            .then(|| sluice_kit::records::transaction::TxSchemas::new(&config.common.topic_prefix)),
+        heartbeats,
+        tx_meta,
         skipped: config.common.skipped().map_err(PgError::Setup)?,
         tables: by_oid,
         schema_changes,
