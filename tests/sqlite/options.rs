@@ -201,3 +201,48 @@ fn column_lists_and_masks_shape_the_rows() {
     let e = error_line(&sluice(&["run", keyless.to_str().unwrap()]));
     assert!(e.contains("`main.t.id`, a key column"), "{e}");
 }
+
+/// `message.key.columns` in the SQLite source: the events' key is the named columns (a
+/// nullable one stays optional), the table's own key still orders incremental snapshots.
+#[test]
+fn message_key_columns_set_the_events_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, code text, v text); insert into t values (1, 'a-1', 'x'), (2, null, 'y');",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let path = pipeline(dir.path(), &db, "  message.key.columns: main.t:code,id\n");
+    let with_schemas = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("schemas.enable: false", "schemas.enable: true");
+    std::fs::write(&path, with_schemas).unwrap();
+    run_until_idle(&path);
+    conn.execute_batch("update t set v = 'z' where id = 1;")
+        .unwrap();
+    run_until_idle(&path);
+    let lines = lines(dir.path());
+    let keys: Vec<&Json> = lines.iter().map(|l| &l["key"]["payload"]).collect();
+    assert_eq!(
+        keys,
+        [
+            &serde_json::json!({"code": "a-1", "id": 1}),
+            &serde_json::json!({"code": null, "id": 2}),
+            &serde_json::json!({"code": "a-1", "id": 1})
+        ]
+    );
+    let fields = lines[0]["key"]["schema"]["fields"].as_array().unwrap();
+    assert_eq!(fields[0]["field"], "code");
+    assert_eq!(fields[0]["optional"], true);
+    assert_eq!(fields[1]["optional"], false);
+    let bad = pipeline(dir.path(), &db, "  message.key.columns: main.t:nope\n");
+    let e = error_line(&sluice(&["run", bad.to_str().unwrap()]));
+    assert!(
+        e.contains("`message.key.columns` names column `nope`"),
+        "{e}"
+    );
+}

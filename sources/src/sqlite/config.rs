@@ -65,6 +65,7 @@ impl DatabaseSource for SqliteConfig {
             Feature::Notifications,
             Feature::ColumnFilters,
             Feature::ColumnMasks,
+            Feature::MessageKeyColumns,
         ],
         signal_channels: &["source", "file", "http"],
     };

@@ -196,7 +196,7 @@ impl SqliteSource {
         let row = before.as_ref().or(after.as_ref());
         let key = table.envelope.key.as_ref().and_then(|schema| {
             let values = table
-                .key
+                .event_key
                 .iter()
                 .map(|i| row.map_or(Value::Null, |r| r.values()[*i].clone()))
                 .collect();
@@ -287,7 +287,7 @@ impl SqliteSource {
             ))),
             FailureMode::Warn => {
                 let key: Vec<String> = table
-                    .key
+                    .event_key
                     .iter()
                     .map(|i| {
                         row.get_ref(first + *i)

@@ -21,8 +21,11 @@ pub(super) struct Table {
     pub(super) columns: Vec<(String, Kind)>,
     /// Each column's mapper, by the index in `columns`.
     pub(super) mappers: Vec<Option<ColumnMapper>>,
-    /// The key columns, by their index in `columns`.
+    /// The key columns (the primary key or capture's `--key`: incremental snapshots read in
+    /// their order), by their index in `columns`.
     pub(super) key: Vec<usize>,
+    /// The events' key columns: `message.key.columns` for the table, else `key`.
+    pub(super) event_key: Vec<usize>,
     pub(super) envelope: EnvelopeSchema,
 }
 
@@ -82,21 +85,35 @@ pub(super) fn build(
         columns.push((col.name.clone(), kind));
         mappers.push(mapper);
     }
-    let mut key = Vec::new();
-    for k in &c.key {
-        let i = columns
+    let index = |k: &str, what: &str| {
+        columns
             .iter()
             .position(|(name, _)| name == k)
             .ok_or_else(|| {
-                ComponentError::fatal(format!("key column `{k}` of `{}` is gone", c.table))
-            })?;
-        let decl = c
-            .columns
+                ComponentError::fatal(format!(
+                    "{what} `{k}` of `{}` is not a captured column",
+                    c.table
+                ))
+            })
+    };
+    let key = c
+        .key
+        .iter()
+        .map(|k| index(k, "key column"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let event_key = match common.key_columns.of(&format!("main.{}", c.table)) {
+        Some(names) => names
             .iter()
-            .find(|col| &col.name == k)
-            .map_or("", |col| col.decltype.as_str());
-        key_schema = key_schema.field(k.as_str(), types::schema(decl, false));
-        key.push(i);
+            .map(|k| index(k, "`message.key.columns` names column"))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => key.clone(),
+    };
+    for &i in &event_key {
+        let col = c.columns.iter().find(|col| col.name == columns[i].0);
+        // A key column keeps its optionality: `message.key.columns` may name nullable ones.
+        let optional = col.is_some_and(|col| !col.not_null && !c.key.contains(&col.name));
+        let decl = col.map_or("", |col| col.decltype.as_str());
+        key_schema = key_schema.field(columns[i].0.as_str(), types::schema(decl, optional));
     }
     let envelope = EnvelopeSchema::new(
         &prefix,
@@ -110,6 +127,7 @@ pub(super) fn build(
         columns,
         mappers,
         key,
+        event_key,
         envelope,
     })
 }

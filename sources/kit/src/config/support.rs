@@ -17,8 +17,10 @@ pub enum Feature {
     ColumnFilters,
     /// `column.mask.with.N.chars`, `column.mask.hash.*`, `column.truncate.to.N.chars`.
     ColumnMasks,
-    /// `message.key.columns`, `column.propagate.source.type`, `datatype.propagate.source.type`.
-    ColumnProperties,
+    /// `message.key.columns`.
+    MessageKeyColumns,
+    /// `column.propagate.source.type`, `datatype.propagate.source.type`.
+    SourceTypes,
     /// `snapshot.select.statement.overrides[.<table>]`.
     SnapshotOverrides,
     /// `skipped.operations`.
@@ -44,7 +46,8 @@ impl Feature {
             Feature::SchemaFilters => "schema include/exclude lists",
             Feature::ColumnFilters => "column include/exclude lists",
             Feature::ColumnMasks => "column masking, hashing and truncation",
-            Feature::ColumnProperties => "`message.key.columns` or source type propagation",
+            Feature::MessageKeyColumns => "`message.key.columns`",
+            Feature::SourceTypes => "source type propagation",
             Feature::SnapshotOverrides => "snapshot SELECT overrides",
             Feature::SkippedOperations => "skipped operations",
             Feature::FailureHandling => "a failure handling mode other than fail",
@@ -62,9 +65,10 @@ impl Feature {
         let feature = match key {
             "schema.include.list" | "schema.exclude.list" => Feature::SchemaFilters,
             "column.include.list" | "column.exclude.list" => Feature::ColumnFilters,
-            "message.key.columns"
-            | "column.propagate.source.type"
-            | "datatype.propagate.source.type" => Feature::ColumnProperties,
+            "message.key.columns" => Feature::MessageKeyColumns,
+            "column.propagate.source.type" | "datatype.propagate.source.type" => {
+                Feature::SourceTypes
+            }
             "snapshot.select.statement.overrides" => Feature::SnapshotOverrides,
             "skipped.operations" => Feature::SkippedOperations,
             "event.processing.failure.handling.mode" => Feature::FailureHandling,
