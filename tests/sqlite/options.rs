@@ -246,3 +246,54 @@ fn message_key_columns_set_the_events_key() {
         "{e}"
     );
 }
+
+/// `snapshot.select.statement.overrides` in the SQLite source: the snapshot of `main.t` runs
+/// the given SELECT; the stream is unaffected; a SELECT of other columns is refused.
+#[test]
+fn a_snapshot_select_override_filters_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b'), (3, 'c');",
+    )
+    .unwrap();
+    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
+        .status
+        .success());
+    let overrides = |sql: &str| {
+        format!("  snapshot.select.statement.overrides: main.t\n  snapshot.select.statement.overrides.main.t: {sql}\n")
+    };
+    let wrong = pipeline(dir.path(), &db, &overrides("select id from t"));
+    let e = error_line(&sluice(&["run", wrong.to_str().unwrap()]));
+    assert!(
+        e.contains("returns 1 columns; it must return the 2 captured ones"),
+        "{e}"
+    );
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &overrides("select id, v from t where id <= 2"),
+    );
+    run_until_idle(&path);
+    conn.execute_batch("insert into t values (4, 'd');")
+        .unwrap();
+    run_until_idle(&path);
+    let seen: Vec<(String, i64)> = lines(dir.path())
+        .iter()
+        .map(|l| {
+            (
+                l["value"]["op"].as_str().unwrap().to_owned(),
+                l["value"]["after"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("r".to_owned(), 1),
+            ("r".to_owned(), 2),
+            ("c".to_owned(), 4)
+        ]
+    );
+}

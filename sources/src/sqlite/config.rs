@@ -66,6 +66,7 @@ impl DatabaseSource for SqliteConfig {
             Feature::ColumnFilters,
             Feature::ColumnMasks,
             Feature::MessageKeyColumns,
+            Feature::SnapshotOverrides,
         ],
         signal_channels: &["source", "file", "http"],
     };

@@ -341,10 +341,29 @@ impl SqliteSource {
         let mut batch = Vec::new();
         let mut rows = 0u64;
         for table in tables {
-            let cols = table.select_list();
+            // `snapshot.select.statement.overrides.main.<table>`: its own SELECT, which must
+            // return the captured columns in their order.
+            let sql = match self
+                .config
+                .common
+                .snapshot_overrides
+                .get(&format!("main.{}", table.name))
+            {
+                Some(custom) => custom.clone(),
+                None => format!("select {} from {}", table.select_list(), quote(&table.name)),
+            };
             let mut stmt = tx
-                .prepare(&format!("select {cols} from {}", quote(&table.name)))
+                .prepare(&sql)
                 .map_err(|e| sql_error("snapshot query", e))?;
+            if stmt.column_count() != table.columns.len() {
+                return Err(fatal(format!(
+                    "the snapshot SELECT of `main.{}` returns {} columns; it must return the {} captured ones ({}) in that order",
+                    table.name,
+                    stmt.column_count(),
+                    table.columns.len(),
+                    table.select_list()
+                )));
+            }
             let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
             while let Some(row) = result.next().map_err(|e| sql_error("snapshot read", e))? {
                 let Some(after) = self.image(table, row, 0)? else {
