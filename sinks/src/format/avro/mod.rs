@@ -183,16 +183,25 @@ fn shown(url: &str) -> String {
     }
 }
 
+/// Whether the registry's answer says the credentials were refused (401, 403). Addresses are
+/// left out first: a port such as `40193` is not a status.
+fn refused_credentials(error: &str, cause: &str) -> bool {
+    let addresses = regex::Regex::new(r"https?://[^\s)]+").ok();
+    [error, cause].iter().any(|t| {
+        let t = addresses
+            .as_ref()
+            .map_or_else(|| (*t).to_owned(), |r| r.replace_all(t, "").into_owned());
+        t.contains("401") || t.contains("403") || t.contains("nauthorized")
+    })
+}
+
 fn registry_error(sink: &str, url: &str, what: &str, e: &SRCError) -> ComponentError {
     let cause = e
         .cause
         .as_deref()
         .map(|c| format!(" ({c})"))
         .unwrap_or_default();
-    let unauthorized = [e.error.as_str(), cause.as_str()]
-        .iter()
-        .any(|t| t.contains("401") || t.contains("403") || t.contains("nauthorized"));
-    let check = if unauthorized {
+    let check = if refused_credentials(&e.error, &cause) {
         "check `basic.auth.user.info`"
     } else {
         "check `schema.registry.url`"

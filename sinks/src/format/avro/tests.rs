@@ -142,3 +142,17 @@ fn subjects_follow_the_strategies() {
         "app.public.orders-app.public.orders.Envelope"
     );
 }
+
+#[test]
+fn a_port_in_the_address_is_not_a_refusal() {
+    use super::refused_credentials;
+    assert!(!refused_credentials(
+        "http call to schema registry failed",
+        " (error sending request for url (http://127.0.0.1:40193/subjects))"
+    ));
+    assert!(refused_credentials(
+        "HTTP status client error (401 Unauthorized) for url (http://127.0.0.1:8081/subjects)",
+        ""
+    ));
+    assert!(refused_credentials("", " (403 Forbidden)"));
+}
