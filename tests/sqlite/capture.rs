@@ -95,17 +95,13 @@ fn bad_input_is_one_clear_line() {
 #[test]
 fn rows_larger_than_the_queue_pass_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, v text not null); \
          with recursive g(i) as (select 1 union all select i + 1 from g where i < 60) \
          insert into t select i, hex(randomblob(2500000)) from g",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let path = pipeline(dir.path(), &db, "");
     let mut child = start(&path, &[]);
     let wait = |n: usize, child: &mut Child| {
@@ -132,13 +128,11 @@ fn rows_larger_than_the_queue_pass_in_bounded_memory() {
 #[test]
 fn the_reader_thread_logs_inside_its_stage_span() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch("create table t (id integer primary key); insert into t values (1);")
-        .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key); insert into t values (1);",
+        &["t"],
+    );
     let path = pipeline(dir.path(), &db, "");
     let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
     let (_, err) = text(&o);

@@ -66,15 +66,11 @@ fn snapshot_and_stream_under_a_writer_end_in_the_tables_state_even_after_kill_9(
 #[test]
 fn a_stream_started_without_changes_resumes_from_where_it_started() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, v text); insert into t values (1, 'old');",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let path = pipeline(dir.path(), &db, "  snapshot.mode: no_data\n");
     // Nothing changes while it runs; its starting point is committed anyway.
     run_until_idle(&path);
@@ -93,13 +89,11 @@ fn a_stream_started_without_changes_resumes_from_where_it_started() {
 #[test]
 fn acknowledged_changes_are_kept_for_the_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch("create table t (id integer primary key, v text)")
-        .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text)",
+        &["t"],
+    );
     let path = pipeline(dir.path(), &db, "  purge.retention: 1h\n");
     let mut child = start(&path, &["--stop-when-idle", "1s"]);
     std::thread::sleep(Duration::from_millis(300));
@@ -125,12 +119,7 @@ fn acknowledged_changes_are_kept_for_the_retention() {
 #[test]
 fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch("create table t (id integer primary key, n int not null, s text); with recursive g(v) as (select 1 union all select v + 1 from g where v < 10000) insert into t select v, v, 'row ' || v from g;").unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+    let (db, conn) = captured(dir.path(), "create table t (id integer primary key, n int not null, s text); with recursive g(v) as (select 1 union all select v + 1 from g where v < 10000) insert into t select v, v, 'row ' || v from g;", &["t"]);
     let path = pipeline(dir.path(), &db, "");
     let stop = Arc::new(AtomicBool::new(false));
     let writer = writer(&db, &stop, Duration::from_millis(2), |i| {
@@ -188,15 +177,11 @@ fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
 #[test]
 fn snapshot_modes_follow_the_stored_offsets_and_the_flags() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b');",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let run = |extra: &str| {
         run_until_idle(&pipeline(dir.path(), &db, extra));
         ops(dir.path())

@@ -178,3 +178,15 @@ fn writer(
         i
     })
 }
+
+/// `app.db` in `dir`, made by `sql`, with `tables` put into capture mode.
+fn captured(dir: &Path, sql: &str, tables: &[&str]) -> (PathBuf, Connection) {
+    let db = dir.join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(sql).unwrap();
+    let path = db.to_str().unwrap().to_owned();
+    let mut args = vec!["capture", "enable", path.as_str()];
+    args.extend(tables);
+    assert!(sluice(&args).status.success());
+    (db, conn)
+}

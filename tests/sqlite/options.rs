@@ -6,15 +6,11 @@ use super::*;
 #[test]
 fn skipped_operations_are_left_out_and_the_position_moves_past_them() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, v text); insert into t values (1, 'a');",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let skip_updates = "  skipped.operations: u\n  tombstones.on.delete: false\n";
     let path = pipeline(dir.path(), &db, skip_updates);
     run_until_idle(&path);
@@ -45,16 +41,8 @@ fn skipped_operations_are_left_out_and_the_position_moves_past_them() {
 #[test]
 fn a_value_that_does_not_fit_its_column_fails_or_is_skipped_per_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
     // SQLite keeps 'abc' in an INTEGER column; as an int64 it has no representation.
-    conn.execute_batch(
-        "create table t (id integer primary key, n integer); insert into t values (1, 10), (2, 'abc'), (3, 30);",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+    let (db, conn) = captured(dir.path(), "create table t (id integer primary key, n integer); insert into t values (1, 10), (2, 'abc'), (3, 30);", &["t"]);
     let failing = pipeline(dir.path(), &db, "");
     let o = sluice(&["run", "--stop-when-idle", "1s", failing.to_str().unwrap()]);
     let e = error_line(&o);
@@ -100,16 +88,10 @@ fn a_value_that_does_not_fit_its_column_fails_or_is_skipped_per_mode() {
 #[test]
 fn skipped_changes_filling_a_read_do_not_hide_the_changes_after_them() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table a (id integer primary key, v text); create table b (id integer primary key); insert into a values (1, 'x');",
-    )
-    .unwrap();
-    assert!(
-        sluice(&["capture", "enable", db.to_str().unwrap(), "a", "b"])
-            .status
-            .success()
+        &["a", "b"],
     );
     let path = pipeline(dir.path(), &db, "  skipped.operations: u\n");
     let text = std::fs::read_to_string(&path).unwrap().replace(
@@ -146,16 +128,12 @@ fn skipped_changes_filling_a_read_do_not_hide_the_changes_after_them() {
 #[test]
 fn column_lists_and_masks_shape_the_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, name text, email text, secret text, n integer);
          insert into t values (1, 'Alice', 'alice@example.com', 'hunter2', 7);",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let options = "  column.exclude.list: main.t.secret\n  column.mask.with.4.chars: main.t.name\n  column.truncate.to.5.chars: main.t.email\n";
     let path = pipeline(dir.path(), &db, options);
     let with_schemas = std::fs::read_to_string(&path)
@@ -207,15 +185,7 @@ fn column_lists_and_masks_shape_the_rows() {
 #[test]
 fn message_key_columns_set_the_events_key() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
-        "create table t (id integer primary key, code text, v text); insert into t values (1, 'a-1', 'x'), (2, null, 'y');",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+    let (db, conn) = captured(dir.path(), "create table t (id integer primary key, code text, v text); insert into t values (1, 'a-1', 'x'), (2, null, 'y');", &["t"]);
     let path = pipeline(dir.path(), &db, "  message.key.columns: main.t:code,id\n");
     let with_schemas = std::fs::read_to_string(&path)
         .unwrap()
@@ -252,15 +222,7 @@ fn message_key_columns_set_the_events_key() {
 #[test]
 fn a_snapshot_select_override_filters_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
-        "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b'), (3, 'c');",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+    let (db, conn) = captured(dir.path(), "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b'), (3, 'c');", &["t"]);
     let overrides = |sql: &str| {
         format!("  snapshot.select.statement.overrides: main.t\n  snapshot.select.statement.overrides.main.t: {sql}\n")
     };

@@ -5,23 +5,13 @@ use super::*;
 #[test]
 fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after_kill_9() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, n int not null, s text);
          with recursive g(v) as (select 1 union all select v + 1 from g where v < 20000) insert into t select v, v, 'row ' || v from g;
          create table debezium_signal (id text primary key, type text not null, data text);",
-    )
-    .unwrap();
-    assert!(sluice(&[
-        "capture",
-        "enable",
-        db.to_str().unwrap(),
-        "t",
-        "debezium_signal"
-    ])
-    .status
-    .success());
+        &["t", "debezium_signal"],
+    );
     let path = pipeline(
         dir.path(),
         &db,
@@ -103,16 +93,12 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
 #[test]
 fn a_file_signal_snapshots_a_table_incrementally() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, _conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, v text);
          with recursive g(v) as (select 1 union all select v + 1 from g where v < 120) insert into t select v, 'row ' || v from g;",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(
         &signals,
@@ -183,16 +169,12 @@ fn a_file_signal_snapshots_a_table_incrementally() {
 #[test]
 fn an_http_signal_snapshots_a_table_incrementally() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch(
+    let (db, _conn) = captured(
+        dir.path(),
         "create table t (id integer primary key, v text);
          with recursive g(v) as (select 1 union all select v + 1 from g where v < 30) insert into t select v, 'row ' || v from g;",
-    )
-    .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
-        .status
-        .success());
+        &["t"],
+    );
     let port = sluice_test_support::pg::free_port();
     let path = pipeline(
         dir.path(),
@@ -242,13 +224,11 @@ fn an_http_signal_snapshots_a_table_incrementally() {
 #[test]
 fn heartbeats_are_sent_and_run_the_action_query() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    let conn = Connection::open(&db).unwrap();
-    conn.execute_batch("create table hb (id integer primary key autoincrement, at text);")
-        .unwrap();
-    assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "hb"])
-        .status
-        .success());
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table hb (id integer primary key autoincrement, at text);",
+        &["hb"],
+    );
     let path = pipeline(
         dir.path(),
         &db,
