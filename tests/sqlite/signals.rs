@@ -143,14 +143,29 @@ fn a_file_signal_snapshots_a_table_incrementally() {
         .iter()
         .map(|(_, n)| n["value"]["type"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["STARTED", "TABLE_SCAN_COMPLETED", "COMPLETED"]);
+    // One IN_PROGRESS per chunk (50, 50, 20 rows), before its rows, as Debezium.
+    assert_eq!(
+        kinds,
+        [
+            "STARTED",
+            "IN_PROGRESS",
+            "IN_PROGRESS",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "COMPLETED"
+        ]
+    );
     let first_row = all.iter().position(|l| l["value"]["op"] == "r").unwrap();
     let last_row = all.iter().rposition(|l| l["value"]["op"] == "r").unwrap();
     assert!(
-        notes[0].0 < first_row && notes[1].0 > last_row,
-        "STARTED before the rows, the scan's end after"
+        notes[0].0 < first_row && notes[1].0 < first_row && notes[4].0 > last_row,
+        "STARTED and the first IN_PROGRESS before the rows, the scan's end after"
     );
-    let value = &notes[1].1["value"];
+    assert_eq!(
+        notes[2].1["value"]["additional_data"],
+        serde_json::json!({"connector_name": "app", "current_collection_in_progress": "main.t", "maximum_key": "120", "last_processed_key": "100", "data_collections": "main.t"})
+    );
+    let value = &notes[4].1["value"];
     assert_eq!(value["id"], "f-1");
     assert_eq!(value["aggregate_type"], "Incremental Snapshot");
     assert_eq!(
@@ -162,6 +177,83 @@ fn a_file_signal_snapshots_a_table_incrementally() {
         "main.t"
     );
     assert_eq!(notes[0].1["key"], serde_json::json!({"id": "f-1"}));
+}
+
+/// Pause, resume and stop through the kit's tracker: a paused snapshot reads no chunk (and
+/// its progress survives a restart), `resume-snapshot` goes on, `stop-snapshot` ends one with
+/// Debezium's `ABORTED`, and a signal the source cannot carry out is refused with one.
+#[test]
+fn a_file_signal_pauses_resumes_and_stops_an_incremental_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 40) insert into t select v, 'row ' || v from g;",
+        &["t"],
+    );
+    let signals = dir.path().join("signals.jsonl");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &format!(
+            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 15\n  notification.enabled.channels: sink\n  notification.sink.topic.name: app.notifications\n",
+            signals.display()
+        ),
+    );
+    let run = |signal_lines: &str| {
+        std::fs::write(&signals, signal_lines).unwrap();
+        let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
+        let (_, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        err
+    };
+    let kinds = |from: usize| -> (Vec<String>, usize) {
+        let all = lines(dir.path());
+        let notes = all[from..]
+            .iter()
+            .filter(|l| l["topic"] == "app.notifications")
+            .map(|n| n["value"]["type"].as_str().unwrap().to_owned())
+            .collect();
+        let reads = all[from..]
+            .iter()
+            .filter(|l| l["value"]["op"] == "r")
+            .count();
+        (notes, reads)
+    };
+    let execute =
+        r#"{"id": "p-1", "type": "execute-snapshot", "data": {"data-collections": ["main.t"]}}"#;
+    let err = run(&format!(
+        "{execute}\n{{\"id\": \"p-2\", \"type\": \"pause-snapshot\"}}\n{{\"id\": \"b-1\", \"type\": \"execute-snapshot\", \"data\": {{\"data-collections\": [\"t\"], \"type\": \"blocking\"}}}}\n"
+    ));
+    assert!(err.contains("blocking snapshots"), "{err}");
+    assert_eq!(
+        kinds(0),
+        (vec!["STARTED".into(), "PAUSED".into(), "ABORTED".into()], 0),
+        "paused before its first chunk; the blocking one refused"
+    );
+    let seen = lines(dir.path()).len();
+    run("{\"id\": \"p-3\", \"type\": \"resume-snapshot\"}\n");
+    let (notes, reads) = kinds(seen);
+    assert_eq!(reads, 40, "the paused snapshot goes on after the restart");
+    assert_eq!(
+        notes,
+        [
+            "RESUMED",
+            "IN_PROGRESS",
+            "IN_PROGRESS",
+            "IN_PROGRESS",
+            "TABLE_SCAN_COMPLETED",
+            "COMPLETED"
+        ]
+    );
+    let seen = lines(dir.path()).len();
+    let stop = r#"{"id": "s-1", "type": "stop-snapshot", "data": {"type": "incremental"}}"#;
+    run(&format!("{execute}\n{stop}\n"));
+    assert_eq!(
+        kinds(seen),
+        (vec!["STARTED".into(), "ABORTED".into()], 0),
+        "stopped before its first chunk"
+    );
 }
 
 /// The `http` signal channel in the SQLite source: `sluice signal` posts to the admin

@@ -478,9 +478,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     };
     let need_snapshot = start_plan.data;
     let db = info.dbname.clone();
-    let notifications = config.common.notification_sink().flatten().map(|topic| {
-        sluice_kit::notification::Notifications::new(topic, &config.common.topic_prefix)
-    });
+    let notifications = config.common.notifications();
     let schema_changes = config.common.include_schema_changes.then(|| {
         Arc::new(schema_change::SchemaChanges::new(
             &config.common.topic_prefix,

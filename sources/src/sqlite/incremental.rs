@@ -1,83 +1,46 @@
 //! Incremental snapshots for SQLite, started by an `execute-snapshot` signal inserted into the
-//! signaling table (itself in capture mode, so the signal arrives in commit order).
+//! signaling table (itself in capture mode, so the signal arrives in commit order), the `file`
+//! channel or the admin endpoint.
 //!
 //! It is DBLog's watermark algorithm with positions for watermarks, as the PostgreSQL source's
-//! `read.only` mode: a chunk of rows (by key, after the last chunk's last key) is read in one
-//! read transaction together with the change sequence `S`, so the chunk is the table's state at
-//! `S`. The window is the stream's position `P` up to `S`: the changes in (`P`, `S`] are
-//! emitted first, and a chunk row whose key changed in the window is dropped (the change's
-//! after-image is newer than or equal to it); the remaining rows follow as `r` events. The
-//! position after a chunk carries the progress, so a restart continues with the next chunk.
+//! `read.only` mode: a chunk of rows (by key, after the last chunk's last key, up to the
+//! table's maximum key when its scan started) is read in one read transaction together with
+//! the change sequence `S`, so the chunk is the table's state at `S`. The window is the
+//! stream's position `P` up to `S`: the changes in (`P`, `S`] are emitted first, and a chunk
+//! row whose key changed in the window is dropped (the change's after-image is newer than or
+//! equal to it); the remaining rows follow as `r` events. The kit's tracker keeps the progress
+//! (it travels in the position after the chunk, so a restart continues with the next chunk),
+//! carries out the signals and makes Debezium's notifications.
 
 use rusqlite::types::Value as SqlValue;
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
-use sluice_kit::incremental::KeyBuffer;
-use sluice_kit::notification::{Notification, Notifications};
+use sluice_kit::incremental::{Abilities, Emitted, KeyBuffer, Outcome};
 use std::time::{Duration, Instant};
 
-use sluice_kit::signal::{from_json_line, interpret, Action, Collections, FileChannel, Signal};
+use sluice_kit::signal::{from_json_line, interpret, FileChannel, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
 pub(super) type Progress = sluice_kit::incremental::Progress<Json>;
 
-/// Debezium's incremental snapshot notifications (`STARTED`, `TABLE_SCAN_COMPLETED`,
-/// `COMPLETED`, `ABORTED`): logged, and with the `sink` channel sent as records on
-/// `notification.sink.topic.name` at the position they were made at.
-pub(super) struct Notes {
-    sink: Option<Notifications>,
-    pending: Vec<Notification>,
-    /// The snapshot's tables, as `main.<table>`, comma-separated.
-    collections: String,
-    /// Rows read of the current table so far.
-    scanned: u64,
-}
+/// The kit's incremental snapshot tracker, with key values as JSON.
+pub(super) type Tracker = sluice_kit::incremental::Tracker<Json>;
 
-impl Notes {
-    pub(super) fn new(common: &sluice_kit::config::SourceCommon) -> Self {
-        Notes {
-            sink: common
-                .notification_sink()
-                .flatten()
-                .map(|topic| Notifications::new(topic, &common.topic_prefix)),
-            pending: Vec::new(),
-            collections: String::new(),
-            scanned: 0,
-        }
-    }
+/// What SQLite's incremental snapshots do beyond the plain one: nothing yet (blocking
+/// snapshots, `additional-conditions` and surrogate keys are refused with a reason).
+const ABILITIES: Abilities = Abilities {
+    blocking: false,
+    conditions: false,
+    surrogate_key: false,
+};
 
-    fn note(&mut self, id: &str, kind: &'static str, data: Vec<(&'static str, String)>) {
-        tracing::info!(notification = kind, id, data = ?data, "Incremental snapshot.");
-        if self.sink.is_some() {
-            self.pending.push(Notification {
-                id: id.to_owned(),
-                kind,
-                aggregate: "Incremental Snapshot",
-                data,
-            });
-        }
-    }
-
-    /// Sends the notifications made since the last call, at `position`; `false` once the
-    /// source is stopping.
-    pub(super) fn flush(&mut self, out: &super::Out, position: sluice_engine::Position) -> bool {
-        let Some(sink) = &self.sink else {
-            return true;
-        };
-        if self.pending.is_empty() {
-            return true;
-        }
-        let events = self
-            .pending
-            .drain(..)
-            .map(|n| sink.event_now(&n, position.clone()))
-            .collect();
-        out.send(sluice_engine::Batch {
-            events,
-            position: Some(position),
-        })
-    }
+/// The tracker for a source resuming `resumed`: notifications name tables `main.<table>`.
+pub(super) fn tracker(
+    common: &sluice_kit::config::SourceCommon,
+    resumed: Option<Progress>,
+) -> Tracker {
+    Tracker::new(resumed, common.notifications()).qualified("main")
 }
 
 /// The `file` signal channel (`signal.file`), read every `signal.poll.interval.ms`.
@@ -123,69 +86,6 @@ pub(super) fn signal_of(event: &ChangeEvent) -> Option<Signal> {
     })
 }
 
-/// Carries out a signal on the incremental snapshot's progress; `Err` says why it cannot be.
-/// `tables` are the captured tables a signal may select.
-pub(super) fn act(
-    signal: &Signal,
-    tables: &[String],
-    progress: &mut Option<Progress>,
-) -> Result<(), String> {
-    let unsupported = |what: &str| Err(format!("{what} are not supported by the sqlite source"));
-    match interpret(signal)? {
-        None => {
-            tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.")
-        }
-        Some(Action::Execute { blocking: true, .. }) => {
-            return unsupported("blocking snapshots (use `type: incremental`)")
-        }
-        Some(Action::Execute { conditions, .. }) if !conditions.is_empty() => {
-            return unsupported("`additional-conditions`")
-        }
-        Some(Action::Execute {
-            surrogate_key: Some(_),
-            ..
-        }) => return unsupported("surrogate keys"),
-        Some(Action::Execute { collections, .. }) => {
-            let selected = Collections::new(&collections, "main").select(tables);
-            if selected.is_empty() {
-                return Err(format!("no captured table matches {collections:?}"));
-            }
-            tracing::info!(signal = %signal.id, tables = %selected.join(","), "Incremental snapshot requested.");
-            match progress {
-                Some(p) => p.add(&selected, &Default::default()),
-                None => {
-                    *progress = Some(Progress::new(
-                        &signal.id,
-                        selected,
-                        Default::default(),
-                        None,
-                    ))
-                }
-            }
-        }
-        Some(Action::Stop(None)) => {
-            if progress.take().is_some() {
-                tracing::info!("Incremental snapshot stopped by a signal.");
-            }
-        }
-        Some(Action::Stop(Some(collections))) => {
-            let stop = Collections::new(&collections, "main");
-            if let Some(p) = progress.as_mut() {
-                let left = p.stop(|t| stop.matches(t));
-                tracing::info!(tables = ?collections, "Incremental snapshot of tables stopped by a signal.");
-                if !left {
-                    *progress = None;
-                }
-            }
-        }
-        Some(Action::Pause | Action::Resume) => {
-            return unsupported("pausing and resuming incremental snapshots")
-        }
-        Some(Action::Log(message)) => tracing::info!(id = %signal.id, %message, "Log signal."),
-    }
-    Ok(())
-}
-
 /// A key value as JSON (for the position).
 pub(super) fn to_json(v: &SqlValue) -> Json {
     match v {
@@ -216,70 +116,92 @@ pub(super) fn from_json(j: &Json) -> SqlValue {
     }
 }
 
-/// The chunk query: `limit` rows in key order, after the last key read when there is one
-/// (bound as `?1..`).
-fn chunk_query(table: &super::Table, after_key: bool, limit: usize) -> String {
-    use super::quote;
-    let key_names: Vec<String> = table
+/// The key columns of `table`, quoted.
+fn key_columns(table: &super::Table) -> Vec<String> {
+    table
         .key
         .iter()
-        .map(|i| quote(&table.columns[*i].0))
-        .collect();
-    let cols = table.select_list();
+        .map(|i| super::quote(&table.columns[*i].0))
+        .collect()
+}
+
+/// The chunk query of `table` ([`query_of`]).
+fn chunk_query(table: &super::Table, after_key: bool, limit: usize) -> String {
+    query_of(
+        &super::quote(&table.name),
+        &table.select_list(),
+        &key_columns(table),
+        after_key,
+        limit,
+    )
+}
+
+/// The chunk query: `limit` rows in key order up to the maximum key (bound as `?1..?n`), after
+/// the last key read when there is one (bound as `?n+1..`).
+fn query_of(table: &str, select: &str, keys: &[String], after_key: bool, limit: usize) -> String {
+    let n = keys.len();
+    let binds = |from: usize| {
+        (from..from + n)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let keys = keys.join(", ");
     let after = if after_key {
-        format!(
-            " where ({}) > ({})",
-            key_names.join(", "),
-            (1..=key_names.len())
-                .map(|i| format!("?{i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+        format!(" and ({keys}) > ({})", binds(n + 1))
     } else {
         String::new()
     };
     format!(
-        "select {cols} from {}{after} order by {} limit {limit}",
-        quote(&table.name),
-        key_names.join(", ")
+        "select {select} from {table} where ({keys}) <= ({}){after} order by {keys} limit {limit}",
+        binds(1),
     )
 }
 
-/// The progress after a chunk of `read` rows of `name` (`limit` asked for, `last_key` the
-/// last one read): the table is done when the chunk came short, the snapshot when no table is
-/// left; the notifications say so.
-fn advance(
-    progress: &mut Option<Progress>,
-    name: &str,
-    read: usize,
-    limit: usize,
-    last_key: Option<Vec<Json>>,
-    notes: &mut Notes,
-) {
-    if let Some(p) = progress.as_mut() {
-        notes.scanned += read as u64;
-        if read < limit {
-            tracing::info!(table = %name, "Incremental snapshot of the table completed.");
-            p.table_done();
-            let data = vec![
-                ("scanned_collection", format!("main.{name}")),
-                (
-                    "total_rows_scanned",
-                    std::mem::take(&mut notes.scanned).to_string(),
-                ),
-                ("status", "SUCCEEDED".to_owned()),
-                ("data_collections", notes.collections.clone()),
-            ];
-            notes.note(&p.id, "TABLE_SCAN_COMPLETED", data);
-        } else {
-            p.last_key = last_key;
-        }
-        if p.tables.is_empty() {
-            tracing::info!(signal = %p.id, "Incremental snapshot completed.");
-            notes.note(&p.id, "COMPLETED", Vec::new());
-            *progress = None;
-        }
+/// The table's maximum key (`None`: the table is empty).
+fn max_key(
+    tx: &rusqlite::Transaction<'_>,
+    table: &super::Table,
+) -> rusqlite::Result<Option<Vec<Json>>> {
+    let keys = key_columns(table);
+    let sql = format!(
+        "select {} from {} order by {} limit 1",
+        keys.join(", "),
+        super::quote(&table.name),
+        keys.iter()
+            .map(|k| format!("{k} desc"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut stmt = tx.prepare(&sql)?;
+    let mut rows = stmt.query([])?;
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    (0..keys.len())
+        .map(|i| row.get::<_, SqlValue>(i).map(|v| to_json(&v)))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// A key as notifications show it: the value, or `[a, b]` for a composite key.
+fn key_text(key: &[Json]) -> String {
+    let text = |v: &Json| match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match key {
+        [one] => text(one),
+        many => format!("[{}]", many.iter().map(text).collect::<Vec<_>>().join(", ")),
     }
+}
+
+/// A chunk as read: its rows (`None`: left out by the failure handling mode, still counted)
+/// with their keys, and the change sequence it is the state at.
+struct Read {
+    upto: i64,
+    max_key: Vec<Json>,
+    rows: Vec<(Option<ChangeEvent>, Vec<Json>)>,
 }
 
 impl super::SqliteSource {
@@ -288,8 +210,7 @@ impl super::SqliteSource {
         &self,
         events: &[ChangeEvent],
         tables: &[super::Table],
-        progress: &mut Option<Progress>,
-        notes: &mut Notes,
+        inc: &mut Tracker,
     ) {
         let Some(signal_table) = self.config.signal_table() else {
             return;
@@ -302,63 +223,32 @@ impl super::SqliteSource {
                 continue;
             }
             if let Some(signal) = signal_of(event) {
-                self.act_on(&signal, tables, progress, notes);
+                self.act_on(&signal, tables, inc);
             }
         }
     }
 
-    /// Carries out one signal, whichever channel brought it; a refusal is logged.
-    fn act_on(
-        &self,
-        signal: &Signal,
-        tables: &[super::Table],
-        progress: &mut Option<Progress>,
-        notes: &mut Notes,
-    ) {
+    /// Carries out one signal, whichever channel brought it; a refusal is logged (and
+    /// notified).
+    fn act_on(&self, signal: &Signal, tables: &[super::Table], inc: &mut Tracker) {
         let signal_table = self.config.signal_table();
         let names: Vec<String> = tables
             .iter()
             .map(|t| t.name.clone())
             .filter(|n| Some(n) != signal_table.as_ref())
             .collect();
-        let before = progress.clone();
-        if let Err(reason) = act(signal, &names, progress) {
-            tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
-            return;
-        }
-        let listed = |p: &Option<Progress>| {
-            p.as_ref().map_or_else(String::new, |p| {
-                p.tables
-                    .iter()
-                    .map(|t| format!("main.{t}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
+        let done = match interpret(signal) {
+            Ok(None) => {
+                tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
+                return;
+            }
+            Ok(Some(action)) => inc.act(signal, action, &names, "main", ABILITIES),
+            Err(reason) => Err(reason),
         };
-        match signal.kind.as_str() {
-            "execute-snapshot" => {
-                if before.is_none() {
-                    notes.collections = listed(progress);
-                } else {
-                    for t in listed(progress).split(',') {
-                        if !notes.collections.split(',').any(|c| c == t) {
-                            notes.collections = format!("{},{t}", notes.collections);
-                        }
-                    }
-                }
-                let id = progress
-                    .as_ref()
-                    .map_or(signal.id.clone(), |p| p.id.clone());
-                let data = vec![("data_collections", notes.collections.clone())];
-                notes.note(&id, "STARTED", data);
-            }
-            "stop-snapshot" => {
-                if let Some(p) = &before {
-                    let data = vec![("data_collections", listed(progress))];
-                    notes.note(&p.id, "ABORTED", data);
-                }
-            }
-            _ => {}
+        match done {
+            // Chunks are read one at a time, none ahead: nothing to drop.
+            Ok(Outcome::Done | Outcome::Restart | Outcome::Blocking { .. }) => {}
+            Err(reason) => inc.refuse(signal, reason),
         }
     }
 
@@ -367,8 +257,7 @@ impl super::SqliteSource {
         &self,
         http: Option<&sluice_engine::runtime::admin::SignalQueue>,
         tables: &[super::Table],
-        progress: &mut Option<Progress>,
-        notes: &mut Notes,
+        inc: &mut Tracker,
     ) {
         let Some(queue) = http else {
             return;
@@ -380,12 +269,7 @@ impl super::SqliteSource {
                 lines.push(line);
             }
         }
-        for line in lines {
-            match from_json_line(&line) {
-                Ok(signal) => self.act_on(&signal, tables, progress, notes),
-                Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
-            }
-        }
+        self.on_lines(lines, tables, inc);
     }
 
     /// Reads the `file` channel when it is due (every `signal.poll.interval.ms`).
@@ -393,8 +277,7 @@ impl super::SqliteSource {
         &self,
         file: &mut Option<FileSignals>,
         tables: &[super::Table],
-        progress: &mut Option<Progress>,
-        notes: &mut Notes,
+        inc: &mut Tracker,
     ) {
         let Some(f) = file.as_mut() else {
             return;
@@ -403,14 +286,80 @@ impl super::SqliteSource {
             return;
         }
         f.next = Instant::now() + f.every;
-        for line in f.channel.take() {
+        self.on_lines(f.channel.take(), tables, inc);
+    }
+
+    fn on_lines(&self, lines: Vec<String>, tables: &[super::Table], inc: &mut Tracker) {
+        for line in lines {
             match from_json_line(&line) {
-                Ok(signal) => self.act_on(&signal, tables, progress, notes),
-                Err(reason) => {
-                    tracing::warn!(%reason, line = %line, "Signal refused.")
-                }
+                Ok(signal) => self.act_on(&signal, tables, inc),
+                Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
             }
         }
+    }
+
+    /// Sends the notifications waiting, at the stream's position `seq`; `false` once the
+    /// source is stopping.
+    pub(super) fn flush_notes(inc: &mut Tracker, seq: i64, out: &super::Out) -> bool {
+        let events = inc.around(Vec::new(), |p| super::at(seq, p));
+        let Some(position) = events.last().map(|e| e.position.clone()) else {
+            return true;
+        };
+        out.send(sluice_engine::Batch {
+            events,
+            position: Some(position),
+        })
+    }
+
+    /// Reads one chunk of `table` from `p` in one read transaction with the change sequence.
+    /// `None`: the table is empty.
+    fn read_chunk(
+        &self,
+        conn: &mut rusqlite::Connection,
+        table: &super::Table,
+        p: &Progress,
+        limit: usize,
+    ) -> Result<Option<Read>, sluice_engine::ComponentError> {
+        use super::sql_error;
+        let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
+        let upto =
+            super::capture::clock(&tx).map_err(|e| sql_error("reading the change sequence", e))?;
+        let max = match &p.max_key {
+            Some(max) => max.clone(),
+            None => match max_key(&tx, table).map_err(|e| sql_error("maximum key query", e))? {
+                Some(max) => max,
+                None => return Ok(None),
+            },
+        };
+        let sql = chunk_query(table, p.last_key.is_some(), limit);
+        let params: Vec<SqlValue> = max
+            .iter()
+            .chain(p.last_key.iter().flatten())
+            .map(from_json)
+            .collect();
+        let mut stmt = tx.prepare(&sql).map_err(|e| sql_error("chunk query", e))?;
+        let mut result = stmt
+            .query(rusqlite::params_from_iter(params.iter()))
+            .map_err(|e| sql_error("chunk query", e))?;
+        let mut rows = Vec::new();
+        while let Some(row) = result.next().map_err(|e| sql_error("chunk read", e))? {
+            // A row left out by the failure handling mode still counts for the chunk.
+            let after_image = self.image(table, row, 0)?;
+            let key: Vec<Json> = table
+                .key
+                .iter()
+                .map(|i| row.get::<_, SqlValue>(*i).map(|v| to_json(&v)))
+                .collect::<Result<_, _>>()
+                .map_err(|e| sql_error("chunk read", e))?;
+            let event = after_image
+                .map(|image| self.event(table, Op::Read, None, image, None, "incremental"));
+            rows.push((event, key));
+        }
+        Ok(Some(Read {
+            upto,
+            max_key: max,
+            rows,
+        }))
     }
 
     /// Reads one chunk and merges it with the stream (see the module's documentation).
@@ -420,60 +369,41 @@ impl super::SqliteSource {
         conn: &mut rusqlite::Connection,
         tables: &[super::Table],
         seq: &mut i64,
-        progress: &mut Option<Progress>,
+        inc: &mut Tracker,
         out: &super::Out,
-        notes: &mut Notes,
     ) -> Result<bool, sluice_engine::ComponentError> {
-        use super::{at, sql_error};
-        let Some(p) = progress.as_mut() else {
+        let Some(p) = inc.ahead().cloned() else {
             return Ok(true);
         };
         let Some(name) = p.current().map(str::to_owned) else {
-            *progress = None;
             return Ok(true);
         };
+        let mut next = p.clone();
         let Some(table) = tables.iter().find(|t| t.name == name) else {
             tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
-            p.table_done();
-            return Ok(true);
+            next.table_done();
+            inc.pass_over(&name, next, false);
+            return Ok(Self::flush_notes(inc, *seq, out));
         };
-        let limit = self.config.common.incremental_chunk_size;
-        let sql = chunk_query(table, p.last_key.is_some(), limit);
-        let params: Vec<SqlValue> = p.last_key.iter().flatten().map(from_json).collect();
-        // The chunk and the sequence in one read transaction: the chunk is the state at `upto`.
-        let (upto, rows) = {
-            let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
-            let upto = super::capture::clock(&tx)
-                .map_err(|e| sql_error("reading the change sequence", e))?;
-            let mut stmt = tx.prepare(&sql).map_err(|e| sql_error("chunk query", e))?;
-            let mut result = stmt
-                .query(rusqlite::params_from_iter(params.iter()))
-                .map_err(|e| sql_error("chunk query", e))?;
-            let mut rows = Vec::new();
-            while let Some(row) = result.next().map_err(|e| sql_error("chunk read", e))? {
-                // A row left out by the failure handling mode still counts for the chunk.
-                let after_image = self.image(table, row, 0)?;
-                let key: Vec<Json> = table
-                    .key
-                    .iter()
-                    .map(|i| row.get::<_, SqlValue>(*i).map(|v| to_json(&v)))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| sql_error("chunk read", e))?;
-                let event = after_image
-                    .map(|image| self.event(table, Op::Read, None, image, None, "incremental"));
-                rows.push((event, key));
-            }
-            (upto, rows)
+        let limit = self.config.common.incremental_chunk_size.max(1);
+        let Some(read) = self.read_chunk(conn, table, &p, limit)? else {
+            next.table_done();
+            inc.pass_over(&name, next, true);
+            return Ok(Self::flush_notes(inc, *seq, out));
         };
+        let Read {
+            upto,
+            max_key,
+            rows,
+        } = read;
         // The window: changes up to `upto` go first; they supersede the chunk's rows of their
-        // keys (the kit's DBLog buffer).
+        // keys (the kit's DBLog buffer). Their positions carry the progress delivered before.
         let last_key = rows.last().map(|(_, k)| k.clone());
-        let read = rows.len();
+        let count = rows.len();
         let mut buffer = KeyBuffer::new(rows.into_iter().filter_map(|(e, _)| e).collect());
-        let before_chunk = progress.clone();
         while *seq < upto {
             let (events, position) =
-                self.poll(conn, tables, *seq, upto, &out.cut, &before_chunk)?;
+                self.poll(conn, tables, *seq, upto, &out.cut, inc.delivered_json())?;
             if events.is_empty() && position == *seq {
                 break;
             }
@@ -483,27 +413,37 @@ impl super::SqliteSource {
             *seq = position;
             let batch = sluice_engine::Batch {
                 events,
-                position: Some(at(*seq, &before_chunk)),
+                position: Some(super::at(*seq, inc.delivered_json())),
             };
             if !out.send(batch) {
                 return Ok(false);
             }
         }
         *seq = upto.max(*seq);
-        // Progress after the chunk.
-        advance(progress, &name, read, limit, last_key, notes);
-        let position = at(*seq, progress);
-        let events: Vec<ChangeEvent> = buffer
-            .into_rows()
-            .into_iter()
-            .map(|mut e| {
-                e.position = position.clone();
-                e
-            })
-            .collect();
+        // The progress after the chunk; its rows with the notifications around them.
+        let last_of_table = count < limit || last_key.as_ref() == Some(&max_key);
+        next.chunks += 1;
+        if last_of_table {
+            next.table_done();
+        } else {
+            next.last_key = last_key.clone();
+            next.max_key = Some(max_key.clone());
+        }
+        inc.read_ahead(Some(next.clone()));
+        let emitted = Emitted {
+            next,
+            table: name,
+            read: count as u64,
+            last_of_table,
+            last_key: last_key.as_deref().map(key_text).unwrap_or_default(),
+            max_key: key_text(&max_key),
+            empty_after: Vec::new(),
+        };
+        inc.emitted(emitted, false);
+        let events = inc.around(buffer.into_rows(), |p| super::at(*seq, p));
         Ok(out.send(sluice_engine::Batch {
             events,
-            position: Some(position),
+            position: Some(super::at(*seq, inc.delivered_json())),
         }))
     }
 }
@@ -512,60 +452,20 @@ impl super::SqliteSource {
 mod tests {
     use super::*;
 
-    fn signal(kind: &str, data: &str) -> Signal {
-        Signal {
-            id: "s-1".into(),
-            kind: kind.into(),
-            data: Some(data.into()),
-        }
-    }
-
     #[test]
-    fn signals_drive_the_progress_or_say_why_not() {
-        let tables = vec!["customers".to_owned(), "orders".to_owned()];
-        let mut progress = None;
-        let execute = signal(
-            "execute-snapshot",
-            r#"{"data-collections": ["main.orders", "c.*"]}"#,
-        );
-        assert_eq!(act(&execute, &tables, &mut progress), Ok(()));
-        let p = progress.clone().unwrap_or_else(|| panic!("no progress"));
-        assert_eq!(p.tables, ["orders", "customers"]);
-        let stop_one = signal(
-            "stop-snapshot",
-            r#"{"data-collections": ["orders"], "type": "incremental"}"#,
-        );
-        assert_eq!(act(&stop_one, &tables, &mut progress), Ok(()));
+    fn keys_read_in_order_up_to_the_maximum() {
+        let keys = [r#""a""#.to_owned(), r#""b""#.to_owned()];
+        let q = |after| query_of(r#""t""#, r#""a", "b", "v""#, &keys, after, 50);
         assert_eq!(
-            progress.as_ref().map(|p| p.tables.clone()),
-            Some(["customers".to_owned()].into())
+            q(false),
+            r#"select "a", "b", "v" from "t" where ("a", "b") <= (?1, ?2) order by "a", "b" limit 50"#
         );
-        let stop = signal("stop-snapshot", r#"{"type": "incremental"}"#);
-        assert_eq!(act(&stop, &tables, &mut progress), Ok(()));
-        assert_eq!(progress, None);
-        for (kind, data, reason) in [
-            (
-                "execute-snapshot",
-                r#"{"data-collections": ["x"]}"#,
-                "no captured table",
-            ),
-            (
-                "execute-snapshot",
-                r#"{"data-collections": ["orders"], "type": "blocking"}"#,
-                "blocking",
-            ),
-            (
-                "execute-snapshot",
-                r#"{"data-collections": ["("]}"#,
-                "not a valid regex",
-            ),
-            ("pause-snapshot", "{}", "not supported"),
-            ("reboot", "{}", "unknown signal type"),
-        ] {
-            let e = act(&signal(kind, data), &tables, &mut progress).unwrap_err();
-            assert!(e.contains(reason), "{kind} {data}: {e}");
-        }
-        assert_eq!(progress, None);
+        assert_eq!(
+            q(true),
+            r#"select "a", "b", "v" from "t" where ("a", "b") <= (?1, ?2) and ("a", "b") > (?3, ?4) order by "a", "b" limit 50"#
+        );
+        assert_eq!(key_text(&[Json::from(5)]), "5");
+        assert_eq!(key_text(&[Json::from("x"), Json::from(2)]), "[x, 2]");
     }
 
     proptest::proptest! {

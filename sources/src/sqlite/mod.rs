@@ -46,16 +46,21 @@ struct Point {
 /// Where a restarted source resumes: the stream's point and a running incremental snapshot.
 type Offset = Resume<Point, Progress>;
 
-/// The position after change `seq` of a completed snapshot.
-fn at(seq: i64, incremental: &Option<Progress>) -> Position {
-    Offset {
-        at: Point {
-            seq,
-            snapshot_completed: true,
-        },
-        incremental: incremental.clone(),
+/// The position after change `seq` of a completed snapshot, with a running incremental
+/// snapshot's progress (rendered by the kit's tracker).
+fn at(seq: i64, incremental: Option<&serde_json::value::RawValue>) -> Position {
+    let point = Point {
+        seq,
+        snapshot_completed: true,
+    };
+    match incremental {
+        Some(progress) => sluice_kit::position::with_progress(&point, progress),
+        None => Offset {
+            at: point,
+            incremental: None,
+        }
+        .position(),
     }
-    .position()
 }
 
 /// A change's before and after images.
@@ -395,7 +400,7 @@ impl SqliteSource {
             }
         }
         drop(tx);
-        let done = at(seq, &None);
+        let done = at(seq, None);
         if let Some((t, last, first)) = pending {
             let mut event = self.event(
                 t,
@@ -426,7 +431,7 @@ impl SqliteSource {
         after: i64,
         upto: i64,
         limit: &BatchCut,
-        progress: &Option<Progress>,
+        progress: Option<&serde_json::value::RawValue>,
     ) -> Result<(Vec<ChangeEvent>, i64), ComponentError> {
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
         // A skipped operation (`skipped.operations`) keeps its place (None), so that the
@@ -611,15 +616,14 @@ impl SqliteSource {
             return Ok(());
         };
         let idle = Duration::from_millis(self.config.poll_interval_ms);
-        let mut progress: Option<Progress> = resume.and_then(|r| r.incremental);
+        let mut inc = incremental::tracker(&self.config.common, resume.and_then(|r| r.incremental));
         // The stream's starting point is committed even before the first change, so a restart
         // (after a crash too) streams from here instead of from whatever is current then.
-        if !out.send(Batch::heartbeat(at(seq, &progress))) {
+        if !out.send(Batch::heartbeat(at(seq, inc.delivered_json()))) {
             return Ok(());
         }
         let mut file = incremental::FileSignals::new(&self.config.common);
         let mut beat = heartbeat::Beat::new(&self.config.common);
-        let mut notes = incremental::Notes::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -627,11 +631,17 @@ impl SqliteSource {
             if let Some(upto) = purge.lock().ok().and_then(|mut p| p.take()) {
                 self.purge(&conn, &tables, upto);
             }
-            let (events, position) =
-                self.poll(&mut conn, &tables, seq, i64::MAX, &out.cut, &progress)?;
-            self.on_signals(&events, &tables, &mut progress, &mut notes);
-            self.on_file_signals(&mut file, &tables, &mut progress, &mut notes);
-            self.on_http_signals(http.as_ref(), &tables, &mut progress, &mut notes);
+            let (events, position) = self.poll(
+                &mut conn,
+                &tables,
+                seq,
+                i64::MAX,
+                &out.cut,
+                inc.delivered_json(),
+            )?;
+            self.on_signals(&events, &tables, &mut inc);
+            self.on_file_signals(&mut file, &tables, &mut inc);
+            self.on_http_signals(http.as_ref(), &tables, &mut inc);
             // Only skipped changes (`skipped.operations`): an empty batch still moves the
             // position past them.
             let nothing_new = events.is_empty() && position == seq;
@@ -639,25 +649,23 @@ impl SqliteSource {
                 seq = position;
                 let batch = Batch {
                     events,
-                    position: Some(at(seq, &progress)),
+                    position: Some(at(seq, inc.delivered_json())),
                 };
                 if !out.send(batch) {
                     return Ok(());
                 }
             }
-            if !notes.flush(out, at(seq, &progress)) {
+            if !Self::flush_notes(&mut inc, seq, out) {
                 return Ok(());
             }
-            if progress.is_some() {
-                let more =
-                    self.chunk(&mut conn, &tables, &mut seq, &mut progress, out, &mut notes)?;
-                if !more || !notes.flush(out, at(seq, &progress)) {
+            if inc.wants_chunk() {
+                if !self.chunk(&mut conn, &tables, &mut seq, &mut inc, out)? {
                     return Ok(());
                 }
                 continue;
             }
             if let Some(beat) = beat.as_mut() {
-                if !beat.tick(&conn, at(seq, &progress), out) {
+                if !beat.tick(&conn, at(seq, inc.delivered_json()), out) {
                     return Ok(());
                 }
             }

@@ -353,6 +353,13 @@ impl SourceCommon {
             .then_some(self.notification_sink_topic.as_deref())
     }
 
+    /// The builder of notification records, when the `sink` channel is on with a topic.
+    pub fn notifications(&self) -> Option<crate::notification::Notifications> {
+        self.notification_sink()
+            .flatten()
+            .map(|topic| crate::notification::Notifications::new(topic, &self.topic_prefix))
+    }
+
     /// Where the `kafka` signal channel reads, when it is on.
     pub fn kafka_signals(&self) -> Option<KafkaSignalSettings> {
         if !self.signal_channel("kafka") {

@@ -164,6 +164,20 @@ impl Collections {
     }
 }
 
+/// The tables of `captured` a signal's `collections` select ([`Collections::select`]);
+/// `Err` says none does.
+pub fn select_captured(
+    collections: &[String],
+    captured: &[String],
+    qualifier: &str,
+) -> Result<Vec<String>, String> {
+    let tables = Collections::new(collections, qualifier).select(captured);
+    if tables.is_empty() {
+        return Err(format!("no captured table matches {collections:?}"));
+    }
+    Ok(tables)
+}
+
 /// Parses a line of `signal.file`.
 pub fn from_json_line(line: &str) -> Result<Signal, String> {
     let parsed: FileLine =

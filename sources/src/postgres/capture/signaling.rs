@@ -5,15 +5,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sluice_engine::{ChangeEvent, Position, Record};
-use sluice_kit::notification::Notification;
 
 use crate::postgres::capture::incremental::Incremental;
 use crate::postgres::capture::stream::Streamer;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;
 use crate::postgres::records::table::{Cell, TableSchema};
+use sluice_kit::incremental::{Abilities, Outcome};
 use sluice_kit::signal::{
-    from_json_line, interpret, Action, Collections, FileChannel, Signal, WINDOW_CLOSE, WINDOW_OPEN,
+    from_json_line, interpret, select_captured, Action, FileChannel, Signal, WINDOW_CLOSE,
+    WINDOW_OPEN,
+};
+
+/// What PostgreSQL's incremental snapshots do beyond the plain one (blocking snapshots run
+/// beside the tracker).
+const ABILITIES: Abilities = Abilities {
+    blocking: false,
+    conditions: true,
+    surrogate_key: true,
 };
 
 /// Signal channels and the incremental snapshot.
@@ -31,6 +40,15 @@ pub(crate) struct Signals {
     pub db: String,
     /// A blocking snapshot asked for, run once the signal's transaction is delivered.
     pub blocking: Option<crate::postgres::capture::blocking::Blocking>,
+}
+
+/// The position `offset` with a running incremental snapshot's `progress`.
+fn at(offset: PgOffset, progress: Option<&serde_json::value::RawValue>) -> Position {
+    // Every event's position passes here: without a running snapshot, no extra work.
+    match progress {
+        Some(progress) => sluice_kit::position::with_progress(&offset, progress),
+        None => offset.position(),
+    }
 }
 
 fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
@@ -67,40 +85,17 @@ impl Streamer<'_> {
     }
 
     /// A closed chunk's rows with the waiting notifications around them (those before the
-    /// rows, the rows, those after), all at the position `position` gives; empty when there is
-    /// nothing, without computing the position.
+    /// rows, the rows, those after), all at `offset` with the delivered progress; empty when
+    /// there is nothing, without making the position.
     pub(crate) fn with_notes(
         &mut self,
         rows: Vec<ChangeEvent>,
-        position: impl FnOnce(&Self) -> Position,
+        offset: PgOffset,
     ) -> Vec<ChangeEvent> {
-        let notes: Vec<(bool, Notification)> = self
-            .signals
-            .as_mut()
-            .and_then(|s| s.incremental.as_mut())
-            .map(|inc| inc.notes.drain(..).collect())
-            .unwrap_or_default();
-        if rows.is_empty() && notes.is_empty() {
-            return Vec::new();
+        match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            Some(inc) => inc.tracker.around(rows, |progress| at(offset, progress)),
+            None => rows,
         }
-        let position = position(self);
-        let records = |after: bool| -> Vec<ChangeEvent> {
-            let Some(builder) = &self.notifications else {
-                return Vec::new();
-            };
-            notes
-                .iter()
-                .filter(|(a, _)| *a == after)
-                .map(|(_, n)| builder.event_now(n, position.clone()))
-                .collect()
-        };
-        let mut events = records(false);
-        events.extend(rows.into_iter().map(|mut row| {
-            row.position = position.clone();
-            row
-        }));
-        events.extend(records(true));
-        events
     }
 
     /// Outside a transaction: emits `rows` and the waiting notifications at `last_done`
@@ -117,7 +112,7 @@ impl Streamer<'_> {
             tx: None,
             snapshot_completed: true,
         };
-        let events = self.with_notes(rows, |s| s.pos(done));
+        let events = self.with_notes(rows, done);
         let position = match events.last() {
             Some(e) => e.position.clone(),
             None if always => self.pos(done),
@@ -146,16 +141,12 @@ impl Streamer<'_> {
 
     /// A position carrying the incremental snapshot's progress while one runs.
     pub(crate) fn pos(&self, offset: PgOffset) -> Position {
-        // Every event's position passes here: without a running snapshot, no extra work.
-        let Some(progress) = self
+        let progress = self
             .signals
             .as_ref()
             .and_then(|s| s.incremental.as_ref())
-            .and_then(Incremental::progress_json)
-        else {
-            return offset.position();
-        };
-        sluice_kit::position::with_progress(&offset, progress)
+            .and_then(Incremental::progress_json);
+        at(offset, progress)
     }
 
     /// A streamed change: it supersedes an incremental snapshot row of the same key.
@@ -244,13 +235,16 @@ impl Streamer<'_> {
     /// `ABORTED` notification naming it (when an incremental snapshot can send one). The
     /// stream goes on.
     fn refuse(&mut self, signal: &Signal, reason: String) {
-        tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
-        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-            inc.note(&signal.id, "ABORTED", false, vec![("reason", reason)]);
+        match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            Some(inc) => inc.tracker.refuse(signal, reason),
+            None => {
+                tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.")
+            }
         }
     }
 
-    /// Acts on one signal; a malformed one is refused.
+    /// Acts on one signal; a malformed one is refused. Blocking snapshots are run here; the
+    /// rest is the kit's tracker's.
     pub(crate) async fn on_signal(&mut self, signal: &Signal) -> Result<(), PgError> {
         let action = match interpret(signal) {
             Ok(Some(a)) => a,
@@ -263,20 +257,21 @@ impl Streamer<'_> {
                 return Ok(());
             }
         };
-        let captured: Vec<String> = self
+        let mut captured: Vec<String> = self
             .tables
             .values()
             .flatten()
             .map(|t| format!("{}.{}", t.schema_name, t.table))
             .collect();
+        captured.sort();
         let Some(db) = self.signals.as_ref().map(|s| s.db.clone()) else {
             return Ok(());
         };
-        let db_prefix = format!("{db}.");
         let mut action = action;
         // Conditions are keyed by `schema.table` (a `db.` prefix dropped), and checked once
         // before any snapshot, blocking or incremental, may run them.
         if let Action::Execute { conditions, .. } = &mut action {
+            let db_prefix = format!("{db}.");
             *conditions = std::mem::take(conditions)
                 .into_iter()
                 .map(|(k, v)| {
@@ -291,10 +286,6 @@ impl Streamer<'_> {
                 return Ok(());
             }
         }
-        let matcher = |patterns: &[String]| {
-            let collections = Collections::new(patterns, &db);
-            move |table: &str| collections.matches(table)
-        };
         if let Action::Execute {
             blocking: true,
             collections,
@@ -302,60 +293,32 @@ impl Streamer<'_> {
             ..
         } = &action
         {
-            let m = matcher(collections);
-            let tables: Vec<String> = captured.iter().filter(|t| m(t)).cloned().collect();
-            if tables.is_empty() {
-                self.refuse(signal, format!("no captured table matches {collections:?}"));
-                return Ok(());
-            }
-            let Some(signals) = self.signals.as_mut() else {
-                return Ok(());
+            let tables = match select_captured(collections, &captured, &db) {
+                Ok(t) => t,
+                Err(reason) => {
+                    self.refuse(signal, reason);
+                    return Ok(());
+                }
             };
-            let conditions = conditions.clone();
-            crate::postgres::capture::blocking::Blocking::add(
-                &mut signals.blocking,
-                &signal.id,
-                tables,
-                conditions,
-            );
+            if let Some(signals) = self.signals.as_mut() {
+                let conditions = conditions.clone();
+                crate::postgres::capture::blocking::Blocking::add(
+                    &mut signals.blocking,
+                    &signal.id,
+                    tables,
+                    conditions,
+                );
+            }
             return Ok(());
         }
         let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
             self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
             return Ok(());
         };
-        match action {
-            Action::Execute {
-                collections,
-                conditions,
-                surrogate_key,
-                ..
-            } => {
-                let m = matcher(&collections);
-                let mut tables: Vec<String> = captured.iter().filter(|t| m(t)).cloned().collect();
-                tables.sort();
-                if tables.is_empty() {
-                    self.refuse(signal, format!("no captured table matches {collections:?}"));
-                    return Ok(());
-                }
-                inc.execute(&signal.id, tables, conditions, surrogate_key);
-            }
-            Action::Stop(None) => inc.stop(None),
-            Action::Stop(Some(collections)) => {
-                let m = matcher(&collections);
-                inc.stop(Some(&m));
-            }
-            Action::Pause => {
-                inc.set_paused(true);
-                inc.note(&signal.id, "PAUSED", false, Vec::new());
-            }
-            Action::Resume => {
-                inc.set_paused(false);
-                inc.note(&signal.id, "RESUMED", false, Vec::new());
-            }
-            Action::Log(message) => {
-                tracing::info!(id = %signal.id, message = %message, "Log signal.");
-            }
+        match inc.tracker.act(signal, action, &captured, &db, ABILITIES) {
+            Ok(Outcome::Restart) => inc.halt(),
+            Ok(Outcome::Done | Outcome::Blocking { .. }) => {}
+            Err(reason) => inc.tracker.refuse(signal, reason),
         }
         self.next_chunk().await
     }

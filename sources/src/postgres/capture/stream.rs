@@ -594,7 +594,7 @@ impl Streamer<'_> {
             };
             // A chunk's rows are not counted among the transaction's events (a restart
             // re-reads the chunk instead), and carry the progress past the chunk.
-            out.extend(self.with_notes(rows, |s| s.tx_pos(tx, last_done)));
+            out.extend(self.with_notes(rows, tx_offset(tx, last_done)));
             return Ok(());
         }
         let Some(table) = self.table(oid) else {
@@ -693,15 +693,7 @@ impl Streamer<'_> {
 
     /// The position after the last event placed in the transaction so far.
     fn tx_pos(&self, tx: &Tx, last_done: u64) -> Position {
-        self.pos(PgOffset {
-            lsn: last_done,
-            tx: Some(tx.last.unwrap_or(TxPoint {
-                lsn_commit: tx.final_lsn,
-                lsn_proc: 0,
-                part: 0,
-            })),
-            snapshot_completed: true,
-        })
+        self.pos(tx_offset(tx, last_done))
     }
 
     /// Gives the event its identity (the current change, `role`) and its position, and keeps
@@ -760,6 +752,20 @@ fn sequence(last_done: u64, lsn: u64) -> String {
     text.push_str(number.format(lsn));
     text.push_str("\"]");
     text
+}
+
+/// The offset inside transaction `tx` (after its last change placed), `last_done` the last
+/// transaction done before it.
+fn tx_offset(tx: &Tx, last_done: u64) -> PgOffset {
+    PgOffset {
+        lsn: last_done,
+        tx: Some(tx.last.unwrap_or(TxPoint {
+            lsn_commit: tx.final_lsn,
+            lsn_proc: 0,
+            part: 0,
+        })),
+        snapshot_completed: true,
+    }
 }
 
 #[cfg(test)]

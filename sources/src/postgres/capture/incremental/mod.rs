@@ -15,11 +15,11 @@
 mod reader;
 mod sql;
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use sluice_engine::{ChangeEvent, Record};
-use sluice_kit::notification::Notification;
+use sluice_kit::incremental::{Emitted, Tracker};
 use tokio::sync::Notify;
 
 use crate::postgres::config::{PostgresConfig, WatermarkStrategy};
@@ -93,15 +93,9 @@ const MAX_WINDOWS: usize = 3;
 /// The incremental snapshot's state.
 #[derive(Debug)]
 pub(crate) struct Incremental {
-    /// Where the next chunk is read from (`None`: nothing left to read).
-    pub progress: Option<Progress>,
-    /// What positions record: the progress after the last chunk whose rows were emitted (a
-    /// restart reads again what was read ahead).
-    delivered: Option<Progress>,
-    /// `delivered` as JSON, rendered once per change rather than once per event.
-    delivered_json: Option<Box<serde_json::value::RawValue>>,
-    /// Paused by a signal: no new chunk starts.
-    pub paused: bool,
+    /// The kit's bookkeeping: the progress read ahead, the progress delivered (what positions
+    /// record: a restart reads again what was read ahead), pause, notifications.
+    pub tracker: Tracker<Option<String>>,
     windows: VecDeque<Window>,
     signal_table: String,
     strategy: WatermarkStrategy,
@@ -109,14 +103,6 @@ pub(crate) struct Incremental {
     chunk_bytes: usize,
     prefix: Arc<str>,
     db: Arc<str>,
-    /// Notifications for the sink channel (`true`: after the rows they come with).
-    pub notes: Vec<(bool, Notification)>,
-    /// Whether notifications go to the sink channel (they are always logged).
-    sink_notes: bool,
-    /// The snapshot's tables, as notifications list them.
-    collections: String,
-    /// Rows read of the current table.
-    scanned: u64,
     /// `read.only`: no watermark rows; a chunk's window spans from its announcement to the WAL
     /// position read right after its query.
     read_only: bool,
@@ -143,10 +129,7 @@ impl Incremental {
         chunk_bytes: usize,
     ) -> Self {
         Incremental {
-            delivered_json: None,
-            delivered: progress.clone(),
-            progress,
-            paused: false,
+            tracker: Tracker::new(progress, config.common.notifications()),
             windows: VecDeque::new(),
             signal_table,
             strategy: config.watermarking_strategy,
@@ -154,10 +137,6 @@ impl Incremental {
             chunk_bytes: chunk_bytes.max(1),
             prefix: config.common.topic_prefix.as_str().into(),
             db: db.into(),
-            notes: Vec::new(),
-            sink_notes: config.common.notification_sink().is_some(),
-            collections: String::new(),
-            scanned: 0,
             read_only: config.read_only,
             reader: None,
             wake: Arc::new(Notify::new()),
@@ -165,79 +144,6 @@ impl Incremental {
             recent_keys: 0,
             streamed: 0,
         }
-        .rendered()
-    }
-
-    /// Logs a notification and keeps it for the sink channel when that is on.
-    pub(crate) fn note(
-        &mut self,
-        id: &str,
-        kind: &'static str,
-        after_rows: bool,
-        data: Vec<(&'static str, String)>,
-    ) {
-        tracing::info!(notification = kind, id, data = ?data, "Incremental snapshot.");
-        if self.sink_notes {
-            self.notes.push((
-                after_rows,
-                Notification {
-                    id: id.to_owned(),
-                    kind,
-                    aggregate: "Incremental Snapshot",
-                    data,
-                },
-            ));
-        }
-    }
-
-    fn rendered(mut self) -> Self {
-        self.render();
-        self
-    }
-
-    /// Renders `delivered` for positions; called wherever it changes.
-    fn render(&mut self) {
-        self.delivered_json = self
-            .delivered
-            .as_ref()
-            .and_then(sluice_kit::position::render);
-    }
-
-    /// Starts a snapshot of `tables`, or adds them to the running one.
-    pub(crate) fn execute(
-        &mut self,
-        id: &str,
-        tables: Vec<String>,
-        conditions: BTreeMap<String, String>,
-        surrogate_key: Option<String>,
-    ) {
-        if self.progress.is_none() && self.delivered.is_none() {
-            self.collections = tables.join(",");
-            self.scanned = 0;
-        } else {
-            for t in &tables {
-                if !self.collections.split(',').any(|c| c == t) {
-                    self.collections = format!("{},{t}", self.collections);
-                }
-            }
-        }
-        let collections = self.collections.clone();
-        self.note(
-            id,
-            "STARTED",
-            false,
-            vec![("data_collections", collections)],
-        );
-        let fresh = Progress::new(id, tables.clone(), conditions.clone(), surrogate_key);
-        for state in [&mut self.progress, &mut self.delivered] {
-            match state {
-                Some(p) => p.add(&tables, &conditions),
-                None => *state = Some(fresh.clone()),
-            }
-        }
-        self.render();
-        // A running reader does not know the new tables: the next one does.
-        self.halt();
     }
 
     /// A captured table's columns changed: chunks are read again with the new columns from
@@ -248,71 +154,26 @@ impl Incremental {
         }
     }
 
-    /// Stops the snapshot of the matching tables (`None`: all).
-    pub(crate) fn stop(&mut self, matches: Option<&dyn Fn(&str) -> bool>) {
-        self.stop_with(matches, Vec::new());
-    }
-
     /// Aborts the whole snapshot for `reason` (a filter the server refused): warned, and the
     /// `ABORTED` notification names the reason. The stream goes on.
     pub(crate) fn abort(&mut self, reason: String) {
-        tracing::warn!(%reason, "Incremental snapshot aborted; the stream goes on.");
-        self.stop_with(None, vec![("reason", reason)]);
-    }
-
-    fn stop_with(
-        &mut self,
-        matches: Option<&dyn Fn(&str) -> bool>,
-        extra: Vec<(&'static str, String)>,
-    ) {
-        let Some(p) = self.delivered.clone().or_else(|| self.progress.clone()) else {
-            return;
-        };
-        // Chunks read ahead are dropped; reading starts again from what was delivered.
         self.reader = None;
         self.windows.clear();
-        match matches {
-            None => {
-                self.note(&p.id, "ABORTED", false, extra);
-                self.progress = None;
-                self.delivered = None;
-                self.render();
-            }
-            Some(m) => {
-                let mut p = p;
-                let any_left = p.stop(m);
-                let left = p.tables.join(",");
-                let mut data = vec![("data_collections", left)];
-                data.extend(extra);
-                self.note(&p.id, "ABORTED", false, data);
-                let left = any_left.then_some(p);
-                self.progress = left.clone();
-                self.delivered = left;
-                self.render();
-            }
-        }
-    }
-
-    /// Pauses (`true`) or resumes reading chunks; chunks already read still go out.
-    pub(crate) fn set_paused(&mut self, paused: bool) {
-        self.paused = paused;
-        if paused {
-            self.halt();
-        }
+        self.tracker.abort(reason);
     }
 
     /// Stops the reader and drops the chunks read ahead: the next reader reads again from
     /// what was delivered. (A chunk kept would wait for a close watermark that the stopped
     /// reader may write after the next reader's, out of order.)
-    fn halt(&mut self) {
+    pub(crate) fn halt(&mut self) {
         self.reader = None;
         self.windows.clear();
-        self.progress = self.delivered.clone();
+        self.tracker.halt();
     }
 
     /// The progress to store in positions while a snapshot runs.
     pub(crate) fn progress_json(&self) -> Option<&serde_json::value::RawValue> {
-        self.delivered_json.as_deref()
+        self.tracker.delivered_json()
     }
 
     fn key_bytes(&self, key: &Option<Record>) -> Vec<u8> {
@@ -404,7 +265,7 @@ impl Incremental {
 
     /// Whether a reader should start now.
     pub(crate) fn ready(&self) -> bool {
-        self.progress.is_some() && self.reader.is_none() && !self.paused
+        self.tracker.wants_chunk() && self.reader.is_none()
     }
 
     /// Starts a reader when one should run; `tables` are the captured tables by
@@ -417,7 +278,7 @@ impl Incremental {
         if !self.ready() {
             return Ok(());
         }
-        let Some(progress) = self.progress.clone() else {
+        let Some(progress) = self.tracker.ahead().cloned() else {
             return Ok(());
         };
         let settings = reader::Settings {
@@ -463,7 +324,7 @@ impl Incremental {
                 }
             }
             Msg::Chunk(mut chunk) => {
-                self.progress = (!chunk.next.tables.is_empty()).then(|| chunk.next.clone());
+                self.tracker.read_ahead(Some(chunk.next.clone()));
                 if let Some(i) = self.windows.iter().rposition(|w| w.id == chunk.id) {
                     let w = &mut self.windows[i];
                     for key in w.early.drain() {
@@ -474,24 +335,18 @@ impl Incremental {
                 }
             }
             Msg::Progress { progress, empty } => {
-                let id = self
-                    .delivered
-                    .as_ref()
-                    .or(self.progress.as_ref())
-                    .map(|p| p.id.clone())
-                    .unwrap_or_default();
-                self.progress = progress;
+                let ended = progress.is_none();
+                self.tracker.read_ahead(progress);
                 if let Some(table) = empty {
                     match self.windows.back_mut() {
                         Some(w) => w.empty_after.push(table),
-                        None => self.table_scanned(&id, table, 0),
+                        None => self.tracker.table_scanned(&table, 0),
                     }
                 }
-                if self.progress.is_none() {
-                    // The reader has ended.
+                if ended {
                     self.reader = None;
                     if self.windows.is_empty() {
-                        self.complete(&id);
+                        self.tracker.complete();
                     }
                 }
             }
@@ -573,29 +428,6 @@ impl Incremental {
         }
     }
 
-    fn table_scanned(&mut self, id: &str, table: String, rows: u64) {
-        let collections = self.collections.clone();
-        self.note(
-            id,
-            "TABLE_SCAN_COMPLETED",
-            true,
-            vec![
-                ("scanned_collection", table),
-                ("total_rows_scanned", rows.to_string()),
-                ("status", "SUCCEEDED".to_owned()),
-                ("data_collections", collections),
-            ],
-        );
-    }
-
-    /// The snapshot is over (once).
-    fn complete(&mut self, id: &str) {
-        if self.delivered.take().is_some() {
-            self.note(id, "COMPLETED", true, Vec::new());
-            self.render();
-        }
-    }
-
     /// Closes the oldest window: its rows not evicted by the stream, to emit now.
     fn close_front(&mut self) -> Result<Option<Vec<ChangeEvent>>, PgError> {
         let Some(w) = self.windows.pop_front() else {
@@ -609,34 +441,16 @@ impl Incremental {
             )));
         };
         let rows: Vec<ChangeEvent> = chunk.rows.into_rows();
-        let table = format!("{}.{}", chunk.table.schema_name, chunk.table.table);
-        let collections = self.collections.clone();
-        let id = chunk.next.id.clone();
-        tracing::debug!(id = %id, table = %table, chunk = chunk.next.chunks, rows = rows.len(), "Incremental snapshot chunk emitted.");
-        self.note(
-            &id,
-            "IN_PROGRESS",
-            false,
-            vec![
-                ("current_collection_in_progress", table.clone()),
-                ("maximum_key", chunk.max_key.clone()),
-                ("last_processed_key", chunk.last_key.clone()),
-                ("data_collections", collections),
-            ],
-        );
-        self.scanned += chunk.read as u64;
-        if chunk.last_of_table {
-            let scanned = std::mem::take(&mut self.scanned);
-            self.table_scanned(&id, table, scanned);
-        }
-        for empty in w.empty_after {
-            self.table_scanned(&id, empty, 0);
-        }
-        self.delivered = Some(chunk.next);
-        if self.windows.is_empty() && self.progress.is_none() {
-            self.complete(&id);
-        }
-        self.render();
+        let emitted = Emitted {
+            table: format!("{}.{}", chunk.table.schema_name, chunk.table.table),
+            next: chunk.next,
+            read: chunk.read as u64,
+            last_of_table: chunk.last_of_table,
+            last_key: chunk.last_key,
+            max_key: chunk.max_key,
+            empty_after: w.empty_after,
+        };
+        self.tracker.emitted(emitted, !self.windows.is_empty());
         Ok(Some(rows))
     }
 }
