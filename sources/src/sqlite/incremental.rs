@@ -62,30 +62,6 @@ impl FileSignals {
     }
 }
 
-/// The signal an insert into the signaling table carries (`id`, `type`, `data` columns).
-pub(super) fn signal_of(event: &ChangeEvent) -> Option<Signal> {
-    if event.op() != Some(Op::Create) {
-        return None;
-    }
-    let after = event
-        .value
-        .as_ref()?
-        .value
-        .as_struct()?
-        .get("after")?
-        .as_struct()?;
-    let text = |name: &str| match after.get(name) {
-        Some(Value::String(s)) => Some(s.to_string()),
-        Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-        _ => None,
-    };
-    Some(Signal {
-        id: text("id").unwrap_or_default(),
-        kind: text("type")?,
-        data: text("data").filter(|d| !d.trim().is_empty()),
-    })
-}
-
 /// A key value as JSON (for the position).
 pub(super) fn to_json(v: &SqlValue) -> Json {
     match v {
@@ -222,7 +198,7 @@ impl super::SqliteSource {
             if event.source_field("table").and_then(Value::as_str) != Some(signal_table.as_str()) {
                 continue;
             }
-            if let Some(signal) = signal_of(event) {
+            if let Some(signal) = sluice_kit::signal::from_insert(event) {
                 self.act_on(&signal, tables, inc);
             }
         }

@@ -6,6 +6,7 @@
 //! hands their `id`, `type` and `data` to [`Signal`]), [`file`](mod@file) (JSON lines of `signal.file`),
 //! [`kafka`] (records of a topic) and `http` (the admin endpoint, one JSON line per signal).
 
+pub mod blocking;
 pub mod file;
 #[cfg(feature = "kafka-signals")]
 pub mod kafka;
@@ -13,7 +14,9 @@ pub mod kafka;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use sluice_engine::{ChangeEvent, Op, Value};
 
+pub use blocking::BlockingRequest;
 pub use file::FileChannel;
 
 /// Prefix of the `kafka` channel's consumer properties passed through
@@ -176,6 +179,32 @@ pub fn select_captured(
         return Err(format!("no captured table matches {collections:?}"));
     }
     Ok(tables)
+}
+
+/// The signal an insert into the signaling table carries (its after image's `id`, `type`
+/// and `data` columns): the `source` channel of a source that turns the signaling table's
+/// rows into change events first. `None`: not an insert, or no `type`.
+pub fn from_insert(event: &ChangeEvent) -> Option<Signal> {
+    if event.op() != Some(Op::Create) {
+        return None;
+    }
+    let after = event
+        .value
+        .as_ref()?
+        .value
+        .as_struct()?
+        .get("after")?
+        .as_struct()?;
+    let text = |name: &str| match after.get(name) {
+        Some(Value::String(s)) => Some(s.to_string()),
+        Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    };
+    Some(Signal {
+        id: text("id").unwrap_or_default(),
+        kind: text("type")?,
+        data: text("data").filter(|d| !d.trim().is_empty()),
+    })
 }
 
 /// Parses a line of `signal.file`.

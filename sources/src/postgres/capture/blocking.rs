@@ -6,7 +6,6 @@
 //! delivered come twice, as Debezium documents for blocking snapshots). Changes committed while
 //! the tables are read are streamed afterwards, so the last event of each key is current.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluice_engine::SourceContext;
@@ -17,46 +16,8 @@ use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;
 use crate::postgres::records::table::TableSchema;
 
-/// A blocking snapshot waiting for its signal's transaction to be delivered.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Blocking {
-    /// The signal's id (or the ids, joined, when several arrived together).
-    pub id: String,
-    /// `schema.table` names, in order.
-    pub tables: Vec<String>,
-    /// Row filters by `schema.table`.
-    pub conditions: BTreeMap<String, String>,
-}
-
-impl Blocking {
-    /// Adds a request to the pending one (signals of one transaction are served together).
-    pub(crate) fn add(
-        pending: &mut Option<Blocking>,
-        id: &str,
-        tables: Vec<String>,
-        conditions: BTreeMap<String, String>,
-    ) {
-        tracing::info!(notification = "STARTED", id, tables = ?tables, "Blocking snapshot requested; it runs once the signal is delivered.");
-        match pending {
-            Some(p) => {
-                p.id = format!("{},{id}", p.id);
-                for t in tables {
-                    if !p.tables.contains(&t) {
-                        p.tables.push(t);
-                    }
-                }
-                p.conditions.extend(conditions);
-            }
-            None => {
-                *pending = Some(Blocking {
-                    id: id.to_owned(),
-                    tables,
-                    conditions,
-                })
-            }
-        }
-    }
-}
+/// A blocking snapshot waiting for its signal's transaction to be delivered (the kit's).
+pub(crate) type Blocking = sluice_kit::signal::BlockingRequest;
 
 impl Streamer<'_> {
     /// Whether a blocking snapshot waits to run.
@@ -120,26 +81,5 @@ impl Streamer<'_> {
         let _ = exporter.batch_execute("COMMIT").await;
         tracing::info!(notification = "COMPLETED", id = %request.id, rows, "Blocking snapshot: streaming resumes.");
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_arriving_together_are_merged() {
-        let mut pending = None;
-        Blocking::add(&mut pending, "a", vec!["public.x".into()], BTreeMap::new());
-        Blocking::add(
-            &mut pending,
-            "b",
-            vec!["public.x".into(), "public.y".into()],
-            BTreeMap::from([("public.y".to_owned(), "id > 3".to_owned())]),
-        );
-        let p = pending.unwrap();
-        assert_eq!(p.id, "a,b");
-        assert_eq!(p.tables, vec!["public.x", "public.y"]);
-        assert_eq!(p.conditions["public.y"], "id > 3");
     }
 }
