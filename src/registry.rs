@@ -16,6 +16,8 @@ sluice_engine::components! {
         Postgres(sluice_sources::postgres::PostgresConfig),
         #[cfg(feature = "sqlite")]
         Sqlite(sluice_sources::sqlite::SqliteConfig),
+        #[cfg(feature = "mysql")]
+        Mysql(sluice_sources::mysql::MysqlConfig),
     }
 }
 

@@ -4,6 +4,8 @@
 
 #[cfg(feature = "datagen")]
 pub mod datagen;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]

@@ -411,11 +411,19 @@ impl SourceCommon {
         if self.incremental_chunk_size == 0 {
             return Err("`incremental.snapshot.chunk.size` must be at least 1".to_owned());
         }
-        for channel in self.signal_channels() {
+        // The default (`source`) means nothing without a signaling table: a source that takes
+        // no signals yet refuses only what is asked of it.
+        let asked = !(channels.is_empty()
+            && self.signal_channels() == ["source"]
+            && self.signal_data_collection.is_none());
+        for channel in self.signal_channels().into_iter().filter(|_| asked) {
             if !channels.contains(&channel.as_str()) {
+                let available = match channels {
+                    [] => "none yet".to_owned(),
+                    some => some.join(", "),
+                };
                 return Err(format!(
-                    "`signal.enabled.channels`: `{channel}` is not available for the {source} source: use {}",
-                    channels.join(", ")
+                    "`signal.enabled.channels`: `{channel}` is not available for the {source} source: use {available}"
                 ));
             }
         }

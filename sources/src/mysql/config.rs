@@ -1,0 +1,124 @@
+//! Configuration of the `mysql` (and `mariadb`) source, with Debezium's MySQL connector's
+//! property names.
+
+use serde::Deserialize;
+use sluice_engine::config::{RegexList, Secret};
+use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
+use sluice_kit::snapshot::SnapshotMode;
+use sluice_kit::values::{DecimalMode, TimePrecisionMode};
+
+/// `type: mysql` / `type: mariadb`: a MySQL or MariaDB server's tables, read in one consistent
+/// snapshot. Tables are `<database>.<table>` (`table.include.list` matches that name).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlConfig {
+    /// The server's host name or address.
+    #[serde(rename = "database.hostname")]
+    pub hostname: String,
+    /// Its port (default 3306).
+    #[serde(rename = "database.port", default = "default_port")]
+    pub port: u16,
+    /// The user Sluice connects as.
+    #[serde(rename = "database.user")]
+    pub user: String,
+    /// Its password (kept secret).
+    #[serde(rename = "database.password", default)]
+    pub password: Option<Secret>,
+    /// A file holding the password (first line).
+    #[serde(rename = "database.password.file", default)]
+    pub password_file: Option<std::path::PathBuf>,
+    /// The replica id Sluice reads the binlog as (unique among the server's replicas).
+    #[serde(rename = "database.server.id")]
+    pub server_id: u32,
+    /// Databases to capture (regexes on the database name; none given: all but the system
+    /// ones).
+    #[serde(rename = "database.include.list", default)]
+    pub database_include: RegexList,
+    /// Databases not to capture.
+    #[serde(rename = "database.exclude.list", default)]
+    pub database_exclude: RegexList,
+    /// `decimal.handling.mode` (`precise`, `double`, `string`).
+    #[serde(rename = "decimal.handling.mode", default)]
+    pub decimal_mode: DecimalMode,
+    /// `time.precision.mode` (`adaptive_time_microseconds`, Debezium MySQL's default, or
+    /// `connect`).
+    #[serde(rename = "time.precision.mode", default = "default_time_mode")]
+    pub time_mode: TimePrecisionMode,
+    /// How long connecting may take (milliseconds, default 30000).
+    #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    /// The options every database source shares, read beside these.
+    #[serde(skip)]
+    pub common: SourceCommon,
+}
+
+fn default_port() -> u16 {
+    3306
+}
+
+fn default_time_mode() -> TimePrecisionMode {
+    TimePrecisionMode::AdaptiveTimeMicroseconds
+}
+
+fn default_connect_timeout() -> u64 {
+    30_000
+}
+
+/// Databases never captured.
+const SYSTEM_DATABASES: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
+
+impl MysqlConfig {
+    /// Whether `db.table` is captured.
+    pub fn selects(&self, db: &str, table: &str) -> bool {
+        let db_ok = !SYSTEM_DATABASES.contains(&db)
+            && (self.database_include.is_empty() || self.database_include.matches(db))
+            && !self.database_exclude.matches(db);
+        db_ok && self.common.selects_table(db, &format!("{db}.{table}"))
+    }
+
+    /// The password: `database.password`, else the first line of `database.password.file`.
+    pub fn password(&self) -> Result<Option<String>, String> {
+        if let Some(p) = &self.password {
+            return Ok(Some(p.expose().to_owned()));
+        }
+        let Some(file) = &self.password_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("`database.password.file` {}: {e}", file.display()))?;
+        Ok(Some(text.lines().next().unwrap_or_default().to_owned()))
+    }
+}
+
+impl DatabaseSource for MysqlConfig {
+    const SUPPORTS: Supports = Supports {
+        features: &[],
+        signal_channels: &[],
+    };
+    fn set_common(&mut self, common: SourceCommon) {
+        self.common = common;
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.time_mode == TimePrecisionMode::Adaptive {
+            return Err("`time.precision.mode: adaptive` is not one of the MySQL connector's; use `adaptive_time_microseconds` (the default) or `connect`".into());
+        }
+        if self.common.snapshot_mode != SnapshotMode::InitialOnly {
+            return Err(format!(
+                "`snapshot.mode: {}`: the mysql source reads a consistent snapshot only so far (the binlog stream is not built yet); use `snapshot.mode: initial_only`",
+                self.common.snapshot_mode.name()
+            ));
+        }
+        if self.password.is_some() && self.password_file.is_some() {
+            return Err("give `database.password` or `database.password.file`, not both".into());
+        }
+        Ok(())
+    }
+}
+
+sluice_engine::impl_component!(
+    MysqlConfig,
+    Source,
+    "mysql",
+    read = sluice_kit::config::read,
+    build = |c, ctx| super::MysqlSource::new(c.clone(), ctx)?
+);

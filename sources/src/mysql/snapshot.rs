@@ -1,0 +1,339 @@
+//! The consistent snapshot: every captured table read in one transaction, at the binlog
+//! position MariaDB reports for it. Rows are `op: r` events whose `source.snapshot` marks the
+//! first and last rows (of all, and of each table) as Debezium does.
+
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use sluice_engine::event::{BatchCut, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::{Batch, ChangeEvent, Op, Record, Schema, SourceContext, Struct, Value};
+
+use super::columns::{Column, Described, Modes};
+use super::error::MysqlError;
+use super::{MysqlOffset, MysqlSource, Offset};
+
+/// A captured table.
+pub(super) struct Table {
+    pub db: String,
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// The primary key's columns, by index in `columns`.
+    pub key: Vec<usize>,
+    pub topic: Arc<str>,
+    pub envelope: EnvelopeSchema,
+}
+
+fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+impl MysqlSource {
+    fn modes(&self) -> Modes {
+        Modes {
+            decimal: self.config.decimal_mode,
+            time: self.config.time_mode,
+        }
+    }
+
+    /// The captured tables, as the snapshot's transaction sees them.
+    async fn tables(&self, conn: &mut Conn) -> Result<Vec<Table>, MysqlError> {
+        let names: Vec<(String, String)> = conn
+            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+            .await
+            .map_err(|e| MysqlError::query("listing the tables", e))?;
+        let mut tables = Vec::new();
+        for (db, name) in names.into_iter().filter(|(d, t)| self.config.selects(d, t)) {
+            tables.push(self.table(conn, db, name).await?);
+        }
+        Ok(tables)
+    }
+
+    async fn table(&self, conn: &mut Conn, db: String, name: String) -> Result<Table, MysqlError> {
+        let q = |e| MysqlError::query(format!("reading the columns of `{db}.{name}`"), e);
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            Option<u32>,
+            Option<u32>,
+            Option<u32>,
+        );
+        let rows: Vec<Row> = conn
+            .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
+            .await
+            .map_err(q)?;
+        let key_names: Vec<String> = conn
+            .exec("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (&db, &name))
+            .await
+            .map_err(q)?;
+        let mut columns = Vec::new();
+        for (col, data_type, column_type, nullable, precision, scale, fsp) in rows {
+            let d = Described {
+                name: col,
+                data_type: data_type.to_ascii_lowercase(),
+                column_type: column_type.to_ascii_lowercase(),
+                nullable: nullable == "YES",
+                precision,
+                scale,
+                fsp,
+            };
+            let key = key_names.contains(&d.name);
+            columns.push(Column::new(&d, key, self.modes()).map_err(|e| {
+                MysqlError::Setup(format!(
+                    "table `{db}.{name}`: {e}; leave the table out with `table.exclude.list`"
+                ))
+            })?);
+        }
+        let key: Vec<usize> = key_names
+            .iter()
+            .filter_map(|k| columns.iter().position(|c| &c.name == k))
+            .collect();
+        let prefix = format!("{}.{db}.{name}", self.config.common.topic_prefix);
+        let row = columns
+            .iter()
+            .fold(Schema::struct_builder(), |b, c| {
+                b.field(c.name.as_str(), c.schema.clone())
+            })
+            .build();
+        let key_schema = (!key.is_empty()).then(|| {
+            key.iter()
+                .fold(Schema::struct_builder(), |b, &i| {
+                    b.field(columns[i].name.as_str(), columns[i].schema.clone())
+                })
+                .build()
+        });
+        let envelope = EnvelopeSchema::new(&prefix, key_schema, row, self.source_schema.clone());
+        Ok(Table {
+            db,
+            name,
+            columns,
+            key,
+            topic: prefix.into(),
+            envelope,
+        })
+    }
+
+    /// Reads the snapshot and sends its rows; returns how many.
+    pub(super) async fn snapshot(
+        &self,
+        conn: &mut Conn,
+        ctx: &mut SourceContext,
+    ) -> Result<u64, MysqlError> {
+        conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            .await
+            .map_err(|e| MysqlError::query("setting the isolation level", e))?;
+        conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            .await
+            .map_err(|e| MysqlError::query("starting the snapshot's transaction", e))?;
+        let status: Vec<(String, String)> = conn
+            .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            .await
+            .map_err(|e| MysqlError::query("reading the snapshot's binlog position", e))?;
+        let get = |k: &str| {
+            status
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.clone())
+        };
+        let (Some(file), Some(pos)) = (
+            get("binlog_snapshot_file"),
+            get("binlog_snapshot_position").and_then(|p| p.parse::<u64>().ok()),
+        ) else {
+            return Err(MysqlError::Setup("the server does not report the binlog position of a consistent snapshot (`binlog_snapshot_file`, a MariaDB status): MySQL servers need Debezium's `snapshot.locking.mode`, which the mysql source does not implement yet".into()));
+        };
+        tracing::info!(%file, pos, "Consistent snapshot started.");
+        let tables = self.tables(conn).await?;
+        let at = |completed| {
+            Offset {
+                at: MysqlOffset {
+                    file: file.clone(),
+                    pos,
+                    row: 0,
+                    snapshot_completed: completed,
+                },
+                incremental: None,
+            }
+            .position()
+        };
+        let mut reader = Reader {
+            source: self,
+            started: SourceTimestamps::now(),
+            file: file.clone(),
+            pos,
+            position: at(false),
+            batch: Vec::new(),
+            cut: BatchCut::for_limits(ctx.limits()),
+            rows: 0,
+        };
+        let count = tables.len();
+        for (i, table) in tables.iter().enumerate() {
+            reader
+                .read_table(conn, (i == 0, i + 1 == count), table, ctx)
+                .await?;
+        }
+        let rows = reader.rows;
+        let mut events = std::mem::take(&mut reader.batch);
+        let done = at(true);
+        for e in &mut events {
+            e.position = done.clone();
+        }
+        let _ = conn.query_drop("COMMIT").await;
+        let _ = ctx
+            .emit(Batch {
+                events,
+                position: Some(done),
+            })
+            .await;
+        Ok(rows)
+    }
+}
+
+/// Debezium's `source.snapshot` of a snapshot row: `first` for the first table's first row,
+/// `last` for the last table's last one, `first_in_data_collection` and
+/// `last_in_data_collection` for the others' first and last, else `true`.
+fn mark((first_table, last_table): (bool, bool), first: bool, last: bool) -> &'static str {
+    match (first_table && first, last_table && last, first, last) {
+        (true, ..) => "first",
+        (_, true, ..) => "last",
+        (.., true, _) => "first_in_data_collection",
+        (.., true) => "last_in_data_collection",
+        _ => "true",
+    }
+}
+
+/// The snapshot's state while tables are read.
+struct Reader<'a> {
+    source: &'a MysqlSource,
+    started: SourceTimestamps,
+    file: String,
+    pos: u64,
+    position: sluice_engine::Position,
+    batch: Vec<ChangeEvent>,
+    cut: BatchCut,
+    rows: u64,
+}
+
+impl Reader<'_> {
+    /// Reads one table; `place`: whether it is the first and the last table.
+    async fn read_table(
+        &mut self,
+        conn: &mut Conn,
+        place: (bool, bool),
+        table: &Table,
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let list: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
+        let sql = format!(
+            "SELECT {} FROM {}.{}",
+            list.join(", "),
+            quote(&table.db),
+            quote(&table.name)
+        );
+        let q = |e| MysqlError::query(format!("reading `{}.{}`", table.db, table.name), e);
+        let mut result = conn.query_iter(sql).await.map_err(q)?;
+        let modes = self.source.modes();
+        // A row is held until the next one is read, so the table's last one can be marked.
+        let mut held: Option<(Struct, bool)> = None;
+        while let Some(row) = result.next().await.map_err(q)? {
+            let mut values = Vec::with_capacity(table.columns.len());
+            for (j, column) in table.columns.iter().enumerate() {
+                let text = match row.as_ref(j) {
+                    Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
+                    _ => None,
+                };
+                values.push(column.value(text, modes).map_err(|e| {
+                    MysqlError::Value(format!("`{}.{}` {e}", table.db, table.name))
+                })?);
+            }
+            let after =
+                Struct::from_values(table.envelope.row.clone(), values).ok_or_else(|| {
+                    MysqlError::Value(format!(
+                        "`{}.{}`: a row does not fit its schema",
+                        table.db, table.name
+                    ))
+                })?;
+            let first = held.is_none();
+            if let Some((prev, prev_first)) = held.replace((after, first)) {
+                let event = self.event(table, prev, mark(place, prev_first, false));
+                self.push(event, ctx).await;
+            }
+            self.rows += 1;
+        }
+        if let Some((prev, prev_first)) = held {
+            let event = self.event(table, prev, mark(place, prev_first, true));
+            self.push(event, ctx).await;
+        }
+        Ok(())
+    }
+
+    async fn push(&mut self, event: ChangeEvent, ctx: &mut SourceContext) {
+        let full = self.cut.add(&event);
+        self.batch.push(event);
+        if full {
+            self.cut.taken();
+            let events = std::mem::take(&mut self.batch);
+            // A stopping pipeline drops the snapshot; the next start reads it again.
+            let _ = ctx
+                .emit(Batch {
+                    events,
+                    position: Some(self.position.clone()),
+                })
+                .await;
+        }
+    }
+
+    fn event(&self, table: &Table, after: Struct, mark: &str) -> ChangeEvent {
+        let ts = SourceTimestamps::now();
+        // Debezium stamps snapshot rows with the snapshot's start, in whole seconds.
+        let started = SourceTimestamps {
+            nanos: self.started.millis() / 1000 * 1_000_000_000,
+        };
+        let common = &self.source.config.common;
+        let source = Struct::from_values(
+            self.source.source_schema.clone(),
+            vec![
+                Value::from(crate::VERSION),
+                Value::from("mysql"),
+                Value::from(common.topic_prefix.as_str()),
+                Value::Int64(started.millis()),
+                Value::from(mark),
+                Value::from(table.db.as_str()),
+                Value::Null,
+                Value::Int64(started.micros()),
+                Value::Int64(started.nanos),
+                Value::from(table.name.as_str()),
+                Value::Int64(0),
+                Value::Null,
+                Value::from(self.file.as_str()),
+                Value::Int64(i64::try_from(self.pos).unwrap_or(i64::MAX)),
+                Value::Int32(0),
+                Value::Null,
+                Value::Null,
+            ],
+        )
+        .unwrap_or_else(|| Struct::new(self.source.source_schema.clone()));
+        let key = table.envelope.key.as_ref().and_then(|schema| {
+            let values = table
+                .key
+                .iter()
+                .map(|&i| after.values()[i].clone())
+                .collect();
+            Struct::from_values(schema.clone(), values).map(|s| Record {
+                schema: schema.clone(),
+                value: Value::Struct(s),
+            })
+        });
+        let value = table
+            .envelope
+            .value(Op::Read, None, Some(after), source, None, ts);
+        ChangeEvent {
+            topic: Arc::clone(&table.topic),
+            key,
+            value: Some(value),
+            headers: Vec::new(),
+            position: self.position.clone(),
+        }
+    }
+}

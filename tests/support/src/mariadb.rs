@@ -1,0 +1,123 @@
+//! A private MariaDB server with the binlog on (the machine's own runs with `log_bin=OFF`),
+//! started once per test process on a free port with a data directory of its own, and stopped
+//! when the process ends (a watcher shell kills it once its parent is gone). `SLUICE_MARIADB_PORT`
+//! points the tests at a running server instead (root without a password on 127.0.0.1).
+//! Statements go through the `mariadb` command-line client: a client independent of Sluice's.
+
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The server the tests of this process use.
+pub struct Server {
+    pub port: u16,
+    _dir: Option<tempfile::TempDir>,
+    /// The watcher shell (it outlives this process by at most a second).
+    _watcher: Option<std::process::Child>,
+}
+
+static SERVER: OnceLock<Server> = OnceLock::new();
+
+/// Starts the server on first use.
+pub fn server() -> &'static Server {
+    SERVER.get_or_init(|| {
+        if let Some(port) = std::env::var("SLUICE_MARIADB_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+        {
+            return Server {
+                port,
+                _dir: None,
+                _watcher: None,
+            };
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let installed = Command::new("mariadb-install-db")
+            .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=normal"])
+            .arg(format!("--datadir={}", data.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("mariadb-install-db (apt-get install mariadb-server)");
+        assert!(installed.success(), "mariadb-install-db failed");
+        let port = crate::pg::free_port();
+        let d = dir.path().display();
+        let server = format!(
+            "mariadbd --no-defaults --datadir={d}/data --port={port} --bind-address=127.0.0.1 \
+             --socket={d}/sock --user=root --log-bin={d}/data/binlog --server-id=1 \
+             --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
+             --default-time-zone=+00:00 --skip-name-resolve >{d}/server.log 2>&1"
+        );
+        // The watcher: ends the server when the test process is gone.
+        let watcher = format!(
+            "{server} & M=$!; while kill -0 {parent} 2>/dev/null && kill -0 $M 2>/dev/null; do sleep 1; done; kill $M 2>/dev/null",
+            parent = std::process::id()
+        );
+        let watcher = Command::new("sh")
+            .args(["-c", &watcher])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start mariadbd");
+        let t0 = Instant::now();
+        while !ping(port) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the private MariaDB did not start: {}",
+                std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Server {
+            port,
+            _dir: Some(dir),
+            _watcher: Some(watcher),
+        }
+    })
+}
+
+fn ping(port: u16) -> bool {
+    Command::new("mariadb")
+        .args([
+            "-h127.0.0.1",
+            &format!("-P{port}"),
+            "-uroot",
+            "-e",
+            "select 1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `sql` (statements separated by `;`) in database `db` (`""`: none) and returns the
+/// output rows, tab-separated, without headers.
+pub fn sql(db: &str, sql: &str) -> String {
+    let port = server().port;
+    let mut cmd = Command::new("mariadb");
+    cmd.args(["-h127.0.0.1", &format!("-P{port}"), "-uroot", "-N", "-B"]);
+    if !db.is_empty() {
+        cmd.arg(db);
+    }
+    let out = cmd.args(["-e", sql]).output().expect("mariadb client");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fresh database named after `test` (dropped first if an earlier run left it).
+pub fn database(test: &str) -> String {
+    let name: String = test
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    sql(
+        "",
+        &format!("DROP DATABASE IF EXISTS `{name}`; CREATE DATABASE `{name}`"),
+    );
+    name
+}
