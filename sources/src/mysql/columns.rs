@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
+use mysql_async::binlog::value::BinlogValue;
 use sluice_engine::{Schema, SchemaType, Value};
 use sluice_kit::values::temporal::{
-    date_schema, format_zoned_timestamp, parse_date, parse_timestamp, timestamp_schema,
-    timestamp_value,
+    date_schema, days_from_civil, format_zoned_timestamp, parse_date, parse_timestamp,
+    timestamp_schema, timestamp_value,
 };
 use sluice_kit::values::{
     decimal_column_schema, decimal_value, named, DecimalMode, TimePrecisionMode,
@@ -26,6 +27,8 @@ pub(super) struct Described {
     pub scale: Option<u32>,
     /// `DATETIME_PRECISION`.
     pub fsp: Option<u32>,
+    /// `CHARACTER_SET_NAME` (text columns).
+    pub charset: Option<String>,
 }
 
 /// How a column's text becomes a value.
@@ -39,7 +42,8 @@ enum Kind {
     UInt64,
     Float64,
     Decimal(Option<u32>),
-    Text,
+    /// Text; `true`: stored in latin1 (the binlog carries the column's own bytes).
+    Text(bool),
     Date,
     DateTime(u32),
     Timestamp(u32),
@@ -85,7 +89,17 @@ impl Column {
                 )
             }
             ("char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext", _) => {
-                (Kind::Text, primitive(SchemaType::String))
+                let latin1 = match d.charset.as_deref() {
+                    None | Some("utf8" | "utf8mb3" | "utf8mb4" | "ascii") => false,
+                    Some("latin1") => true,
+                    Some(other) => {
+                        return Err(format!(
+                            "column `{}` is in character set `{other}`, which the mysql source does not decode yet (utf8mb4, utf8, ascii and latin1 it does)",
+                            d.name
+                        ))
+                    }
+                };
+                (Kind::Text(latin1), primitive(SchemaType::String))
             }
             ("date", _) => (Kind::Date, date_schema(modes.time, optional)),
             ("datetime", _) => {
@@ -140,18 +154,13 @@ impl Column {
             Kind::Int64 => Value::Int64(text.parse().map_err(|_| bad())?),
             Kind::UInt64 => {
                 let v: u64 = text.parse().map_err(|_| bad())?;
-                Value::Int64(i64::try_from(v).map_err(|_| {
-                    format!(
-                        "column `{}`: BIGINT UNSIGNED value {v} does not fit a signed 64-bit integer (`bigint.unsigned.handling.mode: long`; Debezium would wrap it to a negative number)",
-                        self.name
-                    )
-                })?)
+                Value::Int64(i64::try_from(v).map_err(|_| self.unsigned_overflow(v))?)
             }
             Kind::Float64 => Value::Float64(text.parse().map_err(|_| bad())?),
             Kind::Decimal(scale) => {
                 decimal_value(text, scale, modes.decimal, &self.schema).ok_or_else(bad)?
             }
-            Kind::Text => Value::from(text),
+            Kind::Text(_) => Value::from(text),
             Kind::Date => Value::Int32(
                 parse_date(text)
                     .and_then(|d| i32::try_from(d).ok())
@@ -167,6 +176,116 @@ impl Column {
             )),
         })
     }
+
+    /// The value of the column in a binlog row image (`None`: SQL NULL); `Err` says why it
+    /// does not fit. Text comes in the column's character set: UTF-8 is decoded, another one
+    /// is an error for now (the TABLE_MAP charsets are not read yet).
+    pub(super) fn binlog_value(
+        &self,
+        v: Option<&BinlogValue<'_>>,
+        modes: Modes,
+    ) -> Result<Value, String> {
+        use mysql_async::Value as V;
+        let Some(v) = v else {
+            return Ok(Value::Null);
+        };
+        let BinlogValue::Value(v) = v else {
+            return Err(format!(
+                "column `{}`: a JSON value where {:?} was expected",
+                self.name, self.kind
+            ));
+        };
+        if *v == V::NULL {
+            return Ok(Value::Null);
+        }
+        let bad = || {
+            format!(
+                "column `{}`: the binlog value {v:?} does not fit its type",
+                self.name
+            )
+        };
+        let int = || match v {
+            V::Int(i) => Some(i128::from(*i)),
+            V::UInt(u) => Some(i128::from(*u)),
+            _ => None,
+        };
+        Ok(match self.kind {
+            Kind::Int16 => Value::Int16(int().and_then(|i| i16::try_from(i).ok()).ok_or_else(bad)?),
+            Kind::Int32 => Value::Int32(int().and_then(|i| i32::try_from(i).ok()).ok_or_else(bad)?),
+            Kind::Int64 => Value::Int64(int().and_then(|i| i64::try_from(i).ok()).ok_or_else(bad)?),
+            Kind::UInt64 => {
+                let i = int().ok_or_else(bad)?;
+                Value::Int64(i64::try_from(i).map_err(|_| self.unsigned_overflow(i))?)
+            }
+            Kind::Float64 => match v {
+                V::Double(f) => Value::Float64(*f),
+                V::Float(f) => Value::Float64(f64::from(*f)),
+                _ => return Err(bad()),
+            },
+            Kind::Text(true) => match v {
+                V::Bytes(b) => Value::from(latin1(b)),
+                _ => return Err(bad()),
+            },
+            Kind::Decimal(_) | Kind::Text(false) => match v {
+                V::Bytes(b) => return self.value(Some(b), modes),
+                _ => return Err(bad()),
+            },
+            Kind::Date => match v {
+                V::Date(y, m, d, ..) => Value::Int32(
+                    i32::try_from(days_from_civil(i64::from(*y), u32::from(*m), u32::from(*d)))
+                        .map_err(|_| bad())?,
+                ),
+                _ => return Err(bad()),
+            },
+            Kind::DateTime(fsp) => match v {
+                V::Date(y, mo, d, h, mi, s, us) => {
+                    let days = days_from_civil(i64::from(*y), u32::from(*mo), u32::from(*d));
+                    let micros = days * 86_400_000_000
+                        + (i64::from(*h) * 3600 + i64::from(*mi) * 60 + i64::from(*s)) * 1_000_000
+                        + i64::from(*us);
+                    timestamp_value(micros, fsp, modes.time)
+                }
+                _ => return Err(bad()),
+            },
+            // `seconds[.micros]` since the epoch.
+            Kind::Timestamp(fsp) => match v {
+                V::Bytes(b) => {
+                    let text = std::str::from_utf8(b).map_err(|_| bad())?;
+                    let (s, us) = text.split_once('.').unwrap_or((text, "0"));
+                    let s: i64 = s.parse().map_err(|_| bad())?;
+                    let us: i64 = format!("{us:0<6}").parse().map_err(|_| bad())?;
+                    Value::String(format_zoned_timestamp(s * 1_000_000 + us, fsp))
+                }
+                _ => return Err(bad()),
+            },
+        })
+    }
+
+    fn unsigned_overflow(&self, v: impl std::fmt::Display) -> String {
+        format!(
+            "column `{}`: BIGINT UNSIGNED value {v} does not fit a signed 64-bit integer (`bigint.unsigned.handling.mode: long`; Debezium would wrap it to a negative number)",
+            self.name
+        )
+    }
+}
+
+/// MySQL's `latin1` (Windows-1252; its five unassigned bytes keep their code points, as
+/// MySQL converts them) as UTF-8.
+fn latin1(bytes: &[u8]) -> String {
+    const HIGH: [char; 32] = [
+        '\u{20ac}', '\u{81}', '\u{201a}', '\u{192}', '\u{201e}', '\u{2026}', '\u{2020}',
+        '\u{2021}', '\u{2c6}', '\u{2030}', '\u{160}', '\u{2039}', '\u{152}', '\u{8d}', '\u{17d}',
+        '\u{8f}', '\u{90}', '\u{2018}', '\u{2019}', '\u{201c}', '\u{201d}', '\u{2022}', '\u{2013}',
+        '\u{2014}', '\u{2dc}', '\u{2122}', '\u{161}', '\u{203a}', '\u{153}', '\u{9d}', '\u{17e}',
+        '\u{178}',
+    ];
+    bytes
+        .iter()
+        .map(|&b| match b {
+            0x80..=0x9f => HIGH[usize::from(b - 0x80)],
+            _ => char::from(b),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -182,6 +301,7 @@ mod tests {
             precision: Some(10),
             scale: Some(2),
             fsp,
+            charset: None,
         };
         Column::new(&d, false, MODES).unwrap_or_else(|e| panic!("{e}"))
     }
@@ -234,7 +354,9 @@ mod tests {
             precision: None,
             scale: None,
             fsp: None,
+            charset: None,
         };
+        assert_eq!(latin1(b"caf\xe9 \x80"), "café €");
         assert!(Column::new(&d, false, MODES)
             .unwrap_err()
             .contains("does not map yet"));

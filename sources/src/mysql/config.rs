@@ -7,8 +7,8 @@ use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
 use sluice_kit::snapshot::SnapshotMode;
 use sluice_kit::values::{DecimalMode, TimePrecisionMode};
 
-/// `type: mysql` / `type: mariadb`: a MySQL or MariaDB server's tables, read in one consistent
-/// snapshot. Tables are `<database>.<table>` (`table.include.list` matches that name).
+/// `type: mysql`: a MySQL or MariaDB server's tables, read in one consistent snapshot, then
+/// from the binlog. Tables are `<database>.<table>` (`table.include.list` matches that name).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlConfig {
@@ -102,9 +102,15 @@ impl DatabaseSource for MysqlConfig {
         if self.time_mode == TimePrecisionMode::Adaptive {
             return Err("`time.precision.mode: adaptive` is not one of the MySQL connector's; use `adaptive_time_microseconds` (the default) or `connect`".into());
         }
-        if self.common.snapshot_mode != SnapshotMode::InitialOnly {
+        if !matches!(
+            self.common.snapshot_mode,
+            SnapshotMode::Initial
+                | SnapshotMode::InitialOnly
+                | SnapshotMode::NoData
+                | SnapshotMode::Never
+        ) {
             return Err(format!(
-                "`snapshot.mode: {}`: the mysql source reads a consistent snapshot only so far (the binlog stream is not built yet); use `snapshot.mode: initial_only`",
+                "`snapshot.mode: {}` is not built into the mysql source yet (it keeps no schema history so far); use `initial`, `initial_only` or `no_data`",
                 self.common.snapshot_mode.name()
             ));
         }

@@ -37,9 +37,10 @@ impl Classify for MysqlError {
             MysqlError::Setup(_) | MysqlError::Value(_) => ErrorClass::Fatal,
             MysqlError::Query { source, .. } => match source {
                 // Access denied (1044, 1045, 1142, 1227), unknown database or table (1049,
-                // 1146), syntax (1064): retrying will not help.
+                // 1146), syntax (1064), the binlog position gone (1236): retrying will not
+                // help.
                 mysql_async::Error::Server(e)
-                    if [1044, 1045, 1049, 1064, 1142, 1146, 1227].contains(&e.code) =>
+                    if [1044, 1045, 1049, 1064, 1142, 1146, 1227, 1236].contains(&e.code) =>
                 {
                     ErrorClass::Fatal
                 }

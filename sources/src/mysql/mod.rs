@@ -1,6 +1,6 @@
-//! `mysql`: MySQL and MariaDB, as Debezium's MySQL connector captures them. This first step
-//! reads one consistent snapshot of the captured tables (`snapshot.mode: initial_only`); the
-//! binlog stream, schema history and the kit's signals follow (issue 17).
+//! `mysql`: MySQL and MariaDB, as Debezium's MySQL connector captures them: one consistent
+//! snapshot of the captured tables, then the binlog stream (`stream`). Schema history, GTIDs
+//! and the kit's signals follow (issue 17).
 //!
 //! The snapshot runs in one `START TRANSACTION WITH CONSISTENT SNAPSHOT`: MariaDB reports the
 //! binlog position that transaction sees (`binlog_snapshot_file`, `binlog_snapshot_position`),
@@ -11,13 +11,17 @@ mod columns;
 mod config;
 mod error;
 mod snapshot;
+mod stream;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::source_block_builder;
-use sluice_engine::{BuildContext, ComponentError, Schema, SchemaType, Source, SourceContext};
+use sluice_engine::event::{source_block_builder, SourceTimestamps};
+use sluice_engine::{
+    BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, SchemaType, Source,
+    SourceContext, Struct, Value,
+};
 use sluice_kit::position::Resume;
 
 pub use config::MysqlConfig;
@@ -148,7 +152,7 @@ impl Source for MysqlSource {
             .snapshotter("mysql", false)
             .and_then(|s| s.plan(stored, "the binlog was purged"))
             .map_err(ComponentError::fatal)?;
-        if !plan.data {
+        if !plan.data && !plan.stream {
             tracing::info!(
                 mode = self.config.common.snapshot_mode.name(),
                 "The snapshot is complete and snapshot.mode does not stream: nothing to do."
@@ -157,9 +161,131 @@ impl Source for MysqlSource {
         }
         let mut conn = self.connect().await?;
         self.check_server(&mut conn).await?;
-        let rows = self.snapshot(&mut conn, ctx).await?;
-        tracing::info!(rows, "Snapshot completed.");
+        let (tables, from) = if plan.data {
+            let (rows, tables, at) = self.snapshot(&mut conn, ctx).await?;
+            tracing::info!(rows, "Snapshot completed.");
+            (tables, at)
+        } else {
+            let tables = self.tables(&mut conn).await?;
+            let at = match resume {
+                Some(r) => r.at,
+                None => self.current_position(&mut conn).await?,
+            };
+            (tables, at)
+        };
         let _ = conn.disconnect().await;
-        Ok(())
+        if !plan.stream || ctx.is_stopping() {
+            return Ok(());
+        }
+        Ok(self.stream(&tables, from, ctx).await?)
+    }
+}
+
+/// What an event's `source` block says beyond the table.
+#[derive(Debug, Clone)]
+struct At {
+    /// When the change was made (the snapshot's start for snapshot rows), milliseconds.
+    pub ts_ms: i64,
+    /// `source.snapshot`.
+    pub snapshot: &'static str,
+    /// The server that wrote the change (0 for snapshot rows, as Debezium).
+    pub server_id: i64,
+    pub file: String,
+    pub pos: u64,
+    /// The row's index in its binlog event.
+    pub row: i32,
+}
+
+impl MysqlSource {
+    /// The change event of `table`'s row: key, envelope, Debezium's MySQL `source` block.
+    fn event(
+        &self,
+        table: &snapshot::Table,
+        op: Op,
+        before: Option<Struct>,
+        after: Option<Struct>,
+        at: &At,
+        position: Position,
+    ) -> ChangeEvent {
+        let ts = SourceTimestamps::now();
+        let made = SourceTimestamps {
+            nanos: at.ts_ms.saturating_mul(1_000_000),
+        };
+        let source = Struct::from_values(
+            self.source_schema.clone(),
+            vec![
+                Value::from(crate::VERSION),
+                Value::from("mysql"),
+                Value::from(self.config.common.topic_prefix.as_str()),
+                Value::Int64(made.millis()),
+                Value::from(at.snapshot),
+                Value::from(table.db.as_str()),
+                Value::Null,
+                Value::Int64(made.micros()),
+                Value::Int64(made.nanos),
+                Value::from(table.name.as_str()),
+                Value::Int64(at.server_id),
+                Value::Null,
+                Value::from(at.file.as_str()),
+                Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
+                Value::Int32(at.row),
+                Value::Null,
+                Value::Null,
+            ],
+        )
+        .unwrap_or_else(|| Struct::new(self.source_schema.clone()));
+        let row = before.as_ref().or(after.as_ref());
+        let key = table.envelope.key.as_ref().and_then(|schema| {
+            let values = table
+                .key
+                .iter()
+                .map(|&i| row.map_or(Value::Null, |r| r.values()[i].clone()))
+                .collect();
+            Struct::from_values(schema.clone(), values).map(|s| Record {
+                schema: schema.clone(),
+                value: Value::Struct(s),
+            })
+        });
+        let value = table.envelope.value(op, before, after, source, None, ts);
+        ChangeEvent {
+            topic: Arc::clone(&table.topic),
+            key,
+            value: Some(value),
+            headers: Vec::new(),
+            position,
+        }
+    }
+}
+
+impl MysqlSource {
+    /// The binlog's current end (`SHOW MASTER STATUS`), where a stream without a snapshot starts.
+    async fn current_position(
+        &self,
+        conn: &mut mysql_async::Conn,
+    ) -> Result<MysqlOffset, MysqlError> {
+        use mysql_async::prelude::Queryable;
+        let row: Option<mysql_async::Row> =
+            conn.query_first("SHOW MASTER STATUS").await.map_err(|e| {
+                MysqlError::query(
+                    "reading the binlog position (SHOW MASTER STATUS; it needs REPLICATION CLIENT)",
+                    e,
+                )
+            })?;
+        let row = row.ok_or_else(|| {
+            MysqlError::Setup("`SHOW MASTER STATUS` returned nothing: the binlog is off".into())
+        })?;
+        let file: Option<String> = row.get(0);
+        let pos: Option<u64> = row.get(1);
+        match (file, pos) {
+            (Some(file), Some(pos)) => Ok(MysqlOffset {
+                file,
+                pos,
+                row: 0,
+                snapshot_completed: true,
+            }),
+            _ => Err(MysqlError::Setup(
+                "`SHOW MASTER STATUS` did not give a file and position".into(),
+            )),
+        }
     }
 }

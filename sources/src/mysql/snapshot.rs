@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 use sluice_engine::event::{BatchCut, EnvelopeSchema, SourceTimestamps};
-use sluice_engine::{Batch, ChangeEvent, Op, Record, Schema, SourceContext, Struct, Value};
+use sluice_engine::{Batch, ChangeEvent, Op, Schema, SourceContext, Struct};
 
 use super::columns::{Column, Described, Modes};
 use super::error::MysqlError;
@@ -29,7 +29,7 @@ fn quote(name: &str) -> String {
 }
 
 impl MysqlSource {
-    fn modes(&self) -> Modes {
+    pub(super) fn modes(&self) -> Modes {
         Modes {
             decimal: self.config.decimal_mode,
             time: self.config.time_mode,
@@ -37,7 +37,7 @@ impl MysqlSource {
     }
 
     /// The captured tables, as the snapshot's transaction sees them.
-    async fn tables(&self, conn: &mut Conn) -> Result<Vec<Table>, MysqlError> {
+    pub(super) async fn tables(&self, conn: &mut Conn) -> Result<Vec<Table>, MysqlError> {
         let names: Vec<(String, String)> = conn
             .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
             .await
@@ -59,9 +59,10 @@ impl MysqlSource {
             Option<u32>,
             Option<u32>,
             Option<u32>,
+            Option<String>,
         );
         let rows: Vec<Row> = conn
-            .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
+            .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
             .await
             .map_err(q)?;
         let key_names: Vec<String> = conn
@@ -69,7 +70,7 @@ impl MysqlSource {
             .await
             .map_err(q)?;
         let mut columns = Vec::new();
-        for (col, data_type, column_type, nullable, precision, scale, fsp) in rows {
+        for (col, data_type, column_type, nullable, precision, scale, fsp, charset) in rows {
             let d = Described {
                 name: col,
                 data_type: data_type.to_ascii_lowercase(),
@@ -78,6 +79,7 @@ impl MysqlSource {
                 precision,
                 scale,
                 fsp,
+                charset: charset.map(|c| c.to_ascii_lowercase()),
             };
             let key = key_names.contains(&d.name);
             columns.push(Column::new(&d, key, self.modes()).map_err(|e| {
@@ -115,12 +117,13 @@ impl MysqlSource {
         })
     }
 
-    /// Reads the snapshot and sends its rows; returns how many.
+    /// Reads the snapshot and sends its rows; returns how many, the tables, and where the
+    /// stream goes on.
     pub(super) async fn snapshot(
         &self,
         conn: &mut Conn,
         ctx: &mut SourceContext,
-    ) -> Result<u64, MysqlError> {
+    ) -> Result<(u64, Vec<Table>, MysqlOffset), MysqlError> {
         conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             .await
             .map_err(|e| MysqlError::query("setting the isolation level", e))?;
@@ -186,7 +189,13 @@ impl MysqlSource {
                 position: Some(done),
             })
             .await;
-        Ok(rows)
+        let from = MysqlOffset {
+            file,
+            pos,
+            row: 0,
+            snapshot_completed: true,
+        };
+        Ok((rows, tables, from))
     }
 }
 
@@ -284,56 +293,23 @@ impl Reader<'_> {
         }
     }
 
-    fn event(&self, table: &Table, after: Struct, mark: &str) -> ChangeEvent {
-        let ts = SourceTimestamps::now();
-        // Debezium stamps snapshot rows with the snapshot's start, in whole seconds.
-        let started = SourceTimestamps {
-            nanos: self.started.millis() / 1000 * 1_000_000_000,
+    fn event(&self, table: &Table, after: Struct, mark: &'static str) -> ChangeEvent {
+        let at = super::At {
+            // Debezium stamps snapshot rows with the snapshot's start, in whole seconds.
+            ts_ms: self.started.millis() / 1000 * 1000,
+            snapshot: mark,
+            server_id: 0,
+            file: self.file.clone(),
+            pos: self.pos,
+            row: 0,
         };
-        let common = &self.source.config.common;
-        let source = Struct::from_values(
-            self.source.source_schema.clone(),
-            vec![
-                Value::from(crate::VERSION),
-                Value::from("mysql"),
-                Value::from(common.topic_prefix.as_str()),
-                Value::Int64(started.millis()),
-                Value::from(mark),
-                Value::from(table.db.as_str()),
-                Value::Null,
-                Value::Int64(started.micros()),
-                Value::Int64(started.nanos),
-                Value::from(table.name.as_str()),
-                Value::Int64(0),
-                Value::Null,
-                Value::from(self.file.as_str()),
-                Value::Int64(i64::try_from(self.pos).unwrap_or(i64::MAX)),
-                Value::Int32(0),
-                Value::Null,
-                Value::Null,
-            ],
+        self.source.event(
+            table,
+            Op::Read,
+            None,
+            Some(after),
+            &at,
+            self.position.clone(),
         )
-        .unwrap_or_else(|| Struct::new(self.source.source_schema.clone()));
-        let key = table.envelope.key.as_ref().and_then(|schema| {
-            let values = table
-                .key
-                .iter()
-                .map(|&i| after.values()[i].clone())
-                .collect();
-            Struct::from_values(schema.clone(), values).map(|s| Record {
-                schema: schema.clone(),
-                value: Value::Struct(s),
-            })
-        });
-        let value = table
-            .envelope
-            .value(Op::Read, None, Some(after), source, None, ts);
-        ChangeEvent {
-            topic: Arc::clone(&table.topic),
-            key,
-            value: Some(value),
-            headers: Vec::new(),
-            position: self.position.clone(),
-        }
     }
 }
