@@ -15,14 +15,11 @@ PORT=${PORT:-3398}
 WORK=$(mktemp -d)
 SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
 [ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
-mariadb-install-db --no-defaults --datadir="$WORK/data" --user=root --auth-root-authentication-method=normal >/dev/null
-printf '[mariadbd]\nversion=5.7.44-mariadb-compat\n' > "$WORK/my.cnf"
-mariadbd --defaults-file="$WORK/my.cnf" --datadir="$WORK/data" --port=$PORT --bind-address=127.0.0.1 \
-  --socket="$WORK/sock" --user=root --log-bin="$WORK/data/binlog" --server-id=1 --binlog-format=ROW \
-  --binlog-row-image=FULL --binlog-row-metadata=FULL --default-time-zone=+00:00 >"$WORK/server.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER; wait $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 100); do mariadb -h127.0.0.1 -P$PORT -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
+# shellcheck source=private-mariadb.sh
+. "$HERE/private-mariadb.sh"
+SERVER=
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
+private_mariadb "$WORK" "$PORT"
 mariadb -h127.0.0.1 -P$PORT -uroot -e 'create database inventory'
 mariadb -h127.0.0.1 -P$PORT -uroot inventory < "$SHARED/debezium/mariadb-schema.sql"
 

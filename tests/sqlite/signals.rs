@@ -87,32 +87,40 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
     );
 }
 
+/// A captured table `t` of `rows` rows and a pipeline that streams it (no snapshot) with the
+/// `file` signal channel on `signals.jsonl`, chunks of `chunk` rows and sink notifications on
+/// `app.notifications`.
+fn file_signals(rows: u32, chunk: u32) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        &format!("create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < {rows}) insert into t select v, 'row ' || v from g;"),
+        &["t"],
+    );
+    let signals = dir.path().join("signals.jsonl");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &format!(
+            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: {chunk}\n  notification.enabled.channels: sink\n  notification.sink.topic.name: app.notifications\n",
+            signals.display()
+        ),
+    );
+    (dir, signals, path)
+}
+
 /// The kit's `file` signal channel in the SQLite source: an `execute-snapshot` line starts an
 /// incremental snapshot (no signaling table needed), a malformed line is refused, the file is
 /// emptied once read.
 #[test]
 fn a_file_signal_snapshots_a_table_incrementally() {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, _conn) = captured(
-        dir.path(),
-        "create table t (id integer primary key, v text);
-         with recursive g(v) as (select 1 union all select v + 1 from g where v < 120) insert into t select v, 'row ' || v from g;",
-        &["t"],
-    );
-    let signals = dir.path().join("signals.jsonl");
+    let (dir, signals, path) = file_signals(120, 50);
     std::fs::write(
         &signals,
         "not json\n{\"id\": \"f-1\", \"type\": \"execute-snapshot\", \"data\": {\"data-collections\": [\"main.t\"]}}\n",
     )
     .unwrap();
-    let path = pipeline(
-        dir.path(),
-        &db,
-        &format!(
-            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 50\n  notification.enabled.channels: sink\n  notification.sink.topic.name: app.notifications\n",
-            signals.display()
-        ),
-    );
     let o = sluice(&["run", "--stop-when-idle", "2s", path.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -184,22 +192,7 @@ fn a_file_signal_snapshots_a_table_incrementally() {
 /// Debezium's `ABORTED`, and a signal the source cannot carry out is refused with one.
 #[test]
 fn a_file_signal_pauses_resumes_and_stops_an_incremental_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, _conn) = captured(
-        dir.path(),
-        "create table t (id integer primary key, v text);
-         with recursive g(v) as (select 1 union all select v + 1 from g where v < 40) insert into t select v, 'row ' || v from g;",
-        &["t"],
-    );
-    let signals = dir.path().join("signals.jsonl");
-    let path = pipeline(
-        dir.path(),
-        &db,
-        &format!(
-            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 15\n  notification.enabled.channels: sink\n  notification.sink.topic.name: app.notifications\n",
-            signals.display()
-        ),
-    );
+    let (dir, signals, path) = file_signals(40, 15);
     let run = |signal_lines: &str| {
         std::fs::write(&signals, signal_lines).unwrap();
         let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);

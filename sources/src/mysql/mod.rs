@@ -149,16 +149,11 @@ impl Source for MysqlSource {
         let plan = self
             .config
             .common
-            .snapshotter("mysql", false)
-            .and_then(|s| s.plan(stored, "the binlog was purged"))
+            .plan("mysql", false, stored, "the binlog was purged")
             .map_err(ComponentError::fatal)?;
-        if !plan.data && !plan.stream {
-            tracing::info!(
-                mode = self.config.common.snapshot_mode.name(),
-                "The snapshot is complete and snapshot.mode does not stream: nothing to do."
-            );
+        let Some(plan) = plan else {
             return Ok(());
-        }
+        };
         let mut conn = self.connect().await?;
         self.check_server(&mut conn).await?;
         let (tables, from) = if plan.data {

@@ -327,19 +327,10 @@ fn plan_start(
         history_available: true,
     };
     let lost = format!("replication slot `{}` no longer exists", config.slot_name);
-    let plan = config
+    config
         .common
-        .snapshotter("postgres", false)
-        .and_then(|s| s.plan(stored, &lost))
-        .map_err(PgError::Setup)?;
-    if !plan.data && !plan.stream {
-        tracing::info!(
-            mode = config.common.snapshot_mode.name(),
-            "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
-        );
-        return Ok(None);
-    }
-    Ok(Some(plan))
+        .plan("postgres", false, stored, &lost)
+        .map_err(PgError::Setup)
 }
 
 /// Streaming without a snapshot: from the committed position, creating the slot when there is

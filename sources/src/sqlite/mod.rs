@@ -575,16 +575,11 @@ impl SqliteSource {
         let plan = self
             .config
             .common
-            .snapshotter("sqlite", false)
-            .and_then(|s| s.plan(stored, "the change tables were reset"))
+            .plan("sqlite", false, stored, "the change tables were reset")
             .map_err(ComponentError::fatal)?;
-        if !plan.data && !plan.stream {
-            tracing::info!(
-                mode = self.config.common.snapshot_mode.name(),
-                "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
-            );
+        let Some(plan) = plan else {
             return Ok(None);
-        }
+        };
         let snapshot = plan.data;
         let seq = if snapshot {
             match self.snapshot(conn, tables, out, resume.map(|r| r.at.seq))? {

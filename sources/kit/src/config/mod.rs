@@ -302,6 +302,30 @@ impl SourceCommon {
         Snapshotter::new(self.snapshot_mode, flags, source, history)
     }
 
+    /// What this start does, from `snapshot.mode` and what is `stored` (the snapshotter's
+    /// [plan](Snapshotter::plan)); `Ok(None)`, logged, when there is nothing to do (a completed
+    /// snapshot and a mode that does not stream). `lost_because` says why a stored position can
+    /// no longer be read.
+    pub fn plan(
+        &self,
+        source: &str,
+        history: bool,
+        stored: crate::snapshot::Stored,
+        lost_because: &str,
+    ) -> Result<Option<crate::snapshot::Plan>, String> {
+        let plan = self
+            .snapshotter(source, history)?
+            .plan(stored, lost_because)?;
+        if !plan.data && !plan.stream {
+            tracing::info!(
+                mode = self.snapshot_mode.name(),
+                "The initial snapshot is complete and snapshot.mode does not stream: nothing to do."
+            );
+            return Ok(None);
+        }
+        Ok(Some(plan))
+    }
+
     /// Whether the table named `full` (the source's table name, see the module) in `schema`
     /// is selected by the include and exclude lists.
     pub fn selects_table(&self, schema: &str, full: &str) -> bool {
