@@ -269,6 +269,26 @@ fn streamed_changes_match_debezium_byte_for_byte() {
         .map(|l| format!("{}\n", blank(l)))
         .collect();
     assert_same_events(&ours, &theirs, "mysql stream of `basic`");
+    // `source.pos` (blanked above) is the rows event's own position in the binlog, as Debezium
+    // writes it: checked against the server's `SHOW BINLOG EVENTS`.
+    let streamed = sluice_test_support::pg::lines(dir.path());
+    let source = &streamed[3]["value"]["payload"]["source"];
+    let file = source["file"].as_str().unwrap();
+    let rows_events: Vec<u64> = mariadb::sql("", &format!("SHOW BINLOG EVENTS IN '{file}'"))
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            f[2].ends_with("_rows_v1").then(|| f[1].parse().unwrap())
+        })
+        .collect();
+    for e in &streamed[3..] {
+        if let Some(pos) = e["value"]["payload"]["source"]["pos"].as_u64() {
+            assert!(
+                rows_events.contains(&pos),
+                "{pos} is not a rows event: {rows_events:?}"
+            );
+        }
+    }
     // A restart resumes after the last committed transaction: nothing again.
     mariadb::sql(&db, "INSERT INTO basic (id, name) VALUES (7, 'seven')");
     let mut child = sluice_test_support::pg::start(&path, &[]);

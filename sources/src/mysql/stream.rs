@@ -23,8 +23,6 @@ use super::{At, MysqlOffset, MysqlSource, Offset};
 /// Where the stream stands.
 struct Cursor {
     file: String,
-    /// Where the current transaction started (its BEGIN).
-    tx_pos: u64,
     /// The position after the last committed transaction.
     done: Position,
 }
@@ -83,7 +81,6 @@ impl MysqlSource {
         tracing::info!(file = %from.file, pos = from.pos, "Binlog stream started.");
         let mut at = Cursor {
             file: from.file.clone(),
-            tx_pos: from.pos,
             done: position(&from.file, from.pos),
         };
         let mut batch: Vec<ChangeEvent> = Vec::new();
@@ -113,13 +110,12 @@ impl MysqlSource {
             match data {
                 Some(EventData::RotateEvent(r)) => {
                     at.file = file_name(&r.name());
-                    at.tx_pos = r.position();
                 }
                 Some(EventData::QueryEvent(q)) => {
                     let query = q.query();
                     let trimmed = query.trim();
                     if trimmed.eq_ignore_ascii_case("BEGIN") {
-                        at.tx_pos = start;
+                        // The transaction's events follow.
                     } else if trimmed.eq_ignore_ascii_case("COMMIT") {
                         // A non-transactional engine's statement ends with COMMIT, not XID.
                         at.done = position(&at.file, end);
@@ -160,7 +156,8 @@ impl MysqlSource {
                         snapshot: "false",
                         server_id: i64::from(header.server_id()),
                         file: at.file.clone(),
-                        pos: at.tx_pos,
+                        // The rows event's own position, as Debezium's `source.pos`.
+                        pos: start,
                         row: 0,
                     };
                     for (i, row) in rows.rows(tme).enumerate() {
