@@ -75,19 +75,6 @@ impl MysqlConfig {
             && !self.database_exclude.matches(db);
         db_ok && self.common.selects_table(db, &format!("{db}.{table}"))
     }
-
-    /// The password: `database.password`, else the first line of `database.password.file`.
-    pub fn password(&self) -> Result<Option<String>, String> {
-        if let Some(p) = &self.password {
-            return Ok(Some(p.expose().to_owned()));
-        }
-        let Some(file) = &self.password_file else {
-            return Ok(None);
-        };
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("`database.password.file` {}: {e}", file.display()))?;
-        Ok(Some(text.lines().next().unwrap_or_default().to_owned()))
-    }
 }
 
 impl DatabaseSource for MysqlConfig {

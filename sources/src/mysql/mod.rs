@@ -78,7 +78,9 @@ impl MysqlSource {
     /// UTC text) and UTF-8.
     async fn connect(&self) -> Result<mysql_async::Conn, MysqlError> {
         let c = &self.config;
-        let password = c.password().map_err(MysqlError::Setup)?;
+        let password =
+            sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
+                .map_err(MysqlError::Setup)?;
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(c.hostname.clone())
             .tcp_port(c.port)

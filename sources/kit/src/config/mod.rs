@@ -575,6 +575,26 @@ const HISTORY_KEYS: [&str; 4] = [
 
 /// Reads a database source's block: its own keys, the shared ones and the schema history's,
 /// the keys whose names carry values, then checks all; errors are located in the file. The
+/// A database source's password: the first line of `database.password.file` when that is
+/// given, else `database.password`. `Err` says which file cannot be read.
+pub fn password(
+    password: Option<&sluice_engine::config::Secret>,
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>, String> {
+    match file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                format!(
+                    "cannot read `database.password.file` {}: {e}",
+                    file.display()
+                )
+            })?;
+            Ok(Some(text.lines().next().unwrap_or_default().to_owned()))
+        }
+        None => Ok(password.map(|p| p.expose().to_owned())),
+    }
+}
+
 /// body of a database source's [`Component::from_node`].
 pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigError> {
     let mut dynamic: Vec<&str> = skip.to_vec();
@@ -612,4 +632,30 @@ pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigEr
     config.set_common(common);
     config.check().map_err(|m| ConfigError::at(node.loc, m))?;
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::password;
+    use sluice_engine::config::Secret;
+
+    #[test]
+    fn the_password_file_wins_and_an_unreadable_one_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "from-file\nignored\n").unwrap_or_else(|e| panic!("{e}"));
+        let given = Secret::from("given".to_owned());
+        assert_eq!(password(Some(&given), None), Ok(Some("given".into())));
+        assert_eq!(
+            password(Some(&given), Some(&file)),
+            Ok(Some("from-file".into()))
+        );
+        assert_eq!(password(None, None), Ok(None));
+        let missing = dir.path().join("nope");
+        let e = password(None, Some(&missing)).unwrap_err();
+        assert!(
+            e.contains("database.password.file") && e.contains("nope"),
+            "{e}"
+        );
+    }
 }

@@ -100,17 +100,11 @@ impl ConnInfo {
         if let Some(s) = c.sslmode {
             info.sslmode = s;
         }
-        if let Some(p) = &c.password {
-            info.password = Some(p.expose().to_owned());
-        }
-        if let Some(file) = &c.password_file {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                PgError::Setup(format!(
-                    "cannot read `database.password.file` {}: {e}",
-                    file.display()
-                ))
-            })?;
-            info.password = Some(text.lines().next().unwrap_or_default().to_owned());
+        if let Some(p) =
+            sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
+                .map_err(PgError::Setup)?
+        {
+            info.password = Some(p);
         }
         Ok(info)
     }
