@@ -11,6 +11,8 @@ use serde_json::Value as Json;
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{assert_same_events, normalize};
 
+mod types;
+
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/debezium/mysql");
 
 fn sluice(args: &[&str]) -> Output {
@@ -24,13 +26,22 @@ fn sluice(args: &[&str]) -> Output {
 fn pipeline(dir: &Path, port: u16, extra: &str) -> PathBuf {
     let text = format!(
         "name: mysql_test\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: 5401\n  topic.prefix: dbserver1\n  snapshot.mode: initial_only\n{extra}\
+source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  topic.prefix: dbserver1\n  snapshot.mode: initial_only\n{extra}\
 sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         d = dir.display(),
+        id = server_id(dir),
     );
     let path = dir.join("pipeline.yaml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// A replica id of its own for the test writing to `dir` (tests stream in parallel).
+fn server_id(dir: &Path) -> u32 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut h);
+    10_000 + (h.finish() % 1_000_000) as u32
 }
 
 fn run_ok(path: &Path) -> String {
@@ -108,7 +119,7 @@ fn the_snapshot_matches_debezium_byte_for_byte() {
     run_ok(&path);
     let ours = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     let theirs = debezium_basic(|op| op == "r");
-    // Debezium's run had a second table after `basic` (not mapped here yet): its last row of
+    // Debezium's run had a second table after `basic` (`types`, tested in types.rs): its last row of
     // `basic` is `last_in_data_collection`, where a snapshot of `basic` alone ends with `last`.
     let theirs = theirs.replace(
         "\"snapshot\":\"last_in_data_collection\"",
@@ -159,7 +170,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     // A type the source does not map yet is named, with the way out.
     let server = mariadb::server();
     let db = mariadb::database("bad_setups");
-    mariadb::sql(&db, "CREATE TABLE y (id INT PRIMARY KEY, born YEAR)");
+    mariadb::sql(&db, "CREATE TABLE y (id INT PRIMARY KEY, born POINT)");
     let e = error_line(&pipeline(
         dir.path(),
         server.port,
@@ -169,6 +180,50 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
         e.contains("`bad_setups.y`") && e.contains("`born`") && e.contains("table.exclude.list"),
         "{e}"
     );
+    // Two pipelines reading as one replica id: one of them is told which key to change.
+    mariadb::sql(&db, "CREATE TABLE dup (id INT PRIMARY KEY)");
+    let only_dup = format!("  table.include.list: {db}\\.dup\n");
+    let streaming = dir.path().join("streaming");
+    std::fs::create_dir_all(&streaming).unwrap();
+    let first = pipeline(&streaming, server.port, &only_dup)
+        .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    mariadb::sql(&db, "INSERT INTO dup VALUES (1)");
+    let mut child = sluice_test_support::pg::start(&first, &[]);
+    let id = server_id(&streaming);
+    let second = dir.path().join("second");
+    std::fs::create_dir_all(&second).unwrap();
+    let second = pipeline(&second, server.port, &only_dup)
+        .replace_text("snapshot.mode: initial_only", "snapshot.mode: no_data")
+        .replace_text(
+            &format!("server.id: {}", server_id(&second)),
+            &format!("server.id: {id}"),
+        );
+    // The first one streams once a row inserted after its snapshot reaches its file.
+    sluice_test_support::pg::wait_lines(&streaming, 1, &mut child);
+    mariadb::sql(&db, "INSERT INTO dup VALUES (2)");
+    sluice_test_support::pg::wait_lines(&streaming, 2, &mut child);
+    // The server keeps one of the two connections: the other pipeline stops, saying why.
+    let mut other = sluice_test_support::pg::start(&second, &[]);
+    let started = std::time::Instant::now();
+    let (stopped, running) = loop {
+        if child.try_wait().unwrap().is_some() {
+            break (child, other);
+        }
+        if other.try_wait().unwrap().is_some() {
+            break (other, child);
+        }
+        assert!(started.elapsed().as_secs() < 60, "both pipelines still run");
+        mariadb::sql(&db, "REPLACE INTO dup VALUES (3)");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let log = sluice_test_support::pg::log_of(&stopped);
+    let e = log
+        .lines()
+        .rfind(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(e.contains(&format!("`database.server.id: {id}`")), "{log}");
+    sluice_test_support::pg::stop(&running);
+    sluice_test_support::pg::finish(running);
     // Snapshot modes that need the schema history are refused until it exists.
     let e = error_line(&pipeline(dir.path(), server.port, "").replace_text(
         "  snapshot.mode: initial_only\n",

@@ -3,9 +3,11 @@
 
 use serde::Deserialize;
 use sluice_engine::config::{RegexList, Secret};
-use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
+use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
 use sluice_kit::snapshot::SnapshotMode;
-use sluice_kit::values::{DecimalMode, TimePrecisionMode};
+use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
+
+pub(super) use super::columns::BigintUnsignedMode;
 
 /// `type: mysql`: a MySQL or MariaDB server's tables, read in one consistent snapshot, then
 /// from the binlog. Tables are `<database>.<table>` (`table.include.list` matches that name).
@@ -40,6 +42,12 @@ pub struct MysqlConfig {
     /// `decimal.handling.mode` (`precise`, `double`, `string`).
     #[serde(rename = "decimal.handling.mode", default)]
     pub decimal_mode: DecimalMode,
+    /// `bigint.unsigned.handling.mode` (`long`, the default, or `precise`).
+    #[serde(rename = "bigint.unsigned.handling.mode", default)]
+    pub bigint_mode: BigintUnsignedMode,
+    /// `binary.handling.mode` (`bytes`, `base64`, `base64-url-safe`, `hex`).
+    #[serde(rename = "binary.handling.mode", default)]
+    pub binary_mode: BinaryMode,
     /// `time.precision.mode` (`adaptive_time_microseconds`, Debezium MySQL's default, or
     /// `connect`).
     #[serde(rename = "time.precision.mode", default = "default_time_mode")]
@@ -79,7 +87,7 @@ impl MysqlConfig {
 
 impl DatabaseSource for MysqlConfig {
     const SUPPORTS: Supports = Supports {
-        features: &[],
+        features: &[Feature::FailureHandling],
         signal_channels: &[],
     };
     fn set_common(&mut self, common: SourceCommon) {

@@ -31,16 +31,30 @@ impl MysqlError {
     }
 }
 
+/// An error of the binlog stream read as replica `server_id`: one a duplicate
+/// `database.server.id` causes (MariaDB's 4052, MySQL's 1236 with that text) says so.
+pub(super) fn binlog(source: mysql_async::Error, server_id: u32) -> MysqlError {
+    let duplicate = matches!(&source, mysql_async::Error::Server(e)
+        if e.code == 4052 || (e.code == 1236 && e.message.contains("same server_uuid/server_id")));
+    let context = if duplicate {
+        format!("reading the binlog: another replica connected as `database.server.id: {server_id}` and the server dropped this connection; give every pipeline and replica of the server its own id")
+    } else {
+        "reading the binlog".to_owned()
+    };
+    MysqlError::Query { context, source }
+}
+
 impl Classify for MysqlError {
     fn class(&self) -> ErrorClass {
         match self {
             MysqlError::Setup(_) | MysqlError::Value(_) => ErrorClass::Fatal,
             MysqlError::Query { source, .. } => match source {
                 // Access denied (1044, 1045, 1142, 1227), unknown database or table (1049,
-                // 1146), syntax (1064), the binlog position gone (1236): retrying will not
-                // help.
+                // 1146), syntax (1064), the binlog position gone (1236), another replica
+                // with this server id took the binlog connection over (4052; the server
+                // drops the older one): retrying will not help.
                 mysql_async::Error::Server(e)
-                    if [1044, 1045, 1049, 1064, 1142, 1146, 1227, 1236].contains(&e.code) =>
+                    if [1044, 1045, 1049, 1064, 1142, 1146, 1227, 1236, 4052].contains(&e.code) =>
                 {
                     ErrorClass::Fatal
                 }

@@ -24,6 +24,34 @@ pub(super) struct Table {
     pub envelope: EnvelopeSchema,
 }
 
+impl Table {
+    /// `db.table`.
+    pub(super) fn full_name(&self) -> String {
+        format!("{}.{}", self.db, self.name)
+    }
+
+    /// The key of a row whose values could not all be read, for a log line: `col=value` of
+    /// each key column (`text` gives the value of column `i`).
+    pub(super) fn key_text<S: std::fmt::Display>(
+        &self,
+        text: impl Fn(usize) -> Option<S>,
+    ) -> String {
+        let parts: Vec<String> = self
+            .key
+            .iter()
+            .map(|&i| {
+                let v = text(i).map_or_else(|| "NULL".to_owned(), |v| v.to_string());
+                format!("{}={v}", self.columns[i].name)
+            })
+            .collect();
+        if parts.is_empty() {
+            "(no key)".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
 fn quote(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
@@ -33,6 +61,8 @@ impl MysqlSource {
         Modes {
             decimal: self.config.decimal_mode,
             time: self.config.time_mode,
+            binary: self.config.binary_mode,
+            bigint: self.config.bigint_mode,
         }
     }
 
@@ -60,9 +90,10 @@ impl MysqlSource {
             Option<u32>,
             Option<u32>,
             Option<String>,
+            Option<u64>,
         );
         let rows: Vec<Row> = conn
-            .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
+            .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
             .await
             .map_err(q)?;
         let key_names: Vec<String> = conn
@@ -70,7 +101,8 @@ impl MysqlSource {
             .await
             .map_err(q)?;
         let mut columns = Vec::new();
-        for (col, data_type, column_type, nullable, precision, scale, fsp, charset) in rows {
+        for (col, data_type, column_type, nullable, precision, scale, fsp, charset, length) in rows
+        {
             let d = Described {
                 name: col,
                 data_type: data_type.to_ascii_lowercase(),
@@ -80,6 +112,7 @@ impl MysqlSource {
                 scale,
                 fsp,
                 charset: charset.map(|c| c.to_ascii_lowercase()),
+                length,
             };
             let key = key_names.contains(&d.name);
             columns.push(Column::new(&d, key, self.modes()).map_err(|e| {
@@ -245,17 +278,32 @@ impl Reader<'_> {
         let modes = self.source.modes();
         // A row is held until the next one is read, so the table's last one can be marked.
         let mut held: Option<(Struct, bool)> = None;
+        let common = &self.source.config.common;
         while let Some(row) = result.next().await.map_err(q)? {
-            let mut values = Vec::with_capacity(table.columns.len());
-            for (j, column) in table.columns.iter().enumerate() {
-                let text = match row.as_ref(j) {
-                    Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
-                    _ => None,
-                };
-                values.push(column.value(text, modes).map_err(|e| {
-                    MysqlError::Value(format!("`{}.{}` {e}", table.db, table.name))
-                })?);
-            }
+            let text = |j: usize| match row.as_ref(j) {
+                Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
+                _ => None,
+            };
+            let values: Result<Vec<_>, String> = table
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(j, column)| column.value(text(j), modes))
+                .collect();
+            let values = match values {
+                Ok(values) => values,
+                Err(e) => {
+                    let key = || table.key_text(|i| text(i).map(|b| String::from_utf8_lossy(b)));
+                    common
+                        .unrepresentable(
+                            &table.full_name(),
+                            key,
+                            &format!("`{}` {e}", table.full_name()),
+                        )
+                        .map_err(MysqlError::Value)?;
+                    continue;
+                }
+            };
             let after =
                 Struct::from_values(table.envelope.row.clone(), values).ok_or_else(|| {
                     MysqlError::Value(format!(

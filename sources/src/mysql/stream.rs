@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 
 use futures_util::StreamExt;
-use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::events::{EventData, RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
+use mysql_async::binlog::value::BinlogValue;
 use mysql_async::BinlogStreamRequest;
 use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Struct};
@@ -97,7 +98,7 @@ impl MysqlSource {
                     source: mysql_async::Error::Other("the server closed the binlog stream".into()),
                 });
             };
-            let event = event.map_err(|e| MysqlError::query("reading the binlog", e))?;
+            let event = event.map_err(|e| super::error::binlog(e, self.config.server_id))?;
             let header = event.header();
             let end = u64::from(header.log_pos());
             let start = end.saturating_sub(u64::from(header.event_size()));
@@ -160,25 +161,9 @@ impl MysqlSource {
                         pos: start,
                         row: 0,
                     };
-                    for (i, row) in rows.rows(tme).enumerate() {
-                        let (before, after) = row.map_err(|e| {
-                            MysqlError::Value(format!(
-                                "a row of `{}.{}` at {}:{start} cannot be decoded: {e}",
-                                table.db, table.name, at.file
-                            ))
-                        })?;
-                        let images = (
-                            self.image(table, before.as_ref())?,
-                            self.image(table, after.as_ref())?,
-                        );
-                        let source = At {
-                            row: i32::try_from(i).unwrap_or(i32::MAX),
-                            ..source.clone()
-                        };
-                        for e in self.changes(table, &rows, images, &source, &at.done) {
-                            cut.add(&e);
-                            batch.push(e);
-                        }
+                    for e in self.row_changes(table, tme, &rows, &source, &at.done)? {
+                        cut.add(&e);
+                        batch.push(e);
                     }
                     if cut.is_full(&batch) {
                         cut.taken();
@@ -196,6 +181,59 @@ impl MysqlSource {
         }
     }
 
+    /// The change events of one rows event of `table` (`at`: its `source` block, `done`: the
+    /// position they carry until their commit). A row with a value its schema cannot hold
+    /// follows `event.processing.failure.handling.mode`.
+    fn row_changes(
+        &self,
+        table: &Table,
+        tme: &TableMapEvent<'_>,
+        rows: &RowsEventData<'_>,
+        at: &At,
+        done: &Position,
+    ) -> Result<Vec<ChangeEvent>, MysqlError> {
+        let mut out = Vec::new();
+        for (i, row) in rows.rows(tme).enumerate() {
+            let (before, after) = row.map_err(|e| {
+                MysqlError::Value(format!(
+                    "a row of `{}` at {}:{} cannot be decoded: {e}",
+                    table.full_name(),
+                    at.file,
+                    at.pos
+                ))
+            })?;
+            let images = match (
+                self.image(table, before.as_ref()),
+                self.image(table, after.as_ref()),
+            ) {
+                (Ok(b), Ok(a)) => (b, a),
+                (Err(e), _) | (_, Err(e)) => {
+                    let image = after.as_ref().or(before.as_ref());
+                    let key = || {
+                        table.key_text(|i| {
+                            image.and_then(|r| r.as_ref(i)).map(|v| match v {
+                                BinlogValue::Value(v) => v.as_sql(true),
+                                other => format!("{other:?}"),
+                            })
+                        })
+                    };
+                    let what = format!("{e} (at {}:{}, row {i})", at.file, at.pos);
+                    self.config
+                        .common
+                        .unrepresentable(&table.full_name(), key, &what)
+                        .map_err(MysqlError::Value)?;
+                    continue;
+                }
+            };
+            let source = At {
+                row: i32::try_from(i).unwrap_or(i32::MAX),
+                ..at.clone()
+            };
+            out.extend(self.changes(table, rows, images, &source, done));
+        }
+        Ok(out)
+    }
+
     /// A transaction committed: its events go out with the position after it.
     async fn commit(&self, batch: &mut Vec<ChangeEvent>, done: &Position, ctx: &mut SourceContext) {
         let mut events = std::mem::take(batch);
@@ -211,7 +249,7 @@ impl MysqlSource {
     }
 
     /// A row image as the table's struct.
-    fn image(&self, table: &Table, row: Option<&BinlogRow>) -> Result<Option<Struct>, MysqlError> {
+    fn image(&self, table: &Table, row: Option<&BinlogRow>) -> Result<Option<Struct>, String> {
         let Some(row) = row else {
             return Ok(None);
         };
@@ -221,17 +259,12 @@ impl MysqlSource {
             values.push(
                 column
                     .binlog_value(row.as_ref(j), modes)
-                    .map_err(|e| MysqlError::Value(format!("`{}.{}` {e}", table.db, table.name)))?,
+                    .map_err(|e| format!("`{}` {e}", table.full_name()))?,
             );
         }
         Struct::from_values(table.envelope.row.clone(), values)
             .map(Some)
-            .ok_or_else(|| {
-                MysqlError::Value(format!(
-                    "`{}.{}`: a row does not fit its schema",
-                    table.db, table.name
-                ))
-            })
+            .ok_or_else(|| format!("`{}`: a row does not fit its schema", table.full_name()))
     }
 
     /// The events of one row change: an update of the key is a delete (and its tombstone) and

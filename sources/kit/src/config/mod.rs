@@ -289,6 +289,19 @@ impl Skipped {
 }
 
 impl SourceCommon {
+    /// A change whose values cannot be represented (`error` names the column and the value),
+    /// under `event.processing.failure.handling.mode`: `Err` (the message, with the fix) under
+    /// `fail`; `Ok` to go on without the change under `warn` (logged with its `table` and
+    /// `key`) and `skip`.
+    pub fn unrepresentable(
+        &self,
+        table: &str,
+        key: impl FnOnce() -> String,
+        error: &str,
+    ) -> Result<(), String> {
+        unrepresentable(self.failure_mode, table, key, error)
+    }
+
     /// The snapshotter these options describe, for the source named `source` (`history`: it
     /// keeps a schema history); `Err` is the configuration error.
     pub fn snapshotter(&self, source: &str, history: bool) -> Result<Snapshotter, String> {
@@ -573,8 +586,30 @@ const HISTORY_KEYS: [&str; 4] = [
     "database.history.",
 ];
 
-/// Reads a database source's block: its own keys, the shared ones and the schema history's,
-/// the keys whose names carry values, then checks all; errors are located in the file. The
+/// [`SourceCommon::unrepresentable`] for a source that keeps its own copy of the mode.
+pub fn unrepresentable(
+    mode: FailureMode,
+    table: &str,
+    key: impl FnOnce() -> String,
+    error: &str,
+) -> Result<(), String> {
+    match mode {
+        FailureMode::Fail => Err(format!(
+            "{error}; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
+        )),
+        FailureMode::Warn => {
+            tracing::warn!(
+                table,
+                key = %key(),
+                error,
+                "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
+            );
+            Ok(())
+        }
+        FailureMode::Skip => Ok(()),
+    }
+}
+
 /// A database source's password: the first line of `database.password.file` when that is
 /// given, else `database.password`. `Err` says which file cannot be read.
 pub fn password(
@@ -595,6 +630,8 @@ pub fn password(
     }
 }
 
+/// Reads a database source's block: its own keys, the shared ones and the schema history's,
+/// the keys whose names carry values, then checks all; errors are located in the file. The
 /// body of a database source's [`Component::from_node`].
 pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigError> {
     let mut dynamic: Vec<&str> = skip.to_vec();
@@ -657,5 +694,22 @@ mod tests {
             e.contains("database.password.file") && e.contains("nope"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn unrepresentable_changes_follow_the_failure_mode() {
+        use sluice_engine::FailureMode;
+        let mut common = super::SourceCommon::default();
+        let e = common
+            .unrepresentable("t", || "id=1".into(), "column `c`: 300 is out of range")
+            .unwrap_err();
+        assert!(
+            e.contains("out of range") && e.contains("failure.handling.mode: warn"),
+            "{e}"
+        );
+        for mode in [FailureMode::Warn, FailureMode::Skip] {
+            common.failure_mode = mode;
+            assert_eq!(common.unrepresentable("t", || "id=1".into(), "bad"), Ok(()));
+        }
     }
 }

@@ -391,30 +391,17 @@ impl TableSchema {
         error: String,
         cells: &[Cell<'_>],
     ) -> Result<(), String> {
-        match self.failure_mode {
-            FailureMode::Fail => Err(format!(
-                "{error}; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
-            )),
-            FailureMode::Warn => {
-                let key = match self.key_at(path, cells) {
-                    Ok(Some(key)) => {
-                        let mut out = Vec::new();
-                        sluice_engine::codec::json::write_value(&key.schema, &key.value, &mut out);
-                        String::from_utf8_lossy(&out).into_owned()
-                    }
-                    Ok(None) => "(no key)".to_owned(),
-                    Err(_) => "(unreadable)".to_owned(),
-                };
-                tracing::warn!(
-                    table = %format!("{}.{}", self.schema_name, self.table),
-                    key = %key,
-                    %error,
-                    "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
-                );
-                Ok(())
+        let key = || match self.key_at(path, cells) {
+            Ok(Some(key)) => {
+                let mut out = Vec::new();
+                sluice_engine::codec::json::write_value(&key.schema, &key.value, &mut out);
+                String::from_utf8_lossy(&out).into_owned()
             }
-            FailureMode::Skip => Ok(()),
-        }
+            Ok(None) => "(no key)".to_owned(),
+            Err(_) => "(unreadable)".to_owned(),
+        };
+        let table = format!("{}.{}", self.schema_name, self.table);
+        sluice_kit::config::unrepresentable(self.failure_mode, &table, key, &error)
     }
 
     /// The `source` struct.
