@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark on MariaDB: Debezium 3.6.3's MySQL connector
-# (../shared/debezium/reference.sh) and Sluice's mysql source, both writing JSON lines without
-# schemas to a file: the initial snapshot of the 200k-row `bench` table of
-# ../shared/debezium/mariadb-schema.sql. Prints records/s of each (from process start to the
-# last event), the ratio and peak RSS. It starts a private MariaDB with the binlog on, reporting
-# a 5.7-style version as Debezium needs. (The streaming catch-up of mariadb-workload.sql is not
-# measured yet.)
+# (../shared/debezium/reference.sh) and Sluice's mysql source, both writing JSON lines to a file,
+# schemas off and on, in one run:
+#   (a) the initial snapshot of the 200k-row `bench` table of ../shared/debezium/mariadb-schema.sql;
+#   (b) the streaming catch-up of ../shared/debezium/mariadb-workload.sql (100k inserts in 1,000
+#       transactions, an update of every 4th row, a delete of every 10th row: 235k events with
+#       tombstones), read from the binlog after the workload ran, from a position each connector
+#       committed before it.
+# Prints records/s of each (from process start to the last event), the ratio, peak RSS and the
+# first event's delay. It starts a private MariaDB with the binlog on, reporting a 5.7-style
+# version as Debezium needs.
 #   tests/bench/mysql_vs_debezium.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,15 +24,20 @@ SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
 SERVER=
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
 private_mariadb "$WORK" "$PORT"
-mariadb -h127.0.0.1 -P$PORT -uroot -e 'create database inventory'
-mariadb -h127.0.0.1 -P$PORT -uroot inventory < "$SHARED/debezium/mariadb-schema.sql"
+sql() { mariadb -h127.0.0.1 -P"$PORT" -uroot "$@"; }
+sql -e 'create database inventory'
+sql inventory < "$SHARED/debezium/mariadb-schema.sql"
+sql inventory -e 'create table marker (id int primary key)'
+STREAMED=235000
 
 rss() { awk '/Maximum resident set size/ {print int($6/1024)}' "$1"; }
+now() { date +%s.%N; }
 
-# Sluice.
-cat > "$WORK/sluice.yaml" <<Y
+# sluice_yaml NAME MODE SCHEMAS: a pipeline writing $WORK/NAME.jsonl, data in $WORK/NAME-data.
+sluice_yaml() {
+  cat > "$WORK/$1.yaml" <<Y
 name: bench
-data_dir: $WORK/sluice-data
+data_dir: $WORK/$1-data
 source:
   type: mysql
   database.hostname: 127.0.0.1
@@ -37,20 +46,17 @@ source:
   database.server.id: 5402
   database.include.list: inventory
   topic.prefix: dbserver1
-  snapshot.mode: initial_only
+  snapshot.mode: $2
 sinks:
   - type: file
-    path: $WORK/sluice.jsonl
-    schemas.enable: false
+    path: $WORK/$1.jsonl
+    schemas.enable: $3
 Y
-t0=$(date +%s.%N)
-/usr/bin/time -v "$SLUICE" run "$WORK/sluice.yaml" 2> "$WORK/sluice.time" >/dev/null
-t1=$(date +%s.%N)
-n_sluice=$(wc -l < "$WORK/sluice.jsonl")
-s_sluice=$(echo "$t1 - $t0" | bc -l)
+}
 
-# Debezium.
-cat > "$WORK/dbz.properties" <<P
+# dbz_properties NAME MODE SCHEMAS SCHEMA_CHANGES: offsets and history in $WORK/NAME-*.dat.
+dbz_properties() {
+  cat > "$WORK/$1.properties" <<P
 name=bench
 connector.class=io.debezium.connector.mysql.MySqlConnector
 database.hostname=127.0.0.1
@@ -62,25 +68,89 @@ database.jdbc.driver=org.mariadb.jdbc.Driver
 database.protocol=jdbc:mariadb
 topic.prefix=dbserver1
 database.include.list=inventory
-snapshot.mode=initial_only
-include.schema.changes=false
+snapshot.mode=$2
+include.schema.changes=$4
 schema.history.internal=io.debezium.storage.file.history.FileSchemaHistory
-schema.history.internal.file.filename=$WORK/dbz-history.dat
+schema.history.internal.file.filename=$WORK/$1-history.dat
 offset.storage=org.apache.kafka.connect.storage.FileOffsetBackingStore
-offset.storage.file.filename=$WORK/dbz-offsets.dat
+offset.storage.file.filename=$WORK/$1-offsets.dat
 offset.flush.interval.ms=1000
-key.converter.schemas.enable=false
-value.converter.schemas.enable=false
+key.converter.schemas.enable=$3
+value.converter.schemas.enable=$3
 P
-t0=$(date +%s.%N)
-/usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dbz.properties" "$WORK/dbz.jsonl" 200000 10 2> "$WORK/dbz.time" > "$WORK/dbz.out"
-t1=$(date +%s.%N)
-n_dbz=$(wc -l < "$WORK/dbz.jsonl")
-s_dbz=$(echo "$t1 - $t0" | bc -l)
+}
 
-r_sluice=$(echo "$n_sluice / $s_sluice" | bc -l)
-r_dbz=$(echo "$n_dbz / $s_dbz" | bc -l)
-printf 'snapshot 200k rows, no schemas, to a file (process start to exit)\n'
-printf '  sluice:   %7d events in %6.2f s = %8.0f/s, peak RSS %5d MB\n' "$n_sluice" "$s_sluice" "$r_sluice" "$(rss "$WORK/sluice.time")"
-printf '  debezium: %7d events in %6.2f s = %8.0f/s, peak RSS %5d MB (%s)\n' "$n_dbz" "$s_dbz" "$r_dbz" "$(rss "$WORK/dbz.time")" "$(tail -1 "$WORK/dbz.out")"
-printf '  ratio: %.1fx\n' "$(echo "$r_sluice / $r_dbz" | bc -l)"
+# report WHAT N_SLUICE S_SLUICE RSS_SLUICE N_DBZ S_DBZ RSS_DBZ DBZ_SUMMARY
+report() {
+  local rs rd
+  rs=$(echo "$2 / $3" | bc -l)
+  rd=$(echo "$5 / $6" | bc -l)
+  printf '%s\n' "$1"
+  printf '  sluice:   %7d events in %6.2f s = %8.0f/s, peak RSS %5d MB\n' "$2" "$3" "$rs" "$4"
+  printf '  debezium: %7d events in %6.2f s = %8.0f/s, peak RSS %5d MB (%s)\n' "$5" "$6" "$rd" "$7" "$8"
+  printf '  ratio: %.1fx\n' "$(echo "$rs / $rd" | bc -l)"
+}
+
+# (a) Snapshots.
+for schemas in false true; do
+  sluice_yaml "snap-$schemas" initial_only "$schemas"
+  t0=$(now)
+  /usr/bin/time -v "$SLUICE" run "$WORK/snap-$schemas.yaml" 2> "$WORK/snap-$schemas.time" >/dev/null
+  t1=$(now)
+  n_s=$(wc -l < "$WORK/snap-$schemas.jsonl")
+  dbz_properties "dsnap-$schemas" initial_only "$schemas" false
+  t2=$(now)
+  /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dsnap-$schemas.properties" "$WORK/dsnap-$schemas.jsonl" 200000 10 \
+    2> "$WORK/dsnap-$schemas.time" > "$WORK/dsnap-$schemas.out"
+  t3=$(now)
+  report "snapshot 200k rows, schemas=$schemas, to a file (process start to exit)" \
+    "$n_s" "$(echo "$t1 - $t0" | bc -l)" "$(rss "$WORK/snap-$schemas.time")" \
+    "$(wc -l < "$WORK/dsnap-$schemas.jsonl")" "$(echo "$t3 - $t2" | bc -l)" "$(rss "$WORK/dsnap-$schemas.time")" \
+    "$(tail -1 "$WORK/dsnap-$schemas.out")"
+  rm -f "$WORK/snap-$schemas.jsonl" "$WORK/dsnap-$schemas.jsonl"
+done
+
+# (b) Streaming catch-up. Each connector first commits a position before the workload: started
+# without a snapshot, it streams one marker row, then stops.
+sluice_yaml stream-base no_data false
+"$SLUICE" run "$WORK/stream-base.yaml" 2> "$WORK/stream-base.log" >/dev/null &
+base=$!
+dbz_properties dstream-base no_data false true
+"$SHARED/debezium/reference.sh" "$WORK/dstream-base.properties" "$WORK/dstream-base.jsonl" 0 5 > "$WORK/dstream-base.out" 2>&1 &
+dbase=$!
+until [ "$(sql -N -e 'show processlist' | grep -c 'Binlog Dump')" -ge 2 ]; do sleep 0.5; done
+sql inventory -e 'insert into marker values (1)'
+until [ -s "$WORK/stream-base.jsonl" ]; do sleep 0.2; done
+kill -TERM $base; wait $base
+wait $dbase
+sql inventory < "$SHARED/debezium/mariadb-workload.sql"
+for schemas in false true; do
+  rm -rf "$WORK/stream-data"; cp -r "$WORK/stream-base-data" "$WORK/stream-data"
+  sluice_yaml stream no_data "$schemas"
+  rm -f "$WORK/stream.jsonl"
+  t0=$(now)
+  /usr/bin/time -v "$SLUICE" run "$WORK/stream.yaml" 2> "$WORK/stream.time" >/dev/null &
+  run=$!
+  first=
+  while :; do
+    n=$( (wc -l < "$WORK/stream.jsonl") 2>/dev/null || echo 0)
+    [ -z "$first" ] && [ "$n" -gt 0 ] && first=$(echo "$(now) - $t0" | bc -l)
+    [ "$n" -ge "$STREAMED" ] && break
+    sleep 0.1
+  done
+  t1=$(now)
+  kill -TERM "$(pgrep -P $run sluice || echo $run)" 2>/dev/null || true
+  wait $run || true
+  n_s=$(wc -l < "$WORK/stream.jsonl")
+  cp "$WORK/dstream-base-offsets.dat" "$WORK/dstream-offsets.dat"
+  cp "$WORK/dstream-base-history.dat" "$WORK/dstream-history.dat"
+  dbz_properties dstream no_data "$schemas" false
+  t2=$(now)
+  /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dstream.properties" "$WORK/dstream.jsonl" "$STREAMED" 30 \
+    2> "$WORK/dstream.time" > "$WORK/dstream.out"
+  t3=$(now)
+  report "streaming catch-up of the workload, schemas=$schemas (first event after $(printf '%.2f' "$first") s for sluice)" \
+    "$n_s" "$(echo "$t1 - $t0" | bc -l)" "$(rss "$WORK/stream.time")" \
+    "$(wc -l < "$WORK/dstream.jsonl")" "$(echo "$t3 - $t2" | bc -l)" "$(rss "$WORK/dstream.time")" \
+    "$(tail -1 "$WORK/dstream.out")"
+done
