@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{assert_same_events, normalize};
 
+mod columns;
 mod types;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/debezium/mysql");
@@ -224,6 +225,13 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     assert!(e.contains(&format!("`database.server.id: {id}`")), "{log}");
     sluice_test_support::pg::stop(&running);
     sluice_test_support::pg::finish(running);
+    // Truncate events are not emitted yet: a list without `t` is refused at its line.
+    let e = error_line(&pipeline(
+        dir.path(),
+        server.port,
+        "  skipped.operations: u\n",
+    ));
+    assert!(e.contains("keep `t`"), "{e}");
     // Snapshot modes that need the schema history are refused until it exists.
     let e = error_line(&pipeline(dir.path(), server.port, "").replace_text(
         "  snapshot.mode: initial_only\n",

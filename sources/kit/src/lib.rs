@@ -14,6 +14,8 @@
 //! - [`notification`]: Debezium's notification records.
 //! - [`position`]: typed positions carrying an incremental snapshot's progress.
 //! - [`records`]: the tombstone after a delete.
+//! - [`shape`]: what a table's events carry under the column options (captured columns,
+//!   mappers, event key).
 //! - [`signal`]: the signal model and its channels (source table, file, Kafka, HTTP).
 //! - [`snapshot`]: `snapshot.mode` and the snapshotter deciding each start.
 //! - [`values`]: the value conversions all SQL databases share (temporal, decimal and binary
@@ -26,6 +28,7 @@ pub mod mapping;
 pub mod notification;
 pub mod position;
 pub mod records;
+pub mod shape;
 pub mod signal;
 pub mod snapshot;
 pub mod values;

@@ -87,7 +87,13 @@ impl MysqlConfig {
 
 impl DatabaseSource for MysqlConfig {
     const SUPPORTS: Supports = Supports {
-        features: &[Feature::FailureHandling],
+        features: &[
+            Feature::FailureHandling,
+            Feature::ColumnFilters,
+            Feature::ColumnMasks,
+            Feature::MessageKeyColumns,
+            Feature::SkippedOperations,
+        ],
         signal_channels: &[],
     };
     fn set_common(&mut self, common: SourceCommon) {
@@ -108,6 +114,9 @@ impl DatabaseSource for MysqlConfig {
                 "`snapshot.mode: {}` is not built into the mysql source yet (it keeps no schema history so far); use `initial`, `initial_only` or `no_data`",
                 self.common.snapshot_mode.name()
             ));
+        }
+        if !self.common.skipped()?.truncate {
+            return Err("`skipped.operations` without `t`: the mysql source does not emit truncate events yet; keep `t` in the list (Debezium's default)".into());
         }
         if self.password.is_some() && self.password_file.is_some() {
             return Err("give `database.password` or `database.password.file`, not both".into());

@@ -48,6 +48,8 @@ type Offset = Resume<MysqlOffset, serde_json::Value>;
 pub struct MysqlSource {
     config: MysqlConfig,
     source_schema: Arc<Schema>,
+    /// `skipped.operations`.
+    skipped: sluice_kit::config::Skipped,
 }
 
 impl MysqlSource {
@@ -68,9 +70,11 @@ impl MysqlSource {
             .field("thread", int64(true))
             .field("query", string(true))
             .build();
+        let skipped = config.common.skipped().map_err(ComponentError::fatal)?;
         Ok(MysqlSource {
             config,
             source_schema,
+            skipped,
         })
     }
 
@@ -234,7 +238,8 @@ impl MysqlSource {
         let row = before.as_ref().or(after.as_ref());
         let key = table.envelope.key.as_ref().and_then(|schema| {
             let values = table
-                .key
+                .shape
+                .event_key
                 .iter()
                 .map(|&i| row.map_or(Value::Null, |r| r.values()[i].clone()))
                 .collect();

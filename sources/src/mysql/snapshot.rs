@@ -7,7 +7,9 @@ use std::sync::Arc;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 use sluice_engine::event::{BatchCut, EnvelopeSchema, SourceTimestamps};
-use sluice_engine::{Batch, ChangeEvent, Op, Schema, SourceContext, Struct};
+use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
+
+use sluice_kit::shape::{ColumnSpec, Shape};
 
 use super::columns::{Column, Described, Modes};
 use super::error::MysqlError;
@@ -17,9 +19,10 @@ use super::{MysqlOffset, MysqlSource, Offset};
 pub(super) struct Table {
     pub db: String,
     pub name: String,
+    /// Every column, in the table's (and the binlog's) order.
     pub columns: Vec<Column>,
-    /// The primary key's columns, by index in `columns`.
-    pub key: Vec<usize>,
+    /// What the events carry of them (`shape.kept` indexes `columns`).
+    pub shape: Shape,
     pub topic: Arc<str>,
     pub envelope: EnvelopeSchema,
 }
@@ -31,15 +34,17 @@ impl Table {
     }
 
     /// The key of a row whose values could not all be read, for a log line: `col=value` of
-    /// each key column (`text` gives the value of column `i`).
+    /// each key column (`text` gives the value of column `i` of `columns`).
     pub(super) fn key_text<S: std::fmt::Display>(
         &self,
         text: impl Fn(usize) -> Option<S>,
     ) -> String {
         let parts: Vec<String> = self
+            .shape
             .key
             .iter()
-            .map(|&i| {
+            .map(|&j| {
+                let i = self.shape.kept[j];
                 let v = text(i).map_or_else(|| "NULL".to_owned(), |v| v.to_string());
                 format!("{}={v}", self.columns[i].name)
             })
@@ -101,6 +106,7 @@ impl MysqlSource {
             .await
             .map_err(q)?;
         let mut columns = Vec::new();
+        let mut specs = Vec::new();
         for (col, data_type, column_type, nullable, precision, scale, fsp, charset, length) in rows
         {
             let d = Described {
@@ -115,36 +121,42 @@ impl MysqlSource {
                 length,
             };
             let key = key_names.contains(&d.name);
-            columns.push(Column::new(&d, key, self.modes()).map_err(|e| {
-                MysqlError::Setup(format!(
-                    "table `{db}.{name}`: {e}; leave the table out with `table.exclude.list`"
-                ))
-            })?);
+            let full = format!("{db}.{name}.{}", d.name);
+            let column = if key || self.config.common.selects_column(&full) {
+                Column::new(&d, key, self.modes()).map_err(|e| {
+                    MysqlError::Setup(format!(
+                        "table `{db}.{name}`: {e}; leave the table out with `table.exclude.list` (or the column with `column.exclude.list`)"
+                    ))
+                })?
+            } else {
+                Column::excluded(&d.name)
+            };
+            specs.push(ColumnSpec {
+                name: column.name.clone(),
+                schema: column.schema.clone(),
+                primary_key: key,
+                text: column.is_text(),
+                length: d.length.and_then(|n| usize::try_from(n).ok()),
+            });
+            columns.push(column);
         }
-        let key: Vec<usize> = key_names
-            .iter()
-            .filter_map(|k| columns.iter().position(|c| &c.name == k))
-            .collect();
+        let shape = self
+            .config
+            .common
+            .shape(&format!("{db}.{name}"), &specs)
+            .map_err(MysqlError::Setup)?;
         let prefix = format!("{}.{db}.{name}", self.config.common.topic_prefix);
-        let row = columns
-            .iter()
-            .fold(Schema::struct_builder(), |b, c| {
-                b.field(c.name.as_str(), c.schema.clone())
-            })
-            .build();
-        let key_schema = (!key.is_empty()).then(|| {
-            key.iter()
-                .fold(Schema::struct_builder(), |b, &i| {
-                    b.field(columns[i].name.as_str(), columns[i].schema.clone())
-                })
-                .build()
-        });
-        let envelope = EnvelopeSchema::new(&prefix, key_schema, row, self.source_schema.clone());
+        let envelope = EnvelopeSchema::new(
+            &prefix,
+            shape.key_schema.clone(),
+            shape.row.clone(),
+            self.source_schema.clone(),
+        );
         Ok(Table {
             db,
             name,
             columns,
-            key,
+            shape,
             topic: prefix.into(),
             envelope,
         })
@@ -266,7 +278,9 @@ impl Reader<'_> {
         table: &Table,
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
-        let list: Vec<String> = table.columns.iter().map(|c| quote(&c.name)).collect();
+        let list: Vec<String> = (table.shape.kept.iter())
+            .map(|&i| quote(&table.columns[i].name))
+            .collect();
         let sql = format!(
             "SELECT {} FROM {}.{}",
             list.join(", "),
@@ -284,16 +298,18 @@ impl Reader<'_> {
                 Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
                 _ => None,
             };
-            let values: Result<Vec<_>, String> = table
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(j, column)| column.value(text(j), modes))
+            let shape = &table.shape;
+            let values: Result<Vec<_>, String> = (shape.kept.iter().enumerate())
+                .map(|(j, &i)| Ok(shape.map(j, table.columns[i].value(text(j), modes)?)))
                 .collect();
             let values = match values {
                 Ok(values) => values,
                 Err(e) => {
-                    let key = || table.key_text(|i| text(i).map(|b| String::from_utf8_lossy(b)));
+                    // The result set holds the kept columns only.
+                    let at = |i| shape.kept.iter().position(|&k| k == i);
+                    let key = || {
+                        table.key_text(|i| at(i).and_then(text).map(|b| String::from_utf8_lossy(b)))
+                    };
                     common
                         .unrepresentable(
                             &table.full_name(),

@@ -54,6 +54,14 @@ fn file_name(raw: &str) -> String {
     raw[..dot + 1 + digits].to_owned()
 }
 
+/// Whether a statement is a `TRUNCATE [TABLE]`.
+fn is_truncate(statement: &str) -> bool {
+    statement
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("truncate"))
+}
+
 impl MysqlSource {
     /// Streams from `from` until the pipeline stops.
     pub(super) async fn stream(
@@ -121,6 +129,9 @@ impl MysqlSource {
                         // A non-transactional engine's statement ends with COMMIT, not XID.
                         at.done = position(&at.file, end);
                         self.commit(&mut batch, &at.done, ctx).await;
+                    } else if is_truncate(trimmed) {
+                        // `skipped.operations` keeps `t` (checked at start): as Debezium's
+                        // default, a TRUNCATE gives no event.
                     } else {
                         let schema = q.schema();
                         // The session's database, or a captured database named in the text.
@@ -254,13 +265,13 @@ impl MysqlSource {
             return Ok(None);
         };
         let modes = self.modes();
-        let mut values = Vec::with_capacity(table.columns.len());
-        for (j, column) in table.columns.iter().enumerate() {
-            values.push(
-                column
-                    .binlog_value(row.as_ref(j), modes)
-                    .map_err(|e| format!("`{}` {e}", table.full_name()))?,
-            );
+        let shape = &table.shape;
+        let mut values = Vec::with_capacity(shape.kept.len());
+        for (j, &i) in shape.kept.iter().enumerate() {
+            let value = table.columns[i]
+                .binlog_value(row.as_ref(i), modes)
+                .map_err(|e| format!("`{}` {e}", table.full_name()))?;
+            values.push(shape.map(j, value));
         }
         Struct::from_values(table.envelope.row.clone(), values)
             .map(Some)
@@ -278,6 +289,15 @@ impl MysqlSource {
         position: &Position,
     ) -> Vec<ChangeEvent> {
         let tombstones = self.config.common.tombstones_on_delete;
+        // `skipped.operations` drops by the row change's kind: a key change is an update.
+        let kind = match rows {
+            RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_) => Op::Create,
+            RowsEventData::DeleteRowsEvent(_) | RowsEventData::DeleteRowsEventV1(_) => Op::Delete,
+            _ => Op::Update,
+        };
+        if self.skipped.skips(kind) {
+            return Vec::new();
+        }
         let delete = |before: Struct| {
             let e = self.event(table, Op::Delete, Some(before), None, at, position.clone());
             let mut out = vec![e];
@@ -300,7 +320,8 @@ impl MysqlSource {
             (_, (Some(before), Some(after))) => {
                 let key = |s: &Struct| {
                     table
-                        .key
+                        .shape
+                        .event_key
                         .iter()
                         .map(|&i| s.values()[i].clone())
                         .collect::<Vec<_>>()

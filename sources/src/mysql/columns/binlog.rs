@@ -48,6 +48,7 @@ impl Column {
             _ => None,
         };
         Ok(match &self.kind {
+            Kind::Excluded => Value::Null,
             Kind::Int { .. } => self.int(int().ok_or_else(bad)?)?,
             Kind::UnsignedDecimal => {
                 let i = int().ok_or_else(bad)?;

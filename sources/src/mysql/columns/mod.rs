@@ -83,6 +83,8 @@ enum Kind {
     Enum(Vec<String>),
     /// `SET`: its values in definition order.
     Set(Vec<String>),
+    /// Left out by `column.include.list` / `column.exclude.list`: never read.
+    Excluded,
 }
 
 /// A captured column.
@@ -160,6 +162,20 @@ fn integer(data_type: &str, unsigned: bool, modes: Modes, optional: bool) -> (Ki
 }
 
 impl Column {
+    /// A column the events leave out (its type need not be mapped).
+    pub(super) fn excluded(name: &str) -> Column {
+        Column {
+            name: name.to_owned(),
+            kind: Kind::Excluded,
+            schema: Schema::primitive(SchemaType::String, true),
+        }
+    }
+
+    /// Whether it holds text (column masks apply to text columns).
+    pub(super) fn is_text(&self) -> bool {
+        matches!(self.kind, Kind::Text(_))
+    }
+
     /// The column `d`; `key`: part of the primary key (never optional). `Err` names a type the
     /// source does not map yet.
     pub(super) fn new(d: &Described, key: bool, modes: Modes) -> Result<Column, String> {
@@ -293,6 +309,7 @@ impl Column {
                 decimal_value(text, *scale, modes.decimal, &self.schema).ok_or_else(bad)?
             }
             Kind::Text(_) | Kind::Enum(_) | Kind::Set(_) => Value::from(text),
+            Kind::Excluded => Value::Null,
             Kind::Date => Value::Int32(
                 parse_date(text)
                     .and_then(|d| i32::try_from(d).ok())
