@@ -93,6 +93,7 @@ impl DatabaseSource for MysqlConfig {
             Feature::ColumnMasks,
             Feature::MessageKeyColumns,
             Feature::SkippedOperations,
+            Feature::Heartbeats,
         ],
         signal_channels: &[],
     };

@@ -14,7 +14,7 @@ use mysql_async::binlog::events::{EventData, RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::BinlogStreamRequest;
-use sluice_engine::event::BatchCut;
+use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Struct};
 
 use super::error::MysqlError;
@@ -94,10 +94,21 @@ impl MysqlSource {
         };
         let mut batch: Vec<ChangeEvent> = Vec::new();
         let mut cut = BatchCut::for_limits(ctx.limits());
+        let heartbeats = self.config.common.heartbeats();
+        let period = self.config.common.heartbeat_period();
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut action: Option<mysql_async::Conn> = None;
         loop {
             let next = tokio::select! {
                 biased;
                 _ = ctx.stopping() => return Ok(()),
+                _ = beat.tick(), if heartbeats.is_some() => {
+                    if let Some(beats) = &heartbeats {
+                        self.heartbeat(beats, &mut action, &at.done, ctx).await;
+                    }
+                    continue;
+                }
                 next = stream.next() => next,
             };
             let Some(event) = next else {
@@ -243,6 +254,35 @@ impl MysqlSource {
             out.extend(self.changes(table, rows, images, &source, done));
         }
         Ok(out)
+    }
+
+    /// A heartbeat tick: `heartbeat.action.query` runs (on a connection of its own), then a
+    /// heartbeat record goes out at the last committed position, so a quiet stream still
+    /// commits its progress.
+    async fn heartbeat(
+        &self,
+        beats: &sluice_kit::records::heartbeat::Heartbeats,
+        action: &mut Option<mysql_async::Conn>,
+        done: &Position,
+        ctx: &mut SourceContext,
+    ) {
+        if let Some(query) = &self.config.common.heartbeat_action_query {
+            use mysql_async::prelude::Queryable;
+            if action.is_none() {
+                match self.connect().await {
+                    Ok(conn) => *action = Some(conn),
+                    Err(e) => tracing::warn!(error = %e, "heartbeat.action.query: cannot connect."),
+                }
+            }
+            if let Some(conn) = action.as_mut() {
+                if let Err(e) = conn.query_drop(query).await {
+                    tracing::warn!(error = %e, "heartbeat.action.query failed.");
+                    *action = None;
+                }
+            }
+        }
+        let record = beats.event(SourceTimestamps::now().millis(), done.clone());
+        let _ = ctx.emit(Batch::new(vec![record])).await;
     }
 
     /// A transaction committed: its events go out with the position after it.

@@ -426,12 +426,7 @@ fn kit_records(
     Option<sluice_kit::records::transaction::TxSchemas>,
 ) {
     let common = &config.common;
-    let heartbeats = (common.heartbeat_interval_ms > 0).then(|| {
-        sluice_kit::records::heartbeat::Heartbeats::new(
-            &common.heartbeat_topic_prefix,
-            &common.topic_prefix,
-        )
-    });
+    let heartbeats = common.heartbeats();
     let tx_meta = common
         .provide_transaction_metadata
         .then(|| sluice_kit::records::transaction::TxSchemas::new(&common.topic_prefix));

@@ -289,6 +289,21 @@ impl Skipped {
 }
 
 impl SourceCommon {
+    /// Heartbeat records, when `heartbeat.interval.ms` asks for them.
+    pub fn heartbeats(&self) -> Option<crate::records::heartbeat::Heartbeats> {
+        (self.heartbeat_interval_ms > 0).then(|| {
+            crate::records::heartbeat::Heartbeats::new(
+                &self.heartbeat_topic_prefix,
+                &self.topic_prefix,
+            )
+        })
+    }
+
+    /// The heartbeat period (`heartbeat.interval.ms`; at least a millisecond).
+    pub fn heartbeat_period(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1))
+    }
+
     /// A change whose values cannot be represented (`error` names the column and the value),
     /// under `event.processing.failure.handling.mode`: `Err` (the message, with the fix) under
     /// `fail`; `Ok` to go on without the change under `warn` (logged with its `table` and
