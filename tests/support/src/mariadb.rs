@@ -31,49 +31,123 @@ pub fn server() -> &'static Server {
                 _watcher: None,
             };
         }
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let installed = Command::new("mariadb-install-db")
-            .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=normal"])
-            .arg(format!("--datadir={}", data.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("mariadb-install-db (apt-get install mariadb-server)");
-        assert!(installed.success(), "mariadb-install-db failed");
+        let dir = install();
         let port = crate::pg::free_port();
-        let d = dir.path().display();
-        let server = format!(
-            "mariadbd --no-defaults --datadir={d}/data --port={port} --bind-address=127.0.0.1 \
-             --socket={d}/sock --user=root --log-bin={d}/data/binlog --server-id=1 \
-             --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
-             --default-time-zone=+00:00 --skip-name-resolve >{d}/server.log 2>&1"
-        );
-        // The watcher: ends the server when the test process is gone.
-        let watcher = format!(
-            "{server} & M=$!; while kill -0 {parent} 2>/dev/null && kill -0 $M 2>/dev/null; do sleep 1; done; kill $M 2>/dev/null",
-            parent = std::process::id()
-        );
-        let watcher = Command::new("sh")
-            .args(["-c", &watcher])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start mariadbd");
-        let t0 = Instant::now();
-        while !ping(port) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "the private MariaDB did not start: {}",
-                std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let watcher = launch(dir.path(), port);
         Server {
             port,
             _dir: Some(dir),
             _watcher: Some(watcher),
         }
     })
+}
+
+/// A data directory with a fresh install.
+fn install() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let installed = Command::new("mariadb-install-db")
+        .args([
+            "--no-defaults",
+            "--user=root",
+            "--auth-root-authentication-method=normal",
+        ])
+        .arg(format!("--datadir={}", data.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("mariadb-install-db (apt-get install mariadb-server)");
+    assert!(installed.success(), "mariadb-install-db failed");
+    dir
+}
+
+/// Starts mariadbd on `dir` and `port` under a watcher shell that ends it when the test
+/// process is gone, and waits until it answers.
+fn launch(dir: &std::path::Path, port: u16) -> std::process::Child {
+    let d = dir.display();
+    let server = format!(
+        "mariadbd --no-defaults --datadir={d}/data --port={port} --bind-address=127.0.0.1 \
+         --socket={d}/sock --pid-file={d}/pid --user=root --log-bin={d}/data/binlog --server-id=1 \
+         --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
+         --default-time-zone=+00:00 --skip-name-resolve >>{d}/server.log 2>&1"
+    );
+    let watcher = format!(
+        "{server} & M=$!; while kill -0 {parent} 2>/dev/null && kill -0 $M 2>/dev/null; do sleep 1; done; kill $M 2>/dev/null",
+        parent = std::process::id()
+    );
+    let watcher = Command::new("sh")
+        .args(["-c", &watcher])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start mariadbd");
+    let t0 = Instant::now();
+    while !ping(port) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the private MariaDB did not start: {}",
+            std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    watcher
+}
+
+/// A server of one test's own, which it may stop and start again (same port and data).
+pub struct Restartable {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    watcher: Option<std::process::Child>,
+}
+
+impl Restartable {
+    /// Installs and starts it.
+    pub fn start() -> Restartable {
+        let dir = install();
+        let port = crate::pg::free_port();
+        let watcher = Some(launch(dir.path(), port));
+        Restartable { port, dir, watcher }
+    }
+
+    /// Stops it (a clean shutdown) and waits until it is gone.
+    pub fn stop(&mut self) {
+        let pid = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
+        Command::new("kill")
+            .args(["-TERM", pid.trim()])
+            .status()
+            .unwrap();
+        if let Some(mut w) = self.watcher.take() {
+            w.wait().unwrap();
+        }
+        let t0 = Instant::now();
+        while ping(self.port) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "mariadbd did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts it again.
+    pub fn restart(&mut self) {
+        self.watcher = Some(launch(self.dir.path(), self.port));
+    }
+
+    /// [`sql`] on this server.
+    pub fn sql(&self, db: &str, statements: &str) -> String {
+        sql_at(self.port, db, statements)
+    }
+}
+
+impl Drop for Restartable {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("pid")) {
+            let _ = Command::new("kill").args(["-TERM", pid.trim()]).status();
+        }
+        if let Some(mut w) = self.watcher.take() {
+            let _ = w.wait();
+        }
+    }
 }
 
 fn ping(port: u16) -> bool {
@@ -94,7 +168,11 @@ fn ping(port: u16) -> bool {
 /// Runs `sql` (statements separated by `;`) in database `db` (`""`: none) and returns the
 /// output rows, tab-separated, without headers.
 pub fn sql(db: &str, sql: &str) -> String {
-    let port = server().port;
+    sql_at(server().port, db, sql)
+}
+
+/// [`sql`] on the server at `port`.
+pub fn sql_at(port: u16, db: &str, sql: &str) -> String {
     let mut cmd = Command::new("mariadb");
     cmd.args(["-h127.0.0.1", &format!("-P{port}"), "-uroot", "-N", "-B"]);
     if !db.is_empty() {
