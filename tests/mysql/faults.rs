@@ -59,3 +59,50 @@ fn a_server_restart_mid_stream_loses_nothing_and_repeats_nothing() {
     );
     assert!(log.contains("restart"), "the source restarted: {log}");
 }
+
+/// A server without the full row metadata (`binlog_row_metadata=MINIMAL`): unsigned values
+/// still decode right (the binlog carries no signedness then), and a schema change of a
+/// captured table stops the stream with one line, rather than decode rows with a wrong schema.
+#[test]
+fn without_full_row_metadata_unsigned_values_decode_and_a_schema_change_stops_the_stream() {
+    let server = Restartable::start();
+    server.sql(
+        "",
+        "SET GLOBAL binlog_row_metadata = MINIMAL; CREATE DATABASE minimal; \
+         CREATE TABLE minimal.u (id INT PRIMARY KEY, tiu TINYINT UNSIGNED, iu INT UNSIGNED, \
+         biu BIGINT UNSIGNED)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        server.port,
+        "  database.include.list: minimal\n",
+    )
+    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    let mut child = run::start(&path, &[]);
+    // The stream is up once a row written after the start arrives.
+    server.sql("minimal", "INSERT INTO u VALUES (1, 1, 1, 1)");
+    run::wait_lines(dir.path(), 1, &mut child);
+    server.sql(
+        "minimal",
+        "INSERT INTO u VALUES (2, 255, 4294967295, 9223372036854775807)",
+    );
+    run::wait_lines(dir.path(), 2, &mut child);
+    let lines = run::lines(dir.path());
+    let after = &lines[1]["value"]["payload"]["after"];
+    assert_eq!(after["tiu"], 255, "{after}");
+    assert_eq!(after["iu"], 4_294_967_295_u64, "{after}");
+    assert_eq!(after["biu"], 9_223_372_036_854_775_807_u64, "{after}");
+    server.sql("minimal", "ALTER TABLE u ADD COLUMN extra INT");
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let log = run::log_of(&child);
+    let e = log
+        .lines()
+        .rfind(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        e.contains("a schema change in `minimal`") && e.contains("binlog_row_metadata"),
+        "{log}"
+    );
+}

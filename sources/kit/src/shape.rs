@@ -18,8 +18,8 @@ pub struct ColumnSpec {
     pub name: String,
     /// Its value schema (a primary key column's is not optional).
     pub schema: Arc<Schema>,
-    /// Whether it is part of the table's primary key.
-    pub primary_key: bool,
+    /// Its place in the table's primary key (`None`: not part of it).
+    pub primary_key: Option<usize>,
     /// Whether it holds text (the mappers apply to text columns only, as Debezium's).
     pub text: bool,
     /// Its declared length in characters, where it has one (a hash is cut to it).
@@ -35,7 +35,7 @@ pub struct Shape {
     pub mappers: Vec<Option<ColumnMapper>>,
     /// The value schema's row struct.
     pub row: Arc<Schema>,
-    /// The primary key's columns, by index in `kept`.
+    /// The primary key's columns in its order, by index in `kept`.
     pub key: Vec<usize>,
     /// The event key's columns (`message.key.columns`, else the primary key), by index in
     /// `kept`.
@@ -64,7 +64,7 @@ impl SourceCommon {
         for (i, c) in columns.iter().enumerate() {
             let full = format!("{table}.{}", c.name);
             if !self.selects_column(&full) {
-                if c.primary_key {
+                if c.primary_key.is_some() {
                     return Err(format!(
                         "`column.include.list` / `column.exclude.list` leave out `{full}`, a primary key column: key columns stay in the value; change the lists"
                     ));
@@ -72,7 +72,7 @@ impl SourceCommon {
                 continue;
             }
             // Text columns only, as Debezium; a key column stays as it is (it is the key).
-            let mapper = (c.text && !c.primary_key)
+            let mapper = (c.text && c.primary_key.is_none())
                 .then(|| self.column_rules.mapper(&full, c.length))
                 .flatten();
             let schema = match &mapper {
@@ -91,12 +91,14 @@ impl SourceCommon {
                 .position(|&i| columns[i].name == name)
                 .ok_or_else(|| format!("{what} `{name}` of `{table}` is not a captured column"))
         };
-        let key: Vec<usize> = kept
+        // In the primary key's order.
+        let mut key: Vec<(usize, usize)> = kept
             .iter()
             .enumerate()
-            .filter(|(_, &i)| columns[i].primary_key)
-            .map(|(j, _)| j)
+            .filter_map(|(j, &i)| columns[i].primary_key.map(|place| (place, j)))
             .collect();
+        key.sort_unstable();
+        let key: Vec<usize> = key.into_iter().map(|(_, j)| j).collect();
         let event_key = match self.key_columns.of(table) {
             Some(names) => names
                 .iter()
@@ -129,7 +131,7 @@ mod tests {
     use super::*;
     use sluice_engine::{SchemaType, Value};
 
-    fn spec(name: &str, key: bool, text: bool) -> ColumnSpec {
+    fn spec(name: &str, key: Option<usize>, text: bool) -> ColumnSpec {
         ColumnSpec {
             name: name.into(),
             schema: Schema::primitive(
@@ -138,7 +140,7 @@ mod tests {
                 } else {
                     SchemaType::Int32
                 },
-                !key,
+                key.is_none(),
             ),
             primary_key: key,
             text,
@@ -196,7 +198,20 @@ mod tests {
         let c = common(&[("message.key.columns", "db.t:nope")]);
         assert!(c.shape("db.t", &cols).unwrap_err().contains("`nope`"));
         // No key at all: null keys.
-        let cols = [spec("a", false, false)];
+        let cols = [spec("a", None, false)];
+        let c = common(&[]);
+        assert!(c
+            .shape("db.t", &cols)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .key_schema
+            .is_none());
+        // A key in its own order, not the columns'.
+        let cols = [spec("a", Some(1), false), spec("b", Some(0), false)];
+        let shape = common(&[])
+            .shape("db.t", &cols)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(shape.key, vec![1, 0]);
+        let cols = [spec("a", None, false)];
         let c = common(&[]);
         assert!(c
             .shape("db.t", &cols)

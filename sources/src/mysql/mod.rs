@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod snapshot;
 mod stream;
+mod table_map;
 
 use std::sync::Arc;
 

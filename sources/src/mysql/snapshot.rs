@@ -105,22 +105,51 @@ impl MysqlSource {
             .exec("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (&db, &name))
             .await
             .map_err(q)?;
+        let described: Vec<Described> = rows
+            .into_iter()
+            .map(
+                |(
+                    col,
+                    data_type,
+                    column_type,
+                    nullable,
+                    precision,
+                    scale,
+                    fsp,
+                    charset,
+                    length,
+                )| {
+                    Described {
+                        name: col,
+                        data_type: data_type.to_ascii_lowercase(),
+                        column_type: column_type.to_ascii_lowercase(),
+                        nullable: nullable == "YES",
+                        precision,
+                        scale,
+                        fsp,
+                        charset: charset.map(|c| c.to_ascii_lowercase()),
+                        length,
+                    }
+                },
+            )
+            .collect();
+        self.table_of(db, name, described, &key_names)
+    }
+
+    /// The table `db.name` whose columns are `described` and whose primary key is
+    /// `key_names`, as the column options shape it.
+    pub(super) fn table_of(
+        &self,
+        db: String,
+        name: String,
+        described: Vec<Described>,
+        key_names: &[String],
+    ) -> Result<Table, MysqlError> {
         let mut columns = Vec::new();
         let mut specs = Vec::new();
-        for (col, data_type, column_type, nullable, precision, scale, fsp, charset, length) in rows
-        {
-            let d = Described {
-                name: col,
-                data_type: data_type.to_ascii_lowercase(),
-                column_type: column_type.to_ascii_lowercase(),
-                nullable: nullable == "YES",
-                precision,
-                scale,
-                fsp,
-                charset: charset.map(|c| c.to_ascii_lowercase()),
-                length,
-            };
-            let key = key_names.contains(&d.name);
+        for d in described {
+            let place = key_names.iter().position(|k| *k == d.name);
+            let key = place.is_some();
             let full = format!("{db}.{name}.{}", d.name);
             let column = if key || self.config.common.selects_column(&full) {
                 Column::new(&d, key, self.modes()).map_err(|e| {
@@ -134,7 +163,7 @@ impl MysqlSource {
             specs.push(ColumnSpec {
                 name: column.name.clone(),
                 schema: column.schema.clone(),
-                primary_key: key,
+                primary_key: place,
                 text: column.is_text(),
                 length: d.length.and_then(|n| usize::try_from(n).ok()),
             });

@@ -19,6 +19,7 @@ use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Struct};
 
 use super::error::MysqlError;
 use super::snapshot::Table;
+use super::table_map::{self, Charsets};
 use super::{At, MysqlOffset, MysqlSource, Offset};
 
 /// Where the stream stands.
@@ -74,7 +75,10 @@ impl MysqlSource {
             .iter()
             .map(|t| ((t.db.as_str(), t.name.as_str()), t))
             .collect();
-        let conn = self.connect().await?;
+        let mut conn = self.connect().await?;
+        // With the full row metadata, each TABLE_MAP event says the schema its rows have.
+        let charsets = self.full_metadata(&mut conn).await?;
+        let mut mapped: HashMap<u64, Option<Table>> = HashMap::new();
         let request = BinlogStreamRequest::new(self.config.server_id)
             .with_filename(from.file.as_bytes())
             .with_pos(from.pos);
@@ -149,8 +153,17 @@ impl MysqlSource {
                         let touches = tables
                             .iter()
                             .any(|t| t.db == schema || query.contains(t.db.as_str()));
-                        if touches {
-                            return Err(MysqlError::Setup(format!("a schema change in `{schema}` at {}:{start} (`{}`): the mysql source has no schema history yet and stops rather than decode rows with a wrong schema; take a new snapshot (remove the offsets) after the change", at.file, trimmed.chars().take(120).collect::<String>())));
+                        if touches && charsets.is_some() {
+                            // Rows decode with their TABLE_MAP's schema: a table changed here
+                            // gets a new table id, and is described again.
+                            tracing::info!(
+                                database = %schema,
+                                at = %format!("{}:{start}", at.file),
+                                "A schema change; the rows that follow are decoded with the schema their TABLE_MAP events give."
+                            );
+                            mapped.clear();
+                        } else if touches {
+                            return Err(MysqlError::Setup(format!("a schema change in `{schema}` at {}:{start} (`{}`): without `binlog_row_metadata=FULL` on the server (and with no schema history yet) the mysql source stops rather than decode rows with a wrong schema; set `binlog_row_metadata=FULL` (rows then decode with their own schema), or take a new snapshot (remove the offsets) after the change", at.file, trimmed.chars().take(120).collect::<String>())));
                         }
                     }
                 }
@@ -165,15 +178,30 @@ impl MysqlSource {
                             at.file
                         )));
                     };
-                    let Some(table) = by_name
-                        .get(&(tme.database_name().as_ref(), tme.table_name().as_ref()))
-                        .copied()
-                    else {
-                        continue;
+                    let table = if let Some(charsets) = &charsets {
+                        let id = rows.table_id();
+                        let entry = match mapped.entry(id) {
+                            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                            std::collections::hash_map::Entry::Vacant(e) => {
+                                e.insert(self.mapped_table(tme, charsets)?)
+                            }
+                        };
+                        match entry.as_ref() {
+                            Some(t) => t,
+                            None => continue,
+                        }
+                    } else {
+                        let Some(table) = by_name
+                            .get(&(tme.database_name().as_ref(), tme.table_name().as_ref()))
+                            .copied()
+                        else {
+                            continue;
+                        };
+                        if usize::try_from(tme.columns_count()).ok() != Some(table.columns.len()) {
+                            return Err(MysqlError::Setup(format!("`{}.{}` has {} columns in the binlog at {}:{start} but {} when the source started: its schema changed; with `binlog_row_metadata=FULL` on the server the rows of a changed table decode with their own schema, without it the mysql source stops", table.db, table.name, tme.columns_count(), at.file, table.columns.len())));
+                        }
+                        table
                     };
-                    if usize::try_from(tme.columns_count()).ok() != Some(table.columns.len()) {
-                        return Err(MysqlError::Setup(format!("`{}.{}` has {} columns in the binlog at {}:{start} but {} when the source started: its schema changed, and the mysql source has no schema history yet", table.db, table.name, tme.columns_count(), at.file, table.columns.len())));
-                    }
                     let source = At {
                         ts_ms: i64::from(header.timestamp()) * 1000,
                         snapshot: "false",
@@ -254,6 +282,56 @@ impl MysqlSource {
             out.extend(self.changes(table, rows, images, &source, done));
         }
         Ok(out)
+    }
+
+    /// The collations' character sets when the server writes the full row metadata
+    /// (`binlog_row_metadata=FULL`), `None` otherwise.
+    async fn full_metadata(
+        &self,
+        conn: &mut mysql_async::Conn,
+    ) -> Result<Option<Charsets>, MysqlError> {
+        use mysql_async::prelude::Queryable;
+        let metadata: Option<String> = conn
+            .query_first("SELECT @@binlog_row_metadata")
+            .await
+            .ok()
+            .flatten();
+        if !metadata.is_some_and(|m| m.eq_ignore_ascii_case("FULL")) {
+            tracing::info!("binlog_row_metadata is not FULL: a schema change of a captured table will stop the stream.");
+            return Ok(None);
+        }
+        let rows: Vec<(u16, String, u32)> = conn
+            .query("SELECT co.ID, co.CHARACTER_SET_NAME, cs.MAXLEN FROM information_schema.COLLATIONS co JOIN information_schema.CHARACTER_SETS cs ON cs.CHARACTER_SET_NAME = co.CHARACTER_SET_NAME")
+            .await
+            .map_err(|e| MysqlError::query("reading the collations", e))?;
+        Ok(Some(
+            rows.into_iter()
+                .map(|(id, name, max)| (id, (name.to_ascii_lowercase(), max)))
+                .collect(),
+        ))
+    }
+
+    /// The captured table a TABLE_MAP event describes (`None`: not captured).
+    fn mapped_table(
+        &self,
+        tme: &TableMapEvent<'_>,
+        charsets: &Charsets,
+    ) -> Result<Option<Table>, MysqlError> {
+        let db = tme.database_name().into_owned();
+        let name = tme.table_name().into_owned();
+        if !self.config.selects(&db, &name) {
+            return Ok(None);
+        }
+        let described = table_map::describe(tme, charsets)
+            .map_err(|e| MysqlError::Value(format!("`{db}.{name}`: {e}")))?;
+        let Some((described, key)) = described else {
+            return Err(MysqlError::Setup(format!("the TABLE_MAP event of `{db}.{name}` has no column names although `binlog_row_metadata` is FULL")));
+        };
+        let key_names: Vec<String> = key
+            .iter()
+            .filter_map(|&i| described.get(i).map(|d| d.name.clone()))
+            .collect();
+        self.table_of(db, name, described, &key_names).map(Some)
     }
 
     /// A heartbeat tick: `heartbeat.action.query` runs (on a connection of its own), then a

@@ -431,6 +431,12 @@ fn latin1(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The default modes, for tests.
+#[cfg(test)]
+pub(super) fn tests_modes() -> Modes {
+    tests::MODES
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
