@@ -406,3 +406,38 @@ fn a_restart_across_a_schema_change_decodes_every_row_with_its_own_schema() {
         "mysql stream of `basic` after a restart",
     );
 }
+
+/// A table created while the source streams is captured from its first row (the filters select
+/// it; its schema comes from its TABLE_MAP events).
+#[test]
+fn a_table_created_after_the_snapshot_is_captured() {
+    let server = mariadb::server();
+    let db = mariadb::database("mysql_created_later");
+    mariadb::sql(
+        &db,
+        "CREATE TABLE first (id INT PRIMARY KEY); INSERT INTO first VALUES (1)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        server.port,
+        &format!("  database.include.list: {db}\n"),
+    )
+    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
+    mariadb::sql(
+        &db,
+        "CREATE TABLE later (id INT PRIMARY KEY, v VARCHAR(5) NOT NULL); INSERT INTO later VALUES (7, 'seven')",
+    );
+    sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let lines = sluice_test_support::pg::lines(dir.path());
+    assert_eq!(lines[1]["topic"], format!("dbserver1.{db}.later"));
+    assert_eq!(
+        lines[1]["value"]["payload"]["after"],
+        serde_json::json!({"id": 7, "v": "seven"})
+    );
+    assert_eq!(lines[1]["key"]["payload"], serde_json::json!({"id": 7}));
+}
