@@ -175,9 +175,9 @@ mod tests {
     #[test]
     fn columns_are_left_out_masked_and_keyed_as_the_options_say() {
         let cols = [
-            spec("id", true, false),
-            spec("name", false, true),
-            spec("secret", false, true),
+            spec("id", Some(0), false),
+            spec("name", None, true),
+            spec("secret", None, true),
         ];
         let c = common(&[
             ("column.exclude.list", "db.t.secret"),
