@@ -106,3 +106,38 @@ fn without_full_row_metadata_unsigned_values_decode_and_a_schema_change_stops_th
         "{log}"
     );
 }
+
+/// A change written with partial row images (a session's `binlog_row_image=MINIMAL`) stops the
+/// stream with one line, rather than put values on the wrong columns.
+#[test]
+fn a_partial_row_image_stops_the_stream_with_one_line() {
+    let server = sluice_test_support::mariadb::server();
+    let db = sluice_test_support::mariadb::database("mysql_partial_image");
+    sluice_test_support::mariadb::sql(
+        &db,
+        "CREATE TABLE t (id INT PRIMARY KEY, a TEXT, b TEXT); INSERT INTO t VALUES (1, 'a', 'b')",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        server.port,
+        &format!("  database.include.list: {db}\n"),
+    )
+    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    let mut child = run::start(&path, &[]);
+    run::wait_lines(dir.path(), 1, &mut child);
+    sluice_test_support::mariadb::sql(
+        &db,
+        "INSERT INTO t VALUES (2, 'c', 'd'); SET SESSION binlog_row_image = MINIMAL; UPDATE t SET b = 'x' WHERE id = 2",
+    );
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let log = run::log_of(&child);
+    let e = log
+        .lines()
+        .rfind(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(e.contains("binlog_row_image"), "{log}");
+    // The full-image insert before it arrived.
+    assert_eq!(run::lines(dir.path()).len(), 2, "{log}");
+}

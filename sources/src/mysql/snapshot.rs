@@ -101,10 +101,7 @@ impl MysqlSource {
             .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
             .await
             .map_err(q)?;
-        let key_names: Vec<String> = conn
-            .exec("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (&db, &name))
-            .await
-            .map_err(q)?;
+        let key_names = super::stream::primary_key(conn, &db, &name).await?;
         let described: Vec<Described> = rows
             .into_iter()
             .map(

@@ -7,6 +7,7 @@
 //! with that reason rather than decode rows with a wrong schema), GTIDs, transaction metadata,
 //! heartbeats, signals and incremental snapshots, exact resume inside a transaction.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use futures_util::StreamExt;
@@ -55,6 +56,28 @@ fn file_name(raw: &str) -> String {
     raw[..dot + 1 + digits].to_owned()
 }
 
+/// What the stream knows of a table id.
+enum Mapped {
+    /// Not captured.
+    Skip,
+    /// Described by its TABLE_MAP's full metadata.
+    Own(Table),
+    /// Its TABLE_MAP has no column names: the snapshot's table is used.
+    Snapshot,
+}
+
+/// The columns of `db.name`'s PRIMARY key, in key order.
+pub(super) async fn primary_key(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    name: &str,
+) -> Result<Vec<String>, MysqlError> {
+    use mysql_async::prelude::Queryable;
+    conn.exec("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (db, name))
+        .await
+        .map_err(|e| MysqlError::query(format!("reading the primary key of `{db}.{name}`"), e))
+}
+
 /// Whether a statement is a `TRUNCATE [TABLE]`.
 fn is_truncate(statement: &str) -> bool {
     statement
@@ -78,7 +101,9 @@ impl MysqlSource {
         let mut conn = self.connect().await?;
         // With the full row metadata, each TABLE_MAP event says the schema its rows have.
         let charsets = self.full_metadata(&mut conn).await?;
-        let mut mapped: HashMap<u64, Option<Table>> = HashMap::new();
+        let mut mapped: HashMap<u64, Mapped> = HashMap::new();
+        // A connection for what the binlog does not say (a mapped table's primary key).
+        let mut lookup: Option<mysql_async::Conn> = None;
         let request = BinlogStreamRequest::new(self.config.server_id)
             .with_filename(from.file.as_bytes())
             .with_pos(from.pos);
@@ -134,6 +159,8 @@ impl MysqlSource {
             match data {
                 Some(EventData::RotateEvent(r)) => {
                     at.file = file_name(&r.name());
+                    // Table ids start again after a server restart (a new binlog file).
+                    mapped.clear();
                 }
                 Some(EventData::QueryEvent(q)) => {
                     let query = q.query();
@@ -178,18 +205,15 @@ impl MysqlSource {
                             at.file
                         )));
                     };
-                    let table = if let Some(charsets) = &charsets {
-                        let id = rows.table_id();
-                        let entry = match mapped.entry(id) {
-                            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                            std::collections::hash_map::Entry::Vacant(e) => {
-                                e.insert(self.mapped_table(tme, charsets)?)
-                            }
-                        };
-                        match entry.as_ref() {
-                            Some(t) => t,
-                            None => continue,
+                    if let Some(charsets) = &charsets {
+                        if let Entry::Vacant(e) = mapped.entry(rows.table_id()) {
+                            e.insert(self.mapped_table(tme, charsets, &mut lookup).await?);
                         }
+                    }
+                    let table = if let Some(Mapped::Own(t)) = mapped.get(&rows.table_id()) {
+                        t
+                    } else if let Some(Mapped::Skip) = mapped.get(&rows.table_id()) {
+                        continue;
                     } else {
                         let Some(table) = by_name
                             .get(&(tme.database_name().as_ref(), tme.table_name().as_ref()))
@@ -300,38 +324,57 @@ impl MysqlSource {
             tracing::info!("binlog_row_metadata is not FULL: a schema change of a captured table will stop the stream.");
             return Ok(None);
         }
-        let rows: Vec<(u16, String, u32)> = conn
+        let q = |e| MysqlError::query("reading the collations", e);
+        let mut rows: Vec<(Option<u16>, Option<String>, Option<u32>)> = conn
             .query("SELECT co.ID, co.CHARACTER_SET_NAME, cs.MAXLEN FROM information_schema.COLLATIONS co JOIN information_schema.CHARACTER_SETS cs ON cs.CHARACTER_SET_NAME = co.CHARACTER_SET_NAME")
             .await
-            .map_err(|e| MysqlError::query("reading the collations", e))?;
+            .map_err(q)?;
+        // MariaDB 10.10+ numbers its UCA 14.0 collations per character set here.
+        if let Ok(more) = conn
+            .query::<(Option<u16>, Option<String>, Option<u32>), _>("SELECT a.ID, a.CHARACTER_SET_NAME, cs.MAXLEN FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY a JOIN information_schema.CHARACTER_SETS cs ON cs.CHARACTER_SET_NAME = a.CHARACTER_SET_NAME WHERE a.ID IS NOT NULL")
+            .await
+        {
+            rows.extend(more);
+        }
         Ok(Some(
             rows.into_iter()
-                .map(|(id, name, max)| (id, (name.to_ascii_lowercase(), max)))
+                .filter_map(|(id, name, max)| Some((id?, (name?.to_ascii_lowercase(), max?))))
                 .collect(),
         ))
     }
 
-    /// The captured table a TABLE_MAP event describes (`None`: not captured).
-    fn mapped_table(
+    /// The captured table a TABLE_MAP event describes: `Skip` when it is not captured,
+    /// `Snapshot` when the event has no column names (written before the server wrote the
+    /// full metadata): the snapshot's table then.
+    async fn mapped_table(
         &self,
         tme: &TableMapEvent<'_>,
         charsets: &Charsets,
-    ) -> Result<Option<Table>, MysqlError> {
+        lookup: &mut Option<mysql_async::Conn>,
+    ) -> Result<Mapped, MysqlError> {
         let db = tme.database_name().into_owned();
         let name = tme.table_name().into_owned();
         if !self.config.selects(&db, &name) {
-            return Ok(None);
+            return Ok(Mapped::Skip);
         }
         let described = table_map::describe(tme, charsets)
             .map_err(|e| MysqlError::Value(format!("`{db}.{name}`: {e}")))?;
-        let Some((described, key)) = described else {
-            return Err(MysqlError::Setup(format!("the TABLE_MAP event of `{db}.{name}` has no column names although `binlog_row_metadata` is FULL")));
+        let Some((described, _)) = described else {
+            return Ok(Mapped::Snapshot);
         };
-        let key_names: Vec<String> = key
-            .iter()
-            .filter_map(|&i| described.get(i).map(|d| d.name.clone()))
+        // The binlog's primary key is the server's, which promotes a unique NOT NULL key of a
+        // table without one; Debezium's (and the snapshot's) is the PRIMARY constraint.
+        let conn = match lookup {
+            Some(conn) => conn,
+            None => lookup.insert(self.connect().await?),
+        };
+        let key_names = primary_key(conn, &db, &name).await?;
+        let key_names: Vec<String> = key_names
+            .into_iter()
+            .filter(|k| described.iter().any(|d| &d.name == k))
             .collect();
-        self.table_of(db, name, described, &key_names).map(Some)
+        self.table_of(db, name, described, &key_names)
+            .map(Mapped::Own)
     }
 
     /// A heartbeat tick: `heartbeat.action.query` runs (on a connection of its own), then a
@@ -382,6 +425,14 @@ impl MysqlSource {
         let Some(row) = row else {
             return Ok(None);
         };
+        if row.len() != table.columns.len() {
+            return Err(format!(
+                "`{}`: a row image holds {} of its {} columns: the change was written with `binlog_row_image` other than FULL (a session can set it); the mysql source needs full images",
+                table.full_name(),
+                row.len(),
+                table.columns.len()
+            ));
+        }
         let modes = self.modes();
         let shape = &table.shape;
         let mut values = Vec::with_capacity(shape.kept.len());

@@ -90,15 +90,22 @@ pub(super) fn describe(
             .ok_or_else(|| format!("column `{name}` has no type in the TABLE_MAP event"))?;
         let m = tme.get_column_metadata(i).unwrap_or(&[]);
         let unsigned = t.is_numeric_type() && signedness.next().unwrap_or(false);
-        let charset = if t.is_character_type() {
+        // The server lists a spatial column's character set too (its base is the BLOB).
+        let character = t.is_character_type() || t == ColumnType::MYSQL_TYPE_GEOMETRY;
+        let charset = if character {
             Some(text_charsets.next().transpose().map_err(bad)?.unwrap_or(0))
         } else if t.is_enum_or_set_type() {
             Some(list_charsets.next().transpose().map_err(bad)?.unwrap_or(0))
         } else {
             None
         };
-        let (charset_name, max_len) = match charset.and_then(|id| charsets.get(&id)) {
-            Some((name, max)) => (Some(name.clone()), (*max).max(1)),
+        let (charset_name, max_len) = match charset.map(|id| (id, charsets.get(&id))) {
+            Some((_, Some((name, max)))) => (Some(name.clone()), (*max).max(1)),
+            Some((id, None)) => {
+                return Err(format!(
+                    "column `{name}` has collation id {id}, which the server's information_schema does not list"
+                ))
+            }
             None => (None, 1),
         };
         let binary = charset_name.as_deref() == Some("binary");

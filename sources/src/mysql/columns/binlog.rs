@@ -108,6 +108,15 @@ impl Column {
                 }
                 Value::from(chosen.join(","))
             }
+            Kind::Date | Kind::DateTime(_)
+                if matches!(v, V::Date(_, 0, ..) | V::Date(_, _, 0, ..)) =>
+            {
+                self.zero_date()?
+            }
+            // TIMESTAMP 0 is the zero date (the type starts at 1970-01-01 00:00:01 UTC).
+            Kind::Timestamp(_) if matches!(v, V::Bytes(b) if b.as_slice() == b"0") => {
+                self.zero_date()?
+            }
             Kind::Date => match v {
                 V::Date(y, m, d, ..) => Value::Int32(
                     i32::try_from(days_from_civil(i64::from(*y), u32::from(*m), u32::from(*d)))
@@ -204,6 +213,10 @@ mod tests {
         let y = col(described("year", "year(4)"));
         assert_eq!(of(&y, V::Bytes(b"1900".to_vec())), Ok(Value::Int32(0)));
         assert_eq!(of(&y, V::Bytes(b"2155".to_vec())), Ok(Value::Int32(2155)));
+        let dt = col(described("date", "date"));
+        assert_eq!(of(&dt, V::Date(0, 0, 0, 0, 0, 0, 0)), Ok(Value::Null));
+        let ts = col(described("timestamp", "timestamp"));
+        assert_eq!(of(&ts, V::Bytes(b"0".to_vec())), Ok(Value::Null));
         let f = col(described("float", "float"));
         assert_eq!(of(&f, V::Float(1.5)), Ok(Value::Float32(1.5)));
     }

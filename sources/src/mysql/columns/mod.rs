@@ -229,6 +229,12 @@ impl Column {
                 (Kind::Binary(pad), schema)
             }
             "date" => (Kind::Date, date_schema(modes.time, optional).build()),
+            "time" if matches!(d.fsp, Some(1 | 2)) => {
+                return Err(format!(
+                    "column `{}` is a `{}`: mysql_common (the binlog parser) decodes negative TIME(1) and TIME(2) values wrongly, so the mysql source does not read them yet (TIME, TIME(3) to TIME(6) it does)",
+                    d.name, d.column_type
+                ))
+            }
             "time" => {
                 let fsp = d.fsp.unwrap_or(0);
                 (
@@ -300,6 +306,13 @@ impl Column {
                 self.name
             )
         };
+        if matches!(
+            self.kind,
+            Kind::Date | Kind::DateTime(_) | Kind::Timestamp(_)
+        ) && is_zero_date(text)
+        {
+            return self.zero_date();
+        }
         Ok(match &self.kind {
             Kind::Int { .. } => self.int(text.parse().map_err(|_| bad())?)?,
             Kind::UnsignedDecimal => Value::Bytes(unscaled_bytes(text, 0).ok_or_else(bad)?),
@@ -364,6 +377,20 @@ impl Column {
         })
     }
 
+    /// A zero date (`0000-00-00`, or a month or day of 0, which MariaDB accepts by default):
+    /// null, as Debezium's, where the column is optional; an error where it is NOT NULL
+    /// (Debezium writes the epoch there, a date that was never stored).
+    fn zero_date(&self) -> Result<Value, String> {
+        if self.schema.is_optional() {
+            Ok(Value::Null)
+        } else {
+            Err(format!(
+                "column `{}` (NOT NULL) holds a zero date, which its type cannot represent (Debezium would write the epoch instead)",
+                self.name
+            ))
+        }
+    }
+
     /// A `TIME` of `micros` (signed): microseconds, or Connect's milliseconds where they fit
     /// a time of day's int32.
     fn time(&self, micros: i64, modes: Modes) -> Result<Value, String> {
@@ -379,6 +406,13 @@ impl Column {
                 )
             })
     }
+}
+
+/// Whether a date or date-time text has a zero year-month-day, month or day.
+fn is_zero_date(text: &str) -> bool {
+    let mut parts = text.get(..10).unwrap_or(text).split('-');
+    let (_, m, d) = (parts.next(), parts.next(), parts.next());
+    m == Some("00") || d == Some("00")
 }
 
 /// A `BIT(n)`'s big-endian bytes as Debezium's `Bits`: little-endian, `n` bytes.
@@ -557,6 +591,24 @@ mod tests {
             Some(vec!["a".into(), "it's".into(), String::new()])
         );
         assert_eq!(listed_values("set('x')"), Some(vec!["x".into()]));
+        let date = col("date", "date", None);
+        assert_eq!(v(&date, b"0000-00-00"), Ok(Value::Null));
+        assert_eq!(v(&date, b"2020-00-15"), Ok(Value::Null));
+        let required = Column::new(&described("datetime", "datetime"), true, MODES)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(v(&required, b"0000-00-00 00:00:00")
+            .unwrap_err()
+            .contains("zero date"));
+        assert!(Column::new(
+            &Described {
+                fsp: Some(2),
+                ..described("time", "time(2)")
+            },
+            false,
+            MODES
+        )
+        .unwrap_err()
+        .contains("TIME(2)"));
         assert_eq!(listed_values("enum('a'"), None);
         let e = col("enum", "enum('small','medium')", None);
         assert_eq!(e.schema.parameter("allowed"), Some("small,medium"));
