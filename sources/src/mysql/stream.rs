@@ -61,7 +61,7 @@ enum Mapped {
     /// Not captured.
     Skip,
     /// Described by its TABLE_MAP's full metadata.
-    Own(Table),
+    Own(Box<Table>),
     /// Its TABLE_MAP has no column names: the snapshot's table is used.
     Snapshot,
 }
@@ -374,7 +374,7 @@ impl MysqlSource {
             .filter(|k| described.iter().any(|d| &d.name == k))
             .collect();
         self.table_of(db, name, described, &key_names)
-            .map(Mapped::Own)
+            .map(|t| Mapped::Own(Box::new(t)))
     }
 
     /// A heartbeat tick: `heartbeat.action.query` runs (on a connection of its own), then a
