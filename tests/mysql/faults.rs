@@ -138,6 +138,11 @@ fn a_partial_row_image_stops_the_stream_with_one_line() {
         .rfind(|l| l.starts_with("error:"))
         .unwrap_or_default();
     assert!(e.contains("binlog_row_image"), "{log}");
-    // The full-image insert before it arrived.
-    assert_eq!(run::lines(dir.path()).len(), 2, "{log}");
+    // Nothing of the partial change was written (the insert before it may or may not have been
+    // when the pipeline stopped: uncommitted, it is read again at the next start).
+    let lines = run::lines(dir.path());
+    assert!(
+        lines.iter().all(|l| l["value"]["payload"]["op"] != "u"),
+        "{log}"
+    );
 }

@@ -44,21 +44,32 @@ pub fn server() -> &'static Server {
 
 /// A data directory with a fresh install.
 fn install() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let installed = Command::new("mariadb-install-db")
-        .args([
-            "--no-defaults",
-            "--user=root",
-            "--auth-root-authentication-method=normal",
-        ])
-        .arg(format!("--datadir={}", data.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("mariadb-install-db (apt-get install mariadb-server)");
-    assert!(installed.success(), "mariadb-install-db failed");
-    dir
+    // Several servers may be installed at once (one per test that restarts its own): a failed
+    // install is tried again, and its output is shown if it keeps failing.
+    let mut last = String::new();
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let out = Command::new("mariadb-install-db")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+            ])
+            .arg(format!("--datadir={}", data.display()))
+            .output()
+            .expect("mariadb-install-db (apt-get install mariadb-server)");
+        if out.status.success() {
+            return dir;
+        }
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("mariadb-install-db failed: {last}")
 }
 
 /// Starts mariadbd on `dir` and `port` under a watcher shell that ends it when the test
