@@ -6,7 +6,7 @@ use sluice_kit::mapping::{HashAlgorithm, HashVersion, Hasher};
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run};
 
-use super::{pipeline, ReplaceText};
+use super::streaming_pipeline;
 
 #[test]
 fn columns_are_left_out_masked_hashed_truncated_and_keyed_as_configured() {
@@ -21,8 +21,7 @@ fn columns_are_left_out_masked_hashed_truncated_and_keyed_as_configured() {
          x'0102', 'ab', 2024, 4294967295, '0000-00-00')",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
-        dir.path(),
+    let path = streaming_pipeline(dir.path(),
         server.port,
         &format!(
             "  database.include.list: {db}\n  column.exclude.list: {db}.people.secret\n  \
@@ -31,8 +30,7 @@ fn columns_are_left_out_masked_hashed_truncated_and_keyed_as_configured() {
              column.truncate.to.6.chars: {db}.people.bio\n  message.key.columns: {db}.people:code\n  \
              skipped.operations: u,t\n"
         ),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);
     mariadb::sql(

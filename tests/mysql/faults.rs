@@ -4,7 +4,7 @@
 use sluice_test_support::mariadb::Restartable;
 use sluice_test_support::pg::{self as run};
 
-use super::{pipeline, ReplaceText};
+use super::{failed, streaming_pipeline, ReplaceText};
 
 #[test]
 fn a_server_restart_mid_stream_loses_nothing_and_repeats_nothing() {
@@ -15,8 +15,7 @@ fn a_server_restart_mid_stream_loses_nothing_and_repeats_nothing() {
          INSERT INTO faults.t VALUES (1, 'a'), (2, 'b')",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), server.port, "  database.include.list: faults\n")
-        .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial")
+    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: faults\n")
         .replace_text(
             "restart: { max_retries: 0 }",
             "restart: { max_retries: 100, initial_backoff: 100ms, max_backoff: 500ms }",
@@ -73,12 +72,11 @@ fn without_full_row_metadata_unsigned_values_decode_and_a_schema_change_stops_th
          biu BIGINT UNSIGNED)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
+    let path = streaming_pipeline(
         dir.path(),
         server.port,
         "  database.include.list: minimal\n",
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     let mut child = run::start(&path, &[]);
     // The stream is up once a row written after the start arrives.
     server.sql("minimal", "INSERT INTO u VALUES (1, 1, 1, 1)");
@@ -94,13 +92,7 @@ fn without_full_row_metadata_unsigned_values_decode_and_a_schema_change_stops_th
     assert_eq!(after["iu"], 4_294_967_295_u64, "{after}");
     assert_eq!(after["biu"], 9_223_372_036_854_775_807_u64, "{after}");
     server.sql("minimal", "ALTER TABLE u ADD COLUMN extra INT");
-    let status = child.wait().unwrap();
-    assert!(!status.success());
-    let log = run::log_of(&child);
-    let e = log
-        .lines()
-        .rfind(|l| l.starts_with("error:"))
-        .unwrap_or_default();
+    let (log, e) = failed(child);
     assert!(
         e.contains("a schema change in `minimal`") && e.contains("binlog_row_metadata"),
         "{log}"
@@ -118,25 +110,18 @@ fn a_partial_row_image_stops_the_stream_with_one_line() {
         "CREATE TABLE t (id INT PRIMARY KEY, a TEXT, b TEXT); INSERT INTO t VALUES (1, 'a', 'b')",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
+    let path = streaming_pipeline(
         dir.path(),
         server.port,
         &format!("  database.include.list: {db}\n"),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);
     sluice_test_support::mariadb::sql(
         &db,
         "INSERT INTO t VALUES (2, 'c', 'd'); SET SESSION binlog_row_image = MINIMAL; UPDATE t SET b = 'x' WHERE id = 2",
     );
-    let status = child.wait().unwrap();
-    assert!(!status.success());
-    let log = run::log_of(&child);
-    let e = log
-        .lines()
-        .rfind(|l| l.starts_with("error:"))
-        .unwrap_or_default();
+    let (log, e) = failed(child);
     assert!(e.contains("binlog_row_image"), "{log}");
     // Nothing of the partial change was written (the insert before it may or may not have been
     // when the pipeline stopped: uncommitted, it is read again at the next start).

@@ -47,6 +47,24 @@ fn server_id(dir: &Path) -> u32 {
     10_000 + (h.finish() % 1_000_000) as u32
 }
 
+/// [`pipeline`] with `snapshot.mode: initial`: a snapshot, then the stream.
+fn streaming_pipeline(dir: &Path, port: u16, extra: &str) -> PathBuf {
+    pipeline(dir, port, extra).replace_text("snapshot.mode: initial_only", "snapshot.mode: initial")
+}
+
+/// The log and last `error:` line of a running pipeline that stops by itself, failing.
+fn failed(mut child: std::process::Child) -> (String, String) {
+    let status = child.wait().unwrap();
+    let log = sluice_test_support::pg::log_of(&child);
+    assert!(!status.success(), "{log}");
+    let e = log
+        .lines()
+        .rfind(|l| l.starts_with("error:"))
+        .unwrap_or_default()
+        .to_owned();
+    (log, e)
+}
+
 fn run_ok(path: &Path) -> String {
     let o = sluice(&["run", path.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -188,8 +206,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     let only_dup = format!("  table.include.list: {db}\\.dup\n");
     let streaming = dir.path().join("streaming");
     std::fs::create_dir_all(&streaming).unwrap();
-    let first = pipeline(&streaming, server.port, &only_dup)
-        .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    let first = streaming_pipeline(&streaming, server.port, &only_dup);
     mariadb::sql(&db, "INSERT INTO dup VALUES (1)");
     let mut child = sluice_test_support::pg::start(&first, &[]);
     let id = server_id(&streaming);
@@ -314,12 +331,11 @@ fn streamed_changes_match_debezium_byte_for_byte() {
     let db = mariadb::database("inventory_stream");
     mariadb::sql(&db, &setup_of("basic"));
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
+    let path = streaming_pipeline(
         dir.path(),
         server.port,
         &format!("  database.include.list: {db}\n"),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     mariadb::sql(&db, &changes_of("basic"));
@@ -377,12 +393,11 @@ fn a_restart_across_a_schema_change_decodes_every_row_with_its_own_schema() {
     let db = mariadb::database("inventory_across");
     mariadb::sql(&db, &setup_of("basic"));
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
+    let path = streaming_pipeline(
         dir.path(),
         server.port,
         &format!("  database.include.list: {db}\n"),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -418,12 +433,11 @@ fn a_table_created_after_the_snapshot_is_captured() {
         "CREATE TABLE first (id INT PRIMARY KEY); INSERT INTO first VALUES (1)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
+    let path = streaming_pipeline(
         dir.path(),
         server.port,
         &format!("  database.include.list: {db}\n"),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
     mariadb::sql(

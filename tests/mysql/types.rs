@@ -6,7 +6,9 @@ use serde_json::Value as Json;
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run, assert_same_events};
 
-use super::{blank, changes_of, pipeline, run_ok, setup_of, ReplaceText, FIXTURES};
+use super::{
+    blank, changes_of, pipeline, run_ok, setup_of, streaming_pipeline, ReplaceText, FIXTURES,
+};
 
 /// Debezium's events of `types` in `file` whose `op` `keep` selects, blanked.
 fn debezium_types(file: &str, keep: impl Fn(&Json) -> bool) -> String {
@@ -58,12 +60,11 @@ fn every_type_streams_as_debezium_maps_it_and_unrepresentable_rows_follow_the_fa
     let db = mariadb::database("inventory_types_stream");
     mariadb::sql(&db, &setup_of("types"));
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
+    let path = streaming_pipeline(
         dir.path(),
         server.port,
         &format!("  database.include.list: {db}\n"),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    );
     // Row 1 holds BIGINT UNSIGNED 2^64-1, which int64 (`long`, the default) cannot: the
     // snapshot stops with the fix, and nothing is written.
     let err = super::error_line(&path);
