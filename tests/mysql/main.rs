@@ -102,6 +102,17 @@ fn setup_of(table: &str) -> String {
         .join(";")
 }
 
+/// Our output in `dir` from line `skip` on, database `db` renamed to Debezium's fixture's
+/// `inventory`, blanked, one event per line.
+fn ours(dir: &Path, db: &str, skip: usize) -> String {
+    std::fs::read_to_string(dir.join("out.jsonl"))
+        .unwrap()
+        .lines()
+        .skip(skip)
+        .map(|l| format!("{}\n", blank(&l.replace(db, "inventory"))))
+        .collect()
+}
+
 /// Blanks what differs from run to run beyond `normalize`: the binlog file and position.
 fn blank(line: &str) -> String {
     let pos = regex::Regex::new(r#""(pos)":\d+"#).unwrap();
@@ -344,12 +355,7 @@ fn streamed_changes_match_debezium_byte_for_byte() {
     sluice_test_support::pg::wait_lines(dir.path(), 3 + 11, &mut child);
     sluice_test_support::pg::stop(&child);
     sluice_test_support::pg::finish(child);
-    let ours: String = std::fs::read_to_string(dir.path().join("out.jsonl"))
-        .unwrap()
-        .lines()
-        .skip(3)
-        .map(|l| format!("{}\n", blank(&l.replace(&db, "inventory"))))
-        .collect();
+    let ours = ours(dir.path(), &db, 3);
     let theirs = debezium_basic(|op| op != "r");
     assert_same_events(&ours, &theirs, "mysql stream of `basic`");
     // `source.pos` (blanked above) is the rows event's own position in the binlog, as Debezium
@@ -409,12 +415,7 @@ fn a_restart_across_a_schema_change_decodes_every_row_with_its_own_schema() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     sluice_test_support::pg::stop(&child);
     sluice_test_support::pg::finish(child);
-    let ours: String = std::fs::read_to_string(dir.path().join("out.jsonl"))
-        .unwrap()
-        .lines()
-        .skip(3)
-        .map(|l| format!("{}\n", blank(&l.replace(&db, "inventory"))))
-        .collect();
+    let ours = ours(dir.path(), &db, 3);
     assert_same_events(
         &ours,
         &debezium_basic(|op| op != "r"),

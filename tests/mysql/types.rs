@@ -7,7 +7,7 @@ use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run, assert_same_events};
 
 use super::{
-    blank, changes_of, pipeline, run_ok, setup_of, streaming_pipeline, ReplaceText, FIXTURES,
+    blank, changes_of, ours, pipeline, run_ok, setup_of, streaming_pipeline, ReplaceText, FIXTURES,
 };
 
 /// Debezium's events of `types` in `file` whose `op` `keep` selects, blanked.
@@ -20,15 +20,6 @@ fn debezium_types(file: &str, keep: impl Fn(&Json) -> bool) -> String {
             j["topic"] == "dbserver1.inventory.types" && keep(&j["value"]["payload"]["op"])
         })
         .map(|l| format!("{}\n", blank(l)))
-        .collect()
-}
-
-fn ours(dir: &std::path::Path, db: &str, skip: usize) -> String {
-    std::fs::read_to_string(dir.join("out.jsonl"))
-        .unwrap()
-        .lines()
-        .skip(skip)
-        .map(|l| format!("{}\n", blank(&l.replace(db, "inventory"))))
         .collect()
 }
 
