@@ -1,8 +1,10 @@
 //! Debezium's records that are not row images: tombstones after deletes, transaction BEGIN/END
 //! records and the `transaction` block ([`transaction`]), heartbeats ([`heartbeat`]); the
-//! notification records are in [`crate::notification`].
+//! notification records are in [`crate::notification`]; schema change events
+//! ([`schema_change`]).
 
 pub mod heartbeat;
+pub mod schema_change;
 pub mod transaction;
 
 use sluice_engine::ChangeEvent;

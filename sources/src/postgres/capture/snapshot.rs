@@ -25,6 +25,7 @@ use crate::postgres::records::table::{SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{quote_ident, ConnInfo};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::copy::for_each_line;
+use sluice_kit::history::ChangeKind;
 
 /// The most rows a reader sends at once.
 const PIECE: usize = 256;
@@ -241,7 +242,7 @@ async fn schema_events(
             lsn: Some(plan.consistent_point as i64),
         };
         events.push(changes.event(
-            "CREATE",
+            ChangeKind::Create,
             &description,
             table.source(&info),
             position.clone(),

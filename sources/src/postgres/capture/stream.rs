@@ -20,6 +20,7 @@ use crate::postgres::records::table::{source_schema, SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{table_def, TypeResolver};
 use crate::postgres::wire::pgoutput::{decode, Message};
 use sluice_kit::config::Skipped;
+use sluice_kit::history::ChangeKind;
 use sluice_kit::records::heartbeat::Heartbeats;
 use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
 
@@ -454,7 +455,7 @@ impl Streamer<'_> {
         namespace: String,
         name: String,
         columns: Vec<crate::postgres::wire::pgoutput::RelationColumn>,
-    ) -> Result<Option<&'static str>, PgError> {
+    ) -> Result<Option<ChangeKind>, PgError> {
         if !self.config.captures_table(&namespace, &name) {
             self.tables.insert(oid, None);
             return Ok(None);
@@ -491,8 +492,8 @@ impl Streamer<'_> {
         }
         let change = match self.tables.get(&oid) {
             Some(Some(known)) if known.signature == schema.signature => None,
-            Some(Some(_)) => Some("ALTER"),
-            _ => Some("CREATE"),
+            Some(Some(_)) => Some(ChangeKind::Alter),
+            _ => Some(ChangeKind::Create),
         };
         self.tables.insert(oid, Some(Arc::new(schema)));
         Ok(change)
@@ -511,7 +512,7 @@ impl Streamer<'_> {
         let change = self
             .on_relation(tx.xid, oid, namespace, name, columns)
             .await?;
-        if change == Some("ALTER") {
+        if change == Some(ChangeKind::Alter) {
             if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
                 inc.table_changed();
             }

@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use sluice_engine::{ChangeEvent, Position, Record, Schema, SchemaType, Struct, Value};
+use sluice_engine::{ChangeEvent, Position, Schema, Struct};
+use sluice_kit::history::{table_id, ChangeKind, ColumnDef, TableChange, TableDef};
+use sluice_kit::records::schema_change::{SchemaChange, SchemaChangeEvents};
 use tokio_postgres::Client;
 
 use crate::postgres::error::PgError;
@@ -15,46 +17,15 @@ use crate::postgres::error::PgError;
 /// JDBC's "unknown length".
 const UNKNOWN_LENGTH: i32 = i32::MAX;
 
-/// One column as a schema change event describes it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ColumnDescription {
-    /// Name.
-    pub name: String,
-    /// `java.sql.Types` code.
-    pub jdbc_type: i32,
-    /// Type oid (a domain's base type).
-    pub native_type: i32,
-    /// Type name (`serial`, `varchar`, a domain's or an enum's own name).
-    pub type_name: String,
-    /// Length / precision.
-    pub length: Option<i32>,
-    /// Scale.
-    pub scale: Option<i32>,
-    /// Whether NULL is allowed.
-    pub optional: bool,
-    /// `serial` or identity.
-    pub auto_incremented: bool,
-    /// A generated column.
-    pub generated: bool,
-    /// Column comment.
-    pub comment: Option<String>,
-    /// Default expression.
-    pub default_expr: Option<String>,
-}
-
-/// A table's structure.
+/// A table's structure, as the schema history and schema change events describe it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TableDescription {
     /// Schema.
     pub schema: String,
     /// Table.
     pub table: String,
-    /// Primary key columns, in key order.
-    pub primary_key: Vec<String>,
-    /// Columns, in order.
-    pub columns: Vec<ColumnDescription>,
-    /// Table comment.
-    pub comment: Option<String>,
+    /// The structure.
+    pub def: TableDef,
 }
 
 /// What the catalog says about a column's type.
@@ -200,184 +171,59 @@ pub(crate) async fn describe(
         } else {
             size(base, typmod)
         };
-        columns.push(ColumnDescription {
+        columns.push(ColumnDef {
             name: r.get(0),
             jdbc_type: jdbc_type(&facts),
-            native_type: base as i32,
+            native_type: Some(base as i32),
             type_name,
+            type_expression: None,
+            charset_name: None,
             length: Some(length),
             scale,
+            position: columns.len() as i32 + 1,
             optional: !r.get::<_, bool>(2),
             auto_incremented: serial || !identity.is_empty(),
             generated: !generated.is_empty(),
             comment: r.get(13),
-            default_expr,
+            has_default_value: default_expr.is_some(),
+            default_value_expression: default_expr,
+            enum_values: Vec::new(),
         });
     }
     Ok(TableDescription {
         schema: schema.to_owned(),
         table: table.to_owned(),
-        primary_key: primary_key.to_vec(),
-        columns,
-        comment,
+        def: TableDef {
+            default_charset_name: None,
+            primary_key_column_names: primary_key.to_vec(),
+            columns,
+            attributes: Vec::new(),
+            comment,
+        },
     })
 }
 
-/// The schemas of schema change events, built once.
+/// The schema change events of one database (the kit's, named `postgresql`).
 #[derive(Debug)]
 pub(crate) struct SchemaChanges {
-    topic: Arc<str>,
-    db: Arc<str>,
-    key: Arc<Schema>,
-    value: Arc<Schema>,
-    change: Arc<Schema>,
-    table: Arc<Schema>,
-    column: Arc<Schema>,
+    db: String,
+    events: SchemaChangeEvents,
 }
 
 impl SchemaChanges {
     /// Schemas for the topic `prefix`, with the PostgreSQL `source` block schema.
     pub(crate) fn new(prefix: &str, db: &str, source: Arc<Schema>) -> Self {
-        let s = |o| Schema::primitive(SchemaType::String, o);
-        let i = |o| Schema::primitive(SchemaType::Int32, o);
-        let b = || Schema::primitive(SchemaType::Boolean, true);
-        let strings = |o: bool| {
-            Schema::builder(SchemaType::Array)
-                .optional_if(o)
-                .items(s(false))
-                .build()
-        };
-        let column = Schema::struct_builder()
-            .name("io.debezium.connector.schema.Column")
-            .version(1)
-            .field("name", s(false))
-            .field("jdbcType", i(false))
-            .field("nativeType", i(true))
-            .field("typeName", s(false))
-            .field("typeExpression", s(true))
-            .field("charsetName", s(true))
-            .field("length", i(true))
-            .field("scale", i(true))
-            .field("position", i(false))
-            .field("optional", b())
-            .field("autoIncremented", b())
-            .field("generated", b())
-            .field("comment", s(true))
-            .field("defaultValueExpression", s(true))
-            .field("enumValues", strings(true))
-            .build();
-        let table = Schema::struct_builder()
-            .optional()
-            .name("io.debezium.connector.schema.Table")
-            .version(1)
-            .field("defaultCharsetName", s(true))
-            .field("primaryKeyColumnNames", strings(true))
-            .field(
-                "columns",
-                Schema::builder(SchemaType::Array)
-                    .items(column.clone())
-                    .build(),
-            )
-            .field("comment", s(true))
-            .build();
-        let change = Schema::struct_builder()
-            .name("io.debezium.connector.schema.Change")
-            .version(1)
-            .field("type", s(false))
-            .field("id", s(false))
-            .field("table", table.clone())
-            .build();
         SchemaChanges {
-            topic: prefix.into(),
-            db: db.into(),
-            key: Schema::struct_builder()
-                .name("io.debezium.connector.postgresql.SchemaChangeKey")
-                .version(1)
-                .field("databaseName", s(false))
-                .build(),
-            value: Schema::struct_builder()
-                .name("io.debezium.connector.postgresql.SchemaChangeValue")
-                .version(1)
-                .field("source", source)
-                .field("ts_ms", Schema::primitive(SchemaType::Int64, false))
-                .field("databaseName", s(true))
-                .field("schemaName", s(true))
-                .field("ddl", s(true))
-                .field(
-                    "tableChanges",
-                    Schema::builder(SchemaType::Array)
-                        .items(change.clone())
-                        .build(),
-                )
-                .build(),
-            change,
-            table,
-            column,
+            db: db.to_owned(),
+            events: SchemaChangeEvents::new("postgresql", prefix, source),
         }
     }
 
-    fn strct(schema: &Arc<Schema>, values: Vec<Value>) -> Value {
-        Struct::from_values(schema.clone(), values).map_or(Value::Null, Value::Struct)
-    }
-
-    /// The table change struct (`type` is `CREATE`, `ALTER` or `DROP`).
-    pub(crate) fn table_change(&self, kind: &str, t: &TableDescription) -> Value {
-        let text = |s: &Option<String>| s.as_deref().map_or(Value::Null, Value::from);
-        let columns = t
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                Self::strct(
-                    &self.column,
-                    vec![
-                        Value::from(c.name.as_str()),
-                        Value::Int32(c.jdbc_type),
-                        Value::Int32(c.native_type),
-                        Value::from(c.type_name.as_str()),
-                        Value::from(c.type_name.as_str()),
-                        Value::Null,
-                        c.length.map_or(Value::Null, Value::Int32),
-                        c.scale.map_or(Value::Null, Value::Int32),
-                        Value::Int32(i as i32 + 1),
-                        Value::Boolean(c.optional),
-                        Value::Boolean(c.auto_incremented),
-                        Value::Boolean(c.generated),
-                        text(&c.comment),
-                        text(&c.default_expr),
-                        Value::Null,
-                    ],
-                )
-            })
-            .collect();
-        let table = Self::strct(
-            &self.table,
-            vec![
-                Value::Null,
-                Value::Array(
-                    t.primary_key
-                        .iter()
-                        .map(|k| Value::from(k.as_str()))
-                        .collect(),
-                ),
-                Value::Array(columns),
-                text(&t.comment),
-            ],
-        );
-        Self::strct(
-            &self.change,
-            vec![
-                Value::from(kind),
-                Value::from(format!("\"{}\".\"{}\"", t.schema, t.table).as_str()),
-                table,
-            ],
-        )
-    }
-
-    /// The schema change event for `t`, with `source` describing where it was seen.
+    /// The schema change event for `t` (`kind` is `CREATE` or `ALTER`), with `source`
+    /// describing where it was seen; `ddl` is null (the structure is read from the catalog).
     pub(crate) fn event(
         &self,
-        kind: &str,
+        kind: ChangeKind,
         t: &TableDescription,
         source: Struct,
         position: Position,
@@ -386,30 +232,19 @@ impl SchemaChanges {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let value = Self::strct(
-            &self.value,
-            vec![
-                Value::Struct(source),
-                Value::Int64(ts_ms),
-                Value::String(self.db.clone()),
-                Value::from(t.schema.as_str()),
-                Value::Null,
-                Value::Array(vec![self.table_change(kind, t)]),
-            ],
-        );
-        ChangeEvent {
-            topic: self.topic.clone(),
-            key: Some(Record {
-                schema: self.key.clone(),
-                value: Self::strct(&self.key, vec![Value::String(self.db.clone())]),
-            }),
-            value: Some(Record {
-                schema: self.value.clone(),
-                value,
-            }),
-            headers: Vec::new(),
-            position,
-        }
+        let changes = [TableChange {
+            kind,
+            id: table_id(&[&t.schema, &t.table]),
+            table: Some(t.def.clone()),
+            comment: None,
+        }];
+        let change = SchemaChange {
+            database: &self.db,
+            schema: Some(&t.schema),
+            ddl: None,
+            changes: &changes,
+        };
+        self.events.event(&change, source, ts_ms, position)
     }
 }
 
