@@ -14,6 +14,7 @@ use sluice_test_support::pg::{assert_same_events, normalize};
 mod columns;
 mod faults;
 mod heartbeat;
+mod schema;
 mod types;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/debezium/mysql");
@@ -27,9 +28,16 @@ fn sluice(args: &[&str]) -> Output {
 
 /// A pipeline reading `port` into `dir/out.jsonl` (schemas on), with `extra` source lines.
 fn pipeline(dir: &Path, port: u16, extra: &str) -> PathBuf {
+    // The server is shared by parallel tests: schema change events (which describe every
+    // database) only where a test asks for them.
+    let quiet = if extra.contains("include.schema.changes") {
+        ""
+    } else {
+        "  include.schema.changes: false\n"
+    };
     let text = format!(
         "name: mysql_test\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  topic.prefix: dbserver1\n  snapshot.mode: initial_only\n{extra}\
+source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  topic.prefix: dbserver1\n  snapshot.mode: initial_only\n{quiet}{extra}\
 sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         d = dir.display(),
         id = server_id(dir),
@@ -262,10 +270,10 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
         "  skipped.operations: u\n",
     ));
     assert!(e.contains("keep `t`"), "{e}");
-    // Snapshot modes that need the schema history are refused until it exists.
+    // Snapshot modes not built yet are refused at their line.
     let e = error_line(&pipeline(dir.path(), server.port, "").replace_text(
         "  snapshot.mode: initial_only\n",
-        "  snapshot.mode: recovery\n",
+        "  snapshot.mode: when_needed\n",
     ));
     assert!(e.contains("no_data") && e.contains("recovery"), "{e}");
     // Nobody listening.
@@ -306,15 +314,31 @@ fn the_example_pipeline_snapshots_a_database() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = std::fs::read_to_string(dir.path().join("mysql-file/events.jsonl")).unwrap();
-    let ids: Vec<i64> = out
+    let events: Vec<Json> = out
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Json>(l).unwrap()["value"]["after"]["id"]
-                .as_i64()
-                .unwrap()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<i64> = events
+        .iter()
+        .filter(|e| e["topic"] != "dbserver1")
+        .map(|e| e["value"]["after"]["id"].as_i64().unwrap())
         .collect();
     assert_eq!(ids, [1, 2, 3]);
+    // The schema change events describe the captured database only (as the example asks).
+    let described: Vec<&str> = events
+        .iter()
+        .filter(|e| e["topic"] == "dbserver1")
+        .filter_map(|e| e["value"]["ddl"].as_str())
+        .collect();
+    assert_eq!(described.len(), 6, "{described:?}");
+    assert!(
+        described[5].starts_with("CREATE TABLE `basic`"),
+        "{described:?}"
+    );
+    assert!(dir
+        .path()
+        .join("mysql-file/mysql-schema-history.jsonl")
+        .exists());
 }
 
 /// The fixture's changes to `table` only, from changes.sql (transactions kept).

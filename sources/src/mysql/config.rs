@@ -76,12 +76,32 @@ fn default_connect_timeout() -> u64 {
 const SYSTEM_DATABASES: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
 
 impl MysqlConfig {
+    /// Whether database `db` is captured (`database.include.list` / `exclude`; never the
+    /// system databases).
+    pub fn selects_database(&self, db: &str) -> bool {
+        !SYSTEM_DATABASES.contains(&db)
+            && (self.database_include.is_empty() || self.database_include.matches(db))
+            && !self.database_exclude.matches(db)
+    }
+
     /// Whether `db.table` is captured.
     pub fn selects(&self, db: &str, table: &str) -> bool {
-        let db_ok = !SYSTEM_DATABASES.contains(&db)
-            && (self.database_include.is_empty() || self.database_include.matches(db))
-            && !self.database_exclude.matches(db);
-        db_ok && self.common.selects_table(db, &format!("{db}.{table}"))
+        self.selects_database(db) && self.common.selects_table(db, &format!("{db}.{table}"))
+    }
+
+    /// Whether the schema history (and the snapshot's schema events) describe `db.table`:
+    /// every table of every database but the system ones, unless
+    /// `schema.history.internal.store.only.captured.tables.ddl` (or `...databases.ddl`) narrow
+    /// it, as in Debezium.
+    pub fn describes(&self, db: &str, table: &str) -> bool {
+        let history = &self.common.history;
+        if history.only_captured_tables {
+            self.selects(db, table)
+        } else if history.only_captured_databases {
+            self.selects_database(db)
+        } else {
+            !SYSTEM_DATABASES.contains(&db)
+        }
     }
 }
 
@@ -94,6 +114,8 @@ impl DatabaseSource for MysqlConfig {
             Feature::MessageKeyColumns,
             Feature::SkippedOperations,
             Feature::Heartbeats,
+            Feature::SchemaChanges,
+            Feature::SchemaHistory,
         ],
         signal_channels: &[],
     };
@@ -110,9 +132,10 @@ impl DatabaseSource for MysqlConfig {
                 | SnapshotMode::InitialOnly
                 | SnapshotMode::NoData
                 | SnapshotMode::Never
+                | SnapshotMode::Recovery
         ) {
             return Err(format!(
-                "`snapshot.mode: {}` is not built into the mysql source yet (it keeps no schema history so far); use `initial`, `initial_only` or `no_data`",
+                "`snapshot.mode: {}` is not built into the mysql source yet; use `initial`, `initial_only`, `no_data` or `recovery`",
                 self.common.snapshot_mode.name()
             ));
         }

@@ -9,7 +9,9 @@
 
 mod columns;
 mod config;
+mod ddl;
 mod error;
+mod schema;
 mod snapshot;
 mod stream;
 mod table_map;
@@ -48,6 +50,8 @@ type Offset = Resume<MysqlOffset, serde_json::Value>;
 /// The `mysql` source.
 pub struct MysqlSource {
     config: MysqlConfig,
+    /// The pipeline's data directory (the schema history's file by default).
+    data_dir: std::path::PathBuf,
     source_schema: Arc<Schema>,
     /// `skipped.operations`.
     skipped: sluice_kit::config::Skipped,
@@ -55,7 +59,7 @@ pub struct MysqlSource {
 
 impl MysqlSource {
     /// A source for `config`.
-    pub fn new(config: MysqlConfig, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
+    pub fn new(config: MysqlConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         let string = |optional| Schema::primitive(SchemaType::String, optional);
         let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
         let source_schema = source_block_builder("io.debezium.connector.mysql.Source")
@@ -74,6 +78,7 @@ impl MysqlSource {
         let skipped = config.common.skipped().map_err(ComponentError::fatal)?;
         Ok(MysqlSource {
             config,
+            data_dir: ctx.data_dir.to_path_buf(),
             source_schema,
             skipped,
         })
@@ -147,16 +152,17 @@ impl Source for MysqlSource {
             .map(|p| Offset::parse(p, "mysql"))
             .transpose()
             .map_err(ComponentError::fatal)?;
+        let mut schemas = self.schemas().await?;
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
             position_available: true,
-            history_available: true,
+            history_available: resume.is_none() || Self::has_history(&schemas)?,
         };
         let plan = self
             .config
             .common
-            .plan("mysql", false, stored, "the binlog was purged")
+            .plan("mysql", true, stored, "the binlog was purged")
             .map_err(ComponentError::fatal)?;
         let Some(plan) = plan else {
             return Ok(());
@@ -164,22 +170,54 @@ impl Source for MysqlSource {
         let mut conn = self.connect().await?;
         self.check_server(&mut conn).await?;
         let (tables, from) = if plan.data {
-            let (rows, tables, at) = self.snapshot(&mut conn, ctx).await?;
+            let (rows, tables, at) = self.snapshot(&mut conn, &mut schemas, ctx).await?;
             tracing::info!(rows, "Snapshot completed.");
             (tables, at)
         } else {
             let tables = self.tables(&mut conn).await?;
+            let fresh = resume.is_none();
             let at = match resume {
                 Some(r) => r.at,
                 None => self.current_position(&mut conn).await?,
             };
+            if plan.schema {
+                // A schema snapshot (`no_data`, `recovery`): the tables' structure where the
+                // stream starts, read from the server into the history; its events when
+                // nothing was captured before.
+                let described = At {
+                    ts_ms: 0,
+                    snapshot: "true",
+                    server_id: 0,
+                    file: at.file.clone(),
+                    pos: at.pos,
+                    row: 0,
+                };
+                let position = Offset {
+                    at: at.clone(),
+                    incremental: None,
+                }
+                .position();
+                let events = self
+                    .snapshot_schema(&mut conn, &mut schemas, &described, &position)
+                    .await?;
+                if fresh && !events.is_empty() {
+                    let _ = ctx
+                        .emit(sluice_engine::Batch {
+                            events,
+                            position: Some(position),
+                        })
+                        .await;
+                }
+            } else {
+                self.recover(&mut schemas, &at)?;
+            }
             (tables, at)
         };
         let _ = conn.disconnect().await;
         if !plan.stream || ctx.is_stopping() {
             return Ok(());
         }
-        Ok(self.stream(&tables, from, ctx).await?)
+        Ok(self.stream(&tables, schemas, from, ctx).await?)
     }
 }
 
@@ -199,6 +237,36 @@ struct At {
 }
 
 impl MysqlSource {
+    /// The `source` block of a change in `db` (and `table`) that `at` describes.
+    fn source(&self, db: &str, table: Option<&str>, at: &At) -> Struct {
+        let made = SourceTimestamps {
+            nanos: at.ts_ms.saturating_mul(1_000_000),
+        };
+        Struct::from_values(
+            self.source_schema.clone(),
+            vec![
+                Value::from(crate::VERSION),
+                Value::from("mysql"),
+                Value::from(self.config.common.topic_prefix.as_str()),
+                Value::Int64(made.millis()),
+                Value::from(at.snapshot),
+                Value::from(db),
+                Value::Null,
+                Value::Int64(made.micros()),
+                Value::Int64(made.nanos),
+                table.map_or(Value::Null, Value::from),
+                Value::Int64(at.server_id),
+                Value::Null,
+                Value::from(at.file.as_str()),
+                Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
+                Value::Int32(at.row),
+                Value::Null,
+                Value::Null,
+            ],
+        )
+        .unwrap_or_else(|| Struct::new(self.source_schema.clone()))
+    }
+
     /// The change event of `table`'s row: key, envelope, Debezium's MySQL `source` block.
     fn event(
         &self,
@@ -210,32 +278,7 @@ impl MysqlSource {
         position: Position,
     ) -> ChangeEvent {
         let ts = SourceTimestamps::now();
-        let made = SourceTimestamps {
-            nanos: at.ts_ms.saturating_mul(1_000_000),
-        };
-        let source = Struct::from_values(
-            self.source_schema.clone(),
-            vec![
-                Value::from(crate::VERSION),
-                Value::from("mysql"),
-                Value::from(self.config.common.topic_prefix.as_str()),
-                Value::Int64(made.millis()),
-                Value::from(at.snapshot),
-                Value::from(table.db.as_str()),
-                Value::Null,
-                Value::Int64(made.micros()),
-                Value::Int64(made.nanos),
-                Value::from(table.name.as_str()),
-                Value::Int64(at.server_id),
-                Value::Null,
-                Value::from(at.file.as_str()),
-                Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
-                Value::Int32(at.row),
-                Value::Null,
-                Value::Null,
-            ],
-        )
-        .unwrap_or_else(|| Struct::new(self.source_schema.clone()));
+        let source = self.source(&table.db, Some(&table.name), at);
         let row = before.as_ref().or(after.as_ref());
         let key = table.envelope.key.as_ref().and_then(|schema| {
             let values = table

@@ -13,7 +13,8 @@ use sluice_kit::shape::{ColumnSpec, Shape};
 
 use super::columns::{Column, Described, Modes};
 use super::error::MysqlError;
-use super::{MysqlOffset, MysqlSource, Offset};
+use super::schema::Schemas;
+use super::{At, MysqlOffset, MysqlSource, Offset};
 
 /// A captured table.
 pub(super) struct Table {
@@ -193,6 +194,7 @@ impl MysqlSource {
     pub(super) async fn snapshot(
         &self,
         conn: &mut Conn,
+        schemas: &mut Schemas,
         ctx: &mut SourceContext,
     ) -> Result<(u64, Vec<Table>, MysqlOffset), MysqlError> {
         conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -241,6 +243,17 @@ impl MysqlSource {
             cut: BatchCut::for_limits(ctx.limits()),
             rows: 0,
         };
+        let described = At {
+            ts_ms: 0,
+            snapshot: "true",
+            server_id: 0,
+            file: file.clone(),
+            pos,
+            row: 0,
+        };
+        reader.batch = self
+            .snapshot_schema(conn, schemas, &described, &at(false))
+            .await?;
         let count = tables.len();
         for (i, table) in tables.iter().enumerate() {
             reader

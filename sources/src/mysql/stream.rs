@@ -19,6 +19,7 @@ use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Struct};
 
 use super::error::MysqlError;
+use super::schema::Schemas;
 use super::snapshot::Table;
 use super::table_map::{self, Charsets};
 use super::{At, MysqlOffset, MysqlSource, Offset};
@@ -91,6 +92,7 @@ impl MysqlSource {
     pub(super) async fn stream(
         &self,
         tables: &[Table],
+        mut schemas: Schemas,
         from: MysqlOffset,
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
@@ -175,22 +177,44 @@ impl MysqlSource {
                         // `skipped.operations` keeps `t` (checked at start): as Debezium's
                         // default, a TRUNCATE gives no event.
                     } else {
-                        let schema = q.schema();
+                        let session = q.schema();
+                        let after = position(&at.file, end);
+                        let source = At {
+                            ts_ms: i64::from(header.timestamp()) * 1000,
+                            snapshot: "false",
+                            server_id: i64::from(header.server_id()),
+                            file: at.file.clone(),
+                            // The statement's own position, as Debezium's `source.pos`.
+                            pos: start,
+                            row: 0,
+                        };
+                        let events = self
+                            .streamed_ddl(&mut schemas, &session, trimmed, (&source, end), &after)
+                            .await?;
                         // The session's database, or a captured database named in the text.
                         let touches = tables
                             .iter()
-                            .any(|t| t.db == schema || query.contains(t.db.as_str()));
+                            .any(|t| t.db == session || query.contains(t.db.as_str()));
                         if touches && charsets.is_some() {
                             // Rows decode with their TABLE_MAP's schema: a table changed here
                             // gets a new table id, and is described again.
                             tracing::info!(
-                                database = %schema,
+                                database = %session,
                                 at = %format!("{}:{start}", at.file),
                                 "A schema change; the rows that follow are decoded with the schema their TABLE_MAP events give."
                             );
                             mapped.clear();
                         } else if touches {
-                            return Err(MysqlError::Setup(format!("a schema change in `{schema}` at {}:{start} (`{}`): without `binlog_row_metadata=FULL` on the server (and with no schema history yet) the mysql source stops rather than decode rows with a wrong schema; set `binlog_row_metadata=FULL` (rows then decode with their own schema), or take a new snapshot (remove the offsets) after the change", at.file, trimmed.chars().take(120).collect::<String>())));
+                            return Err(MysqlError::Setup(format!("a schema change in `{session}` at {}:{start} (`{}`): without `binlog_row_metadata=FULL` on the server (and with no schema history yet) the mysql source stops rather than decode rows with a wrong schema; set `binlog_row_metadata=FULL` (rows then decode with their own schema), or take a new snapshot (remove the offsets) after the change", at.file, trimmed.chars().take(120).collect::<String>())));
+                        }
+                        if !events.is_empty() {
+                            // A DDL statement is its own transaction: committed at its end.
+                            for e in events {
+                                cut.add(&e);
+                                batch.push(e);
+                            }
+                            at.done = after;
+                            self.commit(&mut batch, &at.done, ctx).await;
                         }
                     }
                 }

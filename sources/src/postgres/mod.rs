@@ -465,7 +465,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let need_snapshot = start_plan.data;
     let db = info.dbname.clone();
     let notifications = config.common.notifications();
-    let schema_changes = config.common.include_schema_changes.then(|| {
+    let schema_changes = config.common.includes_schema_changes(false).then(|| {
         Arc::new(schema_change::SchemaChanges::new(
             &config.common.topic_prefix,
             &db,

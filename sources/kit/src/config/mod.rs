@@ -141,9 +141,10 @@ pub struct SourceCommon {
     /// (default false).
     #[serde(rename = "provide.transaction.metadata", default)]
     pub provide_transaction_metadata: bool,
-    /// Schema change events on the topic `<topic.prefix>` (default false).
+    /// Schema change events on the topic `<topic.prefix>` (each connector's default:
+    /// [`SourceCommon::includes_schema_changes`]).
     #[serde(rename = "include.schema.changes", default)]
-    pub include_schema_changes: bool,
+    pub include_schema_changes: Option<bool>,
     /// The signaling table for the `source` channel and the incremental snapshot's watermarks.
     #[serde(rename = "signal.data.collection", default)]
     pub signal_data_collection: Option<String>,
@@ -243,7 +244,7 @@ impl Default for SourceCommon {
             heartbeat_action_query: None,
             heartbeat_topic_prefix: default_heartbeat_prefix(),
             provide_transaction_metadata: false,
-            include_schema_changes: false,
+            include_schema_changes: None,
             signal_data_collection: None,
             signal_enabled_channels: default_channels(),
             signal_file: None,
@@ -289,6 +290,12 @@ impl Skipped {
 }
 
 impl SourceCommon {
+    /// Whether schema change events are on: `include.schema.changes`, else the connector's
+    /// default (Debezium's MySQL connector: on; PostgreSQL has none, hence off).
+    pub fn includes_schema_changes(&self, connector_default: bool) -> bool {
+        self.include_schema_changes.unwrap_or(connector_default)
+    }
+
     /// Heartbeat records, when `heartbeat.interval.ms` asks for them.
     pub fn heartbeats(&self) -> Option<crate::records::heartbeat::Heartbeats> {
         (self.heartbeat_interval_ms > 0).then(|| {

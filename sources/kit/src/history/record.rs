@@ -62,6 +62,13 @@ pub struct TableChange {
     pub kind: ChangeKind,
     /// The table's id as Debezium writes it (`"inventory"."customers"`, quotes included).
     pub id: String,
+    /// The id it had before a `RENAME TABLE`.
+    #[serde(
+        rename = "previousId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub previous_id: Option<String>,
     /// Its structure after the change (absent for drops).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<TableDef>,

@@ -118,6 +118,7 @@ fn record(pos: i64, db: &str, tables: &[&str]) -> HistoryRecord {
         .map(|t| TableChange {
             kind: ChangeKind::Create,
             id: table_id(&[db, t]),
+            previous_id: None,
             table: Some(TableDef {
                 default_charset_name: None,
                 primary_key_column_names: vec!["id".into()],

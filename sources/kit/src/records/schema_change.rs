@@ -275,6 +275,7 @@ mod tests {
             TableChange {
                 kind: ChangeKind::Create,
                 id: "\"d\".\"t\"".into(),
+                previous_id: None,
                 table: Some(TableDef {
                     default_charset_name: Some("latin1".into()),
                     primary_key_column_names: vec!["id".into()],
@@ -287,6 +288,7 @@ mod tests {
             TableChange {
                 kind: ChangeKind::Drop,
                 id: "\"d\".\"u\"".into(),
+                previous_id: None,
                 table: None,
                 comment: None,
             },

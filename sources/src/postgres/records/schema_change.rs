@@ -235,6 +235,7 @@ impl SchemaChanges {
         let changes = [TableChange {
             kind,
             id: table_id(&[&t.schema, &t.table]),
+            previous_id: None,
             table: Some(t.def.clone()),
             comment: None,
         }];

@@ -1,0 +1,203 @@
+//! `ALTER TABLE` operations applied to a table's structure: columns added (`FIRST`, `AFTER`),
+//! dropped, modified, changed and renamed, defaults set and dropped, the primary key added
+//! and dropped, the table renamed. Operations that change no column (indexes, `ALGORITHM`,
+//! `LOCK`, `AUTO_INCREMENT=`) leave the structure as it is.
+
+use sluice_kit::history::{ColumnDef, TableDef};
+use sqlparser::ast::{
+    AlterColumnOperation, AlterTableOperation, ColumnDef as SqlColumn, ColumnOption,
+    ColumnOptionDef, DataType, Ident, MySQLColumnPosition, RenameTableNameKind, TableConstraint,
+};
+
+use super::{column, split, Key, Unparsed};
+
+/// Sets the primary key to `names` (its columns become NOT NULL, as MySQL makes them).
+pub(super) fn set_primary_key(def: &mut TableDef, names: impl Iterator<Item = String>) {
+    def.primary_key_column_names = names.map(|n| unquote(&n)).collect();
+    for c in &mut def.columns {
+        if def.primary_key_column_names.contains(&c.name) {
+            column::make_required(c);
+        }
+    }
+}
+
+/// A unique key on `names` becomes the primary key of a table that has none, when all its
+/// columns exist and are NOT NULL (Debezium's rule); returns whether it did.
+pub(super) fn unique_becomes_key(def: &mut TableDef, names: &[String]) -> bool {
+    if !def.primary_key_column_names.is_empty() {
+        return false;
+    }
+    let names: Vec<String> = names.iter().map(|n| unquote(n)).collect();
+    let eligible = names.iter().all(|n| {
+        def.columns
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(n) && !c.optional)
+    });
+    if eligible {
+        def.primary_key_column_names = names;
+    }
+    eligible
+}
+
+fn unquote(name: &str) -> String {
+    name.trim_matches('`').to_owned()
+}
+
+fn index_of(def: &TableDef, name: &str) -> Result<usize, Unparsed> {
+    def.columns
+        .iter()
+        .position(|c| c.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| Unparsed(format!("the column `{name}` is not in the table")))
+}
+
+/// Places `column` at `position` (`None`: at `at`, or last when `at` is `None`).
+fn place(
+    def: &mut TableDef,
+    column: ColumnDef,
+    position: Option<&MySQLColumnPosition>,
+    at: Option<usize>,
+) -> Result<(), Unparsed> {
+    let index = match position {
+        Some(MySQLColumnPosition::First) => 0,
+        Some(MySQLColumnPosition::After(name)) => index_of(def, &name.value)? + 1,
+        None => at.unwrap_or(def.columns.len()),
+    };
+    def.columns.insert(index.min(def.columns.len()), column);
+    Ok(())
+}
+
+fn renumber(def: &mut TableDef) {
+    for (i, c) in def.columns.iter_mut().enumerate() {
+        c.position = i as i32 + 1;
+    }
+}
+
+/// A column defined by a `MODIFY` / `CHANGE` clause.
+fn redefined(
+    def: &TableDef,
+    name: &Ident,
+    data_type: &DataType,
+    options: &[ColumnOption],
+) -> Result<ColumnDef, Unparsed> {
+    let sql = SqlColumn {
+        name: name.clone(),
+        data_type: data_type.clone(),
+        options: options
+            .iter()
+            .map(|o| ColumnOptionDef {
+                name: None,
+                option: o.clone(),
+            })
+            .collect(),
+    };
+    let mut c = column::describe(&sql, 0, def.default_charset_name.as_deref()).map_err(Unparsed)?;
+    if def.primary_key_column_names.contains(&c.name) || column::is_primary(&sql) {
+        column::make_required(&mut c);
+    }
+    Ok(c)
+}
+
+/// Applies `operations` to `def`; returns the table's new name when one renames it.
+pub(super) fn apply(
+    def: &mut TableDef,
+    operations: &[AlterTableOperation],
+    session: &str,
+) -> Result<Option<Key>, Unparsed> {
+    let mut renamed = None;
+    for op in operations {
+        match op {
+            AlterTableOperation::AddColumn {
+                column_def,
+                column_position,
+                ..
+            } => {
+                let mut c = column::describe(column_def, 0, def.default_charset_name.as_deref())
+                    .map_err(Unparsed)?;
+                if column::is_primary(column_def) {
+                    column::make_required(&mut c);
+                    def.primary_key_column_names = vec![c.name.clone()];
+                }
+                place(def, c, column_position.as_ref(), None)?;
+            }
+            AlterTableOperation::DropColumn { column_names, .. } => {
+                for name in column_names {
+                    let i = index_of(def, &name.value)?;
+                    let removed = def.columns.remove(i);
+                    def.primary_key_column_names.retain(|k| *k != removed.name);
+                }
+            }
+            AlterTableOperation::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                let i = index_of(def, &col_name.value)?;
+                let mut c = redefined(def, col_name, data_type, options)?;
+                c.name = def.columns[i].name.clone();
+                def.columns.remove(i);
+                place(def, c, column_position.as_ref(), Some(i))?;
+            }
+            AlterTableOperation::ChangeColumn {
+                old_name,
+                new_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                let i = index_of(def, &old_name.value)?;
+                let old = def.columns.remove(i).name;
+                for k in &mut def.primary_key_column_names {
+                    if *k == old {
+                        k.clone_from(&new_name.value);
+                    }
+                }
+                let c = redefined(def, new_name, data_type, options)?;
+                place(def, c, column_position.as_ref(), Some(i))?;
+            }
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => {
+                let i = index_of(def, &old_column_name.value)?;
+                let old =
+                    std::mem::replace(&mut def.columns[i].name, new_column_name.value.clone());
+                for k in &mut def.primary_key_column_names {
+                    if *k == old {
+                        k.clone_from(&new_column_name.value);
+                    }
+                }
+            }
+            AlterTableOperation::AlterColumn { column_name, op } => {
+                let i = index_of(def, &column_name.value)?;
+                let c = &mut def.columns[i];
+                match op {
+                    AlterColumnOperation::SetDefault { value } => {
+                        // `SET DEFAULT NULL` leaves the default as it was, as Debezium does.
+                        if let Some(text) = column::default_text(value) {
+                            c.has_default_value = true;
+                            c.default_value_expression = Some(text);
+                        }
+                    }
+                    AlterColumnOperation::DropDefault => {
+                        c.has_default_value = false;
+                        c.default_value_expression = None;
+                    }
+                    _ => {}
+                }
+            }
+            AlterTableOperation::AddConstraint {
+                constraint: TableConstraint::PrimaryKey(pk),
+                ..
+            } => set_primary_key(def, pk.columns.iter().map(|c| c.column.expr.to_string())),
+            AlterTableOperation::DropPrimaryKey { .. } => def.primary_key_column_names.clear(),
+            AlterTableOperation::RenameTable { table_name } => {
+                let (RenameTableNameKind::To(name) | RenameTableNameKind::As(name)) = table_name;
+                renamed = Some(split(name, session));
+            }
+            _ => {}
+        }
+    }
+    renumber(def);
+    Ok(renamed)
+}

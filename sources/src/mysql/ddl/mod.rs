@@ -1,0 +1,447 @@
+//! The schema model the binlog's DDL keeps up to date, as Debezium's MySQL connector keeps
+//! its own: each statement of a QUERY event (or of the snapshot's `SHOW CREATE TABLE`) is
+//! parsed (sqlparser's MySQL dialect) and applied to the tables it names, and what changed is
+//! returned as the schema history's [`TableChange`]s, which become schema change events and
+//! history records. A statement the parser cannot read is an error ([`Unparsed`]): the caller
+//! decides, as `schema.history.internal.skip.unparseable.ddl` says, whether to stop or skip.
+
+mod alter;
+mod column;
+
+use std::collections::{BTreeMap, HashMap};
+
+use sluice_kit::history::{table_id, ChangeKind, HistoryRecord, TableChange, TableDef};
+use sqlparser::ast::{
+    CreateTable, CreateTableLikeKind, CreateTableOptions, Expr, ObjectName, ObjectNamePart,
+    ObjectType, SqlOption, Statement, TableConstraint, Use,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+/// A statement the parser could not read, or one whose effect the model cannot follow.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Unparsed(pub String);
+
+/// One schema change event's worth of a statement: Debezium gives one per statement, and one
+/// per table of `DROP TABLE a, b` and `RENAME TABLE a TO b, c TO d`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Applied {
+    /// The database (the event's key; empty for server-wide statements such as `SET`).
+    pub database: String,
+    /// `source.table`: the statement's tables, comma-joined; empty for a statement that
+    /// changed no table the model knows (Debezium's database-level fallback); none for
+    /// database statements (`CREATE DATABASE`, `USE`, `SET`).
+    pub table: Option<String>,
+    /// The event's statement when it is not the whole statement (one table of a
+    /// `DROP TABLE a, b`: `DROP TABLE `db`.`a``).
+    pub ddl: Option<String>,
+    /// The changed tables.
+    pub changes: Vec<TableChange>,
+}
+
+impl Applied {
+    /// An event about database `database` as a whole.
+    fn database(database: &str, table: Option<&str>) -> Self {
+        Applied {
+            database: database.to_owned(),
+            table: table.map(str::to_owned),
+            ddl: None,
+            changes: Vec::new(),
+        }
+    }
+}
+
+/// `character_set_server` of a `SET character_set_server=x, ...` statement.
+fn server_charset_of(ddl: &str) -> Option<String> {
+    let lower = ddl.trim_start().to_ascii_lowercase();
+    let rest = lower.strip_prefix("set ")?;
+    let at = rest.find("character_set_server")?;
+    let value = rest[at + "character_set_server".len()..]
+        .trim_start()
+        .strip_prefix('=')?;
+    let value = value
+        .split([',', ';'])
+        .next()?
+        .trim()
+        .trim_matches(['\'', '"']);
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+/// `("db", "t")` of a history id `"db"."t"`.
+fn key_of(id: &str) -> Option<Key> {
+    let (db, table) = id
+        .strip_prefix('"')?
+        .strip_suffix('"')?
+        .split_once("\".\"")?;
+    Some((db.to_owned(), table.to_owned()))
+}
+
+fn quoted_id((db, table): &(String, String)) -> String {
+    format!("`{db}`.`{table}`")
+}
+
+fn change(key: &(String, String), kind: ChangeKind, table: Option<TableDef>) -> TableChange {
+    TableChange {
+        kind,
+        id: table_id(&[&key.0, &key.1]),
+        previous_id: None,
+        // Debezium writes `"comment": null` beside a table, nothing beside a drop.
+        comment: table.as_ref().map(|_| serde_json::Value::Null),
+        table,
+    }
+}
+
+/// A table's identity in the model.
+type Key = (String, String);
+
+/// The databases and tables the DDL seen so far describes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Model {
+    /// `character_set_server`, for databases created without a character set.
+    server_charset: Option<String>,
+    /// Each database's default character set.
+    databases: HashMap<String, Option<String>>,
+    tables: BTreeMap<Key, TableDef>,
+}
+
+/// The last part of a name, and the database part if written (`db.t`).
+fn split(name: &ObjectName, session: &str) -> Key {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => i.value.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    match parts.as_slice() {
+        [.., db, table] => (db.clone(), table.clone()),
+        [table] => (session.to_owned(), table.clone()),
+        [] => (session.to_owned(), String::new()),
+    }
+}
+
+fn option_text(e: &Expr) -> String {
+    let text = e.to_string();
+    text.trim_matches(|c| c == '\'' || c == '"' || c == '`')
+        .to_owned()
+}
+
+/// `(charset, comment)` of a table's options.
+fn table_options(options: &CreateTableOptions) -> (Option<String>, Option<String>) {
+    let list: &[SqlOption] = match options {
+        CreateTableOptions::None => &[],
+        CreateTableOptions::With(o)
+        | CreateTableOptions::Options(o)
+        | CreateTableOptions::Plain(o)
+        | CreateTableOptions::TableProperties(o) => o,
+    };
+    let (mut charset, mut collation, mut comment) = (None, None, None);
+    for option in list {
+        if let SqlOption::KeyValue { key, value } = option {
+            match key.to_string().to_uppercase().as_str() {
+                "DEFAULT CHARSET" | "CHARSET" | "CHARACTER SET" | "DEFAULT CHARACTER SET" => {
+                    charset = Some(option_text(value))
+                }
+                "DEFAULT COLLATE" | "COLLATE" => collation = Some(option_text(value)),
+                "COMMENT" => comment = Some(option_text(value)),
+                _ => {}
+            }
+        }
+    }
+    let charset =
+        charset.or_else(|| collation.and_then(|c: String| c.split('_').next().map(str::to_owned)));
+    (charset, comment)
+}
+
+impl Model {
+    /// An empty model on a server whose `character_set_server` is `server_charset`.
+    pub(crate) fn new(server_charset: Option<String>) -> Self {
+        Model {
+            server_charset,
+            ..Model::default()
+        }
+    }
+
+    /// Sets `character_set_server` (the snapshot reads it).
+    pub(crate) fn set_server_charset(&mut self, charset: Option<String>) {
+        self.server_charset = charset;
+    }
+
+    /// The structure of `db`.`table`.
+    #[cfg(test)]
+    pub(crate) fn table(&self, db: &str, table: &str) -> Option<&TableDef> {
+        self.tables.get(&(db.to_owned(), table.to_owned()))
+    }
+
+    /// The tables, by database and name.
+    #[cfg(test)]
+    pub(crate) fn tables(&self) -> impl Iterator<Item = (&Key, &TableDef)> {
+        self.tables.iter()
+    }
+
+    fn database_charset(&self, db: &str) -> Option<String> {
+        self.databases
+            .get(db)
+            .cloned()
+            .flatten()
+            .or_else(|| self.server_charset.clone())
+    }
+
+    /// Replays one history record (Debezium's recovery): its table changes when it has
+    /// some, else its statement (`SET`, `USE`, `CREATE DATABASE` keep the character sets).
+    pub(crate) fn replay(&mut self, record: &HistoryRecord) -> Result<(), Unparsed> {
+        if record.table_changes.is_empty() {
+            return self
+                .apply(record.database_name.as_deref().unwrap_or(""), &record.ddl)
+                .map(|_| ());
+        }
+        for c in &record.table_changes {
+            if let Some(previous) = c.previous_id.as_deref().and_then(key_of) {
+                self.tables.remove(&previous);
+            }
+            let key = key_of(&c.id)
+                .ok_or_else(|| Unparsed(format!("the history names the table `{}`", c.id)))?;
+            match (&c.kind, &c.table) {
+                (ChangeKind::Drop, _) => {
+                    self.tables.remove(&key);
+                }
+                (_, Some(def)) => {
+                    self.tables.insert(key, def.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses `ddl` (run in database `session`) and applies each statement; returns what
+    /// changed, by database, in statement order.
+    pub(crate) fn apply(&mut self, session: &str, ddl: &str) -> Result<Vec<Applied>, Unparsed> {
+        let statements = Parser::parse_sql(&MySqlDialect {}, ddl).map_err(|e| {
+            Unparsed(format!(
+                "the DDL statement `{}` cannot be parsed ({e})",
+                ddl.chars().take(200).collect::<String>()
+            ))
+        })?;
+        if let Some(charset) = server_charset_of(ddl) {
+            self.server_charset = Some(charset);
+        }
+        let mut out = Vec::new();
+        let mut session = session.to_owned();
+        for statement in statements {
+            out.extend(self.statement(&mut session, statement)?);
+        }
+        Ok(out)
+    }
+
+    fn statement(
+        &mut self,
+        session: &mut String,
+        statement: Statement,
+    ) -> Result<Vec<Applied>, Unparsed> {
+        let one = |key: &Key, kind, table: Option<TableDef>| Applied {
+            database: key.0.clone(),
+            table: Some(key.1.clone()),
+            ddl: None,
+            changes: vec![change(key, kind, table)],
+        };
+        let fallback = Applied::database(session, Some(""));
+        Ok(vec![match statement {
+            Statement::CreateTable(ct) => {
+                let key = split(&ct.name, session);
+                if self.tables.contains_key(&key) {
+                    return Ok(vec![fallback]);
+                }
+                let Some(def) = self.create(&ct, session)? else {
+                    return Ok(vec![fallback]);
+                };
+                self.tables.insert(key.clone(), def.clone());
+                one(&key, ChangeKind::Create, Some(def))
+            }
+            Statement::AlterTable(at) => {
+                let key = split(&at.name, session);
+                let Some(mut def) = self.tables.get(&key).cloned() else {
+                    // A table the model does not know: nothing to follow.
+                    return Ok(vec![fallback]);
+                };
+                let key = match alter::apply(&mut def, &at.operations, session)? {
+                    Some(new) => {
+                        self.tables.remove(&key);
+                        new
+                    }
+                    None => key,
+                };
+                self.tables.insert(key.clone(), def.clone());
+                one(&key, ChangeKind::Alter, Some(def))
+            }
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                names,
+                if_exists,
+                temporary,
+                ..
+            } => return Ok(self.drop_tables(session, &names, if_exists, temporary)),
+            Statement::Drop {
+                object_type: ObjectType::Schema | ObjectType::Database,
+                names,
+                ..
+            } => {
+                let db = names.first().map(|n| split(n, "").1).unwrap_or_default();
+                self.databases.remove(&db);
+                self.tables.retain(|(d, _), _| *d != db);
+                Applied::database(&db, None)
+            }
+            Statement::CreateDatabase {
+                db_name,
+                default_charset,
+                default_collation,
+                ..
+            } => {
+                let db = split(&db_name, "").1;
+                let charset = default_charset.or_else(|| {
+                    default_collation.and_then(|c| c.split('_').next().map(str::to_owned))
+                });
+                self.databases.insert(db.clone(), charset);
+                Applied::database(&db, None)
+            }
+            Statement::Use(Use::Object(name) | Use::Database(name) | Use::Schema(name)) => {
+                *session = split(&name, "").1;
+                Applied::database(session, None)
+            }
+            Statement::RenameTable(renames) => {
+                let mut out = Vec::new();
+                for r in renames {
+                    let (old, new) = (split(&r.old_name, session), split(&r.new_name, session));
+                    let ddl = Some(format!("RENAME TABLE {} TO {}", r.old_name, r.new_name));
+                    let Some(def) = self.tables.remove(&old) else {
+                        out.push(Applied {
+                            ddl,
+                            ..Applied::database(&old.0, Some(&old.1))
+                        });
+                        continue;
+                    };
+                    self.tables.insert(new.clone(), def.clone());
+                    let mut applied = one(&new, ChangeKind::Alter, Some(def));
+                    applied.changes[0].previous_id = Some(table_id(&[&old.0, &old.1]));
+                    applied.ddl = ddl;
+                    out.push(applied);
+                }
+                return Ok(out);
+            }
+            Statement::CreateIndex(ci) if ci.unique => {
+                let key = split(&ci.table_name, session);
+                let Some(def) = self.tables.get_mut(&key) else {
+                    return Ok(vec![fallback]);
+                };
+                let names: Vec<String> = ci
+                    .columns
+                    .iter()
+                    .map(|c| c.column.expr.to_string())
+                    .collect();
+                if !alter::unique_becomes_key(def, &names) {
+                    return Ok(vec![fallback]);
+                }
+                let def = def.clone();
+                one(&key, ChangeKind::Alter, Some(def))
+            }
+            Statement::Set(_) => Applied::database(session, None),
+            // Anything else changes no table's structure (CREATE INDEX, DROP INDEX, ALTER
+            // DATABASE, ...): Debezium's database-level event with no table changes.
+            _ => fallback,
+        }])
+    }
+
+    /// `DROP TABLE a, b`: one event per table, each with its own statement.
+    fn drop_tables(
+        &mut self,
+        session: &str,
+        names: &[ObjectName],
+        if_exists: bool,
+        temporary: bool,
+    ) -> Vec<Applied> {
+        let keys: Vec<Key> = names.iter().map(|n| split(n, session)).collect();
+        let all = keys
+            .iter()
+            .map(|k| k.1.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        let prefix = format!(
+            "DROP {}TABLE {}",
+            if temporary { "TEMPORARY " } else { "" },
+            if if_exists { "IF EXISTS " } else { "" }
+        );
+        keys.iter()
+            .map(|key| {
+                self.tables.remove(key);
+                Applied {
+                    database: key.0.clone(),
+                    table: Some(all.clone()),
+                    ddl: Some(format!("{prefix}{}", quoted_id(key))),
+                    changes: vec![change(key, ChangeKind::Drop, None)],
+                }
+            })
+            .collect()
+    }
+
+    /// The structure a `CREATE TABLE` gives.
+    /// `None`: a `LIKE` of a table the model does not know (Debezium's fallback event).
+    fn create(&self, ct: &CreateTable, session: &str) -> Result<Option<TableDef>, Unparsed> {
+        if let Some(like) = &ct.like {
+            let name = match like {
+                CreateTableLikeKind::Parenthesized(l) | CreateTableLikeKind::Plain(l) => &l.name,
+            };
+            return Ok(self.tables.get(&split(name, session)).cloned());
+        }
+        if ct.query.is_some() {
+            return Err(Unparsed(format!(
+                "`CREATE TABLE {} ... AS SELECT`: the columns of a query are not known to the DDL parser",
+                ct.name
+            )));
+        }
+        let db = split(&ct.name, session).0;
+        let (charset, comment) = table_options(&ct.table_options);
+        let charset = charset.or_else(|| self.database_charset(&db));
+        let mut def = TableDef {
+            default_charset_name: charset.clone(),
+            primary_key_column_names: Vec::new(),
+            columns: Vec::with_capacity(ct.columns.len()),
+            attributes: Vec::new(),
+            comment,
+        };
+        for (i, c) in ct.columns.iter().enumerate() {
+            let mut column = column::describe(c, i as i32 + 1, charset.as_deref())
+                .map_err(|what| Unparsed(format!("{what} in `CREATE TABLE {}`", ct.name)))?;
+            if column::is_primary(c) {
+                column::make_required(&mut column);
+                def.primary_key_column_names.push(column.name.clone());
+            }
+            if column::is_unique(c) && def.primary_key_column_names.is_empty() {
+                def.primary_key_column_names.push(column.name.clone());
+            }
+            def.columns.push(column);
+        }
+        for constraint in &ct.constraints {
+            match constraint {
+                TableConstraint::PrimaryKey(pk) => alter::set_primary_key(
+                    &mut def,
+                    pk.columns.iter().map(|c| c.column.expr.to_string()),
+                ),
+                TableConstraint::Unique(u) => {
+                    let names: Vec<String> = u
+                        .columns
+                        .iter()
+                        .map(|c| c.column.expr.to_string())
+                        .collect();
+                    alter::unique_becomes_key(&mut def, &names);
+                }
+                _ => {}
+            }
+        }
+        Ok(Some(def))
+    }
+}
+
+#[cfg(test)]
+mod tests;

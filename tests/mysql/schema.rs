@@ -1,0 +1,135 @@
+//! Schema change events (`include.schema.changes`, on by default as in Debezium's MySQL
+//! connector) against real Debezium 3.6.3's: the snapshot's statements and a streamed
+//! `ALTER TABLE`, on a server of the test's own (the snapshot describes every database).
+
+use std::time::{Duration, Instant};
+
+use sluice_test_support::mariadb::Restartable;
+
+use super::*;
+
+/// Debezium's events on the schema change topic, blanked, one per line.
+fn debezium_schema_events() -> String {
+    std::fs::read_to_string(format!("{FIXTURES}/reference.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<Json>(l).unwrap()["topic"] == "dbserver1")
+        .map(|l| format!("{}\n", blank(l)))
+        .collect()
+}
+
+#[test]
+fn schema_change_events_match_debezium_byte_for_byte() {
+    let server = Restartable::start();
+    server.sql(
+        "",
+        &std::fs::read_to_string(format!("{FIXTURES}/setup.sql")).unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // `precise`: the fixture's unsigned BIGINT maximum does not fit `long`.
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        "  include.schema.changes: true\n  bigint.unsigned.handling.mode: precise\n",
+    );
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    // 8 schema change events, then 5 rows.
+    sluice_test_support::pg::wait_lines(dir.path(), 13, &mut child);
+    server.sql(
+        "",
+        &std::fs::read_to_string(format!("{FIXTURES}/changes.sql")).unwrap(),
+    );
+    // The ALTER TABLE, then the two rows written after it.
+    let t0 = Instant::now();
+    loop {
+        let lines = sluice_test_support::pg::lines(dir.path());
+        let alter = lines.iter().position(|l| {
+            l["topic"] == "dbserver1" && l["value"]["payload"]["source"]["snapshot"] == "false"
+        });
+        if alter.is_some_and(|i| lines.len() >= i + 3) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no ALTER event: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let all = sluice_test_support::pg::lines(dir.path());
+    let ours: String = all
+        .iter()
+        .filter(|l| l["topic"] == "dbserver1")
+        .map(|l| format!("{}\n", blank(&l.to_string())))
+        .collect();
+    assert_same_events(
+        &ours,
+        &debezium_schema_events(),
+        "mysql schema change events",
+    );
+    // The schema events come before the rows, the ALTER before the rows that follow it.
+    assert!(all[..8].iter().all(|l| l["topic"] == "dbserver1"));
+    let alter = all.iter().rposition(|l| l["topic"] == "dbserver1").unwrap();
+    assert_eq!(all[alter + 1]["value"]["payload"]["after"]["id"], 8);
+    // `source.pos` (blanked above) is the statement's own QUERY event, as Debezium's.
+    let source = &all[alter]["value"]["payload"]["source"];
+    let events = server.sql(
+        "",
+        &format!(
+            "SHOW BINLOG EVENTS IN '{}'",
+            source["file"].as_str().unwrap()
+        ),
+    );
+    let query = events
+        .lines()
+        .find(|l| l.contains("ALTER TABLE basic"))
+        .unwrap()
+        .split('\t')
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    assert_eq!(source["pos"].to_string(), query);
+}
+
+/// The schema history is what a restart decodes with: gone while an offset is stored, the
+/// start stops with the fix; `snapshot.mode: recovery` rebuilds it from the server and the
+/// stream goes on from the stored position, losing nothing.
+#[test]
+fn a_lost_history_stops_the_start_until_recovery_rebuilds_it() {
+    let server = mariadb::server();
+    let db = mariadb::database("mysql_history_lost");
+    mariadb::sql(
+        &db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO t VALUES (1, 'a')",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        &format!("  database.include.list: {db}\n"),
+    );
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let history = dir.path().join("data/mysql-schema-history.jsonl");
+    let records = std::fs::read_to_string(&history).unwrap();
+    assert!(records.contains("CREATE TABLE `t`"), "{records}");
+    std::fs::remove_file(&history).unwrap();
+    mariadb::sql(&db, "INSERT INTO t VALUES (2, 'b')");
+    let e = error_line(&path);
+    assert!(
+        e.contains("schema history is missing") && e.contains("recovery"),
+        "{e}"
+    );
+    let recovery = path.replace_text("snapshot.mode: initial\n", "snapshot.mode: recovery\n");
+    let mut child = sluice_test_support::pg::start(&recovery, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let lines = sluice_test_support::pg::lines(dir.path());
+    assert_eq!(lines[1]["value"]["payload"]["after"]["id"], 2);
+    assert!(history.exists(), "recovery wrote the history again");
+}
