@@ -1,5 +1,6 @@
 //! `mysql`: MySQL and MariaDB, as Debezium's MySQL connector captures them: one consistent
-//! snapshot of the captured tables, then the binlog stream (`stream`). Schema history, GTIDs
+//! snapshot of the captured tables, then the binlog stream (`stream`); DDL kept in a schema
+//! model (`ddl`) that gives the schema change events and the schema history (`schema`). GTIDs
 //! and the kit's signals follow (issue 17).
 //!
 //! The snapshot runs in one `START TRANSACTION WITH CONSISTENT SNAPSHOT`: MariaDB reports the
