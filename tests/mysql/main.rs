@@ -12,6 +12,7 @@ use sluice_test_support::mariadb;
 use sluice_test_support::pg::{assert_same_events, normalize};
 
 mod columns;
+mod consistency;
 mod faults;
 mod heartbeat;
 mod schema;
