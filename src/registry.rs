@@ -18,6 +18,8 @@ sluice_engine::components! {
         Sqlite(sluice_sources::sqlite::SqliteConfig),
         #[cfg(feature = "mysql")]
         Mysql(sluice_sources::mysql::MysqlConfig),
+        #[cfg(feature = "mysql")]
+        Mariadb(sluice_sources::mysql::MariadbConfig),
     }
 }
 

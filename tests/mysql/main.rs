@@ -14,6 +14,7 @@ use sluice_test_support::pg::{assert_same_events, normalize};
 mod columns;
 mod consistency;
 mod faults;
+mod flavour;
 mod heartbeat;
 mod schema;
 mod types;

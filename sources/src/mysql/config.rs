@@ -154,5 +154,30 @@ sluice_engine::impl_component!(
     Source,
     "mysql",
     read = sluice_kit::config::read,
-    build = |c, ctx| super::MysqlSource::new(c.clone(), ctx)?
+    build = |c, ctx| super::MysqlSource::new(c.clone(), super::Flavour::Mysql, ctx)?
+);
+
+/// `type: mariadb`: the same source as `type: mysql`, speaking as Debezium's MariaDB connector
+/// (`source.connector: mariadb`, `io.debezium.connector.mariadb.*` schema names, and each
+/// transaction's MariaDB GTID `domain-server-sequence` in `source.gtid`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(transparent)]
+pub struct MariadbConfig(pub MysqlConfig);
+
+impl DatabaseSource for MariadbConfig {
+    const SUPPORTS: Supports = MysqlConfig::SUPPORTS;
+    fn set_common(&mut self, common: SourceCommon) {
+        self.0.set_common(common);
+    }
+    fn check(&self) -> Result<(), String> {
+        self.0.check()
+    }
+}
+
+sluice_engine::impl_component!(
+    MariadbConfig,
+    Source,
+    "mariadb",
+    read = sluice_kit::config::read,
+    build = |c, ctx| super::MysqlSource::new(c.0.clone(), super::Flavour::Mariadb, ctx)?
 );

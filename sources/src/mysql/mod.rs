@@ -28,7 +28,26 @@ use sluice_engine::{
 };
 use sluice_kit::position::Resume;
 
-pub use config::MysqlConfig;
+pub use config::{MariadbConfig, MysqlConfig};
+
+/// Which of Debezium's binlog connectors the source speaks as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// `type: mysql`, Debezium's MySQL connector.
+    Mysql,
+    /// `type: mariadb`, Debezium's MariaDB connector.
+    Mariadb,
+}
+
+impl Flavour {
+    /// `source.connector` and the schema names' part (`io.debezium.connector.<name>`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Flavour::Mysql => "mysql",
+            Flavour::Mariadb => "mariadb",
+        }
+    }
+}
 use error::MysqlError;
 
 /// Where the binlog resumes (Debezium's MySQL offset fields).
@@ -51,6 +70,7 @@ type Offset = Resume<MysqlOffset, serde_json::Value>;
 /// The `mysql` source.
 pub struct MysqlSource {
     config: MysqlConfig,
+    flavour: Flavour,
     /// The pipeline's data directory (the schema history's file by default).
     data_dir: std::path::PathBuf,
     source_schema: Arc<Schema>,
@@ -60,25 +80,31 @@ pub struct MysqlSource {
 
 impl MysqlSource {
     /// A source for `config`.
-    pub fn new(config: MysqlConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
+    pub(crate) fn new(
+        config: MysqlConfig,
+        flavour: Flavour,
+        ctx: &BuildContext<'_>,
+    ) -> Result<Self, ComponentError> {
         let string = |optional| Schema::primitive(SchemaType::String, optional);
         let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
-        let source_schema = source_block_builder("io.debezium.connector.mysql.Source")
-            .field("sequence", string(true))
-            .field("ts_us", int64(true))
-            .field("ts_ns", int64(true))
-            .field("table", string(true))
-            .field("server_id", int64(false))
-            .field("gtid", string(true))
-            .field("file", string(false))
-            .field("pos", int64(false))
-            .field("row", Schema::primitive(SchemaType::Int32, false))
-            .field("thread", int64(true))
-            .field("query", string(true))
-            .build();
+        let source_schema =
+            source_block_builder(&format!("io.debezium.connector.{}.Source", flavour.name()))
+                .field("sequence", string(true))
+                .field("ts_us", int64(true))
+                .field("ts_ns", int64(true))
+                .field("table", string(true))
+                .field("server_id", int64(false))
+                .field("gtid", string(true))
+                .field("file", string(false))
+                .field("pos", int64(false))
+                .field("row", Schema::primitive(SchemaType::Int32, false))
+                .field("thread", int64(true))
+                .field("query", string(true))
+                .build();
         let skipped = config.common.skipped().map_err(ComponentError::fatal)?;
         Ok(MysqlSource {
             config,
+            flavour,
             data_dir: ctx.data_dir.to_path_buf(),
             source_schema,
             skipped,
@@ -192,6 +218,7 @@ impl Source for MysqlSource {
                     file: at.file.clone(),
                     pos: at.pos,
                     row: 0,
+                    gtid: None,
                 };
                 let position = Offset {
                     at: at.clone(),
@@ -235,6 +262,9 @@ struct At {
     pub pos: u64,
     /// The row's index in its binlog event.
     pub row: i32,
+    /// The transaction's MariaDB GTID (`type: mariadb` writes it to `source.gtid`; Debezium's
+    /// MySQL connector reads no MariaDB GTID).
+    pub gtid: Option<Arc<str>>,
 }
 
 impl MysqlSource {
@@ -247,7 +277,7 @@ impl MysqlSource {
             self.source_schema.clone(),
             vec![
                 Value::from(crate::VERSION),
-                Value::from("mysql"),
+                Value::from(self.flavour.name()),
                 Value::from(self.config.common.topic_prefix.as_str()),
                 Value::Int64(made.millis()),
                 Value::from(at.snapshot),
@@ -257,7 +287,10 @@ impl MysqlSource {
                 Value::Int64(made.nanos),
                 table.map_or(Value::Null, Value::from),
                 Value::Int64(at.server_id),
-                Value::Null,
+                match (&at.gtid, self.flavour) {
+                    (Some(gtid), Flavour::Mariadb) => Value::String(gtid.clone()),
+                    _ => Value::Null,
+                },
                 Value::from(at.file.as_str()),
                 Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
                 Value::Int32(at.row),

@@ -117,7 +117,7 @@ impl MysqlSource {
             model: Model::new(None),
             events: self.config.common.includes_schema_changes(true).then(|| {
                 SchemaChangeEvents::new(
-                    "mysql",
+                    self.flavour.name(),
                     &self.config.common.topic_prefix,
                     self.source_schema.clone(),
                 )

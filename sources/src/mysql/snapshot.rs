@@ -250,6 +250,7 @@ impl MysqlSource {
             file: file.clone(),
             pos,
             row: 0,
+            gtid: None,
         };
         reader.batch = self
             .snapshot_schema(conn, schemas, &described, &at(false))
@@ -405,6 +406,7 @@ impl Reader<'_> {
             file: self.file.clone(),
             pos: self.pos,
             row: 0,
+            gtid: None,
         };
         self.source.event(
             table,

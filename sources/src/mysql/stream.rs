@@ -9,6 +9,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use mysql_async::binlog::events::{EventData, RowsEventData, TableMapEvent};
@@ -29,6 +30,17 @@ struct Cursor {
     file: String,
     /// The position after the last committed transaction.
     done: Position,
+}
+
+/// MariaDB's GTID event (type 162), which mysql_common does not decode.
+const MARIADB_GTID_EVENT: u8 = 162;
+
+/// `domain-server-sequence` of a MariaDB GTID event's body (sequence number u64, domain id
+/// u32, little-endian) written by `server_id`.
+fn mariadb_gtid(body: &[u8], server_id: u32) -> Option<String> {
+    let sequence = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+    let domain = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
+    Some(format!("{domain}-{server_id}-{sequence}"))
 }
 
 fn position(file: &str, pos: u64) -> Position {
@@ -103,6 +115,14 @@ impl MysqlSource {
         let mut conn = self.connect().await?;
         // With the full row metadata, each TABLE_MAP event says the schema its rows have.
         let charsets = self.full_metadata(&mut conn).await?;
+        if self.flavour == super::Flavour::Mariadb {
+            // A replica that says it reads MariaDB GTIDs gets each transaction's GTID event
+            // (older replicas get a `BEGIN` in its place).
+            use mysql_async::prelude::Queryable;
+            conn.query_drop("SET @mariadb_slave_capability = 4")
+                .await
+                .map_err(|e| MysqlError::query("announcing the MariaDB GTID capability", e))?;
+        }
         let mut mapped: HashMap<u64, Mapped> = HashMap::new();
         // A connection for what the binlog does not say (a mapped table's primary key).
         let mut lookup: Option<mysql_async::Conn> = None;
@@ -130,6 +150,7 @@ impl MysqlSource {
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut action: Option<mysql_async::Conn> = None;
+        let mut gtid: Option<Arc<str>> = None;
         loop {
             let next = tokio::select! {
                 biased;
@@ -152,6 +173,11 @@ impl MysqlSource {
             let header = event.header();
             let end = u64::from(header.log_pos());
             let start = end.saturating_sub(u64::from(header.event_size()));
+            if header.event_type_raw() == MARIADB_GTID_EVENT {
+                // A transaction (or DDL statement) begins: its GTID, for `source.gtid`.
+                gtid = mariadb_gtid(event.data(), header.server_id()).map(Arc::from);
+                continue;
+            }
             let data = event.read_data().map_err(|e| {
                 MysqlError::Value(format!(
                     "a binlog event at {}:{start} cannot be decoded: {e}",
@@ -187,6 +213,7 @@ impl MysqlSource {
                             // The statement's own position, as Debezium's `source.pos`.
                             pos: start,
                             row: 0,
+                            gtid: gtid.clone(),
                         };
                         let events = self
                             .streamed_ddl(&mut schemas, &session, trimmed, (&source, end), &after)
@@ -258,6 +285,7 @@ impl MysqlSource {
                         // The rows event's own position, as Debezium's `source.pos`.
                         pos: start,
                         row: 0,
+                        gtid: gtid.clone(),
                     };
                     for e in self.row_changes(table, tme, &rows, &source, &at.done)? {
                         cut.add(&e);
@@ -548,6 +576,17 @@ impl MysqlSource {
 
 #[cfg(test)]
 mod tests {
+    use super::mariadb_gtid;
+
+    #[test]
+    fn a_mariadb_gtid_reads_domain_server_and_sequence() {
+        let mut body = 42u64.to_le_bytes().to_vec();
+        body.extend(7u32.to_le_bytes());
+        body.push(0);
+        assert_eq!(mariadb_gtid(&body, 1).as_deref(), Some("7-1-42"));
+        assert_eq!(mariadb_gtid(&body[..10], 1), None);
+    }
+
     #[test]
     fn rotate_names_lose_their_checksum() {
         assert_eq!(super::file_name("binlog.000001:\u{4}S"), "binlog.000001");
