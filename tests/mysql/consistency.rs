@@ -143,6 +143,8 @@ fn kill_9_during_the_stream_loses_nothing() {
     let path = consistency_pipeline(dir.path(), &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 100, &mut child);
+    // The stream goes on in a new binlog file (a rotate event mid-stream).
+    mariadb::sql("", "FLUSH BINARY LOGS");
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || mariadb::sql(&db, &writer_sql(600, 100)))
@@ -153,10 +155,19 @@ fn kill_9_during_the_stream_loses_nothing() {
     writer.join().unwrap();
     let child = sluice_test_support::pg::start(&path, &["--stop-when-idle", "3s"]);
     sluice_test_support::pg::finish(child);
+    let events = sluice_test_support::pg::lines(dir.path());
     assert_eq!(
-        replay(&sluice_test_support::pg::lines(dir.path())),
+        replay(&events),
         table_state(&db),
         "the output replayed is not the table after a kill -9 mid-stream"
+    );
+    let files: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter_map(|e| e["value"]["payload"]["source"]["file"].as_str())
+        .collect();
+    assert!(
+        files.len() >= 2,
+        "the stream followed the rotation: {files:?}"
     );
 }
 

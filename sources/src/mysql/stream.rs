@@ -56,17 +56,11 @@ fn position(file: &str, pos: u64) -> Position {
     .position()
 }
 
-/// A rotate event's file name: `<base>.<digits>`. (The rotate event a stream starts with can
-/// carry its 4 checksum bytes after the name.)
-fn file_name(raw: &str) -> String {
-    let Some(dot) = raw.rfind('.') else {
-        return raw.to_owned();
-    };
-    let digits = raw[dot + 1..]
-        .bytes()
-        .take_while(u8::is_ascii_digit)
-        .count();
-    raw[..dot + 1 + digits].to_owned()
+/// The file a rotate event names, or `None` for the one a stream starts with: it comes
+/// before the format description event, so its 4 checksum bytes are still on the name (and
+/// they may be digits); the server starts where it was asked, and that name is kept.
+fn rotated_file(raw: &[u8], seen_format: bool) -> Option<String> {
+    seen_format.then(|| String::from_utf8_lossy(raw).into_owned())
 }
 
 /// What the stream knows of a table id.
@@ -151,6 +145,7 @@ impl MysqlSource {
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut action: Option<mysql_async::Conn> = None;
         let mut gtid: Option<Arc<str>> = None;
+        let mut seen_format = false;
         loop {
             let next = tokio::select! {
                 biased;
@@ -185,8 +180,11 @@ impl MysqlSource {
                 ))
             })?;
             match data {
+                Some(EventData::FormatDescriptionEvent(_)) => seen_format = true,
                 Some(EventData::RotateEvent(r)) => {
-                    at.file = file_name(&r.name());
+                    if let Some(file) = rotated_file(r.name_raw(), seen_format) {
+                        at.file = file;
+                    }
                     // Table ids start again after a server restart (a new binlog file).
                     mapped.clear();
                 }
@@ -588,9 +586,15 @@ mod tests {
     }
 
     #[test]
-    fn rotate_names_lose_their_checksum() {
-        assert_eq!(super::file_name("binlog.000001:\u{4}S"), "binlog.000001");
-        assert_eq!(super::file_name("mysql-bin.000123"), "mysql-bin.000123");
-        assert_eq!(super::file_name("odd"), "odd");
+    fn the_first_rotate_keeps_the_requested_file_and_later_ones_name_theirs() {
+        // Checksum bytes that happen to be digits ("binlog.000001" + "3..."): not a name.
+        assert_eq!(
+            super::rotated_file(b"binlog.0000013\x01\x02\x03", false),
+            None
+        );
+        assert_eq!(
+            super::rotated_file(b"mysql-bin.000123", true).as_deref(),
+            Some("mysql-bin.000123")
+        );
     }
 }
