@@ -155,3 +155,46 @@ fn a_lost_history_stops_the_start_until_recovery_rebuilds_it() {
     assert_eq!(lines[1]["value"]["payload"]["after"]["id"], 2);
     assert!(history.exists(), "recovery wrote the history again");
 }
+
+/// Column defaults are in the value schemas as Debezium puts them there (`default`, the DDL's
+/// default converted as a value of the column), in the snapshot and in the stream.
+#[test]
+fn column_defaults_are_in_the_schemas_as_debeziums() {
+    let server = mariadb::server();
+    let db = mariadb::database("inventory_defaults");
+    let setup = std::fs::read_to_string(format!("{FIXTURES}/defaults.sql"))
+        .unwrap()
+        .replace("CREATE DATABASE inventory;\nUSE inventory;\n", "");
+    mariadb::sql(&db, &setup);
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        &format!("  database.include.list: {db}\n"),
+    );
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
+    mariadb::sql(
+        &db,
+        "INSERT INTO defaults (id, ts) VALUES (2, '2021-01-01 00:00:00')",
+    );
+    sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let theirs: String = std::fs::read_to_string(format!("{FIXTURES}/reference-defaults.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{}\n", blank(l)))
+        .collect();
+    let ours = ours(dir.path(), &db, 0);
+    let snapshot = ours.lines().next().unwrap();
+    assert_same_events(
+        &format!("{snapshot}\n"),
+        &theirs,
+        "a snapshot row's schema with defaults",
+    );
+    // The streamed row (its schema from the TABLE_MAP event, its defaults from the schema
+    // model) has the same value schema.
+    let schema = |l: &str| serde_json::from_str::<Json>(l).unwrap()["value"]["schema"].clone();
+    assert_eq!(schema(ours.lines().nth(1).unwrap()), schema(theirs.trim()));
+}

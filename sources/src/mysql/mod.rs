@@ -201,7 +201,6 @@ impl Source for MysqlSource {
             tracing::info!(rows, "Snapshot completed.");
             (tables, at)
         } else {
-            let tables = self.tables(&mut conn).await?;
             let fresh = resume.is_none();
             let at = match resume {
                 Some(r) => r.at,
@@ -239,6 +238,7 @@ impl Source for MysqlSource {
             } else {
                 self.recover(&mut schemas, &at)?;
             }
+            let tables = self.tables(&mut conn, &schemas.model).await?;
             (tables, at)
         };
         let _ = conn.disconnect().await;

@@ -12,9 +12,11 @@ use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
 use sluice_kit::shape::{ColumnSpec, Shape};
 
 use super::columns::{Column, Described, Modes};
+use super::ddl::Model;
 use super::error::MysqlError;
 use super::schema::Schemas;
 use super::{At, MysqlOffset, MysqlSource, Offset};
+use sluice_kit::history::TableDef;
 
 /// A captured table.
 pub(super) struct Table {
@@ -73,19 +75,31 @@ impl MysqlSource {
     }
 
     /// The captured tables, as the snapshot's transaction sees them.
-    pub(super) async fn tables(&self, conn: &mut Conn) -> Result<Vec<Table>, MysqlError> {
+    /// (`model`: the schema model, for the columns' defaults.)
+    pub(super) async fn tables(
+        &self,
+        conn: &mut Conn,
+        model: &Model,
+    ) -> Result<Vec<Table>, MysqlError> {
         let names: Vec<(String, String)> = conn
             .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
             .await
             .map_err(|e| MysqlError::query("listing the tables", e))?;
         let mut tables = Vec::new();
         for (db, name) in names.into_iter().filter(|(d, t)| self.config.selects(d, t)) {
-            tables.push(self.table(conn, db, name).await?);
+            let structure = model.table(&db, &name).cloned();
+            tables.push(self.table(conn, db, name, structure.as_ref()).await?);
         }
         Ok(tables)
     }
 
-    async fn table(&self, conn: &mut Conn, db: String, name: String) -> Result<Table, MysqlError> {
+    async fn table(
+        &self,
+        conn: &mut Conn,
+        db: String,
+        name: String,
+        structure: Option<&TableDef>,
+    ) -> Result<Table, MysqlError> {
         let q = |e| MysqlError::query(format!("reading the columns of `{db}.{name}`"), e);
         type Row = (
             String,
@@ -131,7 +145,7 @@ impl MysqlSource {
                 },
             )
             .collect();
-        self.table_of(db, name, described, &key_names)
+        self.table_of(db, name, described, &key_names, structure)
     }
 
     /// The table `db.name` whose columns are `described` and whose primary key is
@@ -142,6 +156,7 @@ impl MysqlSource {
         name: String,
         described: Vec<Described>,
         key_names: &[String],
+        structure: Option<&TableDef>,
     ) -> Result<Table, MysqlError> {
         let mut columns = Vec::new();
         let mut specs = Vec::new();
@@ -149,12 +164,17 @@ impl MysqlSource {
             let place = key_names.iter().position(|k| *k == d.name);
             let key = place.is_some();
             let full = format!("{db}.{name}.{}", d.name);
+            let default = structure
+                .and_then(|t| t.columns.iter().find(|c| c.name == d.name))
+                .and_then(|c| c.default_value_expression.as_deref());
             let column = if key || self.config.common.selects_column(&full) {
-                Column::new(&d, key, self.modes()).map_err(|e| {
-                    MysqlError::Setup(format!(
-                        "table `{db}.{name}`: {e}; leave the table out with `table.exclude.list` (or the column with `column.exclude.list`)"
-                    ))
-                })?
+                Column::new(&d, key, self.modes())
+                    .map_err(|e| {
+                        MysqlError::Setup(format!(
+                            "table `{db}.{name}`: {e}; leave the table out with `table.exclude.list` (or the column with `column.exclude.list`)"
+                        ))
+                    })?
+                    .with_default(default, self.modes())
             } else {
                 Column::excluded(&d.name)
             };
@@ -220,7 +240,6 @@ impl MysqlSource {
             return Err(MysqlError::Setup("the server does not report the binlog position of a consistent snapshot (`binlog_snapshot_file`, a MariaDB status): MySQL servers need Debezium's `snapshot.locking.mode`, which the mysql source does not implement yet".into()));
         };
         tracing::info!(%file, pos, "Consistent snapshot started.");
-        let tables = self.tables(conn).await?;
         let at = |completed| {
             Offset {
                 at: MysqlOffset {
@@ -255,6 +274,7 @@ impl MysqlSource {
         reader.batch = self
             .snapshot_schema(conn, schemas, &described, &at(false))
             .await?;
+        let tables = self.tables(conn, &schemas.model).await?;
         let count = tables.len();
         for (i, table) in tables.iter().enumerate() {
             reader
@@ -284,13 +304,14 @@ impl MysqlSource {
     }
 }
 
-/// Debezium's `source.snapshot` of a snapshot row: `first` for the first table's first row,
-/// `last` for the last table's last one, `first_in_data_collection` and
+/// Debezium's `source.snapshot` of a snapshot row: `last` for the last table's last row,
+/// `first` for the first table's first one, `first_in_data_collection` and
 /// `last_in_data_collection` for the others' first and last, else `true`.
 fn mark((first_table, last_table): (bool, bool), first: bool, last: bool) -> &'static str {
+    // The very last row is `last` even when it is also the first (a one-row snapshot).
     match (first_table && first, last_table && last, first, last) {
-        (true, ..) => "first",
         (_, true, ..) => "last",
+        (true, ..) => "first",
         (.., true, _) => "first_in_data_collection",
         (.., true) => "last_in_data_collection",
         _ => "true",

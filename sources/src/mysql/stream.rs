@@ -19,6 +19,7 @@ use mysql_async::BinlogStreamRequest;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Struct};
 
+use super::ddl::Model;
 use super::error::MysqlError;
 use super::schema::Schemas;
 use super::snapshot::Table;
@@ -256,7 +257,10 @@ impl MysqlSource {
                     };
                     if let Some(charsets) = &charsets {
                         if let Entry::Vacant(e) = mapped.entry(rows.table_id()) {
-                            e.insert(self.mapped_table(tme, charsets, &mut lookup).await?);
+                            e.insert(
+                                self.mapped_table(tme, charsets, &mut lookup, &schemas.model)
+                                    .await?,
+                            );
                         }
                     }
                     let table = if let Some(Mapped::Own(t)) = mapped.get(&rows.table_id()) {
@@ -401,6 +405,7 @@ impl MysqlSource {
         tme: &TableMapEvent<'_>,
         charsets: &Charsets,
         lookup: &mut Option<mysql_async::Conn>,
+        model: &Model,
     ) -> Result<Mapped, MysqlError> {
         let db = tme.database_name().into_owned();
         let name = tme.table_name().into_owned();
@@ -413,17 +418,24 @@ impl MysqlSource {
             return Ok(Mapped::Snapshot);
         };
         // The binlog's primary key is the server's, which promotes a unique NOT NULL key of a
-        // table without one; Debezium's (and the snapshot's) is the PRIMARY constraint.
-        let conn = match lookup {
-            Some(conn) => conn,
-            None => lookup.insert(self.connect().await?),
+        // table without one; Debezium's is the schema model's (the PRIMARY constraint as of
+        // this position), else the server's PRIMARY constraint now.
+        let structure = model.table(&db, &name);
+        let key_names = match structure {
+            Some(t) => t.primary_key_column_names.clone(),
+            None => {
+                let conn = match lookup {
+                    Some(conn) => conn,
+                    None => lookup.insert(self.connect().await?),
+                };
+                primary_key(conn, &db, &name).await?
+            }
         };
-        let key_names = primary_key(conn, &db, &name).await?;
         let key_names: Vec<String> = key_names
             .into_iter()
             .filter(|k| described.iter().any(|d| &d.name == k))
             .collect();
-        self.table_of(db, name, described, &key_names)
+        self.table_of(db, name, described, &key_names, structure)
             .map(|t| Mapped::Own(Box::new(t)))
     }
 

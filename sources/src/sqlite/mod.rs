@@ -401,15 +401,9 @@ impl SqliteSource {
         }
         drop(tx);
         let done = at(seq, None);
-        if let Some((t, last, first)) = pending {
-            let mut event = self.event(
-                t,
-                Op::Read,
-                None,
-                last,
-                None,
-                if first { "first" } else { "last" },
-            );
+        // The very last row is `last`, as Debezium marks it, even when it is also the first.
+        if let Some((t, last, _)) = pending {
+            let mut event = self.event(t, Op::Read, None, last, None, "last");
             event.position = done.clone();
             batch.push(event);
         }

@@ -281,6 +281,42 @@ impl Column {
         })
     }
 
+    /// The column with Debezium's `default` in its schema: the DDL's default text (as the
+    /// schema model keeps it) converted as a value of the column; none for `NULL`, an
+    /// expression, or text that is not a value of the column (logged).
+    pub(super) fn with_default(mut self, text: Option<&str>, modes: Modes) -> Column {
+        let Some(text) = text else {
+            return self;
+        };
+        let value = match self.kind {
+            Kind::Excluded => return self,
+            // A bit default is its binary digits (`b'1010'`).
+            Kind::Bool | Kind::Bits(_) => match u64::from_str_radix(text, 2) {
+                Ok(n) => {
+                    let bytes = n.to_be_bytes();
+                    let start = bytes
+                        .iter()
+                        .position(|&b| b != 0)
+                        .unwrap_or(bytes.len() - 1);
+                    self.value(Some(&bytes[start..]), modes)
+                }
+                Err(_) => Err(format!("`{text}` is not a bit value")),
+            },
+            _ => self.value(Some(text.as_bytes()), modes),
+        };
+        match value {
+            Ok(Value::Null) => self,
+            Ok(v) => {
+                self.schema = self.schema.to_builder().default_value(v).build();
+                self
+            }
+            Err(e) => {
+                tracing::warn!(column = %self.name, "The default `{text}` is left out of the schema: {e}.");
+                self
+            }
+        }
+    }
+
     /// The value of the column's text in a result set (`None`: SQL NULL); `Err` says why it
     /// does not fit.
     pub(super) fn value(&self, text: Option<&[u8]>, modes: Modes) -> Result<Value, String> {

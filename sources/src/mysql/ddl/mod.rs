@@ -170,7 +170,6 @@ impl Model {
     }
 
     /// The structure of `db`.`table`.
-    #[cfg(test)]
     pub(crate) fn table(&self, db: &str, table: &str) -> Option<&TableDef> {
         self.tables.get(&(db.to_owned(), table.to_owned()))
     }
