@@ -1,5 +1,6 @@
 //! Faults on the mysql source: the server restarted mid-stream (the pipeline reconnects from
-//! its committed position; nothing lost, nothing twice).
+//! its committed position; nothing lost, nothing twice), the binlog purged past the committed
+//! position, a server without the full row metadata, a partial row image.
 
 use sluice_test_support::mariadb::Restartable;
 use sluice_test_support::pg::{self as run};
@@ -130,4 +131,62 @@ fn a_partial_row_image_stops_the_stream_with_one_line() {
         lines.iter().all(|l| l["value"]["payload"]["op"] != "u"),
         "{log}"
     );
+}
+
+/// The binlog file of the committed position purged while the pipeline was stopped: the start
+/// stops with one line naming it and the fix; `snapshot.mode: when_needed` takes a new
+/// snapshot instead (every row again, then the stream).
+#[test]
+fn a_purged_binlog_stops_the_start_unless_when_needed_snapshots_again() {
+    let server = Restartable::start();
+    server.sql(
+        "",
+        "CREATE DATABASE purged; CREATE TABLE purged.t (id INT PRIMARY KEY); \
+         INSERT INTO purged.t VALUES (1)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: purged\n");
+    let mut child = run::start(&path, &[]);
+    run::wait_lines(dir.path(), 1, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run::stop(&child);
+    run::finish(child);
+    server.sql("purged", "INSERT INTO t VALUES (2); FLUSH BINARY LOGS");
+    let current = server.sql("", "SHOW MASTER STATUS");
+    let current = current.split('\t').next().unwrap();
+    // A file a replica's dump thread still reads is kept: purge until the old one is gone.
+    let t0 = std::time::Instant::now();
+    loop {
+        server.sql("", &format!("PURGE BINARY LOGS TO '{current}'"));
+        if server.sql("", "SHOW BINARY LOGS").lines().count() == 1 {
+            break;
+        }
+        assert!(t0.elapsed().as_secs() < 30, "the old binlog was not purged");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let e = super::error_line(&path);
+    assert!(
+        e.contains("is no longer on the server") && e.contains("when_needed"),
+        "{e}"
+    );
+    let again = path.replace_text("snapshot.mode: initial\n", "snapshot.mode: when_needed\n");
+    let mut child = run::start(&again, &[]);
+    run::wait_lines(dir.path(), 3, &mut child);
+    server.sql("purged", "INSERT INTO t VALUES (3)");
+    run::wait_lines(dir.path(), 4, &mut child);
+    run::stop(&child);
+    run::finish(child);
+    let lines = run::lines(dir.path());
+    let seen: Vec<(String, i64)> = lines
+        .iter()
+        .map(|l| {
+            let v = &l["value"]["payload"];
+            (
+                v["op"].as_str().unwrap().to_owned(),
+                v["after"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [("r", 1), ("r", 1), ("r", 2), ("c", 3)].map(|(o, i)| (o.to_owned(), i));
+    assert_eq!(seen, expected);
 }

@@ -133,9 +133,10 @@ impl DatabaseSource for MysqlConfig {
                 | SnapshotMode::NoData
                 | SnapshotMode::Never
                 | SnapshotMode::Recovery
+                | SnapshotMode::WhenNeeded
         ) {
             return Err(format!(
-                "`snapshot.mode: {}` is not built into the mysql source yet; use `initial`, `initial_only`, `no_data` or `recovery`",
+                "`snapshot.mode: {}` is not built into the mysql source yet; use `initial`, `initial_only`, `no_data`, `recovery` or `when_needed`",
                 self.common.snapshot_mode.name()
             ));
         }

@@ -180,22 +180,28 @@ impl Source for MysqlSource {
             .transpose()
             .map_err(ComponentError::fatal)?;
         let mut schemas = self.schemas().await?;
+        let mut conn = self.connect().await?;
+        self.check_server(&mut conn).await?;
+        let lost = match &resume {
+            Some(r) => self.purged(&mut conn, &r.at.file).await?,
+            None => None,
+        };
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
-            position_available: true,
+            position_available: lost.is_none(),
             history_available: resume.is_none() || Self::has_history(&schemas)?,
         };
         let plan = self
             .config
             .common
-            .plan("mysql", true, stored, "the binlog was purged")
+            .plan("mysql", true, stored, lost.as_deref().unwrap_or(""))
             .map_err(ComponentError::fatal)?;
         let Some(plan) = plan else {
             return Ok(());
         };
-        let mut conn = self.connect().await?;
-        self.check_server(&mut conn).await?;
+        // A new snapshot (`when_needed` after a purge): the stored position is not resumed.
+        let resume = if plan.data { None } else { resume };
         let (tables, from) = if plan.data {
             let (rows, tables, at) = self.snapshot(&mut conn, &mut schemas, ctx).await?;
             tracing::info!(rows, "Snapshot completed.");
@@ -338,6 +344,30 @@ impl MysqlSource {
 }
 
 impl MysqlSource {
+    /// Why the binlog `file` of a stored position cannot be read any more (`None`: it can): the
+    /// server no longer lists it (`SHOW BINARY LOGS`, purged or reset).
+    async fn purged(
+        &self,
+        conn: &mut mysql_async::Conn,
+        file: &str,
+    ) -> Result<Option<String>, MysqlError> {
+        use mysql_async::prelude::Queryable;
+        let rows: Vec<mysql_async::Row> = conn.query("SHOW BINARY LOGS").await.map_err(|e| {
+            MysqlError::query(
+                "listing the binlog files (SHOW BINARY LOGS; it needs REPLICATION CLIENT)",
+                e,
+            )
+        })?;
+        let files: Vec<String> = rows.iter().filter_map(|r| r.get::<String, _>(0)).collect();
+        if files.iter().any(|f| f == file) {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "the binlog file `{file}` of the committed position is no longer on the server (purged: the oldest is `{}`)",
+            files.first().map_or("none", String::as_str)
+        )))
+    }
+
     /// The binlog's current end (`SHOW MASTER STATUS`), where a stream without a snapshot starts.
     async fn current_position(
         &self,
