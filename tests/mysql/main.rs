@@ -275,7 +275,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     // Snapshot modes not built yet are refused at their line.
     let e = error_line(&pipeline(dir.path(), server.port, "").replace_text(
         "  snapshot.mode: initial_only\n",
-        "  snapshot.mode: when_needed\n",
+        "  snapshot.mode: always\n",
     ));
     assert!(e.contains("no_data") && e.contains("recovery"), "{e}");
     // Nobody listening.
