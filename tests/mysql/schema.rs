@@ -198,3 +198,60 @@ fn column_defaults_are_in_the_schemas_as_debeziums() {
     let schema = |l: &str| serde_json::from_str::<Json>(l).unwrap()["value"]["schema"].clone();
     assert_eq!(schema(ours.lines().nth(1).unwrap()), schema(theirs.trim()));
 }
+
+/// DDL the parser does not read but that changes no captured column goes by: a partitioned
+/// table in the snapshot, `ALTER TABLE ... ENGINE=`, a statement on a table that is not
+/// captured; and a table keyed by a UNIQUE NOT NULL column has the same key in the snapshot
+/// and in the stream (Debezium's model promotes it).
+#[test]
+fn ddl_that_changes_no_captured_column_does_not_stop_the_stream() {
+    let server = mariadb::server();
+    let db = mariadb::database("mysql_ddl_kinds");
+    let other = mariadb::database("mysql_ddl_other");
+    mariadb::sql(
+        &db,
+        "CREATE TABLE p (id INT NOT NULL PRIMARY KEY) PARTITION BY HASH (id) PARTITIONS 2; \
+         CREATE TABLE u (email VARCHAR(20) NOT NULL UNIQUE, n INT); \
+         INSERT INTO p VALUES (1); INSERT INTO u VALUES ('a@x', 1)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        &format!("  database.include.list: {db}\n"),
+    );
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
+    mariadb::sql(&db, "ALTER TABLE p ENGINE=InnoDB");
+    mariadb::sql(&other, "CREATE TABLE x (n NATIONAL CHAR(3))");
+    mariadb::sql(
+        &db,
+        "INSERT INTO p VALUES (2); INSERT INTO u VALUES ('b@x', 2)",
+    );
+    sluice_test_support::pg::wait_lines(dir.path(), 4, &mut child);
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let lines = sluice_test_support::pg::lines(dir.path());
+    let keys: Vec<(String, Json)> = lines
+        .iter()
+        .map(|l| {
+            let topic = l["topic"]
+                .as_str()
+                .unwrap()
+                .rsplit('.')
+                .next()
+                .unwrap()
+                .to_owned();
+            (topic, l["key"]["payload"].clone())
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("p".to_owned(), serde_json::json!({"id": 1})),
+            ("u".to_owned(), serde_json::json!({"email": "a@x"})),
+            ("p".to_owned(), serde_json::json!({"id": 2})),
+            ("u".to_owned(), serde_json::json!({"email": "b@x"})),
+        ]
+    );
+}

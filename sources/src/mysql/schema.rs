@@ -15,7 +15,7 @@ use sluice_kit::records::schema_change::{SchemaChange, SchemaChangeEvents};
 use serde_json::Value as Json;
 use sluice_kit::history::{HistoryRecord, SchemaHistory};
 
-use super::ddl::{Applied, Model};
+use super::ddl::{target_of, Applied, Model};
 use super::error::MysqlError;
 use super::{At, MysqlOffset, MysqlSource};
 
@@ -65,6 +65,7 @@ fn at_or_before(position: &Json, at: &MysqlOffset) -> bool {
 /// stream parses (the binlog also carries `GRANT`, `CREATE USER`, `FLUSH`, procedures and
 /// triggers, which change no table and which Debezium's grammar reads without effect).
 fn changes_structure(statement: &str) -> bool {
+    let statement = without_comments(statement);
     let mut words = statement
         .split(|c: char| c.is_whitespace() || c == '(')
         .filter(|w| !w.is_empty())
@@ -95,6 +96,39 @@ fn changes_structure(statement: &str) -> bool {
                     | "SPATIAL"
             )
         })
+}
+
+/// `statement` without its `/* ... */` comments (MySQL's executable `/*! ... */` ones keep
+/// their text) and `-- ` / `#` line comments.
+fn without_comments(statement: &str) -> String {
+    let mut out = String::with_capacity(statement.len());
+    let mut rest = statement;
+    while let Some(start) = rest.find("/*") {
+        out.push_str(&rest[..start]);
+        let body = &rest[start + 2..];
+        let Some(end) = body.find("*/") else {
+            rest = "";
+            break;
+        };
+        if let Some(executable) = body[..end].strip_prefix('!') {
+            out.push(' ');
+            out.push_str(executable.trim_start_matches(|c: char| c.is_ascii_digit()));
+        }
+        out.push(' ');
+        rest = &body[end + 2..];
+    }
+    out.push_str(rest);
+    out.lines()
+        .map(|l| {
+            let l = l.trim_start();
+            if l.starts_with('#') || l.starts_with("-- ") {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn quote(name: &str) -> String {
@@ -293,7 +327,10 @@ impl MysqlSource {
             let applied = match schemas.model.apply(&db, &ddl) {
                 Ok(applied) => applied,
                 // A table that is not captured is described for the history's sake only.
-                Err(e) if schemas.skip_unparseable || !self.config.selects_database(&db) => {
+                Err(e)
+                    if schemas.skip_unparseable
+                        || !target_of(&ddl, &db).is_some_and(|(d, t)| self.config.selects(&d, &t)) =>
+                {
                     tracing::warn!(database = %db, "{e}; skipped (not captured, or `schema.history.internal.skip.unparseable.ddl`).");
                     continue;
                 }
@@ -339,6 +376,14 @@ impl MysqlSource {
                 tracing::warn!(at = %format!("{}:{}", at.file, at.pos), "{e}; skipped (`schema.history.internal.skip.unparseable.ddl`): the tables it changes may now be described wrongly.");
                 Ok(Vec::new())
             }
+            // A table that is not captured: its structure is not worth stopping the stream.
+            Err(e)
+                if !target_of(ddl, session)
+                    .is_some_and(|(d, t)| self.config.selects(&d, &t)) =>
+            {
+                tracing::warn!(at = %format!("{}:{}", at.file, at.pos), "{e}; skipped: it changes no captured table.");
+                Ok(Vec::new())
+            }
             Err(e) => Err(MysqlError::Setup(format!(
                 "{e} at {}:{}: the mysql source stops rather than describe a table wrongly; rewrite the statement in a form MySQL also accepts if you can, or set `schema.history.internal.skip.unparseable.ddl: true` to log and skip such statements",
                 at.file, at.pos
@@ -363,6 +408,9 @@ mod tests {
             "CREATE UNIQUE INDEX i ON t (a)",
             "CREATE DATABASE d",
             "DROP SCHEMA d",
+            "/* migration 7 */ ALTER TABLE t ADD b INT",
+            "ALTER /*x*/ TABLE t ADD b INT",
+            "-- note\nALTER TABLE t ADD b INT",
         ] {
             assert!(changes_structure(yes), "{yes}");
         }

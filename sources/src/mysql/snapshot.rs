@@ -116,7 +116,12 @@ impl MysqlSource {
             .exec("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", (&db, &name))
             .await
             .map_err(q)?;
-        let key_names = super::stream::primary_key(conn, &db, &name).await?;
+        // The key as Debezium's model has it (a UNIQUE NOT NULL key of a table without a
+        // primary key counts), the same the stream uses; the PRIMARY constraint otherwise.
+        let key_names = match structure {
+            Some(t) => t.primary_key_column_names.clone(),
+            None => super::stream::primary_key(conn, &db, &name).await?,
+        };
         let described: Vec<Described> = rows
             .into_iter()
             .map(

@@ -214,9 +214,6 @@ impl MysqlSource {
                             row: 0,
                             gtid: gtid.clone(),
                         };
-                        let events = self
-                            .streamed_ddl(&mut schemas, &session, trimmed, (&source, end), &after)
-                            .await?;
                         // The session's database, or a captured database named in the text.
                         let touches = tables
                             .iter()
@@ -231,8 +228,11 @@ impl MysqlSource {
                             );
                             mapped.clear();
                         } else if touches {
-                            return Err(MysqlError::Setup(format!("a schema change in `{session}` at {}:{start} (`{}`): without `binlog_row_metadata=FULL` on the server (and with no schema history yet) the mysql source stops rather than decode rows with a wrong schema; set `binlog_row_metadata=FULL` (rows then decode with their own schema), or take a new snapshot (remove the offsets) after the change", at.file, trimmed.chars().take(120).collect::<String>())));
+                            return Err(MysqlError::Setup(format!("a schema change in `{session}` at {}:{start} (`{}`): without `binlog_row_metadata=FULL` on the server the mysql source stops rather than decode rows with a wrong schema; set `binlog_row_metadata=FULL` (rows then decode with their own schema), or take a new snapshot (remove the offsets) after the change", at.file, trimmed.chars().take(120).collect::<String>())));
                         }
+                        let events = self
+                            .streamed_ddl(&mut schemas, &session, trimmed, (&source, end), &after)
+                            .await?;
                         if !events.is_empty() {
                             // A DDL statement is its own transaction: committed at its end.
                             for e in events {

@@ -13,7 +13,7 @@ use super::{column, split, Key, Unparsed};
 
 /// Sets the primary key to `names` (its columns become NOT NULL, as MySQL makes them).
 pub(super) fn set_primary_key(def: &mut TableDef, names: impl Iterator<Item = String>) {
-    def.primary_key_column_names = names.map(|n| unquote(&n)).collect();
+    def.primary_key_column_names = names.map(|n| key_part(&n)).collect();
     for c in &mut def.columns {
         if def.primary_key_column_names.contains(&c.name) {
             column::make_required(c);
@@ -27,7 +27,7 @@ pub(super) fn unique_becomes_key(def: &mut TableDef, names: &[String]) -> bool {
     if !def.primary_key_column_names.is_empty() {
         return false;
     }
-    let names: Vec<String> = names.iter().map(|n| unquote(n)).collect();
+    let names: Vec<String> = names.iter().map(|n| key_part(n)).collect();
     let eligible = names.iter().all(|n| {
         def.columns
             .iter()
@@ -37,6 +37,22 @@ pub(super) fn unique_becomes_key(def: &mut TableDef, names: &[String]) -> bool {
         def.primary_key_column_names = names;
     }
     eligible
+}
+
+/// The column of a key part: `` `name`(10) `` (a prefix length) is `name`.
+pub(super) fn key_part(part: &str) -> String {
+    let name = match part.rfind('(') {
+        Some(i)
+            if part.ends_with(')')
+                && part[i + 1..part.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit()) =>
+        {
+            &part[..i]
+        }
+        _ => part,
+    };
+    unquote(name.trim())
 }
 
 fn unquote(name: &str) -> String {
@@ -117,13 +133,22 @@ pub(super) fn apply(
                     column::make_required(&mut c);
                     def.primary_key_column_names = vec![c.name.clone()];
                 }
-                place(def, c, column_position.as_ref(), None)?;
+                // A column the table already has is replaced in place (Debezium's table
+                // editor does the same: a DDL seen twice, by the snapshot and the stream).
+                let existing = index_of(def, &c.name).ok();
+                if let Some(i) = existing {
+                    def.columns.remove(i);
+                }
+                place(def, c, column_position.as_ref(), existing)?;
             }
             AlterTableOperation::DropColumn { column_names, .. } => {
+                // A column the table does not have is nothing to drop (`IF EXISTS`, or a DDL
+                // the snapshot's structure already shows).
                 for name in column_names {
-                    let i = index_of(def, &name.value)?;
-                    let removed = def.columns.remove(i);
-                    def.primary_key_column_names.retain(|k| *k != removed.name);
+                    if let Ok(i) = index_of(def, &name.value) {
+                        let removed = def.columns.remove(i);
+                        def.primary_key_column_names.retain(|k| *k != removed.name);
+                    }
                 }
             }
             AlterTableOperation::ModifyColumn {
@@ -190,6 +215,17 @@ pub(super) fn apply(
                 constraint: TableConstraint::PrimaryKey(pk),
                 ..
             } => set_primary_key(def, pk.columns.iter().map(|c| c.column.expr.to_string())),
+            AlterTableOperation::AddConstraint {
+                constraint: TableConstraint::Unique(u),
+                ..
+            } => {
+                let names: Vec<String> = u
+                    .columns
+                    .iter()
+                    .map(|c| c.column.expr.to_string())
+                    .collect();
+                unique_becomes_key(def, &names);
+            }
             AlterTableOperation::DropPrimaryKey { .. } => def.primary_key_column_names.clear(),
             AlterTableOperation::RenameTable { table_name } => {
                 let (RenameTableNameKind::To(name) | RenameTableNameKind::As(name)) = table_name;

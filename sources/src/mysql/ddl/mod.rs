@@ -52,6 +52,92 @@ impl Applied {
     }
 }
 
+/// A `CREATE TABLE` without its partitioning clause (always last; MySQL wraps it in a
+/// `/*!50100 ... */` comment), which the parser does not read and which changes no column.
+fn without_partitioning(ddl: &str) -> std::borrow::Cow<'_, str> {
+    let upper = ddl.to_ascii_uppercase();
+    if !upper.trim_start().starts_with("CREATE") {
+        return ddl.into();
+    }
+    let cut = [
+        "/*!50100 PARTITION BY",
+        "/*!50500 PARTITION BY",
+        "PARTITION BY",
+    ]
+    .iter()
+    .filter_map(|p| upper.find(p))
+    .min();
+    match cut {
+        Some(i) => ddl[..i].trim_end().to_owned().into(),
+        None => ddl.into(),
+    }
+}
+
+/// Whether an `ALTER TABLE` changes no column: only table options (`ENGINE=`, `COMMENT=`,
+/// `DEFAULT CHARSET=`, `FORCE`, `ROW_FORMAT=`, ...), indexes, foreign keys, checks and
+/// partitions. Words that can change a column (`COLUMN`, `MODIFY`, `CHANGE`, `CONVERT`,
+/// `RENAME`, keys) or an `ADD`/`DROP` of anything else say it may.
+fn changes_no_column(ddl: &str) -> bool {
+    let upper = ddl.to_ascii_uppercase();
+    let words: Vec<&str> = upper
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.first() != Some(&"ALTER") || !words.contains(&"TABLE") {
+        return false;
+    }
+    let risky = [
+        "COLUMN", "MODIFY", "CHANGE", "CONVERT", "RENAME", "PRIMARY", "UNIQUE",
+    ];
+    if words.iter().any(|w| risky.contains(w)) {
+        return false;
+    }
+    let harmless_objects = [
+        "PARTITION",
+        "PARTITIONING",
+        "INDEX",
+        "KEY",
+        "FOREIGN",
+        "CONSTRAINT",
+        "CHECK",
+        "FULLTEXT",
+        "SPATIAL",
+        "IF",
+    ];
+    words
+        .windows(2)
+        .all(|w| !matches!(w[0], "ADD" | "DROP") || harmless_objects.contains(&w[1]))
+        && !words.last().is_some_and(|w| matches!(*w, "ADD" | "DROP"))
+}
+
+/// The database and table a `CREATE`/`ALTER`/`DROP TABLE` statement names (`session` when it
+/// names no database), read off its text: for deciding about a statement the parser refused.
+pub(crate) fn target_of(ddl: &str, session: &str) -> Option<Key> {
+    let mut words = ddl.split_whitespace().peekable();
+    for w in words.by_ref() {
+        if w.eq_ignore_ascii_case("TABLE") {
+            break;
+        }
+    }
+    let mut name = words.next()?;
+    while ["IF", "NOT", "EXISTS"]
+        .iter()
+        .any(|k| name.eq_ignore_ascii_case(k))
+    {
+        name = words.next()?;
+    }
+    let name = name.trim_end_matches([',', '(', ';']);
+    let parts: Vec<String> = name
+        .split('.')
+        .map(|p| p.trim_matches('`').to_owned())
+        .collect();
+    match parts.as_slice() {
+        [db, table] => Some((db.clone(), table.clone())),
+        [table] => Some((session.to_owned(), table.clone())),
+        _ => None,
+    }
+}
+
 /// `character_set_server` of a `SET character_set_server=x, ...` statement.
 fn server_charset_of(ddl: &str) -> Option<String> {
     let lower = ddl.trim_start().to_ascii_lowercase();
@@ -218,12 +304,21 @@ impl Model {
     /// Parses `ddl` (run in database `session`) and applies each statement; returns what
     /// changed, by database, in statement order.
     pub(crate) fn apply(&mut self, session: &str, ddl: &str) -> Result<Vec<Applied>, Unparsed> {
-        let statements = Parser::parse_sql(&MySqlDialect {}, ddl).map_err(|e| {
-            Unparsed(format!(
-                "the DDL statement `{}` cannot be parsed ({e})",
-                ddl.chars().take(200).collect::<String>()
-            ))
-        })?;
+        let text = without_partitioning(ddl);
+        let statements = match Parser::parse_sql(&MySqlDialect {}, &text) {
+            Ok(statements) => statements,
+            // Table options and partitions change no column: Debezium's event with no table
+            // changes (it, too, leaves `DEFAULT CHARSET=` and partitions out of the model).
+            Err(_) if changes_no_column(ddl) => {
+                return Ok(vec![Applied::database(session, Some(""))]);
+            }
+            Err(e) => {
+                return Err(Unparsed(format!(
+                    "the DDL statement `{}` cannot be parsed ({e})",
+                    ddl.chars().take(200).collect::<String>()
+                )))
+            }
+        };
         if let Some(charset) = server_charset_of(ddl) {
             self.server_charset = Some(charset);
         }
@@ -265,15 +360,19 @@ impl Model {
                     // A table the model does not know: nothing to follow.
                     return Ok(vec![fallback]);
                 };
-                let key = match alter::apply(&mut def, &at.operations, session)? {
-                    Some(new) => {
+                let (key, previous) = match alter::apply(&mut def, &at.operations, session)? {
+                    Some(new) if new != key => {
                         self.tables.remove(&key);
-                        new
+                        (new, Some(table_id(&[&key.0, &key.1])))
                     }
-                    None => key,
+                    _ => (key, None),
                 };
                 self.tables.insert(key.clone(), def.clone());
-                one(&key, ChangeKind::Alter, Some(def))
+                let mut applied = one(&key, ChangeKind::Alter, Some(def));
+                // Kept in the history (Debezium's events have no such field), so that a
+                // recovery drops the old name.
+                applied.changes[0].previous_id = previous;
+                applied
             }
             Statement::Drop {
                 object_type: ObjectType::Table,
@@ -409,6 +508,7 @@ impl Model {
             attributes: Vec::new(),
             comment,
         };
+        let mut unique = None;
         for (i, c) in ct.columns.iter().enumerate() {
             let mut column = column::describe(c, i as i32 + 1, charset.as_deref())
                 .map_err(|what| Unparsed(format!("{what} in `CREATE TABLE {}`", ct.name)))?;
@@ -416,26 +516,31 @@ impl Model {
                 column::make_required(&mut column);
                 def.primary_key_column_names.push(column.name.clone());
             }
-            if column::is_unique(c) && def.primary_key_column_names.is_empty() {
-                def.primary_key_column_names.push(column.name.clone());
+            if column::is_unique(c) && unique.is_none() {
+                unique = Some(column.name.clone());
             }
             def.columns.push(column);
         }
         for constraint in &ct.constraints {
-            match constraint {
-                TableConstraint::PrimaryKey(pk) => alter::set_primary_key(
+            if let TableConstraint::PrimaryKey(pk) = constraint {
+                alter::set_primary_key(
                     &mut def,
                     pk.columns.iter().map(|c| c.column.expr.to_string()),
-                ),
-                TableConstraint::Unique(u) => {
-                    let names: Vec<String> = u
-                        .columns
-                        .iter()
-                        .map(|c| c.column.expr.to_string())
-                        .collect();
-                    alter::unique_becomes_key(&mut def, &names);
-                }
-                _ => {}
+                );
+            }
+        }
+        // A column declared UNIQUE is the key of a table that has no primary key.
+        if let (Some(name), true) = (unique, def.primary_key_column_names.is_empty()) {
+            def.primary_key_column_names.push(name);
+        }
+        for constraint in &ct.constraints {
+            if let TableConstraint::Unique(u) = constraint {
+                let names: Vec<String> = u
+                    .columns
+                    .iter()
+                    .map(|c| c.column.expr.to_string())
+                    .collect();
+                alter::unique_becomes_key(&mut def, &names);
             }
         }
         Ok(Some(def))

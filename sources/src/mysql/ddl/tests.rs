@@ -201,3 +201,70 @@ fn a_model_replayed_from_the_history_equals_the_one_the_statements_built() {
     assert_eq!(replayed.databases, parsed.databases);
     assert_eq!(key_of("\"d\".\"t.x\""), Some(("d".into(), "t.x".into())));
 }
+
+#[test]
+fn table_options_partitions_and_tolerated_repeats_change_no_column() {
+    let mut model = Model::new(None);
+    model
+        .apply(
+            "d",
+            "CREATE TABLE p (id INT NOT NULL, PRIMARY KEY (id)) ENGINE=InnoDB\n PARTITION BY HASH (id) PARTITIONS 4",
+        )
+        .unwrap();
+    assert_eq!(model.table("d", "p").unwrap().columns.len(), 1);
+    for ddl in [
+        "ALTER TABLE p ENGINE=InnoDB",
+        "ALTER TABLE p COMMENT='x', FORCE",
+        "ALTER TABLE p ADD PARTITION PARTITIONS 2",
+        "ALTER TABLE p RENAME INDEX a TO b",
+    ] {
+        let applied = model.apply("d", ddl);
+        assert!(
+            applied.is_ok() || ddl.contains("RENAME"),
+            "{ddl}: {applied:?}"
+        );
+    }
+    assert!(!changes_no_column("ALTER TABLE p ADD x INT"));
+    assert!(!changes_no_column("ALTER TABLE p RENAME INDEX a TO b"));
+    // A DDL the snapshot's structure already shows, seen again in the stream.
+    model.apply("d", "ALTER TABLE p ADD COLUMN v INT").unwrap();
+    model.apply("d", "ALTER TABLE p ADD COLUMN v INT").unwrap();
+    model
+        .apply("d", "ALTER TABLE p DROP COLUMN IF EXISTS w")
+        .unwrap();
+    let names: Vec<&str> = model
+        .table("d", "p")
+        .unwrap()
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["id", "v"]);
+    // Keys: a prefix length is not part of the name; PRIMARY KEY beats a UNIQUE column.
+    model
+        .apply(
+            "d",
+            "CREATE TABLE k (a INT UNIQUE, b INT PRIMARY KEY, n VARCHAR(20))",
+        )
+        .unwrap();
+    assert_eq!(
+        model.table("d", "k").unwrap().primary_key_column_names,
+        ["b"]
+    );
+    model
+        .apply(
+            "d",
+            "CREATE TABLE q (n VARCHAR(20) NOT NULL, PRIMARY KEY (`n`(10)))",
+        )
+        .unwrap();
+    assert_eq!(
+        model.table("d", "q").unwrap().primary_key_column_names,
+        ["n"]
+    );
+    // A rename keeps the old name in the history record, so a recovery drops it.
+    let applied = model.apply("d", "ALTER TABLE q RENAME TO r").unwrap();
+    assert_eq!(
+        applied[0].changes[0].previous_id.as_deref(),
+        Some("\"d\".\"q\"")
+    );
+}
