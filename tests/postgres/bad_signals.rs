@@ -168,8 +168,11 @@ notification.sink.topic.name: notes\n",
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // The runtime-failing filter's snapshot is aborted, not the pipeline.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The runtime-failing filter's snapshot is aborted, not the pipeline. A signal may be
+    // handled after the change that followed it has arrived (the channels are read apart from
+    // the stream): the wait leaves them time (it was 500 ms, and one refusal was missing once
+    // under CI's load).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     assert!(child.try_wait().unwrap().is_none(), "{}", log_of(&child));
     stop(&child);
     let log = finish(child);
