@@ -79,12 +79,7 @@ fn seeded_table(test: &str, rows: usize) -> String {
 }
 
 fn consistency_pipeline(dir: &std::path::Path, db: &str) -> PathBuf {
-    streaming_pipeline(
-        dir,
-        mariadb::server().port,
-        &format!("  database.include.list: {db}\n"),
-    )
-    .replace_text(
+    captured_pipeline(dir, mariadb::server().port, db).replace_text(
         "restart: { max_retries: 0 }\n",
         "restart: { max_retries: 0 }\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
     )

@@ -5,7 +5,7 @@
 use sluice_test_support::mariadb::Restartable;
 use sluice_test_support::pg::{self as run};
 
-use super::{failed, streaming_pipeline, ReplaceText};
+use super::{captured_pipeline, failed, streaming_pipeline, ReplaceText};
 
 #[test]
 fn a_server_restart_mid_stream_loses_nothing_and_repeats_nothing() {
@@ -111,11 +111,7 @@ fn a_partial_row_image_stops_the_stream_with_one_line() {
         "CREATE TABLE t (id INT PRIMARY KEY, a TEXT, b TEXT); INSERT INTO t VALUES (1, 'a', 'b')",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);
     sluice_test_support::mariadb::sql(

@@ -62,6 +62,11 @@ fn streaming_pipeline(dir: &Path, port: u16, extra: &str) -> PathBuf {
     pipeline(dir, port, extra).replace_text("snapshot.mode: initial_only", "snapshot.mode: initial")
 }
 
+/// [`streaming_pipeline`] capturing database `db`.
+fn captured_pipeline(dir: &Path, port: u16, db: &str) -> PathBuf {
+    streaming_pipeline(dir, port, &format!("  database.include.list: {db}\n"))
+}
+
 /// The log and last `error:` line of a running pipeline that stops by itself, failing.
 fn failed(mut child: std::process::Child) -> (String, String) {
     let status = child.wait().unwrap();
@@ -368,11 +373,7 @@ fn streamed_changes_match_debezium_byte_for_byte() {
     let db = mariadb::database("inventory_stream");
     mariadb::sql(&db, &setup_of("basic"));
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     mariadb::sql(&db, &changes_of("basic"));
@@ -425,11 +426,7 @@ fn a_restart_across_a_schema_change_decodes_every_row_with_its_own_schema() {
     let db = mariadb::database("inventory_across");
     mariadb::sql(&db, &setup_of("basic"));
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -460,11 +457,7 @@ fn a_table_created_after_the_snapshot_is_captured() {
         "CREATE TABLE first (id INT PRIMARY KEY); INSERT INTO first VALUES (1)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
     mariadb::sql(

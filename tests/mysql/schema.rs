@@ -126,11 +126,7 @@ fn a_lost_history_stops_the_start_until_recovery_rebuilds_it() {
         "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5)); INSERT INTO t VALUES (1, 'a')",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
     std::thread::sleep(Duration::from_millis(300));
@@ -167,11 +163,7 @@ fn column_defaults_are_in_the_schemas_as_debeziums() {
         .replace("CREATE DATABASE inventory;\nUSE inventory;\n", "");
     mariadb::sql(&db, &setup);
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
     mariadb::sql(
@@ -215,11 +207,7 @@ fn ddl_that_changes_no_captured_column_does_not_stop_the_stream() {
          INSERT INTO p VALUES (1); INSERT INTO u VALUES ('a@x', 1)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
     mariadb::sql(&db, "ALTER TABLE p ENGINE=InnoDB");

@@ -7,7 +7,7 @@ use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run, assert_same_events};
 
 use super::{
-    blank, changes_of, ours, pipeline, run_ok, setup_of, streaming_pipeline, ReplaceText, FIXTURES,
+    blank, captured_pipeline, changes_of, ours, pipeline, run_ok, setup_of, ReplaceText, FIXTURES,
 };
 
 /// Debezium's events of `types` in `file` whose `op` `keep` selects, blanked.
@@ -51,11 +51,7 @@ fn every_type_streams_as_debezium_maps_it_and_unrepresentable_rows_follow_the_fa
     let db = mariadb::database("inventory_types_stream");
     mariadb::sql(&db, &setup_of("types"));
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n"),
-    );
+    let path = captured_pipeline(dir.path(), server.port, &db);
     // Row 1 holds BIGINT UNSIGNED 2^64-1, which int64 (`long`, the default) cannot: the
     // snapshot stops with the fix, and nothing is written.
     let err = super::error_line(&path);

@@ -44,6 +44,25 @@ fn mariadb_gtid(body: &[u8], server_id: u32) -> Option<String> {
     Some(format!("{domain}-{server_id}-{sequence}"))
 }
 
+/// The `source` block's facts of a binlog event at `start` of `file`: its own position (as
+/// Debezium's `source.pos`), writer, time and transaction GTID.
+fn streamed(
+    header: &mysql_async::binlog::events::BinlogEventHeader,
+    file: &str,
+    start: u64,
+    gtid: &Option<Arc<str>>,
+) -> At {
+    At {
+        ts_ms: i64::from(header.timestamp()) * 1000,
+        snapshot: "false",
+        server_id: i64::from(header.server_id()),
+        file: file.to_owned(),
+        pos: start,
+        row: 0,
+        gtid: gtid.clone(),
+    }
+}
+
 fn position(file: &str, pos: u64) -> Position {
     Offset {
         at: MysqlOffset {
@@ -204,16 +223,7 @@ impl MysqlSource {
                     } else {
                         let session = q.schema();
                         let after = position(&at.file, end);
-                        let source = At {
-                            ts_ms: i64::from(header.timestamp()) * 1000,
-                            snapshot: "false",
-                            server_id: i64::from(header.server_id()),
-                            file: at.file.clone(),
-                            // The statement's own position, as Debezium's `source.pos`.
-                            pos: start,
-                            row: 0,
-                            gtid: gtid.clone(),
-                        };
+                        let source = streamed(&header, &at.file, start, &gtid);
                         // The session's database, or a captured database named in the text.
                         let touches = tables
                             .iter()
@@ -279,16 +289,7 @@ impl MysqlSource {
                         }
                         table
                     };
-                    let source = At {
-                        ts_ms: i64::from(header.timestamp()) * 1000,
-                        snapshot: "false",
-                        server_id: i64::from(header.server_id()),
-                        file: at.file.clone(),
-                        // The rows event's own position, as Debezium's `source.pos`.
-                        pos: start,
-                        row: 0,
-                        gtid: gtid.clone(),
-                    };
+                    let source = streamed(&header, &at.file, start, &gtid);
                     for e in self.row_changes(table, tme, &rows, &source, &at.done)? {
                         cut.add(&e);
                         batch.push(e);
