@@ -30,6 +30,11 @@ use sluice_kit::position::Resume;
 
 pub use config::{MariadbConfig, MysqlConfig};
 
+/// A MySQL identifier in backquotes (a backquote inside doubled).
+pub(crate) fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
 /// Which of Debezium's binlog connectors the source speaks as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavour {
@@ -216,22 +221,13 @@ impl Source for MysqlSource {
                 // A schema snapshot (`no_data`, `recovery`): the tables' structure where the
                 // stream starts, read from the server into the history; its events when
                 // nothing was captured before.
-                let described = At {
-                    ts_ms: 0,
-                    snapshot: "true",
-                    server_id: 0,
-                    file: at.file.clone(),
-                    pos: at.pos,
-                    row: 0,
-                    gtid: None,
-                };
                 let position = Offset {
                     at: at.clone(),
                     incremental: None,
                 }
                 .position();
                 let events = self
-                    .snapshot_schema(&mut conn, &mut schemas, &described, &position)
+                    .snapshot_schema(&mut conn, &mut schemas, (&at.file, at.pos), &position)
                     .await?;
                 if fresh && !events.is_empty() {
                     let _ = ctx

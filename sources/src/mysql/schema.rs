@@ -15,8 +15,9 @@ use sluice_kit::records::schema_change::{SchemaChange, SchemaChangeEvents};
 use serde_json::Value as Json;
 use sluice_kit::history::{HistoryRecord, SchemaHistory};
 
-use super::ddl::{target_of, Applied, Model};
+use super::ddl::{key_of, target_of, Applied, Model};
 use super::error::MysqlError;
+use super::quote;
 use super::{At, MysqlOffset, MysqlSource};
 
 /// The model, its history and its events.
@@ -131,10 +132,6 @@ fn without_comments(statement: &str) -> String {
         .join("\n")
 }
 
-fn quote(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
-
 impl MysqlSource {
     /// An empty model, with its history (`schema.history.internal.*`, by default
     /// `<data_dir>/mysql-schema-history.jsonl`) and the events `include.schema.changes` asks
@@ -229,11 +226,7 @@ impl MysqlSource {
                 .history
                 .record(
                     record,
-                    |id| {
-                        id.trim_matches('"')
-                            .split_once("\".\"")
-                            .is_some_and(|(d, t)| config.selects(d, t))
-                    },
+                    |id| key_of(id).is_some_and(|(d, t)| config.selects(&d, &t)),
                     |db| config.selects_database(db),
                 )
                 .await?;
@@ -258,7 +251,7 @@ impl MysqlSource {
         &self,
         conn: &mut Conn,
         schemas: &mut Schemas,
-        at: &At,
+        (file, pos): (&str, u64),
         position: &Position,
     ) -> Result<Vec<ChangeEvent>, MysqlError> {
         let (charset, collation) = Self::server_charset(conn).await?;
@@ -338,9 +331,15 @@ impl MysqlSource {
                     return Err(MysqlError::Setup(format!("the snapshot's schema: {e}; set `schema.history.internal.skip.unparseable.ddl: true` to log and skip such statements")))
                 }
             };
+            // Debezium's snapshot statements: server 0, row 0, the snapshot's position.
             let at = At {
                 ts_ms: SourceTimestamps::now().millis(),
-                ..at.clone()
+                snapshot: "true",
+                server_id: 0,
+                file: file.to_owned(),
+                pos,
+                row: 0,
+                gtid: None,
             };
             let history_at = history_position(&at, at.pos);
             out.extend(

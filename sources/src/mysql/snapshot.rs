@@ -14,8 +14,9 @@ use sluice_kit::shape::{ColumnSpec, Shape};
 use super::columns::{Column, Described, Modes};
 use super::ddl::Model;
 use super::error::MysqlError;
+use super::quote;
 use super::schema::Schemas;
-use super::{At, MysqlOffset, MysqlSource, Offset};
+use super::{MysqlOffset, MysqlSource, Offset};
 use sluice_kit::history::TableDef;
 
 /// A captured table.
@@ -58,10 +59,6 @@ impl Table {
             parts.join(", ")
         }
     }
-}
-
-fn quote(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
 }
 
 impl MysqlSource {
@@ -267,17 +264,8 @@ impl MysqlSource {
             cut: BatchCut::for_limits(ctx.limits()),
             rows: 0,
         };
-        let described = At {
-            ts_ms: 0,
-            snapshot: "true",
-            server_id: 0,
-            file: file.clone(),
-            pos,
-            row: 0,
-            gtid: None,
-        };
         reader.batch = self
-            .snapshot_schema(conn, schemas, &described, &at(false))
+            .snapshot_schema(conn, schemas, (&file, pos), &at(false))
             .await?;
         let tables = self.tables(conn, &schemas.model).await?;
         let count = tables.len();

@@ -155,7 +155,7 @@ fn server_charset_of(ddl: &str) -> Option<String> {
 }
 
 /// `("db", "t")` of a history id `"db"."t"`.
-fn key_of(id: &str) -> Option<Key> {
+pub(crate) fn key_of(id: &str) -> Option<Key> {
     let (db, table) = id
         .strip_prefix('"')?
         .strip_suffix('"')?
@@ -164,7 +164,7 @@ fn key_of(id: &str) -> Option<Key> {
 }
 
 fn quoted_id((db, table): &(String, String)) -> String {
-    format!("`{db}`.`{table}`")
+    format!("{}.{}", super::quote(db), super::quote(table))
 }
 
 fn change(key: &(String, String), kind: ChangeKind, table: Option<TableDef>) -> TableChange {
