@@ -137,7 +137,9 @@ notification.sink.topic.name: notes\n",
                         .arg(&signal)
                         .output()
                         .unwrap();
-                    String::from_utf8_lossy(&out.stderr).into_owned()
+                    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+                    assert!(out.status.success(), "`sluice signal` failed: {said}");
+                    said
                 }
             };
             // A change after every signal: none may be lost.
@@ -170,9 +172,27 @@ notification.sink.topic.name: notes\n",
     }
     // The runtime-failing filter's snapshot is aborted, not the pipeline. A signal may be
     // handled after the change that followed it has arrived (the channels are read apart from
-    // the stream): the wait leaves them time (it was 500 ms, and one refusal was missing once
-    // under CI's load).
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // the stream): the test waits until every refusal, abort and blocking snapshot is logged
+    // (a fixed wait of 2.5 s once missed one under CI's load), then checks nothing more comes.
+    let signals = BAD.len() - 2;
+    let count_in = |log: &str, what: &str| log.lines().filter(|l| l.contains(what)).count();
+    let t0 = std::time::Instant::now();
+    loop {
+        let log = sluice_test_support::pg::log_so_far(&child);
+        if count_in(&log, "Signal refused") >= 3 * signals
+            && count_in(&log, "Incremental snapshot aborted") >= 3
+            && count_in(&log, "Blocking snapshot: streaming resumes") >= 3
+        {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "{}", log_of(&child));
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "not every signal was handled within 60 s: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(child.try_wait().unwrap().is_none(), "{}", log_of(&child));
     stop(&child);
     let log = finish(child);
@@ -181,11 +201,10 @@ notification.sink.topic.name: notes\n",
         (20 + expected_rows).to_string(),
         "a filter changed data"
     );
-    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    let count = |what: &str| count_in(&log, what);
     // Every signal but the one whose filter is valid SQL (`v > 0) or (true`: a blocking
     // snapshot of the whole table, read-only) is refused at once, but the one whose filter
     // fails only when run (`1/(v-v)`), whose snapshot is aborted.
-    let signals = BAD.len() - 2;
     assert_eq!(count("Signal refused"), 3 * signals, "{log}");
     assert_eq!(count("Incremental snapshot aborted"), 3, "{log}");
     assert_eq!(count("Blocking snapshot: streaming resumes"), 3, "{log}");

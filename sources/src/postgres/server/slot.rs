@@ -132,10 +132,24 @@ pub(crate) async fn drop_on_stop(client: &Client, config: &PostgresConfig, owned
         tracing::warn!(slot = %config.slot_name, "slot.drop.on.stop: the replication slot was not created by this pipeline; it is kept.");
         return;
     }
-    match client
-        .execute("SELECT pg_drop_replication_slot($1)", &[&config.slot_name])
-        .await
-    {
+    // The walsender of the stream just shut down may hold the slot for a moment after the
+    // replication connection closed: the drop is tried again while the slot is in use.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let dropped = loop {
+        let result = client
+            .execute("SELECT pg_drop_replication_slot($1)", &[&config.slot_name])
+            .await;
+        match result {
+            Err(e)
+                if e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE)
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            other => break other,
+        }
+    };
+    match dropped {
         Ok(_) => {
             if let Err(e) = owned.forget(Kind::Slot, &config.slot_name) {
                 tracing::warn!(error = %e, "The dropped slot could not be removed from the record.");
