@@ -17,9 +17,7 @@ use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
 use sluice_kit::incremental::{Abilities, Emitted, KeyBuffer, Outcome};
-use std::time::{Duration, Instant};
-
-use sluice_kit::signal::{from_json_line, interpret, FileChannel, Signal};
+use sluice_kit::signal::{from_json_line, interpret, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
 pub(super) type Progress = sluice_kit::incremental::Progress<Json>;
@@ -41,25 +39,6 @@ pub(super) fn tracker(
     resumed: Option<Progress>,
 ) -> Tracker {
     Tracker::new(resumed, common.notifications()).qualified("main")
-}
-
-/// The `file` signal channel (`signal.file`), read every `signal.poll.interval.ms`.
-pub(super) struct FileSignals {
-    channel: FileChannel,
-    every: Duration,
-    next: Instant,
-}
-
-impl FileSignals {
-    /// The channel, when `signal.enabled.channels` has `file`.
-    pub(super) fn new(common: &sluice_kit::config::SourceCommon) -> Option<Self> {
-        let path = common.signal_file.clone()?;
-        common.signal_channel("file").then(|| FileSignals {
-            channel: FileChannel { path },
-            every: Duration::from_millis(common.signal_poll_interval_ms.max(10)),
-            next: Instant::now(),
-        })
-    }
 }
 
 /// A key value as JSON (for the position).
@@ -251,18 +230,13 @@ impl super::SqliteSource {
     /// Reads the `file` channel when it is due (every `signal.poll.interval.ms`).
     pub(super) fn on_file_signals(
         &self,
-        file: &mut Option<FileSignals>,
+        file: &mut Option<sluice_kit::signal::PolledFile>,
         tables: &[super::Table],
         inc: &mut Tracker,
     ) {
-        let Some(f) = file.as_mut() else {
-            return;
-        };
-        if Instant::now() < f.next {
-            return;
+        if let Some(f) = file.as_mut() {
+            self.on_lines(f.poll(), tables, inc);
         }
-        f.next = Instant::now() + f.every;
-        self.on_lines(f.channel.take(), tables, inc);
     }
 
     fn on_lines(&self, lines: Vec<String>, tables: &[super::Table], inc: &mut Tracker) {

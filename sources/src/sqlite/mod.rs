@@ -611,7 +611,7 @@ impl SqliteSource {
         if !out.send(Batch::heartbeat(at(seq, inc.delivered_json()))) {
             return Ok(());
         }
-        let mut file = incremental::FileSignals::new(&self.config.common);
+        let mut file = sluice_kit::signal::PolledFile::new(&self.config.common);
         let mut beat = heartbeat::Beat::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
@@ -691,13 +691,8 @@ impl Source for SqliteSource {
             source_schema: self.source_schema.clone(),
             skipped: self.skipped,
         };
-        let http = if self.config.common.signal_channel("http") {
-            Some(ctx.external_signals().ok_or_else(|| {
-                fatal("the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file")
-            })?)
-        } else {
-            None
-        };
+        let http = sluice_kit::signal::http_queue(&self.config.common, ctx)
+            .map_err(ComponentError::fatal)?;
         let purge_target = purge.clone();
         // The reader logs inside the stage's span (pipeline, component).
         let span = tracing::Span::current();

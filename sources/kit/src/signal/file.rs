@@ -2,6 +2,7 @@
 
 use std::io::{Read, Seek};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// JSON lines appended to a file; the file is emptied once its signals are read.
 #[derive(Debug)]
@@ -44,5 +45,39 @@ impl FileChannel {
             tracing::warn!(file = %self.path.display(), error = %e, "Cannot empty the signal file; its signals may be read again.");
         }
         lines
+    }
+}
+
+/// The `file` channel as a source reads it: every `signal.poll.interval.ms`.
+#[derive(Debug)]
+pub struct PolledFile {
+    channel: FileChannel,
+    every: Duration,
+    next: Instant,
+}
+
+impl PolledFile {
+    /// The channel, when `signal.enabled.channels` has `file` and `signal.file` is set.
+    pub fn new(common: &crate::config::SourceCommon) -> Option<Self> {
+        let path = common.signal_file.clone()?;
+        common.signal_channel("file").then(|| PolledFile {
+            channel: FileChannel { path },
+            every: Duration::from_millis(common.signal_poll_interval_ms.max(10)),
+            next: Instant::now(),
+        })
+    }
+
+    /// The signals written since the last read, when a read is due (else none).
+    pub fn poll(&mut self) -> Vec<String> {
+        if Instant::now() < self.next {
+            return Vec::new();
+        }
+        self.next = Instant::now() + self.every;
+        self.channel.take()
+    }
+
+    /// How often it is read.
+    pub fn every(&self) -> Duration {
+        self.every
     }
 }

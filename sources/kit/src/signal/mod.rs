@@ -17,7 +17,7 @@ use serde::Deserialize;
 use sluice_engine::{ChangeEvent, Op, Value};
 
 pub use blocking::BlockingRequest;
-pub use file::FileChannel;
+pub use file::{FileChannel, PolledFile};
 
 /// Prefix of the `kafka` channel's consumer properties passed through
 /// (`signal.consumer.security.protocol`, ...).
@@ -288,6 +288,20 @@ pub fn interpret(signal: &Signal) -> Result<Option<Action>, String> {
         }
         other => Err(format!("unknown signal type `{other}`")),
     }
+}
+
+/// The admin endpoint's signal queue, when `signal.enabled.channels` has `http`; `Err` says
+/// how to turn the endpoint on when it is off.
+pub fn http_queue(
+    common: &crate::config::SourceCommon,
+    ctx: &sluice_engine::SourceContext,
+) -> Result<Option<sluice_engine::runtime::admin::SignalQueue>, String> {
+    if !common.signal_channel("http") {
+        return Ok(None);
+    }
+    ctx.external_signals().map(Some).ok_or_else(|| {
+        "the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file".to_owned()
+    })
 }
 
 #[cfg(test)]

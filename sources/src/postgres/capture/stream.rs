@@ -234,20 +234,7 @@ impl Streamer<'_> {
         &self,
         ctx: &SourceContext,
     ) -> Result<Option<sluice_engine::runtime::admin::SignalQueue>, PgError> {
-        if !self
-            .config
-            .common
-            .signal_channels()
-            .iter()
-            .any(|c| c == "http")
-        {
-            return Ok(None);
-        }
-        ctx.external_signals().map(Some).ok_or_else(|| {
-            PgError::Setup(
-                "the `http` signal channel needs the pipeline's admin endpoint: add `admin: { bind: \"127.0.0.1:8083\" }` at the top of the pipeline file".into(),
-            )
-        })
+        sluice_kit::signal::http_queue(&self.config.common, ctx).map_err(PgError::Setup)
     }
 
     /// A heartbeat tick: between transactions, the action query runs and a heartbeat record
