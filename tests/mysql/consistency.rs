@@ -9,7 +9,7 @@ use super::*;
 
 /// The table's state as the output says: each key's last image (a delete or tombstone
 /// removes it).
-fn replay(events: &[Json]) -> BTreeMap<i64, Json> {
+pub(super) fn replay(events: &[Json]) -> BTreeMap<i64, Json> {
     let mut state = BTreeMap::new();
     for e in events {
         let key = e["key"]["payload"]["id"].as_i64().expect("a key");
@@ -30,7 +30,7 @@ fn replay(events: &[Json]) -> BTreeMap<i64, Json> {
     state
 }
 
-fn table_state(db: &str) -> BTreeMap<i64, Json> {
+pub(super) fn table_state(db: &str) -> BTreeMap<i64, Json> {
     mariadb::sql(db, "SELECT id, n, note FROM items ORDER BY id")
         .lines()
         .map(|l| {
@@ -45,7 +45,7 @@ fn table_state(db: &str) -> BTreeMap<i64, Json> {
 /// Inserts, updates and deletes, one statement per transaction with a multi-statement
 /// transaction every tenth step (at most ~800 steps: the text is one argument of the client,
 /// which Linux caps at 128 KiB).
-fn writer_sql(steps: usize, seeded: usize) -> String {
+pub(super) fn writer_sql(steps: usize, seeded: usize) -> String {
     let mut sql = String::new();
     for i in 1..=steps {
         let tx = i % 10 == 0;
@@ -66,7 +66,7 @@ fn writer_sql(steps: usize, seeded: usize) -> String {
     sql
 }
 
-fn seeded_table(test: &str, rows: usize) -> String {
+pub(super) fn seeded_table(test: &str, rows: usize) -> String {
     let db = mariadb::database(test);
     mariadb::sql(
         &db,
@@ -194,4 +194,132 @@ fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
     // row the first run read and the writer deleted meanwhile is not in it): the second
     // run's events replay to the table.
     assert_eq!(replay(&events[before..]), table_state(&db));
+}
+
+/// The rows of `table`'s events of kind `op` in `events`, by key.
+fn keys_of(events: &[Json], table: &str, op: &str) -> Vec<i64> {
+    events
+        .iter()
+        .filter(|e| {
+            let p = &e["value"]["payload"];
+            p["source"]["table"] == table && p["op"] == op
+        })
+        .map(|e| e["key"]["payload"]["id"].as_i64().unwrap())
+        .collect()
+}
+
+/// A kill -9 inside one large transaction (20000 rows of `b`, then 20000 of `a`, updates and
+/// deletes), held there by a FIFO read at the test's pace: the restart reads the transaction
+/// again from its GTID event and skips the binlog events (and rows) delivered before, as
+/// Debezium's `event`/`row` offsets do; with transaction metadata, the counts go on where
+/// they were and END counts the whole transaction.
+#[test]
+fn a_kill_9_inside_a_large_transaction_resumes_where_it_stopped() {
+    let db = mariadb::database("mysql_kill_tx");
+    mariadb::sql(
+        &db,
+        "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(8) NOT NULL); CREATE TABLE b (id INT PRIMARY KEY, v VARCHAR(8) NOT NULL)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(
+        dir.path(),
+        mariadb::server().port,
+        &format!("  database.include.list: {db}\n  provide.transaction.metadata: true\n"),
+    )
+    .replace_text("type: mysql\n", "type: mariadb\n");
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = format!("{}/out.jsonl", dir.path().display());
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let first_run = yaml
+        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
+        .replace(
+            "restart: { max_retries: 0 }\n",
+            "restart: { max_retries: 0 }\nmax_queue_size: 1000\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
+        );
+    let first_file = dir.path().join("first.yaml");
+    std::fs::write(&first_file, first_run).unwrap();
+    let mut child = sluice_test_support::pg::start(&first_file, &[]);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::io::BufReader::new(std::fs::File::open(fifo).unwrap()))
+    };
+    // The stream runs once the (empty) snapshot is done.
+    let t0 = Instant::now();
+    while !sluice_test_support::pg::log_so_far(&child).contains("Binlog stream started") {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no binlog stream");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    mariadb::sql(
+        &db,
+        "BEGIN; INSERT INTO b SELECT seq, 'b' FROM seq_1_to_20000; \
+         INSERT INTO a SELECT seq, 'a' FROM seq_1_to_20000; \
+         UPDATE a SET v = 'u' WHERE id % 3 = 0; DELETE FROM a WHERE id % 5 = 0; COMMIT",
+    );
+    let mut seen: Vec<Json> = Vec::new();
+    {
+        use std::io::BufRead;
+        let reader = reader.join().unwrap();
+        // BEGIN, the rows of b, then 8000 rows of a.
+        for line in reader.lines().take(1 + 20000 + 8000) {
+            seen.push(serde_json::from_str(&line.unwrap()).unwrap());
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let _ = sluice_test_support::pg::log_of(&child);
+    let offsets = std::fs::read_to_string(dir.path().join("data/offsets.json")).unwrap();
+    assert!(
+        offsets.contains("event"),
+        "no position inside the transaction was committed: {offsets}"
+    );
+    let child = sluice_test_support::pg::start(&path, &["--stop-when-idle", "3s"]);
+    sluice_test_support::pg::finish(child);
+    let after = sluice_test_support::pg::lines(dir.path());
+    // Resumed inside the transaction: none of b again, and a from where the committed position
+    // was (behind what the FIFO's reader had read by the sink's unflushed batches at most).
+    assert!(keys_of(&after, "b", "c").is_empty(), "b was read again");
+    let resumed = keys_of(&after, "a", "c");
+    assert!(
+        !resumed.is_empty() && resumed.len() < 20000 - 8000 + 4000,
+        "the restart did not resume inside the transaction ({} creates of a again)",
+        resumed.len()
+    );
+    // The transaction's event numbers go on without a gap or a repeat, and END counts all.
+    let orders: Vec<i64> = after
+        .iter()
+        .filter_map(|e| e["value"]["payload"]["transaction"]["total_order"].as_i64())
+        .collect();
+    assert!(
+        orders.windows(2).all(|w| w[1] == w[0] + 1),
+        "a gap or a repeat after the restart"
+    );
+    let seen_last = seen
+        .iter()
+        .filter_map(|e| e["value"]["payload"]["transaction"]["total_order"].as_i64())
+        .max()
+        .unwrap();
+    assert!(
+        orders[0] <= seen_last + 1,
+        "events between the runs are lost"
+    );
+    let end = after.last().unwrap();
+    assert_eq!(end["value"]["payload"]["status"], "END", "{end}");
+    let updates = 20000 / 3;
+    let deletes = 20000 / 5;
+    let total = (20000 + 20000 + updates + deletes) as i64;
+    assert_eq!(end["value"]["payload"]["event_count"], total);
+    assert_eq!(*orders.last().unwrap(), total);
+    // Nothing lost: every row of a and b was created in one run or the other.
+    let mut all = seen;
+    all.extend(after);
+    for table in ["a", "b"] {
+        let created: std::collections::BTreeSet<i64> =
+            keys_of(&all, table, "c").into_iter().collect();
+        assert_eq!(created.len(), 20000, "creates of {table} lost");
+    }
 }

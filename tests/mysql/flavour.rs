@@ -57,6 +57,15 @@ fn type_mariadb_names_its_connector_and_carries_each_transactions_gtid() {
         lines[5]["value"]["payload"]["source"]["gtid"].is_null(),
         "a snapshot has none"
     );
+    let what: Vec<String> = lines[6..]
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {} {}",
+                l["topic"], l["value"]["payload"]["ddl"], l["value"]["payload"]["op"]
+            )
+        })
+        .collect();
     let streamed: Vec<&Json> = lines[6..]
         .iter()
         .map(|l| &l["value"]["payload"]["source"]["gtid"])
@@ -67,6 +76,7 @@ fn type_mariadb_names_its_connector_and_carries_each_transactions_gtid() {
             &Json::from(gtids[0].as_str()),
             &Json::from(gtids[1].as_str()),
             &Json::from(ddl_gtid.as_str())
-        ]
+        ],
+        "{what:#?}"
     );
 }

@@ -16,7 +16,9 @@ mod consistency;
 mod faults;
 mod flavour;
 mod heartbeat;
+mod incremental;
 mod schema;
+mod transactions;
 mod types;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/debezium/mysql");

@@ -114,10 +114,12 @@ impl DatabaseSource for MysqlConfig {
             Feature::MessageKeyColumns,
             Feature::SkippedOperations,
             Feature::Heartbeats,
+            Feature::TransactionMetadata,
             Feature::SchemaChanges,
             Feature::SchemaHistory,
+            Feature::Notifications,
         ],
-        signal_channels: &[],
+        signal_channels: &["source", "file", "http"],
     };
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;

@@ -12,6 +12,7 @@ mod columns;
 mod config;
 mod ddl;
 mod error;
+mod incremental;
 mod schema;
 mod snapshot;
 mod stream;
@@ -55,18 +56,40 @@ impl Flavour {
 }
 use error::MysqlError;
 
-/// Where the binlog resumes (Debezium's MySQL offset fields).
+/// Where the binlog resumes (Debezium's MySQL offset fields). Inside a transaction, `pos` is
+/// the transaction's first event, `event` the events from it on already handled and `row` the
+/// rows of the next event already delivered: a restart skips exactly those.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct MysqlOffset {
     /// The binlog file.
     pub file: String,
     /// The position in it.
     pub pos: u64,
-    /// Rows of the event at `pos` already delivered.
+    /// Events from `pos` on already handled (Debezium's `event`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub event: u64,
+    /// Rows of the next event already delivered.
     #[serde(default)]
     pub row: u32,
     /// Whether the snapshot was complete.
     pub snapshot_completed: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl MysqlOffset {
+    /// The position `pos` of `file`, between transactions.
+    pub(crate) fn at(file: &str, pos: u64, snapshot_completed: bool) -> Self {
+        MysqlOffset {
+            file: file.to_owned(),
+            pos,
+            event: 0,
+            row: 0,
+            snapshot_completed,
+        }
+    }
 }
 
 /// A committed position: the offset and (later) an incremental snapshot's progress.
@@ -207,6 +230,11 @@ impl Source for MysqlSource {
         };
         // A new snapshot (`when_needed` after a purge): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
+        // A running incremental snapshot goes on where the committed position left it.
+        let progress: Option<incremental::Progress> = resume
+            .as_ref()
+            .and_then(|r| r.incremental.clone())
+            .and_then(|p| serde_json::from_value(p).ok());
         let (tables, from) = if plan.data {
             let (rows, tables, at) = self.snapshot(&mut conn, &mut schemas, ctx).await?;
             tracing::info!(rows, "Snapshot completed.");
@@ -247,7 +275,7 @@ impl Source for MysqlSource {
         if !plan.stream || ctx.is_stopping() {
             return Ok(());
         }
-        Ok(self.stream(&tables, schemas, from, ctx).await?)
+        Ok(self.stream(&tables, schemas, (from, progress), ctx).await?)
     }
 }
 
@@ -383,12 +411,7 @@ impl MysqlSource {
         let file: Option<String> = row.get(0);
         let pos: Option<u64> = row.get(1);
         match (file, pos) {
-            (Some(file), Some(pos)) => Ok(MysqlOffset {
-                file,
-                pos,
-                row: 0,
-                snapshot_completed: true,
-            }),
+            (Some(file), Some(pos)) => Ok(MysqlOffset::at(&file, pos, true)),
             _ => Err(MysqlError::Setup(
                 "`SHOW MASTER STATUS` did not give a file and position".into(),
             )),

@@ -219,37 +219,11 @@ impl MysqlSource {
         schemas: &mut Schemas,
         ctx: &mut SourceContext,
     ) -> Result<(u64, Vec<Table>, MysqlOffset), MysqlError> {
-        conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            .await
-            .map_err(|e| MysqlError::query("setting the isolation level", e))?;
-        conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            .await
-            .map_err(|e| MysqlError::query("starting the snapshot's transaction", e))?;
-        let status: Vec<(String, String)> = conn
-            .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
-            .await
-            .map_err(|e| MysqlError::query("reading the snapshot's binlog position", e))?;
-        let get = |k: &str| {
-            status
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(k))
-                .map(|(_, v)| v.clone())
-        };
-        let (Some(file), Some(pos)) = (
-            get("binlog_snapshot_file"),
-            get("binlog_snapshot_position").and_then(|p| p.parse::<u64>().ok()),
-        ) else {
-            return Err(MysqlError::Setup("the server does not report the binlog position of a consistent snapshot (`binlog_snapshot_file`, a MariaDB status): MySQL servers need Debezium's `snapshot.locking.mode`, which the mysql source does not implement yet".into()));
-        };
+        let (file, pos) = consistent_snapshot(conn).await?;
         tracing::info!(%file, pos, "Consistent snapshot started.");
         let at = |completed| {
             Offset {
-                at: MysqlOffset {
-                    file: file.clone(),
-                    pos,
-                    row: 0,
-                    snapshot_completed: completed,
-                },
+                at: MysqlOffset::at(&file, pos, completed),
                 incremental: None,
             }
             .position()
@@ -287,13 +261,36 @@ impl MysqlSource {
                 position: Some(done),
             })
             .await;
-        let from = MysqlOffset {
-            file,
-            pos,
-            row: 0,
-            snapshot_completed: true,
-        };
+        let from = MysqlOffset::at(&file, pos, true);
         Ok((rows, tables, from))
+    }
+}
+
+/// Starts a `START TRANSACTION WITH CONSISTENT SNAPSHOT` (repeatable read) on `conn`: the
+/// binlog position it sees, as MariaDB reports it.
+pub(super) async fn consistent_snapshot(conn: &mut Conn) -> Result<(String, u64), MysqlError> {
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .map_err(|e| MysqlError::query("setting the isolation level", e))?;
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .map_err(|e| MysqlError::query("starting a consistent snapshot's transaction", e))?;
+    let status: Vec<(String, String)> = conn
+        .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        .await
+        .map_err(|e| MysqlError::query("reading the snapshot's binlog position", e))?;
+    let get = |k: &str| {
+        status
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.clone())
+    };
+    match (
+        get("binlog_snapshot_file"),
+        get("binlog_snapshot_position").and_then(|p| p.parse::<u64>().ok()),
+    ) {
+        (Some(file), Some(pos)) => Ok((file, pos)),
+        _ => Err(MysqlError::Setup("the server does not report the binlog position of a consistent snapshot (`binlog_snapshot_file`, a MariaDB status): MySQL servers need Debezium's `snapshot.locking.mode`, which the mysql source does not implement yet".into())),
     }
 }
 
@@ -343,44 +340,12 @@ impl Reader<'_> {
         );
         let q = |e| MysqlError::query(format!("reading `{}.{}`", table.db, table.name), e);
         let mut result = conn.query_iter(sql).await.map_err(q)?;
-        let modes = self.source.modes();
         // A row is held until the next one is read, so the table's last one can be marked.
         let mut held: Option<(Struct, bool)> = None;
-        let common = &self.source.config.common;
         while let Some(row) = result.next().await.map_err(q)? {
-            let text = |j: usize| match row.as_ref(j) {
-                Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
-                _ => None,
+            let Some(after) = self.source.text_row(table, &row)? else {
+                continue;
             };
-            let shape = &table.shape;
-            let values: Result<Vec<_>, String> = (shape.kept.iter().enumerate())
-                .map(|(j, &i)| Ok(shape.map(j, table.columns[i].value(text(j), modes)?)))
-                .collect();
-            let values = match values {
-                Ok(values) => values,
-                Err(e) => {
-                    // The result set holds the kept columns only.
-                    let at = |i| shape.kept.iter().position(|&k| k == i);
-                    let key = || {
-                        table.key_text(|i| at(i).and_then(text).map(|b| String::from_utf8_lossy(b)))
-                    };
-                    common
-                        .unrepresentable(
-                            &table.full_name(),
-                            key,
-                            &format!("`{}` {e}", table.full_name()),
-                        )
-                        .map_err(MysqlError::Value)?;
-                    continue;
-                }
-            };
-            let after =
-                Struct::from_values(table.envelope.row.clone(), values).ok_or_else(|| {
-                    MysqlError::Value(format!(
-                        "`{}.{}`: a row does not fit its schema",
-                        table.db, table.name
-                    ))
-                })?;
             let first = held.is_none();
             if let Some((prev, prev_first)) = held.replace((after, first)) {
                 let event = self.event(table, prev, mark(place, prev_first, false));
@@ -430,5 +395,52 @@ impl Reader<'_> {
             &at,
             self.position.clone(),
         )
+    }
+}
+
+impl MysqlSource {
+    /// A row read with the text protocol (its columns: the table's kept ones, in order) as the
+    /// table's struct; `None`: a value its schema cannot hold, left out by
+    /// `event.processing.failure.handling.mode`.
+    pub(super) fn text_row(
+        &self,
+        table: &Table,
+        row: &mysql_async::Row,
+    ) -> Result<Option<Struct>, MysqlError> {
+        let modes = self.modes();
+        let text = |j: usize| match row.as_ref(j) {
+            Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
+            _ => None,
+        };
+        let shape = &table.shape;
+        let values: Result<Vec<_>, String> = (shape.kept.iter().enumerate())
+            .map(|(j, &i)| Ok(shape.map(j, table.columns[i].value(text(j), modes)?)))
+            .collect();
+        let values = match values {
+            Ok(values) => values,
+            Err(e) => {
+                // The result set holds the kept columns only.
+                let at = |i| shape.kept.iter().position(|&k| k == i);
+                let key =
+                    || table.key_text(|i| at(i).and_then(text).map(|b| String::from_utf8_lossy(b)));
+                self.config
+                    .common
+                    .unrepresentable(
+                        &table.full_name(),
+                        key,
+                        &format!("`{}` {e}", table.full_name()),
+                    )
+                    .map_err(MysqlError::Value)?;
+                return Ok(None);
+            }
+        };
+        Struct::from_values(table.envelope.row.clone(), values)
+            .map(Some)
+            .ok_or_else(|| {
+                MysqlError::Value(format!(
+                    "`{}`: a row does not fit its schema",
+                    table.full_name()
+                ))
+            })
     }
 }

@@ -162,6 +162,12 @@ fn integer(data_type: &str, unsigned: bool, modes: Modes, optional: bool) -> (Ki
 }
 
 impl Column {
+    /// Whether its values are bytes (not text in a character set): a key value of it is
+    /// written back as a hex literal.
+    pub(super) fn is_binary(&self) -> bool {
+        matches!(self.kind, Kind::Binary(_) | Kind::Bits(_))
+    }
+
     /// A column the events leave out (its type need not be mapped).
     pub(super) fn excluded(name: &str) -> Column {
         Column {

@@ -1,0 +1,487 @@
+//! Incremental snapshots for MySQL and MariaDB (Debezium's `execute-snapshot` signal), started
+//! by an insert into the signaling table (`signal.data.collection`, a captured table: its rows
+//! arrive in binlog order), the `file` channel or the admin endpoint (`http`).
+//!
+//! DBLog with binlog positions for watermarks, as Debezium's MySQL `read.only` mode (nothing is
+//! written to the server): a chunk (by primary key, after the previous chunk's last key, up to
+//! the table's maximum key when its scan started, with the signal's `additional-conditions`) is
+//! read in a `START TRANSACTION WITH CONSISTENT SNAPSHOT` whose binlog position MariaDB reports
+//! (`binlog_snapshot_file`/`_position`), so the chunk is the table's state at that position `P`.
+//! The window runs from the read until the stream has passed `P` between transactions: a chunk
+//! row whose key a change streamed in the window touched is dropped (the change is as new or
+//! newer), the rest follow as `r` events with `snapshot: incremental`. The kit's tracker keeps
+//! the progress (in each position after the chunk, so a restart continues with the next chunk),
+//! carries out the signals and makes Debezium's notifications.
+
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use sluice_engine::event::SourceTimestamps;
+use sluice_engine::{ChangeEvent, Op, SourceContext};
+use sluice_kit::incremental::{Abilities, Emitted, KeyBuffer, Outcome};
+use sluice_kit::signal::{from_json_line, interpret, PolledFile, Signal};
+
+use super::error::MysqlError;
+use super::snapshot::Table;
+use super::{quote, At, MysqlSource};
+
+/// The progress of an incremental snapshot: the kit's, with each key column's value as the
+/// server's text (hex for a binary column).
+pub(super) type Progress = sluice_kit::incremental::Progress<String>;
+
+/// The kit's tracker, with keys as [`Progress`] has them.
+pub(super) type Tracker = sluice_kit::incremental::Tracker<String>;
+
+/// What the mysql source's incremental snapshots do beyond the plain one: `additional-conditions`
+/// (blocking snapshots and surrogate keys are refused with a reason).
+const ABILITIES: Abilities = Abilities {
+    blocking: false,
+    conditions: true,
+    surrogate_key: false,
+};
+
+/// A chunk read, waiting for the stream to pass the position it was read at.
+pub(super) struct Window {
+    file: String,
+    pos: u64,
+    topic: Arc<str>,
+    buffer: KeyBuffer,
+    emitted: Emitted<String>,
+}
+
+impl Window {
+    /// A change streamed in the window: the chunk's row of its key is dropped.
+    pub(super) fn evict_by(&mut self, change: &ChangeEvent) {
+        if change.topic == self.topic {
+            self.buffer.evict_by(change);
+        }
+    }
+
+    /// The rows left, and the chunk as the tracker is told of it.
+    pub(super) fn into_parts(self) -> (Vec<ChangeEvent>, Emitted<String>) {
+        (self.buffer.into_rows(), self.emitted)
+    }
+
+    /// Whether the stream, having read up to `pos` of `file` between transactions, has passed
+    /// the chunk's position.
+    pub(super) fn passed_by(&self, file: &str, pos: u64) -> bool {
+        !before((file, pos), (&self.file, self.pos))
+    }
+}
+
+/// What reading the next chunk gave.
+pub(super) enum Chunk {
+    /// A chunk in its window.
+    Window(Box<Window>),
+    /// A table passed over (empty, no longer captured) or the snapshot aborted: go on.
+    Passed,
+    /// The stream had already streamed a transaction the chunk's snapshot does not see (one
+    /// written to the binlog and not yet committed in the engine when the chunk was read): the
+    /// chunk is dropped, and read again on the next round.
+    Later,
+}
+
+/// Whether binlog position `a` is before `b`.
+fn before((a_file, a_pos): (&str, u64), (b_file, b_pos): (&str, u64)) -> bool {
+    (file_number(a_file), a_pos) < (file_number(b_file), b_pos)
+}
+
+/// The sequence number of a binlog file (`binlog.000012` → 12), by which files are ordered.
+fn file_number(file: &str) -> u64 {
+    file.rsplit('.')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The incremental snapshot's state in the stream: the tracker, the signal channels read
+/// between binlog events, and a connection of its own for the chunks.
+pub(super) struct Incremental {
+    pub(super) tracker: Tracker,
+    /// Whether a signal channel is on.
+    enabled: bool,
+    file: Option<PolledFile>,
+    http: Option<sluice_engine::runtime::admin::SignalQueue>,
+    conn: Option<mysql_async::Conn>,
+}
+
+impl Incremental {
+    /// The channels of `common`, resuming `resumed`.
+    pub(super) fn new(
+        common: &sluice_kit::config::SourceCommon,
+        resumed: Option<Progress>,
+        ctx: &SourceContext,
+    ) -> Result<Self, MysqlError> {
+        let file = PolledFile::new(common);
+        let http = sluice_kit::signal::http_queue(common, ctx).map_err(MysqlError::Setup)?;
+        let table = common.signal_channel("source") && common.signal_data_collection.is_some();
+        Ok(Incremental {
+            tracker: Tracker::new(resumed, common.notifications()),
+            enabled: table || file.is_some() || http.is_some(),
+            file,
+            http,
+            conn: None,
+        })
+    }
+
+    /// Whether anything can need a look between binlog events.
+    pub(super) fn active(&self) -> bool {
+        self.enabled || self.tracker.ahead().is_some()
+    }
+
+    /// The signals the `file` (when due) and `http` channels hold.
+    fn lines(&mut self) -> Vec<String> {
+        let mut lines = self.file.as_mut().map(PolledFile::poll).unwrap_or_default();
+        if let Some(queue) = &self.http {
+            if let Ok(mut rx) = queue.try_lock() {
+                while let Ok(line) = rx.try_recv() {
+                    lines.push(line);
+                }
+            }
+        }
+        lines
+    }
+}
+
+/// A key as notifications show it: the value, or `[a, b]` for a composite key.
+fn key_text(key: &[String]) -> String {
+    match key {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// A key column's value written back into a query: a quoted string (the server converts it
+/// to the column's type and compares in the column's collation), or a hex literal for a
+/// binary column. The chunk connection runs with `NO_BACKSLASH_ESCAPES`.
+fn literal(value: &str, binary: bool) -> String {
+    if binary {
+        format!("X'{value}'")
+    } else {
+        format!("'{}'", value.replace('\'', "''"))
+    }
+}
+
+/// `(a, b)` of the key columns, or of their values as literals.
+fn tuple(items: impl Iterator<Item = String>) -> String {
+    format!("({})", items.collect::<Vec<_>>().join(", "))
+}
+
+impl MysqlSource {
+    /// The key columns of `table` (the primary key, by index in `columns`), quoted, and whether
+    /// each is binary.
+    fn key_columns(table: &Table) -> Vec<(String, bool)> {
+        table
+            .shape
+            .key
+            .iter()
+            .map(|&j| {
+                let c = &table.columns[table.shape.kept[j]];
+                (quote(&c.name), c.is_binary())
+            })
+            .collect()
+    }
+
+    /// The chunk query of `table` for progress `p` up to `max`.
+    fn chunk_query(table: &Table, p: &Progress, max: &[String], limit: usize) -> String {
+        let keys = Self::key_columns(table);
+        let names = || tuple(keys.iter().map(|(k, _)| k.clone()));
+        let values = |key: &[String]| {
+            tuple(
+                keys.iter()
+                    .zip(key)
+                    .map(|((_, binary), v)| literal(v, *binary)),
+            )
+        };
+        let list: Vec<String> = (table.shape.kept.iter())
+            .map(|&i| quote(&table.columns[i].name))
+            .collect();
+        let mut sql = format!(
+            "SELECT {} FROM {}.{} WHERE {} <= {}",
+            list.join(", "),
+            quote(&table.db),
+            quote(&table.name),
+            names(),
+            values(max)
+        );
+        if let Some(last) = &p.last_key {
+            sql.push_str(&format!(" AND {} > {}", names(), values(last)));
+        }
+        if let Some(condition) = p.conditions.get(&table.full_name()) {
+            sql.push_str(&format!(" AND ({condition})"));
+        }
+        sql.push_str(&format!(
+            " ORDER BY {} LIMIT {limit}",
+            names().trim_matches(['(', ')'])
+        ));
+        sql
+    }
+
+    /// The key of a row of a chunk or maximum key query (whose first columns are `columns`).
+    fn row_key(row: &mysql_async::Row, columns: &[usize], binary: &[bool]) -> Vec<String> {
+        columns
+            .iter()
+            .zip(binary)
+            .map(|(&j, &b)| match row.as_ref(j) {
+                Some(mysql_async::Value::Bytes(v)) if b => {
+                    v.iter().map(|x| format!("{x:02X}")).collect()
+                }
+                Some(mysql_async::Value::Bytes(v)) => String::from_utf8_lossy(v).into_owned(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    /// The chunk connection, opened on first use.
+    async fn chunk_conn<'c>(
+        &self,
+        slot: &'c mut Option<mysql_async::Conn>,
+    ) -> Result<&'c mut mysql_async::Conn, MysqlError> {
+        if slot.is_none() {
+            let mut conn = self.connect().await?;
+            conn.query_drop("SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_BACKSLASH_ESCAPES')")
+                .await
+                .map_err(|e| MysqlError::query("setting the chunk connection's sql_mode", e))?;
+            *slot = Some(conn);
+        }
+        slot.as_mut()
+            .ok_or_else(|| MysqlError::Setup("no chunk connection".into()))
+    }
+
+    /// Reads the next chunk of the snapshot `inc` runs, the stream having committed up to
+    /// `done` (see [`Chunk`]).
+    pub(super) async fn read_chunk(
+        &self,
+        inc: &mut Incremental,
+        tables: &[&Table],
+        done: &super::MysqlOffset,
+    ) -> Result<Chunk, MysqlError> {
+        let Some(p) = inc.tracker.ahead().cloned() else {
+            return Ok(Chunk::Passed);
+        };
+        let Some(name) = p.current().map(str::to_owned) else {
+            return Ok(Chunk::Passed);
+        };
+        let mut next = p.clone();
+        let Some(table) = tables.iter().copied().find(|t| t.full_name() == name) else {
+            tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
+            next.table_done();
+            inc.tracker.pass_over(&name, next, false);
+            return Ok(Chunk::Passed);
+        };
+        if table.shape.key.is_empty() {
+            inc.tracker.abort(format!(
+                "`{name}` has no primary key to read it by in chunks"
+            ));
+            return Ok(Chunk::Passed);
+        }
+        let limit = self.config.common.incremental_chunk_size.max(1);
+        let conn = self.chunk_conn(&mut inc.conn).await?;
+        let (file, pos) = super::snapshot::consistent_snapshot(conn).await?;
+        let read = self.chunk_rows(conn, table, &p, limit).await;
+        let _ = conn.query_drop("COMMIT").await;
+        if before((&file, pos), (&done.file, done.pos)) {
+            tracing::debug!(%file, pos, "A chunk older than the stream; read again.");
+            return Ok(Chunk::Later);
+        }
+        let (max_key, rows) = match read {
+            Ok(Some(read)) => read,
+            Ok(None) => {
+                next.table_done();
+                inc.tracker.pass_over(&name, next, true);
+                return Ok(Chunk::Passed);
+            }
+            // A condition the server refuses aborts the snapshot, not the stream.
+            Err(MysqlError::Query { context, source })
+                if matches!(source, mysql_async::Error::Server(_)) =>
+            {
+                inc.tracker.abort(format!("{context}: {source}"));
+                return Ok(Chunk::Passed);
+            }
+            Err(e) => return Err(e),
+        };
+        let count = rows.len();
+        let last_key = rows.last().map(|(_, k)| k.clone());
+        let last_of_table = count < limit || last_key.as_ref() == Some(&max_key);
+        next.chunks += 1;
+        if last_of_table {
+            next.table_done();
+        } else {
+            next.last_key = last_key.clone();
+            next.max_key = Some(max_key.clone());
+        }
+        inc.tracker.read_ahead(Some(next.clone()));
+        let at = At {
+            ts_ms: SourceTimestamps::now().millis(),
+            snapshot: "incremental",
+            server_id: 0,
+            file: file.clone(),
+            pos,
+            row: 0,
+            gtid: None,
+        };
+        let events = rows
+            .into_iter()
+            .filter_map(|(after, _)| after)
+            .map(|after| {
+                let position = sluice_engine::Position::Offset(0);
+                self.event(table, Op::Read, None, Some(after), &at, position)
+            })
+            .collect();
+        Ok(Chunk::Window(Box::new(Window {
+            file,
+            pos,
+            topic: table.topic.clone(),
+            buffer: KeyBuffer::new(events),
+            emitted: Emitted {
+                next,
+                table: name,
+                read: count as u64,
+                last_of_table,
+                last_key: last_key.as_deref().map(key_text).unwrap_or_default(),
+                max_key: key_text(&max_key),
+                empty_after: Vec::new(),
+            },
+        })))
+    }
+
+    /// The table's maximum key (`p`'s, or read now) and the chunk's rows (`None` when left out
+    /// by the failure handling mode, still counted) with their keys; `None`: the table (with
+    /// the signal's condition) is empty.
+    #[allow(clippy::type_complexity)]
+    async fn chunk_rows(
+        &self,
+        conn: &mut mysql_async::Conn,
+        table: &Table,
+        p: &Progress,
+        limit: usize,
+    ) -> Result<
+        Option<(
+            Vec<String>,
+            Vec<(Option<sluice_engine::Struct>, Vec<String>)>,
+        )>,
+        MysqlError,
+    > {
+        let keys = Self::key_columns(table);
+        let binary: Vec<bool> = keys.iter().map(|(_, b)| *b).collect();
+        let q = |e| MysqlError::query(format!("reading a chunk of `{}`", table.full_name()), e);
+        let max = match &p.max_key {
+            Some(max) => max.clone(),
+            None => {
+                let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+                let mut sql = format!(
+                    "SELECT {} FROM {}.{}",
+                    names.join(", "),
+                    quote(&table.db),
+                    quote(&table.name)
+                );
+                if let Some(condition) = p.conditions.get(&table.full_name()) {
+                    sql.push_str(&format!(" WHERE ({condition})"));
+                }
+                let desc: Vec<String> = names.iter().map(|k| format!("{k} DESC")).collect();
+                sql.push_str(&format!(" ORDER BY {} LIMIT 1", desc.join(", ")));
+                let row: Option<mysql_async::Row> = conn.query_first(sql).await.map_err(q)?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let all: Vec<usize> = (0..keys.len()).collect();
+                Self::row_key(&row, &all, &binary)
+            }
+        };
+        let sql = Self::chunk_query(table, p, &max, limit);
+        let result: Vec<mysql_async::Row> = conn.query(sql).await.map_err(q)?;
+        let mut rows = Vec::with_capacity(result.len());
+        for row in &result {
+            let key = Self::row_key(row, &table.shape.key, &binary);
+            rows.push((self.text_row(table, row)?, key));
+        }
+        Ok(Some((max, rows)))
+    }
+
+    /// Carries out one signal, whichever channel brought it; a refusal is logged (and
+    /// notified). `true`: the chunk in its window is to be dropped (the progress changed).
+    pub(super) fn act_on(&self, signal: &Signal, tables: &[&Table], inc: &mut Incremental) -> bool {
+        let signal_table = self.signal_table();
+        let names: Vec<String> = tables
+            .iter()
+            .filter(|t| {
+                Some((t.db.as_str(), t.name.as_str()))
+                    != signal_table.as_ref().map(|(d, n)| (d.as_str(), n.as_str()))
+            })
+            .map(|t| t.full_name())
+            .collect();
+        let done = match interpret(signal) {
+            Ok(None) => {
+                tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
+                return false;
+            }
+            Ok(Some(action)) => inc.tracker.act(signal, action, &names, "", ABILITIES),
+            Err(reason) => Err(reason),
+        };
+        match done {
+            Ok(Outcome::Restart) => true,
+            Ok(Outcome::Done | Outcome::Blocking { .. }) => false,
+            Err(reason) => {
+                inc.tracker.refuse(signal, reason);
+                false
+            }
+        }
+    }
+
+    /// The signals of the `file` and `http` channels; `true`: drop the window.
+    pub(super) fn channel_signals(&self, tables: &[&Table], inc: &mut Incremental) -> bool {
+        let mut restart = false;
+        for line in inc.lines() {
+            match from_json_line(&line) {
+                Ok(signal) => restart |= self.act_on(&signal, tables, inc),
+                Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
+            }
+        }
+        restart
+    }
+
+    /// `signal.data.collection` as `(database, table)`, when the `source` channel reads it.
+    pub(super) fn signal_table(&self) -> Option<(String, String)> {
+        let common = &self.config.common;
+        if !common.signal_channel("source") {
+            return None;
+        }
+        common.signal_table("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binlog_files_order_by_their_number() {
+        let w = |file: &str, pos| Window {
+            file: file.into(),
+            pos,
+            topic: "t".into(),
+            buffer: KeyBuffer::new(Vec::new()),
+            emitted: Emitted {
+                next: Progress::new("x", Vec::new(), Default::default(), None),
+                table: String::new(),
+                read: 0,
+                last_of_table: false,
+                last_key: String::new(),
+                max_key: String::new(),
+                empty_after: Vec::new(),
+            },
+        };
+        assert!(w("binlog.000009", 500).passed_by("binlog.000010", 4));
+        assert!(w("binlog.000010", 500).passed_by("binlog.000010", 500));
+        assert!(!w("binlog.000010", 500).passed_by("binlog.000010", 499));
+        assert!(!w("binlog.000010", 4).passed_by("binlog.000009", 9000));
+    }
+
+    #[test]
+    fn keys_are_written_back_as_literals() {
+        assert_eq!(literal("it's", false), "'it''s'");
+        assert_eq!(literal("00FF", true), "X'00FF'");
+        assert_eq!(key_text(&["5".into()]), "5");
+        assert_eq!(key_text(&["a".into(), "2".into()]), "[a, 2]");
+    }
+}

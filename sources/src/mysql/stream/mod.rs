@@ -1,0 +1,762 @@
+//! The binlog stream: ROW events of the captured tables from the snapshot's (or the committed)
+//! position on, as Debezium's MySQL connector emits them. Each row's events carry the position
+//! after that row: inside a transaction, Debezium's offset of its first event with the events
+//! handled since and the rows delivered of the next (`event`, `row`); a transaction's commit
+//! (XID, or COMMIT for a non-transactional engine) carries the position after it. A restart
+//! inside a transaction reads it again from its first event and skips exactly what was
+//! delivered. `provide.transaction.metadata` adds BEGIN and END records and each event's
+//! `transaction` block (the GTID, or `file=…,pos=…` of its first event, as Debezium's id).
+//!
+//! Not built yet (issue 17): GTID offsets, signals and incremental snapshots.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use mysql_async::binlog::events::{BinlogEventHeader, EventData, QueryEvent, RowsEventData};
+use mysql_async::BinlogStreamRequest;
+use sluice_engine::event::{BatchCut, SourceTimestamps};
+use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
+use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
+
+use super::error::MysqlError;
+use super::incremental::{Chunk, Incremental, Progress, Window};
+use super::schema::Schemas;
+use super::snapshot::Table;
+use super::table_map::Charsets;
+use super::{At, MysqlOffset, MysqlSource, Offset};
+
+mod rows;
+
+pub(super) use rows::primary_key;
+use rows::Mapped;
+
+/// MariaDB's GTID event (type 162), which mysql_common does not decode.
+const MARIADB_GTID_EVENT: u8 = 162;
+
+/// `domain-server-sequence` of a MariaDB GTID event's body (sequence number u64, domain id
+/// u32, little-endian) written by `server_id`.
+fn mariadb_gtid(body: &[u8], server_id: u32) -> Option<String> {
+    let sequence = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+    let domain = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
+    Some(format!("{domain}-{server_id}-{sequence}"))
+}
+
+/// The `source` block's facts of a binlog event at `start` of `file`: its own position (as
+/// Debezium's `source.pos`), writer, time and transaction GTID.
+fn streamed(header: &BinlogEventHeader, file: &str, start: u64, gtid: &Option<Arc<str>>) -> At {
+    At {
+        ts_ms: i64::from(header.timestamp()) * 1000,
+        snapshot: "false",
+        server_id: i64::from(header.server_id()),
+        file: file.to_owned(),
+        pos: start,
+        row: 0,
+        gtid: gtid.clone(),
+    }
+}
+
+fn position(offset: MysqlOffset) -> Position {
+    Offset {
+        at: offset,
+        incremental: None,
+    }
+    .position()
+}
+
+/// The file a rotate event names, or `None` for the one a stream starts with: it comes
+/// before the format description event, so its 4 checksum bytes are still on the name (and
+/// they may be digits); the server starts where it was asked, and that name is kept.
+fn rotated_file(raw: &[u8], seen_format: bool) -> Option<String> {
+    seen_format.then(|| String::from_utf8_lossy(raw).into_owned())
+}
+
+/// Whether a statement is a `TRUNCATE [TABLE]`.
+fn is_truncate(statement: &str) -> bool {
+    statement
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("truncate"))
+}
+
+/// An open transaction.
+struct Tx {
+    /// Where its first event (the GTID event, or BEGIN) starts.
+    file: String,
+    pos: u64,
+    /// The current event's index from the first (0).
+    event: u64,
+    /// Whether its first event was a GTID event.
+    by_gtid: bool,
+    /// Before a restart inside it: the events handled and the rows of the next delivered.
+    skip: Option<(u64, u32)>,
+    /// Transaction metadata: the id, BEGIN's time, the counts.
+    id: String,
+    ts_ms: i64,
+    counts: TxCounts,
+}
+
+impl Tx {
+    /// The rows of the current event delivered before a restart (all of them: `usize::MAX`).
+    fn delivered_rows(&self) -> usize {
+        match self.skip {
+            Some((events, _)) if self.event < events => usize::MAX,
+            Some((events, rows)) if self.event == events => rows as usize,
+            _ => 0,
+        }
+    }
+}
+
+/// Where the stream's events go: the batch being filled, the open transaction, the positions.
+pub(super) struct Out {
+    batch: Vec<ChangeEvent>,
+    cut: BatchCut,
+    tx: Option<Tx>,
+    /// The position after the last committed transaction.
+    done: MysqlOffset,
+    /// The position of the last batch handed to the pipeline (a heartbeat's).
+    sent: Position,
+    /// `provide.transaction.metadata`.
+    meta: Option<TxSchemas>,
+    /// The running incremental snapshot's delivered progress, which positions carry.
+    progress: Option<Box<serde_json::value::RawValue>>,
+    /// The incremental snapshot's chunk in its window.
+    window: Option<Window>,
+}
+
+impl Out {
+    /// The engine position of `offset`, with the incremental snapshot's progress.
+    fn position(&self, offset: &MysqlOffset) -> Position {
+        match &self.progress {
+            Some(progress) => sluice_kit::position::with_progress(offset, progress),
+            None => position(offset.clone()),
+        }
+    }
+
+    /// The position after the last committed transaction.
+    fn done_position(&self) -> Position {
+        self.position(&self.done)
+    }
+
+    /// The position after row `row` of the current event.
+    fn row_position(&self, row: usize) -> Position {
+        match &self.tx {
+            Some(tx) => self.position(&MysqlOffset {
+                file: tx.file.clone(),
+                pos: tx.pos,
+                event: tx.event,
+                row: u32::try_from(row + 1).unwrap_or(u32::MAX),
+                snapshot_completed: true,
+            }),
+            None => self.done_position(),
+        }
+    }
+
+    /// Places a data event of `collection` (`db.table`): counted in the transaction's metadata
+    /// (with BEGIN before its first), and kept unless it was delivered before a restart.
+    fn place(&mut self, collection: &str, mut event: ChangeEvent, keep: bool) {
+        if let (Some(meta), Some(tx), true) = (&self.meta, &mut self.tx, event.value.is_some()) {
+            if !tx.counts.begun {
+                tx.counts.begun = true;
+                if keep {
+                    let mut begin = meta.begin(&tx.id, tx.ts_ms);
+                    begin.position = event.position.clone();
+                    self.cut.add(&begin);
+                    self.batch.push(begin);
+                }
+            }
+            let (total, in_collection) = tx.counts.count(collection);
+            set_block(&mut event, meta.block(&tx.id, total, in_collection));
+        }
+        if keep {
+            if let Some(window) = &mut self.window {
+                window.evict_by(&event);
+            }
+            self.cut.add(&event);
+            self.batch.push(event);
+        }
+    }
+
+    /// An event that is not a row change (a schema change), kept as it is.
+    fn push(&mut self, event: ChangeEvent) {
+        self.cut.add(&event);
+        self.batch.push(event);
+    }
+
+    /// Hands the batch to the pipeline at `position`.
+    async fn send(&mut self, position: Position, ctx: &mut SourceContext) {
+        self.cut.taken();
+        let events = std::mem::take(&mut self.batch);
+        self.sent = position.clone();
+        let _ = ctx
+            .emit(Batch {
+                events,
+                position: Some(position),
+            })
+            .await;
+    }
+}
+
+/// What the stream keeps between events.
+struct State<'a> {
+    by_name: HashMap<(&'a str, &'a str), &'a Table>,
+    schemas: Schemas,
+    /// With `binlog_row_metadata=FULL`: the collations' character sets.
+    charsets: Option<Charsets>,
+    mapped: HashMap<u64, Mapped>,
+    /// A connection for what the binlog does not say (a mapped table's primary key).
+    lookup: Option<mysql_async::Conn>,
+    file: String,
+    gtid: Option<Arc<str>>,
+    seen_format: bool,
+    /// Where the last event of the binlog file ended: the next event's start. (A replica
+    /// without MariaDB's GTID capability gets a BEGIN in place of each GTID event, ending where
+    /// it ends but of another size: its own start is not a position of the file.)
+    last_end: u64,
+    /// The committed position when it is inside a transaction: skips once that one restarts.
+    resume: Option<MysqlOffset>,
+    out: Out,
+    inc: Incremental,
+}
+
+impl State<'_> {
+    /// A transaction begins with the event `header` (which starts where the last one ended).
+    fn begin(&mut self, header: &BinlogEventHeader, by_gtid: bool, flavour: &str) {
+        let start = self.last_end;
+        let skip = match self.resume.take() {
+            Some(r) if r.file == self.file && r.pos == start => Some((r.event, r.row)),
+            _ => None,
+        };
+        let id = match (&self.gtid, flavour) {
+            (Some(gtid), "mariadb") => gtid.to_string(),
+            _ => format!("file={},pos={start}", self.file),
+        };
+        self.out.tx = Some(Tx {
+            file: self.file.clone(),
+            pos: start,
+            event: 0,
+            by_gtid,
+            skip,
+            id,
+            ts_ms: i64::from(header.timestamp()) * 1000,
+            counts: TxCounts::default(),
+        });
+    }
+}
+
+/// The captured tables as the stream knows them now: described by their latest TABLE_MAP where
+/// one was seen since the last schema change, else as the source started.
+fn captured<'t>(
+    by_name: &HashMap<(&str, &str), &'t Table>,
+    mapped: &'t HashMap<u64, Mapped>,
+) -> Vec<&'t Table> {
+    let mut tables: Vec<&Table> = mapped
+        .values()
+        .filter_map(|m| match m {
+            Mapped::Own(t) => Some(t.as_ref()),
+            _ => None,
+        })
+        .collect();
+    for t in by_name.values() {
+        if !tables.iter().any(|m| m.db == t.db && m.name == t.name) {
+            tables.push(t);
+        }
+    }
+    tables
+}
+
+impl MysqlSource {
+    /// Streams from `from` until the pipeline stops.
+    pub(super) async fn stream(
+        &self,
+        tables: &[Table],
+        schemas: Schemas,
+        (from, progress): (MysqlOffset, Option<Progress>),
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let (mut stream, charsets) = self.open_binlog(&from).await?;
+        let common = &self.config.common;
+        let inc = Incremental::new(common, progress, ctx)?;
+        let done = MysqlOffset::at(&from.file, from.pos, true);
+        let mut state = State {
+            by_name: tables
+                .iter()
+                .map(|t| ((t.db.as_str(), t.name.as_str()), t))
+                .collect(),
+            schemas,
+            charsets,
+            mapped: HashMap::new(),
+            lookup: None,
+            file: from.file.clone(),
+            gtid: None,
+            seen_format: false,
+            last_end: from.pos,
+            resume: (from.event > 0 || from.row > 0).then(|| from.clone()),
+            out: Out {
+                batch: Vec::new(),
+                cut: BatchCut::for_limits(ctx.limits()),
+                tx: None,
+                sent: position(done.clone()),
+                done,
+                meta: common
+                    .provide_transaction_metadata
+                    .then(|| TxSchemas::new(&common.topic_prefix)),
+                progress: inc.tracker.delivered_json().map(ToOwned::to_owned),
+                window: None,
+            },
+            inc,
+        };
+        state.out.sent = state.out.done_position();
+        let heartbeats = common.heartbeats();
+        let period = common.heartbeat_period();
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut action: Option<mysql_async::Conn> = None;
+        let mut signals = tokio::time::interval(std::time::Duration::from_millis(20));
+        signals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = ctx.stopping() => return Ok(()),
+                _ = signals.tick(), if state.inc.active() => {
+                    self.incremental_step(&mut state, ctx).await?;
+                    continue;
+                }
+                _ = beat.tick(), if heartbeats.is_some() => {
+                    if let Some(beats) = &heartbeats {
+                        self.heartbeat(beats, &mut action, &state.out.sent, ctx).await;
+                    }
+                    continue;
+                }
+                next = stream.next() => next,
+            };
+            let Some(event) = next else {
+                return Err(MysqlError::Query {
+                    context: "reading the binlog".into(),
+                    source: mysql_async::Error::Other("the server closed the binlog stream".into()),
+                });
+            };
+            let event = event.map_err(|e| super::error::binlog(e, self.config.server_id))?;
+            self.on_event(&mut state, &stream, &event, ctx).await?;
+        }
+    }
+
+    /// The binlog stream from `from` as replica `database.server.id`, and the collations'
+    /// character sets when the server writes the full row metadata.
+    async fn open_binlog(
+        &self,
+        from: &MysqlOffset,
+    ) -> Result<(mysql_async::BinlogStream, Option<Charsets>), MysqlError> {
+        let mut conn = self.connect().await?;
+        // With the full row metadata, each TABLE_MAP event says the schema its rows have.
+        let charsets = self.full_metadata(&mut conn).await?;
+        if self.flavour == super::Flavour::Mariadb {
+            // A replica that says it reads MariaDB GTIDs gets each transaction's GTID event
+            // (older replicas get a `BEGIN` in its place).
+            use mysql_async::prelude::Queryable;
+            conn.query_drop("SET @mariadb_slave_capability = 4")
+                .await
+                .map_err(|e| MysqlError::query("announcing the MariaDB GTID capability", e))?;
+        }
+        let request = BinlogStreamRequest::new(self.config.server_id)
+            .with_filename(from.file.as_bytes())
+            .with_pos(from.pos);
+        let stream = conn.get_binlog_stream(request).await.map_err(|e| {
+            MysqlError::query(
+                format!(
+                    "starting the binlog stream at {}:{} as server id {}",
+                    from.file, from.pos, self.config.server_id
+                ),
+                e,
+            )
+        })?;
+        tracing::info!(file = %from.file, pos = from.pos, event = from.event, row = from.row, "Binlog stream started.");
+        Ok((stream, charsets))
+    }
+
+    /// One binlog event.
+    async fn on_event(
+        &self,
+        state: &mut State<'_>,
+        stream: &mysql_async::BinlogStream,
+        event: &mysql_async::binlog::events::Event,
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let header = event.header();
+        let end = u64::from(header.log_pos());
+        let start = end.saturating_sub(u64::from(header.event_size()));
+        if let Some(tx) = &mut state.out.tx {
+            tx.event += 1;
+        }
+        if header.event_type_raw() == MARIADB_GTID_EVENT {
+            // A transaction (or DDL statement) begins: its GTID, for `source.gtid`.
+            state.gtid = mariadb_gtid(event.data(), header.server_id()).map(Arc::from);
+            state.begin(&header, true, self.flavour.name());
+            state.last_end = end;
+            return Ok(());
+        }
+        let data = event.read_data().map_err(|e| {
+            MysqlError::Value(format!(
+                "a binlog event at {}:{start} cannot be decoded: {e}",
+                state.file
+            ))
+        })?;
+        let positioned = !matches!(
+            data,
+            Some(EventData::FormatDescriptionEvent(_) | EventData::RotateEvent(_))
+        );
+        match data {
+            // The format description of the file (sent again, artificial, when a stream
+            // starts inside it): no position of its own.
+            Some(EventData::FormatDescriptionEvent(_)) => state.seen_format = true,
+            Some(EventData::RotateEvent(r)) => {
+                if let Some(file) = rotated_file(r.name_raw(), state.seen_format) {
+                    state.file = file;
+                    state.last_end = r.position();
+                }
+                // Table ids start again after a server restart (a new binlog file).
+                state.mapped.clear();
+            }
+            Some(EventData::QueryEvent(q)) => {
+                self.on_query(state, &header, &q, (start, end), ctx).await?;
+            }
+            Some(EventData::XidEvent(_)) => {
+                self.commit(state, &header, end, ctx).await;
+            }
+            Some(EventData::RowsEvent(rows)) => {
+                let Some(tme) = stream.get_tme(rows.table_id()) else {
+                    return Err(MysqlError::Value(format!(
+                        "a rows event at {}:{start} names a table the binlog did not map",
+                        state.file
+                    )));
+                };
+                self.on_rows(state, &header, tme, &rows, start).await?;
+                if state.out.cut.is_full(&state.out.batch) {
+                    let at = state
+                        .out
+                        .batch
+                        .last()
+                        .map_or_else(|| state.out.sent.clone(), |e| e.position.clone());
+                    state.out.send(at, ctx).await;
+                }
+            }
+            _ => {}
+        }
+        if positioned && end > 0 {
+            state.last_end = end;
+        }
+        Ok(())
+    }
+
+    /// A query event: a transaction's BEGIN or COMMIT, or a statement (a DDL changes the
+    /// schema model and gives schema change events).
+    async fn on_query(
+        &self,
+        state: &mut State<'_>,
+        header: &BinlogEventHeader,
+        q: &QueryEvent<'_>,
+        (start, end): (u64, u64),
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let query = q.query();
+        let trimmed = query.trim();
+        if trimmed.eq_ignore_ascii_case("BEGIN") {
+            // The transaction's events follow (its GTID event, just before, began it already).
+            let begun = state
+                .out
+                .tx
+                .as_ref()
+                .is_some_and(|tx| tx.by_gtid && tx.event == 1);
+            if !begun {
+                state.begin(header, false, self.flavour.name());
+            }
+            return Ok(());
+        }
+        if trimmed.eq_ignore_ascii_case("COMMIT") {
+            // A non-transactional engine's statement ends with COMMIT, not XID.
+            self.commit(state, header, end, ctx).await;
+            return Ok(());
+        }
+        if is_truncate(trimmed) {
+            // `skipped.operations` keeps `t` (checked at start): as Debezium's default, a
+            // TRUNCATE gives no event.
+            return Ok(());
+        }
+        let session = q.schema();
+        let after = state.out.position(&MysqlOffset::at(&state.file, end, true));
+        let source = streamed(header, &state.file, start, &state.gtid);
+        // The session's database, or a captured database named in the text.
+        let touches = state
+            .by_name
+            .values()
+            .any(|t| t.db == session || query.contains(t.db.as_str()));
+        if touches && state.charsets.is_some() {
+            // Rows decode with their TABLE_MAP's schema: a table changed here gets a new
+            // table id, and is described again.
+            tracing::info!(
+                database = %session,
+                at = %format!("{}:{start}", state.file),
+                "A schema change; the rows that follow are decoded with the schema their TABLE_MAP events give."
+            );
+            state.mapped.clear();
+        } else if touches {
+            return Err(MysqlError::Setup(format!("a schema change in `{session}` at {}:{start} (`{}`): without `binlog_row_metadata=FULL` on the server the mysql source stops rather than decode rows with a wrong schema; set `binlog_row_metadata=FULL` (rows then decode with their own schema), or take a new snapshot (remove the offsets) after the change", state.file, trimmed.chars().take(120).collect::<String>())));
+        }
+        let events = self
+            .streamed_ddl(
+                &mut state.schemas,
+                &session,
+                trimmed,
+                (&source, end),
+                &after,
+            )
+            .await?;
+        if !events.is_empty() {
+            // A DDL statement is its own transaction: committed at its end.
+            for e in events {
+                state.out.push(e);
+            }
+            self.commit(state, header, end, ctx).await;
+        }
+        Ok(())
+    }
+
+    /// A rows event: the change events of its rows, when its table is captured.
+    async fn on_rows(
+        &self,
+        state: &mut State<'_>,
+        header: &BinlogEventHeader,
+        tme: &mysql_async::binlog::events::TableMapEvent<'_>,
+        rows: &RowsEventData<'_>,
+        start: u64,
+    ) -> Result<(), MysqlError> {
+        if let Some(charsets) = &state.charsets {
+            if let std::collections::hash_map::Entry::Vacant(e) =
+                state.mapped.entry(rows.table_id())
+            {
+                e.insert(
+                    self.mapped_table(tme, charsets, &mut state.lookup, &state.schemas.model)
+                        .await?,
+                );
+            }
+        }
+        let table = match state.mapped.get(&rows.table_id()) {
+            Some(Mapped::Own(t)) => t.as_ref(),
+            Some(Mapped::Skip) => return Ok(()),
+            _ => {
+                let Some(table) = state
+                    .by_name
+                    .get(&(tme.database_name().as_ref(), tme.table_name().as_ref()))
+                    .copied()
+                else {
+                    return Ok(());
+                };
+                if usize::try_from(tme.columns_count()).ok() != Some(table.columns.len()) {
+                    return Err(MysqlError::Setup(format!("`{}.{}` has {} columns in the binlog at {}:{start} but {} when the source started: its schema changed; with `binlog_row_metadata=FULL` on the server the rows of a changed table decode with their own schema, without it the mysql source stops", table.db, table.name, tme.columns_count(), state.file, table.columns.len())));
+                }
+                table
+            }
+        };
+        let source = streamed(header, &state.file, start, &state.gtid);
+        let delivered = state.out.tx.as_ref().map_or(0, Tx::delivered_rows);
+        let before = state.out.batch.len();
+        self.row_changes(table, tme, rows, &source, &mut state.out, delivered)?;
+        let signal_table = self.signal_table();
+        if signal_table.as_ref().map(|(d, n)| (d.as_str(), n.as_str()))
+            == Some((table.db.as_str(), table.name.as_str()))
+        {
+            // Inserts into the signaling table: signals, in binlog order.
+            let signals: Vec<_> = state.out.batch[before..]
+                .iter()
+                .filter_map(sluice_kit::signal::from_insert)
+                .collect();
+            let tables = captured(&state.by_name, &state.mapped);
+            for signal in &signals {
+                if self.act_on(signal, &tables, &mut state.inc) {
+                    state.out.window = None;
+                }
+            }
+            state.out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
+        }
+        Ok(())
+    }
+
+    /// Between binlog events: the `file` and `http` channels' signals, then (between
+    /// transactions) the incremental snapshot's chunk out of its window once the stream has
+    /// passed its position, and the next chunks read while the stream stays there.
+    async fn incremental_step(
+        &self,
+        state: &mut State<'_>,
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let tables = captured(&state.by_name, &state.mapped);
+        if self.channel_signals(&tables, &mut state.inc) {
+            state.out.window = None;
+        }
+        let out = &mut state.out;
+        if out.tx.is_none() {
+            // A few chunks at a time, so that the binlog is read in between.
+            for _ in 0..16 {
+                if let Some(window) = &out.window {
+                    if !window.passed_by(&state.file, state.last_end) {
+                        break;
+                    }
+                }
+                if let Some(window) = out.window.take() {
+                    let (rows, emitted) = window.into_parts();
+                    state.inc.tracker.emitted(emitted, false);
+                    out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
+                    let at = out.done_position();
+                    for e in state.inc.tracker.around(rows, |_| at.clone()) {
+                        out.push(e);
+                    }
+                    out.send(at, ctx).await;
+                    continue;
+                }
+                if !state.inc.tracker.wants_chunk() {
+                    break;
+                }
+                match self.read_chunk(&mut state.inc, &tables, &out.done).await? {
+                    Chunk::Window(window) => out.window = Some(*window),
+                    Chunk::Passed => {}
+                    Chunk::Later => break,
+                }
+            }
+        }
+        out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
+        let at = out.done_position();
+        let notes = state.inc.tracker.around(Vec::new(), |_| at.clone());
+        if !notes.is_empty() {
+            for e in notes {
+                out.push(e);
+            }
+            if out.tx.is_none() {
+                out.send(at, ctx).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// A heartbeat tick: `heartbeat.action.query` runs (on a connection of its own), then a
+    /// heartbeat record goes out at the position of the last batch sent, so a quiet stream
+    /// still commits its progress.
+    async fn heartbeat(
+        &self,
+        beats: &sluice_kit::records::heartbeat::Heartbeats,
+        action: &mut Option<mysql_async::Conn>,
+        sent: &Position,
+        ctx: &mut SourceContext,
+    ) {
+        if let Some(query) = &self.config.common.heartbeat_action_query {
+            use mysql_async::prelude::Queryable;
+            if action.is_none() {
+                match self.connect().await {
+                    Ok(conn) => *action = Some(conn),
+                    Err(e) => tracing::warn!(error = %e, "heartbeat.action.query: cannot connect."),
+                }
+            }
+            if let Some(conn) = action.as_mut() {
+                if let Err(e) = conn.query_drop(query).await {
+                    tracing::warn!(error = %e, "heartbeat.action.query failed.");
+                    *action = None;
+                }
+            }
+        }
+        let record = beats.event(SourceTimestamps::now().millis(), sent.clone());
+        let _ = ctx.emit(Batch::new(vec![record])).await;
+    }
+
+    /// A transaction committed (its last event `header` ends at `end`): its END record, then
+    /// its events go out with the position after it.
+    async fn commit(
+        &self,
+        state: &mut State<'_>,
+        header: &BinlogEventHeader,
+        end: u64,
+        ctx: &mut SourceContext,
+    ) {
+        state.out.done = MysqlOffset::at(&state.file, end, true);
+        let done = state.out.done_position();
+        let out = &mut state.out;
+        let end_record = match (out.tx.take(), &out.meta) {
+            (Some(tx), Some(meta)) if tx.counts.begun => {
+                let ts_ms = i64::from(header.timestamp()) * 1000;
+                Some(meta.end(&tx.id, ts_ms, tx.counts.total, &tx.counts.per_table))
+            }
+            _ => None,
+        };
+        if let Some(mut record) = end_record {
+            record.position = done.clone();
+            out.push(record);
+        }
+        out.send(done, ctx).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mariadb_gtid, MysqlOffset, Offset, Tx, TxCounts};
+
+    fn tx(event: u64, skip: Option<(u64, u32)>) -> Tx {
+        Tx {
+            file: "binlog.000001".into(),
+            pos: 4,
+            event,
+            by_gtid: true,
+            skip,
+            id: String::new(),
+            ts_ms: 0,
+            counts: TxCounts::default(),
+        }
+    }
+
+    #[test]
+    fn a_restarted_transaction_skips_the_events_and_rows_delivered_before() {
+        // 3 events handled, 2 rows of the 4th (index 3) delivered.
+        let skip = Some((3, 2));
+        assert_eq!(tx(1, skip).delivered_rows(), usize::MAX);
+        assert_eq!(tx(2, skip).delivered_rows(), usize::MAX);
+        assert_eq!(tx(3, skip).delivered_rows(), 2);
+        assert_eq!(tx(4, skip).delivered_rows(), 0);
+        assert_eq!(tx(1, None).delivered_rows(), 0);
+    }
+
+    #[test]
+    fn offsets_read_without_event_and_write_it_only_inside_a_transaction() {
+        let old = r#"{"file":"binlog.000002","pos":342,"row":0,"snapshot_completed":true}"#;
+        let read = Offset::parse(&sluice_engine::Position::Opaque(old.into()), "mysql").unwrap();
+        assert_eq!(read.at, MysqlOffset::at("binlog.000002", 342, true));
+        assert_eq!(super::position(read.at.clone()).to_string(), old);
+        let inside = MysqlOffset {
+            event: 7,
+            row: 3,
+            ..read.at
+        };
+        let text = super::position(inside.clone()).to_string();
+        assert!(text.contains(r#""event":7,"row":3"#), "{text}");
+        let back = Offset::parse(&sluice_engine::Position::Opaque(text.into()), "mysql").unwrap();
+        assert_eq!(back.at, inside);
+    }
+
+    #[test]
+    fn a_mariadb_gtid_reads_domain_server_and_sequence() {
+        let mut body = 42u64.to_le_bytes().to_vec();
+        body.extend(7u32.to_le_bytes());
+        body.push(0);
+        assert_eq!(mariadb_gtid(&body, 1).as_deref(), Some("7-1-42"));
+        assert_eq!(mariadb_gtid(&body[..10], 1), None);
+    }
+
+    #[test]
+    fn the_first_rotate_keeps_the_requested_file_and_later_ones_name_theirs() {
+        // Checksum bytes that happen to be digits ("binlog.000001" + "3..."): not a name.
+        assert_eq!(
+            super::rotated_file(b"binlog.0000013\x01\x02\x03", false),
+            None
+        );
+        assert_eq!(
+            super::rotated_file(b"mysql-bin.000123", true).as_deref(),
+            Some("mysql-bin.000123")
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! Incremental snapshots (`execute-snapshot` signals) against the shared MariaDB: under a
+//! concurrent writer the state replayed from the output equals the table; a kill -9 in the
+//! middle resumes with the next chunk; the `file` channel with `additional-conditions`, the
+//! notifications, and a refused signal.
+
+use std::time::{Duration, Instant};
+
+use super::consistency::{replay, seeded_table, table_state, writer_sql};
+use super::*;
+
+const SIGNALS: &str = "CREATE TABLE debezium_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)";
+
+/// A streaming pipeline (no snapshot) of `db` with the signaling table and chunks of `chunk`.
+fn signal_pipeline(dir: &std::path::Path, db: &str, chunk: usize, extra: &str) -> PathBuf {
+    streaming_pipeline(
+        dir,
+        mariadb::server().port,
+        &format!(
+            "  database.include.list: {db}\n  signal.data.collection: {db}.debezium_signal\n  \
+             incremental.snapshot.chunk.size: {chunk}\n  notification.enabled.channels: sink\n  \
+             notification.sink.topic.name: notes\n{extra}"
+        ),
+    )
+    .replace_text("snapshot.mode: initial\n", "snapshot.mode: no_data\n")
+    .replace_text(
+        "restart: { max_retries: 0 }\n",
+        "restart: { max_retries: 0 }\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
+    )
+}
+
+/// Waits until `child`'s log says `what`.
+fn wait_log(child: &mut std::process::Child, what: &str) {
+    let t0 = Instant::now();
+    while !sluice_test_support::pg::log_so_far(child).contains(what) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "sluice stopped: {}",
+            sluice_test_support::pg::log_of(child)
+        );
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = sluice_test_support::pg::log_of(child);
+            panic!("no `{what}` in the log: {log}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The state `events` replay to is the table's; otherwise the keys that differ, with their
+/// events.
+fn assert_same_state(events: &[Json], db: &str) {
+    let ours = replay(events);
+    let table = table_state(db);
+    let keys: std::collections::BTreeSet<&i64> = ours.keys().chain(table.keys()).collect();
+    let wrong: Vec<String> = keys
+        .into_iter()
+        .filter(|k| ours.get(k) != table.get(k))
+        .take(5)
+        .map(|k| {
+            let history: Vec<String> = events
+                .iter()
+                .filter(|e| e["key"]["payload"]["id"].as_i64() == Some(*k))
+                .map(|e| {
+                    let p = &e["value"]["payload"];
+                    format!("{} {} {}", p["op"], p["after"], p["source"]["snapshot"])
+                })
+                .collect();
+            format!(
+                "{k}: ours {:?}, the table's {:?}; events {history:?}",
+                ours.get(k),
+                table.get(k)
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+fn of_items(events: &[Json]) -> Vec<Json> {
+    events
+        .iter()
+        .filter(|e| e["topic"].as_str().is_some_and(|t| t.ends_with(".items")))
+        .cloned()
+        .collect()
+}
+
+fn notes(events: &[Json]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["topic"] == "notes")
+        .map(|e| {
+            e["value"]["payload"]["type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn an_incremental_snapshot_under_a_concurrent_writer_ends_with_the_table() {
+    let db = seeded_table("mysql_incremental", 3000);
+    mariadb::sql(&db, SIGNALS);
+    let dir = tempfile::tempdir().unwrap();
+    let path = signal_pipeline(dir.path(), &db, 100, "");
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Binlog stream started");
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || mariadb::sql(&db, &writer_sql(400, 3000)))
+    };
+    mariadb::sql(
+        &db,
+        &format!("INSERT INTO debezium_signal VALUES ('s1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.items\"], \"type\": \"incremental\"}}')"),
+    );
+    writer.join().unwrap();
+    wait_log(&mut child, "Incremental snapshot completed");
+    // The writer's last step is streamed too.
+    sluice_test_support::pg::wait_for(dir.path(), "the last write", &mut child, |lines| {
+        lines
+            .iter()
+            .any(|l| l["value"]["payload"]["after"]["note"] == "w400")
+    });
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let events = sluice_test_support::pg::lines(dir.path());
+    let items = of_items(&events);
+    let reads: Vec<&Json> = items
+        .iter()
+        .filter(|e| e["value"]["payload"]["op"] == "r")
+        .collect();
+    assert!(reads.len() > 2000, "{} rows read", reads.len());
+    assert!(reads
+        .iter()
+        .all(|e| e["value"]["payload"]["source"]["snapshot"] == "incremental"));
+    // The stream and the chunks together say what the table is.
+    assert_same_state(&items, &db);
+    let notes = notes(&events);
+    assert_eq!(
+        notes.first().map(String::as_str),
+        Some("STARTED"),
+        "{notes:?}"
+    );
+    // 3000 rows and the writer's up to the maximum key when the scan started, in chunks of
+    // 100, less the rows the writer deleted first.
+    let chunks = notes.iter().filter(|n| *n == "IN_PROGRESS").count();
+    assert!((25..=40).contains(&chunks), "{chunks} chunks: {notes:?}");
+    assert_eq!(
+        &notes[notes.len() - 2..],
+        ["TABLE_SCAN_COMPLETED", "COMPLETED"]
+    );
+}
+
+#[test]
+fn a_kill_9_during_an_incremental_snapshot_resumes_with_the_next_chunk() {
+    let db = seeded_table("mysql_incremental_kill", 20_000);
+    mariadb::sql(&db, SIGNALS);
+    let dir = tempfile::tempdir().unwrap();
+    let path = signal_pipeline(dir.path(), &db, 50, "");
+    // The first run writes into a FIFO this test reads at its own pace: backpressure holds the
+    // snapshot in the middle until the kill, whatever the machine's speed.
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = format!("{}/out.jsonl", dir.path().display());
+    let first_run = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
+        .replace(
+            "max_batch_size: 100\n",
+            "max_batch_size: 100\nmax_queue_size: 500\n",
+        );
+    let first_file = dir.path().join("first.yaml");
+    std::fs::write(&first_file, first_run).unwrap();
+    let mut child = sluice_test_support::pg::start(&first_file, &[]);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::io::BufReader::new(std::fs::File::open(fifo).unwrap()))
+    };
+    wait_log(&mut child, "Binlog stream started");
+    mariadb::sql(
+        &db,
+        &format!("INSERT INTO debezium_signal VALUES ('s1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.items\"]}}')"),
+    );
+    let mut seen: Vec<Json> = Vec::new();
+    {
+        use std::io::BufRead;
+        let mut lines = reader.join().unwrap().lines();
+        let mut items = 0;
+        while items < 5000 {
+            let line: Json = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if line["topic"]
+                .as_str()
+                .is_some_and(|t| t.ends_with(".items"))
+            {
+                items += 1;
+            }
+            seen.push(line);
+        }
+        // A position with the snapshot's progress is committed by now (offsets every 20 ms).
+        std::thread::sleep(Duration::from_millis(200));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let _ = sluice_test_support::pg::log_of(&child);
+    let offsets = std::fs::read_to_string(dir.path().join("data/offsets.json")).unwrap();
+    assert!(
+        offsets.contains("incremental"),
+        "no progress was committed: {offsets}"
+    );
+    mariadb::sql(&db, &writer_sql(100, 20_000));
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Incremental snapshot completed");
+    std::thread::sleep(Duration::from_millis(500));
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let second = of_items(&sluice_test_support::pg::lines(dir.path()));
+    let reads = second
+        .iter()
+        .filter(|e| e["value"]["payload"]["op"] == "r")
+        .count();
+    assert!(
+        reads < 20_000 - 4000,
+        "the restart read {reads} rows: it did not go on from the committed chunk"
+    );
+    let mut all = of_items(&seen);
+    all.extend(second);
+    assert_same_state(&all, &db);
+}
+
+#[test]
+fn the_file_channel_takes_additional_conditions_and_a_blocking_snapshot_is_refused() {
+    let db = seeded_table("mysql_incremental_file", 500);
+    mariadb::sql(&db, SIGNALS);
+    let dir = tempfile::tempdir().unwrap();
+    let signal_file = dir.path().join("signals.jsonl");
+    let extra = format!(
+        "  signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
+        signal_file.display()
+    );
+    let path = signal_pipeline(dir.path(), &db, 64, &extra);
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Binlog stream started");
+    let signals = [
+        serde_json::json!({"id": "b", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "type": "blocking"}}),
+        serde_json::json!({"id": "f", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 5 = 0"}]}}),
+    ];
+    let text: String = signals.iter().map(|s| format!("{s}\n")).collect();
+    std::fs::write(&signal_file, text).unwrap();
+    wait_log(&mut child, "Incremental snapshot completed");
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    assert_eq!(log.matches("Signal refused").count(), 1, "{log}");
+    assert!(log.contains("blocking snapshots"), "{log}");
+    let events = sluice_test_support::pg::lines(dir.path());
+    let mut read: Vec<i64> = of_items(&events)
+        .iter()
+        .filter(|e| e["value"]["payload"]["op"] == "r")
+        .map(|e| e["key"]["payload"]["id"].as_i64().unwrap())
+        .collect();
+    read.sort_unstable();
+    let expected: Vec<i64> = (1..=500).filter(|i| i % 5 == 0).collect();
+    assert_eq!(
+        read,
+        expected,
+        "the rows the condition selects, once each: {:?} {log}",
+        notes(&events)
+    );
+    let notes = notes(&events);
+    assert_eq!(
+        notes.first().map(String::as_str),
+        Some("ABORTED"),
+        "{notes:?}"
+    );
+    assert_eq!(
+        notes.last().map(String::as_str),
+        Some("COMPLETED"),
+        "{notes:?}"
+    );
+}
