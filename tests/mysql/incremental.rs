@@ -101,13 +101,27 @@ fn notes(events: &[Json]) -> Vec<String> {
 fn an_incremental_snapshot_under_a_concurrent_writer_ends_with_the_table() {
     let db = seeded_table("mysql_incremental", 3000);
     mariadb::sql(&db, SIGNALS);
+    mariadb::sql(
+        &db,
+        "CREATE TABLE others (id INT PRIMARY KEY); INSERT INTO others SELECT seq FROM seq_1_to_200",
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = signal_pipeline(dir.path(), &db, 100, "");
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
+    // Halfway through, a second signal adds a table to the running snapshot (the chunk in its
+    // window then is read again).
+    let mut sql = writer_sql(400, 3000);
+    let half = sql
+        .find("INSERT INTO items (n, note) VALUES (199,")
+        .unwrap();
+    sql.insert_str(
+        half,
+        &format!("INSERT INTO debezium_signal VALUES ('s2', 'execute-snapshot', '{{\"data-collections\": [\"{db}.others\"]}}');"),
+    );
     let writer = {
         let db = db.clone();
-        std::thread::spawn(move || mariadb::sql(&db, &writer_sql(400, 3000)))
+        std::thread::spawn(move || mariadb::sql(&db, &sql))
     };
     mariadb::sql(
         &db,
@@ -135,6 +149,17 @@ fn an_incremental_snapshot_under_a_concurrent_writer_ends_with_the_table() {
         .all(|e| e["value"]["payload"]["source"]["snapshot"] == "incremental"));
     // The stream and the chunks together say what the table is.
     assert_same_state(&items, &db);
+    let mut others: Vec<i64> = events
+        .iter()
+        .filter(|e| e["topic"].as_str().is_some_and(|t| t.ends_with(".others")))
+        .map(|e| e["key"]["payload"]["id"].as_i64().unwrap())
+        .collect();
+    others.sort_unstable();
+    assert_eq!(
+        others,
+        (1..=200).collect::<Vec<_>>(),
+        "the added table, read once"
+    );
     let notes = notes(&events);
     assert_eq!(
         notes.first().map(String::as_str),
@@ -142,13 +167,18 @@ fn an_incremental_snapshot_under_a_concurrent_writer_ends_with_the_table() {
         "{notes:?}"
     );
     // 3000 rows and the writer's up to the maximum key when the scan started, in chunks of
-    // 100, less the rows the writer deleted first.
+    // 100, less the rows the writer deleted first; 2 chunks of `others`.
     let chunks = notes.iter().filter(|n| *n == "IN_PROGRESS").count();
-    assert!((25..=40).contains(&chunks), "{chunks} chunks: {notes:?}");
+    assert!((27..=42).contains(&chunks), "{chunks} chunks: {notes:?}");
     assert_eq!(
         &notes[notes.len() - 2..],
         ["TABLE_SCAN_COMPLETED", "COMPLETED"]
     );
+    let scans = notes
+        .iter()
+        .filter(|n| *n == "TABLE_SCAN_COMPLETED")
+        .count();
+    assert_eq!(scans, 2, "{notes:?}");
 }
 
 #[test]

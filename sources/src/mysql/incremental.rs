@@ -399,7 +399,8 @@ impl MysqlSource {
     }
 
     /// Carries out one signal, whichever channel brought it; a refusal is logged (and
-    /// notified). `true`: the chunk in its window is to be dropped (the progress changed).
+    /// notified). `true`: the chunk in its window is to be dropped (the progress changed, and
+    /// reading goes on from what was delivered).
     pub(super) fn act_on(&self, signal: &Signal, tables: &[&Table], inc: &mut Incremental) -> bool {
         let signal_table = self.signal_table();
         let names: Vec<String> = tables
@@ -419,7 +420,11 @@ impl MysqlSource {
             Err(reason) => Err(reason),
         };
         match done {
-            Ok(Outcome::Restart) => true,
+            // The progress changed under the chunk in its window: it is read again.
+            Ok(Outcome::Restart) => {
+                inc.tracker.halt();
+                true
+            }
             Ok(Outcome::Done | Outcome::Blocking { .. }) => false,
             Err(reason) => {
                 inc.tracker.refuse(signal, reason);
