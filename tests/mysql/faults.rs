@@ -186,3 +186,90 @@ fn a_purged_binlog_stops_the_start_unless_when_needed_snapshots_again() {
     let expected = [("r", 1), ("r", 1), ("r", 2), ("c", 3)].map(|(o, i)| (o.to_owned(), i));
     assert_eq!(seen, expected);
 }
+
+/// Purges binlog files until the current one is the only one left (a file a dump thread
+/// still reads is kept a moment).
+fn purge_to_current(server: &Restartable) {
+    let current = server.sql("", "SHOW MASTER STATUS");
+    let current = current.split('\t').next().unwrap().to_owned();
+    let t0 = std::time::Instant::now();
+    loop {
+        server.sql("", &format!("PURGE BINARY LOGS TO '{current}'"));
+        if server.sql("", "SHOW BINARY LOGS").lines().count() == 1 {
+            return;
+        }
+        assert!(t0.elapsed().as_secs() < 30, "the old binlog was not purged");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// `type: mariadb` keeps Debezium's `gtids` in its offsets: a committed position whose binlog
+/// file was purged resumes from its GTID position (nothing lost, nothing twice), and when the
+/// transactions after it were purged too the start stops with the server's reason.
+#[test]
+fn type_mariadb_resumes_from_its_gtid_position_when_the_binlog_file_is_gone() {
+    let server = Restartable::start();
+    server.sql(
+        "",
+        "CREATE DATABASE g; CREATE TABLE g.t (id INT PRIMARY KEY); INSERT INTO g.t VALUES (1)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: g\n")
+        .replace_text("type: mysql\n", "type: mariadb\n");
+    let mut child = run::start(&path, &[]);
+    run::wait_lines(dir.path(), 1, &mut child);
+    server.sql("g", "INSERT INTO t VALUES (2)");
+    run::wait_lines(dir.path(), 2, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run::stop(&child);
+    run::finish(child);
+    let offsets = std::fs::read_to_string(dir.path().join("data/offsets.json")).unwrap();
+    let last_gtid = server.sql("", "SELECT @@gtid_binlog_pos");
+    assert!(
+        offsets.contains(&format!("\\\"gtids\\\":\\\"{}\\\"", last_gtid.trim())),
+        "{offsets} has no gtids {last_gtid}"
+    );
+    // The committed file is gone; the transaction after the position is in the new one.
+    server.sql("g", "FLUSH BINARY LOGS; INSERT INTO t VALUES (3)");
+    purge_to_current(&server);
+    let mut child = run::start(&path, &[]);
+    run::wait_lines(dir.path(), 3, &mut child);
+    server.sql("g", "INSERT INTO t VALUES (4)");
+    run::wait_lines(dir.path(), 4, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run::stop(&child);
+    let log = run::finish(child);
+    assert!(
+        log.contains("Resuming from the committed GTID position"),
+        "{log}"
+    );
+    let seen: Vec<(String, i64)> = run::lines(dir.path())
+        .iter()
+        .map(|l| {
+            let v = &l["value"]["payload"];
+            (
+                v["op"].as_str().unwrap().to_owned(),
+                v["after"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [("r", 1), ("c", 2), ("c", 3), ("c", 4)].map(|(o, i)| (o.to_owned(), i));
+    assert_eq!(seen, expected);
+    // A transaction after the position purged with its file: the start stops with the fix,
+    // and `when_needed` takes a new snapshot.
+    server.sql(
+        "g",
+        "INSERT INTO t VALUES (5); FLUSH BINARY LOGS; INSERT INTO t VALUES (6)",
+    );
+    purge_to_current(&server);
+    let e = super::error_line(&path);
+    assert!(
+        e.contains("is no longer on the server") && e.contains("when_needed"),
+        "{e}"
+    );
+    let again = path.replace_text("snapshot.mode: initial\n", "snapshot.mode: when_needed\n");
+    let mut child = run::start(&again, &[]);
+    run::wait_lines(dir.path(), 4 + 6, &mut child);
+    run::stop(&child);
+    run::finish(child);
+}

@@ -1,7 +1,8 @@
 //! `mysql`: MySQL and MariaDB, as Debezium's MySQL connector captures them: one consistent
 //! snapshot of the captured tables, then the binlog stream (`stream`); DDL kept in a schema
-//! model (`ddl`) that gives the schema change events and the schema history (`schema`). GTIDs
-//! and the kit's signals follow (issue 17).
+//! model (`ddl`) that gives the schema change events and the schema history (`schema`);
+//! incremental snapshots through the kit's signals and tracker (`incremental`). GTID offsets
+//! follow (issue 17).
 //!
 //! The snapshot runs in one `START TRANSACTION WITH CONSISTENT SNAPSHOT`: MariaDB reports the
 //! binlog position that transaction sees (`binlog_snapshot_file`, `binlog_snapshot_position`),
@@ -12,6 +13,7 @@ mod columns;
 mod config;
 mod ddl;
 mod error;
+mod gtid;
 mod incremental;
 mod schema;
 mod snapshot;
@@ -71,6 +73,10 @@ pub(crate) struct MysqlOffset {
     /// Rows of the next event already delivered.
     #[serde(default)]
     pub row: u32,
+    /// The MariaDB GTID position of the transactions done (`type: mariadb`; Debezium's
+    /// `gtids`): where a restart resumes when the binlog file is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtids: Option<String>,
     /// Whether the snapshot was complete.
     pub snapshot_completed: bool,
 }
@@ -87,6 +93,7 @@ impl MysqlOffset {
             pos,
             event: 0,
             row: 0,
+            gtids: None,
             snapshot_completed,
         }
     }
@@ -214,6 +221,23 @@ impl Source for MysqlSource {
             Some(r) => self.purged(&mut conn, &r.at.file).await?,
             None => None,
         };
+        // With `type: mariadb`, a committed position whose file is gone resumes from its GTID
+        // position (the server refuses it when the transactions after it are gone too).
+        let committed_gtids = resume
+            .as_ref()
+            .and_then(|r| r.at.gtids.as_deref())
+            .and_then(|g| gtid::GtidPosition::parse(g).ok())
+            .filter(|p| !p.is_empty());
+        let by_gtid = match (&lost, self.flavour, &committed_gtids) {
+            (Some(_), Flavour::Mariadb, Some(position)) => {
+                self.gtids_available(&mut conn, position).await?
+            }
+            _ => false,
+        };
+        if let (true, Some(lost)) = (by_gtid, &lost) {
+            tracing::info!(reason = %lost, "Resuming from the committed GTID position.");
+        }
+        let lost = if by_gtid { None } else { lost };
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
@@ -275,7 +299,9 @@ impl Source for MysqlSource {
         if !plan.stream || ctx.is_stopping() {
             return Ok(());
         }
-        Ok(self.stream(&tables, schemas, (from, progress), ctx).await?)
+        Ok(self
+            .stream(&tables, schemas, (from, progress, by_gtid), ctx)
+            .await?)
     }
 }
 
@@ -390,6 +416,31 @@ impl MysqlSource {
             "the binlog file `{file}` of the committed position is no longer on the server (purged: the oldest is `{}`)",
             files.first().map_or("none", String::as_str)
         )))
+    }
+
+    /// Whether the binlog files on the server hold every transaction after `position`: it
+    /// covers the GTID position the oldest file starts at.
+    async fn gtids_available(
+        &self,
+        conn: &mut mysql_async::Conn,
+        position: &gtid::GtidPosition,
+    ) -> Result<bool, MysqlError> {
+        use mysql_async::prelude::Queryable;
+        let oldest: Option<mysql_async::Row> = conn
+            .query_first("SHOW BINARY LOGS")
+            .await
+            .map_err(|e| MysqlError::query("listing the binlog files", e))?;
+        let Some(oldest) = oldest.and_then(|r| r.get::<String, _>(0)) else {
+            return Ok(false);
+        };
+        let start: Option<Option<String>> = conn
+            .exec_first("SELECT BINLOG_GTID_POS(?, 4)", (&oldest,))
+            .await
+            .map_err(|e| MysqlError::query("reading the GTID position of the oldest binlog", e))?;
+        Ok(start
+            .flatten()
+            .and_then(|t| gtid::GtidPosition::parse(&t).ok())
+            .is_some_and(|start| position.covers(&start)))
     }
 
     /// The binlog's current end (`SHOW MASTER STATUS`), where a stream without a snapshot starts.

@@ -7,7 +7,10 @@
 //! delivered. `provide.transaction.metadata` adds BEGIN and END records and each event's
 //! `transaction` block (the GTID, or `file=…,pos=…` of its first event, as Debezium's id).
 //!
-//! Not built yet (issue 17): GTID offsets, signals and incremental snapshots.
+//! Between events (every 20 ms when a signal channel is on) the incremental snapshot reads its
+//! chunks and sends them once the stream has passed their position (`incremental`).
+//!
+//! Not built yet (issue 17): GTID offsets, blocking snapshots, the `kafka` signal channel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
 use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
 
 use super::error::MysqlError;
+use super::gtid::{Gtid, GtidPosition};
 use super::incremental::{Chunk, Incremental, Progress, Window};
 use super::schema::Schemas;
 use super::snapshot::Table;
@@ -88,6 +92,8 @@ struct Tx {
     event: u64,
     /// Whether its first event was a GTID event.
     by_gtid: bool,
+    /// Its MariaDB GTID.
+    gtid: Option<Gtid>,
     /// Before a restart inside it: the events handled and the rows of the next delivered.
     skip: Option<(u64, u32)>,
     /// Transaction metadata: the id, BEGIN's time, the counts.
@@ -122,11 +128,24 @@ pub(super) struct Out {
     progress: Option<Box<serde_json::value::RawValue>>,
     /// The incremental snapshot's chunk in its window.
     window: Option<Window>,
+    /// `type: mariadb`: the GTID position of the transactions done, which positions carry.
+    gtids: Option<GtidPosition>,
 }
 
 impl Out {
     /// The engine position of `offset`, with the incremental snapshot's progress.
     fn position(&self, offset: &MysqlOffset) -> Position {
+        let with_gtids;
+        let offset = match &self.gtids {
+            Some(gtids) if !gtids.is_empty() => {
+                with_gtids = MysqlOffset {
+                    gtids: Some(gtids.to_string()),
+                    ..offset.clone()
+                };
+                &with_gtids
+            }
+            _ => offset,
+        };
         match &self.progress {
             Some(progress) => sluice_kit::position::with_progress(offset, progress),
             None => position(offset.clone()),
@@ -146,6 +165,7 @@ impl Out {
                 pos: tx.pos,
                 event: tx.event,
                 row: u32::try_from(row + 1).unwrap_or(u32::MAX),
+                gtids: None,
                 snapshot_completed: true,
             }),
             None => self.done_position(),
@@ -209,6 +229,9 @@ struct State<'a> {
     file: String,
     gtid: Option<Arc<str>>,
     seen_format: bool,
+    /// Resuming from a GTID position: the first rotate event names the file, with this many
+    /// checksum bytes after the name.
+    first_rotate: Option<usize>,
     /// Where the last event of the binlog file ended: the next event's start. (A replica
     /// without MariaDB's GTID capability gets a BEGIN in place of each GTID event, ending where
     /// it ends but of another size: its own start is not a position of the file.)
@@ -220,9 +243,12 @@ struct State<'a> {
 }
 
 impl State<'_> {
-    /// A transaction begins with the event `header` (which starts where the last one ended).
-    fn begin(&mut self, header: &BinlogEventHeader, by_gtid: bool, flavour: &str) {
-        let start = self.last_end;
+    /// A transaction begins with the event `header` at `start`.
+    fn begin(&mut self, header: &BinlogEventHeader, start: u64, by_gtid: bool, flavour: &str) {
+        // A transaction still open has no commit of its own (a DDL statement): done.
+        if let (Some(Tx { gtid: Some(g), .. }), Some(gtids)) = (&self.out.tx, &mut self.out.gtids) {
+            gtids.done(*g);
+        }
         let skip = match self.resume.take() {
             Some(r) if r.file == self.file && r.pos == start => Some((r.event, r.row)),
             _ => None,
@@ -236,6 +262,11 @@ impl State<'_> {
             pos: start,
             event: 0,
             by_gtid,
+            gtid: if by_gtid {
+                self.gtid.as_deref().and_then(Gtid::parse)
+            } else {
+                None
+            },
             skip,
             id,
             ts_ms: i64::from(header.timestamp()) * 1000,
@@ -271,10 +302,10 @@ impl MysqlSource {
         &self,
         tables: &[Table],
         schemas: Schemas,
-        (from, progress): (MysqlOffset, Option<Progress>),
+        (from, progress, by_gtid): (MysqlOffset, Option<Progress>, bool),
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
-        let (mut stream, charsets) = self.open_binlog(&from).await?;
+        let (mut stream, charsets, gtids, checksum) = self.open_binlog(&from, by_gtid).await?;
         let common = &self.config.common;
         let inc = Incremental::new(common, progress, ctx)?;
         let done = MysqlOffset::at(&from.file, from.pos, true);
@@ -290,6 +321,7 @@ impl MysqlSource {
             file: from.file.clone(),
             gtid: None,
             seen_format: false,
+            first_rotate: by_gtid.then_some(checksum),
             last_end: from.pos,
             resume: (from.event > 0 || from.row > 0).then(|| from.clone()),
             out: Out {
@@ -303,6 +335,7 @@ impl MysqlSource {
                     .then(|| TxSchemas::new(&common.topic_prefix)),
                 progress: inc.tracker.delivered_json().map(ToOwned::to_owned),
                 window: None,
+                gtids,
             },
             inc,
         };
@@ -341,26 +374,60 @@ impl MysqlSource {
         }
     }
 
-    /// The binlog stream from `from` as replica `database.server.id`, and the collations'
-    /// character sets when the server writes the full row metadata.
+    /// The binlog stream from `from` (its GTID position when `by_gtid`) as replica
+    /// `database.server.id`; the collations' character sets when the server writes the full
+    /// row metadata; with `type: mariadb` the GTID position at `from`; the checksum's length.
     async fn open_binlog(
         &self,
         from: &MysqlOffset,
-    ) -> Result<(mysql_async::BinlogStream, Option<Charsets>), MysqlError> {
+        by_gtid: bool,
+    ) -> Result<
+        (
+            mysql_async::BinlogStream,
+            Option<Charsets>,
+            Option<GtidPosition>,
+            usize,
+        ),
+        MysqlError,
+    > {
+        use mysql_async::prelude::Queryable;
         let mut conn = self.connect().await?;
         // With the full row metadata, each TABLE_MAP event says the schema its rows have.
         let charsets = self.full_metadata(&mut conn).await?;
+        let checksum: Option<String> = conn
+            .query_first("SELECT @@binlog_checksum")
+            .await
+            .map_err(|e| MysqlError::query("reading `binlog_checksum`", e))?;
+        let checksum = if checksum.is_some_and(|c| !c.eq_ignore_ascii_case("none")) {
+            4
+        } else {
+            0
+        };
+        let mut gtids = None;
+        let mut request = BinlogStreamRequest::new(self.config.server_id);
         if self.flavour == super::Flavour::Mariadb {
             // A replica that says it reads MariaDB GTIDs gets each transaction's GTID event
             // (older replicas get a `BEGIN` in its place).
-            use mysql_async::prelude::Queryable;
             conn.query_drop("SET @mariadb_slave_capability = 4")
                 .await
                 .map_err(|e| MysqlError::query("announcing the MariaDB GTID capability", e))?;
+            gtids = Some(self.gtid_position(&mut conn, from).await?);
         }
-        let request = BinlogStreamRequest::new(self.config.server_id)
-            .with_filename(from.file.as_bytes())
-            .with_pos(from.pos);
+        match (&gtids, by_gtid) {
+            (Some(position), true) => {
+                // The position was parsed, so it holds digits, `-` and `,` only.
+                conn.query_drop(format!(
+                    "SET @slave_connect_state = '{position}', @slave_gtid_strict_mode = 1"
+                ))
+                .await
+                .map_err(|e| MysqlError::query("setting the GTID position to resume from", e))?;
+            }
+            _ => {
+                request = request
+                    .with_filename(from.file.as_bytes())
+                    .with_pos(from.pos);
+            }
+        }
         let stream = conn.get_binlog_stream(request).await.map_err(|e| {
             MysqlError::query(
                 format!(
@@ -370,8 +437,28 @@ impl MysqlSource {
                 e,
             )
         })?;
-        tracing::info!(file = %from.file, pos = from.pos, event = from.event, row = from.row, "Binlog stream started.");
-        Ok((stream, charsets))
+        tracing::info!(file = %from.file, pos = from.pos, event = from.event, row = from.row, gtids = ?gtids.as_ref().map(ToString::to_string), by_gtid, "Binlog stream started.");
+        Ok((stream, charsets, gtids, checksum))
+    }
+
+    /// The GTID position at `from`: the committed one, else the server's for that binlog
+    /// position (`BINLOG_GTID_POS`).
+    async fn gtid_position(
+        &self,
+        conn: &mut mysql_async::Conn,
+        from: &MysqlOffset,
+    ) -> Result<GtidPosition, MysqlError> {
+        use mysql_async::prelude::Queryable;
+        if let Some(text) = &from.gtids {
+            return GtidPosition::parse(text).map_err(MysqlError::Setup);
+        }
+        let text: Option<Option<String>> = conn
+            .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (&from.file, from.pos))
+            .await
+            .map_err(|e| {
+                MysqlError::query("reading the GTID position of the binlog position", e)
+            })?;
+        GtidPosition::parse(&text.flatten().unwrap_or_default()).map_err(MysqlError::Setup)
     }
 
     /// One binlog event.
@@ -391,7 +478,7 @@ impl MysqlSource {
         if header.event_type_raw() == MARIADB_GTID_EVENT {
             // A transaction (or DDL statement) begins: its GTID, for `source.gtid`.
             state.gtid = mariadb_gtid(event.data(), header.server_id()).map(Arc::from);
-            state.begin(&header, true, self.flavour.name());
+            state.begin(&header, start, true, self.flavour.name());
             state.last_end = end;
             return Ok(());
         }
@@ -410,7 +497,16 @@ impl MysqlSource {
             // starts inside it): no position of its own.
             Some(EventData::FormatDescriptionEvent(_)) => state.seen_format = true,
             Some(EventData::RotateEvent(r)) => {
-                if let Some(file) = rotated_file(r.name_raw(), state.seen_format) {
+                let name = match state.first_rotate.take() {
+                    // Resuming from a GTID position: the server names the file it starts in.
+                    Some(checksum) => {
+                        let raw = r.name_raw();
+                        let name = &raw[..raw.len().saturating_sub(checksum)];
+                        Some(String::from_utf8_lossy(name).into_owned())
+                    }
+                    None => rotated_file(r.name_raw(), state.seen_format),
+                };
+                if let Some(file) = name {
                     state.file = file;
                     state.last_end = r.position();
                 }
@@ -468,7 +564,8 @@ impl MysqlSource {
                 .as_ref()
                 .is_some_and(|tx| tx.by_gtid && tx.event == 1);
             if !begun {
-                state.begin(header, false, self.flavour.name());
+                let start = state.last_end;
+                state.begin(header, start, false, self.flavour.name());
             }
             return Ok(());
         }
@@ -675,6 +772,10 @@ impl MysqlSource {
         end: u64,
         ctx: &mut SourceContext,
     ) {
+        if let (Some(Tx { gtid: Some(g), .. }), Some(gtids)) = (&state.out.tx, &mut state.out.gtids)
+        {
+            gtids.done(*g);
+        }
         state.out.done = MysqlOffset::at(&state.file, end, true);
         let done = state.out.done_position();
         let out = &mut state.out;
@@ -703,6 +804,7 @@ mod tests {
             pos: 4,
             event,
             by_gtid: true,
+            gtid: None,
             skip,
             id: String::new(),
             ts_ms: 0,
