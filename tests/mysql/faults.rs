@@ -148,18 +148,8 @@ fn a_purged_binlog_stops_the_start_unless_when_needed_snapshots_again() {
     run::stop(&child);
     run::finish(child);
     server.sql("purged", "INSERT INTO t VALUES (2); FLUSH BINARY LOGS");
-    let current = server.sql("", "SHOW MASTER STATUS");
-    let current = current.split('\t').next().unwrap();
     // A file a replica's dump thread still reads is kept: purge until the old one is gone.
-    let t0 = std::time::Instant::now();
-    loop {
-        server.sql("", &format!("PURGE BINARY LOGS TO '{current}'"));
-        if server.sql("", "SHOW BINARY LOGS").lines().count() == 1 {
-            break;
-        }
-        assert!(t0.elapsed().as_secs() < 30, "the old binlog was not purged");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    purge_to_current(&server);
     let e = super::error_line(&path);
     assert!(
         e.contains("is no longer on the server") && e.contains("when_needed"),
