@@ -128,27 +128,31 @@ pub(super) struct Out {
     progress: Option<Box<serde_json::value::RawValue>>,
     /// The incremental snapshot's chunk in its window.
     window: Option<Window>,
-    /// `type: mariadb`: the GTID position of the transactions done, which positions carry.
+    /// `type: mariadb`: the GTID position of the transactions done, and its text, which
+    /// positions carry (made once per transaction, not once per row).
     gtids: Option<GtidPosition>,
+    gtids_text: Option<String>,
 }
 
 impl Out {
     /// The engine position of `offset`, with the incremental snapshot's progress.
     fn position(&self, offset: &MysqlOffset) -> Position {
-        let with_gtids;
-        let offset = match &self.gtids {
-            Some(gtids) if !gtids.is_empty() => {
-                with_gtids = MysqlOffset {
-                    gtids: Some(gtids.to_string()),
-                    ..offset.clone()
-                };
-                &with_gtids
-            }
-            _ => offset,
+        let offset = MysqlOffset {
+            gtids: self.gtids_text.clone(),
+            ..offset.clone()
         };
         match &self.progress {
-            Some(progress) => sluice_kit::position::with_progress(offset, progress),
-            None => position(offset.clone()),
+            Some(progress) => sluice_kit::position::with_progress(&offset, progress),
+            None => position(offset),
+        }
+    }
+
+    /// The open transaction's GTID is done (it committed, or a DDL statement's next
+    /// transaction begins).
+    fn gtid_done(&mut self) {
+        if let (Some(Tx { gtid: Some(g), .. }), Some(gtids)) = (&self.tx, &mut self.gtids) {
+            gtids.done(*g);
+            self.gtids_text = Some(gtids.to_string());
         }
     }
 
@@ -240,15 +244,15 @@ struct State<'a> {
     resume: Option<MysqlOffset>,
     out: Out,
     inc: Incremental,
+    /// The signaling table, when the `source` channel reads it.
+    signal_table: Option<(String, String)>,
 }
 
 impl State<'_> {
     /// A transaction begins with the event `header` at `start`.
     fn begin(&mut self, header: &BinlogEventHeader, start: u64, by_gtid: bool, flavour: &str) {
         // A transaction still open has no commit of its own (a DDL statement): done.
-        if let (Some(Tx { gtid: Some(g), .. }), Some(gtids)) = (&self.out.tx, &mut self.out.gtids) {
-            gtids.done(*g);
-        }
+        self.out.gtid_done();
         let skip = match self.resume.take() {
             Some(r) if r.file == self.file && r.pos == start => Some((r.event, r.row)),
             _ => None,
@@ -335,9 +339,14 @@ impl MysqlSource {
                     .then(|| TxSchemas::new(&common.topic_prefix)),
                 progress: inc.tracker.delivered_json().map(ToOwned::to_owned),
                 window: None,
+                gtids_text: gtids
+                    .as_ref()
+                    .filter(|g| !g.is_empty())
+                    .map(ToString::to_string),
                 gtids,
             },
             inc,
+            signal_table: self.signal_table(),
         };
         state.out.sent = state.out.done_position();
         let heartbeats = common.heartbeats();
@@ -658,8 +667,10 @@ impl MysqlSource {
         let delivered = state.out.tx.as_ref().map_or(0, Tx::delivered_rows);
         let before = state.out.batch.len();
         self.row_changes(table, tme, rows, &source, &mut state.out, delivered)?;
-        let signal_table = self.signal_table();
-        if signal_table.as_ref().map(|(d, n)| (d.as_str(), n.as_str()))
+        if state
+            .signal_table
+            .as_ref()
+            .map(|(d, n)| (d.as_str(), n.as_str()))
             == Some((table.db.as_str(), table.name.as_str()))
         {
             // Inserts into the signaling table: signals, in binlog order.
@@ -772,10 +783,7 @@ impl MysqlSource {
         end: u64,
         ctx: &mut SourceContext,
     ) {
-        if let (Some(Tx { gtid: Some(g), .. }), Some(gtids)) = (&state.out.tx, &mut state.out.gtids)
-        {
-            gtids.done(*g);
-        }
+        state.out.gtid_done();
         state.out.done = MysqlOffset::at(&state.file, end, true);
         let done = state.out.done_position();
         let out = &mut state.out;
