@@ -18,6 +18,9 @@ SHARED=${SLUICE_SHARED:-$ROOT/../shared}
 PORT=${PORT:-3398}
 WORK=$(mktemp -d)
 SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
+# Debezium's MySQL connector reaches MariaDB through MariaDB's JDBC driver (reference.sh adds it).
+[ -f /usr/share/java/mariadb-java-client.jar ] || {
+  echo "needs MariaDB's JDBC driver: apt-get install libmariadb-java" >&2; exit 1; }
 [ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 # shellcheck source=private-mariadb.sh
 . "$HERE/private-mariadb.sh"
@@ -29,6 +32,11 @@ sql -e 'create database inventory'
 sql inventory < "$SHARED/debezium/mariadb-schema.sql"
 sql inventory -e 'create table marker (id int primary key)'
 STREAMED=235000
+
+# Progress on stderr, so a slow phase shows where it is.
+say() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+# Every run is bounded: a phase that hangs fails the benchmark instead of waiting for ever.
+LIMIT=${LIMIT:-900}
 
 rss() { awk '/Maximum resident set size/ {print int($6/1024)}' "$1"; }
 now() { date +%s.%N; }
@@ -98,12 +106,14 @@ report() {
 # (a) Snapshots.
 for schemas in false true; do
   sluice_yaml "snap-$schemas" initial_only "$schemas"
+  say "sluice snapshot, schemas=$schemas"
   t0=$(now)
-  /usr/bin/time -v "$SLUICE" run "$WORK/snap-$schemas.yaml" 2> "$WORK/snap-$schemas.time" >/dev/null
+  /usr/bin/time -v timeout "$LIMIT" "$SLUICE" run "$WORK/snap-$schemas.yaml" 2> "$WORK/snap-$schemas.time" >/dev/null
   t1=$(now)
   n_s=$(wc -l < "$WORK/snap-$schemas.jsonl")
   dbz_properties "dsnap-$schemas" initial_only "$schemas" false
-  /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dsnap-$schemas.properties" "$WORK/dsnap-$schemas.jsonl" 200000 10 \
+  say "debezium snapshot, schemas=$schemas"
+  /usr/bin/time -v timeout "$LIMIT" "$SHARED/debezium/reference.sh" "$WORK/dsnap-$schemas.properties" "$WORK/dsnap-$schemas.jsonl" 200000 10 \
     2> "$WORK/dsnap-$schemas.time" > "$WORK/dsnap-$schemas.out"
   report "snapshot 200k rows, schemas=$schemas, to a file (process start to exit)" \
     "$n_s" "$(echo "$t1 - $t0" | bc -l)" "$(rss "$WORK/snap-$schemas.time")" \
@@ -114,22 +124,33 @@ done
 
 # (b) Streaming catch-up. Each connector first commits a position before the workload: started
 # without a snapshot, it streams one marker row, then stops.
+say "committing a position before the workload"
 sluice_yaml stream-base no_data false
 "$SLUICE" run "$WORK/stream-base.yaml" 2> "$WORK/stream-base.log" >/dev/null &
 base=$!
 dbz_properties dstream-base no_data false true
 "$SHARED/debezium/reference.sh" "$WORK/dstream-base.properties" "$WORK/dstream-base.jsonl" 0 5 > "$WORK/dstream-base.out" 2>&1 &
 dbase=$!
-until [ "$(sql -N -e 'show processlist' | grep -c 'Binlog Dump')" -ge 2 ]; do sleep 0.5; done
+waited=0
+until [ "$(sql -N -e 'show processlist' | grep -c 'Binlog Dump')" -ge 2 ]; do
+  sleep 0.5; waited=$((waited + 1))
+  [ $waited -lt $((LIMIT * 2)) ] || { say "the connectors did not both connect to the binlog"; exit 1; }
+done
 sql inventory -e 'insert into marker values (1)'
-until [ -s "$WORK/stream-base.jsonl" ]; do sleep 0.2; done
+waited=0
+until [ -s "$WORK/stream-base.jsonl" ]; do
+  sleep 0.2; waited=$((waited + 1))
+  [ $waited -lt $((LIMIT * 5)) ] || { say "sluice did not stream the marker row"; exit 1; }
+done
 kill -TERM $base; wait $base
 wait $dbase
+say "running the workload"
 sql inventory < "$SHARED/debezium/mariadb-workload.sql"
 for schemas in false true; do
   rm -rf "$WORK/stream-data"; cp -r "$WORK/stream-base-data" "$WORK/stream-data"
   sluice_yaml stream no_data "$schemas"
   rm -f "$WORK/stream.jsonl"
+  say "sluice catch-up, schemas=$schemas"
   t0=$(now)
   /usr/bin/time -v "$SLUICE" run "$WORK/stream.yaml" 2> "$WORK/stream.time" >/dev/null &
   run=$!
@@ -138,6 +159,8 @@ for schemas in false true; do
     n=$( (wc -l < "$WORK/stream.jsonl") 2>/dev/null || echo 0)
     [ -z "$first" ] && [ "$n" -gt 0 ] && first=$(echo "$(now) - $t0" | bc -l)
     [ "$n" -ge "$STREAMED" ] && break
+    kill -0 $run 2>/dev/null || { say "sluice stopped after $n events"; exit 1; }
+    [ "$(echo "$(now) - $t0 < $LIMIT" | bc -l)" = 1 ] || { say "sluice streamed $n of $STREAMED events in $LIMIT s"; exit 1; }
     sleep 0.1
   done
   t1=$(now)
@@ -147,7 +170,8 @@ for schemas in false true; do
   cp "$WORK/dstream-base-offsets.dat" "$WORK/dstream-offsets.dat"
   cp "$WORK/dstream-base-history.dat" "$WORK/dstream-history.dat"
   dbz_properties dstream no_data "$schemas" false
-  /usr/bin/time -v "$SHARED/debezium/reference.sh" "$WORK/dstream.properties" "$WORK/dstream.jsonl" "$STREAMED" 30 \
+  say "debezium catch-up, schemas=$schemas"
+  /usr/bin/time -v timeout "$LIMIT" "$SHARED/debezium/reference.sh" "$WORK/dstream.properties" "$WORK/dstream.jsonl" "$STREAMED" 30 \
     2> "$WORK/dstream.time" > "$WORK/dstream.out"
   report "streaming catch-up of the workload, schemas=$schemas (first event after $(printf '%.2f' "$first") s for sluice)" \
     "$n_s" "$(echo "$t1 - $t0" | bc -l)" "$(rss "$WORK/stream.time")" \
