@@ -86,7 +86,7 @@ fn consistency_pipeline(dir: &std::path::Path, db: &str) -> PathBuf {
 }
 
 /// Waits until the output holds `note` (an event of that writer step).
-fn wait_for_note(dir: &std::path::Path, note: &str, child: &mut std::process::Child) {
+pub(super) fn wait_for_note(dir: &std::path::Path, note: &str, child: &mut std::process::Child) {
     let t0 = Instant::now();
     loop {
         let text = std::fs::read_to_string(dir.join("out.jsonl")).unwrap_or_default();

@@ -1,11 +1,12 @@
 //! Incremental snapshots (`execute-snapshot` signals) against the shared MariaDB: under a
 //! concurrent writer the state replayed from the output equals the table; a kill -9 in the
 //! middle resumes with the next chunk; the `file` channel with `additional-conditions`, the
-//! notifications, and a refused signal.
+//! notifications, and a refused signal; blocking snapshots from the signaling table and the
+//! `file` channel.
 
 use std::time::{Duration, Instant};
 
-use super::consistency::{replay, seeded_table, table_state, writer_sql};
+use super::consistency::{replay, seeded_table, table_state, wait_for_note, writer_sql};
 use super::*;
 
 const SIGNALS: &str = "CREATE TABLE debezium_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)";
@@ -262,7 +263,7 @@ fn a_kill_9_during_an_incremental_snapshot_resumes_with_the_next_chunk() {
 }
 
 #[test]
-fn the_file_channel_takes_additional_conditions_and_a_blocking_snapshot_is_refused() {
+fn the_file_channel_takes_additional_conditions_and_a_surrogate_key_is_refused() {
     let db = seeded_table("mysql_incremental_file", 500);
     mariadb::sql(&db, SIGNALS);
     let dir = tempfile::tempdir().unwrap();
@@ -275,7 +276,7 @@ fn the_file_channel_takes_additional_conditions_and_a_blocking_snapshot_is_refus
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
     let signals = [
-        serde_json::json!({"id": "b", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "type": "blocking"}}),
+        serde_json::json!({"id": "b", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "surrogate-key": "n"}}),
         serde_json::json!({"id": "f", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 5 = 0"}]}}),
     ];
     let text: String = signals.iter().map(|s| format!("{s}\n")).collect();
@@ -285,7 +286,7 @@ fn the_file_channel_takes_additional_conditions_and_a_blocking_snapshot_is_refus
     sluice_test_support::pg::stop(&child);
     let log = sluice_test_support::pg::finish(child);
     assert_eq!(log.matches("Signal refused").count(), 1, "{log}");
-    assert!(log.contains("blocking snapshots"), "{log}");
+    assert!(log.contains("surrogate keys"), "{log}");
     let events = sluice_test_support::pg::lines(dir.path());
     let mut read: Vec<i64> = of_items(&events)
         .iter()
@@ -311,4 +312,77 @@ fn the_file_channel_takes_additional_conditions_and_a_blocking_snapshot_is_refus
         Some("COMPLETED"),
         "{notes:?}"
     );
+}
+
+#[test]
+fn a_blocking_snapshot_reads_the_tables_whole_between_transactions() {
+    let db = seeded_table("mysql_blocking", 2000);
+    mariadb::sql(&db, SIGNALS);
+    let dir = tempfile::tempdir().unwrap();
+    let signal_file = dir.path().join("signals.jsonl");
+    let extra = format!(
+        "  signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
+        signal_file.display()
+    );
+    let path = signal_pipeline(dir.path(), &db, 64, &extra);
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Binlog stream started");
+    // From the signaling table, in the middle of a concurrent writer.
+    let mut sql = writer_sql(300, 2000);
+    let half = sql
+        .find("INSERT INTO items (n, note) VALUES (150,")
+        .unwrap();
+    sql.insert_str(
+        half,
+        &format!("INSERT INTO debezium_signal VALUES ('b1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.items\"], \"type\": \"blocking\"}}');"),
+    );
+    mariadb::sql(&db, &sql);
+    wait_log(&mut child, "Blocking snapshot: streaming resumes");
+    wait_for_note(dir.path(), "\"u300\"", &mut child);
+    let first = sluice_test_support::pg::lines(dir.path());
+    let items = of_items(&first);
+    let read = items
+        .iter()
+        .filter(|e| e["value"]["payload"]["op"] == "r")
+        .count();
+    assert!(read > 1900, "the table read whole: {read} rows");
+    assert_eq!(
+        items
+            .iter()
+            .rfind(|e| e["value"]["payload"]["op"] == "r")
+            .unwrap()["value"]["payload"]["source"]["snapshot"],
+        "last"
+    );
+    // The rows read whole, then the changes after them: the table.
+    assert_same_state(&items, &db);
+    // From the file channel, with a condition.
+    let signal = serde_json::json!({"id": "b2", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "type": "blocking", "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 5 = 0"}]}});
+    std::fs::write(&signal_file, format!("{signal}\n")).unwrap();
+    let t0 = Instant::now();
+    while sluice_test_support::pg::log_so_far(&child)
+        .matches("Blocking snapshot: streaming resumes")
+        .count()
+        < 2
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no second blocking snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let all = sluice_test_support::pg::lines(dir.path());
+    let mut second: Vec<i64> = of_items(&all[first.len()..])
+        .iter()
+        .filter(|e| e["value"]["payload"]["op"] == "r")
+        .map(|e| e["value"]["payload"]["after"]["n"].as_i64().unwrap())
+        .collect();
+    second.sort_unstable();
+    let table: Vec<i64> = mariadb::sql(&db, "SELECT n FROM items WHERE n % 5 = 0 ORDER BY n")
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(second, table);
 }

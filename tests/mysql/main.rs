@@ -18,6 +18,7 @@ mod flavour;
 mod heartbeat;
 mod incremental;
 mod schema;
+mod snapshots;
 mod transactions;
 mod types;
 
@@ -279,12 +280,6 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
         "  skipped.operations: u\n",
     ));
     assert!(e.contains("keep `t`"), "{e}");
-    // Snapshot modes not built yet are refused at their line.
-    let e = error_line(&pipeline(dir.path(), server.port, "").replace_text(
-        "  snapshot.mode: initial_only\n",
-        "  snapshot.mode: always\n",
-    ));
-    assert!(e.contains("no_data") && e.contains("recovery"), "{e}");
     // Nobody listening.
     let e = error_line(&pipeline(
         dir.path(),

@@ -91,6 +91,8 @@ pub struct Plan {
 pub struct Snapshotter {
     mode: SnapshotMode,
     flags: ConfigurationBased,
+    /// The source keeps a schema history.
+    history: bool,
 }
 
 impl Snapshotter {
@@ -107,7 +109,11 @@ impl Snapshotter {
                 "`snapshot.mode: recovery` rebuilds a schema history, which the {source} source does not keep: use `initial`, `when_needed` or `no_data`"
             ));
         }
-        Ok(Snapshotter { mode, flags })
+        Ok(Snapshotter {
+            mode,
+            flags,
+            history,
+        })
     }
 
     /// The mode.
@@ -148,6 +154,9 @@ impl Snapshotter {
                 )
             }
         };
+        if self.history && !stored.offset && stream && !data && !schema {
+            return Err("`snapshot.mode: configuration_based` streams without capturing the tables' structure on a first start, but this source reads each row's structure from its schema history, which is empty: set `snapshot.mode.configuration.based.snapshot.schema: true`".to_owned());
+        }
         let schema_lost = stored.offset && !stored.history_available && !schema;
         let schema = schema || schema_lost;
         if schema_lost && !self.snapshots_on_schema_error() {
@@ -296,6 +305,9 @@ mod tests {
         )
         .unwrap_or_default();
         assert!(s.plan(gone, "gone").is_err());
+        // A first start that streams needs the structure a history-keeping source reads from.
+        let error = s.plan(FRESH, "gone").unwrap_err();
+        assert!(error.contains("snapshot.schema: true"), "{error}");
     }
 
     #[test]

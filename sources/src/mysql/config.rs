@@ -4,7 +4,6 @@
 use serde::Deserialize;
 use sluice_engine::config::{RegexList, Secret};
 use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
-use sluice_kit::snapshot::SnapshotMode;
 use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
 pub(super) use super::columns::BigintUnsignedMode;
@@ -52,6 +51,9 @@ pub struct MysqlConfig {
     /// `connect`).
     #[serde(rename = "time.precision.mode", default = "default_time_mode")]
     pub time_mode: TimePrecisionMode,
+    /// `snapshot.locking.mode` (`minimal`, the default, `extended`, `none`).
+    #[serde(rename = "snapshot.locking.mode", default)]
+    pub locking_mode: super::locking::LockingMode,
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
@@ -118,6 +120,8 @@ impl DatabaseSource for MysqlConfig {
             Feature::SchemaChanges,
             Feature::SchemaHistory,
             Feature::Notifications,
+            Feature::SnapshotOverrides,
+            Feature::SnapshotCollections,
         ],
         signal_channels: &["source", "file", "http"],
     };
@@ -128,20 +132,7 @@ impl DatabaseSource for MysqlConfig {
         if self.time_mode == TimePrecisionMode::Adaptive {
             return Err("`time.precision.mode: adaptive` is not one of the MySQL connector's; use `adaptive_time_microseconds` (the default) or `connect`".into());
         }
-        if !matches!(
-            self.common.snapshot_mode,
-            SnapshotMode::Initial
-                | SnapshotMode::InitialOnly
-                | SnapshotMode::NoData
-                | SnapshotMode::Never
-                | SnapshotMode::Recovery
-                | SnapshotMode::WhenNeeded
-        ) {
-            return Err(format!(
-                "`snapshot.mode: {}` is not built into the mysql source yet; use `initial`, `initial_only`, `no_data`, `recovery` or `when_needed`",
-                self.common.snapshot_mode.name()
-            ));
-        }
+        self.locking_mode.check()?;
         if !self.common.skipped()?.truncate {
             return Err("`skipped.operations` without `t`: the mysql source does not emit truncate events yet; keep `t` in the list (Debezium's default)".into());
         }

@@ -32,10 +32,10 @@ pub(super) type Progress = sluice_kit::incremental::Progress<String>;
 /// The kit's tracker, with keys as [`Progress`] has them.
 pub(super) type Tracker = sluice_kit::incremental::Tracker<String>;
 
-/// What the mysql source's incremental snapshots do beyond the plain one: `additional-conditions`
-/// (blocking snapshots and surrogate keys are refused with a reason).
+/// What the mysql source's snapshots do beyond the plain incremental one: blocking snapshots
+/// (`blocking`) and `additional-conditions` (surrogate keys are refused with a reason).
 const ABILITIES: Abilities = Abilities {
-    blocking: false,
+    blocking: true,
     conditions: true,
     surrogate_key: false,
 };
@@ -103,6 +103,8 @@ pub(super) struct Incremental {
     file: Option<PolledFile>,
     http: Option<sluice_engine::runtime::admin::SignalQueue>,
     conn: Option<mysql_async::Conn>,
+    /// A blocking snapshot asked for, run between transactions (after the signal's).
+    pub(super) blocking: Option<sluice_kit::signal::BlockingRequest>,
 }
 
 impl Incremental {
@@ -121,12 +123,13 @@ impl Incremental {
             file,
             http,
             conn: None,
+            blocking: None,
         })
     }
 
     /// Whether anything can need a look between binlog events.
     pub(super) fn active(&self) -> bool {
-        self.enabled || self.tracker.ahead().is_some()
+        self.enabled || self.tracker.ahead().is_some() || self.blocking.is_some()
     }
 
     /// The signals the `file` (when due) and `http` channels hold.
@@ -277,7 +280,7 @@ impl MysqlSource {
         }
         let limit = self.config.common.incremental_chunk_size.max(1);
         let conn = self.chunk_conn(&mut inc.conn).await?;
-        let (file, pos) = super::snapshot::consistent_snapshot(conn).await?;
+        let (file, pos) = super::locking::exact(conn).await?;
         let read = self.chunk_rows(conn, table, &p, limit).await;
         let _ = conn.query_drop("COMMIT").await;
         if before((&file, pos), (&done.file, done.pos)) {
@@ -393,7 +396,7 @@ impl MysqlSource {
         let mut rows = Vec::with_capacity(result.len());
         for row in &result {
             let key = Self::row_key(row, &table.shape.key, &binary);
-            rows.push((self.text_row(table, row)?, key));
+            rows.push((self.text_row(table, row, None)?, key));
         }
         Ok(Some((max, rows)))
     }
@@ -425,7 +428,16 @@ impl MysqlSource {
                 inc.tracker.halt();
                 true
             }
-            Ok(Outcome::Done | Outcome::Blocking { .. }) => false,
+            Ok(Outcome::Blocking { tables, conditions }) => {
+                sluice_kit::signal::BlockingRequest::add(
+                    &mut inc.blocking,
+                    &signal.id,
+                    tables,
+                    conditions,
+                );
+                false
+            }
+            Ok(Outcome::Done) => false,
             Err(reason) => {
                 inc.tracker.refuse(signal, reason);
                 false

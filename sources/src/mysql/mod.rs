@@ -1,20 +1,23 @@
 //! `mysql`: MySQL and MariaDB, as Debezium's MySQL connector captures them: one consistent
 //! snapshot of the captured tables, then the binlog stream (`stream`); DDL kept in a schema
 //! model (`ddl`) that gives the schema change events and the schema history (`schema`);
-//! incremental snapshots through the kit's signals and tracker (`incremental`). GTID offsets
-//! follow (issue 17).
+//! incremental snapshots through the kit's signals and tracker (`incremental`); MariaDB GTID
+//! offsets (`gtid`).
 //!
 //! The snapshot runs in one `START TRANSACTION WITH CONSISTENT SNAPSHOT`: MariaDB reports the
 //! binlog position that transaction sees (`binlog_snapshot_file`, `binlog_snapshot_position`),
-//! so no global read lock is taken (Debezium's `minimal` locking takes `FLUSH TABLES WITH READ
-//! LOCK`). A server that does not report it (MySQL) is refused for now, with that reason.
+//! so no global read lock is taken; `snapshot.locking.mode` (`locking`) says how the tables'
+//! structure is kept consistent with it, and locks as Debezium does on servers that do not
+//! report it (MySQL).
 
+mod blocking;
 mod columns;
 mod config;
 mod ddl;
 mod error;
 mod gtid;
 mod incremental;
+mod locking;
 mod schema;
 mod snapshot;
 mod stream;
@@ -267,7 +270,10 @@ impl Source for MysqlSource {
             let fresh = resume.is_none();
             let at = match resume {
                 Some(r) => r.at,
-                None => self.current_position(&mut conn).await?,
+                None => {
+                    let (file, pos) = locking::master_position(&mut conn).await?;
+                    MysqlOffset::at(&file, pos, true)
+                }
             };
             if plan.schema {
                 // A schema snapshot (`no_data`, `recovery`): the tables' structure where the
@@ -441,31 +447,5 @@ impl MysqlSource {
             .flatten()
             .and_then(|t| gtid::GtidPosition::parse(&t).ok())
             .is_some_and(|start| position.covers(&start)))
-    }
-
-    /// The binlog's current end (`SHOW MASTER STATUS`), where a stream without a snapshot starts.
-    async fn current_position(
-        &self,
-        conn: &mut mysql_async::Conn,
-    ) -> Result<MysqlOffset, MysqlError> {
-        use mysql_async::prelude::Queryable;
-        let row: Option<mysql_async::Row> =
-            conn.query_first("SHOW MASTER STATUS").await.map_err(|e| {
-                MysqlError::query(
-                    "reading the binlog position (SHOW MASTER STATUS; it needs REPLICATION CLIENT)",
-                    e,
-                )
-            })?;
-        let row = row.ok_or_else(|| {
-            MysqlError::Setup("`SHOW MASTER STATUS` returned nothing: the binlog is off".into())
-        })?;
-        let file: Option<String> = row.get(0);
-        let pos: Option<u64> = row.get(1);
-        match (file, pos) {
-            (Some(file), Some(pos)) => Ok(MysqlOffset::at(&file, pos, true)),
-            _ => Err(MysqlError::Setup(
-                "`SHOW MASTER STATUS` did not give a file and position".into(),
-            )),
-        }
     }
 }

@@ -65,7 +65,7 @@ fn at_or_before(position: &Json, at: &MysqlOffset) -> bool {
 /// The first words of the statements that can change a table's structure: the only ones the
 /// stream parses (the binlog also carries `GRANT`, `CREATE USER`, `FLUSH`, procedures and
 /// triggers, which change no table and which Debezium's grammar reads without effect).
-fn changes_structure(statement: &str) -> bool {
+pub(super) fn changes_structure(statement: &str) -> bool {
     let statement = without_comments(statement);
     let mut words = statement
         .split(|c: char| c.is_whitespace() || c == '(')

@@ -2,6 +2,7 @@
 //! position MariaDB reports for it. Rows are `op: r` events whose `source.snapshot` marks the
 //! first and last rows (of all, and of each table) as Debezium does.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
@@ -14,6 +15,7 @@ use sluice_kit::shape::{ColumnSpec, Shape};
 use super::columns::{Column, Described, Modes};
 use super::ddl::Model;
 use super::error::MysqlError;
+use super::locking;
 use super::quote;
 use super::schema::Schemas;
 use super::{MysqlOffset, MysqlSource, Offset};
@@ -219,7 +221,8 @@ impl MysqlSource {
         schemas: &mut Schemas,
         ctx: &mut SourceContext,
     ) -> Result<(u64, Vec<Table>, MysqlOffset), MysqlError> {
-        let (file, pos) = consistent_snapshot(conn).await?;
+        let (mut started, tables, batch) = self.start_snapshot(conn, schemas).await?;
+        let (file, pos) = (started.file.clone(), started.pos);
         tracing::info!(%file, pos, "Consistent snapshot started.");
         let at = |completed| {
             Offset {
@@ -228,28 +231,21 @@ impl MysqlSource {
             }
             .position()
         };
-        let mut reader = Reader {
-            source: self,
-            started: SourceTimestamps::now(),
-            file: file.clone(),
-            pos,
-            position: at(false),
-            batch: Vec::new(),
-            cut: BatchCut::for_limits(ctx.limits()),
-            rows: 0,
-        };
-        reader.batch = self
-            .snapshot_schema(conn, schemas, (&file, pos), &at(false))
+        let included: Vec<&Table> = tables
+            .iter()
+            .filter(|t| self.config.common.snapshots_table(&t.full_name()))
+            .collect();
+        let no_conditions = BTreeMap::new();
+        let (rows, mut events) = self
+            .read_rows(
+                conn,
+                (&included, &no_conditions),
+                (&file, pos),
+                (at(false), batch),
+                ctx,
+            )
             .await?;
-        let tables = self.tables(conn, &schemas.model).await?;
-        let count = tables.len();
-        for (i, table) in tables.iter().enumerate() {
-            reader
-                .read_table(conn, (i == 0, i + 1 == count), table, ctx)
-                .await?;
-        }
-        let rows = reader.rows;
-        let mut events = std::mem::take(&mut reader.batch);
+        started.rows_read(conn).await?;
         let done = at(true);
         for e in &mut events {
             e.position = done.clone();
@@ -266,31 +262,74 @@ impl MysqlSource {
     }
 }
 
-/// Starts a `START TRANSACTION WITH CONSISTENT SNAPSHOT` (repeatable read) on `conn`: the
-/// binlog position it sees, as MariaDB reports it.
-pub(super) async fn consistent_snapshot(conn: &mut Conn) -> Result<(String, u64), MysqlError> {
-    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .await
-        .map_err(|e| MysqlError::query("setting the isolation level", e))?;
-    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        .await
-        .map_err(|e| MysqlError::query("starting a consistent snapshot's transaction", e))?;
-    let status: Vec<(String, String)> = conn
-        .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
-        .await
-        .map_err(|e| MysqlError::query("reading the snapshot's binlog position", e))?;
-    let get = |k: &str| {
-        status
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(k))
-            .map(|(_, v)| v.clone())
-    };
-    match (
-        get("binlog_snapshot_file"),
-        get("binlog_snapshot_position").and_then(|p| p.parse::<u64>().ok()),
-    ) {
-        (Some(file), Some(pos)) => Ok((file, pos)),
-        _ => Err(MysqlError::Setup("the server does not report the binlog position of a consistent snapshot (`binlog_snapshot_file`, a MariaDB status): MySQL servers need Debezium's `snapshot.locking.mode`, which the mysql source does not implement yet".into())),
+impl MysqlSource {
+    /// Reads `tables` whole, each filtered by its `conditions` (a blocking snapshot's
+    /// `additional-conditions`), in the snapshot transaction of `conn`, which sees binlog
+    /// position `file`:`pos`. The rows follow `pending` and go out in batches at `position`;
+    /// returns how many were read and the last batch, not sent yet.
+    pub(super) async fn read_rows(
+        &self,
+        conn: &mut Conn,
+        (tables, conditions): (&[&Table], &BTreeMap<String, String>),
+        (file, pos): (&str, u64),
+        (position, pending): (sluice_engine::Position, Vec<ChangeEvent>),
+        ctx: &mut SourceContext,
+    ) -> Result<(u64, Vec<ChangeEvent>), MysqlError> {
+        let mut reader = Reader {
+            source: self,
+            started: SourceTimestamps::now(),
+            file: file.to_owned(),
+            pos,
+            position,
+            batch: pending,
+            cut: BatchCut::for_limits(ctx.limits()),
+            rows: 0,
+            conditions,
+        };
+        let count = tables.len();
+        for (i, table) in tables.iter().enumerate() {
+            reader
+                .read_table(conn, (i == 0, i + 1 == count), table, ctx)
+                .await?;
+        }
+        Ok((reader.rows, reader.batch))
+    }
+}
+
+/// How many times a snapshot starts over when a table changed structure while it was read.
+const STRUCTURE_TRIES: usize = 5;
+
+impl MysqlSource {
+    /// Starts the snapshot's transaction as `snapshot.locking.mode` says and reads the
+    /// tables' structure in it (into the history); returns the transaction, the captured
+    /// tables and the schema change events. A table that changed structure meanwhile
+    /// (`minimal` on MariaDB checks the binlog) starts it over.
+    async fn start_snapshot(
+        &self,
+        conn: &mut Conn,
+        schemas: &mut Schemas,
+    ) -> Result<(locking::Started, Vec<Table>, Vec<ChangeEvent>), MysqlError> {
+        for attempt in 1..=STRUCTURE_TRIES {
+            let mut started = locking::start(conn, self.config.locking_mode).await?;
+            let position = Offset {
+                at: MysqlOffset::at(&started.file, started.pos, false),
+                incremental: None,
+            }
+            .position();
+            schemas.model = Model::new(None);
+            let events = self
+                .snapshot_schema(conn, schemas, (&started.file, started.pos), &position)
+                .await?;
+            let tables = self.tables(conn, &schemas.model).await?;
+            match started.structure_read(conn).await? {
+                None => return Ok((started, tables, events)),
+                Some(statement) => {
+                    tracing::warn!(attempt, %statement, "A table changed structure while the snapshot read the tables' structure; the snapshot starts over.");
+                    let _ = conn.query_drop("ROLLBACK").await;
+                }
+            }
+        }
+        Err(MysqlError::Setup(format!("tables kept changing structure while the snapshot read it ({STRUCTURE_TRIES} tries): start again when no DDL runs, or set `snapshot.locking.mode: extended` to hold the global read lock during the snapshot")))
     }
 }
 
@@ -318,6 +357,8 @@ struct Reader<'a> {
     batch: Vec<ChangeEvent>,
     cut: BatchCut,
     rows: u64,
+    /// Row filters by `db.table`.
+    conditions: &'a BTreeMap<String, String>,
 }
 
 impl Reader<'_> {
@@ -332,18 +373,41 @@ impl Reader<'_> {
         let list: Vec<String> = (table.shape.kept.iter())
             .map(|&i| quote(&table.columns[i].name))
             .collect();
-        let sql = format!(
-            "SELECT {} FROM {}.{}",
-            list.join(", "),
-            quote(&table.db),
-            quote(&table.name)
-        );
+        let full = table.full_name();
+        let custom = (self.source.config.common.snapshot_overrides.get(&full))
+            .map(|c| c.trim().trim_end_matches(';'));
+        let condition = self.conditions.get(&full);
+        let sql = match (custom, condition) {
+            // `snapshot.select.statement.overrides.<db>.<table>`, run as it is (its ORDER BY
+            // kept); the kept columns are taken from its result by name.
+            (Some(custom), None) => custom.to_owned(),
+            (Some(custom), Some(c)) => format!(
+                "SELECT {} FROM ({custom}) AS sluice_override WHERE ({c})",
+                list.join(", ")
+            ),
+            (None, c) => {
+                let mut sql = format!(
+                    "SELECT {} FROM {}.{}",
+                    list.join(", "),
+                    quote(&table.db),
+                    quote(&table.name)
+                );
+                if let Some(c) = c {
+                    sql.push_str(&format!(" WHERE ({c})"));
+                }
+                sql
+            }
+        };
         let q = |e| MysqlError::query(format!("reading `{}.{}`", table.db, table.name), e);
         let mut result = conn.query_iter(sql).await.map_err(q)?;
+        let places = match (custom, condition) {
+            (Some(_), None) => Some(override_places(table, result.columns().as_deref())?),
+            _ => None,
+        };
         // A row is held until the next one is read, so the table's last one can be marked.
         let mut held: Option<(Struct, bool)> = None;
         while let Some(row) = result.next().await.map_err(q)? {
-            let Some(after) = self.source.text_row(table, &row)? else {
+            let Some(after) = self.source.text_row(table, &row, places.as_deref())? else {
                 continue;
             };
             let first = held.is_none();
@@ -398,17 +462,40 @@ impl Reader<'_> {
     }
 }
 
+/// Where each kept column of `table` is in the result of its snapshot override (`columns`).
+fn override_places(
+    table: &Table,
+    columns: Option<&[mysql_async::Column]>,
+) -> Result<Vec<usize>, MysqlError> {
+    let columns = columns.unwrap_or_default();
+    (table.shape.kept.iter())
+        .map(|&i| {
+            let name = &table.columns[i].name;
+            columns
+                .iter()
+                .position(|c| c.name_str() == name.as_str())
+                .ok_or_else(|| {
+                    MysqlError::Setup(format!(
+                        "`snapshot.select.statement.overrides.{}` returns no column `{name}`: select every captured column (`SELECT * ...` will do)",
+                        table.full_name()
+                    ))
+                })
+        })
+        .collect()
+}
+
 impl MysqlSource {
-    /// A row read with the text protocol (its columns: the table's kept ones, in order) as the
-    /// table's struct; `None`: a value its schema cannot hold, left out by
-    /// `event.processing.failure.handling.mode`.
+    /// A row read with the text protocol (its columns: the table's kept ones, in order, or at
+    /// `places` in it) as the table's struct; `None`: a value its schema cannot hold, left out
+    /// by `event.processing.failure.handling.mode`.
     pub(super) fn text_row(
         &self,
         table: &Table,
         row: &mysql_async::Row,
+        places: Option<&[usize]>,
     ) -> Result<Option<Struct>, MysqlError> {
         let modes = self.modes();
-        let text = |j: usize| match row.as_ref(j) {
+        let text = |j: usize| match row.as_ref(places.map_or(j, |p| p[j])) {
             Some(mysql_async::Value::Bytes(b)) => Some(b.as_slice()),
             _ => None,
         };

@@ -5,7 +5,8 @@
 //!   the source's table name: `schema.table` for PostgreSQL, the table for SQLite),
 //!   `schema.include.list` / `schema.exclude.list`, `column.include.list` /
 //!   `column.exclude.list` (on `schema.table.column`);
-//! - `snapshot.mode` and its `configuration_based` flags, `snapshot.select.statement.overrides`;
+//! - `snapshot.mode` and its `configuration_based` flags, `snapshot.select.statement.overrides`,
+//!   `snapshot.include.collection.list`;
 //! - `tombstones.on.delete` (default true), `skipped.operations` (default `t`),
 //!   `event.processing.failure.handling.mode` (default `fail`);
 //! - the column properties (`column.mask.with.N.chars`, `column.mask.hash.*`,
@@ -98,6 +99,11 @@ pub struct SourceCommon {
     /// The custom SELECT per table.
     #[serde(skip)]
     pub snapshot_overrides: std::collections::BTreeMap<String, String>,
+    /// `snapshot.include.collection.list`: the captured tables whose rows the snapshot reads
+    /// (regexes on the source's table name; none given: every captured table). The others
+    /// are streamed only.
+    #[serde(rename = "snapshot.include.collection.list", default)]
+    pub snapshot_include: RegexList,
     /// A tombstone after each delete (default true).
     #[serde(rename = "tombstones.on.delete", default = "default_true")]
     pub tombstones_on_delete: bool,
@@ -232,6 +238,7 @@ impl Default for SourceCommon {
             snapshot_on_data_error: false,
             snapshot_overrides_tables: None,
             snapshot_overrides: Default::default(),
+            snapshot_include: RegexList::default(),
             tombstones_on_delete: true,
             skipped_operations: default_skipped(),
             failure_mode: FailureMode::default(),
@@ -369,6 +376,12 @@ impl SourceCommon {
         let table_ok = (self.table_include.is_empty() || self.table_include.matches(full))
             && !self.table_exclude.matches(full);
         schema_ok && table_ok
+    }
+
+    /// Whether the snapshot reads the rows of the captured table named `full`
+    /// (`snapshot.include.collection.list`).
+    pub fn snapshots_table(&self, full: &str) -> bool {
+        self.snapshot_include.is_empty() || self.snapshot_include.matches(full)
     }
 
     /// Whether the column named `full` (`schema.table.column`) is captured (key columns stay

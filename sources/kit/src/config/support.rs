@@ -23,6 +23,8 @@ pub enum Feature {
     SourceTypes,
     /// `snapshot.select.statement.overrides[.<table>]`.
     SnapshotOverrides,
+    /// `snapshot.include.collection.list`.
+    SnapshotCollections,
     /// `skipped.operations`.
     SkippedOperations,
     /// `event.processing.failure.handling.mode`.
@@ -49,6 +51,7 @@ impl Feature {
             Feature::MessageKeyColumns => "`message.key.columns`",
             Feature::SourceTypes => "source type propagation",
             Feature::SnapshotOverrides => "snapshot SELECT overrides",
+            Feature::SnapshotCollections => "`snapshot.include.collection.list`",
             Feature::SkippedOperations => "skipped operations",
             Feature::FailureHandling => "a failure handling mode other than fail",
             Feature::Heartbeats => "heartbeats",
@@ -70,6 +73,7 @@ impl Feature {
                 Feature::SourceTypes
             }
             "snapshot.select.statement.overrides" => Feature::SnapshotOverrides,
+            "snapshot.include.collection.list" => Feature::SnapshotCollections,
             "skipped.operations" => Feature::SkippedOperations,
             "event.processing.failure.handling.mode" => Feature::FailureHandling,
             "heartbeat.interval.ms" | "heartbeat.action.query" | "topic.heartbeat.prefix" => {

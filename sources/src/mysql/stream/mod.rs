@@ -24,13 +24,14 @@ use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
 
 use super::error::MysqlError;
 use super::gtid::{Gtid, GtidPosition};
-use super::incremental::{Chunk, Incremental, Progress, Window};
+use super::incremental::{Incremental, Progress, Window};
 use super::schema::Schemas;
 use super::snapshot::Table;
 use super::table_map::Charsets;
 use super::{At, MysqlOffset, MysqlSource, Offset};
 
 mod rows;
+mod signals;
 
 pub(super) use rows::primary_key;
 use rows::Mapped;
@@ -526,7 +527,7 @@ impl MysqlSource {
                 self.on_query(state, &header, &q, (start, end), ctx).await?;
             }
             Some(EventData::XidEvent(_)) => {
-                self.commit(state, &header, end, ctx).await;
+                self.commit(state, &header, end, ctx).await?;
             }
             Some(EventData::RowsEvent(rows)) => {
                 let Some(tme) = stream.get_tme(rows.table_id()) else {
@@ -580,7 +581,7 @@ impl MysqlSource {
         }
         if trimmed.eq_ignore_ascii_case("COMMIT") {
             // A non-transactional engine's statement ends with COMMIT, not XID.
-            self.commit(state, header, end, ctx).await;
+            self.commit(state, header, end, ctx).await?;
             return Ok(());
         }
         if is_truncate(trimmed) {
@@ -622,7 +623,7 @@ impl MysqlSource {
             for e in events {
                 state.out.push(e);
             }
-            self.commit(state, header, end, ctx).await;
+            self.commit(state, header, end, ctx).await?;
         }
         Ok(())
     }
@@ -689,62 +690,6 @@ impl MysqlSource {
         Ok(())
     }
 
-    /// Between binlog events: the `file` and `http` channels' signals, then (between
-    /// transactions) the incremental snapshot's chunk out of its window once the stream has
-    /// passed its position, and the next chunks read while the stream stays there.
-    async fn incremental_step(
-        &self,
-        state: &mut State<'_>,
-        ctx: &mut SourceContext,
-    ) -> Result<(), MysqlError> {
-        let tables = captured(&state.by_name, &state.mapped);
-        if self.channel_signals(&tables, &mut state.inc) {
-            state.out.window = None;
-        }
-        let out = &mut state.out;
-        if out.tx.is_none() {
-            // A few chunks at a time, so that the binlog is read in between.
-            for _ in 0..16 {
-                if let Some(window) = &out.window {
-                    if !window.passed_by(&state.file, state.last_end) {
-                        break;
-                    }
-                }
-                if let Some(window) = out.window.take() {
-                    let (rows, emitted) = window.into_parts();
-                    state.inc.tracker.emitted(emitted, false);
-                    out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
-                    let at = out.done_position();
-                    for e in state.inc.tracker.around(rows, |_| at.clone()) {
-                        out.push(e);
-                    }
-                    out.send(at, ctx).await;
-                    continue;
-                }
-                if !state.inc.tracker.wants_chunk() {
-                    break;
-                }
-                match self.read_chunk(&mut state.inc, &tables, &out.done).await? {
-                    Chunk::Window(window) => out.window = Some(*window),
-                    Chunk::Passed => {}
-                    Chunk::Later => break,
-                }
-            }
-        }
-        out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
-        let at = out.done_position();
-        let notes = state.inc.tracker.around(Vec::new(), |_| at.clone());
-        if !notes.is_empty() {
-            for e in notes {
-                out.push(e);
-            }
-            if out.tx.is_none() {
-                out.send(at, ctx).await;
-            }
-        }
-        Ok(())
-    }
-
     /// A heartbeat tick: `heartbeat.action.query` runs (on a connection of its own), then a
     /// heartbeat record goes out at the position of the last batch sent, so a quiet stream
     /// still commits its progress.
@@ -775,14 +720,22 @@ impl MysqlSource {
     }
 
     /// A transaction committed (its last event `header` ends at `end`): its END record, then
-    /// its events go out with the position after it.
+    /// its events go out with the position after it. A blocking snapshot it asked for runs
+    /// then; until it ends, positions stay before the transaction (a restart reads the signal
+    /// again).
     async fn commit(
         &self,
         state: &mut State<'_>,
         header: &BinlogEventHeader,
         end: u64,
         ctx: &mut SourceContext,
-    ) {
+    ) -> Result<(), MysqlError> {
+        let before = match (&state.out.tx, &state.inc.blocking) {
+            (Some(tx), Some(_)) => {
+                Some(state.out.position(&MysqlOffset::at(&tx.file, tx.pos, true)))
+            }
+            _ => None,
+        };
         state.out.gtid_done();
         state.out.done = MysqlOffset::at(&state.file, end, true);
         let done = state.out.done_position();
@@ -795,10 +748,19 @@ impl MysqlSource {
             _ => None,
         };
         if let Some(mut record) = end_record {
-            record.position = done.clone();
+            record.position = before.clone().unwrap_or_else(|| done.clone());
             out.push(record);
         }
-        out.send(done, ctx).await;
+        match before {
+            Some(before) => {
+                out.send(before.clone(), ctx).await;
+                self.run_blocking(state, before, ctx).await
+            }
+            None => {
+                out.send(done, ctx).await;
+                Ok(())
+            }
+        }
     }
 }
 

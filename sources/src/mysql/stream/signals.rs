@@ -1,0 +1,90 @@
+//! What the stream does between binlog events for signals: the `file` and `http` channels,
+//! the incremental snapshot's chunks and windows, and blocking snapshots.
+
+use sluice_engine::{Position, SourceContext};
+
+use super::{captured, State};
+use crate::mysql::error::MysqlError;
+use crate::mysql::incremental::Chunk;
+use crate::mysql::MysqlSource;
+
+impl MysqlSource {
+    /// Between binlog events: the `file` and `http` channels' signals, then (between
+    /// transactions) the incremental snapshot's chunk out of its window once the stream has
+    /// passed its position, and the next chunks read while the stream stays there.
+    pub(super) async fn incremental_step(
+        &self,
+        state: &mut State<'_>,
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let tables = captured(&state.by_name, &state.mapped);
+        if self.channel_signals(&tables, &mut state.inc) {
+            state.out.window = None;
+        }
+        if state.out.tx.is_none() && state.inc.blocking.is_some() {
+            let at = state.out.done_position();
+            return self.run_blocking(state, at, ctx).await;
+        }
+        let out = &mut state.out;
+        if out.tx.is_none() {
+            // A few chunks at a time, so that the binlog is read in between.
+            for _ in 0..16 {
+                if let Some(window) = &out.window {
+                    if !window.passed_by(&state.file, state.last_end) {
+                        break;
+                    }
+                }
+                if let Some(window) = out.window.take() {
+                    let (rows, emitted) = window.into_parts();
+                    state.inc.tracker.emitted(emitted, false);
+                    out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
+                    let at = out.done_position();
+                    for e in state.inc.tracker.around(rows, |_| at.clone()) {
+                        out.push(e);
+                    }
+                    out.send(at, ctx).await;
+                    continue;
+                }
+                if !state.inc.tracker.wants_chunk() {
+                    break;
+                }
+                match self.read_chunk(&mut state.inc, &tables, &out.done).await? {
+                    Chunk::Window(window) => out.window = Some(*window),
+                    Chunk::Passed => {}
+                    Chunk::Later => break,
+                }
+            }
+        }
+        out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
+        let at = out.done_position();
+        let notes = state.inc.tracker.around(Vec::new(), |_| at.clone());
+        if !notes.is_empty() {
+            for e in notes {
+                out.push(e);
+            }
+            if out.tx.is_none() {
+                out.send(at, ctx).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the blocking snapshot the signals asked for, if any: rows at `before`, the last
+    /// batch at the position after the last committed transaction.
+    pub(super) async fn run_blocking(
+        &self,
+        state: &mut State<'_>,
+        before: Position,
+        ctx: &mut SourceContext,
+    ) -> Result<(), MysqlError> {
+        let Some(request) = state.inc.blocking.take() else {
+            return Ok(());
+        };
+        let after = state.out.done_position();
+        let tables = captured(&state.by_name, &state.mapped);
+        self.blocking_snapshot(request, &tables, (before, after.clone()), ctx)
+            .await?;
+        state.out.sent = after;
+        Ok(())
+    }
+}
