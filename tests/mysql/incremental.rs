@@ -355,6 +355,10 @@ fn a_blocking_snapshot_reads_the_tables_whole_between_transactions() {
     );
     // The rows read whole, then the changes after them: the table.
     assert_same_state(&items, &db);
+    // A condition the server cannot read: the snapshot fails, the stream goes on past it.
+    let bad = serde_json::json!({"id": "b0", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "type": "blocking", "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "no_such_column = 1"}]}});
+    std::fs::write(&signal_file, format!("{bad}\n")).unwrap();
+    wait_log(&mut child, "Blocking snapshot failed");
     // From the file channel, with a condition.
     let signal = serde_json::json!({"id": "b2", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "type": "blocking", "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 5 = 0"}]}});
     std::fs::write(&signal_file, format!("{signal}\n")).unwrap();

@@ -54,6 +54,10 @@ pub struct MysqlConfig {
     /// `snapshot.locking.mode` (`minimal`, the default, `extended`, `none`).
     #[serde(rename = "snapshot.locking.mode", default)]
     pub locking_mode: super::locking::LockingMode,
+    /// How long the snapshot's global read lock may be waited for (milliseconds, default
+    /// 10000, as Debezium's).
+    #[serde(rename = "snapshot.lock.timeout.ms", default = "default_lock_timeout")]
+    pub lock_timeout_ms: u64,
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
@@ -68,6 +72,10 @@ fn default_port() -> u16 {
 
 fn default_time_mode() -> TimePrecisionMode {
     TimePrecisionMode::AdaptiveTimeMicroseconds
+}
+
+fn default_lock_timeout() -> u64 {
+    10_000
 }
 
 fn default_connect_timeout() -> u64 {

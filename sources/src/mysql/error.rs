@@ -19,6 +19,9 @@ pub enum MysqlError {
     /// A value does not fit its column's schema.
     #[error("{0}")]
     Value(String),
+    /// The pipeline stopped while a snapshot was read (nothing is wrong).
+    #[error("the pipeline stopped during a snapshot")]
+    Stopped,
     /// The schema history could not be read or written.
     #[error(transparent)]
     History(#[from] sluice_kit::history::HistoryError),
@@ -51,6 +54,7 @@ impl Classify for MysqlError {
     fn class(&self) -> ErrorClass {
         match self {
             MysqlError::Setup(_) | MysqlError::Value(_) => ErrorClass::Fatal,
+            MysqlError::Stopped => ErrorClass::Retryable,
             MysqlError::History(e) => e.class(),
             MysqlError::Query { source, .. } => match source {
                 // Access denied (1044, 1045, 1142, 1227), unknown database or table (1049,

@@ -78,17 +78,30 @@ pub(super) struct Started {
     mode: LockingMode,
 }
 
-/// Starts the snapshot's repeatable-read transaction as `mode` says.
-pub(super) async fn start(conn: &mut Conn, mode: LockingMode) -> Result<Started, MysqlError> {
+/// Starts the snapshot's repeatable-read transaction as `mode` says; a lock waits at most
+/// `lock_timeout_ms` (`snapshot.lock.timeout.ms`).
+pub(super) async fn start(
+    conn: &mut Conn,
+    mode: LockingMode,
+    lock_timeout_ms: u64,
+) -> Result<Started, MysqlError> {
     let locked = mode == LockingMode::Extended
         || (mode == LockingMode::Minimal && !reports_snapshot_position(conn).await?);
     if locked {
+        // Writes queue behind a waiting global read lock: it waits no longer than this.
+        let seconds = lock_timeout_ms.div_ceil(1000).max(1);
+        conn.query_drop(format!("SET SESSION lock_wait_timeout = {seconds}"))
+            .await
+            .map_err(|e| MysqlError::query("setting the lock wait timeout", e))?;
         conn.query_drop("FLUSH TABLES WITH READ LOCK")
             .await
             .map_err(|e| match &e {
                 mysql_async::Error::Server(s) if s.code == 1227 || s.code == 1045 => MysqlError::Setup(format!(
                     "`FLUSH TABLES WITH READ LOCK` was refused ({}): grant the RELOAD privilege (`GRANT RELOAD ON *.* TO ...`), or set `snapshot.locking.mode: none` if no table changes structure during the snapshot",
                     s.message
+                )),
+                mysql_async::Error::Server(s) if s.code == 1205 => MysqlError::Setup(format!(
+                    "`FLUSH TABLES WITH READ LOCK` waited longer than `snapshot.lock.timeout.ms` ({lock_timeout_ms} ms) behind running statements: start again when they are done, raise the timeout, or use `snapshot.locking.mode: minimal` (no lock on MariaDB)"
                 )),
                 _ => MysqlError::query("taking the global read lock (FLUSH TABLES WITH READ LOCK)", e),
             })?;
@@ -243,35 +256,57 @@ async fn structure_changed_since(
         .await
         .map_err(|e| MysqlError::query("listing the binlog files", e))?;
     let files: Vec<String> = files.iter().filter_map(|r| r.get(0)).collect();
-    let from = files.iter().position(|f| f == file).unwrap_or(0);
-    for (i, name) in files.iter().enumerate().skip(from) {
-        let start = if name == file { pos } else { 4 };
-        // The server's own file names (`binlog.000012`), quoted as a literal.
+    let Some(from) = files.iter().position(|f| f == file) else {
+        // Purged meanwhile: what happened since cannot be told, so the snapshot starts over.
+        return Ok(Some(format!("(the binlog file `{file}` is gone)")));
+    };
+    for name in &files[from..] {
+        let mut start = if name == file { pos } else { 4 };
+        let last = *name == end_file;
+        // Page by page, up to the end read above (the server's own file names, such as
+        // `binlog.000012`, quoted as a literal).
         let literal = name.replace('\\', "\\\\").replace('\'', "''");
-        let events: Vec<mysql_async::Row> = conn
-            .query(format!("SHOW BINLOG EVENTS IN '{literal}' FROM {start}"))
-            .await
-            .map_err(|e| MysqlError::query(format!("reading the binlog `{name}` since the snapshot started (SHOW BINLOG EVENTS)"), e))?;
-        let listed = events.iter().filter_map(|r| {
-            let kind: Option<String> = r.get(2);
-            let info: Option<String> = r.get(5);
-            kind.zip(info)
-        });
-        if let Some(statement) = first_structure_change(listed) {
-            return Ok(Some(statement));
+        loop {
+            if last && start >= end_pos {
+                return Ok(None);
+            }
+            let page: Vec<mysql_async::Row> = conn
+                .query(format!("SHOW BINLOG EVENTS IN '{literal}' FROM {start} LIMIT {PAGE}"))
+                .await
+                .map_err(|e| MysqlError::query(format!("reading the binlog `{name}` since the snapshot started (SHOW BINLOG EVENTS)"), e))?;
+            let listed = page.iter().filter_map(|r| {
+                let kind: Option<Option<String>> = r.get(2);
+                let info: Option<Option<String>> = r.get(5);
+                kind.flatten().zip(info.flatten())
+            });
+            if let Some(statement) = first_structure_change(listed) {
+                return Ok(Some(statement));
+            }
+            let next = page
+                .last()
+                .and_then(|r| r.get::<Option<u64>, _>(4))
+                .flatten();
+            match next {
+                Some(next) if page.len() == PAGE && next > start => start = next,
+                _ => break,
+            }
         }
-        if *name == end_file || i + 1 == files.len() {
+        if last {
             break;
         }
     }
     Ok(None)
 }
 
+/// Binlog events read at a time by the structure check.
+const PAGE: usize = 1000;
+
 /// The first `Query` event of `events` (`SHOW BINLOG EVENTS`' `Event_type` and `Info`) whose
 /// statement changes a table's structure.
 fn first_structure_change(events: impl Iterator<Item = (String, String)>) -> Option<String> {
     events
-        .filter(|(kind, _)| kind == "Query")
+        // `Query`, or `Query_compressed` (`log_bin_compress`).
+        .filter(|(kind, _)| kind.starts_with("Query"))
         .map(|(_, info)| info)
         .find(|info| super::schema::changes_structure(without_use(info)))
 }
@@ -321,6 +356,8 @@ mod tests {
             ("Query", "use `we;ird`; ALTER TABLE items ADD COLUMN c INT"),
             ("Query", "use `db`; DROP TABLE t"),
         ]);
+        let compressed = events(&[("Query_compressed", "use `db`; DROP TABLE t")]);
+        assert!(first_structure_change(compressed.into_iter()).is_some());
         assert_eq!(
             first_structure_change(altered.into_iter()).as_deref(),
             Some("use `we;ird`; ALTER TABLE items ADD COLUMN c INT")

@@ -263,7 +263,10 @@ impl Source for MysqlSource {
             .and_then(|r| r.incremental.clone())
             .and_then(|p| serde_json::from_value(p).ok());
         let (tables, from) = if plan.data {
-            let (rows, tables, at) = self.snapshot(&mut conn, &mut schemas, ctx).await?;
+            let (rows, tables, at) = match self.snapshot(&mut conn, &mut schemas, ctx).await {
+                Err(MysqlError::Stopped) => return Ok(()),
+                done => done?,
+            };
             tracing::info!(rows, "Snapshot completed.");
             (tables, at)
         } else {
@@ -305,9 +308,13 @@ impl Source for MysqlSource {
         if !plan.stream || ctx.is_stopping() {
             return Ok(());
         }
-        Ok(self
+        match self
             .stream(&tables, schemas, (from, progress, by_gtid), ctx)
-            .await?)
+            .await
+        {
+            Err(MysqlError::Stopped) => Ok(()),
+            done => Ok(done?),
+        }
     }
 }
 

@@ -285,12 +285,16 @@ impl MysqlSource {
             cut: BatchCut::for_limits(ctx.limits()),
             rows: 0,
             conditions,
+            stopped: false,
         };
         let count = tables.len();
         for (i, table) in tables.iter().enumerate() {
             reader
                 .read_table(conn, (i == 0, i + 1 == count), table, ctx)
                 .await?;
+            if reader.stopped {
+                return Err(MysqlError::Stopped);
+            }
         }
         Ok((reader.rows, reader.batch))
     }
@@ -310,7 +314,8 @@ impl MysqlSource {
         schemas: &mut Schemas,
     ) -> Result<(locking::Started, Vec<Table>, Vec<ChangeEvent>), MysqlError> {
         for attempt in 1..=STRUCTURE_TRIES {
-            let mut started = locking::start(conn, self.config.locking_mode).await?;
+            let mut started =
+                locking::start(conn, self.config.locking_mode, self.config.lock_timeout_ms).await?;
             let position = Offset {
                 at: MysqlOffset::at(&started.file, started.pos, false),
                 incremental: None,
@@ -359,6 +364,8 @@ struct Reader<'a> {
     rows: u64,
     /// Row filters by `db.table`.
     conditions: &'a BTreeMap<String, String>,
+    /// The pipeline stopped: reading ends (releasing any lock with the connection).
+    stopped: bool,
 }
 
 impl Reader<'_> {
@@ -414,6 +421,9 @@ impl Reader<'_> {
             if let Some((prev, prev_first)) = held.replace((after, first)) {
                 let event = self.event(table, prev, mark(place, prev_first, false));
                 self.push(event, ctx).await;
+                if self.stopped {
+                    return Ok(());
+                }
             }
             self.rows += 1;
         }
@@ -431,12 +441,13 @@ impl Reader<'_> {
             self.cut.taken();
             let events = std::mem::take(&mut self.batch);
             // A stopping pipeline drops the snapshot; the next start reads it again.
-            let _ = ctx
+            let sent = ctx
                 .emit(Batch {
                     events,
                     position: Some(self.position.clone()),
                 })
                 .await;
+            self.stopped |= sent.is_err();
         }
     }
 
@@ -473,7 +484,7 @@ fn override_places(
             let name = &table.columns[i].name;
             columns
                 .iter()
-                .position(|c| c.name_str() == name.as_str())
+                .position(|c| c.name_str().eq_ignore_ascii_case(name))
                 .ok_or_else(|| {
                     MysqlError::Setup(format!(
                         "`snapshot.select.statement.overrides.{}` returns no column `{name}`: select every captured column (`SELECT * ...` will do)",

@@ -18,7 +18,9 @@ impl MysqlSource {
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
         let tables = captured(&state.by_name, &state.mapped);
-        if self.channel_signals(&tables, &mut state.inc) {
+        // Between transactions only: a blocking snapshot they ask for then runs at once, with
+        // the position after the last transaction.
+        if state.out.tx.is_none() && self.channel_signals(&tables, &mut state.inc) {
             state.out.window = None;
         }
         if state.out.tx.is_none() && state.inc.blocking.is_some() {
@@ -82,8 +84,31 @@ impl MysqlSource {
         };
         let after = state.out.done_position();
         let tables = captured(&state.by_name, &state.mapped);
-        self.blocking_snapshot(request, &tables, (before, after.clone()), ctx)
-            .await?;
+        match self
+            .blocking_snapshot(request, &tables, (before, after.clone()), ctx)
+            .await
+        {
+            Ok(()) => {}
+            // The server refused a statement (an `additional-conditions` filter it cannot
+            // read, a server without the snapshot's position): the signal will never work,
+            // so the stream goes on past it rather than read it again at every restart.
+            Err(e @ (MysqlError::Setup(_) | MysqlError::Value(_)))
+            | Err(
+                e @ MysqlError::Query {
+                    source: mysql_async::Error::Server(_),
+                    ..
+                },
+            ) => {
+                tracing::warn!(notification = "ABORTED", error = %e, "Blocking snapshot failed; the stream goes on without it.");
+                let _ = ctx
+                    .emit(sluice_engine::Batch {
+                        events: Vec::new(),
+                        position: Some(after.clone()),
+                    })
+                    .await;
+            }
+            Err(e) => return Err(e),
+        }
         state.out.sent = after;
         Ok(())
     }
