@@ -318,7 +318,7 @@ impl MysqlSource {
             ts_ms: SourceTimestamps::now().millis(),
             snapshot: "incremental",
             server_id: 0,
-            file: file.clone(),
+            file: file.as_str().into(),
             pos,
             row: 0,
             gtid: None,

@@ -114,6 +114,8 @@ pub struct MysqlSource {
     source_schema: Arc<Schema>,
     /// `skipped.operations`.
     skipped: sluice_kit::config::Skipped,
+    /// `source.version`, `source.connector` and `source.name`, made once.
+    constants: (Arc<str>, Arc<str>, Arc<str>),
 }
 
 impl MysqlSource {
@@ -140,12 +142,18 @@ impl MysqlSource {
                 .field("query", string(true))
                 .build();
         let skipped = config.common.skipped().map_err(ComponentError::fatal)?;
+        let constants = (
+            crate::VERSION.into(),
+            flavour.name().into(),
+            config.common.topic_prefix.as_str().into(),
+        );
         Ok(MysqlSource {
             config,
             flavour,
             data_dir: ctx.data_dir.to_path_buf(),
             source_schema,
             skipped,
+            constants,
         })
     }
 
@@ -327,7 +335,7 @@ struct At {
     pub snapshot: &'static str,
     /// The server that wrote the change (0 for snapshot rows, as Debezium).
     pub server_id: i64,
-    pub file: String,
+    pub file: Arc<str>,
     pub pos: u64,
     /// The row's index in its binlog event.
     pub row: i32,
@@ -339,28 +347,34 @@ struct At {
 impl MysqlSource {
     /// The `source` block of a change in `db` (and `table`) that `at` describes.
     fn source(&self, db: &str, table: Option<&str>, at: &At) -> Struct {
+        self.source_of(Value::from(db), table.map_or(Value::Null, Value::from), at)
+    }
+
+    /// [`MysqlSource::source`] with the database and table as values (a table's own, which
+    /// cost no copy per event).
+    fn source_of(&self, db: Value, table: Value, at: &At) -> Struct {
         let made = SourceTimestamps {
             nanos: at.ts_ms.saturating_mul(1_000_000),
         };
         Struct::from_values(
             self.source_schema.clone(),
             vec![
-                Value::from(crate::VERSION),
-                Value::from(self.flavour.name()),
-                Value::from(self.config.common.topic_prefix.as_str()),
+                Value::String(Arc::clone(&self.constants.0)),
+                Value::String(Arc::clone(&self.constants.1)),
+                Value::String(Arc::clone(&self.constants.2)),
                 Value::Int64(made.millis()),
                 Value::from(at.snapshot),
-                Value::from(db),
+                db,
                 Value::Null,
                 Value::Int64(made.micros()),
                 Value::Int64(made.nanos),
-                table.map_or(Value::Null, Value::from),
+                table,
                 Value::Int64(at.server_id),
                 match (&at.gtid, self.flavour) {
                     (Some(gtid), Flavour::Mariadb) => Value::String(gtid.clone()),
                     _ => Value::Null,
                 },
-                Value::from(at.file.as_str()),
+                Value::String(Arc::clone(&at.file)),
                 Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
                 Value::Int32(at.row),
                 Value::Null,
@@ -380,8 +394,24 @@ impl MysqlSource {
         at: &At,
         position: Position,
     ) -> ChangeEvent {
+        let source = self.source_of(
+            Value::String(Arc::clone(&table.values.0)),
+            Value::String(Arc::clone(&table.values.1)),
+            at,
+        );
+        self.event_with(table, (op, before, after), source, position)
+    }
+
+    /// [`MysqlSource::event`] with its `source` block made already (a snapshot's, shared by
+    /// its rows).
+    fn event_with(
+        &self,
+        table: &snapshot::Table,
+        (op, before, after): (Op, Option<Struct>, Option<Struct>),
+        source: Struct,
+        position: Position,
+    ) -> ChangeEvent {
         let ts = SourceTimestamps::now();
-        let source = self.source(&table.db, Some(&table.name), at);
         let row = before.as_ref().or(after.as_ref());
         let key = table.envelope.key.as_ref().and_then(|schema| {
             let values = table

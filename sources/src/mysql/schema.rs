@@ -34,7 +34,7 @@ pub(super) struct Schemas {
 pub(super) fn history_position(at: &At, next_pos: u64) -> Json {
     let mut p = serde_json::Map::new();
     p.insert("ts_sec".into(), Json::from(at.ts_ms / 1000));
-    p.insert("file".into(), Json::from(at.file.as_str()));
+    p.insert("file".into(), Json::from(&*at.file));
     p.insert("pos".into(), Json::from(next_pos));
     if at.snapshot == "false" {
         p.insert("server_id".into(), Json::from(at.server_id));
@@ -336,7 +336,7 @@ impl MysqlSource {
                 ts_ms: SourceTimestamps::now().millis(),
                 snapshot: "true",
                 server_id: 0,
-                file: file.to_owned(),
+                file: file.into(),
                 pos,
                 row: 0,
                 gtid: None,

@@ -31,6 +31,8 @@ pub(super) struct Table {
     pub shape: Shape,
     pub topic: Arc<str>,
     pub envelope: EnvelopeSchema,
+    /// `db` and `name` as the events' `source` block carries them.
+    pub values: (Arc<str>, Arc<str>),
 }
 
 impl Table {
@@ -204,6 +206,7 @@ impl MysqlSource {
             self.source_schema.clone(),
         );
         Ok(Table {
+            values: (db.as_str().into(), name.as_str().into()),
             db,
             name,
             columns,
@@ -278,7 +281,7 @@ impl MysqlSource {
         let mut reader = Reader {
             source: self,
             started: SourceTimestamps::now(),
-            file: file.to_owned(),
+            file: file.into(),
             pos,
             position,
             batch: pending,
@@ -286,6 +289,7 @@ impl MysqlSource {
             rows: 0,
             conditions,
             stopped: false,
+            shared: None,
         };
         let count = tables.len();
         for (i, table) in tables.iter().enumerate() {
@@ -356,7 +360,7 @@ fn mark((first_table, last_table): (bool, bool), first: bool, last: bool) -> &'s
 struct Reader<'a> {
     source: &'a MysqlSource,
     started: SourceTimestamps,
-    file: String,
+    file: Arc<str>,
     pos: u64,
     position: sluice_engine::Position,
     batch: Vec<ChangeEvent>,
@@ -366,6 +370,8 @@ struct Reader<'a> {
     conditions: &'a BTreeMap<String, String>,
     /// The pipeline stopped: reading ends (releasing any lock with the connection).
     stopped: bool,
+    /// The shared `source` block of the current table's rows (by its topic).
+    shared: Option<(Arc<str>, Struct)>,
 }
 
 impl Reader<'_> {
@@ -451,7 +457,7 @@ impl Reader<'_> {
         }
     }
 
-    fn event(&self, table: &Table, after: Struct, mark: &'static str) -> ChangeEvent {
+    fn event(&mut self, table: &Table, after: Struct, mark: &'static str) -> ChangeEvent {
         let at = super::At {
             // Debezium stamps snapshot rows with the snapshot's start, in whole seconds.
             ts_ms: self.started.millis() / 1000 * 1000,
@@ -462,12 +468,23 @@ impl Reader<'_> {
             row: 0,
             gtid: None,
         };
-        self.source.event(
+        // The rows between a table's first and last have one `source` block: made once,
+        // shared (and encoded once).
+        let source = match (mark, &self.shared) {
+            ("true", Some((topic, source))) if Arc::ptr_eq(topic, &table.topic) => source.clone(),
+            ("true", _) => {
+                let source = (self.source)
+                    .source(&table.db, Some(&table.name), &at)
+                    .into_shared();
+                self.shared = Some((Arc::clone(&table.topic), source.clone()));
+                source
+            }
+            _ => self.source.source(&table.db, Some(&table.name), &at),
+        };
+        self.source.event_with(
             table,
-            Op::Read,
-            None,
-            Some(after),
-            &at,
+            (Op::Read, None, Some(after)),
+            source,
             self.position.clone(),
         )
     }

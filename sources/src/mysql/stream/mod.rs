@@ -30,6 +30,7 @@ use super::snapshot::Table;
 use super::table_map::Charsets;
 use super::{At, MysqlOffset, MysqlSource, Offset};
 
+mod decode;
 mod rows;
 mod signals;
 
@@ -49,12 +50,17 @@ fn mariadb_gtid(body: &[u8], server_id: u32) -> Option<String> {
 
 /// The `source` block's facts of a binlog event at `start` of `file`: its own position (as
 /// Debezium's `source.pos`), writer, time and transaction GTID.
-fn streamed(header: &BinlogEventHeader, file: &str, start: u64, gtid: &Option<Arc<str>>) -> At {
+fn streamed(
+    header: &BinlogEventHeader,
+    file: &Arc<str>,
+    start: u64,
+    gtid: &Option<Arc<str>>,
+) -> At {
     At {
         ts_ms: i64::from(header.timestamp()) * 1000,
         snapshot: "false",
         server_id: i64::from(header.server_id()),
-        file: file.to_owned(),
+        file: Arc::clone(file),
         pos: start,
         row: 0,
         gtid: gtid.clone(),
@@ -232,6 +238,8 @@ struct State<'a> {
     /// A connection for what the binlog does not say (a mapped table's primary key).
     lookup: Option<mysql_async::Conn>,
     file: String,
+    /// `file` as the events' `source` block carries it.
+    file_value: Arc<str>,
     gtid: Option<Arc<str>>,
     seen_format: bool,
     /// Resuming from a GTID position: the first rotate event names the file, with this many
@@ -324,6 +332,7 @@ impl MysqlSource {
             mapped: HashMap::new(),
             lookup: None,
             file: from.file.clone(),
+            file_value: from.file.as_str().into(),
             gtid: None,
             seen_format: false,
             first_rotate: by_gtid.then_some(checksum),
@@ -517,6 +526,7 @@ impl MysqlSource {
                     None => rotated_file(r.name_raw(), state.seen_format),
                 };
                 if let Some(file) = name {
+                    state.file_value = file.as_str().into();
                     state.file = file;
                     state.last_end = r.position();
                 }
@@ -591,7 +601,7 @@ impl MysqlSource {
         }
         let session = q.schema();
         let after = state.out.position(&MysqlOffset::at(&state.file, end, true));
-        let source = streamed(header, &state.file, start, &state.gtid);
+        let source = streamed(header, &state.file_value, start, &state.gtid);
         // The session's database, or a captured database named in the text.
         let touches = state
             .by_name
@@ -664,7 +674,7 @@ impl MysqlSource {
                 table
             }
         };
-        let source = streamed(header, &state.file, start, &state.gtid);
+        let source = streamed(header, &state.file_value, start, &state.gtid);
         let delivered = state.out.tx.as_ref().map_or(0, Tx::delivered_rows);
         let before = state.out.batch.len();
         self.row_changes(table, tme, rows, &source, &mut state.out, delivered)?;

@@ -6,6 +6,7 @@ use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use sluice_engine::{ChangeEvent, Op, Position, Struct};
 
+use super::decode::Image;
 use super::Out;
 use crate::mysql::ddl::Model;
 use crate::mysql::error::MysqlError;
@@ -50,13 +51,28 @@ impl MysqlSource {
         delivered: usize,
     ) -> Result<(), MysqlError> {
         let collection = table.full_name();
-        for (i, row) in rows.rows(tme).enumerate() {
-            let (before, after) = row.map_err(|e| {
-                MysqlError::Value(format!(
-                    "a row of `{collection}` at {}:{} cannot be decoded: {e}",
-                    at.file, at.pos
-                ))
-            })?;
+        let undecodable = |e: String| {
+            MysqlError::Value(format!(
+                "a row of `{collection}` at {}:{} cannot be decoded: {e}",
+                at.file, at.pos
+            ))
+        };
+        let decoded = match super::decode::rows(rows, tme) {
+            Some(decoded) => decoded.map_err(undecodable)?,
+            // MySQL's partial JSON updates: mysql_common's rows.
+            None => {
+                let own = |row: Option<BinlogRow>| {
+                    row.map(|r| r.unwrap().into_iter().map(Some).collect::<Image>())
+                };
+                let mut list = Vec::new();
+                for row in rows.rows(tme) {
+                    let (before, after) = row.map_err(|e| undecodable(e.to_string()))?;
+                    list.push((own(before), own(after)));
+                }
+                list
+            }
+        };
+        for (i, (before, after)) in decoded.into_iter().enumerate() {
             let images = match (
                 self.image(table, before.as_ref()),
                 self.image(table, after.as_ref()),
@@ -66,7 +82,7 @@ impl MysqlSource {
                     let image = after.as_ref().or(before.as_ref());
                     let key = || {
                         table.key_text(|i| {
-                            image.and_then(|r| r.as_ref(i)).map(|v| match v {
+                            image.and_then(|r| r.get(i)?.as_ref()).map(|v| match v {
                                 BinlogValue::Value(v) => v.as_sql(true),
                                 other => format!("{other:?}"),
                             })
@@ -170,15 +186,15 @@ impl MysqlSource {
     }
 
     /// A row image as the table's struct.
-    fn image(&self, table: &Table, row: Option<&BinlogRow>) -> Result<Option<Struct>, String> {
+    fn image(&self, table: &Table, row: Option<&Image>) -> Result<Option<Struct>, String> {
         let Some(row) = row else {
             return Ok(None);
         };
-        if row.len() != table.columns.len() {
+        let present = row.iter().filter(|v| v.is_some()).count();
+        if present != table.columns.len() || row.len() != table.columns.len() {
             return Err(format!(
-                "`{}`: a row image holds {} of its {} columns: the change was written with `binlog_row_image` other than FULL (a session can set it); the mysql source needs full images",
+                "`{}`: a row image holds {present} of its {} columns: the change was written with `binlog_row_image` other than FULL (a session can set it); the mysql source needs full images",
                 table.full_name(),
-                row.len(),
                 table.columns.len()
             ));
         }
@@ -187,7 +203,7 @@ impl MysqlSource {
         let mut values = Vec::with_capacity(shape.kept.len());
         for (j, &i) in shape.kept.iter().enumerate() {
             let value = table.columns[i]
-                .binlog_value(row.as_ref(i), modes)
+                .binlog_value(row[i].as_ref(), modes)
                 .map_err(|e| format!("`{}` {e}", table.full_name()))?;
             values.push(shape.map(j, value));
         }
