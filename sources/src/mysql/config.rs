@@ -58,12 +58,38 @@ pub struct MysqlConfig {
     /// 10000, as Debezium's).
     #[serde(rename = "snapshot.lock.timeout.ms", default = "default_lock_timeout")]
     pub lock_timeout_ms: u64,
+    /// `database.ssl.mode` (`preferred`, the default, `disabled`, `required`, `verify_ca`,
+    /// `verify_identity`).
+    #[serde(rename = "database.ssl.mode", default)]
+    pub ssl_mode: SslMode,
+    /// The CA certificates (a PEM file) the server's certificate is checked against with
+    /// `verify_ca` and `verify_identity` (Debezium's is a Java keystore:
+    /// `keytool -exportcert -rfc` turns it into PEM).
+    #[serde(rename = "database.ssl.truststore", default)]
+    pub ssl_truststore: Option<std::path::PathBuf>,
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+}
+
+/// `database.ssl.mode`, Debezium's MySQL connector's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SslMode {
+    /// No TLS.
+    Disabled,
+    /// TLS when the server offers it, without checking its certificate (the default).
+    #[default]
+    Preferred,
+    /// TLS, without checking the server's certificate.
+    Required,
+    /// TLS, the certificate checked against the CA (`database.ssl.truststore`).
+    VerifyCa,
+    /// TLS, the certificate and the host name checked.
+    VerifyIdentity,
 }
 
 fn default_port() -> u16 {
@@ -143,6 +169,18 @@ impl DatabaseSource for MysqlConfig {
         self.locking_mode.check()?;
         if !self.common.skipped()?.truncate {
             return Err("`skipped.operations` without `t`: the mysql source does not emit truncate events yet; keep `t` in the list (Debezium's default)".into());
+        }
+        if self.ssl_truststore.is_some()
+            && !matches!(self.ssl_mode, SslMode::VerifyCa | SslMode::VerifyIdentity)
+        {
+            return Err(format!(
+                "`database.ssl.truststore` is only read with `database.ssl.mode: verify_ca` or `verify_identity` (it is `{}`)",
+                match self.ssl_mode {
+                    SslMode::Disabled => "disabled",
+                    SslMode::Preferred => "preferred",
+                    _ => "required",
+                }
+            ));
         }
         if self.password.is_some() && self.password_file.is_some() {
             return Err("give `database.password` or `database.password.file`, not both".into());

@@ -33,7 +33,7 @@ pub fn server() -> &'static Server {
         }
         let dir = install();
         let port = crate::pg::free_port();
-        let watcher = launch(dir.path(), port);
+        let watcher = launch(dir.path(), port, "");
         Server {
             port,
             _dir: Some(dir),
@@ -74,13 +74,13 @@ fn install() -> tempfile::TempDir {
 
 /// Starts mariadbd on `dir` and `port` under a watcher shell that ends it when the test
 /// process is gone, and waits until it answers.
-fn launch(dir: &std::path::Path, port: u16) -> std::process::Child {
+fn launch(dir: &std::path::Path, port: u16, extra: &str) -> std::process::Child {
     let d = dir.display();
     let server = format!(
         "mariadbd --no-defaults --datadir={d}/data --port={port} --bind-address=127.0.0.1 \
          --socket={d}/sock --pid-file={d}/pid --user=root --log-bin={d}/data/binlog --server-id=1 \
          --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL \
-         --default-time-zone=+00:00 --skip-name-resolve >>{d}/server.log 2>&1"
+         --default-time-zone=+00:00 --skip-name-resolve {extra} >>{d}/server.log 2>&1"
     );
     let watcher = format!(
         "{server} & M=$!; while kill -0 {parent} 2>/dev/null && kill -0 $M 2>/dev/null; do sleep 1; done; kill $M 2>/dev/null",
@@ -108,15 +108,27 @@ pub struct Restartable {
     pub port: u16,
     dir: tempfile::TempDir,
     watcher: Option<std::process::Child>,
+    /// More `mariadbd` options (`--ssl-cert=...`).
+    extra: String,
 }
 
 impl Restartable {
     /// Installs and starts it.
     pub fn start() -> Restartable {
+        Self::start_with("")
+    }
+
+    /// Installs and starts it with more `mariadbd` options.
+    pub fn start_with(extra: &str) -> Restartable {
         let dir = install();
         let port = crate::pg::free_port();
-        let watcher = Some(launch(dir.path(), port));
-        Restartable { port, dir, watcher }
+        let watcher = Some(launch(dir.path(), port, extra));
+        Restartable {
+            port,
+            dir,
+            watcher,
+            extra: extra.to_owned(),
+        }
     }
 
     /// Stops it (a clean shutdown) and waits until it is gone.
@@ -141,7 +153,7 @@ impl Restartable {
 
     /// Starts it again.
     pub fn restart(&mut self) {
-        self.watcher = Some(launch(self.dir.path(), self.port));
+        self.watcher = Some(launch(self.dir.path(), self.port, &self.extra));
     }
 
     /// [`sql`] on this server.

@@ -1,0 +1,200 @@
+//! `database.ssl.mode` against a private MariaDB with TLS certificates made here by `openssl`
+//! (a CA, and a server certificate for 127.0.0.1 it signs): a user the server lets in only over
+//! TLS (`REQUIRE SSL`) snapshots and streams with every mode that encrypts, and each wrong
+//! setup is one line.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA named `name` (`<name>.pem`, `<name>.key`) in `dir`.
+fn ca(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.pem"),
+            "-subj",
+            &format!("/CN={name}"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+}
+
+/// `server.pem` and `server.key` for 127.0.0.1 and localhost, signed by CA `ca`.
+fn server_certificate(dir: &Path, ca: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+}
+
+#[test]
+fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    let c = certs.path();
+    ca(c, "ca");
+    ca(c, "other");
+    server_certificate(c, "ca");
+    let server = mariadb::Restartable::start_with(&format!(
+        "--ssl-ca={d}/ca.pem --ssl-cert={d}/server.pem --ssl-key={d}/server.key",
+        d = c.display()
+    ));
+    server.sql(
+        "",
+        "CREATE DATABASE tls_db; CREATE TABLE tls_db.t (id INT PRIMARY KEY, v VARCHAR(10));\
+         INSERT INTO tls_db.t VALUES (1, 'one');\
+         CREATE USER 'tls'@'%' IDENTIFIED BY 'pw' REQUIRE SSL; GRANT ALL ON *.* TO 'tls'@'%'",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let with = |name: &str, ssl: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        pipeline(
+            &d,
+            server.port,
+            &format!("  database.include.list: tls_db\n  database.password: pw\n{ssl}"),
+        )
+        .replace_text("database.user: root", "database.user: tls")
+    };
+    let ca_file = c.join("ca.pem");
+    // Checked against the CA and the host name: the snapshot, then the stream (the binlog
+    // connection is encrypted too: the user has no other way in).
+    let path = with(
+        "identity",
+        &format!(
+            "  database.ssl.mode: verify_identity\n  database.ssl.truststore: {}\n",
+            ca_file.display()
+        ),
+    )
+    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    let out = dir.path().join("identity");
+    sluice_test_support::pg::wait_lines(&out, 1, &mut child);
+    server.sql("", "INSERT INTO tls_db.t VALUES (2, 'two')");
+    sluice_test_support::pg::wait_lines(&out, 2, &mut child);
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let ids: Vec<(String, i64)> = sluice_test_support::pg::lines(&out)
+        .iter()
+        .map(|e| {
+            let p = &e["value"]["payload"];
+            (
+                p["op"].as_str().unwrap().to_owned(),
+                p["after"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ids, [("r".to_owned(), 1), ("c".to_owned(), 2)]);
+    // `preferred` (the default), `required` and `verify_ca` read it too.
+    for (name, ssl) in [
+        ("preferred", String::new()),
+        ("required", "  database.ssl.mode: required\n".to_owned()),
+        (
+            "ca",
+            format!(
+                "  database.ssl.mode: verify_ca\n  database.ssl.truststore: {}\n",
+                ca_file.display()
+            ),
+        ),
+    ] {
+        run_ok(&with(name, &ssl));
+        assert_eq!(
+            sluice_test_support::pg::lines(&dir.path().join(name)).len(),
+            2,
+            "{name}"
+        );
+    }
+    // Without TLS the server turns the user away.
+    let e = error_line(&with("disabled", "  database.ssl.mode: disabled\n"));
+    assert!(e.contains("Access denied"), "{e}");
+    // A certificate another CA signed.
+    let e = error_line(&with(
+        "other",
+        &format!(
+            "  database.ssl.mode: verify_ca\n  database.ssl.truststore: {}\n",
+            c.join("other.pem").display()
+        ),
+    ));
+    assert!(
+        e.contains("connecting to") && e.to_lowercase().contains("cert"),
+        "{e}"
+    );
+    // A trust store a mode does not read is refused at start.
+    let e = error_line(&with(
+        "unread",
+        &format!("  database.ssl.truststore: {}\n", ca_file.display()),
+    ));
+    assert!(e.contains("verify_ca"), "{e}");
+    // A mode that needs TLS against a server without it (the shared one).
+    let plain = dir.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let e = error_line(&pipeline(
+        &plain,
+        mariadb::server().port,
+        "  database.ssl.mode: required\n",
+    ));
+    assert!(e.contains("offers no TLS"), "{e}");
+}
