@@ -601,3 +601,47 @@ fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
     );
     drop_db(&db);
 }
+
+/// `snapshot.include.collection.list`: the snapshot reads the listed tables only; the others
+/// are streamed.
+#[test]
+fn the_snapshot_collection_list_chooses_the_tables_read() {
+    let db = fresh_db("snapshot_collections");
+    psql(
+        &db,
+        "create table items (id int primary key); insert into items values (1), (2);
+         create table other (id int primary key); insert into other values (10), (11);",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let source = "  table.include.list: public.items,public.other\n  snapshot.include.collection.list: public.items\n";
+    let file = pipeline(dir.path(), &db, source, false);
+    let mut child = start(&file, &[]);
+    wait_lines(dir.path(), 2, &mut child);
+    psql(&db, "insert into other values (12)");
+    wait_lines(dir.path(), 3, &mut child);
+    stop(&child);
+    finish(child);
+    let seen: Vec<(String, String, i64)> = lines(dir.path())
+        .iter()
+        .map(|e| {
+            (
+                e["topic"].as_str().unwrap().to_owned(),
+                e["value"]["op"].as_str().unwrap().to_owned(),
+                e["key"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let (items, other) = (
+        "dbserver1.public.items".to_owned(),
+        "dbserver1.public.other".to_owned(),
+    );
+    assert_eq!(
+        seen,
+        [
+            (items.clone(), "r".to_owned(), 1),
+            (items, "r".to_owned(), 2),
+            (other, "c".to_owned(), 12)
+        ]
+    );
+    drop_db(&db);
+}

@@ -259,3 +259,37 @@ fn a_snapshot_select_override_filters_the_snapshot() {
         ]
     );
 }
+
+/// `snapshot.include.collection.list` in the SQLite source: the snapshot reads `t` only; `u` is
+/// streamed.
+#[test]
+fn the_snapshot_collection_list_chooses_the_tables_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key); insert into t values (1), (2);\
+         create table u (id integer primary key); insert into u values (7);",
+        &["t", "u"],
+    );
+    let path = pipeline(dir.path(), &db, "  snapshot.include.collection.list: t\n");
+    run_until_idle(&path);
+    conn.execute_batch("insert into u values (8);").unwrap();
+    run_until_idle(&path);
+    let seen: Vec<(String, i64)> = lines(dir.path())
+        .iter()
+        .map(|l| {
+            (
+                l["value"]["op"].as_str().unwrap().to_owned(),
+                l["value"]["after"]["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("r".to_owned(), 1),
+            ("r".to_owned(), 2),
+            ("c".to_owned(), 8)
+        ]
+    );
+}

@@ -254,6 +254,7 @@ impl DatabaseSource for PostgresConfig {
             Feature::MessageKeyColumns,
             Feature::SourceTypes,
             Feature::SnapshotOverrides,
+            Feature::SnapshotCollections,
             Feature::SkippedOperations,
             Feature::FailureHandling,
             Feature::Heartbeats,

@@ -473,8 +473,14 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         ))
     });
     let (mut repl, resume) = if need_snapshot {
+        // `snapshot.include.collection.list`: the tables whose rows are read (all streamed).
+        let read: Vec<Arc<TableSchema>> = schemas
+            .iter()
+            .filter(|t| (config.common).snapshots_table(&format!("{}.{}", t.schema_name, t.table)))
+            .cloned()
+            .collect();
         let tables = InitialSnapshot {
-            tables: &schemas,
+            tables: &read,
             db: &db,
             schema_changes: schema_changes.as_deref(),
             notifications: notifications.as_ref(),

@@ -67,6 +67,7 @@ impl DatabaseSource for SqliteConfig {
             Feature::ColumnMasks,
             Feature::MessageKeyColumns,
             Feature::SnapshotOverrides,
+            Feature::SnapshotCollections,
         ],
         signal_channels: &["source", "file", "http"],
     };

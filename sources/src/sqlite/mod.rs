@@ -345,7 +345,11 @@ impl SqliteSource {
         let mut pending: Option<(&Table, Option<Struct>, bool)> = None;
         let mut batch = Vec::new();
         let mut rows = 0u64;
-        for table in tables {
+        // `snapshot.include.collection.list`: the tables whose rows are read (all streamed).
+        let read = tables
+            .iter()
+            .filter(|t| self.config.common.snapshots_table(&t.name));
+        for table in read {
             // `snapshot.select.statement.overrides.main.<table>`: its own SELECT, which must
             // return the captured columns in their order.
             let sql = match self
