@@ -314,6 +314,54 @@ fn the_file_channel_takes_additional_conditions_and_a_surrogate_key_is_refused()
     );
 }
 
+/// The kit's `kafka` channel in the mysql source: a record keyed by `topic.prefix` starts an
+/// incremental snapshot (with its `additional-conditions`), one with another key is ignored, and
+/// the handled record is not read again after a restart.
+#[test]
+fn a_kafka_signal_starts_an_incremental_snapshot_once() {
+    let bootstrap = sluice_test_support::broker::shared();
+    let db = seeded_table("mysql_incremental_kafka", 300);
+    mariadb::sql(&db, SIGNALS);
+    let dir = tempfile::tempdir().unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let topic = format!("{db}-signals-{}", nanos % 1_000_000_000_000);
+    let extra = format!(
+        "  signal.enabled.channels: kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n"
+    );
+    let path = signal_pipeline(dir.path(), &db, 64, &extra);
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Binlog stream started");
+    let signal = serde_json::json!({"id": "k", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 3 = 0"}]}}).to_string();
+    sluice_test_support::broker::produce(&bootstrap, &topic, "another-connector", &signal);
+    sluice_test_support::broker::produce(&bootstrap, &topic, "dbserver1", &signal);
+    wait_log(&mut child, "Incremental snapshot completed");
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    assert!(log.contains("Created the signal topic"), "{log}");
+    assert!(log.contains("Ignoring a signal record"), "{log}");
+    let read = |dir: &std::path::Path| -> Vec<i64> {
+        let mut read: Vec<i64> = of_items(&sluice_test_support::pg::lines(dir))
+            .iter()
+            .filter(|e| e["value"]["payload"]["op"] == "r")
+            .map(|e| e["key"]["payload"]["id"].as_i64().unwrap())
+            .collect();
+        read.sort_unstable();
+        read
+    };
+    let expected: Vec<i64> = (1..=300).filter(|i| i % 3 == 0).collect();
+    assert_eq!(read(dir.path()), expected, "{log}");
+
+    // Restarted: the handled signal is not read again.
+    let child = sluice_test_support::pg::start(&path, &["--stop-when-idle", "3s"]);
+    let log = sluice_test_support::pg::finish(child);
+    assert!(!log.contains("Snapshot requested"), "{log}");
+    assert_eq!(read(dir.path()), expected);
+}
+
 #[test]
 fn a_blocking_snapshot_reads_the_tables_whole_between_transactions() {
     let db = seeded_table("mysql_blocking", 2000);

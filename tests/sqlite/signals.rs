@@ -1,4 +1,5 @@
-//! Signals (the signaling table, the file and http channels), incremental snapshots, heartbeats.
+//! Signals (the signaling table, the file, http and kafka channels), incremental snapshots,
+//! heartbeats.
 
 use super::*;
 
@@ -301,6 +302,73 @@ fn an_http_signal_snapshots_a_table_incrementally() {
         .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
         .collect();
     assert_eq!(reads, (1..=30).collect::<Vec<_>>());
+}
+
+/// The kit's `kafka` channel in the SQLite source: a record keyed by `topic.prefix` starts an
+/// incremental snapshot, one with another key is ignored, and the handled record is not read
+/// again after a restart (its offset was committed).
+#[test]
+fn a_kafka_signal_snapshots_a_table_incrementally_once() {
+    let bootstrap = sluice_test_support::broker::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 30) insert into t select v, 'row ' || v from g;",
+        &["t"],
+    );
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let topic = format!("sqlite-signals-{}", nanos % 1_000_000_000_000);
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &format!("  snapshot.mode: no_data\n  signal.enabled.channels: kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n  incremental.snapshot.chunk.size: 10\n"),
+    );
+    let mut child = start(&path, &[]);
+    // The channel creates the topic when it starts.
+    let t0 = Instant::now();
+    while !sluice_test_support::broker::partitions(&bootstrap).contains_key(&topic) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the signal topic was not created"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("sluice exited: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let signal =
+        r#"{"id": "k-1", "type": "execute-snapshot", "data": {"data-collections": ["main.t"]}}"#;
+    sluice_test_support::broker::produce(&bootstrap, &topic, "another-connector", signal);
+    sluice_test_support::broker::produce(&bootstrap, &topic, "app", signal);
+    wait_lines(dir.path(), 30);
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("Ignoring a signal record"), "{said}");
+    let reads = |dir: &Path| -> Vec<i64> {
+        lines(dir)
+            .iter()
+            .filter(|l| l["value"]["source"]["snapshot"] == "incremental")
+            .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(reads(dir.path()), (1..=30).collect::<Vec<_>>());
+
+    // Restarted: the handled signal is not read again.
+    let child = start(&path, &["--stop-when-idle", "3s"]);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(reads(dir.path()).len(), 30, "one snapshot of the 30 rows");
 }
 
 /// Heartbeats from the kit in the SQLite source: records on

@@ -157,7 +157,7 @@ impl DatabaseSource for MysqlConfig {
             Feature::SnapshotOverrides,
             Feature::SnapshotCollections,
         ],
-        signal_channels: &["source", "file", "http"],
+        signal_channels: &["source", "file", "http", "kafka"],
     };
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;

@@ -25,6 +25,9 @@ pub enum MysqlError {
     /// The schema history could not be read or written.
     #[error(transparent)]
     History(#[from] sluice_kit::history::HistoryError),
+    /// A signal channel cannot be opened or read.
+    #[error(transparent)]
+    Signals(#[from] sluice_kit::signal::ChannelError),
 }
 
 impl MysqlError {
@@ -56,6 +59,7 @@ impl Classify for MysqlError {
             MysqlError::Setup(_) | MysqlError::Value(_) => ErrorClass::Fatal,
             MysqlError::Stopped => ErrorClass::Retryable,
             MysqlError::History(e) => e.class(),
+            MysqlError::Signals(e) => e.class(),
             MysqlError::Query { source, .. } => match source {
                 // Access denied (1044, 1045, 1142, 1227), unknown database or table (1049,
                 // 1146), syntax (1064), the binlog position gone (1236), another replica

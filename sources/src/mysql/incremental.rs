@@ -18,8 +18,8 @@ use std::sync::Arc;
 use mysql_async::prelude::Queryable;
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{ChangeEvent, Op, SourceContext};
-use sluice_kit::incremental::{Abilities, Emitted, KeyBuffer, Outcome};
-use sluice_kit::signal::{from_json_line, interpret, PolledFile, Signal};
+use sluice_kit::incremental::{Abilities, ChunkEnd, Emitted, KeyBuffer};
+use sluice_kit::signal::{Channels, Signal};
 
 use super::error::MysqlError;
 use super::snapshot::Table;
@@ -100,8 +100,7 @@ pub(super) struct Incremental {
     pub(super) tracker: Tracker,
     /// Whether a signal channel is on.
     enabled: bool,
-    file: Option<PolledFile>,
-    http: Option<sluice_engine::runtime::admin::SignalQueue>,
+    channels: Channels,
     conn: Option<mysql_async::Conn>,
     /// A blocking snapshot asked for, run between transactions (after the signal's).
     pub(super) blocking: Option<sluice_kit::signal::BlockingRequest>,
@@ -109,19 +108,17 @@ pub(super) struct Incremental {
 
 impl Incremental {
     /// The channels of `common`, resuming `resumed`.
-    pub(super) fn new(
+    pub(super) async fn new(
         common: &sluice_kit::config::SourceCommon,
         resumed: Option<Progress>,
         ctx: &SourceContext,
     ) -> Result<Self, MysqlError> {
-        let file = PolledFile::new(common);
-        let http = sluice_kit::signal::http_queue(common, ctx).map_err(MysqlError::Setup)?;
+        let channels = Channels::open(common, ctx).await?;
         let table = common.signal_channel("source") && common.signal_data_collection.is_some();
         Ok(Incremental {
             tracker: Tracker::new(resumed, common.notifications()),
-            enabled: table || file.is_some() || http.is_some(),
-            file,
-            http,
+            enabled: table || !channels.is_empty(),
+            channels,
             conn: None,
             blocking: None,
         })
@@ -130,27 +127,6 @@ impl Incremental {
     /// Whether anything can need a look between binlog events.
     pub(super) fn active(&self) -> bool {
         self.enabled || self.tracker.ahead().is_some() || self.blocking.is_some()
-    }
-
-    /// The signals the `file` (when due) and `http` channels hold.
-    fn lines(&mut self) -> Vec<String> {
-        let mut lines = self.file.as_mut().map(PolledFile::poll).unwrap_or_default();
-        if let Some(queue) = &self.http {
-            if let Ok(mut rx) = queue.try_lock() {
-                while let Ok(line) = rx.try_recv() {
-                    lines.push(line);
-                }
-            }
-        }
-        lines
-    }
-}
-
-/// A key as notifications show it: the value, or `[a, b]` for a composite key.
-fn key_text(key: &[String]) -> String {
-    match key {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -265,11 +241,9 @@ impl MysqlSource {
         let Some(name) = p.current().map(str::to_owned) else {
             return Ok(Chunk::Passed);
         };
-        let mut next = p.clone();
         let Some(table) = tables.iter().copied().find(|t| t.full_name() == name) else {
             tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
-            next.table_done();
-            inc.tracker.pass_over(&name, next, false);
+            inc.tracker.pass_over_current(false);
             return Ok(Chunk::Passed);
         };
         if table.shape.key.is_empty() {
@@ -290,8 +264,7 @@ impl MysqlSource {
         let (max_key, rows) = match read {
             Ok(Some(read)) => read,
             Ok(None) => {
-                next.table_done();
-                inc.tracker.pass_over(&name, next, true);
+                inc.tracker.pass_over_current(true);
                 return Ok(Chunk::Passed);
             }
             // A condition the server refuses aborts the snapshot, not the stream.
@@ -303,17 +276,9 @@ impl MysqlSource {
             }
             Err(e) => return Err(e),
         };
-        let count = rows.len();
         let last_key = rows.last().map(|(_, k)| k.clone());
-        let last_of_table = count < limit || last_key.as_ref() == Some(&max_key);
-        next.chunks += 1;
-        if last_of_table {
-            next.table_done();
-        } else {
-            next.last_key = last_key.clone();
-            next.max_key = Some(max_key.clone());
-        }
-        inc.tracker.read_ahead(Some(next.clone()));
+        let emitted = p.after_chunk(ChunkEnd::of(rows.len(), limit, last_key, max_key));
+        inc.tracker.read_ahead(Some(emitted.next.clone()));
         let at = At {
             ts_ms: SourceTimestamps::now().millis(),
             snapshot: "incremental",
@@ -336,15 +301,7 @@ impl MysqlSource {
             pos,
             topic: table.topic.clone(),
             buffer: KeyBuffer::new(events),
-            emitted: Emitted {
-                next,
-                table: name,
-                read: count as u64,
-                last_of_table,
-                last_key: last_key.as_deref().map(key_text).unwrap_or_default(),
-                max_key: key_text(&max_key),
-                empty_after: Vec::new(),
-            },
+            emitted,
         })))
     }
 
@@ -401,9 +358,9 @@ impl MysqlSource {
         Ok(Some((max, rows)))
     }
 
-    /// Carries out one signal, whichever channel brought it; a refusal is logged (and
-    /// notified). `true`: the chunk in its window is to be dropped (the progress changed, and
-    /// reading goes on from what was delivered).
+    /// Carries out one signal, whichever channel brought it (the kit's tracker; a refusal is
+    /// logged and notified). `true`: the chunk in its window is to be dropped (the progress
+    /// changed, and reading goes on from what was delivered).
     pub(super) fn act_on(&self, signal: &Signal, tables: &[&Table], inc: &mut Incremental) -> bool {
         let signal_table = self.signal_table();
         let names: Vec<String> = tables
@@ -414,45 +371,18 @@ impl MysqlSource {
             })
             .map(|t| t.full_name())
             .collect();
-        let done = match interpret(signal) {
-            Ok(None) => {
-                tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
-                return false;
-            }
-            Ok(Some(action)) => inc.tracker.act(signal, action, &names, "", ABILITIES),
-            Err(reason) => Err(reason),
-        };
-        match done {
-            // The progress changed under the chunk in its window: it is read again.
-            Ok(Outcome::Restart) => {
-                inc.tracker.halt();
-                true
-            }
-            Ok(Outcome::Blocking { tables, conditions }) => {
-                sluice_kit::signal::BlockingRequest::add(
-                    &mut inc.blocking,
-                    &signal.id,
-                    tables,
-                    conditions,
-                );
-                false
-            }
-            Ok(Outcome::Done) => false,
-            Err(reason) => {
-                inc.tracker.refuse(signal, reason);
-                false
-            }
-        }
+        inc.tracker
+            .handle(signal, &names, "", ABILITIES, &mut inc.blocking)
     }
 
-    /// The signals of the `file` and `http` channels; `true`: drop the window.
-    pub(super) fn channel_signals(&self, tables: &[&Table], inc: &mut Incremental) -> bool {
+    /// The signals of the `file`, `http` and `kafka` channels; `true`: drop the window.
+    pub(super) async fn channel_signals(&self, tables: &[&Table], inc: &mut Incremental) -> bool {
         let mut restart = false;
-        for line in inc.lines() {
-            match from_json_line(&line) {
-                Ok(signal) => restart |= self.act_on(&signal, tables, inc),
-                Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
+        for received in inc.channels.take().await {
+            if let Some(signal) = received.signal() {
+                restart |= self.act_on(&signal, tables, inc);
             }
+            inc.channels.handled(&received);
         }
         restart
     }
@@ -498,7 +428,5 @@ mod tests {
     fn keys_are_written_back_as_literals() {
         assert_eq!(literal("it's", false), "'it''s'");
         assert_eq!(literal("00FF", true), "X'00FF'");
-        assert_eq!(key_text(&["5".into()]), "5");
-        assert_eq!(key_text(&["a".into(), "2".into()]), "[a, 2]");
     }
 }

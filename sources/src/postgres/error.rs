@@ -26,6 +26,9 @@ pub enum PgError {
     /// The server sent something Sluice cannot decode.
     #[error("decoding: {0}")]
     Decode(String),
+    /// A signal channel cannot be opened or read.
+    #[error(transparent)]
+    Signals(#[from] sluice_kit::signal::ChannelError),
 }
 
 /// The driver's error with the server's message, which its `Display` leaves out.
@@ -64,6 +67,7 @@ impl Classify for PgError {
         match self {
             PgError::Setup(_) | PgError::Decode(_) => ErrorClass::Fatal,
             PgError::Replication(_) | PgError::Unavailable(_) => ErrorClass::Retryable,
+            PgError::Signals(e) => e.class(),
             PgError::Query { source, .. } => match source.code() {
                 // Class 28 (auth), 3D (no database), 42 (syntax/privilege/undefined): definite.
                 Some(code)

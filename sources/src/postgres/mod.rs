@@ -190,14 +190,9 @@ async fn signal_setup(
     chunk_bytes: usize,
 ) -> Result<Option<signaling::Signals>, PgError> {
     let channels = config.common.signal_channels();
-    let file = channels
-        .iter()
-        .any(|c| c == "file")
-        .then(|| config.common.signal_file.clone())
-        .flatten()
-        .map(|path| sluice_kit::signal::FileChannel { path });
+    let file = channels.iter().any(|c| c == "file") && config.common.signal_file.is_some();
     let Some((schema, table)) = config.signal_table() else {
-        if file.is_none() && !channels.iter().any(|c| c == "http" || c == "kafka") {
+        if !file && !channels.iter().any(|c| c == "http" || c == "kafka") {
             return Ok(None);
         }
         // Read-only snapshots need no signaling table (signals come through the file channel).
@@ -208,7 +203,6 @@ async fn signal_setup(
             oid: None,
             source_channel: false,
             incremental,
-            file,
             db: db.to_owned(),
             blocking: None,
         }));
@@ -267,7 +261,6 @@ async fn signal_setup(
             progress,
             chunk_bytes,
         )),
-        file,
         db: db.to_owned(),
         blocking: None,
     }))

@@ -69,7 +69,7 @@ impl DatabaseSource for SqliteConfig {
             Feature::SnapshotOverrides,
             Feature::SnapshotCollections,
         ],
-        signal_channels: &["source", "file", "http"],
+        signal_channels: &["source", "file", "http", "kafka"],
     };
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;

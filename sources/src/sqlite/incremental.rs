@@ -16,8 +16,8 @@ use rusqlite::types::Value as SqlValue;
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
-use sluice_kit::incremental::{Abilities, Emitted, KeyBuffer, Outcome};
-use sluice_kit::signal::{from_json_line, interpret, Signal};
+use sluice_kit::incremental::{Abilities, ChunkEnd, KeyBuffer};
+use sluice_kit::signal::{Received, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
 pub(super) type Progress = sluice_kit::incremental::Progress<Json>;
@@ -139,18 +139,6 @@ fn max_key(
         .map(Some)
 }
 
-/// A key as notifications show it: the value, or `[a, b]` for a composite key.
-fn key_text(key: &[Json]) -> String {
-    let text = |v: &Json| match v {
-        Json::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    match key {
-        [one] => text(one),
-        many => format!("[{}]", many.iter().map(text).collect::<Vec<_>>().join(", ")),
-    }
-}
-
 /// A chunk as read: its rows (`None`: left out by the failure handling mode, still counted)
 /// with their keys, and the change sequence it is the state at.
 struct Read {
@@ -183,8 +171,8 @@ impl super::SqliteSource {
         }
     }
 
-    /// Carries out one signal, whichever channel brought it; a refusal is logged (and
-    /// notified).
+    /// Carries out one signal, whichever channel brought it (the kit's tracker; a refusal is
+    /// logged and notified). Chunks are read one at a time, none ahead: nothing to drop.
     fn act_on(&self, signal: &Signal, tables: &[super::Table], inc: &mut Tracker) {
         let signal_table = self.config.signal_table();
         let names: Vec<String> = tables
@@ -192,58 +180,22 @@ impl super::SqliteSource {
             .map(|t| t.name.clone())
             .filter(|n| Some(n) != signal_table.as_ref())
             .collect();
-        let done = match interpret(signal) {
-            Ok(None) => {
-                tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
-                return;
-            }
-            Ok(Some(action)) => inc.act(signal, action, &names, "main", ABILITIES),
-            Err(reason) => Err(reason),
-        };
-        match done {
-            // Chunks are read one at a time, none ahead: nothing to drop.
-            Ok(Outcome::Done | Outcome::Restart | Outcome::Blocking { .. }) => {}
-            Err(reason) => inc.refuse(signal, reason),
-        }
+        // Blocking snapshots are refused (ABILITIES): none is ever asked for.
+        let mut blocking = None;
+        inc.handle(signal, &names, "main", ABILITIES, &mut blocking);
     }
 
-    /// Takes the signals the admin endpoint queued (`http` channel).
-    pub(super) fn on_http_signals(
+    /// The signals the `file`, `http` and `kafka` channels brought (read by the source's task,
+    /// handed to the reader thread).
+    pub(super) fn on_channel_signals(
         &self,
-        http: Option<&sluice_engine::runtime::admin::SignalQueue>,
+        received: &crossbeam_channel::Receiver<Received>,
         tables: &[super::Table],
         inc: &mut Tracker,
     ) {
-        let Some(queue) = http else {
-            return;
-        };
-        let mut lines = Vec::new();
-        {
-            let mut rx = queue.blocking_lock();
-            while let Ok(line) = rx.try_recv() {
-                lines.push(line);
-            }
-        }
-        self.on_lines(lines, tables, inc);
-    }
-
-    /// Reads the `file` channel when it is due (every `signal.poll.interval.ms`).
-    pub(super) fn on_file_signals(
-        &self,
-        file: &mut Option<sluice_kit::signal::PolledFile>,
-        tables: &[super::Table],
-        inc: &mut Tracker,
-    ) {
-        if let Some(f) = file.as_mut() {
-            self.on_lines(f.poll(), tables, inc);
-        }
-    }
-
-    fn on_lines(&self, lines: Vec<String>, tables: &[super::Table], inc: &mut Tracker) {
-        for line in lines {
-            match from_json_line(&line) {
-                Ok(signal) => self.act_on(&signal, tables, inc),
-                Err(reason) => tracing::warn!(%reason, line = %line, "Signal refused."),
+        for r in received.try_iter() {
+            if let Some(signal) = r.signal() {
+                self.act_on(&signal, tables, inc);
             }
         }
     }
@@ -328,17 +280,14 @@ impl super::SqliteSource {
         let Some(name) = p.current().map(str::to_owned) else {
             return Ok(true);
         };
-        let mut next = p.clone();
         let Some(table) = tables.iter().find(|t| t.name == name) else {
             tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
-            next.table_done();
-            inc.pass_over(&name, next, false);
+            inc.pass_over_current(false);
             return Ok(Self::flush_notes(inc, *seq, out));
         };
         let limit = self.config.common.incremental_chunk_size.max(1);
         let Some(read) = self.read_chunk(conn, table, &p, limit)? else {
-            next.table_done();
-            inc.pass_over(&name, next, true);
+            inc.pass_over_current(true);
             return Ok(Self::flush_notes(inc, *seq, out));
         };
         let Read {
@@ -371,24 +320,8 @@ impl super::SqliteSource {
         }
         *seq = upto.max(*seq);
         // The progress after the chunk; its rows with the notifications around them.
-        let last_of_table = count < limit || last_key.as_ref() == Some(&max_key);
-        next.chunks += 1;
-        if last_of_table {
-            next.table_done();
-        } else {
-            next.last_key = last_key.clone();
-            next.max_key = Some(max_key.clone());
-        }
-        inc.read_ahead(Some(next.clone()));
-        let emitted = Emitted {
-            next,
-            table: name,
-            read: count as u64,
-            last_of_table,
-            last_key: last_key.as_deref().map(key_text).unwrap_or_default(),
-            max_key: key_text(&max_key),
-            empty_after: Vec::new(),
-        };
+        let emitted = p.after_chunk(ChunkEnd::of(count, limit, last_key, max_key));
+        inc.read_ahead(Some(emitted.next.clone()));
         inc.emitted(emitted, false);
         let events = inc.around(buffer.into_rows(), |p| super::at(*seq, p));
         Ok(out.send(sluice_engine::Batch {
@@ -414,8 +347,6 @@ mod tests {
             q(true),
             r#"select "a", "b", "v" from "t" where ("a", "b") <= (?1, ?2) and ("a", "b") > (?3, ?4) order by "a", "b" limit 50"#
         );
-        assert_eq!(key_text(&[Json::from(5)]), "5");
-        assert_eq!(key_text(&[Json::from("x"), Json::from(2)]), "[x, 2]");
     }
 
     proptest::proptest! {

@@ -601,7 +601,7 @@ impl SqliteSource {
         resume: Option<Offset>,
         out: &Out,
         purge: &Mutex<Option<i64>>,
-        http: Option<sluice_engine::runtime::admin::SignalQueue>,
+        signals: &crossbeam_channel::Receiver<sluice_kit::signal::Received>,
     ) -> Result<(), ComponentError> {
         let mut conn = self.open()?;
         let tables = self.tables(&conn)?;
@@ -615,7 +615,6 @@ impl SqliteSource {
         if !out.send(Batch::heartbeat(at(seq, inc.delivered_json()))) {
             return Ok(());
         }
-        let mut file = sluice_kit::signal::PolledFile::new(&self.config.common);
         let mut beat = heartbeat::Beat::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
@@ -633,8 +632,7 @@ impl SqliteSource {
                 inc.delivered_json(),
             )?;
             self.on_signals(&events, &tables, &mut inc);
-            self.on_file_signals(&mut file, &tables, &mut inc);
-            self.on_http_signals(http.as_ref(), &tables, &mut inc);
+            self.on_channel_signals(signals, &tables, &mut inc);
             // Only skipped changes (`skipped.operations`): an empty batch still moves the
             // position past them.
             let nothing_new = events.is_empty() && position == seq;
@@ -695,8 +693,10 @@ impl Source for SqliteSource {
             source_schema: self.source_schema.clone(),
             skipped: self.skipped,
         };
-        let http = sluice_kit::signal::http_queue(&self.config.common, ctx)
-            .map_err(ComponentError::fatal)?;
+        let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx)
+            .await
+            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
+        let (signal_tx, signals) = crossbeam_channel::unbounded();
         let purge_target = purge.clone();
         // The reader logs inside the stage's span (pipeline, component).
         let span = tracing::Span::current();
@@ -704,13 +704,24 @@ impl Source for SqliteSource {
             .name("sqlite-reader".into())
             .spawn(move || {
                 let _stage = span.enter();
-                reader.read(resume, &out, &purge_target, http)
+                reader.read(resume, &out, &purge_target, &signals)
             })
             .map_err(|e| fatal(format!("cannot start the SQLite reader thread: {e}")))?;
         let mut committed = ctx.committed();
         let result = loop {
             tokio::select! {
                 _ = ctx.stopping() => break Ok(()),
+                // The `file`, `http` and `kafka` channels, handed to the reader thread (which
+                // looks at them between reads).
+                received = channels.next(), if !channels.is_empty() => match received {
+                    Ok(received) => {
+                        channels.handled(&received);
+                        if signal_tx.send(received).is_err() {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) => break Err(ComponentError::from_classified(e.to_string(), e)),
+                },
                 batch = rx.recv() => match batch {
                     Some(batch) => {
                         if ctx.emit(batch).await.is_err() {

@@ -8,8 +8,10 @@
 //!   the window drops the row of its key (the change is newer), and what is left when the window
 //!   closes is emitted as `op: r`.
 
+mod chunk;
 mod tracker;
 
+pub use chunk::{key_text, ChunkEnd, KeyText};
 pub use tracker::{Abilities, Emitted, Outcome, Tracker};
 
 use std::collections::{BTreeMap, HashMap};

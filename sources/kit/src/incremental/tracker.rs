@@ -14,7 +14,7 @@ use super::Progress;
 use sluice_engine::{ChangeEvent, Position};
 
 use crate::notification::{Notification, Notifications};
-use crate::signal::{select_captured, Action, Collections, Signal};
+use crate::signal::{select_captured, Action, BlockingRequest, Collections, Signal};
 
 /// What a source can do with a signal beyond a plain incremental snapshot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -383,6 +383,19 @@ impl<K: Clone + Serialize> Tracker<K> {
         }
     }
 
+    /// The current table of the progress read ahead is passed over ([`Self::pass_over`]): the
+    /// next one starts from its beginning.
+    pub fn pass_over_current(&mut self, empty: bool) {
+        let Some(mut next) = self.ahead.clone() else {
+            return;
+        };
+        let Some(table) = next.current().map(str::to_owned) else {
+            return;
+        };
+        next.table_done();
+        self.pass_over(&table, next, empty);
+    }
+
     /// The snapshot is over (`COMPLETED`, once).
     pub fn complete(&mut self) {
         let id = self.id();
@@ -390,6 +403,60 @@ impl<K: Clone + Serialize> Tracker<K> {
             tracing::info!(signal = %id, "Incremental snapshot completed.");
             self.note(&id, "COMPLETED", true, Vec::new());
             self.render();
+        }
+    }
+
+    /// Interprets `signal` and carries it out ([`Self::carry_out`]), whichever channel brought
+    /// it.
+    pub fn handle(
+        &mut self,
+        signal: &Signal,
+        captured: &[String],
+        qualifier: &str,
+        can: Abilities,
+        blocking: &mut Option<BlockingRequest>,
+    ) -> bool {
+        match crate::signal::interpret(signal) {
+            Ok(None) => {
+                tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
+                false
+            }
+            Ok(Some(action)) => {
+                self.carry_out(signal, action, (captured, qualifier), can, blocking)
+            }
+            Err(reason) => {
+                self.refuse(signal, reason);
+                false
+            }
+        }
+    }
+
+    /// Carries out `action` ([`Self::act`]): a refusal is logged and notified (`ABORTED`), a
+    /// blocking snapshot joins the one pending in `blocking`. `true`: the progress changed under
+    /// the chunks read ahead, which the source drops (the tracker already reads again from what
+    /// was delivered).
+    pub fn carry_out(
+        &mut self,
+        signal: &Signal,
+        action: Action,
+        (captured, qualifier): (&[String], &str),
+        can: Abilities,
+        blocking: &mut Option<BlockingRequest>,
+    ) -> bool {
+        match self.act(signal, action, captured, qualifier, can) {
+            Ok(Outcome::Restart) => {
+                self.halt();
+                true
+            }
+            Ok(Outcome::Blocking { tables, conditions }) => {
+                BlockingRequest::add(blocking, &signal.id, tables, conditions);
+                false
+            }
+            Ok(Outcome::Done) => false,
+            Err(reason) => {
+                self.refuse(signal, reason);
+                false
+            }
         }
     }
 

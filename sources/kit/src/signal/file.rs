@@ -80,4 +80,9 @@ impl PolledFile {
     pub fn every(&self) -> Duration {
         self.every
     }
+
+    /// When the next read is due.
+    pub fn due(&self) -> Instant {
+        self.next
+    }
 }

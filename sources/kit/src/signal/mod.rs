@@ -7,6 +7,7 @@
 //! [`kafka`] (records of a topic) and `http` (the admin endpoint, one JSON line per signal).
 
 pub mod blocking;
+pub mod channels;
 pub mod file;
 #[cfg(feature = "kafka-signals")]
 pub mod kafka;
@@ -17,6 +18,7 @@ use serde::Deserialize;
 use sluice_engine::{ChangeEvent, Op, Value};
 
 pub use blocking::BlockingRequest;
+pub use channels::{ChannelError, Channels, Received};
 pub use file::{FileChannel, PolledFile};
 
 /// Prefix of the `kafka` channel's consumer properties passed through

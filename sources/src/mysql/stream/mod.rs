@@ -320,7 +320,7 @@ impl MysqlSource {
     ) -> Result<(), MysqlError> {
         let (mut stream, charsets, gtids, checksum) = self.open_binlog(&from, by_gtid).await?;
         let common = &self.config.common;
-        let inc = Incremental::new(common, progress, ctx)?;
+        let inc = Incremental::new(common, progress, ctx).await?;
         let done = MysqlOffset::at(&from.file, from.pos, true);
         let mut state = State {
             by_name: tables

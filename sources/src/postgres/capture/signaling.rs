@@ -1,5 +1,5 @@
 //! The stream's signal handling: signal rows and watermarks from the signaling table, the
-//! `file` channel, and the incremental snapshot they drive.
+//! kit's `file`, `http` and `kafka` channels, and the incremental snapshot they drive.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,10 +11,9 @@ use crate::postgres::capture::stream::Streamer;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;
 use crate::postgres::records::table::{Cell, TableSchema};
-use sluice_kit::incremental::{Abilities, Outcome};
+use sluice_kit::incremental::Abilities;
 use sluice_kit::signal::{
-    from_json_line, interpret, select_captured, Action, FileChannel, Signal, WINDOW_CLOSE,
-    WINDOW_OPEN,
+    interpret, select_captured, Action, Received, Signal, WINDOW_CLOSE, WINDOW_OPEN,
 };
 
 /// What PostgreSQL's incremental snapshots do beyond the plain one (blocking snapshots run
@@ -34,8 +33,6 @@ pub(crate) struct Signals {
     pub source_channel: bool,
     /// The incremental snapshot (needs the signaling table for its watermarks).
     pub incremental: Option<Incremental>,
-    /// The `file` channel.
-    pub file: Option<FileChannel>,
     /// Database name (for `db.schema.table` collection names).
     pub db: String,
     /// A blocking snapshot asked for, run once the signal's transaction is delivered.
@@ -187,40 +184,18 @@ impl Streamer<'_> {
         Ok(Vec::new())
     }
 
-    /// Reads the `file` channel.
-    pub(crate) async fn poll_file(&mut self) -> Result<(), PgError> {
-        let lines = match self.signals.as_mut().and_then(|s| s.file.as_mut()) {
-            Some(f) => f.take(),
-            None => return Ok(()),
-        };
-        for line in lines {
-            self.on_signal_line("file", &line).await?;
-        }
-        Ok(())
-    }
-
-    /// A signal from the `file` or `http` channel (a JSON line); a bad one is logged.
-    pub(crate) async fn on_signal_line(
+    /// A signal of the `file`, `http` or `kafka` channel, between transactions: carried out
+    /// (a malformed one is logged), then its notifications go out and a blocking snapshot it
+    /// asked for runs. `false`: stopping.
+    pub(crate) async fn on_channel_signal(
         &mut self,
-        channel: &str,
-        line: &str,
-    ) -> Result<(), PgError> {
-        match from_json_line(line) {
-            Ok(signal) => self.on_signal(&signal).await,
-            Err(e) => {
-                tracing::warn!(channel, error = %e, line = %line, "Signal refused.");
-                Ok(())
-            }
-        }
-    }
-
-    /// After signals that came outside the log (file, http), between transactions: their
-    /// notifications go out, a blocking snapshot they asked for runs. `false`: stopping.
-    pub(crate) async fn after_signals_out_of_band(
-        &mut self,
+        received: &Received,
         ctx: &mut sluice_engine::SourceContext,
         last_done: u64,
     ) -> Result<bool, PgError> {
+        if let Some(signal) = received.signal() {
+            self.on_signal(&signal).await?;
+        }
         if !self
             .emit_with_notes(Vec::new(), last_done, false, ctx)
             .await
@@ -315,10 +290,13 @@ impl Streamer<'_> {
             self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
             return Ok(());
         };
-        match inc.tracker.act(signal, action, &captured, &db, ABILITIES) {
-            Ok(Outcome::Restart) => inc.halt(),
-            Ok(Outcome::Done | Outcome::Blocking { .. }) => {}
-            Err(reason) => inc.tracker.refuse(signal, reason),
+        // Blocking snapshots are run above (ABILITIES): none comes back from the tracker.
+        let mut blocking = None;
+        let restart =
+            inc.tracker
+                .carry_out(signal, action, (&captured, &db), ABILITIES, &mut blocking);
+        if restart {
+            inc.halt();
         }
         self.next_chunk().await
     }

@@ -9,8 +9,6 @@ use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
-use sluice_kit::signal::kafka::KafkaSignals;
-
 use crate::postgres::capture::change;
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::error::PgError;
@@ -132,24 +130,7 @@ impl Streamer<'_> {
         let period = Duration::from_millis(self.config.common.heartbeat_interval_ms.max(1));
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let has_file = self.signals.as_ref().is_some_and(|s| s.file.is_some());
-        let mut file_tick = tokio::time::interval(Duration::from_millis(
-            self.config.common.signal_poll_interval_ms.max(10),
-        ));
-        file_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let http_queue = self.http_channel(ctx)?;
-        let mut http = match &http_queue {
-            Some(queue) => Some(queue.lock().await),
-            None => None,
-        };
-        let kafka = match self.config.common.kafka_signals() {
-            Some(settings) => Some(
-                KafkaSignals::connect(settings)
-                    .await
-                    .map_err(PgError::Unavailable)?,
-            ),
-            None => None,
-        };
+        let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx).await?;
         // An incremental snapshot resumed from the committed position continues now.
         self.next_chunk().await?;
         let reader_wake = self
@@ -164,40 +145,12 @@ impl Streamer<'_> {
                 _ = heartbeat.tick(), if self.heartbeats.is_some() => {
                     self.on_heartbeat(&run, ctx).await
                 }
-                _ = file_tick.tick(), if has_file => {
-                    if run.idle() {
-                        self.poll_file().await?;
-                        self.after_signals_out_of_band(ctx, run.last_done).await?
-                    } else {
-                        true
-                    }
-                }
-                // The `http` channel, read between transactions.
-                line = async {
-                    match http.as_mut() {
-                        Some(queue) => queue.recv().await,
-                        None => std::future::pending().await,
-                    }
-                }, if http.is_some() && run.idle() => match line {
-                    Some(line) => {
-                        self.on_signal_line("http", &line).await?;
-                        self.after_signals_out_of_band(ctx, run.last_done).await?
-                    }
-                    None => true,
-                },
-                // The `kafka` channel, read between transactions.
-                signal = async {
-                    match &kafka {
-                        Some(channel) => channel.next().await,
-                        None => std::future::pending().await,
-                    }
-                }, if kafka.is_some() && run.idle() => {
-                    let (line, offset) = signal.map_err(PgError::Unavailable)?;
-                    self.on_signal_line("kafka", &line).await?;
-                    if let Some(channel) = &kafka {
-                        channel.commit(offset);
-                    }
-                    self.after_signals_out_of_band(ctx, run.last_done).await?
+                // The `file`, `http` and `kafka` channels, read between transactions.
+                received = channels.next(), if !channels.is_empty() && run.idle() => {
+                    let received = received?;
+                    let go = self.on_channel_signal(&received, ctx, run.last_done).await?;
+                    channels.handled(&received);
+                    go
                 }
                 // The incremental snapshot's chunk reader sent something.
                 _ = async {
@@ -227,14 +180,6 @@ impl Streamer<'_> {
                 return Ok(());
             }
         }
-    }
-
-    /// The admin endpoint's signal queue, when the `http` channel is on.
-    fn http_channel(
-        &self,
-        ctx: &SourceContext,
-    ) -> Result<Option<sluice_engine::runtime::admin::SignalQueue>, PgError> {
-        sluice_kit::signal::http_queue(&self.config.common, ctx).map_err(PgError::Setup)
     }
 
     /// A heartbeat tick: between transactions, the action query runs and a heartbeat record

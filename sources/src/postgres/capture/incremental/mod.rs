@@ -19,7 +19,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use sluice_engine::{ChangeEvent, Record};
-use sluice_kit::incremental::{Emitted, Tracker};
+use sluice_kit::incremental::Tracker;
 use tokio::sync::Notify;
 
 use crate::postgres::config::{PostgresConfig, WatermarkStrategy};
@@ -45,7 +45,7 @@ struct Window {
     /// Keys changed in the open window before the rows arrived.
     early: HashSet<Vec<u8>>,
     /// The rows, once read.
-    chunk: Option<Chunk>,
+    chunk: Option<Box<Chunk>>,
     /// Tables the reader passed over after this chunk, found empty: their notifications follow
     /// this chunk's.
     empty_after: Vec<String>,
@@ -324,7 +324,7 @@ impl Incremental {
                 }
             }
             Msg::Chunk(mut chunk) => {
-                self.tracker.read_ahead(Some(chunk.next.clone()));
+                self.tracker.read_ahead(Some(chunk.emitted.next.clone()));
                 if let Some(i) = self.windows.iter().rposition(|w| w.id == chunk.id) {
                     let w = &mut self.windows[i];
                     for key in w.early.drain() {
@@ -441,15 +441,8 @@ impl Incremental {
             )));
         };
         let rows: Vec<ChangeEvent> = chunk.rows.into_rows();
-        let emitted = Emitted {
-            table: format!("{}.{}", chunk.table.schema_name, chunk.table.table),
-            next: chunk.next,
-            read: chunk.read as u64,
-            last_of_table: chunk.last_of_table,
-            last_key: chunk.last_key,
-            max_key: chunk.max_key,
-            empty_after: w.empty_after,
-        };
+        let mut emitted = chunk.emitted;
+        emitted.empty_after = w.empty_after;
         self.tracker.emitted(emitted, !self.windows.is_empty());
         Ok(Some(rows))
     }

@@ -32,7 +32,7 @@ use crate::postgres::records::table::{SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{quote_ident, ConnInfo};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::copy::{for_each_line, last_line_fields};
-use sluice_kit::incremental::KeyBuffer;
+use sluice_kit::incremental::{ChunkEnd, Emitted, KeyBuffer};
 use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 
 use super::sql::{copy_in_snapshot, current_lsn, key_types, literal, max_key};
@@ -51,7 +51,7 @@ pub(crate) enum Msg {
         ack: Option<oneshot::Sender<()>>,
     },
     /// A chunk's rows.
-    Chunk(Chunk),
+    Chunk(Box<Chunk>),
     /// Tables passed over (empty, unknown or keyless): where reading goes on (`None`: nothing
     /// left; the reader has ended). `empty`: a table found empty, for its notification.
     Progress {
@@ -69,15 +69,8 @@ pub(crate) struct Chunk {
     pub table: Arc<TableSchema>,
     /// The rows, evicted by the stream's changes in the window (the kit's DBLog buffer).
     pub rows: KeyBuffer,
-    /// The progress after this chunk.
-    pub next: Progress,
-    /// Rows the chunk query returned.
-    pub read: usize,
-    /// The last key read and the table's maximum key, as notifications show them.
-    pub last_key: String,
-    pub max_key: String,
-    /// The table's last chunk.
-    pub last_of_table: bool,
+    /// The progress after this chunk, and the chunk as the tracker is told of it.
+    pub emitted: Emitted<Option<String>>,
     /// Read-only: the window closes once the stream reaches this LSN.
     pub close_at: Option<u64>,
     /// Transactions (low 32 bits of their ids) in progress for the chunk query's snapshot.
@@ -189,15 +182,6 @@ impl From<PgError> for End {
     }
 }
 
-/// A key as notifications show it: the value, or `[a, b]` for a composite key.
-pub(crate) fn key_text(key: &[Option<String>]) -> String {
-    let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".to_owned());
-    match key {
-        [one] => text(one),
-        many => format!("[{}]", many.iter().map(text).collect::<Vec<_>>().join(", ")),
-    }
-}
-
 fn now_since_epoch() -> std::time::Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -265,7 +249,7 @@ impl Reader {
     async fn flush(&mut self, client: &Client, state: &mut Pipeline) -> Result<(), End> {
         if let Some(fetched) = state.fetched.take() {
             let chunk = fetched.decode(self).await?;
-            self.send_or_stop(Msg::Chunk(chunk))?;
+            self.send_or_stop(Msg::Chunk(Box::new(chunk)))?;
         }
         if let Some(id) = state.pending.take() {
             self.watermarks(client, Some(&id), None).await?;
@@ -488,7 +472,7 @@ impl Reader {
         let raw = copy_in_snapshot(client, &select, &what, self.s.chunk_bytes).await;
         if let Some(decoding) = decoding {
             let chunk = finish_decoding(decoding).await?;
-            self.send_or_stop(Msg::Chunk(chunk))?;
+            self.send_or_stop(Msg::Chunk(Box::new(chunk)))?;
         }
         let (raw, cut, xip) = raw.map_err(|e| filtered(&condition, e))?;
         let read = raw.iter().filter(|b| **b == b'\n').count();
@@ -496,20 +480,20 @@ impl Reader {
             self.rows_that_fit = Some(read.max(1));
         }
         tracing::debug!(rows = read, select = %select, elapsed = ?started.elapsed(), "Incremental snapshot chunk read.");
-        let last = last_line_fields(&raw, &keys);
-        let mut next = p.clone();
-        next.chunks += 1;
+        // A chunk cut short by its bytes is not the table's last, nor is a full one (even at
+        // the maximum key: the next, empty, chunk ends the table).
         let last_of_table = !cut && read < limit;
-        let last_key = last.as_deref().map(key_text).unwrap_or_default();
-        let max_text = key_text(&max_key);
         if last_of_table {
             // The next table's rows may be of another size.
             self.rows_that_fit = None;
-            next.table_done();
-        } else {
-            next.last_key = last;
-            next.max_key = Some(max_key);
         }
+        let emitted = p.after_chunk(ChunkEnd {
+            read,
+            last_key: last_line_fields(&raw, &keys),
+            max_key,
+            last_of_table,
+        });
+        let next = emitted.next.clone();
         // Read-only: the window is open from the announcement on (a change streamed after it
         // replaces the chunk's row, which is always safe) until the stream reaches the WAL
         // position read now, past every transaction the chunk's snapshot could see.
@@ -526,11 +510,7 @@ impl Reader {
                 id: chunk_id.clone(),
                 table,
                 rows: KeyBuffer::default(),
-                next,
-                read,
-                last_key,
-                max_key: max_text,
-                last_of_table,
+                emitted,
                 close_at,
                 xip,
                 _permit: permit,
@@ -669,7 +649,7 @@ impl Fetched {
         };
         let table = self.chunk.table.clone();
         let source = table.source(&info).into_shared();
-        let mut rows = Vec::with_capacity(self.chunk.read);
+        let mut rows = Vec::with_capacity(self.chunk.emitted.read as usize);
         for_each_line(
             &self.raw,
             &format!("incremental snapshot of {}", self.name),
