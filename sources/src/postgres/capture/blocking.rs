@@ -10,21 +10,14 @@ use std::sync::Arc;
 
 use sluice_engine::SourceContext;
 
+use crate::postgres::capture::signaling::captured_by_name;
 use crate::postgres::capture::snapshot::{self, SnapshotPlan};
 use crate::postgres::capture::stream::Streamer;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;
 use crate::postgres::records::table::TableSchema;
 
-/// A blocking snapshot waiting for its signal's transaction to be delivered (the kit's).
-pub(crate) type Blocking = sluice_kit::signal::BlockingRequest;
-
 impl Streamer<'_> {
-    /// Whether a blocking snapshot waits to run.
-    pub(crate) fn blocking_pending(&self) -> bool {
-        self.signals.as_ref().is_some_and(|s| s.blocking.is_some())
-    }
-
     /// Runs the pending blocking snapshot, if any: rows carry the position `before` (the
     /// signal comes again after a restart), the last one `after`.
     pub(crate) async fn blocking_snapshot(
@@ -36,7 +29,7 @@ impl Streamer<'_> {
         let Some(request) = self.signals.as_mut().and_then(|s| s.blocking.take()) else {
             return Ok(());
         };
-        let by_name = self.captured_by_name();
+        let by_name = captured_by_name(&self.tables);
         let tables: Vec<Arc<TableSchema>> = request
             .tables
             .iter()

@@ -4,6 +4,7 @@
 pub(crate) mod blocking;
 pub(crate) mod change;
 pub(crate) mod incremental;
+pub(crate) mod relations;
 pub(crate) mod signaling;
 pub(crate) mod snapshot;
 pub(crate) mod stream;

@@ -1,5 +1,8 @@
-//! The stream's signal handling: signal rows and watermarks from the signaling table, the
-//! kit's `file`, `http` and `kafka` channels, and the incremental snapshot they drive.
+//! Signals and the incremental snapshot they drive, as PostgreSQL reads them: rows of the
+//! signaling table (signals of the `source` channel, and the incremental snapshot's
+//! watermarks), and signals of the kit's `file`, `http` and `kafka` channels. [`Signals`] holds
+//! what the stream needs for them and carries them out; the stream (`stream.rs`) routes to it
+//! and emits what comes back, and runs the blocking snapshots it asks for (`blocking.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,13 +10,13 @@ use std::sync::Arc;
 use sluice_engine::{ChangeEvent, Position, Record};
 
 use crate::postgres::capture::incremental::Incremental;
-use crate::postgres::capture::stream::Streamer;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::PgOffset;
 use crate::postgres::records::table::{Cell, TableSchema};
+use crate::postgres::server::catalog::ConnInfo;
 use sluice_kit::incremental::Abilities;
 use sluice_kit::signal::{
-    interpret, select_captured, Action, Received, Signal, WINDOW_CLOSE, WINDOW_OPEN,
+    interpret, select_captured, Action, BlockingRequest, Signal, WINDOW_CLOSE, WINDOW_OPEN,
 };
 
 /// What PostgreSQL's incremental snapshots do beyond the plain one (blocking snapshots run
@@ -23,6 +26,9 @@ const ABILITIES: Abilities = Abilities {
     conditions: true,
     surrogate_key: true,
 };
+
+/// Tables by relation oid (`None`: not captured), as the stream knows them.
+pub(crate) type TablesByOid = HashMap<u32, Option<Arc<TableSchema>>>;
 
 /// Signal channels and the incremental snapshot.
 #[derive(Debug)]
@@ -36,7 +42,7 @@ pub(crate) struct Signals {
     /// Database name (for `db.schema.table` collection names).
     pub db: String,
     /// A blocking snapshot asked for, run once the signal's transaction is delivered.
-    pub blocking: Option<crate::postgres::capture::blocking::Blocking>,
+    pub blocking: Option<BlockingRequest>,
 }
 
 /// The position `offset` with a running incremental snapshot's `progress`.
@@ -55,29 +61,35 @@ fn text(cells: &[Cell<'_>], i: usize) -> Option<String> {
     }
 }
 
-impl Streamer<'_> {
-    /// Read-only incremental snapshots: the stream has delivered every transaction up to
-    /// `reached` (outside any transaction), so windows ending there close; their rows go out
-    /// at `last_done` and the next chunks are read. Returns `false` when the pipeline stops.
-    pub(crate) async fn read_only_reached(
-        &mut self,
-        reached: u64,
-        last_done: u64,
-        ctx: &mut sluice_engine::SourceContext,
-    ) -> Result<bool, PgError> {
-        loop {
-            let rows = match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-                Some(inc) if inc.read_only() => inc.close_reached(reached)?,
-                _ => None,
-            };
-            let Some(rows) = rows else {
-                return Ok(true);
-            };
-            self.next_chunk().await?;
-            // Even with every row evicted, the position moves past the chunk.
-            if !self.emit_with_notes(rows, last_done, true, ctx).await {
-                return Ok(false);
-            }
+/// The captured tables by `schema.table`.
+pub(crate) fn captured_by_name(tables: &TablesByOid) -> HashMap<String, Arc<TableSchema>> {
+    tables
+        .values()
+        .flatten()
+        .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
+        .collect()
+}
+
+impl Signals {
+    /// Whether `oid` is the signaling table.
+    pub(crate) fn is_table(&self, oid: u32) -> bool {
+        self.oid == Some(oid)
+    }
+
+    /// A position carrying the incremental snapshot's progress while one runs.
+    pub(crate) fn pos(&self, offset: PgOffset) -> Position {
+        at(
+            offset,
+            self.incremental
+                .as_ref()
+                .and_then(Incremental::progress_json),
+        )
+    }
+
+    /// A streamed change: it supersedes an incremental snapshot row of the same key.
+    pub(crate) fn evict(&mut self, oid: u32, key: &Option<Record>) {
+        if let Some(inc) = self.incremental.as_mut() {
+            inc.evict(oid, key);
         }
     }
 
@@ -89,128 +101,44 @@ impl Streamer<'_> {
         rows: Vec<ChangeEvent>,
         offset: PgOffset,
     ) -> Vec<ChangeEvent> {
-        match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+        match self.incremental.as_mut() {
             Some(inc) => inc.tracker.around(rows, |progress| at(offset, progress)),
             None => rows,
         }
     }
 
-    /// Outside a transaction: emits `rows` and the waiting notifications at `last_done`
-    /// (`always`: the position even when there is nothing else). `false`: the pipeline stops.
-    async fn emit_with_notes(
-        &mut self,
-        rows: Vec<ChangeEvent>,
-        last_done: u64,
-        always: bool,
-        ctx: &mut sluice_engine::SourceContext,
-    ) -> bool {
-        let done = PgOffset {
-            lsn: last_done,
-            tx: None,
-            snapshot_completed: true,
-        };
-        let events = self.with_notes(rows, done);
-        let position = match events.last() {
-            Some(e) => e.position.clone(),
-            None if always => self.pos(done),
-            None => return true,
-        };
-        let batch = sluice_engine::Batch {
-            events,
-            position: Some(position),
-        };
-        ctx.emit(batch).await.is_ok()
-    }
-
-    /// The captured tables by `schema.table`.
-    pub(crate) fn captured_by_name(&self) -> HashMap<String, Arc<TableSchema>> {
-        self.tables
-            .values()
-            .flatten()
-            .map(|t| (format!("{}.{}", t.schema_name, t.table), t.clone()))
-            .collect()
-    }
-
-    /// Whether `oid` is the signaling table.
-    pub(crate) fn is_signal_table(&self, oid: u32) -> bool {
-        self.signals.as_ref().and_then(|s| s.oid) == Some(oid)
-    }
-
-    /// A position carrying the incremental snapshot's progress while one runs.
-    pub(crate) fn pos(&self, offset: PgOffset) -> Position {
-        let progress = self
-            .signals
-            .as_ref()
-            .and_then(|s| s.incremental.as_ref())
-            .and_then(Incremental::progress_json);
-        at(offset, progress)
-    }
-
-    /// A streamed change: it supersedes an incremental snapshot row of the same key.
-    pub(crate) fn evict(&mut self, oid: u32, key: &Option<Record>) {
-        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-            inc.evict(oid, key);
-        }
-    }
-
     /// A row change of the signaling table: a signal (insert, `source` channel) or a
-    /// watermark. Returns the rows of a chunk whose window closed.
-    pub(crate) async fn on_signal_row(
+    /// watermark. Returns the rows of a chunk whose window closed (the next chunk is then
+    /// to be read: [`Self::next_chunk`]).
+    pub(crate) async fn on_row(
         &mut self,
         cells: &[Cell<'_>],
         deleted: bool,
-    ) -> Result<Vec<ChangeEvent>, PgError> {
+        client: &tokio_postgres::Client,
+        tables: &TablesByOid,
+    ) -> Result<Option<Vec<ChangeEvent>>, PgError> {
         let (id, kind, data) = (text(cells, 0), text(cells, 1), text(cells, 2));
         tracing::debug!(id = ?id, kind = ?kind, deleted, "Signaling table row.");
-        let Some(signals) = self.signals.as_mut() else {
-            return Ok(Vec::new());
-        };
         let id = id.unwrap_or_default();
         let kind = kind.unwrap_or_default();
         if deleted || kind == WINDOW_OPEN || kind == WINDOW_CLOSE {
-            let rows = match signals.incremental.as_mut() {
-                Some(inc) => inc.on_watermark(&id, &kind, deleted).await?,
-                None => None,
+            return match self.incremental.as_mut() {
+                Some(inc) => inc.on_watermark(&id, &kind, deleted).await,
+                None => Ok(None),
             };
-            if let Some(rows) = rows {
-                self.next_chunk().await?;
-                return Ok(rows);
-            }
-            return Ok(Vec::new());
         }
-        if signals.source_channel {
-            self.on_signal(&Signal { id, kind, data }).await?;
+        if self.source_channel {
+            self.on_signal(&Signal { id, kind, data }, client, tables)
+                .await?;
         }
-        Ok(Vec::new())
-    }
-
-    /// A signal of the `file`, `http` or `kafka` channel, between transactions: carried out
-    /// (a malformed one is logged), then its notifications go out and a blocking snapshot it
-    /// asked for runs. `false`: stopping.
-    pub(crate) async fn on_channel_signal(
-        &mut self,
-        received: &Received,
-        ctx: &mut sluice_engine::SourceContext,
-        last_done: u64,
-    ) -> Result<bool, PgError> {
-        if let Some(signal) = received.signal() {
-            self.on_signal(&signal).await?;
-        }
-        if !self
-            .emit_with_notes(Vec::new(), last_done, false, ctx)
-            .await
-        {
-            return Ok(false);
-        }
-        self.blocking_snapshot(ctx, last_done, last_done).await?;
-        Ok(!ctx.is_stopping())
+        Ok(None)
     }
 
     /// Refuses a signal that cannot be carried out: one warning with the reason, and an
     /// `ABORTED` notification naming it (when an incremental snapshot can send one). The
     /// stream goes on.
     fn refuse(&mut self, signal: &Signal, reason: String) {
-        match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+        match self.incremental.as_mut() {
             Some(inc) => inc.tracker.refuse(signal, reason),
             None => {
                 tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.")
@@ -218,10 +146,16 @@ impl Streamer<'_> {
         }
     }
 
-    /// Acts on one signal; a malformed one is refused. Blocking snapshots are run here; the
-    /// rest is the kit's tracker's.
-    pub(crate) async fn on_signal(&mut self, signal: &Signal) -> Result<(), PgError> {
-        let action = match interpret(signal) {
+    /// Acts on one signal, whichever channel brought it; a malformed one is refused. A
+    /// blocking snapshot is kept for the stream to run between transactions; the rest is the
+    /// kit's tracker's. The next chunk is for the caller to start ([`Self::next_chunk`]).
+    pub(crate) async fn on_signal(
+        &mut self,
+        signal: &Signal,
+        client: &tokio_postgres::Client,
+        tables: &TablesByOid,
+    ) -> Result<(), PgError> {
+        let mut action = match interpret(signal) {
             Ok(Some(a)) => a,
             Ok(None) => {
                 tracing::info!(id = %signal.id, r#type = %signal.kind, "Signal with nothing to do.");
@@ -232,21 +166,12 @@ impl Streamer<'_> {
                 return Ok(());
             }
         };
-        let mut captured: Vec<String> = self
-            .tables
-            .values()
-            .flatten()
-            .map(|t| format!("{}.{}", t.schema_name, t.table))
-            .collect();
+        let mut captured: Vec<String> = captured_by_name(tables).into_keys().collect();
         captured.sort();
-        let Some(db) = self.signals.as_ref().map(|s| s.db.clone()) else {
-            return Ok(());
-        };
-        let mut action = action;
         // Conditions are keyed by `schema.table` (a `db.` prefix dropped), and checked once
         // before any snapshot, blocking or incremental, may run them.
         if let Action::Execute { conditions, .. } = &mut action {
-            let db_prefix = format!("{db}.");
+            let db_prefix = format!("{}.", self.db);
             *conditions = std::mem::take(conditions)
                 .into_iter()
                 .map(|(k, v)| {
@@ -256,7 +181,7 @@ impl Streamer<'_> {
                     )
                 })
                 .collect();
-            if let Err(reason) = check_conditions(self.client, conditions).await {
+            if let Err(reason) = check_conditions(client, conditions).await {
                 self.refuse(signal, reason);
                 return Ok(());
             }
@@ -268,78 +193,43 @@ impl Streamer<'_> {
             ..
         } = &action
         {
-            let tables = match select_captured(collections, &captured, &db) {
-                Ok(t) => t,
-                Err(reason) => {
-                    self.refuse(signal, reason);
-                    return Ok(());
+            match select_captured(collections, &captured, &self.db) {
+                Ok(tables) => {
+                    BlockingRequest::add(&mut self.blocking, &signal.id, tables, conditions.clone())
                 }
-            };
-            if let Some(signals) = self.signals.as_mut() {
-                let conditions = conditions.clone();
-                crate::postgres::capture::blocking::Blocking::add(
-                    &mut signals.blocking,
-                    &signal.id,
-                    tables,
-                    conditions,
-                );
+                Err(reason) => self.refuse(signal, reason),
             }
             return Ok(());
         }
-        let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) else {
+        let Some(inc) = self.incremental.as_mut() else {
             self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
             return Ok(());
         };
-        // Blocking snapshots are run above (ABILITIES): none comes back from the tracker.
+        // Blocking snapshots are taken above (ABILITIES): none comes back from the tracker.
         let mut blocking = None;
-        let restart =
-            inc.tracker
-                .carry_out(signal, action, (&captured, &db), ABILITIES, &mut blocking);
+        let restart = inc.tracker.carry_out(
+            signal,
+            action,
+            (&captured, &self.db),
+            ABILITIES,
+            &mut blocking,
+        );
         if restart {
             inc.halt();
-        }
-        self.next_chunk().await
-    }
-
-    /// Starts the incremental snapshot's chunk reader when one should run.
-    pub(crate) async fn next_chunk(&mut self) -> Result<(), PgError> {
-        let ready = self
-            .signals
-            .as_ref()
-            .and_then(|s| s.incremental.as_ref())
-            .is_some_and(Incremental::ready);
-        if !ready {
-            return Ok(());
-        }
-        let by_name = self.captured_by_name();
-        let info = self.info;
-        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-            inc.start_reader(info, by_name)?;
         }
         Ok(())
     }
 
-    /// The chunk reader sent something: take it in; between transactions, close what can
-    /// close and send the notifications waiting. `false`: the pipeline stops.
-    pub(crate) async fn on_reader(
+    /// Starts the incremental snapshot's chunk reader when one should run.
+    pub(crate) fn next_chunk(
         &mut self,
-        ctx: &mut sluice_engine::SourceContext,
-        last_done: u64,
-        between_transactions: bool,
-    ) -> Result<bool, PgError> {
-        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
-            inc.drain()?;
+        info: &ConnInfo,
+        tables: &TablesByOid,
+    ) -> Result<(), PgError> {
+        match self.incremental.as_mut() {
+            Some(inc) if inc.ready() => inc.start_reader(info, captured_by_name(tables)),
+            _ => Ok(()),
         }
-        if !between_transactions {
-            return Ok(true);
-        }
-        if !self.read_only_reached(last_done, last_done, ctx).await? {
-            return Ok(false);
-        }
-        self.next_chunk().await?;
-        Ok(self
-            .emit_with_notes(Vec::new(), last_done, false, ctx)
-            .await)
     }
 }
 

@@ -10,12 +10,13 @@ use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
 use crate::postgres::capture::change;
+use crate::postgres::capture::signaling::Signals;
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::error::PgError;
 use crate::postgres::offset::{PgOffset, TxPoint};
 use crate::postgres::records::schema_change::{describe, SchemaChanges};
-use crate::postgres::records::table::{source_schema, SourceInfo, TableSchema};
-use crate::postgres::server::catalog::{table_def, TypeResolver};
+use crate::postgres::records::table::{SourceInfo, TableSchema};
+use crate::postgres::server::catalog::TypeResolver;
 use crate::postgres::wire::pgoutput::{decode, Message};
 use sluice_kit::config::Skipped;
 use sluice_kit::history::ChangeKind;
@@ -74,7 +75,7 @@ pub(crate) struct Streamer<'a> {
     /// Schema change events, when `include.schema.changes` is on.
     pub schema_changes: Option<Arc<SchemaChanges>>,
     /// Signals and incremental snapshots, when configured.
-    pub signals: Option<crate::postgres::capture::signaling::Signals>,
+    pub signals: Option<Signals>,
 }
 
 struct Tx {
@@ -132,7 +133,7 @@ impl Streamer<'_> {
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx).await?;
         // An incremental snapshot resumed from the committed position continues now.
-        self.next_chunk().await?;
+        self.next_chunk()?;
         let reader_wake = self
             .signals
             .as_ref()
@@ -293,7 +294,7 @@ impl Streamer<'_> {
         run.last_done = end_lsn;
         // A blocking snapshot asked for in this transaction runs now; until it ends, positions
         // stay before the transaction, so a restart streams the signal again.
-        let blocking = self.blocking_pending();
+        let blocking = self.signals.as_ref().is_some_and(|s| s.blocking.is_some());
         let done = self.pos(PgOffset {
             lsn: if blocking { before } else { run.last_done },
             tx: None,
@@ -349,88 +350,6 @@ impl Streamer<'_> {
         self.tables.get(&oid).cloned().flatten()
     }
 
-    /// Waits until transaction `xid` (32 bits, as the log gives it) is visible to a new
-    /// snapshot of the catalog connection, for at most 1 s.
-    async fn await_visible(&self, xid: u32) -> Result<(), PgError> {
-        // The full 64-bit id: the one nearest the current snapshot's xmax with these low 32
-        // bits (the transaction is recent). Ids from xmax on are not visible.
-        const VISIBLE: &str = "WITH s AS (SELECT txid_current_snapshot() AS snap), \
-             c AS (SELECT snap, txid_snapshot_xmax(snap) AS xmax FROM s), \
-             f AS (SELECT snap, xmax, ((xmax >> 32) << 32) + $1 AS full_id FROM c) \
-             SELECT txid_visible_in_snapshot(CASE \
-                 WHEN full_id > xmax + 2147483648 THEN full_id - 4294967296 \
-                 WHEN full_id + 2147483648 < xmax THEN full_id + 4294967296 \
-                 ELSE full_id END, snap) FROM f";
-        for _ in 0..50 {
-            let visible: bool = self
-                .client
-                .query_one(VISIBLE, &[&i64::from(xid)])
-                .await
-                .map_err(|e| PgError::query("checking that a transaction is visible", e))?
-                .get(0);
-            if visible {
-                return Ok(());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        tracing::debug!(
-            xid,
-            "A decoded transaction is still not visible after 1 s; reading the catalog anyway."
-        );
-        Ok(())
-    }
-
-    async fn on_relation(
-        &mut self,
-        xid: u32,
-        oid: u32,
-        namespace: String,
-        name: String,
-        columns: Vec<crate::postgres::wire::pgoutput::RelationColumn>,
-    ) -> Result<Option<ChangeKind>, PgError> {
-        if !self.config.captures_table(&namespace, &name) {
-            self.tables.insert(oid, None);
-            return Ok(None);
-        }
-        // The transaction being decoded may have altered the table: the walsender decodes it
-        // as soon as its commit record is written, a moment before other sessions see it, so
-        // the catalog is read once it is visible (waiting up to 1 s).
-        self.await_visible(xid).await?;
-        let mut def = table_def(self.client, oid, namespace, name, &mut self.types).await?;
-        // The stream's column list is authoritative (it is what the tuples carry).
-        let by_name: HashMap<String, crate::postgres::server::catalog::ColumnDef> =
-            def.columns.drain(..).map(|c| (c.name.clone(), c)).collect();
-        for c in columns {
-            let column = match by_name.get(&c.name) {
-                Some(known) => known.clone(),
-                None => crate::postgres::server::catalog::ColumnDef {
-                    name: c.name.clone(),
-                    kind: self
-                        .types
-                        .resolve(self.client, c.type_oid, c.typmod)
-                        .await?,
-                    not_null: false,
-                    default_expr: None,
-                    type_oid: c.type_oid,
-                    typmod: c.typmod,
-                    type_name: String::new(),
-                },
-            };
-            def.columns.push(column);
-        }
-        let schema = TableSchema::new(&def, self.config, source_schema());
-        if !schema.has_key() {
-            tracing::warn!(table = %format!("{}.{}", def.schema, def.name), "Table has no primary key; its events have a null key.");
-        }
-        let change = match self.tables.get(&oid) {
-            Some(Some(known)) if known.signature == schema.signature => None,
-            Some(Some(_)) => Some(ChangeKind::Alter),
-            _ => Some(ChangeKind::Create),
-        };
-        self.tables.insert(oid, Some(Arc::new(schema)));
-        Ok(change)
-    }
-
     /// A relation message: the table's schema (re)built, a schema change event when it
     /// changed (`include.schema.changes`), and an altered table's incremental snapshot told.
     async fn relation(
@@ -448,7 +367,7 @@ impl Streamer<'_> {
             if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
                 inc.table_changed();
             }
-            self.next_chunk().await?;
+            self.next_chunk()?;
         }
         let (Some(kind), Some(changes), Some(table)) =
             (change, &self.schema_changes, self.table(oid))
@@ -517,17 +436,21 @@ impl Streamer<'_> {
             }
             _ => return Ok(()),
         };
-        if self.is_signal_table(oid) {
-            let rows = match &message {
-                Message::Insert { new, .. } => self.on_signal_row(new, false).await?,
+        if let Some(signals) = self.signals.as_mut().filter(|s| s.is_table(oid)) {
+            let (cells, deleted) = match &message {
+                Message::Insert { new, .. } => (new, false),
                 Message::Delete {
                     old: (_, cells), ..
-                } => self.on_signal_row(cells, true).await?,
-                _ => Vec::new(),
+                } => (cells, true),
+                _ => return Ok(()),
             };
+            let rows = signals
+                .on_row(cells, deleted, self.client, &self.tables)
+                .await?;
+            self.next_chunk()?;
             // A chunk's rows are not counted among the transaction's events (a restart
             // re-reads the chunk instead), and carry the progress past the chunk.
-            out.extend(self.with_notes(rows, tx_offset(tx, last_done)));
+            out.extend(self.with_notes(rows.unwrap_or_default(), tx_offset(tx, last_done)));
             return Ok(());
         }
         let Some(table) = self.table(oid) else {
@@ -548,9 +471,9 @@ impl Streamer<'_> {
                 change::Built::Delete(e) => self.push_delete(tx, last_done, e, out, role),
             }
         }
-        if self.signals.is_some() {
+        if let Some(signals) = self.signals.as_mut() {
             for key in evicted {
-                self.evict(oid, &key);
+                signals.evict(oid, &key);
             }
         }
         Ok(())
@@ -663,6 +586,138 @@ const ROLE_BEGIN: u64 = 1;
 /// The first event of a change; a change's `i`-th event is `ROLE_EVENT + 2 i`, its tombstone
 /// the next.
 const ROLE_EVENT: u64 = 2;
+
+/// Signal routing: what the stream asks of its [`Signals`] and emits of what they give.
+impl Streamer<'_> {
+    /// A position carrying the incremental snapshot's progress while one runs.
+    pub(crate) fn pos(&self, offset: PgOffset) -> Position {
+        match &self.signals {
+            Some(signals) => signals.pos(offset),
+            None => offset.position(),
+        }
+    }
+
+    /// A closed chunk's rows with the waiting notifications around them, at `offset`
+    /// ([`Signals::with_notes`]).
+    pub(crate) fn with_notes(
+        &mut self,
+        rows: Vec<ChangeEvent>,
+        offset: PgOffset,
+    ) -> Vec<ChangeEvent> {
+        match self.signals.as_mut() {
+            Some(signals) => signals.with_notes(rows, offset),
+            None => rows,
+        }
+    }
+
+    /// Starts the incremental snapshot's chunk reader when one should run.
+    fn next_chunk(&mut self) -> Result<(), PgError> {
+        match self.signals.as_mut() {
+            Some(signals) => signals.next_chunk(self.info, &self.tables),
+            None => Ok(()),
+        }
+    }
+
+    /// A signal of the `file`, `http` or `kafka` channel, between transactions: carried out
+    /// (a malformed one is logged), then its notifications go out and a blocking snapshot it
+    /// asked for runs. `false`: stopping.
+    async fn on_channel_signal(
+        &mut self,
+        received: &sluice_kit::signal::Received,
+        ctx: &mut SourceContext,
+        last_done: u64,
+    ) -> Result<Go, PgError> {
+        if let (Some(signal), Some(signals)) = (received.signal(), self.signals.as_mut()) {
+            signals
+                .on_signal(&signal, self.client, &self.tables)
+                .await?;
+            self.next_chunk()?;
+        }
+        if !self
+            .emit_with_notes(Vec::new(), last_done, false, ctx)
+            .await
+        {
+            return Ok(false);
+        }
+        self.blocking_snapshot(ctx, last_done, last_done).await?;
+        Ok(!ctx.is_stopping())
+    }
+
+    /// Outside a transaction: emits `rows` and the waiting notifications at `last_done`
+    /// (`always`: the position even when there is nothing else). `false`: the pipeline stops.
+    async fn emit_with_notes(
+        &mut self,
+        rows: Vec<ChangeEvent>,
+        last_done: u64,
+        always: bool,
+        ctx: &mut SourceContext,
+    ) -> Go {
+        let done = PgOffset {
+            lsn: last_done,
+            tx: None,
+            snapshot_completed: true,
+        };
+        let events = self.with_notes(rows, done);
+        let position = match events.last() {
+            Some(e) => e.position.clone(),
+            None if always => self.pos(done),
+            None => return true,
+        };
+        let batch = Batch {
+            events,
+            position: Some(position),
+        };
+        ctx.emit(batch).await.is_ok()
+    }
+
+    /// Read-only incremental snapshots: the stream has delivered every transaction up to
+    /// `reached` (outside any transaction), so windows ending there close; their rows go out
+    /// at `last_done` and the next chunks are read. `false`: the pipeline stops.
+    async fn read_only_reached(
+        &mut self,
+        reached: u64,
+        last_done: u64,
+        ctx: &mut SourceContext,
+    ) -> Result<Go, PgError> {
+        loop {
+            let rows = match self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+                Some(inc) if inc.read_only() => inc.close_reached(reached)?,
+                _ => None,
+            };
+            let Some(rows) = rows else {
+                return Ok(true);
+            };
+            self.next_chunk()?;
+            // Even with every row evicted, the position moves past the chunk.
+            if !self.emit_with_notes(rows, last_done, true, ctx).await {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// The chunk reader sent something: take it in; between transactions, close what can
+    /// close and send the notifications waiting. `false`: the pipeline stops.
+    async fn on_reader(
+        &mut self,
+        ctx: &mut SourceContext,
+        last_done: u64,
+        between_transactions: bool,
+    ) -> Result<Go, PgError> {
+        if let Some(inc) = self.signals.as_mut().and_then(|s| s.incremental.as_mut()) {
+            inc.drain()?;
+        }
+        if !between_transactions {
+            return Ok(true);
+        }
+        if !self.read_only_reached(last_done, last_done, ctx).await? {
+            return Ok(false);
+        }
+        self.next_chunk()?;
+        Ok(self
+            .emit_with_notes(Vec::new(), last_done, false, ctx)
+            .await)
+    }
+}
 
 impl Tx {
     /// A data change at `lsn` starts: its rank among the changes at that LSN.
