@@ -6,7 +6,7 @@ mod capture;
 mod quickstart;
 mod registry;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -112,28 +112,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     match cli.command {
-        Command::Validate { pipelines } => {
-            let mut ok = true;
-            for path in &pipelines {
-                match load(path) {
-                    Ok(p) => println!(
-                        "{}: ok (pipeline `{}`, {} sink(s))",
-                        path.display(),
-                        p.name,
-                        p.sinks.len()
-                    ),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        ok = false;
-                    }
-                }
-            }
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_INVALID)
-            }
-        }
+        Command::Validate { pipelines } => validate(&pipelines),
         #[cfg(feature = "sqlite")]
         Command::Capture { action } => match capture::capture(action) {
             Ok(()) => ExitCode::SUCCESS,
@@ -160,80 +139,112 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Signal { pipeline, signal } => {
-            let config = match load(&pipeline) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
-                }
-            };
-            let Some(admin) = &config.admin else {
-                eprintln!(
-                    "error: {}: pipeline `{}` has no admin endpoint: add `admin: {{ bind: \"127.0.0.1:8083\" }}` and restart it",
-                    pipeline.display(),
-                    config.name
-                );
-                return ExitCode::from(EXIT_FAILED);
-            };
-            match sluice_engine::runtime::admin::send_signal(&admin.bind, &config.name, &signal) {
-                Ok(answer) => {
-                    println!("{answer}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(EXIT_FAILED)
-                }
-            }
-        }
+        Command::Signal { pipeline, signal } => send_signal(&pipeline, &signal),
         Command::Run {
             pipeline,
             stop_when_idle,
             stop_after_events,
         } => {
-            let config = match load(&pipeline) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
-                }
-            };
-            let offsets = config.offsets.clone();
-            let mut plan = PipelinePlan::from_config(config);
-            match registry::offset_store(&offsets) {
-                Ok(store) => plan.offset_store = store,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_FAILED);
-                }
-            }
             let options = RunOptions {
                 stop_after_events,
                 stop_when_idle,
                 handle_signals: true,
                 stop: None,
             };
-            match runtime::run(plan, options) {
-                Ok(report) => {
-                    let committed = report
-                        .committed
-                        .map(|p| p.to_string())
-                        .unwrap_or_else(|| "none".into());
-                    eprintln!(
-                        "sluice: stopped; events={} committed={} restarts={}{}",
-                        report.events,
-                        committed,
-                        report.restarts,
-                        if report.forced { " (forced)" } else { "" }
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(EXIT_FAILED)
-                }
+            run(&pipeline, options)
+        }
+    }
+}
+
+/// `sluice validate`: each file loaded and checked.
+fn validate(pipelines: &[PathBuf]) -> ExitCode {
+    let mut ok = true;
+    for path in pipelines {
+        match load(path) {
+            Ok(p) => println!(
+                "{}: ok (pipeline `{}`, {} sink(s))",
+                path.display(),
+                p.name,
+                p.sinks.len()
+            ),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ok = false;
             }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_INVALID)
+    }
+}
+
+/// `sluice signal`: one signal to a running pipeline's admin endpoint.
+fn send_signal(pipeline: &Path, signal: &str) -> ExitCode {
+    let config = match load(pipeline) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let Some(admin) = &config.admin else {
+        eprintln!(
+            "error: {}: pipeline `{}` has no admin endpoint: add `admin: {{ bind: \"127.0.0.1:8083\" }}` and restart it",
+            pipeline.display(),
+            config.name
+        );
+        return ExitCode::from(EXIT_FAILED);
+    };
+    match sluice_engine::runtime::admin::send_signal(&admin.bind, &config.name, signal) {
+        Ok(answer) => {
+            println!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// `sluice run`: the pipeline until it stops.
+fn run(pipeline: &Path, options: RunOptions) -> ExitCode {
+    let config = match load(pipeline) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let offsets = config.offsets.clone();
+    let mut plan = PipelinePlan::from_config(config);
+    match registry::offset_store(&offsets) {
+        Ok(store) => plan.offset_store = store,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    }
+    match runtime::run(plan, options) {
+        Ok(report) => {
+            let committed = report
+                .committed
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "none".into());
+            eprintln!(
+                "sluice: stopped; events={} committed={} restarts={}{}",
+                report.events,
+                committed,
+                report.restarts,
+                if report.forced { " (forced)" } else { "" }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
         }
     }
 }

@@ -52,41 +52,7 @@ fn made_by_quickstart(dir: &std::path::Path) -> bool {
 
 /// Runs the quickstart; the summary goes to standard error, events to standard output.
 pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
-    if q.fresh && q.dir.exists() {
-        if !made_by_quickstart(&q.dir) {
-            anyhow::bail!(
-                "`{}` was not made by the quickstart (it has no {MARKER}): --fresh deletes only the quickstart's own directory; choose another --dir",
-                q.dir.display()
-            );
-        }
-        std::fs::remove_dir_all(&q.dir)
-            .with_context(|| format!("cannot remove {}", q.dir.display()))?;
-    }
-    if !q.dir.exists() {
-        std::fs::create_dir_all(&q.dir)
-            .with_context(|| format!("cannot create {}", q.dir.display()))?;
-        std::fs::write(
-            q.dir.join(MARKER),
-            "made by `sluice quickstart`; `--fresh` may delete this directory\n",
-        )
-        .with_context(|| format!("cannot write {}", q.dir.display()))?;
-    }
-    let db = q.dir.join("inventory.db");
-    if db.exists() {
-        eprintln!(
-            "quickstart: resuming with {} (use --fresh to start over)",
-            db.display()
-        );
-    } else {
-        demo::create_inventory(&db).map_err(anyhow::Error::msg)?;
-        eprintln!(
-            "quickstart: created {} ({} customers, {} products, {} orders) and put its tables into capture mode",
-            db.display(),
-            demo::CUSTOMERS,
-            demo::PRODUCTS,
-            demo::ORDERS
-        );
-    }
+    let db = prepare(q)?;
     // The pipeline reads its paths from SLUICE_QUICKSTART_DIR; this process is still single-threaded.
     std::env::set_var("SLUICE_QUICKSTART_DIR", &q.dir);
     let file = q.dir.join("quickstart.yaml");
@@ -108,26 +74,7 @@ pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
         file.display(),
         q.seconds
     );
-    // Progress: the events written so far, once a second.
-    let progress = {
-        let (events, stop) = (events.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut shown = 0;
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_secs(1));
-                let n = std::fs::read(&events)
-                    .map(|b| {
-                        b.get(start_len as usize..)
-                            .map_or(0, |new| new.iter().filter(|c| **c == b'\n').count())
-                    })
-                    .unwrap_or(0);
-                if n != shown && !stop.load(Ordering::Relaxed) {
-                    eprintln!("quickstart: {n} events in {} so far", events.display());
-                    shown = n;
-                }
-            }
-        })
-    };
+    let progress = show_progress(events.clone(), start_len, stop.clone());
     let plan = PipelinePlan::from_config(config);
     let options = RunOptions {
         stop_after_events: None,
@@ -164,6 +111,77 @@ pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
     for ((topic, op), n) in &counts {
         eprintln!("    {topic:<24} {op}  {n}");
     }
+    try_next(q, &db, &file, &events);
+    Ok(())
+}
+
+/// The quickstart's directory (emptied with `--fresh` when it made it) and its database
+/// (created, or kept to resume).
+fn prepare(q: &Quickstart) -> anyhow::Result<std::path::PathBuf> {
+    if q.fresh && q.dir.exists() {
+        if !made_by_quickstart(&q.dir) {
+            anyhow::bail!(
+                "`{}` was not made by the quickstart (it has no {MARKER}): --fresh deletes only the quickstart's own directory; choose another --dir",
+                q.dir.display()
+            );
+        }
+        std::fs::remove_dir_all(&q.dir)
+            .with_context(|| format!("cannot remove {}", q.dir.display()))?;
+    }
+    if !q.dir.exists() {
+        std::fs::create_dir_all(&q.dir)
+            .with_context(|| format!("cannot create {}", q.dir.display()))?;
+        std::fs::write(
+            q.dir.join(MARKER),
+            "made by `sluice quickstart`; `--fresh` may delete this directory\n",
+        )
+        .with_context(|| format!("cannot write {}", q.dir.display()))?;
+    }
+    let db = q.dir.join("inventory.db");
+    if db.exists() {
+        eprintln!(
+            "quickstart: resuming with {} (use --fresh to start over)",
+            db.display()
+        );
+    } else {
+        demo::create_inventory(&db).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "quickstart: created {} ({} customers, {} products, {} orders) and put its tables into capture mode",
+            db.display(),
+            demo::CUSTOMERS,
+            demo::PRODUCTS,
+            demo::ORDERS
+        );
+    }
+    Ok(db)
+}
+
+/// Prints the events written so far, once a second, until `stop`.
+fn show_progress(
+    events: std::path::PathBuf,
+    start_len: u64,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut shown = 0;
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_secs(1));
+            let n = std::fs::read(&events)
+                .map(|b| {
+                    b.get(start_len as usize..)
+                        .map_or(0, |new| new.iter().filter(|c| **c == b'\n').count())
+                })
+                .unwrap_or(0);
+            if n != shown && !stop.load(Ordering::Relaxed) {
+                eprintln!("quickstart: {n} events in {} so far", events.display());
+                shown = n;
+            }
+        }
+    })
+}
+
+/// What to try next.
+fn try_next(q: &Quickstart, db: &Path, file: &Path, events: &Path) {
     eprintln!("  try next:");
     eprintln!("    run it again: it resumes where it stopped (or `--fresh` to start over)");
     let env = if q.dir == Path::new(".sluice/quickstart") {
@@ -178,7 +196,6 @@ pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
     );
     eprintln!("    look at one event: head -1 {}", events.display());
     eprintln!("    capture your own SQLite tables: sluice capture enable YOUR.db TABLE...");
-    Ok(())
 }
 
 /// Events per (topic, op) in the file after `from`.

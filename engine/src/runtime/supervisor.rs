@@ -188,38 +188,9 @@ impl Supervisor {
         let shutdown_tx = Arc::new(shutdown_tx);
         let (abort_tx, abort_rx) = watch::channel(false);
 
-        let mut sink_stages = Vec::new();
+        let (sink_stages, sink_queues) = build_sinks(plan, &acker, max_bytes)?;
         let mut queues = vec![source_queue.clone()];
-        for sink in &plan.sinks {
-            let ctx = BuildContext {
-                pipeline: &plan.name,
-                data_dir: &plan.data_dir,
-                component: &sink.name,
-            };
-            let built = sink.spec.build(&ctx).map_err(|e| (sink.name.clone(), e))?;
-            let sink_chain = sink
-                .transforms
-                .iter()
-                .map(|t| t.build(&ctx))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| (sink.name.clone(), e))?;
-            let queue = BoundedQueue::new(
-                format!("sink:{}", sink.name),
-                limits.max_queue_size,
-                max_bytes,
-            );
-            queues.push(queue.clone());
-            sink_stages.push(SinkStage {
-                name: sink.name.clone(),
-                sink: built,
-                chain: sink_chain,
-                input: queue,
-                acker: acker.clone(),
-                limits,
-                retry: sink.retry,
-                counters: ComponentCounters::new(&plan.name, &format!("sink:{}", sink.name)),
-            });
-        }
+        queues.extend(sink_queues);
         let source_ctx = SourceContext::new(SourceWiring {
             pipeline: plan.name.clone(),
             data_dir: plan.data_dir.clone(),
@@ -259,24 +230,8 @@ impl Supervisor {
             futures.push((format!("sink:{}", stage.name), Box::pin(stage.run())));
         }
 
-        let mut arbiters = Vec::new();
         let live = futures.len();
-        for (name, future) in futures {
-            // A span per stage: every line a stage logs names its pipeline and component.
-            let span = tracing::info_span!("stage", pipeline = %plan.name, component = %name, generation = id);
-            let future: StageFuture = Box::pin(tracing::Instrument::instrument(future, span));
-            let arbiter = Arbiter::new();
-            let abort = abort_rx.clone();
-            let supervisor = me.clone();
-            StageActor::start_in_arbiter(&arbiter.handle(), move |_| StageActor {
-                name,
-                generation: id,
-                future: Some(future),
-                abort,
-                supervisor,
-            });
-            arbiters.push(arbiter);
-        }
+        let arbiters = start_stages(&plan.name, id, futures, &abort_rx, &me);
         Ok(Generation {
             id,
             acker,
@@ -525,4 +480,78 @@ impl Handler<StageExited> for Supervisor {
             None => self.finish_ok(ctx),
         }
     }
+}
+
+/// The sink stages and their input queues.
+type SinkStages = (Vec<SinkStage>, Vec<Arc<BoundedQueue>>);
+
+/// Each sink of `plan` built with its own transforms and input queue.
+fn build_sinks(
+    plan: &PipelinePlan,
+    acker: &Arc<AckTracker>,
+    max_bytes: usize,
+) -> Result<SinkStages, (String, ComponentError)> {
+    let limits = plan.limits;
+    let mut stages = Vec::new();
+    let mut queues = Vec::new();
+    for sink in &plan.sinks {
+        let ctx = BuildContext {
+            pipeline: &plan.name,
+            data_dir: &plan.data_dir,
+            component: &sink.name,
+        };
+        let built = sink.spec.build(&ctx).map_err(|e| (sink.name.clone(), e))?;
+        let chain = sink
+            .transforms
+            .iter()
+            .map(|t| t.build(&ctx))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| (sink.name.clone(), e))?;
+        let queue = BoundedQueue::new(
+            format!("sink:{}", sink.name),
+            limits.max_queue_size,
+            max_bytes,
+        );
+        queues.push(queue.clone());
+        stages.push(SinkStage {
+            name: sink.name.clone(),
+            sink: built,
+            chain,
+            input: queue,
+            acker: acker.clone(),
+            limits,
+            retry: sink.retry,
+            counters: ComponentCounters::new(&plan.name, &format!("sink:{}", sink.name)),
+        });
+    }
+    Ok((stages, queues))
+}
+
+/// Each stage on an arbiter (thread) of its own, inside a span naming its pipeline, component
+/// and generation, so that every line it logs says where it comes from.
+fn start_stages(
+    pipeline: &str,
+    id: u64,
+    futures: Vec<(String, StageFuture)>,
+    abort_rx: &watch::Receiver<bool>,
+    me: &Addr<Supervisor>,
+) -> Vec<Arbiter> {
+    let mut arbiters = Vec::new();
+    for (name, future) in futures {
+        let span =
+            tracing::info_span!("stage", pipeline = %pipeline, component = %name, generation = id);
+        let future: StageFuture = Box::pin(tracing::Instrument::instrument(future, span));
+        let arbiter = Arbiter::new();
+        let abort = abort_rx.clone();
+        let supervisor = me.clone();
+        StageActor::start_in_arbiter(&arbiter.handle(), move |_| StageActor {
+            name,
+            generation: id,
+            future: Some(future),
+            abort,
+            supervisor,
+        });
+        arbiters.push(arbiter);
+    }
+    arbiters
 }

@@ -376,9 +376,9 @@ impl MysqlSource {
     }
 
     /// The signals of the `file`, `http` and `kafka` channels; `true`: drop the window.
-    pub(super) async fn channel_signals(&self, tables: &[&Table], inc: &mut Incremental) -> bool {
+    pub(super) fn channel_signals(&self, tables: &[&Table], inc: &mut Incremental) -> bool {
         let mut restart = false;
-        for received in inc.channels.take().await {
+        for received in inc.channels.take() {
             if let Some(signal) = received.signal() {
                 restart |= self.act_on(&signal, tables, inc);
             }

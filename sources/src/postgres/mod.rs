@@ -365,6 +365,29 @@ struct InitialSnapshot<'a> {
     notifications: Option<&'a sluice_kit::notification::Notifications>,
 }
 
+/// The initial snapshot in the slot's exported snapshot, then (`stream`) the stream from its
+/// consistent point; `None`: nothing to stream (`initial_only`, or the pipeline stops).
+async fn initial_snapshot(
+    (client, info, config): (&tokio_postgres::Client, &ConnInfo, &PostgresConfig),
+    (slot, owned): (Option<&SlotState>, &mut owned::Owned),
+    tables: &InitialSnapshot<'_>,
+    stream: bool,
+    ctx: &mut SourceContext,
+) -> Result<Option<(ReplicationClient, PgOffset)>, PgError> {
+    let start = slot::begin_snapshot(info, config, slot, owned).await?;
+    let consistent_point = start.consistent_point;
+    snapshot_tables(client, info, config, &start, tables, ctx).await?;
+    if !stream || ctx.is_stopping() {
+        return Ok(None);
+    }
+    let resume = PgOffset {
+        lsn: consistent_point,
+        tx: None,
+        snapshot_completed: true,
+    };
+    Ok(Some((start.stream(info, config).await?, resume)))
+}
+
 /// Reads every captured table inside the slot's exported snapshot.
 async fn snapshot_tables(
     client: &tokio_postgres::Client,
@@ -478,20 +501,12 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
             schema_changes: schema_changes.as_deref(),
             notifications: notifications.as_ref(),
         };
-        let start = slot::begin_snapshot(&info, config, slot.as_ref(), &mut owned).await?;
-        let consistent_point = start.consistent_point;
-        snapshot_tables(&client, &info, config, &start, &tables, ctx).await?;
-        if !start_plan.stream || ctx.is_stopping() {
-            return Ok(());
+        let slot = (slot.as_ref(), &mut owned);
+        let setup = (&client, &info, config);
+        match initial_snapshot(setup, slot, &tables, start_plan.stream, ctx).await? {
+            Some(started) => started,
+            None => return Ok(()),
         }
-        (
-            start.stream(&info, config).await?,
-            PgOffset {
-                lsn: consistent_point,
-                tx: None,
-                snapshot_completed: true,
-            },
-        )
     } else {
         let resume = committed.unwrap_or_default();
         let repl =

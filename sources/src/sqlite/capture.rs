@@ -183,25 +183,7 @@ pub fn enable(
     if table.starts_with("_sluice_") {
         return Err(format!("`{table}` is one of Sluice's own tables"));
     }
-    let (columns, pk) = describe(conn, table)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no table `{table}` in this database"))?;
-    let key: Vec<String> = match key {
-        Some(k) => {
-            for c in k {
-                if !columns.iter().any(|col| &col.name == c) {
-                    return Err(format!("`{table}` has no column `{c}` (given as its key)"));
-                }
-            }
-            k.to_vec()
-        }
-        None if pk.is_empty() => {
-            return Err(format!(
-            "`{table}` has no primary key: give the columns that identify a row, e.g. `--key id`"
-        ))
-        }
-        None => pk,
-    };
+    let (columns, key) = key_of(conn, table, key)?;
     conn.query_row("pragma journal_mode = wal", [], |_| Ok(()))
         .map_err(|e| format!("cannot switch to WAL: {e}"))?;
     let tx = conn.transaction().map_err(|e| e.to_string())?;
@@ -261,6 +243,49 @@ pub fn enable(
             Enabled::Now
         }
     };
+    ddl.push_str(&triggers(table, &ct, &columns));
+    tx.execute_batch(&ddl).map_err(|e| e.to_string())?;
+    tx.execute(
+        "insert into _sluice_capture (tbl, key_columns, columns) values (?1, ?2, ?3)",
+        params![table, key_json, columns_json],
+    )
+    .map_err(|e| e.to_string())?;
+    tx.commit().map_err(|e| e.to_string())?;
+    Ok(outcome)
+}
+
+/// The columns of `table` and the key its changes are identified by: `key` (checked), or its
+/// primary key.
+fn key_of(
+    conn: &Connection,
+    table: &str,
+    key: Option<&[String]>,
+) -> Result<(Vec<Column>, Vec<String>), String> {
+    let (columns, pk) = describe(conn, table)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no table `{table}` in this database"))?;
+    let key: Vec<String> = match key {
+        Some(k) => {
+            for c in k {
+                if !columns.iter().any(|col| &col.name == c) {
+                    return Err(format!("`{table}` has no column `{c}` (given as its key)"));
+                }
+            }
+            k.to_vec()
+        }
+        None if pk.is_empty() => {
+            return Err(format!(
+            "`{table}` has no primary key: give the columns that identify a row, e.g. `--key id`"
+        ))
+        }
+        None => pk,
+    };
+    Ok((columns, key))
+}
+
+/// The three triggers that write `table`'s changes into its change table `ct` (quoted).
+fn triggers(table: &str, ct: &str, columns: &[Column]) -> String {
+    let mut ddl = String::new();
     let t = quote(table);
     let next = "update _sluice_clock set seq = seq + 1 where id = 1;";
     let seq = "(select seq from _sluice_clock where id = 1)";
@@ -299,14 +324,7 @@ pub fn enable(
         list("_b_"),
         values("old")
     ));
-    tx.execute_batch(&ddl).map_err(|e| e.to_string())?;
-    tx.execute(
-        "insert into _sluice_capture (tbl, key_columns, columns) values (?1, ?2, ?3)",
-        params![table, key_json, columns_json],
-    )
-    .map_err(|e| e.to_string())?;
-    tx.commit().map_err(|e| e.to_string())?;
-    Ok(outcome)
+    ddl
 }
 
 fn drop_triggers(conn: &Connection, table: &str) -> rusqlite::Result<()> {

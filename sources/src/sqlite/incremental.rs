@@ -189,11 +189,11 @@ impl super::SqliteSource {
     /// handed to the reader thread).
     pub(super) fn on_channel_signals(
         &self,
-        received: &crossbeam_channel::Receiver<Received>,
+        received: &crossbeam_channel::Receiver<Vec<Received>>,
         tables: &[super::Table],
         inc: &mut Tracker,
     ) {
-        for r in received.try_iter() {
+        for r in received.try_iter().flatten() {
             if let Some(signal) = r.signal() {
                 self.act_on(&signal, tables, inc);
             }

@@ -307,6 +307,37 @@ impl SqliteSource {
         }
     }
 
+    /// The snapshot's SELECT of `table`: `snapshot.select.statement.overrides.main.<table>`
+    /// (which must return the captured columns in their order), or all its captured columns.
+    fn snapshot_statement<'c>(
+        &self,
+        tx: &'c rusqlite::Transaction<'_>,
+        table: &Table,
+    ) -> Result<rusqlite::Statement<'c>, ComponentError> {
+        let sql = match self
+            .config
+            .common
+            .snapshot_overrides
+            .get(&format!("main.{}", table.name))
+        {
+            Some(custom) => custom.clone(),
+            None => format!("select {} from {}", table.select_list(), quote(&table.name)),
+        };
+        let stmt = tx
+            .prepare(&sql)
+            .map_err(|e| sql_error("snapshot query", e))?;
+        if stmt.column_count() != table.columns.len() {
+            return Err(fatal(format!(
+                "the snapshot SELECT of `main.{}` returns {} columns; it must return the {} captured ones ({}) in that order",
+                table.name,
+                stmt.column_count(),
+                table.columns.len(),
+                table.select_list()
+            )));
+        }
+        Ok(stmt)
+    }
+
     /// Reads every table in one read transaction; returns where the stream starts: the
     /// committed sequence when there is one (an interrupted snapshot, `always`), else just
     /// before the oldest change not purged yet (none is purged before it is delivered), when
@@ -350,29 +381,7 @@ impl SqliteSource {
             .iter()
             .filter(|t| self.config.common.snapshots_table(&t.name));
         for table in read {
-            // `snapshot.select.statement.overrides.main.<table>`: its own SELECT, which must
-            // return the captured columns in their order.
-            let sql = match self
-                .config
-                .common
-                .snapshot_overrides
-                .get(&format!("main.{}", table.name))
-            {
-                Some(custom) => custom.clone(),
-                None => format!("select {} from {}", table.select_list(), quote(&table.name)),
-            };
-            let mut stmt = tx
-                .prepare(&sql)
-                .map_err(|e| sql_error("snapshot query", e))?;
-            if stmt.column_count() != table.columns.len() {
-                return Err(fatal(format!(
-                    "the snapshot SELECT of `main.{}` returns {} columns; it must return the {} captured ones ({}) in that order",
-                    table.name,
-                    stmt.column_count(),
-                    table.columns.len(),
-                    table.select_list()
-                )));
-            }
+            let mut stmt = self.snapshot_statement(&tx, table)?;
             let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
             while let Some(row) = result.next().map_err(|e| sql_error("snapshot read", e))? {
                 let Some(after) = self.image(table, row, 0)? else {
@@ -601,7 +610,7 @@ impl SqliteSource {
         resume: Option<Offset>,
         out: &Out,
         purge: &Mutex<Option<i64>>,
-        signals: &crossbeam_channel::Receiver<sluice_kit::signal::Received>,
+        signals: &crossbeam_channel::Receiver<Vec<sluice_kit::signal::Received>>,
     ) -> Result<(), ComponentError> {
         let mut conn = self.open()?;
         let tables = self.tables(&conn)?;
@@ -697,6 +706,14 @@ impl Source for SqliteSource {
             .await
             .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
         let (signal_tx, signals) = crossbeam_channel::unbounded();
+        // Signals already waiting (a file's lines) are carried out before the first read.
+        let waiting = channels.take();
+        for r in &waiting {
+            channels.handled(r);
+        }
+        if !waiting.is_empty() && signal_tx.send(waiting).is_err() {
+            return Ok(());
+        }
         let purge_target = purge.clone();
         // The reader logs inside the stage's span (pipeline, component).
         let span = tracing::Span::current();
@@ -713,9 +730,11 @@ impl Source for SqliteSource {
                 _ = ctx.stopping() => break Ok(()),
                 // The `file`, `http` and `kafka` channels, handed to the reader thread (which
                 // looks at them between reads).
-                received = channels.next(), if !channels.is_empty() => match received {
+                received = channels.next_batch(), if !channels.is_empty() => match received {
                     Ok(received) => {
-                        channels.handled(&received);
+                        for r in &received {
+                            channels.handled(r);
+                        }
                         if signal_tx.send(received).is_err() {
                             break Ok(());
                         }

@@ -138,7 +138,7 @@ impl Channels {
 
     /// What the channels hold now, without waiting: the file's new lines when a read is due,
     /// the lines the admin endpoint queued, the `kafka` records already fetched.
-    pub async fn take(&mut self) -> Vec<Received> {
+    pub fn take(&mut self) -> Vec<Received> {
         if let Some(lines) = self.file.as_mut().map(PolledFile::poll) {
             self.queue_file_lines(lines);
         }
@@ -151,9 +151,7 @@ impl Channels {
         #[cfg(feature = "kafka-signals")]
         if let Some(kafka) = &self.kafka {
             // Polled once: a record not fetched yet comes at the next look.
-            while let Ok(record) =
-                tokio::time::timeout(std::time::Duration::ZERO, kafka.next()).await
-            {
+            while let Some(record) = futures_util::FutureExt::now_or_never(kafka.next()) {
                 match record {
                     Ok((line, offset)) => out.push(Received {
                         channel: "kafka",
@@ -216,6 +214,17 @@ impl Channels {
                 }
             }
         }
+    }
+
+    /// The next signals: waits for one ([`Self::next`]), then takes what else the channels
+    /// hold ([`Self::take`]), so that signals written together are carried out together
+    /// (a file's lines, say: `execute-snapshot` then `pause-snapshot` pauses before any chunk).
+    /// Cancel-safe.
+    pub async fn next_batch(&mut self) -> Result<Vec<Received>, ChannelError> {
+        let first = self.next().await?;
+        let mut all = vec![first];
+        all.extend(self.take());
+        Ok(all)
     }
 
     /// `received` was carried out: the `kafka` channel commits past its record, so a restart

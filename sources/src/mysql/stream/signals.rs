@@ -20,7 +20,7 @@ impl MysqlSource {
         let tables = captured(&state.by_name, &state.mapped);
         // Between transactions only: a blocking snapshot they ask for then runs at once, with
         // the position after the last transaction.
-        if state.out.tx.is_none() && self.channel_signals(&tables, &mut state.inc).await {
+        if state.out.tx.is_none() && self.channel_signals(&tables, &mut state.inc) {
             state.out.window = None;
         }
         if state.out.tx.is_none() && state.inc.blocking.is_some() {

@@ -381,22 +381,16 @@ async fn read_and_report(client: &Client, shared: &Shared, tx: mpsc::Sender<Piec
     }
 }
 
-/// Reads one unit with COPY (TCP backpressure holds the server while the channel is full).
-/// Returns `false` when the collector is gone.
-async fn read_unit(
-    client: &Client,
-    shared: &Shared,
-    unit: &Unit,
-    tx: &mpsc::Sender<Piece>,
-) -> Result<bool, PgError> {
+/// The SELECT of one unit: the table's override, or its columns with the signal's condition
+/// and the unit's key range.
+fn unit_select(shared: &Shared, unit: &Unit) -> String {
     let table = &shared.tables[unit.table];
-    let what = || format!("snapshot of {}.{}", table.schema_name, table.table);
     let columns = table
         .column_names()
         .map(quote_ident)
         .collect::<Vec<_>>()
         .join(", ");
-    let select = match shared
+    match shared
         .overrides
         .get(&format!("{}.{}", table.schema_name, table.table))
     {
@@ -424,7 +418,20 @@ async fn read_unit(
             }
             select
         }
-    };
+    }
+}
+
+/// Reads one unit with COPY (TCP backpressure holds the server while the channel is full).
+/// Returns `false` when the collector is gone.
+async fn read_unit(
+    client: &Client,
+    shared: &Shared,
+    unit: &Unit,
+    tx: &mpsc::Sender<Piece>,
+) -> Result<bool, PgError> {
+    let table = &shared.tables[unit.table];
+    let what = || format!("snapshot of {}.{}", table.schema_name, table.table);
+    let select = unit_select(shared, unit);
     let stream = client
         .copy_out(&format!("COPY ({select}) TO STDOUT"))
         .await
