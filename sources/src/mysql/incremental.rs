@@ -13,12 +13,10 @@
 //! the progress (in each position after the chunk, so a restart continues with the next chunk),
 //! carries out the signals and makes Debezium's notifications.
 
-use std::sync::Arc;
-
 use mysql_async::prelude::Queryable;
 use sluice_engine::event::SourceTimestamps;
-use sluice_engine::{ChangeEvent, Op, SourceContext};
-use sluice_kit::incremental::{Abilities, ChunkEnd, Emitted, KeyBuffer};
+use sluice_engine::{Op, SourceContext};
+use sluice_kit::incremental::{Abilities, ChunkEnd};
 use sluice_kit::signal::{Channels, Signal};
 
 use super::error::MysqlError;
@@ -40,32 +38,30 @@ const ABILITIES: Abilities = Abilities {
     surrogate_key: false,
 };
 
-/// A chunk read, waiting for the stream to pass the position it was read at.
-pub(super) struct Window {
-    file: String,
+/// A chunk read, waiting for the stream to pass the binlog position it was read at (the
+/// kit's window).
+pub(super) type Window = sluice_kit::incremental::Window<String, BinlogPos>;
+
+/// A binlog position, ordered by the file's sequence number, then the offset in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct BinlogPos {
+    file: u64,
     pos: u64,
-    topic: Arc<str>,
-    buffer: KeyBuffer,
-    emitted: Emitted<String>,
 }
 
-impl Window {
-    /// A change streamed in the window: the chunk's row of its key is dropped.
-    pub(super) fn evict_by(&mut self, change: &ChangeEvent) {
-        if change.topic == self.topic {
-            self.buffer.evict_by(change);
+impl BinlogPos {
+    /// Offset `pos` of binlog file `file` (`binlog.000012`).
+    pub(super) fn new(file: &str, pos: u64) -> Self {
+        BinlogPos {
+            file: file_number(file),
+            pos,
         }
     }
+}
 
-    /// The rows left, and the chunk as the tracker is told of it.
-    pub(super) fn into_parts(self) -> (Vec<ChangeEvent>, Emitted<String>) {
-        (self.buffer.into_rows(), self.emitted)
-    }
-
-    /// Whether the stream, having read up to `pos` of `file` between transactions, has passed
-    /// the chunk's position.
-    pub(super) fn passed_by(&self, file: &str, pos: u64) -> bool {
-        !before((file, pos), (&self.file, self.pos))
+impl PartialOrd for BinlogPos {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some((self.file, self.pos).cmp(&(other.file, other.pos)))
     }
 }
 
@@ -79,11 +75,6 @@ pub(super) enum Chunk {
     /// written to the binlog and not yet committed in the engine when the chunk was read): the
     /// chunk is dropped, and read again on the next round.
     Later,
-}
-
-/// Whether binlog position `a` is before `b`.
-fn before((a_file, a_pos): (&str, u64), (b_file, b_pos): (&str, u64)) -> bool {
-    (file_number(a_file), a_pos) < (file_number(b_file), b_pos)
 }
 
 /// The sequence number of a binlog file (`binlog.000012` → 12), by which files are ordered.
@@ -257,7 +248,7 @@ impl MysqlSource {
         let (file, pos) = super::locking::exact(conn).await?;
         let read = self.chunk_rows(conn, table, &p, limit).await;
         let _ = conn.query_drop("COMMIT").await;
-        if before((&file, pos), (&done.file, done.pos)) {
+        if BinlogPos::new(&file, pos) < BinlogPos::new(&done.file, done.pos) {
             tracing::debug!(%file, pos, "A chunk older than the stream; read again.");
             return Ok(Chunk::Later);
         }
@@ -296,13 +287,12 @@ impl MysqlSource {
                 self.event(table, Op::Read, None, Some(after), &at, position)
             })
             .collect();
-        Ok(Chunk::Window(Box::new(Window {
-            file,
-            pos,
-            topic: table.topic.clone(),
-            buffer: KeyBuffer::new(events),
+        Ok(Chunk::Window(Box::new(Window::new(
+            BinlogPos::new(&file, pos),
+            table.topic.clone(),
+            events,
             emitted,
-        })))
+        ))))
     }
 
     /// The table's maximum key (`p`'s, or read now) and the chunk's rows (`None` when left out
@@ -402,26 +392,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn binlog_files_order_by_their_number() {
-        let w = |file: &str, pos| Window {
-            file: file.into(),
-            pos,
-            topic: "t".into(),
-            buffer: KeyBuffer::new(Vec::new()),
-            emitted: Emitted {
-                next: Progress::new("x", Vec::new(), Default::default(), None),
-                table: String::new(),
-                read: 0,
-                last_of_table: false,
-                last_key: String::new(),
-                max_key: String::new(),
-                empty_after: Vec::new(),
-            },
-        };
-        assert!(w("binlog.000009", 500).passed_by("binlog.000010", 4));
-        assert!(w("binlog.000010", 500).passed_by("binlog.000010", 500));
-        assert!(!w("binlog.000010", 500).passed_by("binlog.000010", 499));
-        assert!(!w("binlog.000010", 4).passed_by("binlog.000009", 9000));
+    fn binlog_positions_order_by_the_files_number() {
+        let p = BinlogPos::new;
+        assert!(p("binlog.000009", 500) < p("binlog.000010", 4));
+        assert!(p("binlog.000010", 500) <= p("binlog.000010", 500));
+        assert!(p("binlog.000010", 499) < p("binlog.000010", 500));
+        assert!(p("binlog.000009", 9000) < p("binlog.000010", 4));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use rusqlite::types::Value as SqlValue;
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
-use sluice_kit::incremental::{Abilities, ChunkEnd, KeyBuffer};
+use sluice_kit::incremental::{Abilities, ChunkEnd, Window};
 use sluice_kit::signal::{Received, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
@@ -295,19 +295,22 @@ impl super::SqliteSource {
             max_key,
             rows,
         } = read;
-        // The window: changes up to `upto` go first; they supersede the chunk's rows of their
-        // keys (the kit's DBLog buffer). Their positions carry the progress delivered before.
+        // The window (the kit's, closing at `upto`): changes up to `upto` go first; they
+        // supersede the chunk's rows of their keys. Their positions carry the progress
+        // delivered before.
         let last_key = rows.last().map(|(_, k)| k.clone());
-        let count = rows.len();
-        let mut buffer = KeyBuffer::new(rows.into_iter().filter_map(|(e, _)| e).collect());
-        while *seq < upto {
+        let emitted = p.after_chunk(ChunkEnd::of(rows.len(), limit, last_key, max_key));
+        inc.read_ahead(Some(emitted.next.clone()));
+        let rows = rows.into_iter().filter_map(|(e, _)| e).collect();
+        let mut window = Window::new(upto, table.topic.clone(), rows, emitted);
+        while !window.passed_by(seq) {
             let (events, position) =
                 self.poll(conn, tables, *seq, upto, &out.cut, inc.delivered_json())?;
             if events.is_empty() && position == *seq {
                 break;
             }
-            for e in events.iter().filter(|e| e.topic == table.topic) {
-                buffer.evict_by(e);
+            for e in &events {
+                window.evict_by(e);
             }
             *seq = position;
             let batch = sluice_engine::Batch {
@@ -320,10 +323,8 @@ impl super::SqliteSource {
         }
         *seq = upto.max(*seq);
         // The progress after the chunk; its rows with the notifications around them.
-        let emitted = p.after_chunk(ChunkEnd::of(count, limit, last_key, max_key));
-        inc.read_ahead(Some(emitted.next.clone()));
-        inc.emitted(emitted, false);
-        let events = inc.around(buffer.into_rows(), |p| super::at(*seq, p));
+        let rows = window.close(inc);
+        let events = inc.around(rows, |p| super::at(*seq, p));
         Ok(out.send(sluice_engine::Batch {
             events,
             position: Some(super::at(*seq, inc.delivered_json())),

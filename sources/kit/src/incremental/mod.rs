@@ -7,12 +7,21 @@
 //! - [`KeyBuffer`]: a chunk's rows in its window, by key: a change the stream delivers inside
 //!   the window drops the row of its key (the change is newer), and what is left when the window
 //!   closes is emitted as `op: r`.
+//! - [`Tracker`]: the progress read ahead and delivered, the signals carried out, the
+//!   notifications; [`Progress::after_chunk`]: one chunk's bookkeeping.
+//! - [`Window`]: the window of a chunk read at a position of the log, closing once the stream
+//!   passed it (the position-watermark mode, as Debezium's read-only snapshots; MySQL and SQLite
+//!   use it). PostgreSQL keeps windows of its own: watermark rows written to the signaling
+//!   table, several chunks in flight read by a thread of their own, and its `read.only` mode
+//!   beside them.
 
 mod chunk;
 mod tracker;
+mod window;
 
 pub use chunk::{key_text, ChunkEnd, KeyText};
 pub use tracker::{Abilities, Emitted, Outcome, Tracker};
+pub use window::Window;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -5,7 +5,7 @@ use sluice_engine::{Position, SourceContext};
 
 use super::{captured, State};
 use crate::mysql::error::MysqlError;
-use crate::mysql::incremental::Chunk;
+use crate::mysql::incremental::{BinlogPos, Chunk};
 use crate::mysql::MysqlSource;
 
 impl MysqlSource {
@@ -32,13 +32,12 @@ impl MysqlSource {
             // A few chunks at a time, so that the binlog is read in between.
             for _ in 0..16 {
                 if let Some(window) = &out.window {
-                    if !window.passed_by(&state.file, state.last_end) {
+                    if !window.passed_by(&BinlogPos::new(&state.file, state.last_end)) {
                         break;
                     }
                 }
                 if let Some(window) = out.window.take() {
-                    let (rows, emitted) = window.into_parts();
-                    state.inc.tracker.emitted(emitted, false);
+                    let rows = window.close(&mut state.inc.tracker);
                     out.progress = state.inc.tracker.delivered_json().map(ToOwned::to_owned);
                     let at = out.done_position();
                     for e in state.inc.tracker.around(rows, |_| at.clone()) {
