@@ -169,26 +169,32 @@ impl KeyBuffer {
     }
 }
 
+/// A key-only change of `topic` with key `{"id": id}` (tests).
+#[cfg(test)]
+pub(crate) fn keyed_row(topic: &str, id: i64) -> ChangeEvent {
+    use sluice_engine::{Position, Schema, SchemaType, Struct, Value};
+    let schema = Schema::struct_builder()
+        .field("id", Schema::primitive(SchemaType::Int64, false))
+        .build();
+    let key = Struct::from_values(schema.clone(), vec![Value::Int64(id)]).map(|s| Record {
+        schema,
+        value: Value::Struct(s),
+    });
+    ChangeEvent {
+        topic: topic.into(),
+        key,
+        value: None,
+        headers: Vec::new(),
+        position: Position::Offset(0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_engine::{Position, Schema, SchemaType, Struct, Value};
 
     fn row(id: i64) -> ChangeEvent {
-        let schema = Schema::struct_builder()
-            .field("id", Schema::primitive(SchemaType::Int64, false))
-            .build();
-        let key = Struct::from_values(schema.clone(), vec![Value::Int64(id)]).map(|s| Record {
-            schema,
-            value: Value::Struct(s),
-        });
-        ChangeEvent {
-            topic: "p.t".into(),
-            key,
-            value: None,
-            headers: Vec::new(),
-            position: Position::Offset(0),
-        }
+        keyed_row("p.t", id)
     }
 
     #[test]

@@ -60,26 +60,9 @@ impl<K: Clone + serde::Serialize, P: PartialOrd> Window<K, P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::incremental::keyed_row as row;
     use crate::incremental::{ChunkEnd, Progress};
-    use sluice_engine::{Position, Record, Schema, SchemaType, Struct, Value};
     use std::collections::BTreeMap;
-
-    fn row(topic: &str, id: i64) -> ChangeEvent {
-        let schema = Schema::struct_builder()
-            .field("id", Schema::primitive(SchemaType::Int64, false))
-            .build();
-        let key = Struct::from_values(schema.clone(), vec![Value::Int64(id)]).map(|s| Record {
-            schema,
-            value: Value::Struct(s),
-        });
-        ChangeEvent {
-            topic: topic.into(),
-            key,
-            value: None,
-            headers: Vec::new(),
-            position: Position::Offset(0),
-        }
-    }
 
     #[test]
     fn changes_in_the_window_drop_their_rows_and_the_window_closes_past_its_position() {
