@@ -226,17 +226,13 @@ impl MysqlSource {
         tables: &[&Table],
         done: &super::MysqlOffset,
     ) -> Result<Chunk, MysqlError> {
-        let Some(p) = inc.tracker.ahead().cloned() else {
+        let found = inc
+            .tracker
+            .next_chunk_of(|name| tables.iter().copied().find(|t| t.full_name() == name));
+        let Some((p, table)) = found else {
             return Ok(Chunk::Passed);
         };
-        let Some(name) = p.current().map(str::to_owned) else {
-            return Ok(Chunk::Passed);
-        };
-        let Some(table) = tables.iter().copied().find(|t| t.full_name() == name) else {
-            tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
-            inc.tracker.pass_over_current(false);
-            return Ok(Chunk::Passed);
-        };
+        let name = table.full_name();
         if table.shape.key.is_empty() {
             inc.tracker.abort(format!(
                 "`{name}` has no primary key to read it by in chunks"

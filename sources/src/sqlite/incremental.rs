@@ -274,15 +274,11 @@ impl super::SqliteSource {
         inc: &mut Tracker,
         out: &super::Out,
     ) -> Result<bool, sluice_engine::ComponentError> {
-        let Some(p) = inc.ahead().cloned() else {
+        if !inc.wants_chunk() {
             return Ok(true);
-        };
-        let Some(name) = p.current().map(str::to_owned) else {
-            return Ok(true);
-        };
-        let Some(table) = tables.iter().find(|t| t.name == name) else {
-            tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
-            inc.pass_over_current(false);
+        }
+        let Some((p, table)) = inc.next_chunk_of(|name| tables.iter().find(|t| t.name == name))
+        else {
             return Ok(Self::flush_notes(inc, *seq, out));
         };
         let limit = self.config.common.incremental_chunk_size.max(1);

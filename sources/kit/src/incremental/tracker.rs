@@ -383,6 +383,25 @@ impl<K: Clone + Serialize> Tracker<K> {
         }
     }
 
+    /// Where the next chunk starts and the table it reads (`find` looks a table up by its
+    /// name among the captured ones); `None` when no chunk is to be read now, or when the
+    /// current table is no longer captured (warned, and passed over).
+    pub fn next_chunk_of<'t, T>(
+        &mut self,
+        find: impl Fn(&str) -> Option<&'t T>,
+    ) -> Option<(Progress<K>, &'t T)> {
+        let p = self.ahead.clone()?;
+        let name = p.current()?;
+        match find(name) {
+            Some(table) => Some((p, table)),
+            None => {
+                tracing::warn!(table = %name, "A table to snapshot is no longer captured; skipped.");
+                self.pass_over_current(false);
+                None
+            }
+        }
+    }
+
     /// The current table of the progress read ahead is passed over ([`Self::pass_over`]): the
     /// next one starts from its beginning.
     pub fn pass_over_current(&mut self, empty: bool) {
