@@ -362,6 +362,67 @@ fn a_kafka_signal_starts_an_incremental_snapshot_once() {
     assert_eq!(read(dir.path()), expected);
 }
 
+/// Tables the stream has not met when the signal comes are described from the server then: one
+/// created and filled while the stream ran but without the binlog (`sql_log_bin = 0`), and one
+/// whose TABLE_MAP the stream saw before a binlog rotation (the rotation forgets table ids).
+/// Both are read whole by one `execute-snapshot`.
+#[test]
+fn an_incremental_snapshot_reads_tables_the_stream_has_not_met() {
+    let db = seeded_table("mysql_incremental_late", 10);
+    mariadb::sql(&db, SIGNALS);
+    let dir = tempfile::tempdir().unwrap();
+    let path = signal_pipeline(dir.path(), &db, 16, "");
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Binlog stream started");
+    mariadb::sql(
+        &db,
+        "SET SESSION sql_log_bin = 0; CREATE TABLE hidden (id INT PRIMARY KEY, v VARCHAR(10));          INSERT INTO hidden SELECT seq, CONCAT('h', seq) FROM seq_1_to_40; SET SESSION sql_log_bin = 1;          CREATE TABLE rotated (id INT PRIMARY KEY, v VARCHAR(10));          INSERT INTO rotated SELECT seq, CONCAT('r', seq) FROM seq_1_to_30; FLUSH BINARY LOGS",
+    );
+    // The rotated table's rows are streamed (30 `c` events) before the signal comes.
+    let t0 = Instant::now();
+    while sluice_test_support::pg::lines(dir.path())
+        .iter()
+        .filter(|e| e["topic"].as_str().is_some_and(|t| t.ends_with(".rotated")))
+        .count()
+        < 30
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the rotated table's rows were not streamed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    mariadb::sql(
+        &db,
+        &format!(
+            "INSERT INTO debezium_signal VALUES ('late', 'execute-snapshot', '{{\"data-collections\": [\"{db}.hidden\", \"{db}.rotated\"]}}')"
+        ),
+    );
+    wait_log(&mut child, "Incremental snapshot completed");
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    assert!(!log.contains("Signal refused"), "{log}");
+    let events = sluice_test_support::pg::lines(dir.path());
+    let reads = |table: &str| -> Vec<i64> {
+        let mut ids: Vec<i64> = events
+            .iter()
+            .filter(|e| e["topic"].as_str().is_some_and(|t| t.ends_with(table)))
+            .filter(|e| e["value"]["payload"]["op"] == "r")
+            .map(|e| e["key"]["payload"]["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(reads(".hidden"), (1..=40).collect::<Vec<_>>(), "{log}");
+    assert_eq!(reads(".rotated"), (1..=30).collect::<Vec<_>>(), "{log}");
+    let hidden = events
+        .iter()
+        .find(|e| e["topic"].as_str().is_some_and(|t| t.ends_with(".hidden")))
+        .unwrap();
+    assert_eq!(hidden["value"]["payload"]["after"]["v"], "h1");
+}
+
 #[test]
 fn a_blocking_snapshot_reads_the_tables_whole_between_transactions() {
     let db = seeded_table("mysql_blocking", 2000);

@@ -91,7 +91,7 @@ pub(super) struct Incremental {
     pub(super) tracker: Tracker,
     /// Whether a signal channel is on.
     enabled: bool,
-    channels: Channels,
+    pub(super) channels: Channels,
     conn: Option<mysql_async::Conn>,
     /// A blocking snapshot asked for, run between transactions (after the signal's).
     pub(super) blocking: Option<sluice_kit::signal::BlockingRequest>,
@@ -361,10 +361,16 @@ impl MysqlSource {
             .handle(signal, &names, "", ABILITIES, &mut inc.blocking)
     }
 
-    /// The signals of the `file`, `http` and `kafka` channels; `true`: drop the window.
-    pub(super) fn channel_signals(&self, tables: &[&Table], inc: &mut Incremental) -> bool {
+    /// The signals `received` of the `file`, `http` and `kafka` channels; `true`: drop the
+    /// window.
+    pub(super) fn channel_signals(
+        &self,
+        received: Vec<sluice_kit::signal::Received>,
+        tables: &[&Table],
+        inc: &mut Incremental,
+    ) -> bool {
         let mut restart = false;
-        for received in inc.channels.take() {
+        for received in received {
             if let Some(signal) = received.signal() {
                 restart |= self.act_on(&signal, tables, inc);
             }

@@ -94,7 +94,9 @@ impl MysqlSource {
         Ok(tables)
     }
 
-    async fn table(
+    /// The captured table `db.name` as the server describes it now (`structure`: the schema
+    /// model's, for the key and the defaults).
+    pub(super) async fn table(
         &self,
         conn: &mut Conn,
         db: String,

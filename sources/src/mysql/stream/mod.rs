@@ -255,6 +255,10 @@ struct State<'a> {
     inc: Incremental,
     /// The signaling table, when the `source` channel reads it.
     signal_table: Option<(String, String)>,
+    /// Captured tables the stream had not met when a snapshot signal came (created since the
+    /// start, their TABLE_MAP not seen or forgotten at a rotation): described from the server
+    /// then, so that the signal can select them.
+    late: Vec<Table>,
 }
 
 impl State<'_> {
@@ -293,6 +297,7 @@ impl State<'_> {
 fn captured<'t>(
     by_name: &HashMap<(&str, &str), &'t Table>,
     mapped: &'t HashMap<u64, Mapped>,
+    late: &'t [Table],
 ) -> Vec<&'t Table> {
     let mut tables: Vec<&Table> = mapped
         .values()
@@ -301,7 +306,7 @@ fn captured<'t>(
             _ => None,
         })
         .collect();
-    for t in by_name.values() {
+    for t in by_name.values().copied().chain(late) {
         if !tables.iter().any(|m| m.db == t.db && m.name == t.name) {
             tables.push(t);
         }
@@ -357,6 +362,7 @@ impl MysqlSource {
             },
             inc,
             signal_table: self.signal_table(),
+            late: Vec::new(),
         };
         state.out.sent = state.out.done_position();
         let heartbeats = common.heartbeats();
@@ -689,7 +695,10 @@ impl MysqlSource {
                 .iter()
                 .filter_map(sluice_kit::signal::from_insert)
                 .collect();
-            let tables = captured(&state.by_name, &state.mapped);
+            if signals.iter().any(|s| s.kind == "execute-snapshot") {
+                self.meet_tables(state).await?;
+            }
+            let tables = captured(&state.by_name, &state.mapped, &state.late);
             for signal in &signals {
                 if self.act_on(signal, &tables, &mut state.inc) {
                     state.out.window = None;

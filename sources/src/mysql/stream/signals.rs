@@ -1,6 +1,7 @@
 //! What the stream does between binlog events for signals: the `file` and `http` channels,
 //! the incremental snapshot's chunks and windows, and blocking snapshots.
 
+use mysql_async::prelude::Queryable;
 use sluice_engine::{Position, SourceContext};
 
 use super::{captured, State};
@@ -17,12 +18,23 @@ impl MysqlSource {
         state: &mut State<'_>,
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
-        let tables = captured(&state.by_name, &state.mapped);
         // Between transactions only: a blocking snapshot they ask for then runs at once, with
         // the position after the last transaction.
-        if state.out.tx.is_none() && self.channel_signals(&tables, &mut state.inc) {
-            state.out.window = None;
+        if state.out.tx.is_none() {
+            let received = state.inc.channels.take();
+            let snapshot = |r: &sluice_kit::signal::Received| {
+                sluice_kit::signal::from_json_line(&r.line)
+                    .is_ok_and(|s| s.kind == "execute-snapshot")
+            };
+            if received.iter().any(snapshot) {
+                self.meet_tables(state).await?;
+            }
+            let tables = captured(&state.by_name, &state.mapped, &state.late);
+            if self.channel_signals(received, &tables, &mut state.inc) {
+                state.out.window = None;
+            }
         }
+        let tables = captured(&state.by_name, &state.mapped, &state.late);
         if state.out.tx.is_none() && state.inc.blocking.is_some() {
             let at = state.out.done_position();
             return self.run_blocking(state, at, ctx).await;
@@ -70,6 +82,32 @@ impl MysqlSource {
         Ok(())
     }
 
+    /// The captured tables the stream has not met, described from the server now (see
+    /// `State::late`); the ones met before are described again (they may have changed).
+    pub(super) async fn meet_tables(&self, state: &mut State<'_>) -> Result<(), MysqlError> {
+        let conn = match &mut state.lookup {
+            Some(conn) => conn,
+            None => state.lookup.insert(self.connect().await?),
+        };
+        let names: Vec<(String, String)> = conn
+            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+            .await
+            .map_err(|e| MysqlError::query("listing the tables", e))?;
+        let known = captured(&state.by_name, &state.mapped, &[]);
+        let unmet: Vec<(String, String)> = names
+            .into_iter()
+            .filter(|(d, t)| self.config.selects(d, t))
+            .filter(|(d, t)| !known.iter().any(|k| k.db == *d && k.name == *t))
+            .collect();
+        let mut late = Vec::with_capacity(unmet.len());
+        for (db, name) in unmet {
+            let structure = state.schemas.model.table(&db, &name).cloned();
+            late.push(self.table(conn, db, name, structure.as_ref()).await?);
+        }
+        state.late = late;
+        Ok(())
+    }
+
     /// Runs the blocking snapshot the signals asked for, if any: rows at `before`, the last
     /// batch at the position after the last committed transaction.
     pub(super) async fn run_blocking(
@@ -82,7 +120,7 @@ impl MysqlSource {
             return Ok(());
         };
         let after = state.out.done_position();
-        let tables = captured(&state.by_name, &state.mapped);
+        let tables = captured(&state.by_name, &state.mapped, &state.late);
         match self
             .blocking_snapshot(request, &tables, (before, after.clone()), ctx)
             .await
