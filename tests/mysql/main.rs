@@ -19,6 +19,7 @@ mod heartbeat;
 mod incremental;
 mod schema;
 mod snapshots;
+mod spatial;
 mod tls;
 mod transactions;
 mod types;

@@ -168,7 +168,16 @@ impl MysqlSource {
     ) -> Result<Table, MysqlError> {
         let mut columns = Vec::new();
         let mut specs = Vec::new();
-        for d in described {
+        for mut d in described {
+            // A TABLE_MAP without the spatial types says `geometry` of every spatial column:
+            // the schema model knows which.
+            let modelled = structure.and_then(|t| t.columns.iter().find(|c| c.name == d.name));
+            if let Some(c) = modelled.filter(|_| d.data_type == "geometry") {
+                let t = c.type_name.to_ascii_lowercase();
+                if super::columns::SPATIAL.contains(&t.as_str()) {
+                    d.data_type = t;
+                }
+            }
             let place = key_names.iter().position(|k| *k == d.name);
             let key = place.is_some();
             let full = format!("{db}.{name}.{}", d.name);

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, TableMapEvent};
-use mysql_async::consts::ColumnType;
+use mysql_async::consts::{ColumnType, GeometryType};
 
 use super::columns::Described;
 
@@ -26,6 +26,20 @@ fn listed(values: &[String]) -> String {
 
 /// A table's columns and its primary key's column indexes (in key order).
 pub(super) type Columns = (Vec<Described>, Vec<usize>);
+
+/// A spatial column's type as `information_schema` names it.
+fn geometry_name(t: GeometryType) -> &'static str {
+    match t {
+        GeometryType::GEOM_GEOMETRY => "geometry",
+        GeometryType::GEOM_POINT => "point",
+        GeometryType::GEOM_LINESTRING => "linestring",
+        GeometryType::GEOM_POLYGON => "polygon",
+        GeometryType::GEOM_MULTIPOINT => "multipoint",
+        GeometryType::GEOM_MULTILINESTRING => "multilinestring",
+        GeometryType::GEOM_MULTIPOLYGON => "multipolygon",
+        GeometryType::GEOM_GEOMETRYCOLLECTION => "geometrycollection",
+    }
+}
 
 /// The columns of `tme`; `Ok(None)` when the event carries no column names
 /// (`binlog_row_metadata` is not FULL). `Err` says what cannot be read.
@@ -47,8 +61,15 @@ pub(super) fn describe(
     // ENUM and SET values, in column order.
     let mut enums = Vec::new();
     let mut sets = Vec::new();
+    // The type of each spatial column, when the server writes it.
+    let mut geometries = Vec::new();
     for field in tme.iter_optional_meta() {
         match field.map_err(bad)? {
+            OptionalMetadataField::GeometryType(v) => {
+                for t in v.iter_geometry_types() {
+                    geometries.push(geometry_name(t.map_err(bad)?));
+                }
+            }
             OptionalMetadataField::EnumStrValue(v) => {
                 for values in v.iter_values() {
                     let values = values.map_err(bad)?;
@@ -78,6 +99,7 @@ pub(super) fn describe(
     }
     let mut enums = enums.into_iter();
     let mut sets = sets.into_iter();
+    let mut geometries = geometries.into_iter();
     let mut signedness = meta.iter_signedness();
     let mut text_charsets = meta.iter_charset();
     let mut list_charsets = meta.iter_enum_and_set_charset();
@@ -204,7 +226,7 @@ pub(super) fn describe(
                 (false, _) => "longtext",
             },
             ColumnType::MYSQL_TYPE_JSON => "json",
-            ColumnType::MYSQL_TYPE_GEOMETRY => "geometry",
+            ColumnType::MYSQL_TYPE_GEOMETRY => geometries.next().unwrap_or("geometry"),
             _ => "unknown",
         };
         d.data_type = data_type.to_owned();

@@ -3,6 +3,7 @@
 //! `interval.handling.mode`) and the Connect schemas and values they give.
 
 pub mod decimal;
+pub mod geometry;
 pub mod temporal;
 
 use std::sync::Arc;

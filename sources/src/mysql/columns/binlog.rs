@@ -65,9 +65,12 @@ impl Column {
                 _ => return Err(bad()),
             },
             Kind::Text(true) => Value::from(latin1(bytes().ok_or_else(bad)?)),
-            Kind::Decimal(_) | Kind::Text(false) | Kind::Bool | Kind::Bits(_) => {
-                return self.value(Some(bytes().ok_or_else(bad)?), modes)
-            }
+            Kind::Decimal(_)
+            | Kind::Text(false)
+            | Kind::Bool
+            | Kind::Bits(_)
+            | Kind::Geometry
+            | Kind::Point => return self.value(Some(bytes().ok_or_else(bad)?), modes),
             Kind::Binary(pad) => {
                 let mut b = bytes().ok_or_else(bad)?.to_vec();
                 if let Some(n) = *pad {

@@ -30,16 +30,6 @@ pub(crate) fn point(text: &str) -> Option<(f64, f64)> {
     Some((x.trim().parse().ok()?, y.trim().parse().ok()?))
 }
 
-/// A point as well-known binary, as Debezium writes it (little-endian, type 1, no SRID).
-pub(crate) fn point_wkb(x: f64, y: f64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(21);
-    out.push(1);
-    out.extend_from_slice(&1u32.to_le_bytes());
-    out.extend_from_slice(&x.to_le_bytes());
-    out.extend_from_slice(&y.to_le_bytes());
-    out
-}
-
 /// An `hstore`'s text (`"a"=>"1", "b"=>NULL`) → its pairs in text order.
 pub(crate) fn hstore(text: &str) -> Option<Vec<(String, Option<String>)>> {
     let mut chars = text.chars().peekable();
@@ -193,11 +183,6 @@ mod tests {
     fn points_and_their_wkb() {
         assert_eq!(point("(1.5,-2.25)"), Some((1.5, -2.25)));
         assert_eq!(point("(1.5"), None);
-        let wkb = point_wkb(1.5, -2.25);
-        assert_eq!(
-            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, wkb),
-            "AQEAAAAAAAAAAAD4PwAAAAAAAALA"
-        );
     }
 
     #[test]

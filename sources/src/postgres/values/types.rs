@@ -205,20 +205,6 @@ impl Modes {
     }
 }
 
-/// Debezium's `io.debezium.data.geometry.Point` struct schema.
-fn point_schema(optional: bool) -> Arc<Schema> {
-    Schema::struct_builder()
-        .optional_if(optional)
-        .name("io.debezium.data.geometry.Point")
-        .version(1)
-        .doc("Geometry (POINT)")
-        .field("x", Schema::primitive(SchemaType::Float64, false))
-        .field("y", Schema::primitive(SchemaType::Float64, false))
-        .field("wkb", Schema::primitive(SchemaType::Bytes, true))
-        .field("srid", Schema::primitive(SchemaType::Int32, true))
-        .build()
-}
-
 /// `io.debezium.data.Bits` of `length` bits.
 fn bits_schema(length: u32, optional: bool) -> sluice_engine::event::SchemaBuilder {
     named(SchemaType::Bytes, "io.debezium.data.Bits", optional)
@@ -258,7 +244,7 @@ fn builder_of(kind: &PgKind, modes: Modes, optional: bool) -> sluice_engine::eve
         PgKind::Text | PgKind::Range | PgKind::Unknown(_) | PgKind::Omitted(_) => plain(T::String),
         PgKind::Bit(1) => plain(T::Boolean),
         PgKind::Bit(n) | PgKind::VarBit(n) => bits_schema(*n, optional),
-        PgKind::Point => point_schema(optional).to_builder(),
+        PgKind::Point => sluice_kit::values::geometry::point_schema(optional).to_builder(),
         PgKind::Hstore => match modes.hstore {
             HstoreMode::Json => named(T::String, names::JSON, optional),
             HstoreMode::Map => Schema::builder(T::Map)
@@ -354,7 +340,7 @@ pub(crate) fn parse_value(
             let values = vec![
                 Value::Float64(x),
                 Value::Float64(y),
-                Value::Bytes(extra_types::point_wkb(x, y)),
+                Value::Bytes(sluice_kit::values::geometry::point_wkb(x, y)),
                 Value::Null,
             ];
             Value::Struct(Struct::from_values(schema.clone(), values).ok_or_else(err)?)
