@@ -1,6 +1,7 @@
 //! Faults on the mysql source: the server restarted mid-stream (the pipeline reconnects from
 //! its committed position; nothing lost, nothing twice), the binlog purged past the committed
-//! position, a server without the full row metadata, a partial row image.
+//! position, a server without the full row metadata, a partial row image, a sink stalled past
+//! the server's `net_write_timeout`.
 
 use sluice_test_support::mariadb::Restartable;
 use sluice_test_support::pg::{self as run};
@@ -262,4 +263,86 @@ fn type_mariadb_resumes_from_its_gtid_position_when_the_binlog_file_is_gone() {
     run::wait_lines(dir.path(), 4 + 6, &mut child);
     run::stop(&child);
     run::finish(child);
+}
+
+/// A sink stalled far longer than the server's `net_write_timeout` (here 2 s, for 12 s): the
+/// source stops reading the binlog while its queue is full, the server gives up writing to it
+/// and drops the connection, and the pipeline restarts from its committed position once the
+/// sink moves again. Nothing is lost; what was sent after the committed position comes twice.
+#[test]
+fn a_sink_stalled_past_net_write_timeout_loses_nothing() {
+    let server = Restartable::start_with("--net-write-timeout=2 --net-read-timeout=2");
+    server.sql(
+        "",
+        "CREATE DATABASE stall; CREATE TABLE stall.t (id INT PRIMARY KEY, v VARCHAR(200))",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: stall\n")
+        .replace_text(
+            "restart: { max_retries: 0 }",
+            "restart: { max_retries: 100, initial_backoff: 100ms, max_backoff: 500ms }\nmax_queue_size: 200\nmax_batch_size: 50",
+        );
+    let (path, fifo) = run::fifo_pipeline(dir.path(), &path);
+    let mut child = run::start(&path, &[]);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::io::BufReader::new(std::fs::File::open(fifo).unwrap()))
+    };
+    let t0 = std::time::Instant::now();
+    while !run::log_so_far(&child).contains("Binlog stream started") {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no binlog stream"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{}",
+            run::log_of(&child)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Far more than the queue, the pipe and the sockets hold, in several transactions.
+    for part in 0..4 {
+        let from = part * 25_000 + 1;
+        server.sql(
+            "stall",
+            &format!(
+                "INSERT INTO t SELECT seq, REPEAT('x', 150) FROM seq_{from}_to_{}",
+                from + 24_999
+            ),
+        );
+    }
+    // Nobody reads for 12 s.
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let mut reader = reader.join().unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    let mut lines = 0usize;
+    while ids.len() < 100_000 {
+        use std::io::BufRead;
+        let mut line = String::new();
+        // A restarted pipeline opens the FIFO again: read on from the new writer.
+        if reader.read_line(&mut line).unwrap() == 0 {
+            reader = std::io::BufReader::new(std::fs::File::open(&fifo).unwrap());
+            continue;
+        }
+        let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+        lines += 1;
+        if let Some(id) = line["key"]["payload"]["id"].as_i64() {
+            ids.insert(id);
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(240),
+            "{} of 100000 rows after 240 s",
+            ids.len()
+        );
+    }
+    run::stop(&child);
+    let log = run::finish(child);
+    assert_eq!(ids.len(), 100_000, "rows lost: {log}");
+    // Dropped by the server, the source read on from the committed position: what was sent
+    // after it comes twice, no more than the queues held.
+    assert!(
+        lines < 100_000 + 2_000,
+        "{lines} events for 100000 rows: {log}"
+    );
 }
