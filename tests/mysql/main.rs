@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{assert_same_events, normalize};
 
+mod charsets;
 mod columns;
 mod consistency;
 mod faults;

@@ -10,7 +10,7 @@ use sluice_kit::values::binary_value;
 use sluice_kit::values::decimal::unscaled_bytes;
 use sluice_kit::values::temporal::{days_from_civil, format_zoned_timestamp, timestamp_value};
 
-use super::{latin1, Column, Kind, Modes};
+use super::{Charset, Column, Kind, Modes};
 
 impl Column {
     /// The value of the column in a binlog row image (`None`: SQL NULL); `Err` says why it
@@ -64,9 +64,17 @@ impl Column {
                 V::Float(f) => Value::Float64(f64::from(*f)),
                 _ => return Err(bad()),
             },
-            Kind::Text(true) => Value::from(latin1(bytes().ok_or_else(bad)?)),
+            Kind::Text(charset @ (Charset::Latin1 | Charset::Other(_))) => {
+                let bytes = bytes().ok_or_else(bad)?;
+                Value::from(charset.decode(bytes).ok_or_else(|| {
+                    format!(
+                        "column `{}`: the binlog's bytes {bytes:02x?} are not text of its character set",
+                        self.name
+                    )
+                })?)
+            }
             Kind::Decimal(_)
-            | Kind::Text(false)
+            | Kind::Text(Charset::Utf8)
             | Kind::Bool
             | Kind::Bits(_)
             | Kind::Geometry

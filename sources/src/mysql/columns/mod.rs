@@ -66,8 +66,9 @@ enum Kind {
     Float32,
     Float64,
     Decimal(Option<u32>),
-    /// Text; `true`: stored in latin1 (the binlog carries the column's own bytes).
-    Text(bool),
+    /// Text, in its character set (the binlog carries the column's own bytes; result sets
+    /// come in UTF-8, the connection's character set).
+    Text(Charset),
     /// `BIT(1)`.
     Bool,
     /// `BIT(n)`, n > 1: `io.debezium.data.Bits`, little-endian bytes.
@@ -90,6 +91,63 @@ enum Kind {
     Point,
     /// Left out by `column.include.list` / `column.exclude.list`: never read.
     Excluded,
+}
+
+/// A text column's character set, as its binlog bytes are decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Charset {
+    /// utf8mb4, utf8 (utf8mb3), ascii: the bytes are UTF-8.
+    Utf8,
+    /// MySQL's latin1 (Windows-1252 with its five unassigned bytes kept).
+    Latin1,
+    /// Another character set, decoded by its WHATWG encoding (strictly: bytes that are not
+    /// text of it are an error, never a replacement character).
+    Other(&'static encoding_rs::Encoding),
+}
+
+impl Charset {
+    /// The character set of MySQL's name `name`; `None`: not decoded.
+    fn of(name: Option<&str>) -> Option<Charset> {
+        use encoding_rs as e;
+        Some(match name {
+            None | Some("utf8" | "utf8mb3" | "utf8mb4" | "ascii") => Charset::Utf8,
+            Some("latin1") => Charset::Latin1,
+            Some(other) => Charset::Other(match other {
+                "latin2" => e::ISO_8859_2,
+                "latin7" => e::ISO_8859_13,
+                "greek" => e::ISO_8859_7,
+                "hebrew" => e::ISO_8859_8,
+                "cp1250" => e::WINDOWS_1250,
+                "cp1251" => e::WINDOWS_1251,
+                "cp1256" => e::WINDOWS_1256,
+                "cp1257" => e::WINDOWS_1257,
+                "cp866" => e::IBM866,
+                "koi8r" => e::KOI8_R,
+                "koi8u" => e::KOI8_U,
+                "macroman" => e::MACINTOSH,
+                "cp932" => e::SHIFT_JIS,
+                "eucjpms" => e::EUC_JP,
+                "gbk" => e::GBK,
+                "gb18030" => e::GB18030,
+                "big5" => e::BIG5,
+                "euckr" => e::EUC_KR,
+                "utf16" | "ucs2" => e::UTF_16BE,
+                "utf16le" => e::UTF_16LE,
+                _ => return None,
+            }),
+        })
+    }
+
+    /// Text of `bytes`; `None` when they are not text of this character set.
+    pub(super) fn decode(self, bytes: &[u8]) -> Option<String> {
+        match self {
+            Charset::Utf8 => std::str::from_utf8(bytes).ok().map(str::to_owned),
+            Charset::Latin1 => Some(latin1(bytes)),
+            Charset::Other(e) => e
+                .decode_without_bom_handling_and_without_replacement(bytes)
+                .map(|t| t.into_owned()),
+        }
+    }
 }
 
 /// The spatial types (`information_schema`'s `DATA_TYPE`, the DDL's type name in lower case).
@@ -236,17 +294,15 @@ impl Column {
                 (Kind::Decimal(d.scale), schema)
             }
             "char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" => {
-                let latin1 = match d.charset.as_deref() {
-                    None | Some("utf8" | "utf8mb3" | "utf8mb4" | "ascii") => false,
-                    Some("latin1") => true,
-                    Some(other) => {
-                        return Err(format!(
-                            "column `{}` is in character set `{other}`, which the mysql source does not decode yet (utf8mb4, utf8, ascii and latin1 it does)",
-                            d.name
-                        ))
-                    }
-                };
-                (Kind::Text(latin1), primitive(SchemaType::String))
+                let charset = Charset::of(d.charset.as_deref()).ok_or_else(|| {
+                    format!(
+                        "column `{}` is in character set `{}`, which the mysql source does not decode yet ({})",
+                        d.name,
+                        d.charset.as_deref().unwrap_or_default(),
+                        CHARSETS
+                    )
+                })?;
+                (Kind::Text(charset), primitive(SchemaType::String))
             }
             "bit" => match d.precision.unwrap_or(1) {
                 1 => (Kind::Bool, primitive(SchemaType::Boolean)),
@@ -531,6 +587,9 @@ fn parse_duration(text: &str) -> Option<i64> {
     let total = ((h * 60 + m) * 60 + s) * 1_000_000 + micros;
     Some(if negative { -total } else { total })
 }
+
+/// The character sets the mysql source decodes, as an error lists them.
+const CHARSETS: &str = "utf8mb4, utf8, ascii, latin1, latin2, latin7, greek, hebrew, cp1250, cp1251, cp1256, cp1257, cp866, koi8r, koi8u, macroman, cp932, eucjpms, gbk, gb18030, big5, euckr, utf16, utf16le and ucs2 it does";
 
 /// MySQL's `latin1` (Windows-1252; its five unassigned bytes keep their code points, as
 /// MySQL converts them) as UTF-8.
