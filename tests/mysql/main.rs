@@ -223,7 +223,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     // A type the source does not map yet is named, with the way out.
     let server = mariadb::server();
     let db = mariadb::database("bad_setups");
-    mariadb::sql(&db, "CREATE TABLE y (id INT PRIMARY KEY, born POINT)");
+    mariadb::sql(&db, "CREATE TABLE y (id INT PRIMARY KEY, born TIME(1))");
     let e = error_line(&pipeline(
         dir.path(),
         server.port,
@@ -231,6 +231,20 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     ));
     assert!(
         e.contains("`bad_setups.y`") && e.contains("`born`") && e.contains("table.exclude.list"),
+        "{e}"
+    );
+    // So is a character set it does not decode.
+    mariadb::sql(
+        &db,
+        "DROP TABLE y; CREATE TABLE z (id INT PRIMARY KEY, name VARCHAR(9) CHARACTER SET sjis)",
+    );
+    let e = error_line(&pipeline(
+        dir.path(),
+        server.port,
+        &format!("  database.include.list: {db}\n"),
+    ));
+    assert!(
+        e.contains("`bad_setups.z`") && e.contains("`sjis`") && e.contains("cp932"),
         "{e}"
     );
     // Two pipelines reading as one replica id: one of them is told which key to change.

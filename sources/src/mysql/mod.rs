@@ -271,6 +271,36 @@ impl MysqlSource {
     }
 }
 
+impl MysqlSource {
+    /// Whether the committed position `resume` can be read again: `Some(why)` when its binlog
+    /// file is gone; `true` when it resumes from its GTID position instead (`type: mariadb`,
+    /// when the files left hold every transaction after it).
+    async fn resume_point(
+        &self,
+        conn: &mut mysql_async::Conn,
+        resume: Option<&Offset>,
+    ) -> Result<(Option<String>, bool), MysqlError> {
+        let lost = match resume {
+            Some(r) => self.purged(conn, &r.at.file).await?,
+            None => None,
+        };
+        let committed_gtids = resume
+            .and_then(|r| r.at.gtids.as_deref())
+            .and_then(|g| gtid::GtidPosition::parse(g).ok())
+            .filter(|p| !p.is_empty());
+        let by_gtid = match (&lost, self.flavour, &committed_gtids) {
+            (Some(_), Flavour::Mariadb, Some(position)) => {
+                self.gtids_available(conn, position).await?
+            }
+            _ => false,
+        };
+        if let (true, Some(lost)) = (by_gtid, &lost) {
+            tracing::info!(reason = %lost, "Resuming from the committed GTID position.");
+        }
+        Ok((if by_gtid { None } else { lost }, by_gtid))
+    }
+}
+
 #[async_trait]
 impl Source for MysqlSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
@@ -285,27 +315,7 @@ impl Source for MysqlSource {
         let mut schemas = self.schemas().await?;
         let mut conn = self.connect().await?;
         self.check_server(&mut conn).await?;
-        let lost = match &resume {
-            Some(r) => self.purged(&mut conn, &r.at.file).await?,
-            None => None,
-        };
-        // With `type: mariadb`, a committed position whose file is gone resumes from its GTID
-        // position (the server refuses it when the transactions after it are gone too).
-        let committed_gtids = resume
-            .as_ref()
-            .and_then(|r| r.at.gtids.as_deref())
-            .and_then(|g| gtid::GtidPosition::parse(g).ok())
-            .filter(|p| !p.is_empty());
-        let by_gtid = match (&lost, self.flavour, &committed_gtids) {
-            (Some(_), Flavour::Mariadb, Some(position)) => {
-                self.gtids_available(&mut conn, position).await?
-            }
-            _ => false,
-        };
-        if let (true, Some(lost)) = (by_gtid, &lost) {
-            tracing::info!(reason = %lost, "Resuming from the committed GTID position.");
-        }
-        let lost = if by_gtid { None } else { lost };
+        let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),

@@ -58,48 +58,7 @@ pub(super) fn describe(
     if names.len() != count {
         return Ok(None);
     }
-    // ENUM and SET values, in column order.
-    let mut enums = Vec::new();
-    let mut sets = Vec::new();
-    // The type of each spatial column, when the server writes it.
-    let mut geometries = Vec::new();
-    for field in tme.iter_optional_meta() {
-        match field.map_err(bad)? {
-            OptionalMetadataField::GeometryType(v) => {
-                for t in v.iter_geometry_types() {
-                    geometries.push(geometry_name(t.map_err(bad)?));
-                }
-            }
-            OptionalMetadataField::EnumStrValue(v) => {
-                for values in v.iter_values() {
-                    let values = values.map_err(bad)?;
-                    enums.push(
-                        values
-                            .values()
-                            .iter()
-                            .map(|s| s.value().into_owned())
-                            .collect(),
-                    );
-                }
-            }
-            OptionalMetadataField::SetStrValue(v) => {
-                for values in v.iter_values() {
-                    let values = values.map_err(bad)?;
-                    sets.push(
-                        values
-                            .values()
-                            .iter()
-                            .map(|s| s.value().into_owned())
-                            .collect(),
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut enums = enums.into_iter();
-    let mut sets = sets.into_iter();
-    let mut geometries = geometries.into_iter();
+    let mut lists = Lists::of(tme)?;
     let mut signedness = meta.iter_signedness();
     let mut text_charsets = meta.iter_charset();
     let mut list_charsets = meta.iter_enum_and_set_charset();
@@ -137,98 +96,7 @@ pub(super) fn describe(
             charset: charset_name.clone().filter(|_| !binary),
             ..Described::default()
         };
-        let byte = |k: usize| u32::from(m.get(k).copied().unwrap_or(0));
-        let data_type: &str = match t {
-            ColumnType::MYSQL_TYPE_TINY => "tinyint",
-            ColumnType::MYSQL_TYPE_SHORT => "smallint",
-            ColumnType::MYSQL_TYPE_INT24 => "mediumint",
-            ColumnType::MYSQL_TYPE_LONG => "int",
-            ColumnType::MYSQL_TYPE_LONGLONG => "bigint",
-            ColumnType::MYSQL_TYPE_FLOAT => "float",
-            ColumnType::MYSQL_TYPE_DOUBLE => "double",
-            ColumnType::MYSQL_TYPE_NEWDECIMAL => {
-                d.precision = Some(byte(0));
-                d.scale = Some(byte(1));
-                "decimal"
-            }
-            ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE => "date",
-            ColumnType::MYSQL_TYPE_TIME | ColumnType::MYSQL_TYPE_TIME2 => {
-                d.fsp = Some(if t == ColumnType::MYSQL_TYPE_TIME2 {
-                    byte(0)
-                } else {
-                    0
-                });
-                "time"
-            }
-            ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
-                d.fsp = Some(if t == ColumnType::MYSQL_TYPE_DATETIME2 {
-                    byte(0)
-                } else {
-                    0
-                });
-                "datetime"
-            }
-            ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
-                d.fsp = Some(if t == ColumnType::MYSQL_TYPE_TIMESTAMP2 {
-                    byte(0)
-                } else {
-                    0
-                });
-                "timestamp"
-            }
-            ColumnType::MYSQL_TYPE_YEAR => "year",
-            ColumnType::MYSQL_TYPE_BIT => {
-                d.precision = Some(byte(1) * 8 + byte(0));
-                "bit"
-            }
-            ColumnType::MYSQL_TYPE_VARCHAR | ColumnType::MYSQL_TYPE_VAR_STRING => {
-                // The metadata gives bytes; the length is in characters.
-                d.length = Some(u64::from((byte(0) | (byte(1) << 8)) / max_len));
-                if binary {
-                    "varbinary"
-                } else {
-                    "varchar"
-                }
-            }
-            ColumnType::MYSQL_TYPE_STRING => {
-                // A long CHAR's length spills into the type byte (as mysql_common reads it).
-                let (b0, b1) = (byte(0), byte(1));
-                let length = if b0 & 0x30 != 0x30 {
-                    b1 | (((b0 & 0x30) ^ 0x30) << 4)
-                } else {
-                    b1
-                };
-                d.length = Some(u64::from(length / max_len));
-                if binary {
-                    "binary"
-                } else {
-                    "char"
-                }
-            }
-            ColumnType::MYSQL_TYPE_ENUM => {
-                let values: Vec<String> = enums.next().unwrap_or_default();
-                d.column_type = format!("enum({})", listed(&values));
-                "enum"
-            }
-            ColumnType::MYSQL_TYPE_SET => {
-                let values: Vec<String> = sets.next().unwrap_or_default();
-                d.column_type = format!("set({})", listed(&values));
-                "set"
-            }
-            ColumnType::MYSQL_TYPE_BLOB => match (binary, byte(0)) {
-                (true, 1) => "tinyblob",
-                (true, 2) => "blob",
-                (true, 3) => "mediumblob",
-                (true, _) => "longblob",
-                (false, 1) => "tinytext",
-                (false, 2) => "text",
-                (false, 3) => "mediumtext",
-                (false, _) => "longtext",
-            },
-            ColumnType::MYSQL_TYPE_JSON => "json",
-            ColumnType::MYSQL_TYPE_GEOMETRY => geometries.next().unwrap_or("geometry"),
-            _ => "unknown",
-        };
+        let data_type = data_type(t, m, (binary, max_len), &mut d, &mut lists);
         d.data_type = data_type.to_owned();
         if d.column_type.is_empty() {
             d.column_type = if unsigned {
@@ -245,6 +113,156 @@ pub(super) fn describe(
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad)?;
     Ok(Some((out, key)))
+}
+
+/// The ENUM and SET values and the spatial types a TABLE_MAP lists, each in column order.
+struct Lists {
+    enums: std::vec::IntoIter<Vec<String>>,
+    sets: std::vec::IntoIter<Vec<String>>,
+    geometries: std::vec::IntoIter<&'static str>,
+}
+
+impl Lists {
+    fn of(tme: &TableMapEvent<'_>) -> Result<Lists, String> {
+        let bad = |e: std::io::Error| format!("the TABLE_MAP event's metadata cannot be read: {e}");
+        let strings = |values: Result<Vec<String>, std::io::Error>| values.map_err(bad);
+        let mut enums = Vec::new();
+        let mut sets = Vec::new();
+        let mut geometries = Vec::new();
+        for field in tme.iter_optional_meta() {
+            match field.map_err(bad)? {
+                OptionalMetadataField::EnumStrValue(v) => {
+                    for values in v.iter_values() {
+                        enums.push(strings(values.map(|v| {
+                            v.values().iter().map(|s| s.value().into_owned()).collect()
+                        }))?);
+                    }
+                }
+                OptionalMetadataField::SetStrValue(v) => {
+                    for values in v.iter_values() {
+                        sets.push(strings(values.map(|v| {
+                            v.values().iter().map(|s| s.value().into_owned()).collect()
+                        }))?);
+                    }
+                }
+                OptionalMetadataField::GeometryType(v) => {
+                    for t in v.iter_geometry_types() {
+                        geometries.push(geometry_name(t.map_err(bad)?));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(Lists {
+            enums: enums.into_iter(),
+            sets: sets.into_iter(),
+            geometries: geometries.into_iter(),
+        })
+    }
+}
+
+/// `information_schema`'s `DATA_TYPE` of a column of binlog type `t` with metadata `m`
+/// (`binary`: its character set is `binary`; `max_len`: bytes per character), filling in what
+/// the metadata says of its precision, scale, length and values.
+fn data_type(
+    t: ColumnType,
+    m: &[u8],
+    (binary, max_len): (bool, u32),
+    d: &mut Described,
+    lists: &mut Lists,
+) -> &'static str {
+    let byte = |k: usize| u32::from(m.get(k).copied().unwrap_or(0));
+    match t {
+        ColumnType::MYSQL_TYPE_TINY => "tinyint",
+        ColumnType::MYSQL_TYPE_SHORT => "smallint",
+        ColumnType::MYSQL_TYPE_INT24 => "mediumint",
+        ColumnType::MYSQL_TYPE_LONG => "int",
+        ColumnType::MYSQL_TYPE_LONGLONG => "bigint",
+        ColumnType::MYSQL_TYPE_FLOAT => "float",
+        ColumnType::MYSQL_TYPE_DOUBLE => "double",
+        ColumnType::MYSQL_TYPE_NEWDECIMAL => {
+            d.precision = Some(byte(0));
+            d.scale = Some(byte(1));
+            "decimal"
+        }
+        ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE => "date",
+        ColumnType::MYSQL_TYPE_TIME | ColumnType::MYSQL_TYPE_TIME2 => {
+            d.fsp = Some(if t == ColumnType::MYSQL_TYPE_TIME2 {
+                byte(0)
+            } else {
+                0
+            });
+            "time"
+        }
+        ColumnType::MYSQL_TYPE_DATETIME | ColumnType::MYSQL_TYPE_DATETIME2 => {
+            d.fsp = Some(if t == ColumnType::MYSQL_TYPE_DATETIME2 {
+                byte(0)
+            } else {
+                0
+            });
+            "datetime"
+        }
+        ColumnType::MYSQL_TYPE_TIMESTAMP | ColumnType::MYSQL_TYPE_TIMESTAMP2 => {
+            d.fsp = Some(if t == ColumnType::MYSQL_TYPE_TIMESTAMP2 {
+                byte(0)
+            } else {
+                0
+            });
+            "timestamp"
+        }
+        ColumnType::MYSQL_TYPE_YEAR => "year",
+        ColumnType::MYSQL_TYPE_BIT => {
+            d.precision = Some(byte(1) * 8 + byte(0));
+            "bit"
+        }
+        ColumnType::MYSQL_TYPE_VARCHAR | ColumnType::MYSQL_TYPE_VAR_STRING => {
+            // The metadata gives bytes; the length is in characters.
+            d.length = Some(u64::from((byte(0) | (byte(1) << 8)) / max_len));
+            if binary {
+                "varbinary"
+            } else {
+                "varchar"
+            }
+        }
+        ColumnType::MYSQL_TYPE_STRING => {
+            // A long CHAR's length spills into the type byte (as mysql_common reads it).
+            let (b0, b1) = (byte(0), byte(1));
+            let length = if b0 & 0x30 != 0x30 {
+                b1 | (((b0 & 0x30) ^ 0x30) << 4)
+            } else {
+                b1
+            };
+            d.length = Some(u64::from(length / max_len));
+            if binary {
+                "binary"
+            } else {
+                "char"
+            }
+        }
+        ColumnType::MYSQL_TYPE_ENUM => {
+            let values: Vec<String> = lists.enums.next().unwrap_or_default();
+            d.column_type = format!("enum({})", listed(&values));
+            "enum"
+        }
+        ColumnType::MYSQL_TYPE_SET => {
+            let values: Vec<String> = lists.sets.next().unwrap_or_default();
+            d.column_type = format!("set({})", listed(&values));
+            "set"
+        }
+        ColumnType::MYSQL_TYPE_BLOB => match (binary, byte(0)) {
+            (true, 1) => "tinyblob",
+            (true, 2) => "blob",
+            (true, 3) => "mediumblob",
+            (true, _) => "longblob",
+            (false, 1) => "tinytext",
+            (false, 2) => "text",
+            (false, 3) => "mediumtext",
+            (false, _) => "longtext",
+        },
+        ColumnType::MYSQL_TYPE_JSON => "json",
+        ColumnType::MYSQL_TYPE_GEOMETRY => lists.geometries.next().unwrap_or("geometry"),
+        _ => "unknown",
+    }
 }
 
 #[cfg(test)]

@@ -104,36 +104,37 @@ impl Column {
                     _ => Value::from(values.get(i - 1).ok_or_else(bad)?.as_str()),
                 }
             }
-            Kind::Set(values) => {
-                let mask = bytes().ok_or_else(bad)?;
-                let chosen: Vec<&str> = values
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| mask.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
-                    .map(|(_, s)| s.as_str())
-                    .collect();
-                let known = values.len();
-                let stray = (known..mask.len() * 8).any(|i| mask[i / 8] & (1 << (i % 8)) != 0);
-                if stray {
-                    return Err(bad());
-                }
-                Value::from(chosen.join(","))
+            Kind::Set(values) => set_value(values, bytes().ok_or_else(bad)?).ok_or_else(bad)?,
+            Kind::Date | Kind::DateTime(_) | Kind::Time(_) | Kind::Timestamp(_) => {
+                return self.binlog_temporal(v, modes)
             }
+        })
+    }
+
+    /// A `DATE`, `TIME`, `DATETIME` or `TIMESTAMP` of a binlog row image.
+    fn binlog_temporal(&self, v: &V, modes: Modes) -> Result<Value, String> {
+        let bad = || {
+            format!(
+                "column `{}`: the binlog value {v:?} does not fit its type",
+                self.name
+            )
+        };
+        match &self.kind {
             Kind::Date | Kind::DateTime(_)
                 if matches!(v, V::Date(_, 0, ..) | V::Date(_, _, 0, ..)) =>
             {
-                self.zero_date()?
+                self.zero_date()
             }
             // TIMESTAMP 0 is the zero date (the type starts at 1970-01-01 00:00:01 UTC).
             Kind::Timestamp(_) if matches!(v, V::Bytes(b) if b.as_slice() == b"0") => {
-                self.zero_date()?
+                self.zero_date()
             }
             Kind::Date => match v {
-                V::Date(y, m, d, ..) => Value::Int32(
+                V::Date(y, m, d, ..) => Ok(Value::Int32(
                     i32::try_from(days_from_civil(i64::from(*y), u32::from(*m), u32::from(*d)))
                         .map_err(|_| bad())?,
-                ),
-                _ => return Err(bad()),
+                )),
+                _ => Err(bad()),
             },
             Kind::Time(_) => match v {
                 V::Time(negative, days, h, m, s, us) => {
@@ -141,9 +142,9 @@ impl Column {
                         + i64::from(*m) * 60
                         + i64::from(*s);
                     let micros = seconds * 1_000_000 + i64::from(*us);
-                    self.time(if *negative { -micros } else { micros }, modes)?
+                    self.time(if *negative { -micros } else { micros }, modes)
                 }
-                _ => return Err(bad()),
+                _ => Err(bad()),
             },
             Kind::DateTime(fsp) => match v {
                 V::Date(y, mo, d, h, mi, s, us) => {
@@ -151,20 +152,41 @@ impl Column {
                     let micros = days * 86_400_000_000
                         + (i64::from(*h) * 3600 + i64::from(*mi) * 60 + i64::from(*s)) * 1_000_000
                         + i64::from(*us);
-                    timestamp_value(micros, *fsp, modes.time)
+                    Ok(timestamp_value(micros, *fsp, modes.time))
                 }
-                _ => return Err(bad()),
+                _ => Err(bad()),
             },
             // `seconds[.micros]` since the epoch.
             Kind::Timestamp(fsp) => {
-                let text = std::str::from_utf8(bytes().ok_or_else(bad)?).map_err(|_| bad())?;
+                let V::Bytes(bytes) = v else {
+                    return Err(bad());
+                };
+                let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
                 let (s, us) = text.split_once('.').unwrap_or((text, "0"));
                 let s: i64 = s.parse().map_err(|_| bad())?;
                 let us: i64 = format!("{us:0<6}").parse().map_err(|_| bad())?;
-                Value::String(format_zoned_timestamp(s * 1_000_000 + us, *fsp))
+                Ok(Value::String(format_zoned_timestamp(
+                    s * 1_000_000 + us,
+                    *fsp,
+                )))
             }
-        })
+            _ => Err(bad()),
+        }
     }
+}
+
+/// A `SET`'s value of its bit mask (`values` in definition order); `None` when the mask has
+/// a bit past them.
+fn set_value(values: &[String], mask: &[u8]) -> Option<Value> {
+    let chosen: Vec<&str> = values
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
+        .map(|(_, s)| s.as_str())
+        .collect();
+    let known = values.len();
+    let stray = (known..mask.len() * 8).any(|i| mask[i / 8] & (1 << (i % 8)) != 0);
+    (!stray).then(|| Value::from(chosen.join(",")))
 }
 
 #[cfg(test)]

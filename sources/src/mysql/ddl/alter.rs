@@ -113,6 +113,53 @@ fn redefined(
     Ok(c)
 }
 
+/// `ADD COLUMN`: a column the table already has is replaced in place (Debezium's table editor
+/// does the same: a DDL seen twice, by the snapshot and the stream).
+fn add_column(
+    def: &mut TableDef,
+    column_def: &sqlparser::ast::ColumnDef,
+    position: Option<&sqlparser::ast::MySQLColumnPosition>,
+) -> Result<(), Unparsed> {
+    let mut c =
+        column::describe(column_def, 0, def.default_charset_name.as_deref()).map_err(Unparsed)?;
+    if column::is_primary(column_def) {
+        column::make_required(&mut c);
+        def.primary_key_column_names = vec![c.name.clone()];
+    }
+    let existing = index_of(def, &c.name).ok();
+    if let Some(i) = existing {
+        def.columns.remove(i);
+    }
+    place(def, c, position, existing)
+}
+
+/// A key column renamed from `old` to `new`.
+fn rename_key(def: &mut TableDef, old: &str, new: &str) {
+    for k in &mut def.primary_key_column_names {
+        if *k == old {
+            new.clone_into(k);
+        }
+    }
+}
+
+/// `ALTER COLUMN ... SET DEFAULT` / `DROP DEFAULT`.
+fn alter_column(c: &mut ColumnDef, op: &AlterColumnOperation) {
+    match op {
+        AlterColumnOperation::SetDefault { value } => {
+            // `SET DEFAULT NULL` leaves the default as it was, as Debezium does.
+            if let Some(text) = column::default_text(value) {
+                c.has_default_value = true;
+                c.default_value_expression = Some(text);
+            }
+        }
+        AlterColumnOperation::DropDefault => {
+            c.has_default_value = false;
+            c.default_value_expression = None;
+        }
+        _ => {}
+    }
+}
+
 /// Applies `operations` to `def`; returns the table's new name when one renames it.
 pub(super) fn apply(
     def: &mut TableDef,
@@ -126,21 +173,7 @@ pub(super) fn apply(
                 column_def,
                 column_position,
                 ..
-            } => {
-                let mut c = column::describe(column_def, 0, def.default_charset_name.as_deref())
-                    .map_err(Unparsed)?;
-                if column::is_primary(column_def) {
-                    column::make_required(&mut c);
-                    def.primary_key_column_names = vec![c.name.clone()];
-                }
-                // A column the table already has is replaced in place (Debezium's table
-                // editor does the same: a DDL seen twice, by the snapshot and the stream).
-                let existing = index_of(def, &c.name).ok();
-                if let Some(i) = existing {
-                    def.columns.remove(i);
-                }
-                place(def, c, column_position.as_ref(), existing)?;
-            }
+            } => add_column(def, column_def, column_position.as_ref())?,
             AlterTableOperation::DropColumn { column_names, .. } => {
                 // A column the table does not have is nothing to drop (`IF EXISTS`, or a DDL
                 // the snapshot's structure already shows).
@@ -172,11 +205,7 @@ pub(super) fn apply(
             } => {
                 let i = index_of(def, &old_name.value)?;
                 let old = def.columns.remove(i).name;
-                for k in &mut def.primary_key_column_names {
-                    if *k == old {
-                        k.clone_from(&new_name.value);
-                    }
-                }
+                rename_key(def, &old, &new_name.value);
                 let c = redefined(def, new_name, data_type, options)?;
                 place(def, c, column_position.as_ref(), Some(i))?;
             }
@@ -187,29 +216,11 @@ pub(super) fn apply(
                 let i = index_of(def, &old_column_name.value)?;
                 let old =
                     std::mem::replace(&mut def.columns[i].name, new_column_name.value.clone());
-                for k in &mut def.primary_key_column_names {
-                    if *k == old {
-                        k.clone_from(&new_column_name.value);
-                    }
-                }
+                rename_key(def, &old, &new_column_name.value);
             }
             AlterTableOperation::AlterColumn { column_name, op } => {
                 let i = index_of(def, &column_name.value)?;
-                let c = &mut def.columns[i];
-                match op {
-                    AlterColumnOperation::SetDefault { value } => {
-                        // `SET DEFAULT NULL` leaves the default as it was, as Debezium does.
-                        if let Some(text) = column::default_text(value) {
-                            c.has_default_value = true;
-                            c.default_value_expression = Some(text);
-                        }
-                    }
-                    AlterColumnOperation::DropDefault => {
-                        c.has_default_value = false;
-                        c.default_value_expression = None;
-                    }
-                    _ => {}
-                }
+                alter_column(&mut def.columns[i], op);
             }
             AlterTableOperation::AddConstraint {
                 constraint: TableConstraint::PrimaryKey(pk),

@@ -131,20 +131,16 @@ fn written(text: &str) -> Written {
     }
 }
 
-/// The column `c` at `position` (from 1) of a table whose character set is `table_charset`;
-/// `Err` names a type Debezium's parser does not know.
-pub(crate) fn describe(
-    c: &SqlColumn,
-    position: i32,
-    table_charset: Option<&str>,
-) -> Result<ColumnDef, String> {
-    let (w, enum_values) = match &c.data_type {
+/// A column's type as written, with an `ENUM`'s or a `SET`'s values (quoted).
+fn written_type(data_type: &DataType) -> (Written, Vec<String>) {
+    let bare = |name: &str| Written {
+        name: name.into(),
+        args: Vec::new(),
+        tail: Vec::new(),
+    };
+    match data_type {
         DataType::Enum(members, _) => (
-            Written {
-                name: "ENUM".into(),
-                args: Vec::new(),
-                tail: Vec::new(),
-            },
+            bare("ENUM"),
             members
                 .iter()
                 .map(|m| match m {
@@ -152,16 +148,19 @@ pub(crate) fn describe(
                 })
                 .collect(),
         ),
-        DataType::Set(values) => (
-            Written {
-                name: "SET".into(),
-                args: Vec::new(),
-                tail: Vec::new(),
-            },
-            values.iter().map(|v| quoted(v)).collect(),
-        ),
+        DataType::Set(values) => (bare("SET"), values.iter().map(|v| quoted(v)).collect()),
         other => (written(&other.to_string()), Vec::new()),
-    };
+    }
+}
+
+/// The column `c` at `position` (from 1) of a table whose character set is `table_charset`;
+/// `Err` names a type Debezium's parser does not know.
+pub(crate) fn describe(
+    c: &SqlColumn,
+    position: i32,
+    table_charset: Option<&str>,
+) -> Result<ColumnDef, String> {
+    let (w, enum_values) = written_type(&c.data_type);
     let Some(kind) = kind(&w.name) else {
         return Err(format!(
             "the type `{}` of column `{}`",

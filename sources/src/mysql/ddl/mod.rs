@@ -241,6 +241,16 @@ fn table_options(options: &CreateTableOptions) -> (Option<String>, Option<String
     (charset, comment)
 }
 
+/// One table's change, as a statement applied.
+fn one(key: &Key, kind: ChangeKind, table: Option<TableDef>) -> Applied {
+    Applied {
+        database: key.0.clone(),
+        table: Some(key.1.clone()),
+        ddl: None,
+        changes: vec![change(key, kind, table)],
+    }
+}
+
 impl Model {
     /// An empty model on a server whose `character_set_server` is `server_charset`.
     pub(crate) fn new(server_charset: Option<String>) -> Self {
@@ -335,12 +345,6 @@ impl Model {
         session: &mut String,
         statement: Statement,
     ) -> Result<Vec<Applied>, Unparsed> {
-        let one = |key: &Key, kind, table: Option<TableDef>| Applied {
-            database: key.0.clone(),
-            table: Some(key.1.clone()),
-            ddl: None,
-            changes: vec![change(key, kind, table)],
-        };
         let fallback = Applied::database(session, Some(""));
         Ok(vec![match statement {
             Statement::CreateTable(ct) => {
@@ -354,26 +358,7 @@ impl Model {
                 self.tables.insert(key.clone(), def.clone());
                 one(&key, ChangeKind::Create, Some(def))
             }
-            Statement::AlterTable(at) => {
-                let key = split(&at.name, session);
-                let Some(mut def) = self.tables.get(&key).cloned() else {
-                    // A table the model does not know: nothing to follow.
-                    return Ok(vec![fallback]);
-                };
-                let (key, previous) = match alter::apply(&mut def, &at.operations, session)? {
-                    Some(new) if new != key => {
-                        self.tables.remove(&key);
-                        (new, Some(table_id(&[&key.0, &key.1])))
-                    }
-                    _ => (key, None),
-                };
-                self.tables.insert(key.clone(), def.clone());
-                let mut applied = one(&key, ChangeKind::Alter, Some(def));
-                // Kept in the history (Debezium's events have no such field), so that a
-                // recovery drops the old name.
-                applied.changes[0].previous_id = previous;
-                applied
-            }
+            Statement::AlterTable(at) => self.alter_table(&at, session)?.unwrap_or(fallback),
             Statement::Drop {
                 object_type: ObjectType::Table,
                 names,
@@ -408,26 +393,7 @@ impl Model {
                 *session = split(&name, "").1;
                 Applied::database(session, None)
             }
-            Statement::RenameTable(renames) => {
-                let mut out = Vec::new();
-                for r in renames {
-                    let (old, new) = (split(&r.old_name, session), split(&r.new_name, session));
-                    let ddl = Some(format!("RENAME TABLE {} TO {}", r.old_name, r.new_name));
-                    let Some(def) = self.tables.remove(&old) else {
-                        out.push(Applied {
-                            ddl,
-                            ..Applied::database(&old.0, Some(&old.1))
-                        });
-                        continue;
-                    };
-                    self.tables.insert(new.clone(), def.clone());
-                    let mut applied = one(&new, ChangeKind::Alter, Some(def));
-                    applied.changes[0].previous_id = Some(table_id(&[&old.0, &old.1]));
-                    applied.ddl = ddl;
-                    out.push(applied);
-                }
-                return Ok(out);
-            }
+            Statement::RenameTable(renames) => return Ok(self.rename_tables(&renames, session)),
             Statement::CreateIndex(ci) if ci.unique => {
                 let key = split(&ci.table_name, session);
                 let Some(def) = self.tables.get_mut(&key) else {
@@ -449,6 +415,57 @@ impl Model {
             // DATABASE, ...): Debezium's database-level event with no table changes.
             _ => fallback,
         }])
+    }
+
+    /// `ALTER TABLE` of a table the model knows (`None`: one it does not, nothing to follow).
+    fn alter_table(
+        &mut self,
+        at: &sqlparser::ast::AlterTable,
+        session: &str,
+    ) -> Result<Option<Applied>, Unparsed> {
+        let key = split(&at.name, session);
+        let Some(mut def) = self.tables.get(&key).cloned() else {
+            return Ok(None);
+        };
+        let (key, previous) = match alter::apply(&mut def, &at.operations, session)? {
+            Some(new) if new != key => {
+                self.tables.remove(&key);
+                (new, Some(table_id(&[&key.0, &key.1])))
+            }
+            _ => (key, None),
+        };
+        self.tables.insert(key.clone(), def.clone());
+        let mut applied = one(&key, ChangeKind::Alter, Some(def));
+        // Kept in the history (Debezium's events have no such field), so that a recovery
+        // drops the old name.
+        applied.changes[0].previous_id = previous;
+        Ok(Some(applied))
+    }
+
+    /// `RENAME TABLE a TO b, c TO d`: one event per table, each with its own statement.
+    fn rename_tables(
+        &mut self,
+        renames: &[sqlparser::ast::RenameTable],
+        session: &str,
+    ) -> Vec<Applied> {
+        let mut out = Vec::new();
+        for r in renames {
+            let (old, new) = (split(&r.old_name, session), split(&r.new_name, session));
+            let ddl = Some(format!("RENAME TABLE {} TO {}", r.old_name, r.new_name));
+            let Some(def) = self.tables.remove(&old) else {
+                out.push(Applied {
+                    ddl,
+                    ..Applied::database(&old.0, Some(&old.1))
+                });
+                continue;
+            };
+            self.tables.insert(new.clone(), def.clone());
+            let mut applied = one(&new, ChangeKind::Alter, Some(def));
+            applied.changes[0].previous_id = Some(table_id(&[&old.0, &old.1]));
+            applied.ddl = ddl;
+            out.push(applied);
+        }
+        out
     }
 
     /// `DROP TABLE a, b`: one event per table, each with its own statement.
