@@ -67,6 +67,12 @@ pub struct MysqlConfig {
     /// `keytool -exportcert -rfc` turns it into PEM).
     #[serde(rename = "database.ssl.truststore", default)]
     pub ssl_truststore: Option<std::path::PathBuf>,
+    /// `inconsistent.schema.handling.mode`: what to do with the rows of a captured table the
+    /// source knows no structure of (`fail`, the default, `warn`: logged and passed over,
+    /// `skip`: passed over). Only a server that writes no column names
+    /// (`binlog_row_metadata` not FULL) can give such rows.
+    #[serde(rename = "inconsistent.schema.handling.mode", default)]
+    pub inconsistent_schema: sluice_engine::FailureMode,
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,

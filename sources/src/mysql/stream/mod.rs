@@ -644,6 +644,26 @@ impl MysqlSource {
         Ok(())
     }
 
+    /// The rows of `db.name` at `file:start`, a table the source knows no structure of (the
+    /// TABLE_MAP names no columns, and the table was not there when the stream started):
+    /// passed over when it is not captured, else `inconsistent.schema.handling.mode` says.
+    fn inconsistent(&self, db: &str, name: &str, file: &str, start: u64) -> Result<(), MysqlError> {
+        if !self.config.selects(db, name) {
+            return Ok(());
+        }
+        let what = format!("the rows of `{db}.{name}` at {file}:{start}: the source knows no structure of the table (it was made without the binlog, or its CREATE TABLE was not read) and the server writes no column names (`binlog_row_metadata` is not FULL)");
+        match self.config.inconsistent_schema {
+            sluice_engine::FailureMode::Fail => Err(MysqlError::Setup(format!(
+                "{what}; set `binlog_row_metadata=FULL` on the server, or `inconsistent.schema.handling.mode: warn` (or `skip`) to pass over such rows"
+            ))),
+            sluice_engine::FailureMode::Warn => {
+                tracing::warn!(table = %format!("{db}.{name}"), at = %format!("{file}:{start}"), "Rows of a table of unknown structure passed over (inconsistent.schema.handling.mode: warn).");
+                Ok(())
+            }
+            sluice_engine::FailureMode::Skip => Ok(()),
+        }
+    }
+
     /// A rows event: the change events of its rows, when its table is captured.
     async fn on_rows(
         &self,
@@ -667,12 +687,9 @@ impl MysqlSource {
             Some(Mapped::Own(t)) => t.as_ref(),
             Some(Mapped::Skip) => return Ok(()),
             _ => {
-                let Some(table) = state
-                    .by_name
-                    .get(&(tme.database_name().as_ref(), tme.table_name().as_ref()))
-                    .copied()
-                else {
-                    return Ok(());
+                let (db, name) = (tme.database_name(), tme.table_name());
+                let Some(table) = state.by_name.get(&(db.as_ref(), name.as_ref())).copied() else {
+                    return self.inconsistent(&db, &name, &state.file, start);
                 };
                 if usize::try_from(tme.columns_count()).ok() != Some(table.columns.len()) {
                     return Err(MysqlError::Setup(format!("`{}.{}` has {} columns in the binlog at {}:{start} but {} when the source started: its schema changed; with `binlog_row_metadata=FULL` on the server the rows of a changed table decode with their own schema, without it the mysql source stops", table.db, table.name, tme.columns_count(), state.file, table.columns.len())));
