@@ -112,3 +112,33 @@ fn every_type_streams_as_debezium_maps_it_and_unrepresentable_rows_follow_the_fa
     let streamed: String = all.lines().skip(1).map(|l| format!("{l}\n")).collect();
     assert_same_events(&streamed, &theirs, "mysql stream of `types`");
 }
+
+/// `event.deserialization.failure.handling.mode` (deprecated in Debezium for
+/// `event.processing.failure.handling.mode`) sets the failure mode: `ignore` passes over a row
+/// that does not fit its schema without a word, and the deprecation is logged.
+#[test]
+fn the_deprecated_deserialization_mode_sets_the_failure_mode() {
+    let server = mariadb::server();
+    let db = mariadb::database("mysql_deprecated_mode");
+    mariadb::sql(
+        &db,
+        "CREATE TABLE u (id INT PRIMARY KEY, biu BIGINT UNSIGNED); \
+         INSERT INTO u VALUES (1, 18446744073709551615), (2, 5)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        server.port,
+        &format!(
+            "  database.include.list: {db}\n  event.deserialization.failure.handling.mode: ignore\n"
+        ),
+    );
+    let log = run_ok(&path);
+    assert!(log.contains("is deprecated"), "{log}");
+    assert!(!log.contains("Skipped"), "{log}");
+    let ids: Vec<i64> = run::lines(dir.path())
+        .iter()
+        .map(|l| l["key"]["payload"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [2], "{log}");
+}

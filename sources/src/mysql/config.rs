@@ -73,12 +73,28 @@ pub struct MysqlConfig {
     /// (`binlog_row_metadata` not FULL) can give such rows.
     #[serde(rename = "inconsistent.schema.handling.mode", default)]
     pub inconsistent_schema: sluice_engine::FailureMode,
+    /// `event.deserialization.failure.handling.mode` (`fail`, `warn`, `ignore`): deprecated
+    /// in Debezium for `event.processing.failure.handling.mode`, which it sets when given.
+    #[serde(rename = "event.deserialization.failure.handling.mode", default)]
+    pub deserialization_failure: Option<DeserializationFailure>,
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+}
+
+/// `event.deserialization.failure.handling.mode`, Debezium's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeserializationFailure {
+    /// Stop.
+    Fail,
+    /// Log and pass over.
+    Warn,
+    /// Pass over.
+    Ignore,
 }
 
 /// `database.ssl.mode`, Debezium's MySQL connector's values.
@@ -165,7 +181,15 @@ impl DatabaseSource for MysqlConfig {
         ],
         signal_channels: &["source", "file", "http", "kafka"],
     };
-    fn set_common(&mut self, common: SourceCommon) {
+    fn set_common(&mut self, mut common: SourceCommon) {
+        if let Some(mode) = self.deserialization_failure {
+            tracing::warn!("`event.deserialization.failure.handling.mode` is deprecated (as in Debezium); it sets `event.processing.failure.handling.mode`, which to use instead.");
+            common.failure_mode = match mode {
+                DeserializationFailure::Fail => sluice_engine::FailureMode::Fail,
+                DeserializationFailure::Warn => sluice_engine::FailureMode::Warn,
+                DeserializationFailure::Ignore => sluice_engine::FailureMode::Skip,
+            };
+        }
         self.common = common;
     }
     fn check(&self) -> Result<(), String> {
