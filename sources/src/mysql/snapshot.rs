@@ -260,6 +260,9 @@ impl MysqlSource {
             )
             .await?;
         started.rows_read(conn).await?;
+        if rows == 0 {
+            mark_last(&mut events);
+        }
         let done = at(true);
         for e in &mut events {
             e.position = done.clone();
@@ -350,6 +353,20 @@ impl MysqlSource {
             }
         }
         Err(MysqlError::Setup(format!("tables kept changing structure while the snapshot read it ({STRUCTURE_TRIES} tries): start again when no DDL runs, or set `snapshot.locking.mode: extended` to hold the global read lock during the snapshot")))
+    }
+}
+
+/// Marks the last of `events` `source.snapshot: last`, as Debezium marks a snapshot's last
+/// record: without rows, its last schema change event.
+fn mark_last(events: &mut [ChangeEvent]) {
+    let source = events
+        .last_mut()
+        .and_then(|e| e.value.as_mut())
+        .and_then(|r| r.value.as_struct_mut())
+        .and_then(|v| v.get_mut("source"))
+        .and_then(sluice_engine::Value::as_struct_mut);
+    if let Some(source) = source {
+        source.set("snapshot", sluice_engine::Value::from("last"));
     }
 }
 

@@ -147,7 +147,7 @@ fn alter_column(c: &mut ColumnDef, op: &AlterColumnOperation) {
     match op {
         AlterColumnOperation::SetDefault { value } => {
             // `SET DEFAULT NULL` leaves the default as it was, as Debezium does.
-            if let Some(text) = column::default_text(value) {
+            if let Some(text) = column::default_of(value, &c.type_name) {
                 c.has_default_value = true;
                 c.default_value_expression = Some(text);
             }

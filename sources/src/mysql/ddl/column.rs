@@ -218,7 +218,7 @@ pub(crate) fn describe(
             ColumnOption::Null => column.optional = true,
             ColumnOption::Default(e) => {
                 column.has_default_value = true;
-                column.default_value_expression = default_text(e);
+                column.default_value_expression = default_of(e, &column.type_name);
             }
             // Comments are kept out, as Debezium does without `include.schema.comments`.
             ColumnOption::Comment(_) => {}
@@ -239,8 +239,12 @@ pub(crate) fn describe(
     // A nullable column without a default has the implicit `DEFAULT NULL`.
     column.has_default_value |= column.optional;
     if kind.character {
+        // The national types are utf8 whatever the table's character set (as Debezium's
+        // parser names it).
+        let national = matches!(kind.jdbc, jdbc::NCHAR | jdbc::NVARCHAR);
         column.charset_name = charset
             .or_else(|| collation.and_then(|c| c.split('_').next().map(str::to_owned)))
+            .or_else(|| national.then(|| "utf8".to_owned()))
             .or_else(|| table_charset.map(str::to_owned));
     }
     Ok(column)
@@ -280,6 +284,52 @@ fn quoted(value: &str) -> String {
 /// doubled quotes kept), a number or boolean as written, the current time functions as
 /// `1970-01-01 00:00:00`, a bit or hex literal's digits; `NULL` and a parenthesised
 /// expression have none.
+/// A column's default as the model keeps it ([`default_text`]), but a hex literal (`0x6162`,
+/// `X'6162'`) as the value the server makes of it in a column of type `type_name`: a number in
+/// a numeric column, binary digits in a `BIT`, else its bytes as text. (Debezium's parser keeps
+/// the digits, some of them cut: a deliberate difference; its snapshot, reading the server's
+/// `SHOW CREATE TABLE`, has the same values as these.)
+pub(crate) fn default_of(e: &Expr, type_name: &str) -> Option<String> {
+    use sqlparser::ast::Value as V;
+    match e {
+        Expr::Value(v) => match &v.value {
+            V::HexStringLiteral(hex) => hex_default(hex, type_name),
+            _ => default_text(e),
+        },
+        _ => default_text(e),
+    }
+}
+
+/// See [`default_of`]; `None` for digits that are not hex.
+fn hex_default(hex: &str, type_name: &str) -> Option<String> {
+    let digits = if hex.len() % 2 == 1 {
+        format!("0{hex}")
+    } else {
+        hex.to_owned()
+    };
+    let bytes = (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(digits.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let number = || {
+        bytes
+            .iter()
+            .try_fold(0u64, |n, b| n.checked_mul(256).map(|n| n + u64::from(*b)))
+    };
+    let base = type_name.split(' ').next().unwrap_or_default();
+    match base {
+        "BIT" => Some(format!("{:b}", number()?)),
+        "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "INTEGER" | "BIGINT" | "DECIMAL" | "DEC"
+        | "NUMERIC" | "FIXED" | "FLOAT" | "DOUBLE" | "REAL" | "YEAR" | "BOOL" | "BOOLEAN" => {
+            Some(number()?.to_string())
+        }
+        _ => Some(match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => e.into_bytes().iter().map(|&b| char::from(b)).collect(),
+        }),
+    }
+}
+
 pub(crate) fn default_text(e: &Expr) -> Option<String> {
     use sqlparser::ast::Value as V;
     match e {
@@ -309,6 +359,17 @@ pub(crate) fn default_text(e: &Expr) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_defaults_are_the_values_the_server_makes_of_them() {
+        assert_eq!(hex_default("6162", "VARBINARY").as_deref(), Some("ab"));
+        assert_eq!(hex_default("10", "INT").as_deref(), Some("16"));
+        assert_eq!(hex_default("10", "INT UNSIGNED").as_deref(), Some("16"));
+        assert_eq!(hex_default("5", "BIT").as_deref(), Some("101"));
+        assert_eq!(hex_default("e9", "VARCHAR").as_deref(), Some("é"));
+        assert_eq!(hex_default("zz", "VARCHAR"), None);
+        assert_eq!(hex_default("ffffffffffffffffff", "BIGINT"), None);
+    }
 
     #[test]
     fn a_written_type_splits_into_name_arguments_and_attributes() {
