@@ -246,7 +246,7 @@ fn ddl_that_changes_no_captured_column_does_not_stop_the_stream() {
 
 /// A streamed `CREATE TABLE` whose column facts Debezium's parser decides from the text:
 /// `NCHAR`/`NVARCHAR` (charset `utf8`), hex and bit defaults; against Debezium's events of it
-/// (`reference-extra-ddl.jsonl`, made by `make-extra-ddl.sh`).
+/// (`reference-extra-ddl.jsonl`, made by `make-streamed.sh`).
 #[test]
 fn a_streamed_create_table_with_national_types_and_hex_defaults_is_debeziums() {
     let server = Restartable::start();

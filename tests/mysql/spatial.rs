@@ -1,6 +1,6 @@
 //! Spatial columns (`GEOMETRY`, `POINT`, `LINESTRING`, `POLYGON`, the `MULTI*` types and
 //! `GEOMETRYCOLLECTION`, with and without an SRID), snapshotted and streamed, against real
-//! Debezium's events of them (`reference-spatial.jsonl`, made by `make-spatial.sh`).
+//! Debezium's events of them (`reference-spatial.jsonl`, made by `make-streamed.sh`).
 
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run, assert_same_events};
