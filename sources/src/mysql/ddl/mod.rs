@@ -477,11 +477,15 @@ impl Model {
         temporary: bool,
     ) -> Vec<Applied> {
         let keys: Vec<Key> = names.iter().map(|n| split(n, session)).collect();
-        let all = keys
-            .iter()
-            .map(|k| k.1.as_str())
-            .collect::<Vec<_>>()
-            .join(",");
+        // `source.table`: the statement's tables of the event's database (Debezium's, whose
+        // order follows a hash set: here the statement's).
+        let of_database = |db: &str| {
+            keys.iter()
+                .filter(|k| k.0 == db)
+                .map(|k| k.1.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let prefix = format!(
             "DROP {}TABLE {}",
             if temporary { "TEMPORARY " } else { "" },
@@ -492,7 +496,7 @@ impl Model {
                 self.tables.remove(key);
                 Applied {
                     database: key.0.clone(),
-                    table: Some(all.clone()),
+                    table: Some(of_database(&key.0)),
                     ddl: Some(format!("{prefix}{}", quoted_id(key))),
                     changes: vec![change(key, ChangeKind::Drop, None)],
                 }
