@@ -688,7 +688,9 @@ impl MysqlSource {
             Some(Mapped::Skip) => return Ok(()),
             _ => {
                 let (db, name) = (tme.database_name(), tme.table_name());
-                let Some(table) = state.by_name.get(&(db.as_ref(), name.as_ref())).copied() else {
+                let late = || state.late.iter().find(|t| t.db == db && t.name == name);
+                let known = state.by_name.get(&(db.as_ref(), name.as_ref())).copied();
+                let Some(table) = known.or_else(late) else {
                     return self.inconsistent(&db, &name, &state.file, start);
                 };
                 if usize::try_from(tme.columns_count()).ok() != Some(table.columns.len()) {

@@ -27,7 +27,10 @@ impl MysqlSource {
                     .is_ok_and(|s| s.kind == "execute-snapshot")
             };
             if received.iter().any(snapshot) {
-                self.meet_tables(state).await?;
+                // Not fatal: the signal then selects the tables the stream knows.
+                if let Err(e) = self.meet_tables(state).await {
+                    tracing::warn!(error = %e, "Cannot describe the captured tables the stream has not met; a snapshot signal selects the ones it knows.");
+                }
             }
             let tables = captured(&state.by_name, &state.mapped, &state.late);
             if self.channel_signals(received, &tables, &mut state.inc) {
@@ -83,7 +86,9 @@ impl MysqlSource {
     }
 
     /// The captured tables the stream has not met, described from the server now (see
-    /// `State::late`); the ones met before are described again (they may have changed).
+    /// `State::late`); the ones met before are described again (they may have changed). Every
+    /// captured table the stream did not start with is described (a TABLE_MAP seen since is
+    /// forgotten at the next rotation); one that cannot be is left out, with a warning.
     pub(super) async fn meet_tables(&self, state: &mut State<'_>) -> Result<(), MysqlError> {
         let conn = match &mut state.lookup {
             Some(conn) => conn,
@@ -93,16 +98,23 @@ impl MysqlSource {
             .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
             .await
             .map_err(|e| MysqlError::query("listing the tables", e))?;
-        let known = captured(&state.by_name, &state.mapped, &[]);
         let unmet: Vec<(String, String)> = names
             .into_iter()
             .filter(|(d, t)| self.config.selects(d, t))
-            .filter(|(d, t)| !known.iter().any(|k| k.db == *d && k.name == *t))
+            .filter(|(d, t)| !state.by_name.contains_key(&(d.as_str(), t.as_str())))
             .collect();
         let mut late = Vec::with_capacity(unmet.len());
         for (db, name) in unmet {
             let structure = state.schemas.model.table(&db, &name).cloned();
-            late.push(self.table(conn, db, name, structure.as_ref()).await?);
+            match self
+                .table(conn, db.clone(), name.clone(), structure.as_ref())
+                .await
+            {
+                Ok(table) => late.push(table),
+                Err(e) => {
+                    tracing::warn!(table = %format!("{db}.{name}"), error = %e, "A captured table cannot be described; a snapshot signal cannot select it.")
+                }
+            }
         }
         state.late = late;
         Ok(())

@@ -147,10 +147,16 @@ impl Streamer<'_> {
                     self.on_heartbeat(&run, ctx).await
                 }
                 // The `file`, `http` and `kafka` channels, read between transactions.
-                received = channels.next(), if !channels.is_empty() && run.idle() => {
+                // Signals written together are carried out together (blocking ones merged).
+                received = channels.next_batch(), if !channels.is_empty() && run.idle() => {
                     let received = received?;
-                    let go = self.on_channel_signal(&received, ctx, run.last_done).await?;
-                    channels.handled(&received);
+                    let go = self.on_channel_signals(&received, ctx, run.last_done).await?;
+                    // Committed only once carried out (a stop in between reads them again).
+                    if go {
+                        for r in &received {
+                            channels.handled(r);
+                        }
+                    }
                     go
                 }
                 // The incremental snapshot's chunk reader sent something.
@@ -618,20 +624,22 @@ impl Streamer<'_> {
         }
     }
 
-    /// A signal of the `file`, `http` or `kafka` channel, between transactions: carried out
-    /// (a malformed one is logged), then its notifications go out and a blocking snapshot it
-    /// asked for runs. `false`: stopping.
-    async fn on_channel_signal(
+    /// Signals of the `file`, `http` and `kafka` channels, between transactions: carried out
+    /// (a malformed one is logged), then their notifications go out and a blocking snapshot
+    /// they asked for runs. `false`: stopping.
+    async fn on_channel_signals(
         &mut self,
-        received: &sluice_kit::signal::Received,
+        received: &[sluice_kit::signal::Received],
         ctx: &mut SourceContext,
         last_done: u64,
     ) -> Result<Go, PgError> {
-        if let (Some(signal), Some(signals)) = (received.signal(), self.signals.as_mut()) {
-            signals
-                .on_signal(&signal, self.client, &self.tables)
-                .await?;
-            self.next_chunk()?;
+        for r in received {
+            if let (Some(signal), Some(signals)) = (r.signal(), self.signals.as_mut()) {
+                signals
+                    .on_signal(&signal, self.client, &self.tables)
+                    .await?;
+                self.next_chunk()?;
+            }
         }
         if !self
             .emit_with_notes(Vec::new(), last_done, false, ctx)
