@@ -644,26 +644,6 @@ impl MysqlSource {
         Ok(())
     }
 
-    /// The rows of `db.name` at `file:start`, a table the source knows no structure of (the
-    /// TABLE_MAP names no columns, and the table was not there when the stream started):
-    /// passed over when it is not captured, else `inconsistent.schema.handling.mode` says.
-    fn inconsistent(&self, db: &str, name: &str, file: &str, start: u64) -> Result<(), MysqlError> {
-        if !self.config.selects(db, name) {
-            return Ok(());
-        }
-        let what = format!("the rows of `{db}.{name}` at {file}:{start}: the source knows no structure of the table (it was made without the binlog, or its CREATE TABLE was not read) and the server writes no column names (`binlog_row_metadata` is not FULL)");
-        match self.config.inconsistent_schema {
-            sluice_engine::FailureMode::Fail => Err(MysqlError::Setup(format!(
-                "{what}; set `binlog_row_metadata=FULL` on the server, or `inconsistent.schema.handling.mode: warn` (or `skip`) to pass over such rows"
-            ))),
-            sluice_engine::FailureMode::Warn => {
-                tracing::warn!(table = %format!("{db}.{name}"), at = %format!("{file}:{start}"), "Rows of a table of unknown structure passed over (inconsistent.schema.handling.mode: warn).");
-                Ok(())
-            }
-            sluice_engine::FailureMode::Skip => Ok(()),
-        }
-    }
-
     /// A rows event: the change events of its rows, when its table is captured.
     async fn on_rows(
         &self,
