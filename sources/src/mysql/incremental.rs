@@ -16,7 +16,7 @@
 use mysql_async::prelude::Queryable;
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{Op, SourceContext};
-use sluice_kit::incremental::{Abilities, ChunkEnd};
+use sluice_kit::incremental::{next_window, Abilities, ChunkSource, Read, Step};
 use sluice_kit::signal::{Channels, Signal};
 
 use super::error::MysqlError;
@@ -65,16 +65,67 @@ impl PartialOrd for BinlogPos {
     }
 }
 
-/// What reading the next chunk gave.
-pub(super) enum Chunk {
-    /// A chunk in its window.
-    Window(Box<Window>),
-    /// A table passed over (empty, no longer captured) or the snapshot aborted: go on.
-    Passed,
-    /// The stream had already streamed a transaction the chunk's snapshot does not see (one
-    /// written to the binlog and not yet committed in the engine when the chunk was read): the
-    /// chunk is dropped, and read again on the next round.
-    Later,
+/// The source's side of the kit's position-watermark chunks: a chunk is read in a consistent
+/// snapshot whose binlog position the server reports, on a connection of its own.
+struct Chunks<'a> {
+    source: &'a MysqlSource,
+    conn: &'a mut Option<mysql_async::Conn>,
+    /// What the stream has committed: a chunk read before it is read again later.
+    done: &'a super::MysqlOffset,
+}
+
+impl ChunkSource for Chunks<'_> {
+    type Key = String;
+    type At = BinlogPos;
+    type Table = Table;
+    type Error = MysqlError;
+
+    fn topic(table: &Table) -> std::sync::Arc<str> {
+        table.topic.clone()
+    }
+
+    fn unreadable(table: &Table, _p: &Progress) -> Option<String> {
+        table.shape.key.is_empty().then(|| {
+            format!(
+                "`{}` has no primary key to read it by in chunks",
+                table.full_name()
+            )
+        })
+    }
+
+    async fn read(
+        &mut self,
+        table: &Table,
+        p: &Progress,
+        limit: usize,
+    ) -> Result<Read<String, BinlogPos>, MysqlError> {
+        let source = self.source;
+        let conn = source.chunk_conn(&mut *self.conn).await?;
+        let (file, pos) = super::locking::exact(conn).await?;
+        let read = source.chunk_rows(conn, table, p, limit).await;
+        let _ = conn.query_drop("COMMIT").await;
+        // The stream had already streamed a transaction the chunk's snapshot does not see
+        // (written to the binlog, not yet committed in the engine when the chunk was read).
+        if BinlogPos::new(&file, pos) < BinlogPos::new(&self.done.file, self.done.pos) {
+            tracing::debug!(%file, pos, "A chunk older than the stream; read again.");
+            return Ok(Read::Later);
+        }
+        match read {
+            Ok(Some((max_key, rows))) => Ok(Read::Rows {
+                rows: source.chunk_events(table, rows, &file, pos),
+                at: BinlogPos::new(&file, pos),
+                max_key,
+            }),
+            Ok(None) => Ok(Read::Empty),
+            // A condition the server refuses aborts the snapshot, not the stream.
+            Err(MysqlError::Query { context, source })
+                if matches!(source, mysql_async::Error::Server(_)) =>
+            {
+                Ok(Read::Refused(format!("{context}: {source}")))
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// The sequence number of a binlog file (`binlog.000012` → 12), by which files are ordered.
@@ -219,76 +270,49 @@ impl MysqlSource {
     }
 
     /// Reads the next chunk of the snapshot `inc` runs, the stream having committed up to
-    /// `done` (see [`Chunk`]).
+    /// `done` (the kit's chunk step on [`Chunks`]).
     pub(super) async fn read_chunk(
         &self,
         inc: &mut Incremental,
         tables: &[&Table],
         done: &super::MysqlOffset,
-    ) -> Result<Chunk, MysqlError> {
-        let found = inc
-            .tracker
-            .next_chunk_of(|name| tables.iter().copied().find(|t| t.full_name() == name));
-        let Some((p, table)) = found else {
-            return Ok(Chunk::Passed);
+    ) -> Result<Step<String, BinlogPos>, MysqlError> {
+        let mut chunks = Chunks {
+            source: self,
+            conn: &mut inc.conn,
+            done,
         };
-        let name = table.full_name();
-        if table.shape.key.is_empty() {
-            inc.tracker.abort(format!(
-                "`{name}` has no primary key to read it by in chunks"
-            ));
-            return Ok(Chunk::Passed);
-        }
-        let limit = self.config.common.incremental_chunk_size.max(1);
-        let conn = self.chunk_conn(&mut inc.conn).await?;
-        let (file, pos) = super::locking::exact(conn).await?;
-        let read = self.chunk_rows(conn, table, &p, limit).await;
-        let _ = conn.query_drop("COMMIT").await;
-        if BinlogPos::new(&file, pos) < BinlogPos::new(&done.file, done.pos) {
-            tracing::debug!(%file, pos, "A chunk older than the stream; read again.");
-            return Ok(Chunk::Later);
-        }
-        let (max_key, rows) = match read {
-            Ok(Some(read)) => read,
-            Ok(None) => {
-                inc.tracker.pass_over_current(true);
-                return Ok(Chunk::Passed);
-            }
-            // A condition the server refuses aborts the snapshot, not the stream.
-            Err(MysqlError::Query { context, source })
-                if matches!(source, mysql_async::Error::Server(_)) =>
-            {
-                inc.tracker.abort(format!("{context}: {source}"));
-                return Ok(Chunk::Passed);
-            }
-            Err(e) => return Err(e),
-        };
-        let last_key = rows.last().map(|(_, k)| k.clone());
-        let emitted = p.after_chunk(ChunkEnd::of(rows.len(), limit, last_key, max_key));
-        inc.tracker.read_ahead(Some(emitted.next.clone()));
+        let find = |name: &str| tables.iter().copied().find(|t| t.full_name() == name);
+        let limit = self.config.common.incremental_chunk_size;
+        next_window(&mut chunks, &mut inc.tracker, find, limit).await
+    }
+
+    /// A chunk's rows as events read at `file`/`pos`.
+    fn chunk_events(
+        &self,
+        table: &Table,
+        rows: Vec<(Option<sluice_engine::Struct>, Vec<String>)>,
+        file: &str,
+        pos: u64,
+    ) -> Vec<(Option<sluice_engine::ChangeEvent>, Vec<String>)> {
         let at = At {
             ts_ms: SourceTimestamps::now().millis(),
             snapshot: "incremental",
             server_id: 0,
-            file: file.as_str().into(),
+            file: file.into(),
             pos,
             row: 0,
             gtid: None,
         };
-        let events = rows
-            .into_iter()
-            .filter_map(|(after, _)| after)
-            .map(|after| {
-                let position = sluice_engine::Position::Offset(0);
-                self.event(table, Op::Read, None, Some(after), &at, position)
+        rows.into_iter()
+            .map(|(after, key)| {
+                let event = after.map(|after| {
+                    let position = sluice_engine::Position::Offset(0);
+                    self.event(table, Op::Read, None, Some(after), &at, position)
+                });
+                (event, key)
             })
-            .collect();
-        Ok(Chunk::Window(Box::new(Window::new(
-            BinlogPos::new(&file, pos),
-            table.topic.clone(),
-            events,
-            emitted,
-        ))))
+            .collect()
     }
 
     /// The table's maximum key (`p`'s, or read now) and the chunk's rows (`None` when left out

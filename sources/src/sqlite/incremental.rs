@@ -16,7 +16,7 @@ use rusqlite::types::Value as SqlValue;
 use serde_json::Value as Json;
 use sluice_engine::{ChangeEvent, Op, Value};
 
-use sluice_kit::incremental::{Abilities, ChunkEnd, Window};
+use sluice_kit::incremental::{next_window, Abilities, ChunkSource, Read, Step};
 use sluice_kit::signal::{Received, Signal};
 
 /// The progress of an incremental snapshot: the kit's, with key values as JSON.
@@ -141,10 +141,31 @@ fn max_key(
 
 /// A chunk as read: its rows (`None`: left out by the failure handling mode, still counted)
 /// with their keys, and the change sequence it is the state at.
-struct Read {
-    upto: i64,
-    max_key: Vec<Json>,
-    rows: Vec<(Option<ChangeEvent>, Vec<Json>)>,
+/// The source's side of the kit's position-watermark chunks: a chunk is read in one read
+/// transaction with the change sequence.
+struct Chunks<'a> {
+    source: &'a super::SqliteSource,
+    conn: &'a mut rusqlite::Connection,
+}
+
+impl ChunkSource for Chunks<'_> {
+    type Key = Json;
+    type At = i64;
+    type Table = super::Table;
+    type Error = sluice_engine::ComponentError;
+
+    fn topic(table: &super::Table) -> std::sync::Arc<str> {
+        table.topic.clone()
+    }
+
+    async fn read(
+        &mut self,
+        table: &super::Table,
+        p: &Progress,
+        limit: usize,
+    ) -> Result<Read<Json, i64>, sluice_engine::ComponentError> {
+        self.source.read_chunk(self.conn, table, p, limit)
+    }
 }
 
 impl super::SqliteSource {
@@ -214,14 +235,13 @@ impl super::SqliteSource {
     }
 
     /// Reads one chunk of `table` from `p` in one read transaction with the change sequence.
-    /// `None`: the table is empty.
     fn read_chunk(
         &self,
         conn: &mut rusqlite::Connection,
         table: &super::Table,
         p: &Progress,
         limit: usize,
-    ) -> Result<Option<Read>, sluice_engine::ComponentError> {
+    ) -> Result<Read<Json, i64>, sluice_engine::ComponentError> {
         use super::sql_error;
         let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
         let upto =
@@ -230,7 +250,7 @@ impl super::SqliteSource {
             Some(max) => max.clone(),
             None => match max_key(&tx, table).map_err(|e| sql_error("maximum key query", e))? {
                 Some(max) => max,
-                None => return Ok(None),
+                None => return Ok(Read::Empty),
             },
         };
         let sql = chunk_query(table, p.last_key.is_some(), limit);
@@ -257,11 +277,11 @@ impl super::SqliteSource {
                 .map(|image| self.event(table, Op::Read, None, image, None, "incremental"));
             rows.push((event, key));
         }
-        Ok(Some(Read {
-            upto,
+        Ok(Read::Rows {
+            at: upto,
             max_key: max,
             rows,
-        }))
+        })
     }
 
     /// Reads one chunk and merges it with the stream (see the module's documentation).
@@ -277,28 +297,23 @@ impl super::SqliteSource {
         if !inc.wants_chunk() {
             return Ok(true);
         }
-        let Some((p, table)) = inc.next_chunk_of(|name| tables.iter().find(|t| t.name == name))
-        else {
+        let mut chunks = Chunks {
+            source: self,
+            conn: &mut *conn,
+        };
+        let find = |name: &str| tables.iter().find(|t| t.name == name);
+        let limit = self.config.common.incremental_chunk_size;
+        // SQLite reads synchronously: the step needs no waiting.
+        let step = sluice_kit::incremental::now(next_window(&mut chunks, inc, find, limit))
+            .ok_or_else(|| super::fatal("the incremental snapshot's chunk step waited"))??;
+        let Step::Window(window) = step else {
             return Ok(Self::flush_notes(inc, *seq, out));
         };
-        let limit = self.config.common.incremental_chunk_size.max(1);
-        let Some(read) = self.read_chunk(conn, table, &p, limit)? else {
-            inc.pass_over_current(true);
-            return Ok(Self::flush_notes(inc, *seq, out));
-        };
-        let Read {
-            upto,
-            max_key,
-            rows,
-        } = read;
-        // The window (the kit's, closing at `upto`): changes up to `upto` go first; they
-        // supersede the chunk's rows of their keys. Their positions carry the progress
-        // delivered before.
-        let last_key = rows.last().map(|(_, k)| k.clone());
-        let emitted = p.after_chunk(ChunkEnd::of(rows.len(), limit, last_key, max_key));
-        inc.read_ahead(Some(emitted.next.clone()));
-        let rows = rows.into_iter().filter_map(|(e, _)| e).collect();
-        let mut window = Window::new(upto, table.topic.clone(), rows, emitted);
+        let mut window = *window;
+        // The window (the kit's, closing at the chunk's change sequence): changes up to it go
+        // first; they supersede the chunk's rows of their keys. Their positions carry the
+        // progress delivered before.
+        let upto = *window.at();
         while !window.passed_by(seq) {
             let (events, position) =
                 self.poll(conn, tables, *seq, upto, &out.cut, inc.delivered_json())?;

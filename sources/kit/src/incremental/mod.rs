@@ -10,17 +10,23 @@
 //! - [`Tracker`]: the progress read ahead and delivered, the signals carried out, the
 //!   notifications; [`Progress::after_chunk`]: one chunk's bookkeeping.
 //! - [`Window`]: the window of a chunk read at a position of the log, closing once the stream
-//!   passed it (the position-watermark mode, as Debezium's read-only snapshots; MySQL and SQLite
-//!   use it). PostgreSQL keeps windows of its own: watermark rows written to the signaling
-//!   table, several chunks in flight read by a thread of their own, and its `read.only` mode
-//!   beside them.
+//!   passed it (the position-watermark mode, as Debezium's read-only snapshots), and
+//!   [`ChunkSource`], what a source implements for that mode: [`next_window`] runs one chunk
+//!   step on it (MySQL and SQLite).
+//! - [`Windows`]: the windows bounded by watermark rows in the signaling table (Debezium's
+//!   default mode), several chunks in flight, closing in log order (PostgreSQL, whose chunk
+//!   reader writes the watermarks and whose stream routes the watermark rows here).
 
 mod chunk;
+mod source;
 mod tracker;
+mod watermarks;
 mod window;
 
 pub use chunk::{key_text, ChunkEnd, KeyText};
+pub use source::{next_window, now, ChunkSource, Read, Step};
 pub use tracker::{Abilities, Emitted, Outcome, Tracker};
+pub use watermarks::{Held, OpenChunk, Watermark, Windows};
 pub use window::Window;
 
 use std::collections::{BTreeMap, HashMap};

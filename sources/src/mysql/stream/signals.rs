@@ -6,8 +6,9 @@ use sluice_engine::{Position, SourceContext};
 
 use super::{captured, State};
 use crate::mysql::error::MysqlError;
-use crate::mysql::incremental::{BinlogPos, Chunk};
+use crate::mysql::incremental::BinlogPos;
 use crate::mysql::MysqlSource;
+use sluice_kit::incremental::Step;
 
 impl MysqlSource {
     /// Between binlog events: the `file` and `http` channels' signals, then (between
@@ -65,9 +66,9 @@ impl MysqlSource {
                     break;
                 }
                 match self.read_chunk(&mut state.inc, &tables, &out.done).await? {
-                    Chunk::Window(window) => out.window = Some(*window),
-                    Chunk::Passed => {}
-                    Chunk::Later => break,
+                    Step::Window(window) => out.window = Some(*window),
+                    Step::Passed => {}
+                    Step::Later => break,
                 }
             }
         }

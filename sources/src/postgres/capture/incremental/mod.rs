@@ -15,43 +15,24 @@
 mod reader;
 mod sql;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use sluice_engine::{ChangeEvent, Record};
-use sluice_kit::incremental::Tracker;
+use sluice_kit::incremental::{Tracker, Watermark, Windows};
 use tokio::sync::Notify;
 
 use crate::postgres::config::{PostgresConfig, WatermarkStrategy};
 use crate::postgres::error::PgError;
 use crate::postgres::records::table::TableSchema;
 use crate::postgres::server::catalog::ConnInfo;
-use reader::{Chunk, Msg};
-use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
+use reader::{Kept, Msg};
 
 /// How long one query with a signal's filter may run (milliseconds).
 pub(crate) const FILTER_TIMEOUT_MS: u32 = 60_000;
 
 /// What survives a restart: the kit's progress, with key values as their text.
 pub(crate) type Progress = sluice_kit::incremental::Progress<Option<String>>;
-
-/// A chunk's window in the stream: announced by the reader, open once the stream met its open
-/// watermark, closed (its rows emitted) at its close watermark.
-#[derive(Debug)]
-struct Window {
-    id: String,
-    oid: u32,
-    open: bool,
-    /// Keys changed in the open window before the rows arrived.
-    early: HashSet<Vec<u8>>,
-    /// The rows, once read.
-    chunk: Option<Box<Chunk>>,
-    /// Tables the reader passed over after this chunk, found empty: their notifications follow
-    /// this chunk's.
-    empty_after: Vec<String>,
-    /// Transactions streamed before the window opened are those numbered below this.
-    opened_at: u64,
-}
 
 /// Transactions remembered to check chunk snapshots against, and the keys they changed.
 const RECENT_TRANSACTIONS: usize = 4096;
@@ -96,7 +77,9 @@ pub(crate) struct Incremental {
     /// The kit's bookkeeping: the progress read ahead, the progress delivered (what positions
     /// record: a restart reads again what was read ahead), pause, notifications.
     pub tracker: Tracker<Option<String>>,
-    windows: VecDeque<Window>,
+    /// The chunks in flight (the kit's windows), marked with the transactions streamed
+    /// before each opened.
+    windows: Windows<u32, Option<String>, Kept>,
     signal_table: String,
     strategy: WatermarkStrategy,
     chunk_size: usize,
@@ -130,7 +113,7 @@ impl Incremental {
     ) -> Self {
         Incremental {
             tracker: Tracker::new(progress, config.common.notifications()),
-            windows: VecDeque::new(),
+            windows: Windows::default(),
             signal_table,
             strategy: config.watermarking_strategy,
             chunk_size: config.common.incremental_chunk_size.max(1),
@@ -183,7 +166,7 @@ impl Incremental {
     /// A streamed change of table `oid`: inside an open window it supersedes the chunk's row.
     pub(crate) fn evict(&mut self, oid: u32, key: &Option<Record>) {
         let recording = self.recent.back().is_some_and(|t| t.n == self.streamed);
-        let open = self.windows.iter().any(|w| w.open && w.oid == oid);
+        let open = self.windows.open_on(&oid);
         if !recording && !open {
             return;
         }
@@ -196,16 +179,8 @@ impl Incremental {
                 t.complete = false;
             }
         }
-        if !open {
-            return;
-        }
-        for w in self.windows.iter_mut().filter(|w| w.open && w.oid == oid) {
-            match &mut w.chunk {
-                Some(chunk) => chunk.rows.evict(&bytes),
-                None => {
-                    w.early.insert(bytes.clone());
-                }
-            }
+        if open {
+            self.windows.evict(&oid, &bytes);
         }
     }
 
@@ -235,25 +210,21 @@ impl Incremental {
     /// a transaction streamed before the window opened is dropped, and reading starts again
     /// from the last delivered chunk (rare: it takes a commit racing the open watermark).
     fn check_race(&mut self, i: usize) {
-        let Some(w) = self.windows.get_mut(i) else {
+        let Some(chunk) = self.windows.open_chunk(i) else {
             return;
         };
-        let (open, opened_at) = (w.open, w.opened_at);
-        let Some(chunk) = w.chunk.as_mut().filter(|_| open) else {
-            return;
-        };
-        let xip = std::mem::take(&mut chunk.xip);
-        let oid = chunk.table.oid;
+        let xip = std::mem::take(&mut chunk.held.extra.xip);
+        let oid = *chunk.table;
         let mut incomplete = false;
-        for t in raced(&self.recent, opened_at, &xip) {
-            tracing::debug!(chunk = %w.id, xid = t.xid, "Incremental snapshot: a transaction streamed before the window was not visible to the chunk query; its changes drop the chunk's rows.");
+        for t in raced(&self.recent, chunk.opened_at, &xip) {
+            tracing::debug!(chunk = %chunk.id, xid = t.xid, "Incremental snapshot: a transaction streamed before the window was not visible to the chunk query; its changes drop the chunk's rows.");
             incomplete |= !t.complete;
             for (_, key) in t.keys.iter().filter(|(o, _)| *o == oid) {
-                chunk.rows.evict(key);
+                chunk.held.rows.evict(key);
             }
         }
         if incomplete {
-            tracing::info!(chunk = %w.id, "Incremental snapshot: a transaction too large to remember was not visible to the chunk query; reading again from the last delivered chunk.");
+            tracing::info!(chunk = %chunk.id, "Incremental snapshot: a transaction too large to remember was not visible to the chunk query; reading again from the last delivered chunk.");
             self.halt();
         }
     }
@@ -308,29 +279,18 @@ impl Incremental {
     fn apply(&mut self, msg: Msg) -> Result<(), PgError> {
         match msg {
             Msg::Announce { id, oid, ack } => {
-                self.windows.push_back(Window {
-                    id,
-                    oid,
-                    // Read-only: open from now on.
-                    open: ack.is_some(),
-                    early: HashSet::new(),
-                    chunk: None,
-                    empty_after: Vec::new(),
-                    opened_at: self.streamed + 1,
-                });
+                // Read-only: open from now on.
+                self.windows
+                    .announce(id, oid, ack.is_some(), self.streamed + 1);
                 if let Some(ack) = ack {
                     // The reader waits for this before it reads; gone means halted.
                     let _ = ack.send(());
                 }
             }
-            Msg::Chunk(mut chunk) => {
-                self.tracker.read_ahead(Some(chunk.emitted.next.clone()));
-                if let Some(i) = self.windows.iter().rposition(|w| w.id == chunk.id) {
-                    let w = &mut self.windows[i];
-                    for key in w.early.drain() {
-                        chunk.rows.evict(&key);
-                    }
-                    w.chunk = Some(chunk);
+            Msg::Chunk(chunk) => {
+                self.tracker
+                    .read_ahead(Some(chunk.held.emitted.next.clone()));
+                if let Some(i) = self.windows.arrived(&chunk.id, chunk.held) {
                     self.check_race(i);
                 }
             }
@@ -338,9 +298,8 @@ impl Incremental {
                 let ended = progress.is_none();
                 self.tracker.read_ahead(progress);
                 if let Some(table) = empty {
-                    match self.windows.back_mut() {
-                        Some(w) => w.empty_after.push(table),
-                        None => self.tracker.table_scanned(&table, 0),
+                    if !self.windows.empty_after_last(table.clone()) {
+                        self.tracker.table_scanned(&table, 0);
                     }
                 }
                 if ended {
@@ -369,31 +328,17 @@ impl Incremental {
     ) -> Result<Option<Vec<ChangeEvent>>, PgError> {
         // The chunk was announced before its open watermark was written.
         self.drain()?;
-        if !deleted && kind == WINDOW_OPEN {
-            let streamed = self.streamed;
-            if let Some(i) = self
-                .windows
-                .iter()
-                .position(|w| id.strip_suffix("-open") == Some(w.id.as_str()))
-            {
-                // The open watermark's own transaction is the last one before the window.
-                self.windows[i].open = true;
-                self.windows[i].opened_at = streamed + 1;
+        // The open watermark's own transaction is the last one before the window.
+        match self.windows.watermark(id, kind, deleted, self.streamed + 1) {
+            Watermark::Opened(i) => {
                 self.check_race(i);
+                return Ok(None);
             }
-            return Ok(None);
-        }
-        // Windows close in log order: only the oldest one can.
-        let Some(front) = self.windows.front() else {
-            return Ok(None);
-        };
-        let closes = (kind == WINDOW_CLOSE && id.strip_suffix("-close") == Some(front.id.as_str()))
-            || (deleted && id.strip_suffix("-open") == Some(front.id.as_str()));
-        if !closes || !front.open {
-            return Ok(None);
+            Watermark::Other => return Ok(None),
+            Watermark::Closes => {}
         }
         // The rows were sent before the close watermark was written: they are on their way.
-        while self.windows.front().is_some_and(|w| w.chunk.is_none()) {
+        while self.windows.waiting_for_rows() {
             let Some(reader) = self.reader.as_mut() else {
                 break;
             };
@@ -417,11 +362,7 @@ impl Incremental {
     /// (every transaction the chunk's snapshot could see has been streamed).
     pub(crate) fn close_reached(&mut self, lsn: u64) -> Result<Option<Vec<ChangeEvent>>, PgError> {
         self.drain()?;
-        let at = self
-            .windows
-            .front()
-            .and_then(|w| w.chunk.as_ref())
-            .and_then(|c| c.close_at);
+        let at = self.windows.front().and_then(|kept| kept.close_at);
         match at {
             Some(at) if lsn >= at => self.close_front(),
             _ => Ok(None),
@@ -430,21 +371,13 @@ impl Incremental {
 
     /// Closes the oldest window: its rows not evicted by the stream, to emit now.
     fn close_front(&mut self) -> Result<Option<Vec<ChangeEvent>>, PgError> {
-        let Some(w) = self.windows.pop_front() else {
-            return Ok(None);
-        };
-        let Some(chunk) = w.chunk else {
+        match self.windows.close_front(&mut self.tracker) {
+            Ok(closed) => Ok(closed.map(|(rows, _kept)| rows)),
             // Cannot happen: the rows are sent before the window can close.
-            return Err(PgError::Replication(format!(
-                "incremental snapshot chunk {} closed without its rows; restarting from the last committed chunk",
-                w.id
-            )));
-        };
-        let rows: Vec<ChangeEvent> = chunk.rows.into_rows();
-        let mut emitted = chunk.emitted;
-        emitted.empty_after = w.empty_after;
-        self.tracker.emitted(emitted, !self.windows.is_empty());
-        Ok(Some(rows))
+            Err(id) => Err(PgError::Replication(format!(
+                "incremental snapshot chunk {id} closed without its rows; restarting from the last committed chunk"
+            ))),
+        }
     }
 }
 

@@ -32,7 +32,7 @@ use crate::postgres::records::table::{SourceInfo, TableSchema};
 use crate::postgres::server::catalog::{quote_ident, ConnInfo};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::copy::{for_each_line, last_line_fields};
-use sluice_kit::incremental::{ChunkEnd, Emitted, KeyBuffer};
+use sluice_kit::incremental::{ChunkEnd, Held, KeyBuffer};
 use sluice_kit::signal::{WINDOW_CLOSE, WINDOW_OPEN};
 
 use super::sql::{copy_in_snapshot, current_lsn, key_types, literal, max_key};
@@ -62,15 +62,19 @@ pub(crate) enum Msg {
     Failed(PgError),
 }
 
-/// A chunk read, waiting for its window to close in the stream.
+/// A chunk read, waiting for its window to close in the stream: its rows (the kit's DBLog
+/// buffer, evicted by the stream's changes in the window) and bookkeeping, and what the
+/// PostgreSQL source keeps with them.
 #[derive(Debug)]
 pub(crate) struct Chunk {
     pub id: String,
+    pub held: Held<Option<String>, Kept>,
+}
+
+/// What the source keeps with a chunk's rows until its window closes.
+#[derive(Debug)]
+pub(crate) struct Kept {
     pub table: Arc<TableSchema>,
-    /// The rows, evicted by the stream's changes in the window (the kit's DBLog buffer).
-    pub rows: KeyBuffer,
-    /// The progress after this chunk, and the chunk as the tracker is told of it.
-    pub emitted: Emitted<Option<String>>,
     /// Read-only: the window closes once the stream reaches this LSN.
     pub close_at: Option<u64>,
     /// Transactions (low 32 bits of their ids) in progress for the chunk query's snapshot.
@@ -508,12 +512,16 @@ impl Reader {
             name,
             chunk: Chunk {
                 id: chunk_id.clone(),
-                table,
-                rows: KeyBuffer::default(),
-                emitted,
-                close_at,
-                xip,
-                _permit: permit,
+                held: Held {
+                    rows: KeyBuffer::default(),
+                    emitted,
+                    extra: Kept {
+                        table,
+                        close_at,
+                        xip,
+                        _permit: permit,
+                    },
+                },
             },
         });
         if !self.s.read_only {
@@ -647,9 +655,9 @@ impl Fetched {
             tx_id: None,
             lsn: None,
         };
-        let table = self.chunk.table.clone();
+        let table = self.chunk.held.extra.table.clone();
         let source = table.source(&info).into_shared();
-        let mut rows = Vec::with_capacity(self.chunk.emitted.read as usize);
+        let mut rows = Vec::with_capacity(self.chunk.held.emitted.read as usize);
         for_each_line(
             &self.raw,
             &format!("incremental snapshot of {}", self.name),
@@ -663,7 +671,7 @@ impl Fetched {
                 Ok(())
             },
         )?;
-        self.chunk.rows = KeyBuffer::new(rows);
+        self.chunk.held.rows = KeyBuffer::new(rows);
         Ok(self.chunk)
     }
 }
