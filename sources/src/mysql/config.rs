@@ -80,6 +80,18 @@ pub struct MysqlConfig {
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
+    /// Whether a dropped binlog connection is opened again by the source from the event it
+    /// got to (Debezium's `connect.keep.alive`, default true); `false`: the pipeline restarts
+    /// from its committed position.
+    #[serde(rename = "connect.keep.alive", default = "default_true")]
+    pub keep_alive: bool,
+    /// How long the source keeps trying to open a dropped binlog connection again before it
+    /// fails (milliseconds, default 60000; Debezium's `connect.keep.alive.interval.ms`).
+    #[serde(
+        rename = "connect.keep.alive.interval.ms",
+        default = "default_keep_alive_interval"
+    )]
+    pub keep_alive_interval_ms: u64,
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
@@ -128,6 +140,14 @@ fn default_lock_timeout() -> u64 {
 
 fn default_connect_timeout() -> u64 {
     30_000
+}
+
+fn default_keep_alive_interval() -> u64 {
+    60_000
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// Databases never captured.

@@ -31,6 +31,7 @@ use super::table_map::Charsets;
 use super::{At, MysqlOffset, MysqlSource, Offset};
 
 mod decode;
+mod reconnect;
 mod rows;
 mod signals;
 
@@ -388,13 +389,28 @@ impl MysqlSource {
                 }
                 next = stream.next() => next,
             };
-            let Some(event) = next else {
-                return Err(MysqlError::Query {
-                    context: "reading the binlog".into(),
-                    source: mysql_async::Error::Other("the server closed the binlog stream".into()),
-                });
+            let event = match next {
+                Some(Ok(event)) => event,
+                Some(Err(e)) if !(self.config.keep_alive && reconnect::dropped(Some(&e))) => {
+                    return Err(super::error::binlog(e, self.config.server_id))
+                }
+                None if !self.config.keep_alive => {
+                    return Err(MysqlError::Query {
+                        context: "reading the binlog".into(),
+                        source: mysql_async::Error::Other(
+                            "the server closed the binlog stream".into(),
+                        ),
+                    })
+                }
+                dropped => {
+                    let cause = dropped.and_then(Result::err).map_or_else(
+                        || "the server closed the binlog stream".to_owned(),
+                        |e| e.to_string(),
+                    );
+                    stream = self.reopen(&mut state, &cause, ctx).await?;
+                    continue;
+                }
             };
-            let event = event.map_err(|e| super::error::binlog(e, self.config.server_id))?;
             self.on_event(&mut state, &stream, &event, ctx).await?;
         }
     }
