@@ -321,6 +321,46 @@ fn a_streamed_create_table_with_national_types_and_hex_defaults_is_debeziums() {
     assert_same_events(&ours, &theirs, "a streamed CREATE TABLE");
 }
 
+/// Streamed DDL in MySQL syntax beyond the common grammar (`NATIONAL CHAR`, `LONG VARCHAR`,
+/// `LONG VARBINARY`, `CHAR(4) BINARY`, the column `CHARSET` shorthand, `ADD COLUMN (a, b)`,
+/// `CONVERT TO CHARACTER SET`): the schema change events and the rows between them are
+/// Debezium's (`reference-syntax.jsonl`, made by `make-streamed.sh`), byte for byte.
+#[test]
+fn streamed_ddl_in_mysql_only_syntax_is_debeziums() {
+    let server = Restartable::start();
+    server.sql(
+        "",
+        &std::fs::read_to_string(format!("{FIXTURES}/syntax.sql")).unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        "  include.schema.changes: true\n  database.include.list: inventory\n  table.include.list: inventory.syntax\n",
+    );
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
+    server.sql(
+        "",
+        &std::fs::read_to_string(format!("{FIXTURES}/syntax-changes.sql")).unwrap(),
+    );
+    sluice_test_support::pg::wait_lines(dir.path(), 7, &mut child);
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    let ours: String = sluice_test_support::pg::lines(dir.path())
+        .iter()
+        .map(|l| format!("{}\n", blank(&l.to_string())))
+        .collect();
+    let theirs: String = std::fs::read_to_string(format!("{FIXTURES}/reference-syntax.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{}\n", blank(l)))
+        .collect();
+    assert!(!log.contains("cannot be parsed"), "{log}");
+    assert_same_events(&ours, &theirs, "streamed DDL in MySQL-only syntax");
+}
+
 /// Streamed `DROP TABLE`s of tables of two databases and of one: one schema change event per
 /// table, each with its own database and statement, `source.table` the statement's tables of
 /// that database, as Debezium's (`reference-drop.jsonl`, made by `make-streamed.sh`), the

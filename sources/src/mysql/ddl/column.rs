@@ -43,6 +43,10 @@ struct Kind {
 }
 
 fn kind(name: &str) -> Option<Kind> {
+    // The `BINARY` attribute of a character type (`CHAR BINARY`): the type's kind.
+    if let Some(base) = name.strip_suffix(" BINARY") {
+        return kind(base).filter(|k| k.character);
+    }
     let k = |jdbc, character| Kind {
         jdbc,
         character,
@@ -78,12 +82,17 @@ fn kind(name: &str) -> Option<Kind> {
         "TIMESTAMP" => k(jdbc::TIMESTAMP_WITH_TIMEZONE, false),
         "CHAR" | "CHARACTER" | "ENUM" | "SET" => k(jdbc::CHAR, true),
         "VARCHAR" | "CHARACTER VARYING" | "CHAR VARYING" | "TINYTEXT" | "TEXT" | "MEDIUMTEXT"
-        | "LONGTEXT" => k(jdbc::VARCHAR, true),
+        | "LONGTEXT" | "LONG VARCHAR" => k(jdbc::VARCHAR, true),
         "NCHAR" | "NATIONAL CHAR" | "NATIONAL CHARACTER" => k(jdbc::NCHAR, true),
-        "NVARCHAR" | "NCHAR VARYING" | "NATIONAL VARCHAR" => k(jdbc::NVARCHAR, true),
+        "NVARCHAR"
+        | "NCHAR VARYING"
+        | "NCHAR VARCHAR"
+        | "NATIONAL VARCHAR"
+        | "NATIONAL CHAR VARYING"
+        | "NATIONAL CHARACTER VARYING" => k(jdbc::NVARCHAR, true),
         "BINARY" => k(jdbc::BINARY, false),
         "VARBINARY" => k(jdbc::VARBINARY, false),
-        "TINYBLOB" | "BLOB" | "MEDIUMBLOB" | "LONGBLOB" => k(jdbc::BLOB, false),
+        "TINYBLOB" | "BLOB" | "MEDIUMBLOB" | "LONGBLOB" | "LONG VARBINARY" => k(jdbc::BLOB, false),
         "JSON" | "GEOMETRY" | "POINT" | "LINESTRING" | "POLYGON" | "MULTIPOINT"
         | "MULTILINESTRING" | "MULTIPOLYGON" | "GEOMETRYCOLLECTION" | "GEOMCOLLECTION" => {
             k(jdbc::OTHER, false)
@@ -109,7 +118,13 @@ fn written(text: &str) -> Written {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => ("", rest),
     };
-    let words = |s: &str| -> Vec<String> { s.split_whitespace().map(str::to_uppercase).collect() };
+    // A type of several words the syntax rewrite made is a quoted name (`` `LONG VARCHAR` ``).
+    let words = |s: &str| -> Vec<String> {
+        s.replace('`', " ")
+            .split_whitespace()
+            .map(str::to_uppercase)
+            .collect()
+    };
     let (mut name, mut tail) = (words(head), words(tail));
     // `INT UNSIGNED` without arguments: the trailing words are in the head.
     while name

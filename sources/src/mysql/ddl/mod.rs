@@ -7,6 +7,7 @@
 
 mod alter;
 mod column;
+mod syntax;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,6 +18,7 @@ use sqlparser::ast::{
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Tokenizer;
 
 /// A statement the parser could not read, or one whose effect the model cannot follow.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -315,7 +317,21 @@ impl Model {
     /// changed, by database, in statement order.
     pub(crate) fn apply(&mut self, session: &str, ddl: &str) -> Result<Vec<Applied>, Unparsed> {
         let text = without_partitioning(ddl);
-        let statements = match Parser::parse_sql(&MySqlDialect {}, &text) {
+        let mut converted = Vec::new();
+        let parsed = Parser::parse_sql(&MySqlDialect {}, &text).or_else(|e| {
+            // MySQL syntax beyond the parser's grammar, rewritten (see `syntax`).
+            let tokens = Tokenizer::new(&MySqlDialect {}, &text)
+                .tokenize()
+                .map_err(|_| e.clone())?;
+            let (tokens, conversions) = syntax::rewrite(tokens);
+            let statements = Parser::new(&MySqlDialect {})
+                .with_tokens(tokens)
+                .parse_statements()
+                .map_err(|_| e)?;
+            converted = conversions;
+            Ok::<_, sqlparser::parser::ParserError>(statements)
+        });
+        let statements = match parsed {
             Ok(statements) => statements,
             // Table options and partitions change no column: Debezium's event with no table
             // changes (it, too, leaves `DEFAULT CHARSET=` and partitions out of the model).
@@ -334,8 +350,17 @@ impl Model {
         }
         let mut out = Vec::new();
         let mut session = session.to_owned();
-        for statement in statements {
-            out.extend(self.statement(&mut session, statement)?);
+        for (i, statement) in statements.into_iter().enumerate() {
+            let altered = match &statement {
+                Statement::AlterTable(at) => Some(split(&at.name, &session)),
+                _ => None,
+            };
+            let mut applied = self.statement(&mut session, statement)?;
+            let charset = converted.iter().find(|(n, _)| *n == i).map(|(_, c)| c);
+            if let (Some(charset), Some(key)) = (charset, altered) {
+                self.convert(&key, charset, &mut applied);
+            }
+            out.extend(applied);
         }
         Ok(out)
     }
@@ -440,6 +465,25 @@ impl Model {
         // drops the old name.
         applied.changes[0].previous_id = previous;
         Ok(Some(applied))
+    }
+
+    /// `ALTER TABLE ... CONVERT TO CHARACTER SET charset` of table `key`: its character
+    /// columns and its default take `charset` (the types are kept, as Debezium's parser keeps
+    /// them), in the model and in the statement's table change.
+    fn convert(&mut self, key: &Key, charset: &str, applied: &mut [Applied]) {
+        let Some(def) = self.tables.get_mut(key) else {
+            return;
+        };
+        def.default_charset_name = Some(charset.to_owned());
+        for c in def.columns.iter_mut().filter(|c| c.charset_name.is_some()) {
+            c.charset_name = Some(charset.to_owned());
+        }
+        let id = table_id(&[&key.0, &key.1]);
+        for change in applied.iter_mut().flat_map(|a| &mut a.changes) {
+            if change.id == id {
+                change.table = Some(def.clone());
+            }
+        }
     }
 
     /// `RENAME TABLE a TO b, c TO d`: one event per table, each with its own statement.

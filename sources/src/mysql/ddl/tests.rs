@@ -163,7 +163,7 @@ fn defaults_read_as_debezium_reads_them() {
 fn a_statement_the_parser_cannot_read_is_an_error_not_a_guess() {
     let mut model = Model::new(None);
     let err = model
-        .apply("d", "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4")
+        .apply("d", "ALTER TABLE t ADD COLUMN (a INT")
         .unwrap_err();
     assert!(err.0.contains("cannot be parsed"), "{err}");
     model
@@ -171,6 +171,45 @@ fn a_statement_the_parser_cannot_read_is_an_error_not_a_guess() {
         .unwrap();
     let err = model.apply("d", "CREATE TABLE u (x FOO(3))").unwrap_err();
     assert!(err.0.contains("FOO"), "{err}");
+}
+
+#[test]
+fn mysql_only_syntax_is_read_as_debeziums_parser_reads_it() {
+    let mut model = Model::new(None);
+    model
+        .apply("d", "CREATE TABLE t (id INT PRIMARY KEY, nc NATIONAL CHAR(3), lv LONG VARCHAR, lvb LONG VARBINARY, cb CHAR(4) BINARY, vc VARCHAR(6) CHARSET latin1) DEFAULT CHARSET=utf8mb4")
+        .unwrap();
+    let applied = model
+        .apply("d", "ALTER TABLE t ADD COLUMN (a INT DEFAULT 1, b VARCHAR(3)), CONVERT TO CHARACTER SET latin1")
+        .unwrap();
+    let t = applied[0].changes[0].table.clone().unwrap();
+    let facts: Vec<(&str, &str, i32, Option<&str>)> = t
+        .columns
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str(),
+                c.type_name.as_str(),
+                c.jdbc_type,
+                c.charset_name.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            ("id", "INT", 4, None),
+            ("nc", "NATIONAL CHAR", -15, Some("latin1")),
+            ("lv", "LONG VARCHAR", 12, Some("latin1")),
+            ("lvb", "LONG VARBINARY", 2004, None),
+            ("cb", "CHAR BINARY", 1, Some("latin1")),
+            ("vc", "VARCHAR", 12, Some("latin1")),
+            ("a", "INT", 4, None),
+            ("b", "VARCHAR", 12, Some("latin1")),
+        ]
+    );
+    assert_eq!(t.default_charset_name.as_deref(), Some("latin1"));
+    assert_eq!(t.columns[1].length, Some(3));
 }
 
 proptest! {
