@@ -263,7 +263,7 @@ fn a_kill_9_during_an_incremental_snapshot_resumes_with_the_next_chunk() {
 }
 
 #[test]
-fn the_file_channel_takes_additional_conditions_and_a_surrogate_key_is_refused() {
+fn the_file_channel_takes_additional_conditions() {
     let db = seeded_table("mysql_incremental_file", 500);
     mariadb::sql(&db, SIGNALS);
     let dir = tempfile::tempdir().unwrap();
@@ -275,18 +275,12 @@ fn the_file_channel_takes_additional_conditions_and_a_surrogate_key_is_refused()
     let path = signal_pipeline(dir.path(), &db, 64, &extra);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
-    let signals = [
-        serde_json::json!({"id": "b", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "surrogate-key": "n"}}),
-        serde_json::json!({"id": "f", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 5 = 0"}]}}),
-    ];
-    let text: String = signals.iter().map(|s| format!("{s}\n")).collect();
-    std::fs::write(&signal_file, text).unwrap();
+    let signal = serde_json::json!({"id": "f", "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "additional-conditions": [{"data-collection": format!("{db}.items"), "filter": "n % 5 = 0"}]}});
+    std::fs::write(&signal_file, format!("{signal}\n")).unwrap();
     wait_log(&mut child, "Incremental snapshot completed");
     std::thread::sleep(Duration::from_millis(300));
     sluice_test_support::pg::stop(&child);
     let log = sluice_test_support::pg::finish(child);
-    assert_eq!(log.matches("Signal refused").count(), 1, "{log}");
-    assert!(log.contains("surrogate keys"), "{log}");
     let events = sluice_test_support::pg::lines(dir.path());
     let mut read: Vec<i64> = of_items(&events)
         .iter()
@@ -303,13 +297,65 @@ fn the_file_channel_takes_additional_conditions_and_a_surrogate_key_is_refused()
     );
     let notes = notes(&events);
     assert_eq!(
-        notes.first().map(String::as_str),
-        Some("ABORTED"),
+        notes.last().map(String::as_str),
+        Some("COMPLETED"),
+        "{notes:?}"
+    );
+}
+
+/// `surrogate-key`: chunks are read by another unique column than the primary key (here `n`,
+/// which runs opposite to `id`), every row once; a surrogate key the table does not have
+/// aborts the snapshot with a reason, and the stream goes on.
+#[test]
+fn a_surrogate_key_reads_the_chunks_by_another_column() {
+    let db = seeded_table("mysql_incremental_surrogate", 500);
+    mariadb::sql(&db, &format!("{SIGNALS}; UPDATE items SET n = 1001 - id"));
+    let dir = tempfile::tempdir().unwrap();
+    let signal_file = dir.path().join("signals.jsonl");
+    let extra = format!(
+        "  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
+        signal_file.display()
+    );
+    let path = signal_pipeline(dir.path(), &db, 64, &extra);
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    wait_log(&mut child, "Binlog stream started");
+    let signal = |id: &str, key: &str| {
+        format!(
+            "{}\n",
+            serde_json::json!({"id": id, "type": "execute-snapshot", "data": {"data-collections": [format!("{db}.items")], "surrogate-key": key}})
+        )
+    };
+    std::fs::write(&signal_file, signal("s", "n")).unwrap();
+    wait_log(&mut child, "Incremental snapshot completed");
+    let mut more = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&signal_file)
+        .unwrap();
+    std::io::Write::write_all(&mut more, signal("t", "nope").as_bytes()).unwrap();
+    wait_log(&mut child, "Incremental snapshot aborted");
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    assert!(
+        log.contains("the surrogate key `nope` is not a captured column"),
+        "{log}"
+    );
+    let events = sluice_test_support::pg::lines(dir.path());
+    let read: Vec<i64> = of_items(&events)
+        .iter()
+        .filter(|e| e["value"]["payload"]["op"] == "r")
+        .map(|e| e["key"]["payload"]["id"].as_i64().unwrap())
+        .collect();
+    let expected: Vec<i64> = (1..=500).rev().collect();
+    assert_eq!(read, expected, "in the order of `n`, once each: {log}");
+    let notes = notes(&events);
+    assert_eq!(
+        notes.iter().filter(|n| *n == "COMPLETED").count(),
+        1,
         "{notes:?}"
     );
     assert_eq!(
         notes.last().map(String::as_str),
-        Some("COMPLETED"),
+        Some("ABORTED"),
         "{notes:?}"
     );
 }

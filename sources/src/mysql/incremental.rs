@@ -31,11 +31,12 @@ pub(super) type Progress = sluice_kit::incremental::Progress<String>;
 pub(super) type Tracker = sluice_kit::incremental::Tracker<String>;
 
 /// What the mysql source's snapshots do beyond the plain incremental one: blocking snapshots
-/// (`blocking`) and `additional-conditions` (surrogate keys are refused with a reason).
+/// (`blocking`), `additional-conditions` and `surrogate-key` (chunks read by another unique
+/// column than the primary key; changes still match a chunk's rows by the events' key).
 const ABILITIES: Abilities = Abilities {
     blocking: true,
     conditions: true,
-    surrogate_key: false,
+    surrogate_key: true,
 };
 
 /// A chunk read, waiting for the stream to pass the binlog position it was read at (the
@@ -84,13 +85,22 @@ impl ChunkSource for Chunks<'_> {
         table.topic.clone()
     }
 
-    fn unreadable(table: &Table, _p: &Progress) -> Option<String> {
-        table.shape.key.is_empty().then(|| {
-            format!(
+    fn unreadable(table: &Table, p: &Progress) -> Option<String> {
+        // The events' key is what matches a streamed change to a chunk's row, whatever the
+        // chunks are read by.
+        if table.shape.key.is_empty() {
+            return Some(format!(
                 "`{}` has no primary key to read it by in chunks",
                 table.full_name()
-            )
-        })
+            ));
+        }
+        match (chunk_key(table, p), &p.surrogate_key) {
+            (None, Some(name)) => Some(format!(
+                "the surrogate key `{name}` is not a captured column of `{}`",
+                table.full_name()
+            )),
+            _ => None,
+        }
     }
 
     async fn read(
@@ -188,14 +198,25 @@ fn tuple(items: impl Iterator<Item = String>) -> String {
     format!("({})", items.collect::<Vec<_>>().join(", "))
 }
 
-impl MysqlSource {
-    /// The key columns of `table` (the primary key, by index in `columns`), quoted, and whether
-    /// each is binary.
-    fn key_columns(table: &Table) -> Vec<(String, bool)> {
-        table
+/// The columns chunks of `table` are read by, as positions among its kept columns: the
+/// primary key, or the signal's `surrogate-key` column (`None` when that is not captured).
+fn chunk_key(table: &Table, p: &Progress) -> Option<Vec<usize>> {
+    match &p.surrogate_key {
+        None => Some(table.shape.key.clone()),
+        Some(name) => table
             .shape
-            .key
+            .kept
             .iter()
+            .position(|&i| table.columns[i].name.eq_ignore_ascii_case(name))
+            .map(|j| vec![j]),
+    }
+}
+
+impl MysqlSource {
+    /// The columns at `key` (positions among the kept columns), quoted, and whether each is
+    /// binary.
+    fn key_columns(table: &Table, key: &[usize]) -> Vec<(String, bool)> {
+        key.iter()
             .map(|&j| {
                 let c = &table.columns[table.shape.kept[j]];
                 (quote(&c.name), c.is_binary())
@@ -204,8 +225,14 @@ impl MysqlSource {
     }
 
     /// The chunk query of `table` for progress `p` up to `max`.
-    fn chunk_query(table: &Table, p: &Progress, max: &[String], limit: usize) -> String {
-        let keys = Self::key_columns(table);
+    fn chunk_query(
+        table: &Table,
+        key: &[usize],
+        p: &Progress,
+        max: &[String],
+        limit: usize,
+    ) -> String {
+        let keys = Self::key_columns(table, key);
         let names = || tuple(keys.iter().map(|(k, _)| k.clone()));
         let values = |key: &[String]| {
             tuple(
@@ -332,7 +359,8 @@ impl MysqlSource {
         )>,
         MysqlError,
     > {
-        let keys = Self::key_columns(table);
+        let key = chunk_key(table, p).unwrap_or_default();
+        let keys = Self::key_columns(table, &key);
         let binary: Vec<bool> = keys.iter().map(|(_, b)| *b).collect();
         let q = |e| MysqlError::query(format!("reading a chunk of `{}`", table.full_name()), e);
         let max = match &p.max_key {
@@ -358,12 +386,12 @@ impl MysqlSource {
                 Self::row_key(&row, &all, &binary)
             }
         };
-        let sql = Self::chunk_query(table, p, &max, limit);
+        let sql = Self::chunk_query(table, &key, p, &max, limit);
         let result: Vec<mysql_async::Row> = conn.query(sql).await.map_err(q)?;
         let mut rows = Vec::with_capacity(result.len());
         for row in &result {
-            let key = Self::row_key(row, &table.shape.key, &binary);
-            rows.push((self.text_row(table, row, None)?, key));
+            let row_key = Self::row_key(row, &key, &binary);
+            rows.push((self.text_row(table, row, None)?, row_key));
         }
         Ok(Some((max, rows)))
     }
