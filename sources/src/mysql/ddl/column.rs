@@ -82,7 +82,7 @@ fn kind(name: &str) -> Option<Kind> {
         "TIMESTAMP" => k(jdbc::TIMESTAMP_WITH_TIMEZONE, false),
         "CHAR" | "CHARACTER" | "ENUM" | "SET" => k(jdbc::CHAR, true),
         "VARCHAR" | "CHARACTER VARYING" | "CHAR VARYING" | "TINYTEXT" | "TEXT" | "MEDIUMTEXT"
-        | "LONGTEXT" | "LONG VARCHAR" => k(jdbc::VARCHAR, true),
+        | "LONGTEXT" | "LONG" | "LONG VARCHAR" => k(jdbc::VARCHAR, true),
         "NCHAR" | "NATIONAL CHAR" | "NATIONAL CHARACTER" => k(jdbc::NCHAR, true),
         "NVARCHAR"
         | "NCHAR VARYING"
