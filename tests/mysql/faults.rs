@@ -437,3 +437,44 @@ fn rows_of_a_table_of_unknown_structure_follow_inconsistent_schema_handling_mode
         "{log}"
     );
 }
+
+/// A DDL that gives no event (`type: mariadb`, schema change events off) ends its GTID group:
+/// a binlog connection dropped after it (its dump thread killed on the server) is opened again
+/// past it, so the DDL is not applied twice (a column `CHANGE`d twice would stop the source),
+/// and the rows after it arrive once with the new column.
+#[test]
+fn a_killed_binlog_connection_reconnects_past_a_ddl_without_events() {
+    let server = Restartable::start();
+    server.sql(
+        "",
+        "CREATE DATABASE killed; CREATE TABLE killed.t (id INT PRIMARY KEY, c INT)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: killed\n")
+        .replace_text("type: mysql", "type: mariadb");
+    let mut child = run::start(&path, &[]);
+    // The stream is up once a row written after the start arrives.
+    server.sql("killed", "INSERT INTO t VALUES (1, 1)");
+    run::wait_lines(dir.path(), 1, &mut child);
+    server.sql("killed", "ALTER TABLE t CHANGE c d INT");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let dump = server.sql(
+        "",
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'",
+    );
+    let dump = dump.trim();
+    assert!(!dump.is_empty(), "no binlog dump thread");
+    server.sql("", &format!("KILL {dump}"));
+    server.sql("killed", "INSERT INTO t VALUES (2, 2)");
+    run::wait_lines(dir.path(), 2, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run::stop(&child);
+    let log = run::finish(child);
+    assert!(log.contains("Binlog connection open again"), "{log}");
+    let lines = run::lines(dir.path());
+    let after: Vec<String> = lines
+        .iter()
+        .map(|l| l["value"]["payload"]["after"].to_string())
+        .collect();
+    assert_eq!(after, [r#"{"id":1,"c":1}"#, r#"{"id":2,"d":2}"#], "{log}");
+}

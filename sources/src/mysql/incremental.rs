@@ -159,6 +159,11 @@ pub(super) struct Incremental {
 }
 
 impl Incremental {
+    /// Forgets the chunk connection (it is opened again when next used).
+    pub(super) fn drop_connection(&mut self) {
+        self.conn = None;
+    }
+
     /// The channels of `common`, resuming `resumed`.
     pub(super) async fn new(
         common: &sluice_kit::config::SourceCommon,

@@ -260,9 +260,31 @@ struct State<'a> {
     /// start, their TABLE_MAP not seen or forgotten at a rotation): described from the server
     /// then, so that the signal can select them.
     late: Vec<Table>,
+    /// When the binlog connection was last opened again (reconnects in a row wait).
+    reopened: Option<std::time::Instant>,
 }
 
 impl State<'_> {
+    /// A statement alone in its GTID group (a DDL or TRUNCATE right after its GTID event) is
+    /// over without events: its transaction with it (a reconnect must not read it again).
+    fn standalone_done(&mut self) {
+        if self
+            .out
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.by_gtid && tx.event == 1)
+        {
+            self.out.gtid_done();
+            self.out.tx = None;
+        }
+    }
+
+    /// Whether the stream is between transactions: none open, and none to read again (after
+    /// a reconnect or a restart inside one, until it begins again).
+    pub(super) fn between_transactions(&self) -> bool {
+        self.out.tx.is_none() && self.resume.is_none()
+    }
+
     /// A transaction begins with the event `header` at `start`.
     fn begin(&mut self, header: &BinlogEventHeader, start: u64, by_gtid: bool, flavour: &str) {
         // A transaction still open has no commit of its own (a DDL statement): done.
@@ -364,6 +386,7 @@ impl MysqlSource {
             inc,
             signal_table: self.signal_table(),
             late: Vec::new(),
+            reopened: None,
         };
         state.out.sent = state.out.done_position();
         let heartbeats = common.heartbeats();
@@ -619,6 +642,7 @@ impl MysqlSource {
         if is_truncate(trimmed) {
             // `skipped.operations` keeps `t` (checked at start): as Debezium's default, a
             // TRUNCATE gives no event.
+            state.standalone_done();
             return Ok(());
         }
         let session = q.schema();
@@ -656,6 +680,8 @@ impl MysqlSource {
                 state.out.push(e);
             }
             self.commit(state, header, end, ctx).await?;
+        } else {
+            state.standalone_done();
         }
         Ok(())
     }

@@ -84,9 +84,23 @@ impl MysqlSource {
         state.gtid = None;
         state.seen_format = false;
         state.first_rotate = None;
+        // The other connections are likely gone too (a server restart): opened when next used.
+        state.lookup = None;
+        state.inc.drop_connection();
         tracing::warn!(%cause, file = %from.file, pos = from.pos, event = from.event, "The binlog connection dropped; reconnecting from the event the stream got to.");
         let deadline = Instant::now() + Duration::from_millis(self.config.keep_alive_interval_ms);
         let mut wait = Duration::from_millis(100);
+        // A connection dropped again soon after it was opened (a server or proxy that takes
+        // it and drops it): wait before trying again.
+        if state
+            .reopened
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(10))
+        {
+            tokio::select! {
+                _ = ctx.stopping() => return Err(MysqlError::Stopped),
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
         loop {
             let opened = tokio::select! {
                 _ = ctx.stopping() => return Err(MysqlError::Stopped),
@@ -95,6 +109,7 @@ impl MysqlSource {
             match opened {
                 Ok((stream, charsets, _, _)) => {
                     state.charsets = charsets;
+                    state.reopened = Some(Instant::now());
                     tracing::info!(file = %from.file, pos = from.pos, "Binlog connection open again.");
                     return Ok(stream);
                 }

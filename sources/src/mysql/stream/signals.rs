@@ -21,7 +21,7 @@ impl MysqlSource {
     ) -> Result<(), MysqlError> {
         // Between transactions only: a blocking snapshot they ask for then runs at once, with
         // the position after the last transaction.
-        if state.out.tx.is_none() {
+        if state.between_transactions() {
             let received = state.inc.channels.take();
             let snapshot = |r: &sluice_kit::signal::Received| {
                 sluice_kit::signal::from_json_line(&r.line)
@@ -39,12 +39,13 @@ impl MysqlSource {
             }
         }
         let tables = captured(&state.by_name, &state.mapped, &state.late);
-        if state.out.tx.is_none() && state.inc.blocking.is_some() {
+        if state.between_transactions() && state.inc.blocking.is_some() {
             let at = state.out.done_position();
             return self.run_blocking(state, at, ctx).await;
         }
+        let between = state.between_transactions();
         let out = &mut state.out;
-        if out.tx.is_none() {
+        if between {
             // A few chunks at a time, so that the binlog is read in between.
             for _ in 0..16 {
                 if let Some(window) = &out.window {
@@ -79,7 +80,7 @@ impl MysqlSource {
             for e in notes {
                 out.push(e);
             }
-            if out.tx.is_none() {
+            if between {
                 out.send(at, ctx).await;
             }
         }
