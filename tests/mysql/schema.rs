@@ -244,36 +244,48 @@ fn ddl_that_changes_no_captured_column_does_not_stop_the_stream() {
     );
 }
 
+/// Sluice's side of `make-streamed.sh`: `SETUP.sql` on a new server, a pipeline streaming it
+/// with schema change events and the source lines `filters`, `before` events, then
+/// `CHANGES.sql` and `after` events in all. Returns the events, blanked, a line each, and the
+/// log.
+fn streamed_like_the_fixture(
+    (setup, changes): (&str, &str),
+    filters: &str,
+    (before, after): (usize, usize),
+) -> (String, String) {
+    let server = Restartable::start();
+    let script = |name: &str| std::fs::read_to_string(format!("{FIXTURES}/{name}.sql")).unwrap();
+    server.sql("", &script(setup));
+    let dir = tempfile::tempdir().unwrap();
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        &format!("  include.schema.changes: true\n{filters}"),
+    );
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), before, &mut child);
+    server.sql("", &script(changes));
+    sluice_test_support::pg::wait_lines(dir.path(), after, &mut child);
+    std::thread::sleep(Duration::from_millis(300));
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    let ours = sluice_test_support::pg::lines(dir.path())
+        .iter()
+        .map(|l| format!("{}\n", blank(&l.to_string())))
+        .collect();
+    (ours, log)
+}
+
 /// A streamed `CREATE TABLE` whose column facts Debezium's parser decides from the text:
 /// `NCHAR`/`NVARCHAR` (charset `utf8`), hex and bit defaults; against Debezium's events of it
 /// (`reference-extra-ddl.jsonl`, made by `make-streamed.sh`).
 #[test]
 fn a_streamed_create_table_with_national_types_and_hex_defaults_is_debeziums() {
-    let server = Restartable::start();
-    server.sql(
-        "",
-        &std::fs::read_to_string(format!("{FIXTURES}/extra-ddl.sql")).unwrap(),
+    let (ours, _) = streamed_like_the_fixture(
+        ("extra-ddl", "extra-ddl-changes"),
+        "  database.include.list: inventory\n  table.include.list: inventory.extra\n",
+        (1, 3),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        "  include.schema.changes: true\n  database.include.list: inventory\n  table.include.list: inventory.extra\n",
-    );
-    let mut child = sluice_test_support::pg::start(&path, &[]);
-    sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
-    server.sql(
-        "",
-        &std::fs::read_to_string(format!("{FIXTURES}/extra-ddl-changes.sql")).unwrap(),
-    );
-    sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
-    std::thread::sleep(Duration::from_millis(300));
-    sluice_test_support::pg::stop(&child);
-    sluice_test_support::pg::finish(child);
-    let ours: String = sluice_test_support::pg::lines(dir.path())
-        .iter()
-        .map(|l| format!("{}\n", blank(&l.to_string())))
-        .collect();
     // One deliberate difference: Debezium's parser keeps a hex default's digits, some cut
     // (`0x6162` → `616`, `0x10` → `1`), and its schemas carry those as values; Sluice keeps the
     // value the server makes of it (`ab`, `cd`, 16: what Debezium's own snapshot reads from
@@ -327,31 +339,11 @@ fn a_streamed_create_table_with_national_types_and_hex_defaults_is_debeziums() {
 /// Debezium's (`reference-syntax.jsonl`, made by `make-streamed.sh`), byte for byte.
 #[test]
 fn streamed_ddl_in_mysql_only_syntax_is_debeziums() {
-    let server = Restartable::start();
-    server.sql(
-        "",
-        &std::fs::read_to_string(format!("{FIXTURES}/syntax.sql")).unwrap(),
+    let (ours, log) = streamed_like_the_fixture(
+        ("syntax", "syntax-changes"),
+        "  database.include.list: inventory\n  table.include.list: inventory.syntax,inventory.syntax2\n",
+        (1, 9),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        "  include.schema.changes: true\n  database.include.list: inventory\n  table.include.list: inventory.syntax,inventory.syntax2\n",
-    );
-    let mut child = sluice_test_support::pg::start(&path, &[]);
-    sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
-    server.sql(
-        "",
-        &std::fs::read_to_string(format!("{FIXTURES}/syntax-changes.sql")).unwrap(),
-    );
-    sluice_test_support::pg::wait_lines(dir.path(), 9, &mut child);
-    std::thread::sleep(Duration::from_millis(300));
-    sluice_test_support::pg::stop(&child);
-    let log = sluice_test_support::pg::finish(child);
-    let ours: String = sluice_test_support::pg::lines(dir.path())
-        .iter()
-        .map(|l| format!("{}\n", blank(&l.to_string())))
-        .collect();
     let theirs: String = std::fs::read_to_string(format!("{FIXTURES}/reference-syntax.jsonl"))
         .unwrap()
         .lines()
@@ -367,31 +359,11 @@ fn streamed_ddl_in_mysql_only_syntax_is_debeziums() {
 /// snapshot's events before them too.
 #[test]
 fn a_drop_of_tables_of_two_databases_is_one_event_per_table_as_debeziums() {
-    let server = Restartable::start();
-    server.sql(
-        "",
-        &std::fs::read_to_string(format!("{FIXTURES}/drop.sql")).unwrap(),
+    let (ours, _) = streamed_like_the_fixture(
+        ("drop", "drop-changes"),
+        "  database.include.list: inventory,other\n",
+        (15, 19),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        "  include.schema.changes: true\n  database.include.list: inventory,other\n",
-    );
-    let mut child = sluice_test_support::pg::start(&path, &[]);
-    sluice_test_support::pg::wait_lines(dir.path(), 15, &mut child);
-    server.sql(
-        "",
-        &std::fs::read_to_string(format!("{FIXTURES}/drop-changes.sql")).unwrap(),
-    );
-    sluice_test_support::pg::wait_lines(dir.path(), 19, &mut child);
-    std::thread::sleep(Duration::from_millis(300));
-    sluice_test_support::pg::stop(&child);
-    sluice_test_support::pg::finish(child);
-    let ours: String = sluice_test_support::pg::lines(dir.path())
-        .iter()
-        .map(|l| format!("{}\n", blank(&l.to_string())))
-        .collect();
     // A DROP of several tables of one database names them all in `source.table`: Debezium in
     // the order of a Java hash set (`d,c`), Sluice in the statement's; compared as sets.
     let sorted = |line: &str| -> String {

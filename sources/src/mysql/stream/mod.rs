@@ -20,10 +20,10 @@ use mysql_async::binlog::events::{BinlogEventHeader, EventData, QueryEvent, Rows
 use mysql_async::BinlogStreamRequest;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
-use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
+use sluice_kit::records::transaction::{set_block, TxSchemas};
 
 use super::error::MysqlError;
-use super::gtid::{Gtid, GtidPosition};
+use super::gtid::GtidPosition;
 use super::incremental::{Incremental, Progress, Window};
 use super::schema::Schemas;
 use super::snapshot::Table;
@@ -34,9 +34,11 @@ mod decode;
 mod reconnect;
 mod rows;
 mod signals;
+mod transaction;
 
 pub(super) use rows::primary_key;
 use rows::Mapped;
+use transaction::Tx;
 
 /// MariaDB's GTID event (type 162), which mysql_common does not decode.
 const MARIADB_GTID_EVENT: u8 = 162;
@@ -89,36 +91,6 @@ fn is_truncate(statement: &str) -> bool {
         .split_whitespace()
         .next()
         .is_some_and(|w| w.eq_ignore_ascii_case("truncate"))
-}
-
-/// An open transaction.
-struct Tx {
-    /// Where its first event (the GTID event, or BEGIN) starts.
-    file: String,
-    pos: u64,
-    /// The current event's index from the first (0).
-    event: u64,
-    /// Whether its first event was a GTID event.
-    by_gtid: bool,
-    /// Its MariaDB GTID.
-    gtid: Option<Gtid>,
-    /// Before a restart inside it: the events handled and the rows of the next delivered.
-    skip: Option<(u64, u32)>,
-    /// Transaction metadata: the id, BEGIN's time, the counts.
-    id: String,
-    ts_ms: i64,
-    counts: TxCounts,
-}
-
-impl Tx {
-    /// The rows of the current event delivered before a restart (all of them: `usize::MAX`).
-    fn delivered_rows(&self) -> usize {
-        match self.skip {
-            Some((events, _)) if self.event < events => usize::MAX,
-            Some((events, rows)) if self.event == events => rows as usize,
-            _ => 0,
-        }
-    }
 }
 
 /// Where the stream's events go: the batch being filled, the open transaction, the positions.
@@ -262,57 +234,6 @@ struct State<'a> {
     late: Vec<Table>,
     /// When the binlog connection was last opened again (reconnects in a row wait).
     reopened: Option<std::time::Instant>,
-}
-
-impl State<'_> {
-    /// A statement alone in its GTID group (a DDL or TRUNCATE right after its GTID event) is
-    /// over without events: its transaction with it (a reconnect must not read it again).
-    fn standalone_done(&mut self) {
-        if self
-            .out
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.by_gtid && tx.event == 1)
-        {
-            self.out.gtid_done();
-            self.out.tx = None;
-        }
-    }
-
-    /// Whether the stream is between transactions: none open, and none to read again (after
-    /// a reconnect or a restart inside one, until it begins again).
-    pub(super) fn between_transactions(&self) -> bool {
-        self.out.tx.is_none() && self.resume.is_none()
-    }
-
-    /// A transaction begins with the event `header` at `start`.
-    fn begin(&mut self, header: &BinlogEventHeader, start: u64, by_gtid: bool, flavour: &str) {
-        // A transaction still open has no commit of its own (a DDL statement): done.
-        self.out.gtid_done();
-        let skip = match self.resume.take() {
-            Some(r) if r.file == self.file && r.pos == start => Some((r.event, r.row)),
-            _ => None,
-        };
-        let id = match (&self.gtid, flavour) {
-            (Some(gtid), "mariadb") => gtid.to_string(),
-            _ => format!("file={},pos={start}", self.file),
-        };
-        self.out.tx = Some(Tx {
-            file: self.file.clone(),
-            pos: start,
-            event: 0,
-            by_gtid,
-            gtid: if by_gtid {
-                self.gtid.as_deref().and_then(Gtid::parse)
-            } else {
-                None
-            },
-            skip,
-            id,
-            ts_ms: i64::from(header.timestamp()) * 1000,
-            counts: TxCounts::default(),
-        });
-    }
 }
 
 /// The captured tables as the stream knows them now: described by their latest TABLE_MAP where
