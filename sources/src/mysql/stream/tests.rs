@@ -1,6 +1,7 @@
 //! Unit tests of the stream's bookkeeping.
 
-use super::{mariadb_gtid, MysqlOffset, Offset, Tx, TxCounts};
+use super::{mariadb_gtid, MysqlOffset, Offset, Tx};
+use sluice_kit::records::transaction::TxCounts;
 
 fn tx(event: u64, skip: Option<(u64, u32)>) -> Tx {
     Tx {
