@@ -89,9 +89,12 @@ fn bad_input_is_one_clear_line() {
 }
 
 /// 60 rows of 5 MB (300 MB): the snapshot, then an update of every row in one transaction
-/// (changes of 10 MB, before and after), pass in batches cut by bytes: peak RSS stays under
-/// 256 MiB with default limits (a dozen changes in flight). Before, one poll read every change
-/// of the transaction into one batch.
+/// (changes of 10 MB, before and after), pass in batches cut by bytes: peak RSS stays far below
+/// the 600 MB of the transaction with default limits. Before, one poll read every change of the
+/// transaction into one batch, all 600 MB at once. This debug build peaks at 210–240 MiB alone
+/// and reached 260 MiB with the whole suite running beside it (the allocator gives freed pages
+/// back later under load), so the bound is 384 MiB: well above that noise, well below the
+/// transaction's size.
 #[test]
 fn rows_larger_than_the_queue_pass_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,7 +123,7 @@ fn rows_larger_than_the_queue_pass_in_bounded_memory() {
     child.wait().unwrap();
     eprintln!("peak RSS {peak} MiB");
     assert!(
-        peak < 256,
+        peak < 384,
         "peak RSS {peak} MiB for 300 MB of rows and 600 MB of changes"
     );
 }
