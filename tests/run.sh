@@ -27,6 +27,12 @@ if command -v pg_ctlcluster >/dev/null 2>&1; then
   .ci/pg-client-certs.sh
 fi
 
+# FreeTDS's tsql: a SQL Server client independent of Sluice's, which checks the emulated SQL
+# Server the sqlserver tests run against (tests/sqlserver/emulator.rs).
+if ! command -v tsql >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq freetds-bin
+fi
+
 # Kafka-compatible broker for the Kafka tests: tansu (memory storage, no topic auto-create, no
 # transactions), installed once (about 20 minutes on 2 cores) and started on 127.0.0.1:9092.
 if ! tansu --version 2>/dev/null | grep -q "$TANSU_VERSION"; then

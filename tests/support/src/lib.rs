@@ -10,3 +10,4 @@ pub mod moments;
 pub mod pg;
 pub mod procstat;
 pub mod registry;
+pub mod sqlserver;

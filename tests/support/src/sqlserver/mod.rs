@@ -1,0 +1,167 @@
+//! An emulated SQL Server for the `sqlserver` source's tests: no SQL Server can run on these
+//! machines (no package, no container images). A small TDS 7.4 server (`tds`) answers the
+//! statements the source sends and the T-SQL the tests send, from a SQLite store (`engine`)
+//! that plays SQL Server's CDC (`cdc`): change tables filled at commit with commit LSNs, change
+//! sequence values and operations 1–4, as the capture job fills them. `tests/sqlserver/`
+//! checks the emulator with FreeTDS's `tsql`, a client independent of Sluice's.
+//!
+//! What it does not emulate: the log reader's delay (changes appear at commit), isolation
+//! levels other than a snapshot per transaction, locks (`TABLOCKX` is accepted and ignored),
+//! TLS, and every statement not listed in `engine`/`cdc`.
+
+mod cdc;
+mod engine;
+mod tds;
+mod tsql;
+mod types;
+
+use std::io;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+
+pub use engine::{lsn, Output, Session};
+
+/// The login the emulator accepts.
+pub const USER: &str = "sa";
+pub const PASSWORD: &str = "Sluice-Test-1";
+
+/// A running emulated server with one database.
+pub struct SqlServer {
+    pub port: u16,
+    pub database: String,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SqlServer {
+    /// Starts a server on a free port with an empty database `database` (CDC not enabled).
+    pub fn start(database: &str) -> SqlServer {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        engine::create(&path, database).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (p, db) = (path.clone(), database.to_string());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (p, db) = (p.clone(), db.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &p, &db);
+                });
+            }
+        });
+        SqlServer {
+            port,
+            database: database.to_string(),
+            path,
+            _dir: dir,
+        }
+    }
+
+    /// Runs T-SQL as a client would (same engine, no wire); the rows of its results as text
+    /// (`NULL`, numbers, `0x…` for binary).
+    pub fn sql(&self, sql: &str) -> Vec<Vec<String>> {
+        let mut session = Session::open(&self.path, &self.database).unwrap();
+        session
+            .text_rows(sql)
+            .unwrap_or_else(|e| panic!("emulated SQL Server refused {sql}: {e}"))
+    }
+
+    /// A session kept open (a transaction across several calls).
+    pub fn session(&self) -> Session {
+        Session::open(&self.path, &self.database).unwrap()
+    }
+
+    /// Enables CDC on the database and on `tables` (`schema.table`).
+    pub fn enable_cdc(&self, tables: &[&str]) {
+        self.sql("EXEC sys.sp_cdc_enable_db");
+        for t in tables {
+            let (schema, table) = t.split_once('.').unwrap();
+            self.sql(&format!(
+                "EXEC sys.sp_cdc_enable_table @source_schema = N'{schema}', @source_name = N'{table}', @role_name = NULL, @supports_net_changes = 0"
+            ));
+        }
+    }
+}
+
+fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    let Some((kind, _)) = tds::read_message(&mut stream)? else {
+        return Ok(());
+    };
+    if kind != tds::PRELOGIN {
+        return Ok(());
+    }
+    tds::write_message(&mut stream, tds::REPLY, &tds::prelogin_reply())?;
+    let Some((kind, data)) = tds::read_message(&mut stream)? else {
+        return Ok(());
+    };
+    if kind != tds::LOGIN7 {
+        return Ok(());
+    }
+    let login = tds::parse_login(&data)?;
+    let mut out = Vec::new();
+    let wanted = if login.database.is_empty() { database.to_string() } else { login.database.clone() };
+    if login.user != USER || login.password != PASSWORD {
+        tds::error(&mut out, 18456, &format!("Login failed for user '{}'.", login.user));
+        return tds::write_message(&mut stream, tds::REPLY, &out);
+    }
+    if !wanted.eq_ignore_ascii_case(database) {
+        tds::error(
+            &mut out,
+            4060,
+            &format!("Cannot open database \"{wanted}\" requested by the login. The login failed."),
+        );
+        return tds::write_message(&mut stream, tds::REPLY, &out);
+    }
+    tds::write_message(&mut stream, tds::REPLY, &tds::login_reply(database))?;
+    let mut session = Session::open(path, database).map_err(io::Error::other)?;
+    while let Some((kind, data)) = tds::read_message(&mut stream)? {
+        let request = match kind {
+            tds::BATCH => Ok(tds::parse_batch(&data)),
+            tds::RPC => tds::parse_rpc(&data),
+            tds::ATTENTION => {
+                let mut out = Vec::new();
+                tds::done(&mut out, 0x20, 0);
+                tds::write_message(&mut stream, tds::REPLY, &out)?;
+                continue;
+            }
+            other => Err(io::Error::new(io::ErrorKind::InvalidData, format!("message type {other}"))),
+        };
+        let mut out = Vec::new();
+        match request {
+            Ok(request) => respond(&mut out, &mut session, &request),
+            Err(e) => tds::error(&mut out, 50000, &e.to_string()),
+        }
+        tds::write_message(&mut stream, tds::REPLY, &out)?;
+    }
+    Ok(())
+}
+
+fn respond(out: &mut Vec<u8>, session: &mut Session, request: &tds::Request) {
+    let (outputs, error) = session.run(&request.sql, &request.params);
+    let n = outputs.len();
+    for (i, output) in outputs.into_iter().enumerate() {
+        let more = if i + 1 < n || error.is_some() { tds::DONE_MORE } else { 0 };
+        match output {
+            Output::Rows { columns, rows } => {
+                tds::col_metadata(out, &columns);
+                let count = rows.len() as u64;
+                for row in rows {
+                    if let Err(e) = tds::row(out, &columns, &row) {
+                        tds::error(out, 8115, &e);
+                        return;
+                    }
+                }
+                tds::done(out, tds::DONE_COUNT | more, count);
+            }
+            Output::Count(c) => tds::done(out, tds::DONE_COUNT | more, c),
+            Output::Nothing => tds::done(out, more, 0),
+        }
+    }
+    if let Some(e) = error {
+        tds::error(out, 50000, &e);
+    } else if n == 0 {
+        tds::done(out, 0, 0);
+    }
+}
