@@ -20,6 +20,8 @@ sluice_engine::components! {
         Mysql(sluice_sources::mysql::MysqlConfig),
         #[cfg(feature = "mysql")]
         Mariadb(sluice_sources::mysql::MariadbConfig),
+        #[cfg(feature = "sqlserver")]
+        Sqlserver(sluice_sources::sqlserver::SqlServerConfig),
     }
 }
 

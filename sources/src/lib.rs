@@ -10,6 +10,8 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "sqlserver")]
+pub mod sqlserver;
 
 /// Version reported in `source.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -4,6 +4,20 @@
 
 use serde::Deserialize;
 
+/// Debezium's `source.snapshot` of a snapshot row: `last` for the last table's last row,
+/// `first` for the first table's first one, `first_in_data_collection` and
+/// `last_in_data_collection` for the others' first and last, else `true`.
+pub fn marker((first_table, last_table): (bool, bool), first: bool, last: bool) -> &'static str {
+    // The very last row is `last` even when it is also the first (a one-row snapshot).
+    match (first_table && first, last_table && last, first, last) {
+        (_, true, ..) => "last",
+        (true, ..) => "first",
+        (.., true, _) => "first_in_data_collection",
+        (.., true) => "last_in_data_collection",
+        _ => "true",
+    }
+}
+
 /// `snapshot.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]

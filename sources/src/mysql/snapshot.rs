@@ -370,20 +370,6 @@ fn mark_last(events: &mut [ChangeEvent]) {
     }
 }
 
-/// Debezium's `source.snapshot` of a snapshot row: `last` for the last table's last row,
-/// `first` for the first table's first one, `first_in_data_collection` and
-/// `last_in_data_collection` for the others' first and last, else `true`.
-fn mark((first_table, last_table): (bool, bool), first: bool, last: bool) -> &'static str {
-    // The very last row is `last` even when it is also the first (a one-row snapshot).
-    match (first_table && first, last_table && last, first, last) {
-        (_, true, ..) => "last",
-        (true, ..) => "first",
-        (.., true, _) => "first_in_data_collection",
-        (.., true) => "last_in_data_collection",
-        _ => "true",
-    }
-}
-
 /// The snapshot's state while tables are read.
 struct Reader<'a> {
     source: &'a MysqlSource,
@@ -453,7 +439,11 @@ impl Reader<'_> {
             };
             let first = held.is_none();
             if let Some((prev, prev_first)) = held.replace((after, first)) {
-                let event = self.event(table, prev, mark(place, prev_first, false));
+                let event = self.event(
+                    table,
+                    prev,
+                    sluice_kit::snapshot::marker(place, prev_first, false),
+                );
                 self.push(event, ctx).await;
                 if self.stopped {
                     return Ok(());
@@ -462,7 +452,11 @@ impl Reader<'_> {
             self.rows += 1;
         }
         if let Some((prev, prev_first)) = held {
-            let event = self.event(table, prev, mark(place, prev_first, true));
+            let event = self.event(
+                table,
+                prev,
+                sluice_kit::snapshot::marker(place, prev_first, true),
+            );
             self.push(event, ctx).await;
         }
         Ok(())

@@ -395,7 +395,19 @@ pub fn time_schema(precision: u32, mode: TimePrecisionMode, optional: bool) -> S
         TimePrecisionMode::Adaptive if precision <= 3 => {
             named(SchemaType::Int32, names::TIME, optional)
         }
+        TimePrecisionMode::Adaptive if precision > 6 => {
+            named(SchemaType::Int64, names::NANO_TIME, optional)
+        }
         _ => named(SchemaType::Int64, names::MICRO_TIME, optional),
+    }
+}
+
+/// A time of day in nanoseconds as [`time_schema`] says (precisions above 6, SQL Server's
+/// `time(7)`, are `NanoTime` in the `adaptive` mode; the others are cut to their unit).
+pub fn time_value_nanos(nanos: i64, precision: u32, mode: TimePrecisionMode) -> Value {
+    match (mode, precision) {
+        (TimePrecisionMode::Adaptive, 7..) => Value::Int64(nanos),
+        _ => time_value(nanos.div_euclid(1000), precision, mode),
     }
 }
 
@@ -418,7 +430,19 @@ pub fn timestamp_schema(precision: u32, mode: TimePrecisionMode, optional: bool)
             optional,
         ),
         _ if precision <= 3 => named(SchemaType::Int64, names::TIMESTAMP, optional),
+        _ if precision > 6 => named(SchemaType::Int64, names::NANO_TIMESTAMP, optional),
         _ => named(SchemaType::Int64, names::MICRO_TIMESTAMP, optional),
+    }
+}
+
+/// Nanoseconds since the epoch as [`timestamp_schema`] says (precisions above 6, SQL
+/// Server's `datetime2(7)`, are `NanoTimestamp`; the others are cut to their unit).
+pub fn timestamp_value_nanos(nanos: i64, precision: u32, mode: TimePrecisionMode) -> Value {
+    match (mode, precision) {
+        (TimePrecisionMode::Connect, _) | (_, 0..=6) => {
+            timestamp_value(nanos.div_euclid(1000), precision, mode)
+        }
+        _ => Value::Int64(nanos),
     }
 }
 

@@ -20,7 +20,9 @@ fn arguments(t: &[Tok]) -> Result<HashMap<String, Value>, String> {
             (Tok::Var(name), Some(Tok::Punct(eq)), Some(value)) if eq == "=" => {
                 let value = match value {
                     Tok::Str(s) => Value::Text(s.clone()),
-                    Tok::Num(n) => Value::Integer(n.parse().map_err(|_| format!("bad number {n}"))?),
+                    Tok::Num(n) => {
+                        Value::Integer(n.parse().map_err(|_| format!("bad number {n}"))?)
+                    }
                     Tok::Ident(w, false) if w.eq_ignore_ascii_case("NULL") => Value::Null,
                     other => return Err(format!("argument {name}: {other:?} is not emulated")),
                 };
@@ -91,7 +93,9 @@ impl Session {
     fn cdc_enabled(&self) -> Result<(), String> {
         let enabled: i64 = self
             .conn
-            .query_row("SELECT is_cdc_enabled FROM \"sys.databases\"", [], |r| r.get(0))
+            .query_row("SELECT is_cdc_enabled FROM \"sys.databases\"", [], |r| {
+                r.get(0)
+            })
             .map_err(sql_err)?;
         if enabled == 0 {
             return Err(format!(
@@ -107,7 +111,8 @@ impl Session {
         self.cdc_enabled()?;
         let schema = text_arg(args, "source_schema").ok_or("@source_schema is required")?;
         let table = text_arg(args, "source_name").ok_or("@source_name is required")?;
-        let instance = text_arg(args, "capture_instance").unwrap_or_else(|| format!("{schema}_{table}"));
+        let instance =
+            text_arg(args, "capture_instance").unwrap_or_else(|| format!("{schema}_{table}"));
         let full = format!("{schema}.{table}");
         let source_id: i64 = self
             .conn
@@ -116,7 +121,9 @@ impl Session {
                 [&schema, &table],
                 |r| r.get(0),
             )
-            .map_err(|_| format!("Source table '{full}' does not exist in the current database."))?;
+            .map_err(|_| {
+                format!("Source table '{full}' does not exist in the current database.")
+            })?;
         let columns: Vec<(String, String)> = {
             let mut stmt = self
                 .conn
@@ -127,11 +134,18 @@ impl Session {
                 .map_err(sql_err)?;
             rows.collect::<Result<_, _>>().map_err(sql_err)?
         };
-        let chosen: Option<Vec<String>> = text_arg(args, "captured_column_list")
-            .map(|l| l.split(',').map(|c| c.trim().trim_matches(['[', ']']).to_string()).collect());
+        let chosen: Option<Vec<String>> = text_arg(args, "captured_column_list").map(|l| {
+            l.split(',')
+                .map(|c| c.trim().trim_matches(['[', ']']).to_string())
+                .collect()
+        });
         let columns: Vec<(String, String)> = columns
             .into_iter()
-            .filter(|(c, _)| chosen.as_ref().is_none_or(|l| l.iter().any(|x| x.eq_ignore_ascii_case(c))))
+            .filter(|(c, _)| {
+                chosen
+                    .as_ref()
+                    .is_none_or(|l| l.iter().any(|x| x.eq_ignore_ascii_case(c)))
+            })
             .collect();
         let auto = !self.in_tx;
         if auto {
@@ -189,7 +203,9 @@ impl Session {
             .map_err(sql_err)?;
         let object_id: i64 = self
             .conn
-            .query_row("SELECT max(object_id) + 1 FROM \"sys.objects\"", [], |r| r.get(0))
+            .query_row("SELECT max(object_id) + 1 FROM \"sys.objects\"", [], |r| {
+                r.get(0)
+            })
             .map_err(sql_err)?;
         self.conn
             .execute(
@@ -212,7 +228,10 @@ impl Session {
             )
             .map_err(sql_err)?;
         for (i, (c, ty)) in columns.iter().enumerate() {
-            let ty = ty.to_ascii_lowercase().replace("_text", "").replace("(-1)", "(max)");
+            let ty = ty
+                .to_ascii_lowercase()
+                .replace("_text", "")
+                .replace("(-1)", "(max)");
             self.conn
                 .execute(
                     "INSERT INTO \"cdc.captured_columns\" VALUES (?1, ?2, ?3, ?4, ?3, 0)",
@@ -228,7 +247,13 @@ impl Session {
 
     /// The capture job's reading of the log, as triggers: each change takes the next sequence
     /// value; `commit` gives the transaction's changes their commit LSN.
-    fn create_triggers(&self, full: &str, instance: &str, ct: &str, columns: &[(String, String)]) -> Result<(), String> {
+    fn create_triggers(
+        &self,
+        full: &str,
+        instance: &str,
+        ct: &str,
+        columns: &[(String, String)],
+    ) -> Result<(), String> {
         let row = |image: &str| -> String {
             columns
                 .iter()
@@ -242,6 +267,30 @@ impl Session {
             .map(|(c, _)| format!("OLD.{0} IS NOT NEW.{0}", quote(c)))
             .collect::<Vec<_>>()
             .join(", ");
+        // SQL Server logs an update of a key column as a delete and an insert (operations 1
+        // and 2 at one sequence value), other updates as operations 3 and 4.
+        let keys: Vec<String> = {
+            let mut stmt = self
+                .conn
+                .prepare(&format!("PRAGMA table_info({})", quote(full)))
+                .map_err(sql_err)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(5)?)))
+                .map_err(sql_err)?;
+            let all: Vec<(String, i64)> = rows.collect::<Result<_, _>>().map_err(sql_err)?;
+            all.into_iter()
+                .filter(|(_, pk)| *pk > 0)
+                .map(|(c, _)| c)
+                .collect()
+        };
+        let key_changed = if keys.is_empty() {
+            "0".to_string()
+        } else {
+            keys.iter()
+                .map(|c| format!("OLD.{0} IS NOT NEW.{0}", quote(c)))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        };
         let step = "UPDATE emu_state SET next = next + 1, pending = pending + 1;";
         let seq = "emu_lsn((SELECT next FROM emu_state))";
         let (t, c) = (quote(full), quote(ct));
@@ -250,12 +299,16 @@ impl Session {
                INSERT INTO {c} VALUES (NULL, NULL, {seq}, 2, emu_mask({all}), {new}, 1); END;
              CREATE TRIGGER {del} AFTER DELETE ON {t} BEGIN {step} \
                INSERT INTO {c} VALUES (NULL, NULL, {seq}, 1, emu_mask({all}), {old}, 1); END;
-             CREATE TRIGGER {upd} AFTER UPDATE ON {t} BEGIN {step} \
+             CREATE TRIGGER {upd} AFTER UPDATE ON {t} WHEN NOT ({key_changed}) BEGIN {step} \
                INSERT INTO {c} VALUES (NULL, NULL, {seq}, 3, emu_mask({changed}), {old}, 1); \
-               INSERT INTO {c} VALUES (NULL, NULL, {seq}, 4, emu_mask({changed}), {new}, 1); END;",
+               INSERT INTO {c} VALUES (NULL, NULL, {seq}, 4, emu_mask({changed}), {new}, 1); END;
+             CREATE TRIGGER {updk} AFTER UPDATE ON {t} WHEN {key_changed} BEGIN {step} \
+               INSERT INTO {c} VALUES (NULL, NULL, {seq}, 1, emu_mask({all}), {old}, 1); \
+               INSERT INTO {c} VALUES (NULL, NULL, {seq}, 2, emu_mask({all}), {new}, 1); END;",
             ins = quote(&format!("emu_{instance}_i")),
             del = quote(&format!("emu_{instance}_d")),
             upd = quote(&format!("emu_{instance}_u")),
+            updk = quote(&format!("emu_{instance}_k")),
             new = row("NEW"),
             old = row("OLD"),
         );
@@ -285,13 +338,14 @@ impl Session {
                 continue;
             }
             let sql = format!(
-                "DROP TRIGGER {}; DROP TRIGGER {}; DROP TRIGGER {}; DROP TABLE {};
+                "DROP TRIGGER {}; DROP TRIGGER {}; DROP TRIGGER {}; DROP TRIGGER {}; DROP TABLE {};
                  DELETE FROM \"cdc.captured_columns\" WHERE object_id IN (SELECT object_id FROM \"cdc.change_tables\" WHERE capture_instance = '{i}');
                  DELETE FROM \"cdc.change_tables\" WHERE capture_instance = '{i}';
                  DELETE FROM \"sys.objects\" WHERE schema_name = 'cdc' AND name = '{i}_CT';",
                 quote(&format!("emu_{instance}_i")),
                 quote(&format!("emu_{instance}_d")),
                 quote(&format!("emu_{instance}_u")),
+                quote(&format!("emu_{instance}_k")),
                 quote(&format!("cdc.{instance}_CT")),
                 i = instance.replace('\'', "''"),
             );

@@ -44,8 +44,9 @@ pub fn lsn(n: i64) -> Vec<u8> {
 }
 
 fn lsn_number(b: &[u8]) -> i64 {
-    b.get(4..8)
-        .map_or(0, |x| i64::from(u32::from_be_bytes([x[0], x[1], x[2], x[3]])))
+    b.get(4..8).map_or(0, |x| {
+        i64::from(u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+    })
 }
 
 const SETUP: &str = r#"
@@ -75,7 +76,8 @@ pub(super) fn sql_err(e: rusqlite::Error) -> String {
 /// Creates the store at `path` for `database`, with SQL Server Agent running (`agent`).
 pub fn create(path: &Path, database: &str) -> Result<(), String> {
     let conn = Connection::open(path).map_err(sql_err)?;
-    conn.execute_batch("PRAGMA journal_mode = WAL;").map_err(sql_err)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL;")
+        .map_err(sql_err)?;
     conn.execute_batch(SETUP).map_err(sql_err)?;
     conn.execute(
         "INSERT INTO \"sys.databases\" VALUES (?1, 5, 0)",
@@ -100,18 +102,23 @@ fn word(t: Option<&Tok>) -> String {
 impl Session {
     pub fn open(path: &Path, database: &str) -> Result<Session, String> {
         let conn = Connection::open(path).map_err(sql_err)?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(sql_err)?;
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(sql_err)?;
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
             .map_err(sql_err)?;
         let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
         conn.create_scalar_function("emu_lsn", 1, flags, |ctx| Ok(lsn(ctx.get::<i64>(0)?)))
             .map_err(sql_err)?;
         conn.create_scalar_function("emu_increment_lsn", 1, flags, |ctx| {
-            Ok(ctx.get::<Option<Vec<u8>>>(0)?.map(|b| lsn(lsn_number(&b) + 1)))
+            Ok(ctx
+                .get::<Option<Vec<u8>>>(0)?
+                .map(|b| lsn(lsn_number(&b) + 1)))
         })
         .map_err(sql_err)?;
         conn.create_scalar_function("emu_decrement_lsn", 1, flags, |ctx| {
-            Ok(ctx.get::<Option<Vec<u8>>>(0)?.map(|b| lsn(lsn_number(&b) - 1)))
+            Ok(ctx
+                .get::<Option<Vec<u8>>>(0)?
+                .map(|b| lsn(lsn_number(&b) - 1)))
         })
         .map_err(sql_err)?;
         conn.create_scalar_function("emu_mask", -1, flags, |ctx| {
@@ -140,7 +147,10 @@ impl Session {
             "sys".into(),
             "INFORMATION_SCHEMA".into(),
         ];
-        if let Ok(mut stmt) = self.conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'") {
+        if let Ok(mut stmt) = self
+            .conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        {
             if let Ok(rows) = stmt.query_map([], |r| r.get::<_, String>(0)) {
                 for name in rows.flatten() {
                     if let Some((schema, _)) = name.split_once('.') {
@@ -241,7 +251,10 @@ impl Session {
 
     fn query(&mut self, t: &[Tok], params: &[Value]) -> Result<Output, String> {
         let sql = self.translate(t)?;
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| format!("{e} (in {sql})"))?;
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| format!("{e} (in {sql})"))?;
         Self::bind(&mut stmt, params)?;
         let declared: Vec<(String, Option<SqlType>)> = stmt
             .columns()
@@ -261,9 +274,27 @@ impl Session {
             .into_iter()
             .enumerate()
             .map(|(i, (name, ty))| {
-                let ty = ty.unwrap_or_else(|| {
-                    SqlType::of_value(rows.iter().map(|r: &Vec<Value>| &r[i]).find(|v| !matches!(v, Value::Null)))
+                // `fn_cdc_map_lsn_to_time(…)` (a subquery here) is a datetime.
+                let ty = ty.or_else(|| name.contains("tran_end_time").then_some(SqlType::DateTime));
+                // An LSN expression (`fn_cdc_get_max_lsn()`, `MAX(start_lsn)`) is binary(10).
+                let ty = ty.or_else(|| {
+                    name.to_ascii_lowercase()
+                        .contains("lsn")
+                        .then_some(SqlType::VarBinary(Some(10)))
                 });
+                let ty = ty.unwrap_or_else(|| {
+                    SqlType::of_value(
+                        rows.iter()
+                            .map(|r: &Vec<Value>| &r[i])
+                            .find(|v| !matches!(v, Value::Null)),
+                    )
+                });
+                // SQL Server leaves an expression's column unnamed.
+                let name = if name.contains('(') || name.len() > 128 {
+                    String::new()
+                } else {
+                    name
+                };
                 (name, ty)
             })
             .collect();
@@ -286,7 +317,10 @@ impl Session {
         if auto {
             self.conn.execute_batch("BEGIN").map_err(sql_err)?;
         }
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| format!("{e} (in {sql})"))?;
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| format!("{e} (in {sql})"))?;
         Self::bind(&mut stmt, params)?;
         let n = stmt.raw_execute().map_err(|e| format!("{e} (in {sql})"))?;
         drop(stmt);
@@ -339,7 +373,9 @@ impl Session {
                 .map_err(sql_err)?;
             let (next, tx): (i64, i64) = self
                 .conn
-                .query_row("SELECT next, tx FROM emu_state", [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row("SELECT next, tx FROM emu_state", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .map_err(sql_err)?;
             let commit = lsn(next);
             let instances: Vec<String> = {
@@ -385,7 +421,10 @@ impl Session {
                 _ => return Err("CREATE SCHEMA without a name".into()),
             };
             self.conn
-                .execute_batch(&format!("CREATE TABLE IF NOT EXISTS {} (x int)", quote(&format!("{name}.emu_schema"))))
+                .execute_batch(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (x int)",
+                    quote(&format!("{name}.emu_schema"))
+                ))
                 .map_err(sql_err)?;
             return Ok(Output::Nothing);
         }
@@ -405,13 +444,19 @@ impl Session {
                     }
                     continue;
                 }
-                Tok::Ident(w, false) if w.eq_ignore_ascii_case("CLUSTERED") || w.eq_ignore_ascii_case("NONCLUSTERED") => {}
                 Tok::Ident(w, false)
-                    if ["decimal", "numeric", "money", "smallmoney"].iter().any(|x| w.eq_ignore_ascii_case(x)) =>
+                    if w.eq_ignore_ascii_case("CLUSTERED")
+                        || w.eq_ignore_ascii_case("NONCLUSTERED") => {}
+                Tok::Ident(w, false)
+                    if ["decimal", "numeric", "money", "smallmoney"]
+                        .iter()
+                        .any(|x| w.eq_ignore_ascii_case(x)) =>
                 {
                     rewritten.push(Tok::Raw(format!("{}_text", w.to_ascii_lowercase())))
                 }
-                Tok::Ident(w, false) if w.eq_ignore_ascii_case("MAX") => rewritten.push(Tok::Raw("-1".into())),
+                Tok::Ident(w, false) if w.eq_ignore_ascii_case("MAX") => {
+                    rewritten.push(Tok::Raw("-1".into()))
+                }
                 other => rewritten.push(other.clone()),
             }
             i += 1;
@@ -421,7 +466,10 @@ impl Session {
         if auto {
             self.conn.execute_batch("BEGIN").map_err(sql_err)?;
         }
-        let result = self.conn.execute_batch(&sql).map_err(|e| format!("{e} (in {sql})"));
+        let result = self
+            .conn
+            .execute_batch(&sql)
+            .map_err(|e| format!("{e} (in {sql})"));
         let result = result.and_then(|()| self.refresh_catalog());
         if auto {
             if result.is_ok() {
@@ -440,7 +488,9 @@ impl Session {
                 .conn
                 .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%.%'")
                 .map_err(sql_err)?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(sql_err)?;
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(sql_err)?;
             rows.collect::<Result<_, _>>().map_err(sql_err)?
         };
         self.conn
@@ -450,7 +500,9 @@ impl Session {
             )
             .map_err(sql_err)?;
         for table in tables {
-            let Some((schema, name)) = table.split_once('.') else { continue };
+            let Some((schema, name)) = table.split_once('.') else {
+                continue;
+            };
             if ["cdc", "sys", "information_schema"].contains(&schema.to_ascii_lowercase().as_str())
                 || name == "emu_schema"
             {
@@ -476,14 +528,24 @@ impl Session {
                     .prepare(&format!("PRAGMA table_info({})", quote(&table)))
                     .map_err(sql_err)?;
                 let rows = stmt
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+                    .query_map([], |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    })
                     .map_err(sql_err)?;
                 rows.collect::<Result<_, _>>().map_err(sql_err)?
             };
             let mut keys: Vec<(i64, String)> = Vec::new();
             for (cid, column, declared, notnull, default, pk) in columns {
-                let ty = SqlType::parse(&declared)
-                    .ok_or_else(|| format!("type {declared} of {table}.{column} is not emulated"))?;
+                let ty = SqlType::parse(&declared).ok_or_else(|| {
+                    format!("type {declared} of {table}.{column} is not emulated")
+                })?;
                 let data_type = declared.to_ascii_lowercase().replace("_text", "");
                 let data_type = data_type.split('(').next().unwrap_or("").trim().to_string();
                 let (chars, precision, scale, dt) = catalog_numbers(&ty, &data_type);
@@ -538,7 +600,6 @@ impl Session {
         }
         Ok(out)
     }
-
 }
 
 pub(super) fn value_text(v: &Value) -> String {
@@ -547,12 +608,18 @@ pub(super) fn value_text(v: &Value) -> String {
         Value::Integer(i) => i.to_string(),
         Value::Real(r) => r.to_string(),
         Value::Text(t) => t.clone(),
-        Value::Blob(b) => format!("0x{}", b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
+        Value::Blob(b) => format!(
+            "0x{}",
+            b.iter().map(|x| format!("{x:02X}")).collect::<String>()
+        ),
     }
 }
 
 /// CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION.
-fn catalog_numbers(ty: &SqlType, data_type: &str) -> (Option<i64>, Option<i64>, Option<i64>, Option<i64>) {
+fn catalog_numbers(
+    ty: &SqlType,
+    data_type: &str,
+) -> (Option<i64>, Option<i64>, Option<i64>, Option<i64>) {
     match ty {
         SqlType::Int(1) => (None, Some(3), Some(0), None),
         SqlType::Int(2) => (None, Some(5), Some(0), None),
@@ -561,15 +628,26 @@ fn catalog_numbers(ty: &SqlType, data_type: &str) -> (Option<i64>, Option<i64>, 
         SqlType::Bit => (None, None, None, None),
         SqlType::Float(4) => (None, Some(24), None, None),
         SqlType::Float(_) => (None, Some(53), None, None),
-        SqlType::Decimal { precision, scale } => (None, Some(i64::from(*precision)), Some(i64::from(*scale)), None),
+        SqlType::Decimal { precision, scale } => (
+            None,
+            Some(i64::from(*precision)),
+            Some(i64::from(*scale)),
+            None,
+        ),
         SqlType::Money(8) => (None, Some(19), Some(4), None),
         SqlType::Money(_) => (None, Some(10), Some(4), None),
-        SqlType::VarChar(n) | SqlType::VarBinary(n) => (Some(n.map_or(-1, i64::from)), None, None, None),
-        SqlType::NVarChar(n) if data_type == "xml" => (Some(n.map_or(-1, i64::from)), None, None, None),
+        SqlType::VarChar(n) | SqlType::VarBinary(n) => {
+            (Some(n.map_or(-1, i64::from)), None, None, None)
+        }
+        SqlType::NVarChar(n) if data_type == "xml" => {
+            (Some(n.map_or(-1, i64::from)), None, None, None)
+        }
         SqlType::NVarChar(n) => (Some(n.map_or(-1, i64::from)), None, None, None),
         SqlType::Guid => (None, None, None, None),
         SqlType::Date => (None, None, None, Some(0)),
-        SqlType::Time(s) | SqlType::DateTime2(s) | SqlType::DateTimeOffset(s) => (None, None, None, Some(i64::from(*s))),
+        SqlType::Time(s) | SqlType::DateTime2(s) | SqlType::DateTimeOffset(s) => {
+            (None, None, None, Some(i64::from(*s)))
+        }
         SqlType::DateTime => (None, None, None, Some(3)),
         SqlType::SmallDateTime => (None, None, None, Some(0)),
     }

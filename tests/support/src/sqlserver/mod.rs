@@ -101,9 +101,17 @@ fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::R
     }
     let login = tds::parse_login(&data)?;
     let mut out = Vec::new();
-    let wanted = if login.database.is_empty() { database.to_string() } else { login.database.clone() };
+    let wanted = if login.database.is_empty() {
+        database.to_string()
+    } else {
+        login.database.clone()
+    };
     if login.user != USER || login.password != PASSWORD {
-        tds::error(&mut out, 18456, &format!("Login failed for user '{}'.", login.user));
+        tds::error(
+            &mut out,
+            18456,
+            &format!("Login failed for user '{}'.", login.user),
+        );
         return tds::write_message(&mut stream, tds::REPLY, &out);
     }
     if !wanted.eq_ignore_ascii_case(database) {
@@ -126,7 +134,10 @@ fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::R
                 tds::write_message(&mut stream, tds::REPLY, &out)?;
                 continue;
             }
-            other => Err(io::Error::new(io::ErrorKind::InvalidData, format!("message type {other}"))),
+            other => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("message type {other}"),
+            )),
         };
         let mut out = Vec::new();
         match request {
@@ -142,7 +153,11 @@ fn respond(out: &mut Vec<u8>, session: &mut Session, request: &tds::Request) {
     let (outputs, error) = session.run(&request.sql, &request.params);
     let n = outputs.len();
     for (i, output) in outputs.into_iter().enumerate() {
-        let more = if i + 1 < n || error.is_some() { tds::DONE_MORE } else { 0 };
+        let more = if i + 1 < n || error.is_some() {
+            tds::DONE_MORE
+        } else {
+            0
+        };
         match output {
             Output::Rows { columns, rows } => {
                 tds::col_metadata(out, &columns);

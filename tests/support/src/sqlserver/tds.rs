@@ -34,7 +34,10 @@ pub fn read_message(stream: &mut impl Read) -> io::Result<Option<(u8, Vec<u8>)>>
         let kind = header[0];
         let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
         if len < 8 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "packet shorter than its header"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "packet shorter than its header",
+            ));
         }
         let start = payload.len();
         payload.resize(start + len - 8, 0);
@@ -56,7 +59,9 @@ pub fn write_message(stream: &mut impl Write, kind: u8, payload: &[u8]) -> io::R
     }
     while let Some(part) = chunks.next() {
         let last = chunks.peek().is_none();
-        let len = u16::try_from(part.len() + 8).unwrap_or(u16::MAX).to_be_bytes();
+        let len = u16::try_from(part.len() + 8)
+            .unwrap_or(u16::MAX)
+            .to_be_bytes();
         out.extend_from_slice(&[kind, u8::from(last), len[0], len[1], 0, 51, id, 0]);
         out.extend_from_slice(part);
         id = id.wrapping_add(1);
@@ -98,7 +103,10 @@ fn utf16_at(data: &[u8], at: usize) -> String {
 /// Parses a LOGIN7 payload (the password's obfuscation undone).
 pub fn parse_login(data: &[u8]) -> io::Result<Login> {
     if data.len() < 94 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "LOGIN7 too short"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "LOGIN7 too short",
+        ));
     }
     let offset = usize::from(u16::from_le_bytes([data[44], data[45]]));
     let chars = usize::from(u16::from_le_bytes([data[46], data[47]]));
@@ -168,7 +176,12 @@ pub fn login_reply(database: &str) -> Vec<u8> {
     out.push(0xAD);
     out.extend_from_slice(&u16::try_from(ack.len()).unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&ack);
-    env_change(&mut out, 4, &PACKET_SIZE.to_string(), &PACKET_SIZE.to_string());
+    env_change(
+        &mut out,
+        4,
+        &PACKET_SIZE.to_string(),
+        &PACKET_SIZE.to_string(),
+    );
     done(&mut out, 0, 0);
     out
 }
@@ -214,10 +227,18 @@ pub fn col_metadata(out: &mut Vec<u8>, columns: &[(String, SqlType)]) {
 }
 
 /// One ROW token; a value its type cannot hold is an error message.
-pub fn row(out: &mut Vec<u8>, columns: &[(String, SqlType)], values: &[Value]) -> Result<(), String> {
+pub fn row(
+    out: &mut Vec<u8>,
+    columns: &[(String, SqlType)],
+    values: &[Value],
+) -> Result<(), String> {
+    let start = out.len();
     out.push(0xD1);
     for ((name, ty), value) in columns.iter().zip(values) {
-        ty.encode(out, value).map_err(|e| format!("column {name}: {e}"))?;
+        if let Err(e) = ty.encode(out, value) {
+            out.truncate(start);
+            return Err(format!("column {name}: {e}"));
+        }
     }
     Ok(())
 }
@@ -307,15 +328,23 @@ fn rpc_value(c: &mut Cursor) -> io::Result<Value> {
             let b = c.take(n)?;
             Ok(match (ty, n) {
                 (_, 0) => Value::Null,
-                (0x6D, 4) => Value::Real(f64::from(f32::from_le_bytes(b.try_into().map_err(|_| bad("float"))?))),
-                (0x6D, _) => Value::Real(f64::from_le_bytes(b.try_into().map_err(|_| bad("float"))?)),
+                (0x6D, 4) => Value::Real(f64::from(f32::from_le_bytes(
+                    b.try_into().map_err(|_| bad("float"))?,
+                ))),
+                (0x6D, _) => {
+                    Value::Real(f64::from_le_bytes(b.try_into().map_err(|_| bad("float"))?))
+                }
                 _ => {
                     let mut buf = [0u8; 8];
                     buf[..n].copy_from_slice(b);
                     let v = i64::from_le_bytes(buf);
                     // Sign-extend the narrower widths.
                     let shift = 64 - 8 * n as u32;
-                    Value::Integer(if ty == 0x26 && n < 8 { (v << shift) >> shift } else { v })
+                    Value::Integer(if ty == 0x26 && n < 8 {
+                        (v << shift) >> shift
+                    } else {
+                        v
+                    })
                 }
             })
         }
@@ -337,11 +366,15 @@ fn rpc_value(c: &mut Cursor) -> io::Result<Value> {
             Ok(match bytes {
                 None => Value::Null,
                 Some(b) if matches!(ty, 0xE7 | 0xEF) => Value::Text(decode_utf16(&b)),
-                Some(b) if matches!(ty, 0xA7 | 0xAF) => Value::Text(b.iter().map(|&x| char::from(x)).collect()),
+                Some(b) if matches!(ty, 0xA7 | 0xAF) => {
+                    Value::Text(b.iter().map(|&x| char::from(x)).collect())
+                }
                 Some(b) => Value::Blob(b),
             })
         }
-        other => Err(bad(&format!("RPC parameter type 0x{other:02X} is not emulated"))),
+        other => Err(bad(&format!(
+            "RPC parameter type 0x{other:02X} is not emulated"
+        ))),
     }
 }
 
@@ -355,7 +388,9 @@ pub fn parse_rpc(data: &[u8]) -> io::Result<Request> {
     if name_len == 0xFFFF {
         let id = c.u16()?;
         if id != 10 {
-            return Err(bad(&format!("RPC procedure id {id} is not emulated (only sp_executesql)")));
+            return Err(bad(&format!(
+                "RPC procedure id {id} is not emulated (only sp_executesql)"
+            )));
         }
     } else {
         let name = decode_utf16(c.take(usize::from(name_len) * 2)?);

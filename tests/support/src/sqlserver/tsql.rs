@@ -80,22 +80,36 @@ pub fn tokenize(sql: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             out.push(Tok::Hex(chars[start..i].iter().collect()));
-        } else if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
+        } else if c.is_ascii_digit()
+            || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
+        {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == 'e' || chars[i] == 'E') {
+            while i < chars.len()
+                && (chars[i].is_ascii_digit()
+                    || chars[i] == '.'
+                    || chars[i] == 'e'
+                    || chars[i] == 'E')
+            {
                 i += 1;
             }
             out.push(Tok::Num(chars[start..i].iter().collect()));
         } else if c == '@' {
             let start = i;
             i += 1;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '@') {
+            while i < chars.len()
+                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '@')
+            {
                 i += 1;
             }
             out.push(Tok::Var(chars[start..i].iter().collect()));
         } else if c.is_alphabetic() || c == '_' || c == '#' {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$' || chars[i] == '#') {
+            while i < chars.len()
+                && (chars[i].is_alphanumeric()
+                    || chars[i] == '_'
+                    || chars[i] == '$'
+                    || chars[i] == '#')
+            {
                 i += 1;
             }
             out.push(Tok::Ident(chars[start..i].iter().collect(), false));
@@ -116,7 +130,6 @@ pub fn tokenize(sql: &str) -> Result<Vec<Tok>, String> {
 fn is_punct(t: Option<&Tok>, p: &str) -> bool {
     matches!(t, Some(Tok::Punct(x)) if x == p)
 }
-
 
 /// Splits a batch into statements at top-level `;`.
 pub fn statements(tokens: Vec<Tok>) -> Vec<Vec<Tok>> {
@@ -248,7 +261,14 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
                 i += 1;
             }
             Tok::Hex(h) => {
-                out.push(format!("X'{}'", if h.len() % 2 == 1 { format!("0{h}") } else { h.clone() }));
+                out.push(format!(
+                    "X'{}'",
+                    if h.len() % 2 == 1 {
+                        format!("0{h}")
+                    } else {
+                        h.clone()
+                    }
+                ));
                 i += 1;
             }
             Tok::Raw(r) => {
@@ -260,7 +280,9 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
                 if n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() {
                     out.push(format!("?{n}"));
                 } else if v.eq_ignore_ascii_case("@@VERSION") {
-                    out.push("'Microsoft SQL Server 2022 (emulated by sluice-test-support)'".into());
+                    out.push(
+                        "'Microsoft SQL Server 2022 (emulated by sluice-test-support)'".into(),
+                    );
                 } else {
                     return Err(format!("variable {v} is not emulated"));
                 }
@@ -291,10 +313,14 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
                 // `schema.table (columns)` is a table; `sys.f(…)`, `cdc.fn_cdc_…(…)` and
                 // one-part names are calls.
                 let call = is_punct(tokens.get(next), "(")
-                    && !(parts.len() == 1 && !quoted && KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(word)))
+                    && !(parts.len() == 1
+                        && !quoted
+                        && KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(word)))
                     && (parts.len() == 1
                         || parts[0].eq_ignore_ascii_case("sys")
-                        || parts.last().is_some_and(|p| p.to_ascii_lowercase().starts_with("fn_")));
+                        || parts
+                            .last()
+                            .is_some_and(|p| p.to_ascii_lowercase().starts_with("fn_")));
                 let parts: Vec<String> = if parts.len() >= 3 {
                     parts[parts.len() - 2..].to_vec()
                 } else {
@@ -307,12 +333,17 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
                         .iter()
                         .map(|a| to_sqlite(a, names))
                         .collect::<Result<Vec<_>, _>>()?;
-                    out.push(function(parts.last().map(String::as_str).unwrap_or(""), &args)?);
+                    out.push(function(
+                        parts.last().map(String::as_str).unwrap_or(""),
+                        &args,
+                    )?);
                     i = close + 1;
                     continue;
                 }
                 match parts.as_slice() {
-                    [schema, table] if self_schema(names, schema) => out.push(quote(&format!("{schema}.{table}"))),
+                    [schema, table] if self_schema(names, schema) => {
+                        out.push(quote(&format!("{schema}.{table}")))
+                    }
                     [a, b] => out.push(format!("{}.{}", quote(a), quote(b))),
                     [one] if *quoted || one.contains('$') => out.push(quote(one)),
                     [one] => out.push(one.clone()),
@@ -328,9 +359,34 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
 
 /// Words that a `(` may follow without making a call.
 const KEYWORDS: &[&str] = &[
-    "FROM", "IN", "AS", "VALUES", "OVER", "EXISTS", "AND", "OR", "NOT", "WHERE", "ON", "JOIN",
-    "SELECT", "BY", "KEY", "UNIQUE", "CHECK", "INTO", "SET", "THEN", "ELSE", "WHEN", "REFERENCES",
-    "TABLE", "UNION", "ALL", "ANY", "USING",
+    "FROM",
+    "IN",
+    "AS",
+    "VALUES",
+    "OVER",
+    "EXISTS",
+    "AND",
+    "OR",
+    "NOT",
+    "WHERE",
+    "ON",
+    "JOIN",
+    "SELECT",
+    "BY",
+    "KEY",
+    "UNIQUE",
+    "CHECK",
+    "INTO",
+    "SET",
+    "THEN",
+    "ELSE",
+    "WHEN",
+    "REFERENCES",
+    "TABLE",
+    "UNION",
+    "ALL",
+    "ANY",
+    "USING",
 ];
 
 fn self_schema(names: &Names, schema: &str) -> bool {
@@ -339,7 +395,11 @@ fn self_schema(names: &Names, schema: &str) -> bool {
 
 /// A function call as SQLite text.
 fn function(name: &str, args: &[String]) -> Result<String, String> {
-    let arg = |i: usize| args.get(i).cloned().ok_or_else(|| format!("{name} needs argument {}", i + 1));
+    let arg = |i: usize| {
+        args.get(i)
+            .cloned()
+            .ok_or_else(|| format!("{name} needs argument {}", i + 1))
+    };
     let lower = name.to_ascii_lowercase();
     Ok(match lower.as_str() {
         "fn_cdc_get_max_lsn" => "(SELECT max(start_lsn) FROM \"cdc.lsn_time_mapping\")".into(),
@@ -401,7 +461,10 @@ mod tests {
             run("SELECT MAX(start_lsn) FROM (SELECT TOP (@P1) start_lsn FROM [db].cdc.lsn_time_mapping WHERE tran_id <> 0x00 ORDER BY start_lsn) as next_lsns"),
             "SELECT MAX(start_lsn) FROM ( SELECT start_lsn FROM \"cdc.lsn_time_mapping\" WHERE tran_id <> X'00' ORDER BY start_lsn LIMIT ?1 ) as next_lsns"
         );
-        assert_eq!(run("SELECT cdc_data.[__$seqval] FROM t"), "SELECT \"cdc_data\".\"__$seqval\" FROM t");
+        assert_eq!(
+            run("SELECT cdc_data.[__$seqval] FROM t"),
+            "SELECT \"cdc_data\".\"__$seqval\" FROM t"
+        );
     }
 
     #[test]
@@ -410,7 +473,9 @@ mod tests {
             run("SELECT [db].sys.fn_cdc_get_max_lsn()"),
             "SELECT (SELECT max(start_lsn) FROM \"cdc.lsn_time_mapping\")"
         );
-        assert!(run("SELECT * FROM [db].cdc.[fn_cdc_get_all_changes_dbo_t](@P1, @P2, N'all update old')")
-            .contains("FROM \"cdc.dbo_t_CT\" WHERE \"__$start_lsn\" >= ?1 AND \"__$start_lsn\" <= ?2"));
+        assert!(run(
+            "SELECT * FROM [db].cdc.[fn_cdc_get_all_changes_dbo_t](@P1, @P2, N'all update old')"
+        )
+        .contains("FROM \"cdc.dbo_t_CT\" WHERE \"__$start_lsn\" >= ?1 AND \"__$start_lsn\" <= ?2"));
     }
 }

@@ -11,7 +11,10 @@ pub enum SqlType {
     Bit,
     Int(u8),
     Float(u8),
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     Money(u8),
     /// `char`/`varchar`/`text` (windows-1252); `None` length: `max`.
     VarChar(Option<u16>),
@@ -34,17 +37,26 @@ impl SqlType {
     pub fn parse(declared: &str) -> Option<SqlType> {
         let d = declared.trim().to_ascii_lowercase().replace("_text", "");
         let (name, args) = match d.find('(') {
-            Some(i) => (d[..i].trim().to_string(), d[i + 1..].trim_end_matches(')').to_string()),
+            Some(i) => (
+                d[..i].trim().to_string(),
+                d[i + 1..].trim_end_matches(')').to_string(),
+            ),
             None => (d.clone(), String::new()),
         };
-        let nums: Vec<i64> = args.split(',').filter_map(|a| a.trim().parse().ok()).collect();
+        let nums: Vec<i64> = args
+            .split(',')
+            .filter_map(|a| a.trim().parse().ok())
+            .collect();
         let len = |default: u16| match nums.first() {
             Some(n) if *n < 0 => None,
             Some(n) => Some(u16::try_from(*n).unwrap_or(8000)),
             None if args.trim() == "max" => None,
             None => Some(default),
         };
-        let scale = |default: u8| nums.first().map_or(default, |n| u8::try_from(*n).unwrap_or(7));
+        let scale = |default: u8| {
+            nums.first()
+                .map_or(default, |n| u8::try_from(*n).unwrap_or(7))
+        };
         Some(match name.as_str() {
             "bit" => SqlType::Bit,
             "tinyint" => SqlType::Int(1),
@@ -62,7 +74,9 @@ impl SqlType {
             "char" | "varchar" => SqlType::VarChar(len(1)),
             "text" => SqlType::VarChar(None),
             "nchar" | "nvarchar" => SqlType::NVarChar(len(1)),
-            "ntext" | "xml" | "sysname" => SqlType::NVarChar(if name == "sysname" { Some(128) } else { None }),
+            "ntext" | "xml" | "sysname" => {
+                SqlType::NVarChar(if name == "sysname" { Some(128) } else { None })
+            }
             "binary" | "varbinary" => SqlType::VarBinary(len(1)),
             "image" => SqlType::VarBinary(None),
             "rowversion" | "timestamp" => SqlType::VarBinary(Some(8)),
@@ -167,7 +181,10 @@ impl SqlType {
             SqlType::Decimal { precision, scale } => {
                 let v = scaled(&text(value), *scale)?;
                 if v.unsigned_abs() >= 10u128.pow(u32::from(*precision)) {
-                    return Err(format!("{} does not fit decimal({precision},{scale})", text(value)));
+                    return Err(format!(
+                        "{} does not fit decimal({precision},{scale})",
+                        text(value)
+                    ));
                 }
                 let len = decimal_len(*precision);
                 out.push(len);
@@ -179,7 +196,8 @@ impl SqlType {
                 let v = i64::try_from(v).map_err(|_| "money out of range".to_string())?;
                 out.push(*n);
                 if *n == 4 {
-                    let small = i32::try_from(v).map_err(|_| "smallmoney out of range".to_string())?;
+                    let small =
+                        i32::try_from(v).map_err(|_| "smallmoney out of range".to_string())?;
                     out.extend_from_slice(&small.to_le_bytes());
                 } else {
                     out.extend_from_slice(&((v >> 32) as i32).to_le_bytes());
@@ -190,7 +208,10 @@ impl SqlType {
                 let s = text(value);
                 let bytes = s
                     .chars()
-                    .map(|c| u8::try_from(u32::from(c)).map_err(|_| format!("{c:?} is not in windows-1252")))
+                    .map(|c| {
+                        u8::try_from(u32::from(c))
+                            .map_err(|_| format!("{c:?} is not in windows-1252"))
+                    })
                     .collect::<Result<Vec<u8>, String>>()?;
                 sized(out, &bytes, *n, self.is_plp())?;
             }
@@ -208,7 +229,9 @@ impl SqlType {
             }
             SqlType::Guid => {
                 let hex: String = text(value).chars().filter(|c| *c != '-').collect();
-                let mut b = decode_hex(&hex).filter(|b| b.len() == 16).ok_or("not a uniqueidentifier")?;
+                let mut b = decode_hex(&hex)
+                    .filter(|b| b.len() == 16)
+                    .ok_or("not a uniqueidentifier")?;
                 b[0..4].reverse();
                 b[4..6].reverse();
                 b[6..8].reverse();
@@ -236,8 +259,10 @@ impl SqlType {
                 // Sent in UTC, with the offset beside it.
                 let per_day = 86_400 * 10u64.pow(u32::from(*s));
                 let shift = i64::from(offset) * 60 * 10i64.pow(u32::from(*s));
-                let total = i128::from(days) * i128::from(per_day) + i128::from(ticks) - i128::from(shift);
-                let days = u32::try_from(total.div_euclid(i128::from(per_day))).map_err(|_| "date out of range")?;
+                let total =
+                    i128::from(days) * i128::from(per_day) + i128::from(ticks) - i128::from(shift);
+                let days = u32::try_from(total.div_euclid(i128::from(per_day)))
+                    .map_err(|_| "date out of range")?;
                 let ticks = u64::try_from(total.rem_euclid(i128::from(per_day))).unwrap_or(0);
                 out.push(time_len(*s) + 5);
                 out.extend_from_slice(&ticks.to_le_bytes()[..usize::from(time_len(*s))]);
@@ -304,7 +329,10 @@ fn integer(value: &Value) -> Result<i64, String> {
     match value {
         Value::Integer(i) => Ok(*i),
         Value::Real(r) if r.fract() == 0.0 => Ok(*r as i64),
-        Value::Text(t) => t.trim().parse().map_err(|_| format!("{t:?} is not an integer")),
+        Value::Text(t) => t
+            .trim()
+            .parse()
+            .map_err(|_| format!("{t:?} is not an integer")),
         other => Err(format!("{other:?} is not an integer")),
     }
 }
@@ -313,7 +341,10 @@ fn real(value: &Value) -> Result<f64, String> {
     match value {
         Value::Integer(i) => Ok(*i as f64),
         Value::Real(r) => Ok(*r),
-        Value::Text(t) => t.trim().parse().map_err(|_| format!("{t:?} is not a number")),
+        Value::Text(t) => t
+            .trim()
+            .parse()
+            .map_err(|_| format!("{t:?} is not a number")),
         other => Err(format!("{other:?} is not a number")),
     }
 }
@@ -335,11 +366,15 @@ fn scaled(s: &str, scale: u8) -> Result<i128, String> {
     let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
     let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
     let frac = frac.trim_end_matches('0');
-    if frac.len() > usize::from(scale) || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+    if frac.len() > usize::from(scale)
+        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+    {
         return Err(format!("{s:?} is not a decimal of scale {scale}"));
     }
     let padded = format!("{int}{frac:0<width$}", width = usize::from(scale));
-    let v: i128 = padded.parse().map_err(|_| format!("{s:?} is out of range"))?;
+    let v: i128 = padded
+        .parse()
+        .map_err(|_| format!("{s:?} is out of range"))?;
     Ok(if neg { -v } else { v })
 }
 

@@ -1,0 +1,198 @@
+//! Configuration of the `sqlserver` source, with Debezium's SQL Server connector's property
+//! names.
+
+use serde::Deserialize;
+use sluice_engine::config::Secret;
+use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
+use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
+
+/// `type: sqlserver`: the tables of one SQL Server database with CDC enabled, read in a
+/// snapshot, then from their change tables (`cdc.<capture_instance>_CT`) in commit order.
+/// Tables are `<schema>.<table>` (`table.include.list` matches that name).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqlServerConfig {
+    /// The server's host name or address.
+    #[serde(rename = "database.hostname")]
+    pub hostname: String,
+    /// Its port (default 1433).
+    #[serde(rename = "database.port", default = "default_port")]
+    pub port: u16,
+    /// The login Sluice connects with.
+    #[serde(rename = "database.user")]
+    pub user: String,
+    /// Its password (kept secret).
+    #[serde(rename = "database.password", default)]
+    pub password: Option<Secret>,
+    /// A file holding the password (first line).
+    #[serde(rename = "database.password.file", default)]
+    pub password_file: Option<std::path::PathBuf>,
+    /// The database to capture (Debezium's `database.names`, one name; several databases
+    /// per source are not built).
+    #[serde(rename = "database.names", alias = "database.dbname")]
+    pub database: String,
+    /// `database.encrypt`: TLS to the server. Only `false` is built (Debezium's default with
+    /// its driver is `true`: set `database.encrypt: false` where Debezium ran with it).
+    #[serde(rename = "database.encrypt", default)]
+    pub encrypt: bool,
+    /// `snapshot.isolation.mode`: `snapshot` (the default here and what gives a snapshot
+    /// consistent with the stream), `repeatable_read`, `read_committed`, `read_uncommitted`,
+    /// `exclusive`.
+    #[serde(rename = "snapshot.isolation.mode", default)]
+    pub isolation: IsolationMode,
+    /// How long the snapshot's table locks may be waited for (milliseconds, default 10000).
+    #[serde(rename = "snapshot.lock.timeout.ms", default = "default_lock_timeout")]
+    pub lock_timeout_ms: u64,
+    /// How long to wait between polls when the change tables had nothing new (milliseconds,
+    /// default 500).
+    #[serde(rename = "poll.interval.ms", default = "default_poll")]
+    pub poll_interval_ms: u64,
+    /// Transactions read per poll at most (default 500; 0: up to the newest).
+    #[serde(
+        rename = "max.iteration.transactions",
+        default = "default_max_transactions"
+    )]
+    pub max_iteration_transactions: u32,
+    /// `data.query.mode`: `direct` (Debezium's default since 3.4: the change tables queried
+    /// directly) or `function` (`cdc.fn_cdc_get_all_changes_<instance>`).
+    #[serde(rename = "data.query.mode", default)]
+    pub query_mode: QueryMode,
+    /// `decimal.handling.mode` (`precise`, `double`, `string`).
+    #[serde(rename = "decimal.handling.mode", default)]
+    pub decimal_mode: DecimalMode,
+    /// `binary.handling.mode` (`bytes`, `base64`, `base64-url-safe`, `hex`).
+    #[serde(rename = "binary.handling.mode", default)]
+    pub binary_mode: BinaryMode,
+    /// `time.precision.mode` (`adaptive`, the default, or `connect`).
+    #[serde(rename = "time.precision.mode", default)]
+    pub time_mode: TimePrecisionMode,
+    /// How long connecting may take (milliseconds, default 30000).
+    #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    /// The options every database source shares, read beside these.
+    #[serde(skip)]
+    pub common: SourceCommon,
+}
+
+/// `snapshot.isolation.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// SNAPSHOT isolation: the rows as of the snapshot's LSN, no locks (the database needs
+    /// `ALLOW_SNAPSHOT_ISOLATION ON`).
+    #[default]
+    Snapshot,
+    /// REPEATABLE READ, each table locked (`TABLOCKX`) while its structure is read.
+    RepeatableRead,
+    /// READ COMMITTED: no locks; a row changed during the snapshot may come twice.
+    ReadCommitted,
+    /// READ UNCOMMITTED: no locks; the snapshot may see uncommitted changes.
+    ReadUncommitted,
+    /// REPEATABLE READ, the tables locked (`TABLOCKX`) for the whole snapshot.
+    Exclusive,
+}
+
+impl IsolationMode {
+    /// The `SET TRANSACTION ISOLATION LEVEL` it reads at.
+    pub(crate) fn level(self) -> &'static str {
+        match self {
+            IsolationMode::Snapshot => "SNAPSHOT",
+            IsolationMode::RepeatableRead | IsolationMode::Exclusive => "REPEATABLE READ",
+            IsolationMode::ReadCommitted => "READ COMMITTED",
+            IsolationMode::ReadUncommitted => "READ UNCOMMITTED",
+        }
+    }
+
+    /// Whether it locks the tables.
+    pub(crate) fn locks(self) -> bool {
+        matches!(
+            self,
+            IsolationMode::RepeatableRead | IsolationMode::Exclusive
+        )
+    }
+}
+
+/// `data.query.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryMode {
+    /// The change tables, joined with `cdc.lsn_time_mapping`.
+    #[default]
+    Direct,
+    /// `cdc.fn_cdc_get_all_changes_<instance>(from, to, N'all update old')`.
+    Function,
+}
+
+fn default_port() -> u16 {
+    1433
+}
+
+fn default_lock_timeout() -> u64 {
+    10_000
+}
+
+fn default_poll() -> u64 {
+    500
+}
+
+fn default_max_transactions() -> u32 {
+    500
+}
+
+fn default_connect_timeout() -> u64 {
+    30_000
+}
+
+impl SqlServerConfig {
+    /// Whether `schema.table` is captured.
+    pub fn selects(&self, schema: &str, table: &str) -> bool {
+        self.common
+            .selects_table(schema, &format!("{schema}.{table}"))
+    }
+}
+
+impl DatabaseSource for SqlServerConfig {
+    const SUPPORTS: Supports = Supports {
+        features: &[
+            Feature::FailureHandling,
+            Feature::ColumnFilters,
+            Feature::ColumnMasks,
+            Feature::MessageKeyColumns,
+            Feature::SkippedOperations,
+            Feature::SnapshotCollections,
+        ],
+        signal_channels: &[],
+    };
+    fn set_common(&mut self, common: SourceCommon) {
+        self.common = common;
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.encrypt {
+            return Err("`database.encrypt: true`: TLS to SQL Server is not built yet; set `database.encrypt: false` (and keep the connection on a trusted network)".into());
+        }
+        if self.time_mode == TimePrecisionMode::AdaptiveTimeMicroseconds {
+            return Err("`time.precision.mode: adaptive_time_microseconds` is not one of the SQL Server connector's; use `adaptive` (the default) or `connect`".into());
+        }
+        if self.poll_interval_ms == 0 {
+            return Err("`poll.interval.ms` must be at least 1".into());
+        }
+        if self.password.is_some() && self.password_file.is_some() {
+            return Err("give `database.password` or `database.password.file`, not both".into());
+        }
+        if self.database.contains(',') {
+            return Err(format!(
+                "`database.names: {}`: one database per source is built; make one pipeline per database",
+                self.database
+            ));
+        }
+        Ok(())
+    }
+}
+
+sluice_engine::impl_component!(
+    SqlServerConfig,
+    Source,
+    "sqlserver",
+    read = sluice_kit::config::read,
+    build = |c, ctx| super::SqlServerSource::new(c.clone(), ctx)?
+);

@@ -1,0 +1,221 @@
+//! The TDS connection (tiberius) and the statements the source sends: Debezium's SQL Server
+//! connector's own (`SqlServerConnection.java`, 3.x), with `#db` filled in.
+
+use std::time::Duration;
+
+use tiberius::{AuthMethod, Client, Config, EncryptionLevel, Row, ToSql};
+use tokio::net::TcpStream;
+use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
+
+use super::config::SqlServerConfig;
+use super::error::SqlServerError;
+use super::lsn::Lsn;
+
+/// A connection to the server.
+pub(crate) type Conn = Client<Compat<TcpStream>>;
+
+/// `[name]`, a `]` inside doubled.
+pub(crate) fn quote(name: &str) -> String {
+    format!("[{}]", name.replace(']', "]]"))
+}
+
+/// Connects and logs in to the configured database, within `connect.timeout.ms`.
+pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError> {
+    let password = sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
+        .map_err(SqlServerError::Setup)?;
+    let mut config = Config::new();
+    config.host(&c.hostname);
+    config.port(c.port);
+    config.database(&c.database);
+    config.application_name("sluice");
+    config.authentication(AuthMethod::sql_server(
+        &c.user,
+        password.unwrap_or_default(),
+    ));
+    config.encryption(EncryptionLevel::NotSupported);
+    let address = format!("{}:{}", c.hostname, c.port);
+    let timeout = Duration::from_millis(c.connect_timeout_ms.max(1));
+    let connecting = async {
+        let tcp = TcpStream::connect(&address)
+            .await
+            .map_err(|e| SqlServerError::query(format!("connecting to {address}"), e.into()))?;
+        let _ = tcp.set_nodelay(true);
+        Client::connect(config, tcp.compat_write())
+            .await
+            .map_err(|e| {
+                SqlServerError::query(
+                    format!(
+                        "logging in to {address} as `{}` (database `{}`)",
+                        c.user, c.database
+                    ),
+                    e,
+                )
+            })
+    };
+    match tokio::time::timeout(timeout, connecting).await {
+        Ok(conn) => conn,
+        Err(_) => Err(SqlServerError::Setup(format!(
+            "connecting to {address}: no answer within `connect.timeout.ms` ({} ms)",
+            c.connect_timeout_ms
+        ))),
+    }
+}
+
+/// The rows of `sql`'s first result.
+pub(crate) async fn rows(
+    conn: &mut Conn,
+    what: &str,
+    sql: &str,
+    params: &[&dyn ToSql],
+) -> Result<Vec<Row>, SqlServerError> {
+    let stream = conn
+        .query(sql, params)
+        .await
+        .map_err(|e| SqlServerError::query(what, e))?;
+    stream
+        .into_first_result()
+        .await
+        .map_err(|e| SqlServerError::query(what, e))
+}
+
+/// Runs a batch without results.
+pub(crate) async fn run(conn: &mut Conn, what: &str, sql: &str) -> Result<(), SqlServerError> {
+    let stream = conn
+        .simple_query(sql)
+        .await
+        .map_err(|e| SqlServerError::query(what, e))?;
+    stream
+        .into_results()
+        .await
+        .map(|_| ())
+        .map_err(|e| SqlServerError::query(what, e))
+}
+
+/// An LSN column of a row (`None`: NULL, whatever type the server gave the NULL).
+pub(crate) fn lsn_at(row: &Row, i: usize) -> Result<Option<Lsn>, SqlServerError> {
+    match row
+        .get_column_data(i)
+        .map_err(|e| SqlServerError::query("reading an LSN", e))?
+    {
+        tiberius::ColumnData::Binary(Some(b)) => Lsn::from_bytes(b).map(Some).ok_or_else(|| {
+            SqlServerError::Setup(format!("an LSN of {} bytes (10 expected)", b.len()))
+        }),
+        tiberius::ColumnData::Binary(None) | tiberius::ColumnData::String(None) => Ok(None),
+        other => Err(SqlServerError::Setup(format!(
+            "an LSN column sent {other:?}"
+        ))),
+    }
+}
+
+/// Debezium's statements, for database `db`.
+pub(crate) struct Statements {
+    db: String,
+}
+
+impl Statements {
+    pub(crate) fn new(db: &str) -> Self {
+        Statements { db: quote(db) }
+    }
+
+    /// `GET_MAX_LSN`: the snapshot's position.
+    pub(crate) fn max_lsn(&self) -> String {
+        format!("SELECT {}.sys.fn_cdc_get_max_lsn()", self.db)
+    }
+
+    /// `GET_MAX_TRANSACTION_LSN` (`max.iteration.transactions: 0`).
+    pub(crate) fn max_transaction_lsn(&self) -> String {
+        format!(
+            "SELECT MAX(start_lsn) FROM {}.cdc.lsn_time_mapping WHERE tran_id <> 0x00",
+            self.db
+        )
+    }
+
+    /// `GET_NTH_TRANSACTION_LSN_FROM_BEGINNING` (@P1: n).
+    pub(crate) fn nth_transaction_lsn_from_beginning(&self) -> String {
+        format!("SELECT MAX(start_lsn) FROM (SELECT TOP (@P1) start_lsn FROM {}.cdc.lsn_time_mapping WHERE tran_id <> 0x00 ORDER BY start_lsn) as next_lsns", self.db)
+    }
+
+    /// `GET_NTH_TRANSACTION_LSN_FROM_LAST` (@P1: n, @P2: the last commit LSN).
+    pub(crate) fn nth_transaction_lsn_from_last(&self) -> String {
+        format!("SELECT MAX(start_lsn) FROM (SELECT TOP (@P1 + 1) start_lsn FROM {}.cdc.lsn_time_mapping WHERE start_lsn >= @P2 AND tran_id <> 0x00 ORDER BY start_lsn) as next_lsns", self.db)
+    }
+
+    /// `INCREMENT_LSN` (@P1).
+    pub(crate) fn increment_lsn(&self) -> String {
+        format!("SELECT {}.sys.fn_cdc_increment_lsn(@P1)", self.db)
+    }
+
+    /// `GET_CHANGE_TABLES`, up to an LSN (`upto`: @P1 is it, @P2 and @P3 the database name)
+    /// or all (@P1 and @P2 the database name).
+    pub(crate) fn change_tables(&self, upto: bool) -> String {
+        let (filter, a, b) = if upto {
+            (" WHERE ct.start_lsn <= @P1", "@P2", "@P3")
+        } else {
+            ("", "@P1", "@P2")
+        };
+        format!(
+            "WITH ordered_change_tables AS (SELECT ROW_NUMBER() OVER (PARTITION BY ct.source_object_id, ct.start_lsn ORDER BY ct.create_date DESC) AS ct_sequence, ct.* FROM {}.cdc.change_tables AS ct{filter}) SELECT OBJECT_SCHEMA_NAME(source_object_id, DB_ID({a})), OBJECT_NAME(source_object_id, DB_ID({b})), capture_instance, object_id, start_lsn FROM ordered_change_tables WHERE ct_sequence = 1",
+            self.db
+        )
+    }
+
+    /// `GET_CAPTURED_COLUMNS`.
+    pub(crate) fn captured_columns(&self) -> String {
+        format!(
+            "SELECT object_id, column_name FROM {}.cdc.captured_columns ORDER BY object_id, column_id",
+            self.db
+        )
+    }
+
+    /// The columns of a table with their types and key place (@P1: schema, @P2: table).
+    /// Debezium reads them through JDBC's `DatabaseMetaData`; TDS has no such call, so the
+    /// source asks the standard catalog views.
+    pub(crate) fn table_columns(&self) -> String {
+        format!(
+            "SELECT c.COLUMN_NAME, c.DATA_TYPE, c.CHARACTER_MAXIMUM_LENGTH, c.NUMERIC_PRECISION, c.NUMERIC_SCALE, c.DATETIME_PRECISION, c.IS_NULLABLE, \
+             (SELECT k.ORDINAL_POSITION FROM {db}.INFORMATION_SCHEMA.KEY_COLUMN_USAGE k JOIN {db}.INFORMATION_SCHEMA.TABLE_CONSTRAINTS t ON t.CONSTRAINT_NAME = k.CONSTRAINT_NAME AND t.TABLE_SCHEMA = k.TABLE_SCHEMA AND t.TABLE_NAME = k.TABLE_NAME \
+              WHERE t.CONSTRAINT_TYPE = 'PRIMARY KEY' AND k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME AND k.COLUMN_NAME = c.COLUMN_NAME) \
+             FROM {db}.INFORMATION_SCHEMA.COLUMNS c WHERE c.TABLE_SCHEMA = @P1 AND c.TABLE_NAME = @P2 ORDER BY c.ORDINAL_POSITION",
+            db = self.db
+        )
+    }
+
+    /// The changes of one capture instance between two LSNs after a position (Debezium's
+    /// `getChangesForTable`): @P1..@P7 are from LSN, seqval, operation, from LSN, seqval, from
+    /// LSN, to LSN; in the function mode @P1, @P2 (from, to) come first and the rest follow.
+    pub(crate) fn changes(
+        &self,
+        mode: super::config::QueryMode,
+        instance: &str,
+        columns: &[String],
+    ) -> String {
+        let cols = columns
+            .iter()
+            .map(|c| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match mode {
+            super::config::QueryMode::Direct => format!(
+                "SELECT cdc_data.[__$start_lsn], cdc_data.[__$seqval], cdc_data.[__$operation], cdc_data.[__$update_mask], {cols}, TODATETIMEOFFSET(ltm.tran_begin_time, DATEPART(TZOFFSET, SYSDATETIMEOFFSET())) \
+                 FROM {db}.cdc.{table} AS cdc_data LEFT JOIN {db}.cdc.lsn_time_mapping ltm ON ltm.start_lsn = cdc_data.[__$start_lsn] \
+                  WHERE (([cdc_data].[__$start_lsn] = @P1 AND [cdc_data].[__$seqval] = @P2 AND [cdc_data].[__$operation] > @P3) OR ([cdc_data].[__$start_lsn] = @P4 AND [cdc_data].[__$seqval] > @P5) OR ([cdc_data].[__$start_lsn] > @P6)) AND [cdc_data].[__$start_lsn] <= @P7 \
+                 ORDER BY cdc_data.[__$start_lsn] ASC, cdc_data.[__$command_id] ASC, cdc_data.[__$seqval] ASC, cdc_data.[__$operation] ASC",
+                db = self.db,
+                table = quote(&format!("{instance}_CT")),
+            ),
+            super::config::QueryMode::Function => format!(
+                "SELECT [__$start_lsn], [__$seqval], [__$operation], [__$update_mask], {cols}, TODATETIMEOFFSET({db}.sys.fn_cdc_map_lsn_to_time([__$start_lsn]), DATEPART(TZOFFSET, SYSDATETIMEOFFSET())) \
+                 FROM {db}.cdc.{function}(@P1, @P2, N'all update old') \
+                  WHERE (([__$start_lsn] = @P3 AND [__$seqval] = @P4 AND [__$operation] > @P5) OR ([__$start_lsn] = @P6 AND [__$seqval] > @P7) OR ([__$start_lsn] > @P8)) AND [__$start_lsn] <= @P9 \
+                 ORDER BY [__$start_lsn] ASC, [__$seqval] ASC, [__$operation] ASC",
+                db = self.db,
+                function = quote(&format!("fn_cdc_get_all_changes_{instance}")),
+            ),
+        }
+    }
+
+    /// `CHECK_CDC_ACCESS`: the capture instances the login may read.
+    pub(crate) fn help_change_data_capture(&self) -> String {
+        format!("EXEC {}.sys.sp_cdc_help_change_data_capture", self.db)
+    }
+}

@@ -1,0 +1,267 @@
+//! The snapshot, as Debezium's SQL Server connector takes it: in one transaction at the
+//! `snapshot.isolation.mode` level (locks per `TABLOCKX` where the mode locks), the maximum LSN
+//! read first (the position the stream goes on from), the captured tables' structure, then
+//! their rows.
+
+use futures_util::TryStreamExt;
+use sluice_engine::event::{BatchCut, SourceTimestamps};
+use sluice_engine::{Batch, ChangeEvent, Op, SourceContext};
+
+use super::connection::{quote, rows, run, Conn};
+use super::error::SqlServerError;
+use super::lsn::SqlServerOffset;
+use super::tables::{self, Table};
+use super::{At, SqlServerSource};
+
+impl SqlServerSource {
+    /// Reads every captured table's rows; the position the stream starts from.
+    pub(super) async fn snapshot(
+        &self,
+        conn: &mut Conn,
+        ctx: &mut SourceContext,
+    ) -> Result<SqlServerOffset, SqlServerError> {
+        let mode = self.config.isolation;
+        if mode.locks() {
+            run(
+                conn,
+                "setting the lock timeout",
+                &format!("SET LOCK_TIMEOUT {}", self.config.lock_timeout_ms),
+            )
+            .await?;
+        }
+        run(
+            conn,
+            "setting the snapshot's isolation level",
+            &format!("SET TRANSACTION ISOLATION LEVEL {}", mode.level()),
+        )
+        .await?;
+        run(
+            conn,
+            "starting the snapshot's transaction",
+            "BEGIN TRANSACTION",
+        )
+        .await?;
+        let done = self.read_all(conn, ctx).await;
+        // The transaction only read: it ends the same way whatever happened.
+        let _ = run(
+            conn,
+            "ending the snapshot's transaction",
+            "COMMIT TRANSACTION",
+        )
+        .await;
+        let _ = run(
+            conn,
+            "restoring the isolation level",
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        )
+        .await;
+        done
+    }
+
+    async fn read_all(
+        &self,
+        conn: &mut Conn,
+        ctx: &mut SourceContext,
+    ) -> Result<SqlServerOffset, SqlServerError> {
+        let max = self.max_lsn(conn).await?;
+        let upto = (max != super::Lsn::default()).then_some(max);
+        let mode = self.config.isolation;
+        if mode.locks() {
+            run(
+                conn,
+                "marking the schema snapshot",
+                "SAVE TRANSACTION dbz_schema_snapshot",
+            )
+            .await?;
+        }
+        let tables =
+            tables::read(conn, &self.config, self.modes, &self.source_schema, upto).await?;
+        let db = quote(&self.config.database);
+        if mode.locks() {
+            for t in &tables {
+                let sql = format!(
+                    "SELECT TOP(0) * FROM {db}.{}.{} WITH (TABLOCKX)",
+                    quote(&t.schema),
+                    quote(&t.name)
+                );
+                rows(
+                    conn,
+                    &format!("locking {}.{} (snapshot.lock.timeout.ms)", t.schema, t.name),
+                    &sql,
+                    &[],
+                )
+                .await?;
+            }
+        }
+        if mode == super::config::IsolationMode::RepeatableRead {
+            run(
+                conn,
+                "releasing the schema snapshot's locks",
+                "ROLLBACK TRANSACTION dbz_schema_snapshot",
+            )
+            .await?;
+        }
+        let reading = SqlServerOffset {
+            commit_lsn: max,
+            change_lsn: None,
+            event_serial_no: None,
+            snapshot_completed: false,
+        };
+        let read: Vec<&Table> = tables
+            .iter()
+            .filter(|t| {
+                self.config
+                    .common
+                    .snapshots_table(&format!("{}.{}", t.schema, t.name))
+            })
+            .collect();
+        let started = SourceTimestamps::now();
+        let mut reader = Reader {
+            source: self,
+            batch: Vec::new(),
+            cut: BatchCut::for_limits(ctx.limits()),
+            position: reading.position(),
+            ts_ms: started.millis(),
+            commit: max,
+            rows: 0,
+        };
+        for (i, table) in read.iter().enumerate() {
+            let place = (i == 0, i + 1 == read.len());
+            reader.table(conn, &db, table, place, ctx).await?;
+        }
+        let done = SqlServerOffset {
+            snapshot_completed: true,
+            ..reading
+        };
+        let events = std::mem::take(&mut reader.batch);
+        ctx.emit(Batch {
+            events,
+            position: Some(done.position()),
+        })
+        .await
+        .map_err(|_| SqlServerError::Stopped)?;
+        tracing::info!(rows = reader.rows, tables = read.len(), lsn = %max, "Snapshot completed.");
+        Ok(done)
+    }
+}
+
+/// The snapshot's rows on their way to batches.
+struct Reader<'a> {
+    source: &'a SqlServerSource,
+    batch: Vec<ChangeEvent>,
+    cut: BatchCut,
+    position: sluice_engine::Position,
+    ts_ms: i64,
+    commit: super::Lsn,
+    rows: u64,
+}
+
+impl Reader<'_> {
+    /// Reads `table`'s rows (`place`: whether it is the first and the last table read).
+    async fn table(
+        &mut self,
+        conn: &mut Conn,
+        db: &str,
+        table: &Table,
+        place: (bool, bool),
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let cols = table
+            .columns
+            .iter()
+            .map(|(c, _)| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {cols} FROM {db}.{}.{}",
+            quote(&table.schema),
+            quote(&table.name)
+        );
+        let what = format!("reading the rows of {}.{}", table.schema, table.name);
+        let mut stream = conn
+            .query(sql, &[])
+            .await
+            .map_err(|e| SqlServerError::query(&what, e))?
+            .into_row_stream();
+        let mut pending: Option<(sluice_engine::Struct, bool)> = None;
+        while let Some(row) = stream
+            .try_next()
+            .await
+            .map_err(|e| SqlServerError::query(&what, e))?
+        {
+            let cells: Vec<_> = row.cells().map(|(_, d)| d).collect();
+            let after = match self.source.row(table, &cells) {
+                Ok(after) => after,
+                Err(e) => {
+                    self.source
+                        .config
+                        .common
+                        .unrepresentable(
+                            &format!("{}.{}", table.schema, table.name),
+                            String::new,
+                            &e,
+                        )
+                        .map_err(SqlServerError::Setup)?;
+                    continue;
+                }
+            };
+            if let Some((prev, first)) = pending.replace((after, false)) {
+                self.push(
+                    table,
+                    prev,
+                    sluice_kit::snapshot::marker(place, first, false),
+                    ctx,
+                )
+                .await?;
+            } else if let Some(p) = pending.as_mut() {
+                p.1 = true;
+            }
+        }
+        drop(stream);
+        if let Some((prev, first)) = pending {
+            self.push(
+                table,
+                prev,
+                sluice_kit::snapshot::marker(place, first, true),
+                ctx,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn push(
+        &mut self,
+        table: &Table,
+        after: sluice_engine::Struct,
+        snapshot: &'static str,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let at = At {
+            ts_ms: self.ts_ms,
+            snapshot,
+            commit_lsn: self.commit,
+            change_lsn: None,
+            event_serial_no: None,
+        };
+        let event = self.source.event(
+            table,
+            (Op::Read, None, Some(after)),
+            &at,
+            self.position.clone(),
+        );
+        self.rows += 1;
+        self.batch.push(event);
+        if self.cut.is_full(&self.batch) {
+            self.cut.taken();
+            let events = std::mem::take(&mut self.batch);
+            ctx.emit(Batch {
+                events,
+                position: Some(self.position.clone()),
+            })
+            .await
+            .map_err(|_| SqlServerError::Stopped)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,525 @@
+//! The stream, as Debezium's `SqlServerStreamingChangeEventSource` reads it: each poll takes
+//! the changes of every change table between the last commit LSN read and a new upper bound
+//! (up to `max.iteration.transactions` transactions on), merges them in (commit LSN, change
+//! LSN, operation) order, pairs an update's two rows (3 then 4) into one event, and delivers
+//! them with Debezium's offsets. A restart inside a transaction reads it again from its commit
+//! LSN and skips what was delivered: changes before the stored change LSN, and at it the first
+//! `event_serial_no` rows.
+
+use std::time::Duration;
+
+use sluice_engine::event::{BatchCut, SourceTimestamps};
+use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
+use tiberius::{ColumnData, Row, ToSql};
+
+use super::config::QueryMode;
+use super::connection::{lsn_at, rows, Conn, Statements};
+use super::error::SqlServerError;
+use super::lsn::{Lsn, SqlServerOffset};
+use super::tables::{self, Table};
+use super::{At, SqlServerSource};
+
+/// One change table row of a poll.
+struct Change {
+    commit: Lsn,
+    seq: Lsn,
+    op: i32,
+    table: usize,
+    row: Row,
+}
+
+/// Where a restart resumes inside a transaction: the stored (commit, change) LSNs and how many
+/// rows at them were delivered.
+struct Resuming {
+    at: (Lsn, Lsn),
+    serial: i64,
+    seen: i64,
+}
+
+/// The stream's state between events.
+struct Cursor {
+    /// The last event's (commit, change) LSNs and its `event_serial_no`.
+    last: Option<(Lsn, Lsn)>,
+    serial: i64,
+    resuming: Option<Resuming>,
+}
+
+impl SqlServerSource {
+    /// Streams from `from` until the pipeline stops.
+    pub(super) async fn stream(
+        &self,
+        conn: &mut Conn,
+        from: SqlServerOffset,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let q = Statements::new(&self.config.database);
+        let poll = Duration::from_millis(self.config.poll_interval_ms);
+        let mut last_commit = from.commit_lsn;
+        // A position inside a transaction: read it again from its commit LSN.
+        let mut increase = from.change_lsn.is_none();
+        let mut cursor = Cursor {
+            last: from.change_lsn.map(|c| (from.commit_lsn, c)),
+            serial: from.event_serial_no.unwrap_or(0),
+            resuming: from.change_lsn.map(|c| Resuming {
+                at: (from.commit_lsn, c),
+                serial: from.event_serial_no.unwrap_or(0),
+                seen: 0,
+            }),
+        };
+        tracing::info!(lsn = %last_commit, "Streaming from the change tables.");
+        loop {
+            if ctx.is_stopping() {
+                return Ok(());
+            }
+            let to = self.to_lsn(conn, &q, last_commit).await?;
+            let Some(to) = to.filter(|to| !(increase && *to <= last_commit)) else {
+                tokio::select! {
+                    _ = tokio::time::sleep(poll) => {}
+                    _ = ctx.stopping() => return Ok(()),
+                }
+                continue;
+            };
+            let from_lsn = if increase && last_commit != Lsn::default() {
+                self.increment(conn, &q, last_commit).await?
+            } else {
+                last_commit
+            };
+            increase = true;
+            let tables = tables::read(
+                conn,
+                &self.config,
+                self.modes,
+                &self.source_schema,
+                Some(to),
+            )
+            .await?;
+            let changes = self.changes(conn, &q, &tables, from_lsn, to).await?;
+            self.deliver(&tables, changes, &mut cursor, ctx).await?;
+            // Everything up to `to` read: the next poll starts after it.
+            let done = SqlServerOffset {
+                commit_lsn: to,
+                change_lsn: None,
+                event_serial_no: None,
+                snapshot_completed: true,
+            };
+            ctx.emit(Batch {
+                events: Vec::new(),
+                position: Some(done.position()),
+            })
+            .await
+            .map_err(|_| SqlServerError::Stopped)?;
+            cursor.last = None;
+            last_commit = to;
+        }
+    }
+
+    /// The poll's upper bound: the commit LSN `max.iteration.transactions` transactions after
+    /// `last` (or the newest), from `cdc.lsn_time_mapping`; `None` when nothing was captured.
+    async fn to_lsn(
+        &self,
+        conn: &mut Conn,
+        q: &Statements,
+        last: Lsn,
+    ) -> Result<Option<Lsn>, SqlServerError> {
+        let n = i32::try_from(self.config.max_iteration_transactions).unwrap_or(i32::MAX);
+        let what = "reading the newest commit LSN (cdc.lsn_time_mapping)";
+        let found = if n == 0 {
+            rows(conn, what, &q.max_transaction_lsn(), &[]).await?
+        } else if last == Lsn::default() {
+            rows(conn, what, &q.nth_transaction_lsn_from_beginning(), &[&n]).await?
+        } else {
+            rows(
+                conn,
+                what,
+                &q.nth_transaction_lsn_from_last(),
+                &[&n, &&last.0[..]],
+            )
+            .await?
+        };
+        match found.first() {
+            Some(row) => lsn_at(row, 0),
+            None => Ok(None),
+        }
+    }
+
+    async fn increment(
+        &self,
+        conn: &mut Conn,
+        q: &Statements,
+        lsn: Lsn,
+    ) -> Result<Lsn, SqlServerError> {
+        let found = rows(
+            conn,
+            "sys.fn_cdc_increment_lsn",
+            &q.increment_lsn(),
+            &[&&lsn.0[..]],
+        )
+        .await?;
+        found
+            .first()
+            .map(|r| lsn_at(r, 0))
+            .transpose()?
+            .flatten()
+            .ok_or_else(|| {
+                SqlServerError::Setup("sys.fn_cdc_increment_lsn returned nothing".into())
+            })
+    }
+
+    /// The changes of every table between `from` and `to`, in Debezium's order.
+    async fn changes(
+        &self,
+        conn: &mut Conn,
+        q: &Statements,
+        tables: &[Table],
+        from: Lsn,
+        to: Lsn,
+    ) -> Result<Vec<Change>, SqlServerError> {
+        let zero = [0u8; 10];
+        let mut out = Vec::new();
+        for (i, t) in tables.iter().enumerate() {
+            let from = from.max(t.start_lsn);
+            let columns: Vec<String> = t.columns.iter().map(|(c, _)| c.clone()).collect();
+            let sql = q.changes(self.config.query_mode, &t.instance, &columns);
+            let (f, z, t_lsn) = (&from.0[..], &zero[..], &to.0[..]);
+            let op0 = 0i32;
+            let params: Vec<&dyn ToSql> = match self.config.query_mode {
+                QueryMode::Direct => vec![&f, &z, &op0, &f, &z, &f, &t_lsn],
+                QueryMode::Function => vec![&f, &t_lsn, &f, &z, &op0, &f, &z, &f, &t_lsn],
+            };
+            let what = format!(
+                "reading the changes of {}.{} (capture instance {})",
+                t.schema, t.name, t.instance
+            );
+            for row in rows(conn, &what, &sql, &params).await? {
+                let commit = lsn_at(&row, 0)?.ok_or_else(|| {
+                    SqlServerError::Setup(format!("{what}: a change without a commit LSN"))
+                })?;
+                let seq = lsn_at(&row, 1)?.unwrap_or_default();
+                let op: i32 = row
+                    .try_get(2)
+                    .map_err(|e| SqlServerError::query(&what, e))?
+                    .unwrap_or_default();
+                out.push(Change {
+                    commit,
+                    seq,
+                    op,
+                    table: i,
+                    row,
+                });
+            }
+        }
+        out.sort_by_key(|c| (c.commit, c.seq, c.op));
+        Ok(out)
+    }
+
+    /// Turns the poll's changes into events and emits them in batches.
+    async fn deliver(
+        &self,
+        tables: &[Table],
+        changes: Vec<Change>,
+        cursor: &mut Cursor,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let mut cut = BatchCut::for_limits(ctx.limits());
+        let mut batch: Vec<ChangeEvent> = Vec::new();
+        let mut changes = changes.into_iter().peekable();
+        while let Some(change) = changes.next() {
+            if cursor.skips(&change) {
+                // An update's new row goes with its old one.
+                if change.op == 3 {
+                    if let Some(next) = changes.next_if(|n| n.op == 4 && n.seq == change.seq) {
+                        cursor.skips(&next);
+                    }
+                }
+                continue;
+            }
+            let table = &tables[change.table];
+            let (op, before, after, count) = match change.op {
+                1 => (Op::Delete, Some(&change.row), None, 1),
+                2 => (Op::Create, None, Some(&change.row), 1),
+                3 => {
+                    let next = changes.next_if(|n| n.op == 4 && n.table == change.table && n.seq == change.seq);
+                    let Some(next) = next else {
+                        return Err(SqlServerError::Setup(format!(
+                            "the change table of {}.{} holds an update's old row (operation 3) at {} without its new row (operation 4)",
+                            table.schema, table.name, change.seq
+                        )));
+                    };
+                    if cursor.skips(&next) {
+                        continue;
+                    }
+                    let events = self.update(table, &change, &next, cursor)?;
+                    self.push(&mut batch, events, &mut cut, ctx).await?;
+                    continue;
+                }
+                other => {
+                    return Err(SqlServerError::Setup(format!(
+                        "the change table of {}.{} holds operation {other} at {} where 1, 2 or 3 was expected",
+                        table.schema, table.name, change.seq
+                    )))
+                }
+            };
+            let serial = cursor.next_serial((change.commit, change.seq), count);
+            let events = self.simple(table, op, (before, after), &change, serial)?;
+            self.push(&mut batch, events, &mut cut, ctx).await?;
+        }
+        if !batch.is_empty() {
+            let position = batch.last().map(|e| e.position.clone());
+            ctx.emit(Batch {
+                events: batch,
+                position,
+            })
+            .await
+            .map_err(|_| SqlServerError::Stopped)?;
+        }
+        Ok(())
+    }
+
+    async fn push(
+        &self,
+        batch: &mut Vec<ChangeEvent>,
+        events: Vec<ChangeEvent>,
+        cut: &mut BatchCut,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        batch.extend(events);
+        if cut.is_full(batch) {
+            cut.taken();
+            let events = std::mem::take(batch);
+            let position = events.last().map(|e| e.position.clone());
+            ctx.emit(Batch { events, position })
+                .await
+                .map_err(|_| SqlServerError::Stopped)?;
+        }
+        Ok(())
+    }
+
+    /// The `source` block's position fields and the event's position for a change.
+    fn at(&self, change: &Change, serial: i64) -> (At, sluice_engine::Position) {
+        let at = At {
+            ts_ms: commit_time(&change.row).unwrap_or_else(|| SourceTimestamps::now().millis()),
+            snapshot: "false",
+            commit_lsn: change.commit,
+            change_lsn: Some(change.seq),
+            event_serial_no: Some(serial),
+        };
+        let position = SqlServerOffset {
+            commit_lsn: change.commit,
+            change_lsn: Some(change.seq),
+            event_serial_no: Some(serial),
+            snapshot_completed: true,
+        }
+        .position();
+        (at, position)
+    }
+
+    /// The image of a change row: `Ok(None)` when it cannot be represented and the failure
+    /// handling mode skips it.
+    fn image(&self, table: &Table, row: &Row) -> Result<Option<Struct>, SqlServerError> {
+        let cells: Vec<&ColumnData<'_>> = row.cells().map(|(_, d)| d).skip(4).collect();
+        match self.row(table, &cells) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                self.config
+                    .common
+                    .unrepresentable(&format!("{}.{}", table.schema, table.name), String::new, &e)
+                    .map_err(SqlServerError::Setup)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A create or a delete (and its tombstone).
+    fn simple(
+        &self,
+        table: &Table,
+        op: Op,
+        (before, after): (Option<&Row>, Option<&Row>),
+        change: &Change,
+        serial: i64,
+    ) -> Result<Vec<ChangeEvent>, SqlServerError> {
+        if self.skipped.skips(op) {
+            return Ok(Vec::new());
+        }
+        let image = match before.or(after) {
+            Some(row) => self.image(table, row)?,
+            None => None,
+        };
+        let Some(image) = image else {
+            return Ok(Vec::new());
+        };
+        let (at, position) = self.at(change, serial);
+        let (b, a) = if op == Op::Delete {
+            (Some(image), None)
+        } else {
+            (None, Some(image))
+        };
+        let event = self.event(table, (op, b, a), &at, position);
+        let mut out = vec![];
+        let tombstone = (op == Op::Delete && self.config.common.tombstones_on_delete)
+            .then(|| sluice_kit::records::tombstone(&event));
+        out.push(event);
+        out.extend(tombstone);
+        Ok(out)
+    }
+
+    /// An update (rows 3 and 4): one event, or a delete, its tombstone and a create when the
+    /// key changed, as Debezium's relational emitter does.
+    fn update(
+        &self,
+        table: &Table,
+        old: &Change,
+        new: &Change,
+        cursor: &mut Cursor,
+    ) -> Result<Vec<ChangeEvent>, SqlServerError> {
+        let serial = cursor.next_serial((new.commit, new.seq), 2);
+        if self.skipped.skips(Op::Update) {
+            return Ok(Vec::new());
+        }
+        let (Some(before), Some(after)) =
+            (self.image(table, &old.row)?, self.image(table, &new.row)?)
+        else {
+            return Ok(Vec::new());
+        };
+        let (at, position) = self.at(new, serial);
+        let key = |s: &Struct| -> Vec<sluice_engine::Value> {
+            table
+                .shape
+                .event_key
+                .iter()
+                .map(|&i| s.values()[i].clone())
+                .collect()
+        };
+        if table.envelope.key.is_some() && key(&before) != key(&after) {
+            let delete = self.event(
+                table,
+                (Op::Delete, Some(before), None),
+                &at,
+                position.clone(),
+            );
+            let mut out = Vec::new();
+            let tombstone = self
+                .config
+                .common
+                .tombstones_on_delete
+                .then(|| sluice_kit::records::tombstone(&delete));
+            out.push(delete);
+            out.extend(tombstone);
+            out.push(self.event(table, (Op::Create, None, Some(after)), &at, position));
+            return Ok(out);
+        }
+        Ok(vec![self.event(
+            table,
+            (Op::Update, Some(before), Some(after)),
+            &at,
+            position,
+        )])
+    }
+}
+
+impl Cursor {
+    /// Whether a restart already delivered `change` (Debezium's skip rules at the stored
+    /// position).
+    fn skips(&mut self, change: &Change) -> bool {
+        self.skips_at((change.commit, change.seq))
+    }
+
+    fn skips_at(&mut self, at: (Lsn, Lsn)) -> bool {
+        let Some(r) = self.resuming.as_mut() else {
+            return false;
+        };
+        match at.cmp(&r.at) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Equal => {
+                r.seen += 1;
+                r.seen <= r.serial
+            }
+            std::cmp::Ordering::Greater => {
+                self.resuming = None;
+                false
+            }
+        }
+    }
+
+    /// The `event_serial_no` of an event at `at` that took `count` rows: one more than the
+    /// last when it is at the same LSNs, else `count`.
+    fn next_serial(&mut self, at: (Lsn, Lsn), count: i64) -> i64 {
+        self.serial = if self.last == Some(at) {
+            self.serial + 1
+        } else {
+            count
+        };
+        self.last = Some(at);
+        self.serial
+    }
+}
+
+/// The commit time the change query's last column holds (milliseconds since the epoch).
+fn commit_time(row: &Row) -> Option<i64> {
+    let (_, last) = row.cells().last()?;
+    match last {
+        ColumnData::DateTime(Some(dt)) => {
+            let days = i64::from(dt.days()) - 25_567;
+            Some(days * 86_400_000 + (i64::from(dt.seconds_fragments()) * 10 + 1) / 3)
+        }
+        ColumnData::DateTime2(Some(dt)) => {
+            let days = i64::from(dt.date().days()) - 719_162;
+            let nanos = dt.time().increments() as i64 * 10i64.pow(9 - u32::from(dt.time().scale()));
+            Some(days * 86_400_000 + nanos / 1_000_000)
+        }
+        ColumnData::DateTimeOffset(Some(dto)) => {
+            let dt = dto.datetime2();
+            let days = i64::from(dt.date().days()) - 719_162;
+            let nanos = dt.time().increments() as i64 * 10i64.pow(9 - u32::from(dt.time().scale()));
+            Some(days * 86_400_000 + nanos / 1_000_000)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lsn(n: u8) -> Lsn {
+        Lsn([0, 0, 0, 0x27, 0, 0, 0, n, 0, 1])
+    }
+
+    fn resuming(at: (Lsn, Lsn), serial: i64) -> Cursor {
+        Cursor {
+            last: Some(at),
+            serial,
+            resuming: Some(Resuming {
+                at,
+                serial,
+                seen: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_restart_skips_what_was_delivered_and_numbers_the_rest() {
+        // Stored after the delete of a key update (delete, create at one change LSN): the
+        // delete's row is skipped, the create comes with event number 2.
+        let mut c = resuming((lsn(9), lsn(5)), 1);
+        assert!(c.skips_at((lsn(9), lsn(4))));
+        assert!(c.skips_at((lsn(9), lsn(5))));
+        assert!(!c.skips_at((lsn(9), lsn(5))));
+        assert_eq!(c.next_serial((lsn(9), lsn(5)), 1), 2);
+        assert!(!c.skips_at((lsn(9), lsn(6))));
+        assert_eq!(c.next_serial((lsn(9), lsn(6)), 1), 1);
+        // Stored after an update (two rows, event number 2): both rows skipped.
+        let mut c = resuming((lsn(9), lsn(5)), 2);
+        assert!(c.skips_at((lsn(9), lsn(5))));
+        assert!(c.skips_at((lsn(9), lsn(5))));
+        assert!(!c.skips_at((lsn(10), lsn(1))));
+        assert_eq!(c.next_serial((lsn(10), lsn(1)), 2), 2);
+        // Nothing stored inside a transaction: nothing skipped.
+        let mut c = Cursor {
+            last: None,
+            serial: 0,
+            resuming: None,
+        };
+        assert!(!c.skips_at((lsn(1), lsn(1))));
+    }
+}

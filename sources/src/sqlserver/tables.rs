@@ -1,0 +1,239 @@
+//! The captured tables: their capture instances (`cdc.change_tables`), captured columns
+//! (`cdc.captured_columns`) and structure, and the shape of their events (column lists,
+//! mappers, key) from the kit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluice_engine::event::EnvelopeSchema;
+use sluice_engine::Schema;
+use sluice_kit::shape::{ColumnSpec, Shape};
+
+use super::config::SqlServerConfig;
+use super::connection::{lsn_at, rows, Conn, Statements};
+use super::error::SqlServerError;
+use super::lsn::Lsn;
+use super::types::{Described, Kind, Modes};
+
+/// A captured table and its capture instance.
+pub(crate) struct Table {
+    pub schema: String,
+    pub name: String,
+    pub instance: String,
+    /// The capture instance's first LSN.
+    pub start_lsn: Lsn,
+    /// The columns the change table holds, in its order, with their kinds.
+    pub columns: Vec<(String, Kind)>,
+    /// What the events carry of them.
+    pub shape: Shape,
+    pub envelope: EnvelopeSchema,
+    pub topic: Arc<str>,
+    /// `source.schema` and `source.table`.
+    pub values: (sluice_engine::Value, sluice_engine::Value),
+}
+
+/// A capture instance as `cdc.change_tables` lists it.
+struct Instance {
+    schema: String,
+    table: String,
+    name: String,
+    object_id: i32,
+    start_lsn: Lsn,
+}
+
+/// The captured tables whose capture instances started at or before `upto` (`None`: all),
+/// one instance per table (the newest, as Debezium reads while no schema change is pending).
+pub(crate) async fn read(
+    conn: &mut Conn,
+    config: &SqlServerConfig,
+    modes: Modes,
+    source_schema: &Arc<Schema>,
+    upto: Option<Lsn>,
+) -> Result<Vec<Table>, SqlServerError> {
+    let q = Statements::new(&config.database);
+    let db = config.database.as_str();
+    let what = "listing the change tables (cdc.change_tables)";
+    let listed = match &upto {
+        Some(lsn) => rows(conn, what, &q.change_tables(true), &[&&lsn.0[..], &db, &db]).await?,
+        None => rows(conn, what, &q.change_tables(false), &[&db, &db]).await?,
+    };
+    let mut instances: BTreeMap<(String, String), Instance> = BTreeMap::new();
+    for row in &listed {
+        let text = |i: usize| -> Result<String, SqlServerError> {
+            row.try_get::<&str, _>(i)
+                .map_err(|e| SqlServerError::query("reading cdc.change_tables", e))?
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    SqlServerError::Setup("cdc.change_tables lists a table without a name".into())
+                })
+        };
+        let (schema, table, name) = (text(0)?, text(1)?, text(2)?);
+        if !config.selects(&schema, &table) {
+            continue;
+        }
+        let object_id: i32 = row
+            .try_get(3)
+            .map_err(|e| SqlServerError::query("reading cdc.change_tables", e))?
+            .unwrap_or_default();
+        let Some(start_lsn) = lsn_at(row, 4)? else {
+            continue;
+        };
+        let instance = Instance {
+            schema: schema.clone(),
+            table: table.clone(),
+            name,
+            object_id,
+            start_lsn,
+        };
+        // Two instances of one table (a schema change in progress): the newer.
+        match instances.get(&(schema.clone(), table.clone())) {
+            Some(old) if old.start_lsn >= start_lsn => {}
+            _ => {
+                instances.insert((schema, table), instance);
+            }
+        }
+    }
+    let captured = captured_columns(conn, &q).await?;
+    let mut out = Vec::new();
+    for instance in instances.into_values() {
+        let columns = captured
+            .get(&instance.object_id)
+            .cloned()
+            .unwrap_or_default();
+        out.push(build(conn, config, &q, modes, source_schema, instance, &columns).await?);
+    }
+    Ok(out)
+}
+
+async fn captured_columns(
+    conn: &mut Conn,
+    q: &Statements,
+) -> Result<BTreeMap<i32, Vec<String>>, SqlServerError> {
+    let mut out: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for row in rows(
+        conn,
+        "reading cdc.captured_columns",
+        &q.captured_columns(),
+        &[],
+    )
+    .await?
+    {
+        let id: Option<i32> = row
+            .try_get(0)
+            .map_err(|e| SqlServerError::query("reading cdc.captured_columns", e))?;
+        let name: Option<&str> = row
+            .try_get(1)
+            .map_err(|e| SqlServerError::query("reading cdc.captured_columns", e))?;
+        if let (Some(id), Some(name)) = (id, name) {
+            out.entry(id).or_default().push(name.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+async fn build(
+    conn: &mut Conn,
+    config: &SqlServerConfig,
+    q: &Statements,
+    modes: Modes,
+    source_schema: &Arc<Schema>,
+    instance: Instance,
+    captured: &[String],
+) -> Result<Table, SqlServerError> {
+    let full = format!("{}.{}", instance.schema, instance.table);
+    let described = rows(
+        conn,
+        &format!("reading the columns of {full}"),
+        &q.table_columns(),
+        &[&instance.schema.as_str(), &instance.table.as_str()],
+    )
+    .await?;
+    let mut columns = Vec::new();
+    let mut specs = Vec::new();
+    for row in &described {
+        let get = |e| SqlServerError::query(format!("reading the columns of {full}"), e);
+        let name: String = row
+            .try_get::<&str, _>(0)
+            .map_err(get)?
+            .unwrap_or_default()
+            .to_owned();
+        if !captured.iter().any(|c| c == &name) {
+            continue;
+        }
+        let int = |i: usize| -> Result<Option<i64>, SqlServerError> {
+            // The views type these columns int, tinyint or smallint.
+            match row
+                .get_column_data(i)
+                .map_err(|e| SqlServerError::query("reading the catalog", e))?
+            {
+                tiberius::ColumnData::U8(v) => Ok(v.map(i64::from)),
+                tiberius::ColumnData::I16(v) => Ok(v.map(i64::from)),
+                tiberius::ColumnData::I32(v) => Ok(v.map(i64::from)),
+                tiberius::ColumnData::I64(v) => Ok(*v),
+                other => Err(SqlServerError::Setup(format!(
+                    "the catalog sent {other:?} for a number"
+                ))),
+            }
+        };
+        let d = Described {
+            data_type: row
+                .try_get::<&str, _>(1)
+                .map_err(get)?
+                .unwrap_or_default()
+                .to_owned(),
+            char_len: int(2)?,
+            precision: int(3)?,
+            scale: int(4)?,
+            datetime_precision: int(5)?,
+        };
+        let nullable = row
+            .try_get::<&str, _>(6)
+            .map_err(get)?
+            .is_some_and(|n| n.eq_ignore_ascii_case("YES"));
+        let key = int(7)?.map(|k| usize::try_from(k).unwrap_or(0));
+        let kind = Kind::of(&d).map_err(|e| {
+            SqlServerError::Setup(format!(
+                "column `{full}.{name}`: {e}; leave it out with `column.exclude.list`"
+            ))
+        })?;
+        specs.push(ColumnSpec {
+            name: name.clone(),
+            schema: kind.schema(modes, nullable && key.is_none()),
+            primary_key: key,
+            text: kind.is_text(),
+            length: d.char_len.and_then(|l| usize::try_from(l).ok()),
+        });
+        columns.push((name, kind));
+    }
+    if columns.is_empty() {
+        return Err(SqlServerError::Setup(format!(
+            "the capture instance `{}` of {full} has no column Sluice can read",
+            instance.name
+        )));
+    }
+    let shape = config
+        .common
+        .shape(&full, &specs)
+        .map_err(SqlServerError::Setup)?;
+    let prefix = format!("{}.{}.{full}", config.common.topic_prefix, config.database);
+    let envelope = EnvelopeSchema::new(
+        &prefix,
+        shape.key_schema.clone(),
+        shape.row.clone(),
+        source_schema.clone(),
+    );
+    Ok(Table {
+        values: (
+            sluice_engine::Value::from(instance.schema.as_str()),
+            sluice_engine::Value::from(instance.table.as_str()),
+        ),
+        schema: instance.schema,
+        name: instance.table,
+        instance: instance.name,
+        start_lsn: instance.start_lsn,
+        columns,
+        shape,
+        envelope,
+        topic: prefix.into(),
+    })
+}

@@ -1,0 +1,307 @@
+//! SQL Server column types as Debezium's SQL Server connector maps them (seed 003's type
+//! table and `SqlServerValueConverters`): schemas by `time.precision.mode`,
+//! `decimal.handling.mode` and `binary.handling.mode`, and the values the TDS client decodes.
+
+use std::sync::Arc;
+
+use sluice_engine::{Schema, SchemaType, Value};
+use sluice_kit::values::temporal::{
+    date_schema, time_schema, time_value_nanos, timestamp_schema, timestamp_value_nanos,
+};
+use sluice_kit::values::{
+    binary_schema, binary_value, decimal_column_schema, decimal_value, named, BinaryMode,
+    DecimalMode, TimePrecisionMode,
+};
+use tiberius::ColumnData;
+
+/// What a column holds, as the source converts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Boolean,
+    Int16,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    /// `decimal`/`numeric(p, s)`.
+    Decimal(u32, u32),
+    /// `money` (19, 4) and `smallmoney` (10, 4): the client decodes them as doubles.
+    Money(u32),
+    String,
+    Date,
+    /// `time(p)`.
+    Time(u32),
+    /// `datetime2(p)`, `datetime` (3), `smalldatetime` (0).
+    Timestamp(u32),
+    /// `datetimeoffset(p)`.
+    Zoned(u32),
+    Bytes,
+}
+
+/// The modes the conversions follow.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Modes {
+    pub time: TimePrecisionMode,
+    pub decimal: DecimalMode,
+    pub binary: BinaryMode,
+}
+
+/// A column as `INFORMATION_SCHEMA.COLUMNS` describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Described {
+    pub data_type: String,
+    pub char_len: Option<i64>,
+    pub precision: Option<i64>,
+    pub scale: Option<i64>,
+    pub datetime_precision: Option<i64>,
+}
+
+impl Kind {
+    /// The kind of a described column; `Err` names a type the source does not map.
+    pub(crate) fn of(d: &Described) -> Result<Kind, String> {
+        let p =
+            |v: Option<i64>, default: u32| v.and_then(|v| u32::try_from(v).ok()).unwrap_or(default);
+        Ok(match d.data_type.to_ascii_lowercase().as_str() {
+            "bit" => Kind::Boolean,
+            "tinyint" | "smallint" => Kind::Int16,
+            "int" => Kind::Int32,
+            "bigint" => Kind::Int64,
+            "real" => Kind::Float32,
+            "float" => Kind::Float64,
+            "decimal" | "numeric" => Kind::Decimal(p(d.precision, 18), p(d.scale, 0)),
+            "money" => Kind::Money(19),
+            "smallmoney" => Kind::Money(10),
+            "char" | "varchar" | "text" | "nchar" | "nvarchar" | "ntext" | "xml" | "sysname"
+            | "uniqueidentifier" => Kind::String,
+            "date" => Kind::Date,
+            "time" => Kind::Time(p(d.datetime_precision, 7)),
+            "datetime2" => Kind::Timestamp(p(d.datetime_precision, 7)),
+            "datetime" => Kind::Timestamp(3),
+            "smalldatetime" => Kind::Timestamp(0),
+            "datetimeoffset" => Kind::Zoned(p(d.datetime_precision, 7)),
+            "binary" | "varbinary" | "image" | "timestamp" | "rowversion" => Kind::Bytes,
+            other => {
+                return Err(format!(
+                    "type `{other}` is not mapped by the sqlserver source yet"
+                ))
+            }
+        })
+    }
+
+    /// Whether the column holds text (the column mappers apply to it).
+    pub(crate) fn is_text(self) -> bool {
+        self == Kind::String
+    }
+
+    /// The value schema of a column of this kind.
+    pub(crate) fn schema(self, modes: Modes, optional: bool) -> Arc<Schema> {
+        let primitive = |t| Schema::primitive(t, optional);
+        match self {
+            Kind::Boolean => primitive(SchemaType::Boolean),
+            Kind::Int16 => primitive(SchemaType::Int16),
+            Kind::Int32 => primitive(SchemaType::Int32),
+            Kind::Int64 => primitive(SchemaType::Int64),
+            Kind::Float32 => primitive(SchemaType::Float32),
+            Kind::Float64 => primitive(SchemaType::Float64),
+            Kind::Decimal(precision, scale) => {
+                decimal_column_schema(modes.decimal, Some((precision, scale)), optional).build()
+            }
+            Kind::Money(precision) => {
+                decimal_column_schema(modes.decimal, Some((precision, 4)), optional).build()
+            }
+            Kind::String => primitive(SchemaType::String),
+            Kind::Date => date_schema(modes.time, optional).build(),
+            Kind::Time(p) => time_schema(p, modes.time, optional).build(),
+            Kind::Timestamp(p) => timestamp_schema(p, modes.time, optional).build(),
+            Kind::Zoned(_) => named(
+                SchemaType::String,
+                sluice_engine::event::names::ZONED_TIMESTAMP,
+                optional,
+            )
+            .build(),
+            Kind::Bytes => binary_schema(modes.binary, optional).build(),
+        }
+    }
+
+    /// A decoded cell as this kind's value (`schema` is the column's); `Err` says why the
+    /// value cannot be represented.
+    pub(crate) fn value(
+        self,
+        data: &ColumnData<'_>,
+        modes: Modes,
+        schema: &Arc<Schema>,
+    ) -> Result<Value, String> {
+        let unexpected = || format!("a {self:?} column sent {data:?}");
+        Ok(match (self, data) {
+            (_, d) if is_null(d) => Value::Null,
+            (Kind::Boolean, ColumnData::Bit(Some(b))) => Value::Boolean(*b),
+            (Kind::Int16, ColumnData::U8(Some(v))) => Value::Int16(i16::from(*v)),
+            (Kind::Int16, ColumnData::I16(Some(v))) => Value::Int16(*v),
+            (Kind::Int32, ColumnData::I32(Some(v))) => Value::Int32(*v),
+            (Kind::Int64, ColumnData::I64(Some(v))) => Value::Int64(*v),
+            (Kind::Float32, ColumnData::F32(Some(v))) => Value::Float32(*v),
+            (Kind::Float64, ColumnData::F64(Some(v))) => Value::Float64(*v),
+            (Kind::Decimal(_, scale), ColumnData::Numeric(Some(n))) => {
+                let text = numeric_text(n.value(), n.scale());
+                decimal_value(&text, Some(scale), modes.decimal, schema)
+                    .ok_or_else(|| format!("{text} does not fit the column's decimal schema"))?
+            }
+            (Kind::Money(_), ColumnData::F64(Some(v))) => {
+                let text = money_text(*v)?;
+                decimal_value(&text, Some(4), modes.decimal, schema)
+                    .ok_or_else(|| format!("{text} does not fit the money schema"))?
+            }
+            (Kind::String, ColumnData::String(Some(s))) => Value::from(s.as_ref()),
+            (Kind::String, ColumnData::Guid(Some(g))) => {
+                Value::from(g.to_string().to_ascii_uppercase())
+            }
+            (Kind::String, ColumnData::Xml(Some(x))) => Value::from(x.as_ref().to_string()),
+            (Kind::Bytes, ColumnData::Binary(Some(b))) => binary_value(b.to_vec(), modes.binary),
+            (Kind::Date, ColumnData::Date(Some(d))) => Value::Int32(
+                i32::try_from(i64::from(d.days()) - EPOCH_DAYS).map_err(|_| unexpected())?,
+            ),
+            (Kind::Time(p), ColumnData::Time(Some(t))) => {
+                time_value_nanos(time_nanos(t.increments(), t.scale()), p, modes.time)
+            }
+            (Kind::Timestamp(p), ColumnData::DateTime2(Some(dt))) => {
+                timestamp_value_nanos(datetime2_nanos(dt)?, p, modes.time)
+            }
+            (Kind::Timestamp(p), ColumnData::DateTime(Some(dt))) => {
+                // Days since 1900-01-01 and 1/300 s, as the JDBC driver reads them: milliseconds.
+                let days = i64::from(dt.days()) + DAYS_1900;
+                let millis = (i64::from(dt.seconds_fragments()) * 10 + 1) / 3;
+                let nanos = (days * 86_400_000 + millis) * 1_000_000;
+                timestamp_value_nanos(nanos, p, modes.time)
+            }
+            (Kind::Timestamp(p), ColumnData::SmallDateTime(Some(dt))) => {
+                let days = i64::from(dt.days()) + DAYS_1900;
+                let minutes = i64::from(dt.seconds_fragments());
+                timestamp_value_nanos((days * 1440 + minutes) * 60_000_000_000, p, modes.time)
+            }
+            (Kind::Zoned(_), ColumnData::DateTimeOffset(Some(dto))) => {
+                let utc = datetime2_nanos(&dto.datetime2())?;
+                let offset = i64::from(dto.offset());
+                Value::from(zoned_text(utc + offset * 60_000_000_000, offset))
+            }
+            _ => return Err(unexpected()),
+        })
+    }
+}
+
+fn is_null(d: &ColumnData<'_>) -> bool {
+    match d {
+        ColumnData::U8(v) => v.is_none(),
+        ColumnData::I16(v) => v.is_none(),
+        ColumnData::I32(v) => v.is_none(),
+        ColumnData::I64(v) => v.is_none(),
+        ColumnData::F32(v) => v.is_none(),
+        ColumnData::F64(v) => v.is_none(),
+        ColumnData::Bit(v) => v.is_none(),
+        ColumnData::String(v) => v.is_none(),
+        ColumnData::Guid(v) => v.is_none(),
+        ColumnData::Binary(v) => v.is_none(),
+        ColumnData::Numeric(v) => v.is_none(),
+        ColumnData::Xml(v) => v.is_none(),
+        ColumnData::DateTime(v) => v.is_none(),
+        ColumnData::SmallDateTime(v) => v.is_none(),
+        ColumnData::Time(v) => v.is_none(),
+        ColumnData::Date(v) => v.is_none(),
+        ColumnData::DateTime2(v) => v.is_none(),
+        ColumnData::DateTimeOffset(v) => v.is_none(),
+    }
+}
+
+/// Days from 0001-01-01 to 1970-01-01.
+const EPOCH_DAYS: i64 = 719_162;
+/// Days from 1970-01-01 to 1900-01-01.
+const DAYS_1900: i64 = -25_567;
+
+fn time_nanos(increments: u64, scale: u8) -> i64 {
+    let unit = 10i64.pow(9u32.saturating_sub(u32::from(scale)));
+    i64::try_from(increments)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(unit)
+}
+
+fn datetime2_nanos(dt: &tiberius::time::DateTime2) -> Result<i64, String> {
+    let days = i64::from(dt.date().days()) - EPOCH_DAYS;
+    let nanos = time_nanos(dt.time().increments(), dt.time().scale());
+    days.checked_mul(86_400_000_000_000)
+        .and_then(|d| d.checked_add(nanos))
+        .ok_or_else(|| {
+            "a date outside the range of int64 nanoseconds since 1970 (1677–2262)".to_string()
+        })
+}
+
+/// `value` scaled down by `scale` decimal places, as text.
+fn numeric_text(value: i128, scale: u8) -> String {
+    let digits = value.unsigned_abs().to_string();
+    let scale = usize::from(scale);
+    let sign = if value < 0 { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{digits}");
+    }
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (int, frac) = padded.split_at(padded.len() - scale);
+    format!("{sign}{int}.{frac}")
+}
+
+/// A money value decoded as a double, as the exact four-decimal text it came from. Doubles
+/// hold every money value exactly up to 2^52 ten-thousandths (about 450 billion); a larger one
+/// is refused rather than rounded.
+fn money_text(v: f64) -> Result<String, String> {
+    const EXACT: f64 = 450_359_962_737.0;
+    if !v.is_finite() || v.abs() >= EXACT {
+        return Err(format!(
+            "the money value {v} is beyond what the TDS client decodes exactly (±450 billion)"
+        ));
+    }
+    Ok(format!("{v:.4}"))
+}
+
+/// Debezium's `ZonedTimestamp` text of a local time (nanoseconds since the epoch, in the
+/// value's own offset) and its offset in minutes: `2018-07-13T12:23:45.456+11:00`, the
+/// fraction without trailing zeros, `Z` for a zero offset (Java's ISO_OFFSET_DATE_TIME).
+fn zoned_text(local_nanos: i64, offset_minutes: i64) -> String {
+    let days = local_nanos.div_euclid(86_400_000_000_000);
+    let nanos = local_nanos.rem_euclid(86_400_000_000_000);
+    let (y, m, d) = sluice_kit::values::temporal::civil_from_days(days);
+    let secs = nanos / 1_000_000_000;
+    let frac = nanos % 1_000_000_000;
+    let mut out = format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
+    if frac != 0 {
+        let digits = format!("{frac:09}");
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
+    }
+    if offset_minutes == 0 {
+        out.push('Z');
+    } else {
+        let sign = if offset_minutes < 0 { '-' } else { '+' };
+        let o = offset_minutes.abs();
+        out.push_str(&format!("{sign}{:02}:{:02}", o / 60, o % 60));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numerics_money_and_zoned_text() {
+        assert_eq!(numeric_text(-123_456_789_125, 3), "-123456789.125");
+        assert_eq!(numeric_text(5, 2), "0.05");
+        assert_eq!(money_text(12.3456).unwrap(), "12.3456");
+        assert_eq!(money_text(-922_337_203.5807).unwrap(), "-922337203.5807");
+        assert!(money_text(922_337_203_685_477.0).is_err());
+        assert_eq!(zoned_text(0, 0), "1970-01-01T00:00:00Z");
+        let local = (1_531_484_625_i64) * 1_000_000_000 + 456_000_000;
+        assert_eq!(zoned_text(local, 660), "2018-07-13T12:23:45.456+11:00");
+    }
+}

@@ -1,0 +1,91 @@
+//! Bad setups get one line that says what to do; a kill -9 loses nothing.
+
+use super::*;
+
+#[test]
+fn cdc_not_enabled_and_a_wrong_password_are_one_clear_line() {
+    let server = SqlServer::start("plainDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY)");
+    let dir = tempfile::tempdir().unwrap();
+    let e = error_line(&pipeline(dir.path(), &server, ""));
+    assert!(
+        e.contains("CDC is not enabled on the database `plainDB`")
+            && e.contains("sp_cdc_enable_db"),
+        "{e}"
+    );
+    server.sql("EXEC sys.sp_cdc_enable_db");
+    let e = error_line(&pipeline(dir.path(), &server, ""));
+    assert!(
+        e.contains("no table of the database `plainDB` is in capture mode")
+            && e.contains("sp_cdc_enable_table"),
+        "{e}"
+    );
+    let path = pipeline(dir.path(), &server, "");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(PASSWORD, "wrong-password");
+    std::fs::write(&path, text).unwrap();
+    let e = error_line(&path);
+    assert!(
+        e.contains("Login failed for user 'sa'") && !e.contains("wrong-password"),
+        "{e}"
+    );
+}
+
+#[test]
+fn kill_9_under_a_writer_resumes_without_loss() {
+    let server = SqlServer::start("killDB");
+    server.sql("CREATE TABLE dbo.items (id int PRIMARY KEY, name nvarchar(40))");
+    for i in 0..50 {
+        server.sql(&format!("INSERT INTO dbo.items VALUES ({i}, N'row {i}')"));
+    }
+    server.enable_cdc(&["dbo.items"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "  max.iteration.transactions: 3\n");
+    let writer = {
+        let mut session = server.session();
+        std::thread::spawn(move || {
+            for i in 0..300 {
+                let sql = match i % 3 {
+                    0 => format!("BEGIN TRANSACTION; INSERT INTO dbo.items VALUES ({}, N'new {i}'); UPDATE dbo.items SET name = N'changed {i}' WHERE id = {}; COMMIT", 1000 + i, i % 50),
+                    1 => format!("UPDATE dbo.items SET name = N'again {i}' WHERE id = {}", 1000 + i - 1),
+                    _ => format!("DELETE FROM dbo.items WHERE id = {}", 1000 + i - 2),
+                };
+                session.text_rows(&sql).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+    };
+    let topic = "server1.killDB.dbo.items";
+    // Killed at different moments: some after their offsets were committed (every second),
+    // some before.
+    let mut resumed = 0;
+    for round in 0..4 {
+        let mut child = start(&path, &[]);
+        let have = lines(dir.path()).len();
+        wait_events(dir.path(), have + 20, &mut child);
+        std::thread::sleep(std::time::Duration::from_millis(700 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let log = sluice_test_support::pg::log_of(&child);
+        resumed += usize::from(
+            log.contains("Streaming from the change tables") && !log.contains("Snapshot completed"),
+        );
+    }
+    writer.join().unwrap();
+    assert!(
+        resumed > 0,
+        "no restart resumed the stream from a committed position"
+    );
+    let mut child = start(&path, &[]);
+    let expected: std::collections::BTreeMap<i64, String> = server
+        .sql("SELECT id, name FROM dbo.items")
+        .into_iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].clone()))
+        .collect();
+    wait_for(dir.path(), "the table's state", &mut child, |_| {
+        super::rebuilt(dir.path(), topic) == expected
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,0 +1,178 @@
+//! Snapshot then stream: the events, their `source` blocks and offsets as seed 003 shows them.
+
+use super::*;
+
+#[test]
+fn snapshot_then_changes_in_commit_order_with_debeziums_source_block() {
+    let server = SqlServer::start("testDB");
+    server.sql("CREATE TABLE dbo.customers (id int PRIMARY KEY, name nvarchar(50) NOT NULL, email varchar(80))");
+    server.sql("INSERT INTO dbo.customers VALUES (1001, N'Sally', 'sally@example.org'); INSERT INTO dbo.customers VALUES (1002, N'George', NULL)");
+    server.enable_cdc(&["dbo.customers"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 2, &mut child);
+    let p = payloads(dir.path());
+    assert_eq!(
+        (p[0]["op"].as_str(), p[1]["op"].as_str()),
+        (Some("r"), Some("r"))
+    );
+    assert_eq!(p[0]["source"]["snapshot"], "first");
+    assert_eq!(p[1]["source"]["snapshot"], "last");
+    assert_eq!(
+        p[0]["after"],
+        serde_json::json!({"id": 1001, "name": "Sally", "email": "sally@example.org"})
+    );
+    assert_eq!(p[1]["after"]["email"], Json::Null);
+    assert!(p[0]["source"]["change_lsn"].is_null() && p[0]["source"]["event_serial_no"].is_null());
+    let lsn = regex::Regex::new("^[0-9a-f]{8}:[0-9a-f]{8}:[0-9a-f]{4}$").unwrap();
+    assert!(
+        lsn.is_match(p[0]["source"]["commit_lsn"].as_str().unwrap()),
+        "{}",
+        p[0]["source"]
+    );
+
+    // A transaction of two inserts, an update, a delete and an update of the key.
+    server.sql("BEGIN TRANSACTION; INSERT INTO dbo.customers VALUES (1003, N'Edward', NULL); INSERT INTO dbo.customers VALUES (1004, N'Anne', 'anne@example.org'); COMMIT");
+    server.sql("UPDATE dbo.customers SET email = 'noreply@example.org' WHERE id = 1001");
+    server.sql("DELETE FROM dbo.customers WHERE id = 1002");
+    server.sql("UPDATE dbo.customers SET id = 2004 WHERE id = 1004");
+    // 2 + 2 creates + 1 update + delete and tombstone + (delete, tombstone, create).
+    wait_events(dir.path(), 10, &mut child);
+    let all = lines(dir.path());
+    let p: Vec<&Json> = all.iter().map(|l| &l["value"]["payload"]).collect();
+    let ops: Vec<String> = p
+        .iter()
+        .map(|p| p["op"].as_str().unwrap_or("tombstone").to_owned())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "r",
+            "r",
+            "c",
+            "c",
+            "u",
+            "d",
+            "tombstone",
+            "d",
+            "tombstone",
+            "c"
+        ]
+    );
+    let s = |i: usize| &p[i]["source"];
+    // One commit LSN for the transaction, change LSNs in its order, event numbers as seed 003
+    // describes them: 1 for a create or a delete, 2 for an update (two change rows), 1 and 2
+    // for the delete and create of a key update.
+    assert_eq!(s(2)["commit_lsn"], s(3)["commit_lsn"]);
+    assert!(s(2)["change_lsn"].as_str() < s(3)["change_lsn"].as_str());
+    assert!(s(3)["commit_lsn"].as_str() < s(4)["commit_lsn"].as_str());
+    assert_eq!(s(2)["event_serial_no"], 1);
+    assert_eq!(s(4)["event_serial_no"], 2);
+    assert_eq!(s(5)["event_serial_no"], 1);
+    assert_eq!(
+        (
+            s(7)["event_serial_no"].as_i64(),
+            s(9)["event_serial_no"].as_i64()
+        ),
+        (Some(1), Some(2))
+    );
+    assert_eq!(s(7)["change_lsn"], s(9)["change_lsn"]);
+    assert_eq!(s(2)["snapshot"], "false");
+    for i in [2, 4, 5] {
+        assert_eq!(s(i)["connector"], "sqlserver");
+        assert_eq!(s(i)["name"], "server1");
+        assert_eq!(s(i)["db"], "testDB");
+        assert_eq!(s(i)["schema"], "dbo");
+        assert_eq!(s(i)["table"], "customers");
+        assert!(
+            s(i)["ts_ms"].as_i64().unwrap() > 1_700_000_000_000,
+            "{}",
+            s(i)
+        );
+    }
+    assert_eq!(p[4]["before"]["email"], "sally@example.org");
+    assert_eq!(p[4]["after"]["email"], "noreply@example.org");
+    assert_eq!(p[5]["before"]["id"], 1002);
+    assert_eq!(p[7]["before"]["id"], 1004);
+    assert_eq!(p[9]["after"]["id"], 2004);
+    // Topics, keys and schema names: `<topic.prefix>.<database>.<schema>.<table>`.
+    assert_eq!(all[2]["topic"], "server1.testDB.dbo.customers");
+    assert_eq!(all[2]["key"]["payload"], serde_json::json!({"id": 1003}));
+    assert_eq!(
+        all[2]["value"]["schema"]["name"],
+        "server1.testDB.dbo.customers.Envelope"
+    );
+    assert_eq!(
+        all[2]["key"]["schema"]["name"],
+        "server1.testDB.dbo.customers.Key"
+    );
+    let source_schema = all[2]["value"]["schema"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "source")
+        .unwrap();
+    assert_eq!(
+        source_schema["name"],
+        "io.debezium.connector.sqlserver.Source"
+    );
+    let fields: Vec<&str> = source_schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "version",
+            "connector",
+            "name",
+            "ts_ms",
+            "snapshot",
+            "db",
+            "sequence",
+            "ts_us",
+            "ts_ns",
+            "schema",
+            "table",
+            "change_lsn",
+            "commit_lsn",
+            "event_serial_no"
+        ]
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        super::rebuilt(dir.path(), "server1.testDB.dbo.customers"),
+        [
+            (1001, "Sally".to_string()),
+            (1003, "Edward".to_string()),
+            (2004, "Anne".to_string())
+        ]
+        .into()
+    );
+}
+
+#[test]
+fn the_function_query_mode_reads_the_same_changes() {
+    let server = SqlServer::start("fnDB");
+    server.sql("CREATE TABLE dbo.customers (id int PRIMARY KEY, name nvarchar(50))");
+    server.enable_cdc(&["dbo.customers"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "  data.query.mode: function\n");
+    let mut child = start(&path, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    server.sql("INSERT INTO dbo.customers VALUES (1, N'a'); UPDATE dbo.customers SET name = N'b' WHERE id = 1");
+    wait_events(dir.path(), 2, &mut child);
+    let p = payloads(dir.path());
+    assert_eq!(
+        (p[0]["op"].as_str(), p[1]["op"].as_str()),
+        (Some("c"), Some("u"))
+    );
+    assert_eq!(p[1]["before"]["name"], "a");
+    assert_eq!(p[1]["after"]["name"], "b");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
