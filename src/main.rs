@@ -35,6 +35,9 @@ enum Command {
     ///
     /// Exit codes: 0 stopped cleanly with offsets committed; 1 the pipeline failed;
     /// 2 bad command line; 3 invalid pipeline file.
+    ///
+    /// Sources: postgres, mysql, mariadb, sqlite, datagen, and sqlserver, which is verified
+    /// against an emulated SQL Server only (README, `type: sqlserver`).
     Run {
         /// The pipeline file (YAML).
         pipeline: PathBuf,

@@ -176,3 +176,49 @@ fn the_function_query_mode_reads_the_same_changes() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn the_example_pipeline_runs_against_the_emulator() {
+    let server = SqlServer::start("testDB");
+    server.sql("CREATE TABLE dbo.customers (id int PRIMARY KEY, name nvarchar(50))");
+    server.sql("INSERT INTO dbo.customers VALUES (1, N'a')");
+    server.enable_cdc(&["dbo.customers"]);
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/sqlserver-file.yaml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(&example)
+        .env("SLUICE_DATA_DIR", dir.path())
+        .env("SLUICE_OUT_DIR", dir.path())
+        .env("MSSQL_PORT", server.port.to_string())
+        .env("MSSQL_PASSWORD", PASSWORD)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = dir.path().join("sqlserver-file/events.jsonl");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .contains("\"op\":\"r\"")
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no snapshot event"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server.sql("INSERT INTO dbo.customers VALUES (2, N'b')");
+    while !std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .contains("\"op\":\"c\"")
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no streamed event"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
