@@ -222,3 +222,85 @@ fn the_example_pipeline_runs_against_the_emulator() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn transaction_metadata_and_heartbeats() {
+    let server = SqlServer::start("txDB");
+    server.sql("CREATE TABLE dbo.a (id int PRIMARY KEY); CREATE TABLE dbo.b (id int PRIMARY KEY)");
+    server.enable_cdc(&["dbo.a", "dbo.b"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  provide.transaction.metadata: true\n  heartbeat.interval.ms: 100\n",
+    );
+    let mut child = start(&path, &[]);
+    wait_for(dir.path(), "a heartbeat", &mut child, |l| {
+        l.iter()
+            .any(|e| e["topic"] == "__debezium-heartbeat.server1")
+    });
+    server.sql("BEGIN TRANSACTION; INSERT INTO dbo.a VALUES (1); INSERT INTO dbo.b VALUES (2); INSERT INTO dbo.a VALUES (3); COMMIT");
+    wait_for(dir.path(), "the END record", &mut child, |l| {
+        l.iter().any(|e| e["value"]["payload"]["status"] == "END")
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let all: Vec<Json> = lines(dir.path())
+        .into_iter()
+        .filter(|e| e["topic"] != "__debezium-heartbeat.server1")
+        .collect();
+    let topics: Vec<&str> = all.iter().map(|e| e["topic"].as_str().unwrap()).collect();
+    assert_eq!(
+        topics,
+        [
+            "server1.transaction",
+            "server1.txDB.dbo.a",
+            "server1.txDB.dbo.b",
+            "server1.txDB.dbo.a",
+            "server1.transaction"
+        ]
+    );
+    let begin = &all[0]["value"]["payload"];
+    let lsn = all[1]["value"]["payload"]["source"]["commit_lsn"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        (begin["status"].as_str(), begin["id"].as_str()),
+        (Some("BEGIN"), Some(lsn))
+    );
+    let blocks: Vec<(i64, i64)> = all[1..4]
+        .iter()
+        .map(|e| {
+            let t = &e["value"]["payload"]["transaction"];
+            assert_eq!(t["id"], lsn);
+            (
+                t["total_order"].as_i64().unwrap(),
+                t["data_collection_order"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(blocks, [(1, 1), (2, 1), (3, 2)]);
+    let end = &all[4]["value"]["payload"];
+    assert_eq!(end["event_count"], 3);
+    let mut collections: Vec<(String, i64)> = end["data_collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["data_collection"].as_str().unwrap().to_owned(),
+                c["event_count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    collections.sort();
+    assert_eq!(
+        collections,
+        [("txDB.dbo.a".to_owned(), 2), ("txDB.dbo.b".to_owned(), 1)]
+    );
+    let beat = lines(dir.path())
+        .into_iter()
+        .find(|e| e["topic"] == "__debezium-heartbeat.server1")
+        .unwrap();
+    assert_eq!(beat["key"]["payload"]["serverName"], "server1");
+}

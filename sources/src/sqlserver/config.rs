@@ -160,6 +160,8 @@ impl DatabaseSource for SqlServerConfig {
             Feature::MessageKeyColumns,
             Feature::SkippedOperations,
             Feature::SnapshotCollections,
+            Feature::Heartbeats,
+            Feature::TransactionMetadata,
         ],
         signal_channels: &[],
     };

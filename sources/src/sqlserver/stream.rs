@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
+use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
 use tiberius::{ColumnData, Row, ToSql};
 
 use super::config::QueryMode;
@@ -34,6 +35,113 @@ struct Resuming {
     at: (Lsn, Lsn),
     serial: i64,
     seen: i64,
+}
+
+/// The poll's events on their way to batches, with Debezium's transaction metadata when
+/// `provide.transaction.metadata` asks for it (the transaction id is its commit LSN).
+struct Out {
+    batch: Vec<ChangeEvent>,
+    cut: BatchCut,
+    /// The position of the last event pushed (a BEGIN record takes it: it holds no change).
+    last: sluice_engine::Position,
+    schemas: Option<TxSchemas>,
+    /// The open transaction: its commit LSN, its first change's time, its counts.
+    tx: Option<(Lsn, i64, TxCounts)>,
+}
+
+impl Out {
+    fn new(
+        ctx: &SourceContext,
+        metadata: bool,
+        prefix: &str,
+        last: sluice_engine::Position,
+    ) -> Self {
+        Out {
+            batch: Vec::new(),
+            cut: BatchCut::for_limits(ctx.limits()),
+            last,
+            schemas: metadata.then(|| TxSchemas::new(prefix)),
+            tx: None,
+        }
+    }
+
+    /// Adds a change's events (of `collection`, `<db>.<schema>.<table>`, in the transaction
+    /// committed at `commit`); emits a batch when one is full.
+    async fn push(
+        &mut self,
+        events: Vec<ChangeEvent>,
+        commit: Lsn,
+        collection: &str,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        if self.tx.as_ref().is_some_and(|t| t.0 != commit) {
+            self.end_transaction();
+        }
+        if let (Some(schemas), None) = (&self.schemas, &self.tx) {
+            let ts = source_ts(first);
+            let mut begin = schemas.begin(&commit.to_string(), ts);
+            begin.position = self.last.clone();
+            self.batch.push(begin);
+            self.tx = Some((commit, ts, TxCounts::default()));
+        }
+        for mut event in events {
+            if let (Some(schemas), Some((lsn, _, counts))) = (&self.schemas, self.tx.as_mut()) {
+                if event.value.is_some() {
+                    let (total, order) = counts.count(collection);
+                    set_block(&mut event, schemas.block(&lsn.to_string(), total, order));
+                }
+            }
+            self.last = event.position.clone();
+            self.batch.push(event);
+        }
+        if self.cut.is_full(&self.batch) {
+            self.flush(ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// The open transaction's END record.
+    fn end_transaction(&mut self) {
+        if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.take()) {
+            let mut end = schemas.end(&lsn.to_string(), ts, counts.total, &counts.per_table);
+            end.position = self.last.clone();
+            self.batch.push(end);
+        }
+    }
+
+    /// Emits what is gathered.
+    async fn flush(&mut self, ctx: &mut SourceContext) -> Result<(), SqlServerError> {
+        self.cut.taken();
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.batch);
+        ctx.emit(Batch {
+            events,
+            position: Some(self.last.clone()),
+        })
+        .await
+        .map_err(|_| SqlServerError::Stopped)
+    }
+}
+
+/// `source.ts_ms` of a data event.
+fn source_ts(event: &ChangeEvent) -> i64 {
+    event
+        .value
+        .as_ref()
+        .and_then(|v| v.value.as_struct())
+        .and_then(|v| v.get("source"))
+        .and_then(|s| s.as_struct())
+        .and_then(|s| s.get("ts_ms"))
+        .and_then(|t| match t {
+            sluice_engine::Value::Int64(v) => Some(*v),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// The stream's state between events.
@@ -66,6 +174,9 @@ impl SqlServerSource {
                 seen: 0,
             }),
         };
+        let mut position = from.position();
+        let heartbeats = self.config.common.heartbeats();
+        let mut last_beat = std::time::Instant::now();
         tracing::info!(lsn = %last_commit, "Streaming from the change tables.");
         loop {
             if ctx.is_stopping() {
@@ -73,6 +184,13 @@ impl SqlServerSource {
             }
             let to = self.to_lsn(conn, &q, last_commit).await?;
             let Some(to) = to.filter(|to| !(increase && *to <= last_commit)) else {
+                // Nothing new: a heartbeat when one is due, then wait.
+                if let Some(h) = &heartbeats {
+                    if last_beat.elapsed() >= self.config.common.heartbeat_period() {
+                        last_beat = std::time::Instant::now();
+                        self.heartbeat(conn, h, &position, ctx).await?;
+                    }
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(poll) => {}
                     _ = ctx.stopping() => return Ok(()),
@@ -94,23 +212,55 @@ impl SqlServerSource {
             )
             .await?;
             let changes = self.changes(conn, &q, &tables, from_lsn, to).await?;
-            self.deliver(&tables, changes, &mut cursor, ctx).await?;
+            let metadata = self.config.common.provide_transaction_metadata;
+            let mut out = Out::new(
+                ctx,
+                metadata,
+                &self.config.common.topic_prefix,
+                position.clone(),
+            );
+            self.deliver(&tables, changes, &mut cursor, &mut out, ctx)
+                .await?;
             // Everything up to `to` read: the next poll starts after it.
-            let done = SqlServerOffset {
+            position = SqlServerOffset {
                 commit_lsn: to,
                 change_lsn: None,
                 event_serial_no: None,
                 snapshot_completed: true,
-            };
+            }
+            .position();
             ctx.emit(Batch {
                 events: Vec::new(),
-                position: Some(done.position()),
+                position: Some(position.clone()),
             })
             .await
             .map_err(|_| SqlServerError::Stopped)?;
             cursor.last = None;
             last_commit = to;
         }
+    }
+
+    /// A heartbeat: `heartbeat.action.query` runs first (a failure is logged), then the
+    /// record at the current position.
+    async fn heartbeat(
+        &self,
+        conn: &mut Conn,
+        heartbeats: &sluice_kit::records::heartbeat::Heartbeats,
+        position: &sluice_engine::Position,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        if let Some(query) = &self.config.common.heartbeat_action_query {
+            if let Err(e) = super::connection::run(conn, "heartbeat.action.query", query).await {
+                tracing::warn!(error = %e, "heartbeat.action.query failed.");
+            }
+        }
+        let event = heartbeats.event(SourceTimestamps::now().millis(), position.clone());
+        ctx.emit(Batch {
+            events: vec![event],
+            position: Some(position.clone()),
+        })
+        .await
+        .map_err(|_| SqlServerError::Stopped)
     }
 
     /// The poll's upper bound: the commit LSN `max.iteration.transactions` transactions after
@@ -218,10 +368,9 @@ impl SqlServerSource {
         tables: &[Table],
         changes: Vec<Change>,
         cursor: &mut Cursor,
+        out: &mut Out,
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
-        let mut cut = BatchCut::for_limits(ctx.limits());
-        let mut batch: Vec<ChangeEvent> = Vec::new();
         let mut changes = changes.into_iter().peekable();
         while let Some(change) = changes.next() {
             if cursor.skips(&change) {
@@ -234,11 +383,20 @@ impl SqlServerSource {
                 continue;
             }
             let table = &tables[change.table];
-            let (op, before, after, count) = match change.op {
-                1 => (Op::Delete, Some(&change.row), None, 1),
-                2 => (Op::Create, None, Some(&change.row), 1),
+            let events = match change.op {
+                1 | 2 => {
+                    let serial = cursor.next_serial((change.commit, change.seq), 1);
+                    let (op, images) = if change.op == 1 {
+                        (Op::Delete, (Some(&change.row), None))
+                    } else {
+                        (Op::Create, (None, Some(&change.row)))
+                    };
+                    self.simple(table, op, images, &change, serial)?
+                }
                 3 => {
-                    let next = changes.next_if(|n| n.op == 4 && n.table == change.table && n.seq == change.seq);
+                    let next = changes.next_if(|n| {
+                        n.op == 4 && n.table == change.table && n.seq == change.seq
+                    });
                     let Some(next) = next else {
                         return Err(SqlServerError::Setup(format!(
                             "the change table of {}.{} holds an update's old row (operation 3) at {} without its new row (operation 4)",
@@ -248,9 +406,7 @@ impl SqlServerSource {
                     if cursor.skips(&next) {
                         continue;
                     }
-                    let events = self.update(table, &change, &next, cursor)?;
-                    self.push(&mut batch, events, &mut cut, ctx).await?;
-                    continue;
+                    self.update(table, &change, &next, cursor)?
                 }
                 other => {
                     return Err(SqlServerError::Setup(format!(
@@ -259,39 +415,11 @@ impl SqlServerSource {
                     )))
                 }
             };
-            let serial = cursor.next_serial((change.commit, change.seq), count);
-            let events = self.simple(table, op, (before, after), &change, serial)?;
-            self.push(&mut batch, events, &mut cut, ctx).await?;
+            let collection = format!("{}.{}.{}", self.config.database, table.schema, table.name);
+            out.push(events, change.commit, &collection, ctx).await?;
         }
-        if !batch.is_empty() {
-            let position = batch.last().map(|e| e.position.clone());
-            ctx.emit(Batch {
-                events: batch,
-                position,
-            })
-            .await
-            .map_err(|_| SqlServerError::Stopped)?;
-        }
-        Ok(())
-    }
-
-    async fn push(
-        &self,
-        batch: &mut Vec<ChangeEvent>,
-        events: Vec<ChangeEvent>,
-        cut: &mut BatchCut,
-        ctx: &mut SourceContext,
-    ) -> Result<(), SqlServerError> {
-        batch.extend(events);
-        if cut.is_full(batch) {
-            cut.taken();
-            let events = std::mem::take(batch);
-            let position = events.last().map(|e| e.position.clone());
-            ctx.emit(Batch { events, position })
-                .await
-                .map_err(|_| SqlServerError::Stopped)?;
-        }
-        Ok(())
+        out.end_transaction();
+        out.flush(ctx).await
     }
 
     /// The `source` block's position fields and the event's position for a change.
