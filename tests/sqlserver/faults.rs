@@ -89,3 +89,30 @@ fn kill_9_under_a_writer_resumes_without_loss() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_stream_started_without_a_snapshot_resumes_from_where_it_started() {
+    let server = SqlServer::start("nodataDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, name nvarchar(10))");
+    server.sql("INSERT INTO dbo.t VALUES (1, N'before')");
+    server.enable_cdc(&["dbo.t"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "  snapshot.mode: no_data\n");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(lines(dir.path()).is_empty());
+    // Changes made while it was stopped come at the next start.
+    server.sql("INSERT INTO dbo.t VALUES (2, N'while off')");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 1, &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let p = payloads(dir.path());
+    assert_eq!(
+        (p[0]["op"].as_str(), p[0]["after"]["id"].as_i64()),
+        (Some("c"), Some(2))
+    );
+}

@@ -304,3 +304,32 @@ fn transaction_metadata_and_heartbeats() {
         .unwrap();
     assert_eq!(beat["key"]["payload"]["serverName"], "server1");
 }
+
+#[test]
+fn the_seeds_legacy_names_work_with_a_deprecation_warning() {
+    let server = SqlServer::start("legacyDB");
+    server.sql("CREATE TABLE dbo.customers (id int PRIMARY KEY); CREATE TABLE dbo.other (id int PRIMARY KEY)");
+    server.sql("INSERT INTO dbo.customers VALUES (1); INSERT INTO dbo.other VALUES (2)");
+    server.enable_cdc(&["dbo.customers", "dbo.other"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  snapshot.mode: initial_only\n  table.whitelist: dbo\\.customers\n",
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("topic.prefix: server1", "database.server.name: legacy1");
+    std::fs::write(&path, text).unwrap();
+    let log = sluice_test_support::pg::finish(start(&path, &[]));
+    assert!(
+        log.contains(
+            "`database.server.name` is deprecated (Debezium 1.x's name): use `topic.prefix`"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("`table.whitelist` is deprecated"), "{log}");
+    let all = lines(dir.path());
+    let topics: Vec<&str> = all.iter().map(|e| e["topic"].as_str().unwrap()).collect();
+    assert_eq!(topics, ["legacy1.legacyDB.dbo.customers"]);
+}

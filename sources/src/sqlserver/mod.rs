@@ -220,12 +220,24 @@ impl Source for SqlServerSource {
         } else {
             match resume {
                 Some(r) => r.at,
-                None => SqlServerOffset {
-                    commit_lsn: self.max_lsn(&mut conn).await?,
-                    change_lsn: None,
-                    event_serial_no: None,
-                    snapshot_completed: true,
-                },
+                None => {
+                    // No data snapshot (`no_data`, `never`): the stream starts at the newest
+                    // LSN, committed at once so that a restart goes on from there.
+                    let at = SqlServerOffset {
+                        commit_lsn: self.max_lsn(&mut conn).await?,
+                        change_lsn: None,
+                        event_serial_no: None,
+                        snapshot_completed: true,
+                    };
+                    let batch = sluice_engine::Batch {
+                        events: Vec::new(),
+                        position: Some(at.position()),
+                    };
+                    if ctx.emit(batch).await.is_err() {
+                        return Ok(());
+                    }
+                    at
+                }
             }
         };
         if !plan.stream || ctx.is_stopping() {

@@ -48,25 +48,25 @@ pub const OVERRIDE_PREFIX: &str = "snapshot.select.statement.overrides.";
 #[serde(deny_unknown_fields)]
 pub struct SourceCommon {
     /// Topics are `<topic.prefix>.<schema>.<table>`; required.
-    #[serde(rename = "topic.prefix")]
+    #[serde(rename = "topic.prefix", alias = "database.server.name")]
     pub topic_prefix: String,
     /// Tables to capture (none given: all).
-    #[serde(rename = "table.include.list", default)]
+    #[serde(rename = "table.include.list", alias = "table.whitelist", default)]
     pub table_include: RegexList,
     /// Tables not to capture.
-    #[serde(rename = "table.exclude.list", default)]
+    #[serde(rename = "table.exclude.list", alias = "table.blacklist", default)]
     pub table_exclude: RegexList,
     /// Schemas to capture (regexes on the schema name).
-    #[serde(rename = "schema.include.list", default)]
+    #[serde(rename = "schema.include.list", alias = "schema.whitelist", default)]
     pub schema_include: RegexList,
     /// Schemas not to capture.
-    #[serde(rename = "schema.exclude.list", default)]
+    #[serde(rename = "schema.exclude.list", alias = "schema.blacklist", default)]
     pub schema_exclude: RegexList,
     /// Columns to capture (regexes on `schema.table.column`).
-    #[serde(rename = "column.include.list", default)]
+    #[serde(rename = "column.include.list", alias = "column.whitelist", default)]
     pub column_include: RegexList,
     /// Columns not to capture (key columns always stay in the key).
-    #[serde(rename = "column.exclude.list", default)]
+    #[serde(rename = "column.exclude.list", alias = "column.blacklist", default)]
     pub column_exclude: RegexList,
     /// `snapshot.mode` (default `initial`).
     #[serde(rename = "snapshot.mode", default)]
@@ -140,6 +140,7 @@ pub struct SourceCommon {
     /// Prefix of the heartbeat topic (default `__debezium-heartbeat`).
     #[serde(
         rename = "topic.heartbeat.prefix",
+        alias = "heartbeat.topics.prefix",
         default = "default_heartbeat_prefix"
     )]
     pub heartbeat_topic_prefix: String,
@@ -621,6 +622,45 @@ const HISTORY_KEYS: [&str; 4] = [
     "database.history.",
 ];
 
+/// The property names of Debezium 1.x that the seeds use, with their current names: still
+/// read, with a deprecation warning (`database.history.*` is `schema.history.internal.*`).
+pub const LEGACY_NAMES: [(&str, &str); 9] = [
+    ("database.server.name", "topic.prefix"),
+    ("table.whitelist", "table.include.list"),
+    ("table.blacklist", "table.exclude.list"),
+    ("schema.whitelist", "schema.include.list"),
+    ("schema.blacklist", "schema.exclude.list"),
+    ("column.whitelist", "column.include.list"),
+    ("column.blacklist", "column.exclude.list"),
+    ("heartbeat.topics.prefix", "topic.heartbeat.prefix"),
+    ("database.history", "schema.history.internal"),
+];
+
+/// The deprecation warnings of the legacy names among `keys` (a `database.history.*` key
+/// names its `schema.history.internal.*` one).
+pub fn legacy_warnings<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    keys.into_iter()
+        .filter_map(|key| {
+            LEGACY_NAMES.iter().find_map(|(old, new)| {
+                let modern = if key == *old {
+                    (*new).to_owned()
+                } else if *old == "database.history" {
+                    format!(
+                        "{new}{}",
+                        key.strip_prefix("database.history.")
+                            .map(|r| format!(".{r}"))?
+                    )
+                } else {
+                    return None;
+                };
+                Some(format!(
+                    "`{key}` is deprecated (Debezium 1.x's name): use `{modern}`"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// [`SourceCommon::unrepresentable`] for a source that keeps its own copy of the mode.
 pub fn unrepresentable(
     mode: FailureMode,
@@ -669,6 +709,15 @@ pub fn password(
 /// the keys whose names carry values, then checks all; errors are located in the file. The
 /// body of a database source's [`Component::from_node`].
 pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigError> {
+    let keys: Vec<String> = node
+        .entries()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(k, _)| k.as_text())
+        .collect();
+    for warning in legacy_warnings(keys.iter().map(String::as_str)) {
+        tracing::warn!("{warning}");
+    }
     let mut dynamic: Vec<&str> = skip.to_vec();
     dynamic.extend([OVERRIDE_PREFIX, SIGNAL_CONSUMER_PREFIX]);
     dynamic.extend(COLUMN_PREFIXES);
@@ -728,6 +777,24 @@ mod tests {
         assert!(
             e.contains("database.password.file") && e.contains("nope"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn legacy_names_are_named_with_their_current_ones() {
+        let w = super::legacy_warnings([
+            "database.server.name",
+            "table.whitelist",
+            "database.history.kafka.topic",
+            "topic.prefix",
+        ]);
+        assert_eq!(
+            w,
+            [
+                "`database.server.name` is deprecated (Debezium 1.x's name): use `topic.prefix`",
+                "`table.whitelist` is deprecated (Debezium 1.x's name): use `table.include.list`",
+                "`database.history.kafka.topic` is deprecated (Debezium 1.x's name): use `schema.history.internal.kafka.topic`",
+            ]
         );
     }
 
