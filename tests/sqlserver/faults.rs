@@ -41,7 +41,12 @@ fn kill_9_under_a_writer_resumes_without_loss() {
     }
     server.enable_cdc(&["dbo.items"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "  max.iteration.transactions: 3\n");
+    // Small polls and pieces: an update's two rows often come in two pieces.
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  max.iteration.transactions: 3\n  streaming.fetch.size: 3\n",
+    );
     let writer = {
         let mut session = server.session();
         std::thread::spawn(move || {

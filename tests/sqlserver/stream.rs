@@ -161,7 +161,11 @@ fn the_function_query_mode_reads_the_same_changes() {
     server.sql("CREATE TABLE dbo.customers (id int PRIMARY KEY, name nvarchar(50))");
     server.enable_cdc(&["dbo.customers"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "  data.query.mode: function\n");
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  data.query.mode: function\n  streaming.fetch.size: 1\n",
+    );
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     server.sql("INSERT INTO dbo.customers VALUES (1, N'a'); UPDATE dbo.customers SET name = N'b' WHERE id = 1");

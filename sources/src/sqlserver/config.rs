@@ -53,6 +53,10 @@ pub struct SqlServerConfig {
         default = "default_max_transactions"
     )]
     pub max_iteration_transactions: u32,
+    /// Change rows read per table at a time (`streaming.fetch.size`, default 1024; 0: a poll's
+    /// rows at once, Debezium's default, which holds them all in memory).
+    #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
+    pub fetch_size: usize,
     /// `data.query.mode`: `direct` (Debezium's default since 3.4: the change tables queried
     /// directly) or `function` (`cdc.fn_cdc_get_all_changes_<instance>`).
     #[serde(rename = "data.query.mode", default)]
@@ -137,6 +141,10 @@ fn default_poll() -> u64 {
 
 fn default_max_transactions() -> u32 {
     500
+}
+
+fn default_fetch() -> usize {
+    1024
 }
 
 fn default_connect_timeout() -> u64 {

@@ -4,6 +4,7 @@
 //! Debezium's statements (`connection`). Tested against an emulated server
 //! (`sluice_test_support::sqlserver`): no SQL Server runs on the project's machines.
 
+mod changes;
 mod config;
 mod connection;
 mod error;

@@ -11,23 +11,14 @@ use std::time::Duration;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
 use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
-use tiberius::{ColumnData, Row, ToSql};
+use tiberius::{ColumnData, Row};
 
-use super::config::QueryMode;
+use super::changes::{Change, Merge};
 use super::connection::{lsn_at, rows, Conn, Statements};
 use super::error::SqlServerError;
 use super::lsn::{Lsn, SqlServerOffset};
 use super::tables::{self, Table};
 use super::{At, SqlServerSource};
-
-/// One change table row of a poll.
-struct Change {
-    commit: Lsn,
-    seq: Lsn,
-    op: i32,
-    table: usize,
-    row: Row,
-}
 
 /// Where a restart resumes inside a transaction: the stored (commit, change) LSNs and how many
 /// rows at them were delivered.
@@ -211,7 +202,8 @@ impl SqlServerSource {
                 Some(to),
             )
             .await?;
-            let changes = self.changes(conn, &q, &tables, from_lsn, to).await?;
+            let fetch = (self.config.query_mode, self.config.fetch_size);
+            let mut changes = Merge::new(&tables, &q, fetch, from_lsn, to);
             let metadata = self.config.common.provide_transaction_metadata;
             let mut out = Out::new(
                 ctx,
@@ -219,7 +211,7 @@ impl SqlServerSource {
                 &self.config.common.topic_prefix,
                 position.clone(),
             );
-            self.deliver(&tables, changes, &mut cursor, &mut out, ctx)
+            self.deliver(conn, (&tables, &mut changes), &mut cursor, &mut out, ctx)
                 .await?;
             // Everything up to `to` read: the next poll starts after it.
             position = SqlServerOffset {
@@ -315,68 +307,20 @@ impl SqlServerSource {
             })
     }
 
-    /// The changes of every table between `from` and `to`, in Debezium's order.
-    async fn changes(
-        &self,
-        conn: &mut Conn,
-        q: &Statements,
-        tables: &[Table],
-        from: Lsn,
-        to: Lsn,
-    ) -> Result<Vec<Change>, SqlServerError> {
-        let zero = [0u8; 10];
-        let mut out = Vec::new();
-        for (i, t) in tables.iter().enumerate() {
-            let from = from.max(t.start_lsn);
-            let columns: Vec<String> = t.columns.iter().map(|(c, _)| c.clone()).collect();
-            let sql = q.changes(self.config.query_mode, &t.instance, &columns);
-            let (f, z, t_lsn) = (&from.0[..], &zero[..], &to.0[..]);
-            let op0 = 0i32;
-            let params: Vec<&dyn ToSql> = match self.config.query_mode {
-                QueryMode::Direct => vec![&f, &z, &op0, &f, &z, &f, &t_lsn],
-                QueryMode::Function => vec![&f, &t_lsn, &f, &z, &op0, &f, &z, &f, &t_lsn],
-            };
-            let what = format!(
-                "reading the changes of {}.{} (capture instance {})",
-                t.schema, t.name, t.instance
-            );
-            for row in rows(conn, &what, &sql, &params).await? {
-                let commit = lsn_at(&row, 0)?.ok_or_else(|| {
-                    SqlServerError::Setup(format!("{what}: a change without a commit LSN"))
-                })?;
-                let seq = lsn_at(&row, 1)?.unwrap_or_default();
-                let op: i32 = row
-                    .try_get(2)
-                    .map_err(|e| SqlServerError::query(&what, e))?
-                    .unwrap_or_default();
-                out.push(Change {
-                    commit,
-                    seq,
-                    op,
-                    table: i,
-                    row,
-                });
-            }
-        }
-        out.sort_by_key(|c| (c.commit, c.seq, c.op));
-        Ok(out)
-    }
-
     /// Turns the poll's changes into events and emits them in batches.
     async fn deliver(
         &self,
-        tables: &[Table],
-        changes: Vec<Change>,
+        conn: &mut Conn,
+        (tables, changes): (&[Table], &mut Merge<'_>),
         cursor: &mut Cursor,
         out: &mut Out,
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
-        let mut changes = changes.into_iter().peekable();
-        while let Some(change) = changes.next() {
+        while let Some(change) = changes.next(conn).await? {
             if cursor.skips(&change) {
                 // An update's new row goes with its old one.
                 if change.op == 3 {
-                    if let Some(next) = changes.next_if(|n| n.op == 4 && n.seq == change.seq) {
+                    if let Some(next) = changes.new_row(conn, &change).await? {
                         cursor.skips(&next);
                     }
                 }
@@ -394,9 +338,7 @@ impl SqlServerSource {
                     self.simple(table, op, images, &change, serial)?
                 }
                 3 => {
-                    let next = changes.next_if(|n| {
-                        n.op == 4 && n.table == change.table && n.seq == change.seq
-                    });
+                    let next = changes.new_row(conn, &change).await?;
                     let Some(next) = next else {
                         return Err(SqlServerError::Setup(format!(
                             "the change table of {}.{} holds an update's old row (operation 3) at {} without its new row (operation 4)",
