@@ -194,6 +194,14 @@ impl Session {
                 defs.join(", ")
             ))
             .map_err(|e| format!("capture instance {instance}: {e}"))?;
+        // SQL Server clusters a change table on its LSNs.
+        self.conn
+            .execute_batch(&format!(
+                "CREATE INDEX {} ON {} (\"__$start_lsn\", \"__$command_id\", \"__$seqval\", \"__$operation\")",
+                quote(&format!("emu_{instance}_lsn")),
+                quote(&ct)
+            ))
+            .map_err(sql_err)?;
         self.conn
             .execute_batch("UPDATE emu_state SET next = next + 1")
             .map_err(sql_err)?;
