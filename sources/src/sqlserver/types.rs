@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(numeric_text(-123_456_789_125, 3), "-123456789.125");
         assert_eq!(numeric_text(5, 2), "0.05");
         assert_eq!(money_text(12.3456).unwrap(), "12.3456");
-        assert_eq!(money_text(-922_337_203.5807).unwrap(), "-922337203.5807");
+        assert_eq!(money_text(-922_337_203.580_7).unwrap(), "-922337203.5807");
         assert!(money_text(922_337_203_685_477.0).is_err());
         assert_eq!(zoned_text(0, 0), "1970-01-01T00:00:00Z");
         let local = (1_531_484_625_i64) * 1_000_000_000 + 456_000_000;
