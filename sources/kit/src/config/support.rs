@@ -66,8 +66,10 @@ impl Feature {
     /// channel's key).
     pub fn of(key: &str) -> Option<Feature> {
         let feature = match key {
-            "schema.include.list" | "schema.exclude.list" => Feature::SchemaFilters,
-            "column.include.list" | "column.exclude.list" => Feature::ColumnFilters,
+            "schema.include.list" | "schema.exclude.list" | "schema.whitelist"
+            | "schema.blacklist" => Feature::SchemaFilters,
+            "column.include.list" | "column.exclude.list" | "column.whitelist"
+            | "column.blacklist" => Feature::ColumnFilters,
             "message.key.columns" => Feature::MessageKeyColumns,
             "column.propagate.source.type" | "datatype.propagate.source.type" => {
                 Feature::SourceTypes
@@ -76,7 +78,10 @@ impl Feature {
             "snapshot.include.collection.list" => Feature::SnapshotCollections,
             "skipped.operations" => Feature::SkippedOperations,
             "event.processing.failure.handling.mode" => Feature::FailureHandling,
-            "heartbeat.interval.ms" | "heartbeat.action.query" | "topic.heartbeat.prefix" => {
+            "heartbeat.interval.ms"
+            | "heartbeat.action.query"
+            | "topic.heartbeat.prefix"
+            | "heartbeat.topics.prefix" => {
                 Feature::Heartbeats
             }
             "provide.transaction.metadata" => Feature::TransactionMetadata,
@@ -157,8 +162,11 @@ mod tests {
     fn every_shared_key_has_a_feature_or_is_core() {
         let core = [
             "topic.prefix",
+            "database.server.name",
             "table.include.list",
             "table.exclude.list",
+            "table.whitelist",
+            "table.blacklist",
             "tombstones.on.delete",
             "snapshot.mode",
             "snapshot.mode.configuration.based.snapshot.data",
