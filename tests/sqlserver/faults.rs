@@ -102,22 +102,35 @@ fn a_stream_started_without_a_snapshot_resumes_from_where_it_started() {
     server.sql("INSERT INTO dbo.t VALUES (1, N'before')");
     server.enable_cdc(&["dbo.t"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "  snapshot.mode: no_data\n");
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  snapshot.mode: no_data\n  include.schema.changes: true\n",
+    );
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(lines(dir.path()).is_empty());
-    // Changes made while it was stopped come at the next start.
+    // The schema snapshot: the table's schema change event, no rows.
+    let topics = |dir: &Path| -> Vec<String> {
+        lines(dir)
+            .iter()
+            .map(|e| e["topic"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(topics(dir.path()), ["server1"]);
+    // Changes made while it was stopped come at the next start (and no second schema event).
     server.sql("INSERT INTO dbo.t VALUES (2, N'while off')");
     let mut child = start(&path, &[]);
-    wait_events(dir.path(), 1, &mut child);
+    wait_events(dir.path(), 2, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
     child.kill().unwrap();
     child.wait().unwrap();
+    assert_eq!(topics(dir.path()), ["server1", "server1.nodataDB.dbo.t"]);
     let p = payloads(dir.path());
     assert_eq!(
-        (p[0]["op"].as_str(), p[0]["after"]["id"].as_i64()),
+        (p[1]["op"].as_str(), p[1]["after"]["id"].as_i64()),
         (Some("c"), Some(2))
     );
 }

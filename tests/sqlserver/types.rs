@@ -171,3 +171,140 @@ fn the_modes_change_decimals_binaries_and_times() {
     assert_eq!(row["d"], -123456789.125);
     assert_eq!(row["sm"], -3.25);
 }
+
+#[test]
+fn the_snapshot_describes_each_table_in_a_schema_change_event_as_seed_003_shows() {
+    let server = SqlServer::start("testDB");
+    server.sql(
+        "CREATE TABLE dbo.customers (id int PRIMARY KEY, first_name varchar(255) NOT NULL, \
+         last_name varchar(255) NOT NULL, email varchar(255) NOT NULL, note nvarchar(max), at datetime2(3), \
+         price decimal(10,2))",
+    );
+    server.sql("INSERT INTO dbo.customers VALUES (1001, 'Sally', 'Thomas', 'sally.thomas@acme.com', NULL, NULL, 1.5)");
+    server.enable_cdc(&["dbo.customers"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  snapshot.mode: initial_only\n  include.schema.changes: true\n",
+    );
+    sluice_test_support::pg::finish(start(&path, &[]));
+    let all = lines(dir.path());
+    let topics: Vec<&str> = all.iter().map(|e| e["topic"].as_str().unwrap()).collect();
+    assert_eq!(topics, ["server1", "server1.testDB.dbo.customers"]);
+    let change = &all[0];
+    assert_eq!(
+        change["key"]["payload"],
+        serde_json::json!({"databaseName": "testDB"})
+    );
+    assert_eq!(
+        change["key"]["schema"]["name"],
+        "io.debezium.connector.sqlserver.SchemaChangeKey"
+    );
+    assert_eq!(
+        change["value"]["schema"]["name"],
+        "io.debezium.connector.sqlserver.SchemaChangeValue"
+    );
+    let p = &change["value"]["payload"];
+    assert_eq!(
+        (p["databaseName"].as_str(), p["schemaName"].as_str()),
+        (Some("testDB"), Some("dbo"))
+    );
+    assert!(p["ddl"].is_null());
+    let s = &p["source"];
+    assert_eq!(
+        (
+            s["snapshot"].as_str(),
+            s["schema"].as_str(),
+            s["table"].as_str()
+        ),
+        (Some("true"), Some("dbo"), Some("customers"))
+    );
+    assert!(s["change_lsn"].is_null() && s["event_serial_no"].is_null());
+    let t = &p["tableChanges"][0];
+    assert_eq!(t["type"], "CREATE");
+    assert_eq!(t["id"], "\"testDB\".\"dbo\".\"customers\"");
+    assert_eq!(
+        t["table"]["primaryKeyColumnNames"],
+        serde_json::json!(["id"])
+    );
+    assert!(t["table"]["defaultCharsetName"].is_null());
+    let columns = t["table"]["columns"].as_array().unwrap();
+    let col = |i: usize| {
+        let c = &columns[i];
+        (
+            c["name"].as_str().unwrap().to_owned(),
+            c["jdbcType"].as_i64().unwrap(),
+            c["typeName"].as_str().unwrap().to_owned(),
+            c["length"].as_i64(),
+            c["scale"].as_i64(),
+            c["position"].as_i64().unwrap(),
+            c["optional"].as_bool().unwrap(),
+        )
+    };
+    // Seed 003's example, with `int` where its table had `int identity`.
+    assert_eq!(
+        col(0),
+        ("id".into(), 4, "int".into(), Some(10), Some(0), 1, false)
+    );
+    assert_eq!(
+        col(1),
+        (
+            "first_name".into(),
+            12,
+            "varchar".into(),
+            Some(255),
+            None,
+            2,
+            false
+        )
+    );
+    assert_eq!(
+        col(3),
+        (
+            "email".into(),
+            12,
+            "varchar".into(),
+            Some(255),
+            None,
+            4,
+            false
+        )
+    );
+    assert_eq!(
+        col(4),
+        (
+            "note".into(),
+            -9,
+            "nvarchar".into(),
+            Some(2_147_483_647),
+            None,
+            5,
+            true
+        )
+    );
+    assert_eq!(
+        col(5),
+        (
+            "at".into(),
+            93,
+            "datetime2".into(),
+            Some(23),
+            Some(3),
+            6,
+            true
+        )
+    );
+    assert_eq!(
+        col(6),
+        (
+            "price".into(),
+            3,
+            "decimal".into(),
+            Some(10),
+            Some(2),
+            7,
+            true
+        )
+    );
+}

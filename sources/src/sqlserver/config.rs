@@ -170,6 +170,7 @@ impl DatabaseSource for SqlServerConfig {
             Feature::SnapshotCollections,
             Feature::Heartbeats,
             Feature::TransactionMetadata,
+            Feature::SchemaChanges,
         ],
         signal_channels: &[],
     };

@@ -42,6 +42,8 @@ pub struct SqlServerSource {
     modes: Modes,
     /// `source.version`, `source.connector`, `source.name`, `source.db`.
     constants: (Arc<str>, Arc<str>, Arc<str>, Arc<str>),
+    /// Schema change events (`include.schema.changes`, on by default as in Debezium).
+    schema_events: Option<sluice_kit::records::schema_change::SchemaChangeEvents>,
 }
 
 /// What an event's `source` block says beyond the table.
@@ -82,7 +84,15 @@ impl SqlServerSource {
             config.common.topic_prefix.as_str().into(),
             config.database.as_str().into(),
         );
+        let schema_events = config.common.includes_schema_changes(true).then(|| {
+            sluice_kit::records::schema_change::SchemaChangeEvents::new(
+                "sqlserver",
+                &config.common.topic_prefix,
+                source_schema.clone(),
+            )
+        });
         Ok(SqlServerSource {
+            schema_events,
             config,
             source_schema,
             skipped,
@@ -116,6 +126,33 @@ impl SqlServerSource {
             ],
         )
         .unwrap_or_else(|| Struct::new(self.source_schema.clone()))
+    }
+
+    /// The schema change events of a snapshot: one per table, `CREATE` with its structure,
+    /// as Debezium's SQL Server connector emits them (`ddl` null).
+    fn schema_changes(&self, tables: &[Table], at: &At, position: &Position) -> Vec<ChangeEvent> {
+        let Some(events) = &self.schema_events else {
+            return Vec::new();
+        };
+        tables
+            .iter()
+            .map(|t| {
+                let change = sluice_kit::history::TableChange {
+                    kind: sluice_kit::history::ChangeKind::Create,
+                    id: t.id.clone(),
+                    previous_id: None,
+                    table: Some(t.def.clone()),
+                    comment: Some(serde_json::Value::Null),
+                };
+                let event = sluice_kit::records::schema_change::SchemaChange {
+                    database: &self.config.database,
+                    schema: Some(&t.schema),
+                    ddl: None,
+                    changes: std::slice::from_ref(&change),
+                };
+                events.event(&event, self.source(t, at), at.ts_ms, position.clone())
+            })
+            .collect()
     }
 
     /// The row of `table` in `cells` (its captured columns in order) as the events carry it;
@@ -230,8 +267,30 @@ impl Source for SqlServerSource {
                         event_serial_no: None,
                         snapshot_completed: true,
                     };
+                    // A schema snapshot (`no_data`): the tables' schema change events.
+                    let events = if plan.schema {
+                        let upto = (at.commit_lsn != Lsn::default()).then_some(at.commit_lsn);
+                        let tables = tables::read(
+                            &mut conn,
+                            &self.config,
+                            self.modes,
+                            &self.source_schema,
+                            upto,
+                        )
+                        .await?;
+                        let source = At {
+                            ts_ms: SourceTimestamps::now().millis(),
+                            snapshot: "true",
+                            commit_lsn: at.commit_lsn,
+                            change_lsn: None,
+                            event_serial_no: None,
+                        };
+                        self.schema_changes(&tables, &source, &at.position())
+                    } else {
+                        Vec::new()
+                    };
                     let batch = sluice_engine::Batch {
-                        events: Vec::new(),
+                        events,
                         position: Some(at.position()),
                     };
                     if ctx.emit(batch).await.is_err() {

@@ -116,9 +116,17 @@ impl SqlServerSource {
             })
             .collect();
         let started = SourceTimestamps::now();
+        let at = At {
+            ts_ms: started.millis(),
+            snapshot: "true",
+            commit_lsn: max,
+            change_lsn: None,
+            event_serial_no: None,
+        };
+        let schema_changes = self.schema_changes(&tables, &at, &reading.position());
         let mut reader = Reader {
             source: self,
-            batch: Vec::new(),
+            batch: schema_changes,
             cut: BatchCut::for_limits(ctx.limits()),
             position: reading.position(),
             ts_ms: started.millis(),

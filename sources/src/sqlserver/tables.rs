@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use sluice_engine::event::EnvelopeSchema;
 use sluice_engine::Schema;
+use sluice_kit::history::TableDef;
 use sluice_kit::shape::{ColumnSpec, Shape};
 
 use super::config::SqlServerConfig;
@@ -30,6 +31,10 @@ pub(crate) struct Table {
     pub topic: Arc<str>,
     /// `source.schema` and `source.table`.
     pub values: (sluice_engine::Value, sluice_engine::Value),
+    /// `"db"."schema"."table"`, as schema change events name it.
+    pub id: String,
+    /// Its structure, as schema change events describe it.
+    pub def: TableDef,
 }
 
 /// A capture instance as `cdc.change_tables` lists it.
@@ -150,7 +155,9 @@ async fn build(
     .await?;
     let mut columns = Vec::new();
     let mut specs = Vec::new();
-    for row in &described {
+    let mut defs = Vec::new();
+    let mut keys: Vec<(usize, String)> = Vec::new();
+    for (position, row) in described.iter().enumerate() {
         let get = |e| SqlServerError::query(format!("reading the columns of {full}"), e);
         let name: String = row
             .try_get::<&str, _>(0)
@@ -203,8 +210,18 @@ async fn build(
             text: kind.is_text(),
             length: d.char_len.and_then(|l| usize::try_from(l).ok()),
         });
+        defs.push(super::types::column_def(
+            &name,
+            &d,
+            position + 1,
+            nullable && key.is_none(),
+        ));
+        if let Some(k) = key {
+            keys.push((k, name.clone()));
+        }
         columns.push((name, kind));
     }
+    keys.sort();
     if columns.is_empty() {
         return Err(SqlServerError::Setup(format!(
             "the capture instance `{}` of {full} has no column Sluice can read",
@@ -222,6 +239,7 @@ async fn build(
         shape.row.clone(),
         source_schema.clone(),
     );
+    let (instance_schema, instance_table) = (instance.schema.clone(), instance.table.clone());
     Ok(Table {
         values: (
             sluice_engine::Value::from(instance.schema.as_str()),
@@ -235,5 +253,13 @@ async fn build(
         shape,
         envelope,
         topic: prefix.into(),
+        id: sluice_kit::history::table_id(&[&config.database, &instance_schema, &instance_table]),
+        def: TableDef {
+            default_charset_name: None,
+            primary_key_column_names: keys.into_iter().map(|(_, k)| k).collect(),
+            columns: defs,
+            attributes: Vec::new(),
+            comment: None,
+        },
     })
 }

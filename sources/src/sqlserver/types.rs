@@ -188,6 +188,81 @@ impl Kind {
     }
 }
 
+/// A column's structure as Debezium's SQL Server connector describes it in schema change
+/// events (seed 003): the JDBC type mssql-jdbc reports, the type name, the column size (the
+/// precision of numbers and times, the length of strings) and the scale.
+pub(crate) fn column_def(
+    name: &str,
+    d: &Described,
+    position: usize,
+    optional: bool,
+) -> sluice_kit::history::ColumnDef {
+    let ty = d.data_type.to_ascii_lowercase();
+    let fraction = d.datetime_precision.and_then(|p| i32::try_from(p).ok());
+    let (jdbc, length, scale): (i32, Option<i64>, Option<i32>) = match ty.as_str() {
+        "bit" => (-7, Some(1), None),
+        "tinyint" => (-6, Some(3), Some(0)),
+        "smallint" => (5, Some(5), Some(0)),
+        "int" => (4, Some(10), Some(0)),
+        "bigint" => (-5, Some(19), Some(0)),
+        "real" => (7, Some(24), None),
+        "float" => (8, Some(53), None),
+        "decimal" | "money" | "smallmoney" => {
+            (3, d.precision, d.scale.and_then(|s| i32::try_from(s).ok()))
+        }
+        "numeric" => (2, d.precision, d.scale.and_then(|s| i32::try_from(s).ok())),
+        "char" => (1, d.char_len, None),
+        "varchar" => (12, d.char_len, None),
+        "text" => (-1, d.char_len, None),
+        "nchar" => (-15, d.char_len, None),
+        "nvarchar" => (-9, d.char_len, None),
+        "ntext" | "xml" => (-16, d.char_len, None),
+        "uniqueidentifier" => (1, Some(36), None),
+        "date" => (91, Some(10), None),
+        "time" => (
+            92,
+            Some(8 + fraction.map_or(8, |f| if f > 0 { i64::from(f) + 1 } else { 0 })),
+            fraction,
+        ),
+        "datetime" => (93, Some(23), Some(3)),
+        "smalldatetime" => (93, Some(16), Some(0)),
+        "datetime2" => (
+            93,
+            Some(19 + fraction.map_or(8, |f| if f > 0 { i64::from(f) + 1 } else { 0 })),
+            fraction,
+        ),
+        "datetimeoffset" => (
+            -155,
+            Some(26 + fraction.map_or(8, |f| if f > 0 { i64::from(f) + 1 } else { 0 })),
+            fraction,
+        ),
+        "binary" | "timestamp" | "rowversion" => (-2, d.char_len, None),
+        "varbinary" => (-3, d.char_len, None),
+        "image" => (-4, d.char_len, None),
+        _ => (1111, d.char_len, None),
+    };
+    // `max` columns: mssql-jdbc reports their size as 2^31-1.
+    let length = length.map(|l| if l < 0 { i64::from(i32::MAX) } else { l });
+    sluice_kit::history::ColumnDef {
+        name: name.to_owned(),
+        jdbc_type: jdbc,
+        native_type: None,
+        type_name: ty.clone(),
+        type_expression: Some(ty),
+        charset_name: None,
+        length: length.and_then(|l| i32::try_from(l).ok()),
+        scale,
+        position: i32::try_from(position).unwrap_or(i32::MAX),
+        optional,
+        auto_incremented: false,
+        generated: false,
+        comment: None,
+        has_default_value: false,
+        default_value_expression: None,
+        enum_values: Vec::new(),
+    }
+}
+
 fn is_null(d: &ColumnData<'_>) -> bool {
     match d {
         ColumnData::U8(v) => v.is_none(),

@@ -66,9 +66,13 @@ impl Feature {
     /// channel's key).
     pub fn of(key: &str) -> Option<Feature> {
         let feature = match key {
-            "schema.include.list" | "schema.exclude.list" | "schema.whitelist"
+            "schema.include.list"
+            | "schema.exclude.list"
+            | "schema.whitelist"
             | "schema.blacklist" => Feature::SchemaFilters,
-            "column.include.list" | "column.exclude.list" | "column.whitelist"
+            "column.include.list"
+            | "column.exclude.list"
+            | "column.whitelist"
             | "column.blacklist" => Feature::ColumnFilters,
             "message.key.columns" => Feature::MessageKeyColumns,
             "column.propagate.source.type" | "datatype.propagate.source.type" => {
@@ -81,9 +85,7 @@ impl Feature {
             "heartbeat.interval.ms"
             | "heartbeat.action.query"
             | "topic.heartbeat.prefix"
-            | "heartbeat.topics.prefix" => {
-                Feature::Heartbeats
-            }
+            | "heartbeat.topics.prefix" => Feature::Heartbeats,
             "provide.transaction.metadata" => Feature::TransactionMetadata,
             "include.schema.changes" => Feature::SchemaChanges,
             "notification.enabled.channels" | "notification.sink.topic.name" => {
