@@ -134,3 +134,30 @@ fn a_stream_started_without_a_snapshot_resumes_from_where_it_started() {
         (Some("c"), Some(2))
     );
 }
+
+#[test]
+fn a_stopped_sql_server_agent_is_named_when_nothing_was_captured() {
+    let server = SqlServer::start("agentDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY)");
+    server.enable_cdc(&["dbo.t"]);
+    server.sql("UPDATE sys.dm_server_services SET status = 1");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    assert!(log.contains("SQL Server Agent is not running"), "{log}");
+    // Running: no such warning.
+    server.sql("UPDATE sys.dm_server_services SET status = 4");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(!log.contains("SQL Server Agent is not running"), "{log}");
+}

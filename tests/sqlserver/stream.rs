@@ -337,3 +337,46 @@ fn the_seeds_legacy_names_work_with_a_deprecation_warning() {
     let topics: Vec<&str> = all.iter().map(|e| e["topic"].as_str().unwrap()).collect();
     assert_eq!(topics, ["legacy1.legacyDB.dbo.customers"]);
 }
+
+#[test]
+fn a_table_entering_capture_mode_while_streaming_is_announced_and_read() {
+    let server = SqlServer::start("enterDB");
+    server.sql("CREATE TABLE dbo.a (id int PRIMARY KEY)");
+    server.enable_cdc(&["dbo.a"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "  include.schema.changes: true\n");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 1, &mut child);
+    server.sql("INSERT INTO dbo.a VALUES (1)");
+    wait_events(dir.path(), 2, &mut child);
+    server.sql("CREATE TABLE dbo.b (id int PRIMARY KEY, v nvarchar(5))");
+    server.sql("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'b', @role_name = NULL");
+    server.sql("INSERT INTO dbo.b VALUES (7, N'x')");
+    wait_events(dir.path(), 4, &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = sluice_test_support::pg::log_of(&child);
+    let all = lines(dir.path());
+    let topics: Vec<&str> = all.iter().map(|e| e["topic"].as_str().unwrap()).collect();
+    assert_eq!(
+        topics,
+        [
+            "server1",
+            "server1.enterDB.dbo.a",
+            "server1",
+            "server1.enterDB.dbo.b"
+        ]
+    );
+    let change = &all[2]["value"]["payload"];
+    assert_eq!(change["tableChanges"][0]["id"], "\"enterDB\".\"dbo\".\"b\"");
+    assert_eq!(change["tableChanges"][0]["type"], "CREATE");
+    assert_eq!(
+        all[3]["value"]["payload"]["after"],
+        serde_json::json!({"id": 7, "v": "x"})
+    );
+    assert!(
+        log.contains("The table entered capture mode.")
+            && log.contains("\"enterDB\".\"dbo\".\"b\""),
+        "{log}"
+    );
+}

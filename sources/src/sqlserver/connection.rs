@@ -219,6 +219,14 @@ impl Statements {
         }
     }
 
+    /// `sqlserver.agent.status.query`'s default: 1 when SQL Server Agent runs.
+    pub(crate) fn agent_status(&self) -> String {
+        format!(
+            "SELECT CASE WHEN dss.[status]=4 THEN 1 ELSE 0 END AS isRunning FROM {}.sys.dm_server_services dss WHERE dss.[servicename] LIKE N'SQL Server Agent (%';",
+            self.db
+        )
+    }
+
     /// `CHECK_CDC_ACCESS`: the capture instances the login may read.
     pub(crate) fn help_change_data_capture(&self) -> String {
         format!("EXEC {}.sys.sp_cdc_help_change_data_capture", self.db)

@@ -168,12 +168,33 @@ impl SqlServerSource {
         let mut position = from.position();
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
+        let mut agent_checked = false;
+        // The captured tables (their ids) the stream knows: a table entering or leaving capture
+        // mode is announced.
+        let start = (last_commit != Lsn::default()).then_some(last_commit);
+        let mut known: std::collections::BTreeSet<String> =
+            tables::read(conn, &self.config, self.modes, &self.source_schema, start)
+                .await?
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
         tracing::info!(lsn = %last_commit, "Streaming from the change tables.");
         loop {
             if ctx.is_stopping() {
                 return Ok(());
             }
             let to = self.to_lsn(conn, &q, last_commit).await?;
+            if to.is_none() && !agent_checked {
+                // No transaction captured at all: is the capture job running? (Debezium asks
+                // once, the same way.)
+                agent_checked = true;
+                if !self.agent_running(conn, &q).await? {
+                    tracing::warn!(
+                        database = %self.config.database,
+                        "No change has been captured and SQL Server Agent is not running: its capture job fills the change tables, so no change will be read until it runs (start the SQL Server Agent service)."
+                    );
+                }
+            }
             let Some(to) = to.filter(|to| !(increase && *to <= last_commit)) else {
                 // Nothing new: a heartbeat when one is due, then wait.
                 if let Some(h) = &heartbeats {
@@ -202,6 +223,8 @@ impl SqlServerSource {
                 Some(to),
             )
             .await?;
+            self.announce(&tables, &mut known, to, &position, ctx)
+                .await?;
             let fetch = (self.config.query_mode, self.config.fetch_size);
             let mut changes = Merge::new(&tables, &q, fetch, from_lsn, to);
             let metadata = self.config.common.provide_transaction_metadata;
@@ -282,6 +305,69 @@ impl SqlServerSource {
             Some(row) => lsn_at(row, 0),
             None => Ok(None),
         }
+    }
+
+    /// Logs the tables that entered or left capture mode since the last poll; a new one's
+    /// schema change event (`include.schema.changes`), as Debezium emits it.
+    async fn announce(
+        &self,
+        tables: &[Table],
+        known: &mut std::collections::BTreeSet<String>,
+        to: Lsn,
+        position: &sluice_engine::Position,
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let now: std::collections::BTreeSet<String> = tables.iter().map(|t| t.id.clone()).collect();
+        for gone in known.difference(&now) {
+            tracing::info!(table = %gone, "The table left capture mode (no capture instance any more).");
+        }
+        let entered: Vec<&Table> = tables.iter().filter(|t| !known.contains(&t.id)).collect();
+        for t in &entered {
+            tracing::info!(table = %t.id, instance = %t.instance, "The table entered capture mode.");
+        }
+        *known = now;
+        if entered.is_empty() || self.schema_events.is_none() {
+            return Ok(());
+        }
+        let at = At {
+            ts_ms: SourceTimestamps::now().millis(),
+            snapshot: "false",
+            commit_lsn: to,
+            change_lsn: None,
+            event_serial_no: None,
+        };
+        let events: Vec<ChangeEvent> = entered
+            .iter()
+            .flat_map(|t| self.schema_changes(std::slice::from_ref(*t), &at, position))
+            .collect();
+        ctx.emit(Batch {
+            events,
+            position: Some(position.clone()),
+        })
+        .await
+        .map_err(|_| SqlServerError::Stopped)
+    }
+
+    /// Whether SQL Server Agent runs (Debezium's `sqlserver.agent.status.query`).
+    async fn agent_running(&self, conn: &mut Conn, q: &Statements) -> Result<bool, SqlServerError> {
+        let found = rows(
+            conn,
+            "checking SQL Server Agent (sys.dm_server_services)",
+            &q.agent_status(),
+            &[],
+        )
+        .await?;
+        let running = found
+            .first()
+            .map(|row| row.get_column_data(0).ok().cloned());
+        Ok(match running.flatten() {
+            Some(tiberius::ColumnData::I32(Some(v))) => v == 1,
+            Some(tiberius::ColumnData::I64(Some(v))) => v == 1,
+            Some(tiberius::ColumnData::U8(Some(v))) => v == 1,
+            Some(tiberius::ColumnData::Bit(Some(v))) => v,
+            // No row (the login may not read the view): not known to be stopped.
+            _ => true,
+        })
     }
 
     async fn increment(
