@@ -380,3 +380,36 @@ fn a_table_entering_capture_mode_while_streaming_is_announced_and_read() {
         "{log}"
     );
 }
+
+#[test]
+fn every_isolation_mode_snapshots_then_streams() {
+    for mode in [
+        "snapshot",
+        "repeatable_read",
+        "exclusive",
+        "read_committed",
+        "read_uncommitted",
+    ] {
+        let server = SqlServer::start("isoDB");
+        server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, v nvarchar(5))");
+        server.sql("INSERT INTO dbo.t VALUES (1, N'a'); INSERT INTO dbo.t VALUES (2, N'b')");
+        server.enable_cdc(&["dbo.t"]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = pipeline(
+            dir.path(),
+            &server,
+            &format!("  snapshot.isolation.mode: {mode}\n"),
+        );
+        let mut child = start(&path, &[]);
+        wait_events(dir.path(), 2, &mut child);
+        server.sql("UPDATE dbo.t SET v = N'c' WHERE id = 2");
+        wait_events(dir.path(), 3, &mut child);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let ops: Vec<String> = payloads(dir.path())
+            .iter()
+            .map(|p| p["op"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(ops, ["r", "r", "u"], "{mode}");
+    }
+}
