@@ -32,8 +32,7 @@ pub fn server() -> &'static Server {
             };
         }
         let dir = install();
-        let port = crate::pg::free_port();
-        let watcher = launch(dir.path(), port, "");
+        let (port, watcher) = launch_on_free_port(dir.path(), "");
         Server {
             port,
             _dir: Some(dir),
@@ -73,8 +72,10 @@ fn install() -> tempfile::TempDir {
 }
 
 /// Starts mariadbd on `dir` and `port` under a watcher shell that ends it when the test
-/// process is gone, and waits until it answers.
-fn launch(dir: &std::path::Path, port: u16, extra: &str) -> std::process::Child {
+/// process is gone, and waits until it answers. `None` when the port was taken by another
+/// server (several tests pick free ports at once): the server that answers there is not this
+/// one (its data directory differs) or this one exited.
+fn try_launch(dir: &std::path::Path, port: u16, extra: &str) -> Option<std::process::Child> {
     let d = dir.display();
     let server = format!(
         "mariadbd --no-defaults --datadir={d}/data --port={port} --bind-address=127.0.0.1 \
@@ -86,13 +87,32 @@ fn launch(dir: &std::path::Path, port: u16, extra: &str) -> std::process::Child 
         "{server} & M=$!; while kill -0 {parent} 2>/dev/null && kill -0 $M 2>/dev/null; do sleep 1; done; kill $M 2>/dev/null",
         parent = std::process::id()
     );
-    let watcher = Command::new("sh")
+    let mut watcher = Command::new("sh")
         .args(["-c", &watcher])
         .stdin(Stdio::null())
         .spawn()
         .expect("start mariadbd");
     let t0 = Instant::now();
-    while !ping(port) {
+    let ours = format!("{d}/data/");
+    loop {
+        if watcher.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        if ping(port) {
+            match datadir(port) {
+                Some(answering) if answering == ours => return Some(watcher),
+                Some(_) => {
+                    // Another test's server holds the port: ours cannot bind it.
+                    let _ = watcher.kill();
+                    let _ = watcher.wait();
+                    if let Ok(pid) = std::fs::read_to_string(dir.join("pid")) {
+                        let _ = Command::new("kill").args(["-TERM", pid.trim()]).status();
+                    }
+                    return None;
+                }
+                None => {}
+            }
+        }
         assert!(
             t0.elapsed() < Duration::from_secs(60),
             "the private MariaDB did not start: {}",
@@ -100,7 +120,36 @@ fn launch(dir: &std::path::Path, port: u16, extra: &str) -> std::process::Child 
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    watcher
+}
+
+/// [`try_launch`] on a free port, another one while the port turns out taken.
+fn launch_on_free_port(dir: &std::path::Path, extra: &str) -> (u16, std::process::Child) {
+    for _ in 0..5 {
+        let port = crate::pg::free_port();
+        if let Some(watcher) = try_launch(dir, port, extra) {
+            return (port, watcher);
+        }
+    }
+    panic!("the private MariaDB found no free port in 5 tries")
+}
+
+/// The data directory of the server answering on `port`.
+fn datadir(port: u16) -> Option<String> {
+    let out = Command::new("mariadb")
+        .args([
+            "-h127.0.0.1",
+            &format!("-P{port}"),
+            "-uroot",
+            "-N",
+            "-B",
+            "-e",
+            "select @@datadir",
+        ])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// A server of one test's own, which it may stop and start again (same port and data).
@@ -121,8 +170,8 @@ impl Restartable {
     /// Installs and starts it with more `mariadbd` options.
     pub fn start_with(extra: &str) -> Restartable {
         let dir = install();
-        let port = crate::pg::free_port();
-        let watcher = Some(launch(dir.path(), port, extra));
+        let (port, watcher) = launch_on_free_port(dir.path(), extra);
+        let watcher = Some(watcher);
         Restartable {
             port,
             dir,
@@ -153,7 +202,13 @@ impl Restartable {
 
     /// Starts it again.
     pub fn restart(&mut self) {
-        self.watcher = Some(launch(self.dir.path(), self.port, &self.extra));
+        // The same port (the pipeline under test points at it): taken meanwhile by another
+        // test's server, the test cannot go on.
+        self.watcher = Some(
+            try_launch(self.dir.path(), self.port, &self.extra).unwrap_or_else(|| {
+                panic!("port {} was taken while the server was down", self.port)
+            }),
+        );
     }
 
     /// [`sql`] on this server.
