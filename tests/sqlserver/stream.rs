@@ -413,3 +413,28 @@ fn every_isolation_mode_snapshots_then_streams() {
         assert_eq!(ops, ["r", "r", "u"], "{mode}");
     }
 }
+
+#[test]
+fn skipped_operations_are_left_out_by_the_query() {
+    let server = SqlServer::start("skipDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, v nvarchar(5))");
+    server.enable_cdc(&["dbo.t"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(
+        dir.path(),
+        &server,
+        "  skipped.operations: u\n  streaming.fetch.size: 2\n",
+    );
+    let mut child = start(&path, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    server.sql("INSERT INTO dbo.t VALUES (1, N'a'); UPDATE dbo.t SET v = N'b' WHERE id = 1; UPDATE dbo.t SET v = N'c' WHERE id = 1; DELETE FROM dbo.t WHERE id = 1; INSERT INTO dbo.t VALUES (2, N'z')");
+    wait_events(dir.path(), 4, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let ops: Vec<String> = payloads(dir.path())
+        .iter()
+        .map(|p| p["op"].as_str().unwrap_or("tombstone").to_owned())
+        .collect();
+    assert_eq!(ops, ["c", "d", "tombstone", "c"]);
+}

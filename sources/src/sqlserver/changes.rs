@@ -36,6 +36,8 @@ pub(super) struct Merge<'a> {
     q: &'a Statements,
     mode: QueryMode,
     fetch: usize,
+    /// The operations `skipped.operations` leaves out, filtered by the query as Debezium does.
+    skip_ops: Vec<i32>,
     to: Lsn,
     pointers: Vec<Pointer>,
 }
@@ -45,7 +47,7 @@ impl<'a> Merge<'a> {
     pub(super) fn new(
         tables: &'a [Table],
         q: &'a Statements,
-        (mode, fetch): (QueryMode, usize),
+        (mode, fetch, skip_ops): (QueryMode, usize, Vec<i32>),
         from: Lsn,
         to: Lsn,
     ) -> Self {
@@ -62,6 +64,7 @@ impl<'a> Merge<'a> {
             q,
             mode,
             fetch,
+            skip_ops,
             to,
             pointers,
         }
@@ -107,7 +110,9 @@ impl<'a> Merge<'a> {
         let t = &self.tables[i];
         let columns: Vec<String> = t.columns.iter().map(|(c, _)| c.clone()).collect();
         let top = (self.fetch > 0).then_some(self.fetch);
-        let sql = self.q.changes(self.mode, &t.instance, &columns, top);
+        let sql = self
+            .q
+            .changes(self.mode, &t.instance, &columns, top, &self.skip_ops);
         let (from, seq, op) = p.after;
         let (f, z, to) = (&from.0[..], &seq.0[..], &self.to.0[..]);
         let params: Vec<&dyn ToSql> = match self.mode {
@@ -128,7 +133,9 @@ impl<'a> Merge<'a> {
             let commit = lsn_at(&row, 0)?.ok_or_else(|| {
                 SqlServerError::Setup(format!("{what}: a change without a commit LSN"))
             })?;
-            let seq = lsn_at(&row, 1)?.unwrap_or_default();
+            let seq = lsn_at(&row, 1)?.ok_or_else(|| {
+                SqlServerError::Setup(format!("{what}: a change without a change LSN (__$seqval)"))
+            })?;
             let op: i32 = row
                 .try_get(2)
                 .map_err(|e| SqlServerError::query(&what, e))?

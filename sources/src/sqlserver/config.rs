@@ -35,8 +35,8 @@ pub struct SqlServerConfig {
     /// its driver is `true`: set `database.encrypt: false` where Debezium ran with it).
     #[serde(rename = "database.encrypt", default)]
     pub encrypt: bool,
-    /// `snapshot.isolation.mode`: `snapshot` (the default here and what gives a snapshot
-    /// consistent with the stream), `repeatable_read`, `read_committed`, `read_uncommitted`,
+    /// `snapshot.isolation.mode`: `repeatable_read` (Debezium's default), `snapshot` (what
+    /// gives a snapshot consistent with the stream), `read_committed`, `read_uncommitted`,
     /// `exclusive`.
     #[serde(rename = "snapshot.isolation.mode", default)]
     pub isolation: IsolationMode,
@@ -84,9 +84,10 @@ pub struct SqlServerConfig {
 pub enum IsolationMode {
     /// SNAPSHOT isolation: the rows as of the snapshot's LSN, no locks (the database needs
     /// `ALLOW_SNAPSHOT_ISOLATION ON`).
-    #[default]
     Snapshot,
-    /// REPEATABLE READ, each table locked (`TABLOCKX`) while its structure is read.
+    /// REPEATABLE READ, each table locked (`TABLOCKX`) while its structure is read (the
+    /// default, as Debezium's).
+    #[default]
     RepeatableRead,
     /// READ COMMITTED: no locks; a row changed during the snapshot may come twice.
     ReadCommitted,

@@ -192,8 +192,33 @@ impl Statements {
         instance: &str,
         columns: &[String],
         top: Option<usize>,
+        skip_ops: &[i32],
     ) -> String {
         let select = top.map_or("SELECT".to_owned(), |n| format!("SELECT TOP {n}"));
+        // Read in pieces, the order must be the pieces' key (commit LSN, change LSN,
+        // operation): `__$command_id` (Debezium's direct order) would let a piece's start
+        // skip or repeat rows whose command and change orders differ.
+        let command = if top.is_some() {
+            ""
+        } else {
+            "cdc_data.[__$command_id] ASC, "
+        };
+        let skipped = if skip_ops.is_empty() {
+            String::new()
+        } else {
+            let column = match mode {
+                super::config::QueryMode::Direct => "[cdc_data].[__$operation]",
+                super::config::QueryMode::Function => "[__$operation]",
+            };
+            format!(
+                " AND {column} NOT IN ({})",
+                skip_ops
+                    .iter()
+                    .map(i32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        };
         let cols = columns
             .iter()
             .map(|c| quote(c))
@@ -203,15 +228,15 @@ impl Statements {
             super::config::QueryMode::Direct => format!(
                 "{select} cdc_data.[__$start_lsn], cdc_data.[__$seqval], cdc_data.[__$operation], cdc_data.[__$update_mask], {cols}, TODATETIMEOFFSET(ltm.tran_begin_time, DATEPART(TZOFFSET, SYSDATETIMEOFFSET())) \
                  FROM {db}.cdc.{table} AS cdc_data LEFT JOIN {db}.cdc.lsn_time_mapping ltm ON ltm.start_lsn = cdc_data.[__$start_lsn] \
-                  WHERE [cdc_data].[__$start_lsn] >= @P6 AND (([cdc_data].[__$start_lsn] = @P1 AND [cdc_data].[__$seqval] = @P2 AND [cdc_data].[__$operation] > @P3) OR ([cdc_data].[__$start_lsn] = @P4 AND [cdc_data].[__$seqval] > @P5) OR ([cdc_data].[__$start_lsn] > @P6)) AND [cdc_data].[__$start_lsn] <= @P7 \
-                 ORDER BY cdc_data.[__$start_lsn] ASC, cdc_data.[__$command_id] ASC, cdc_data.[__$seqval] ASC, cdc_data.[__$operation] ASC",
+                  WHERE [cdc_data].[__$start_lsn] >= @P6 AND (([cdc_data].[__$start_lsn] = @P1 AND [cdc_data].[__$seqval] = @P2 AND [cdc_data].[__$operation] > @P3) OR ([cdc_data].[__$start_lsn] = @P4 AND [cdc_data].[__$seqval] > @P5) OR ([cdc_data].[__$start_lsn] > @P6)) AND [cdc_data].[__$start_lsn] <= @P7{skipped} \
+                 ORDER BY cdc_data.[__$start_lsn] ASC, {command}cdc_data.[__$seqval] ASC, cdc_data.[__$operation] ASC",
                 db = self.db,
                 table = quote(&format!("{instance}_CT")),
             ),
             super::config::QueryMode::Function => format!(
                 "{select} [__$start_lsn], [__$seqval], [__$operation], [__$update_mask], {cols}, TODATETIMEOFFSET({db}.sys.fn_cdc_map_lsn_to_time([__$start_lsn]), DATEPART(TZOFFSET, SYSDATETIMEOFFSET())) \
                  FROM {db}.cdc.{function}(@P1, @P2, N'all update old') \
-                  WHERE [__$start_lsn] >= @P8 AND (([__$start_lsn] = @P3 AND [__$seqval] = @P4 AND [__$operation] > @P5) OR ([__$start_lsn] = @P6 AND [__$seqval] > @P7) OR ([__$start_lsn] > @P8)) AND [__$start_lsn] <= @P9 \
+                  WHERE [__$start_lsn] >= @P8 AND (([__$start_lsn] = @P3 AND [__$seqval] = @P4 AND [__$operation] > @P5) OR ([__$start_lsn] = @P6 AND [__$seqval] > @P7) OR ([__$start_lsn] > @P8)) AND [__$start_lsn] <= @P9{skipped} \
                  ORDER BY [__$start_lsn] ASC, [__$seqval] ASC, [__$operation] ASC",
                 db = self.db,
                 function = quote(&format!("fn_cdc_get_all_changes_{instance}")),

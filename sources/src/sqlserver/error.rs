@@ -40,8 +40,11 @@ impl Classify for SqlServerError {
                 // Login failed (18456), database not available to the login (4060), invalid
                 // object (208), permission denied (229, 262, 297, 300), syntax (102):
                 // retrying will not help.
+                // SNAPSHOT isolation not allowed on the database (3952), a from-LSN below
+                // the change table's minimum after a cleanup (313).
                 tiberius::error::Error::Server(e)
-                    if [102, 208, 229, 262, 297, 300, 4060, 18456].contains(&e.code()) =>
+                    if [102, 208, 229, 262, 297, 300, 313, 3952, 4060, 18456]
+                        .contains(&e.code()) =>
                 {
                     ErrorClass::Fatal
                 }

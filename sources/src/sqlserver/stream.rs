@@ -225,7 +225,11 @@ impl SqlServerSource {
             .await?;
             self.announce(&tables, &mut known, to, &position, ctx)
                 .await?;
-            let fetch = (self.config.query_mode, self.config.fetch_size);
+            let fetch = (
+                self.config.query_mode,
+                self.config.fetch_size,
+                self.skipped_operations(),
+            );
             let mut changes = Merge::new(&tables, &q, fetch, from_lsn, to);
             let metadata = self.config.common.provide_transaction_metadata;
             let mut out = Out::new(
@@ -346,6 +350,21 @@ impl SqlServerSource {
         })
         .await
         .map_err(|_| SqlServerError::Stopped)
+    }
+
+    /// The change table operations `skipped.operations` leaves out: c 2, u 3 and 4, d 1.
+    fn skipped_operations(&self) -> Vec<i32> {
+        let mut ops = Vec::new();
+        if self.skipped.skips(Op::Delete) {
+            ops.push(1);
+        }
+        if self.skipped.skips(Op::Create) {
+            ops.push(2);
+        }
+        if self.skipped.skips(Op::Update) {
+            ops.extend([3, 4]);
+        }
+        ops
     }
 
     /// Whether SQL Server Agent runs (Debezium's `sqlserver.agent.status.query`).
@@ -597,11 +616,11 @@ impl Cursor {
         }
     }
 
-    /// The `event_serial_no` of an event at `at` that took `count` rows: one more than the
-    /// last when it is at the same LSNs, else `count`.
+    /// The `event_serial_no` of an event at `at` that took `count` rows: the last one's plus
+    /// `count` when it is at the same LSNs, else `count` (Debezium's `setChangePosition`).
     fn next_serial(&mut self, at: (Lsn, Lsn), count: i64) -> i64 {
         self.serial = if self.last == Some(at) {
-            self.serial + 1
+            self.serial + count
         } else {
             count
         };

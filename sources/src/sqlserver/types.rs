@@ -139,6 +139,14 @@ impl Kind {
             (Kind::Int16, ColumnData::I16(Some(v))) => Value::Int16(*v),
             (Kind::Int32, ColumnData::I32(Some(v))) => Value::Int32(*v),
             (Kind::Int64, ColumnData::I64(Some(v))) => Value::Int64(*v),
+            // A change table keeps a column's type from when its capture instance was made: a
+            // column widened since sends the narrower number, which the wider type holds.
+            (Kind::Int32, ColumnData::U8(Some(v))) => Value::Int32(i32::from(*v)),
+            (Kind::Int32, ColumnData::I16(Some(v))) => Value::Int32(i32::from(*v)),
+            (Kind::Int64, ColumnData::U8(Some(v))) => Value::Int64(i64::from(*v)),
+            (Kind::Int64, ColumnData::I16(Some(v))) => Value::Int64(i64::from(*v)),
+            (Kind::Int64, ColumnData::I32(Some(v))) => Value::Int64(i64::from(*v)),
+            (Kind::Float64, ColumnData::F32(Some(v))) => Value::Float64(f64::from(*v)),
             (Kind::Float32, ColumnData::F32(Some(v))) => Value::Float32(*v),
             (Kind::Float64, ColumnData::F64(Some(v))) => Value::Float64(*v),
             (Kind::Decimal(_, scale), ColumnData::Numeric(Some(n))) => {
@@ -164,24 +172,38 @@ impl Kind {
                 time_value_nanos(time_nanos(t.increments(), t.scale()), p, modes.time)
             }
             (Kind::Timestamp(p), ColumnData::DateTime2(Some(dt))) => {
-                timestamp_value_nanos(datetime2_nanos(dt)?, p, modes.time)
+                let days = i64::from(dt.date().days()) - EPOCH_DAYS;
+                timestamp(
+                    days,
+                    time_nanos(dt.time().increments(), dt.time().scale()),
+                    p,
+                    modes,
+                )?
             }
             (Kind::Timestamp(p), ColumnData::DateTime(Some(dt))) => {
                 // Days since 1900-01-01 and 1/300 s, as the JDBC driver reads them: milliseconds.
                 let days = i64::from(dt.days()) + DAYS_1900;
                 let millis = (i64::from(dt.seconds_fragments()) * 10 + 1) / 3;
-                let nanos = (days * 86_400_000 + millis) * 1_000_000;
-                timestamp_value_nanos(nanos, p, modes.time)
+                timestamp(days, millis * 1_000_000, p, modes)?
             }
             (Kind::Timestamp(p), ColumnData::SmallDateTime(Some(dt))) => {
                 let days = i64::from(dt.days()) + DAYS_1900;
                 let minutes = i64::from(dt.seconds_fragments());
-                timestamp_value_nanos((days * 1440 + minutes) * 60_000_000_000, p, modes.time)
+                timestamp(days, minutes * 60_000_000_000, p, modes)?
             }
             (Kind::Zoned(_), ColumnData::DateTimeOffset(Some(dto))) => {
-                let utc = datetime2_nanos(&dto.datetime2())?;
+                // Sent in UTC with the offset beside it: the local time is UTC + offset.
+                let dt = dto.datetime2();
                 let offset = i64::from(dto.offset());
-                Value::from(zoned_text(utc + offset * 60_000_000_000, offset))
+                let utc = i128::from(i64::from(dt.date().days()) - EPOCH_DAYS)
+                    * i128::from(NANOS_PER_DAY)
+                    + i128::from(time_nanos(dt.time().increments(), dt.time().scale()));
+                let local = utc + i128::from(offset) * 60_000_000_000;
+                let days = i64::try_from(local.div_euclid(i128::from(NANOS_PER_DAY)))
+                    .map_err(|_| unexpected())?;
+                let nanos = i64::try_from(local.rem_euclid(i128::from(NANOS_PER_DAY)))
+                    .map_err(|_| unexpected())?;
+                Value::from(zoned_text(days, nanos, offset))
             }
             _ => return Err(unexpected()),
         })
@@ -298,14 +320,26 @@ fn time_nanos(increments: u64, scale: u8) -> i64 {
         .saturating_mul(unit)
 }
 
-fn datetime2_nanos(dt: &tiberius::time::DateTime2) -> Result<i64, String> {
-    let days = i64::from(dt.date().days()) - EPOCH_DAYS;
-    let nanos = time_nanos(dt.time().increments(), dt.time().scale());
-    days.checked_mul(86_400_000_000_000)
-        .and_then(|d| d.checked_add(nanos))
-        .ok_or_else(|| {
-            "a date outside the range of int64 nanoseconds since 1970 (1677–2262)".to_string()
-        })
+const NANOS_PER_DAY: i64 = 86_400_000_000_000;
+
+/// A timestamp (days since the epoch and nanoseconds into the day) as `p` and the time
+/// mode say: in microseconds or milliseconds for precisions up to 6 (any year of SQL Server's
+/// range fits), in nanoseconds for 7 (1677–2262 only: int64 nanoseconds hold no more; a value
+/// outside is an error, not a wrapped number).
+fn timestamp(days: i64, nanos: i64, p: u32, modes: Modes) -> Result<Value, String> {
+    if p > 6 && modes.time != TimePrecisionMode::Connect {
+        return days
+            .checked_mul(NANOS_PER_DAY)
+            .and_then(|d| d.checked_add(nanos))
+            .map(|n| timestamp_value_nanos(n, p, modes.time))
+            .ok_or_else(|| {
+                "a datetime2(7) outside 1677–2262, which Debezium's NanoTimestamp (int64 nanoseconds) cannot hold".to_string()
+            });
+    }
+    let micros = days * 86_400_000_000 + nanos / 1000;
+    Ok(sluice_kit::values::temporal::timestamp_value(
+        micros, p, modes.time,
+    ))
 }
 
 /// `value` scaled down by `scale` decimal places, as text.
@@ -334,12 +368,11 @@ fn money_text(v: f64) -> Result<String, String> {
     Ok(format!("{v:.4}"))
 }
 
-/// Debezium's `ZonedTimestamp` text of a local time (nanoseconds since the epoch, in the
-/// value's own offset) and its offset in minutes: `2018-07-13T12:23:45.456+11:00`, the
-/// fraction without trailing zeros, `Z` for a zero offset (Java's ISO_OFFSET_DATE_TIME).
-fn zoned_text(local_nanos: i64, offset_minutes: i64) -> String {
-    let days = local_nanos.div_euclid(86_400_000_000_000);
-    let nanos = local_nanos.rem_euclid(86_400_000_000_000);
+/// Debezium's `ZonedTimestamp` text of a local time (days since the epoch and nanoseconds
+/// into the day, in the value's own offset) and its offset in minutes:
+/// `2018-07-13T12:23:45.456+11:00`, the fraction without trailing zeros, `Z` for a zero offset
+/// (Java's ISO_OFFSET_DATE_TIME).
+fn zoned_text(days: i64, nanos: i64, offset_minutes: i64) -> String {
     let (y, m, d) = sluice_kit::values::temporal::civil_from_days(days);
     let secs = nanos / 1_000_000_000;
     let frac = nanos % 1_000_000_000;
@@ -375,8 +408,21 @@ mod tests {
         assert_eq!(money_text(12.3456).unwrap(), "12.3456");
         assert_eq!(money_text(-922_337_203.580_7).unwrap(), "-922337203.5807");
         assert!(money_text(922_337_203_685_477.0).is_err());
-        assert_eq!(zoned_text(0, 0), "1970-01-01T00:00:00Z");
-        let local = (1_531_484_625_i64) * 1_000_000_000 + 456_000_000;
-        assert_eq!(zoned_text(local, 660), "2018-07-13T12:23:45.456+11:00");
+        assert_eq!(zoned_text(0, 0, 0), "1970-01-01T00:00:00Z");
+        let nanos = 44_625_i64 * 1_000_000_000 + 456_000_000;
+        assert_eq!(
+            zoned_text(17_725, nanos, 660),
+            "2018-07-13T12:23:45.456+11:00"
+        );
+        assert_eq!(zoned_text(2_932_896, 0, -300), "9999-12-31T00:00:00-05:00");
+        let modes = Modes {
+            time: TimePrecisionMode::Adaptive,
+            decimal: DecimalMode::Precise,
+            binary: BinaryMode::Bytes,
+        };
+        // 9999-12-31 23:59:59.997, a common end of time: milliseconds, no overflow.
+        let end = timestamp(2_932_896, 86_399_997_000_000, 3, modes).unwrap();
+        assert_eq!(end, Value::Int64(253_402_300_799_997));
+        assert!(timestamp(2_932_896, 0, 7, modes).is_err());
     }
 }
