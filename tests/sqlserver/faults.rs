@@ -161,3 +161,41 @@ fn a_stopped_sql_server_agent_is_named_when_nothing_was_captured() {
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(!log.contains("SQL Server Agent is not running"), "{log}");
 }
+
+#[test]
+fn a_second_capture_instance_loses_and_repeats_nothing() {
+    let server = SqlServer::start("evolveDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, v nvarchar(5))");
+    server.enable_cdc(&["dbo.t"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "");
+    let mut child = start(&path, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    server.sql("INSERT INTO dbo.t VALUES (1, N'a')");
+    wait_events(dir.path(), 1, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // its offset committed
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // While it is down: a change only the first instance has, a second instance (the
+    // schema-change procedure), and changes both have.
+    server.sql("INSERT INTO dbo.t VALUES (2, N'b')");
+    server.sql("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL, @capture_instance = N'dbo_t_v2'");
+    server.sql("INSERT INTO dbo.t VALUES (3, N'c'); UPDATE dbo.t SET v = N'z' WHERE id = 1");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 4, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let events: Vec<String> = payloads(dir.path())
+        .iter()
+        .map(|p| {
+            let row = if p["after"].is_null() {
+                &p["before"]
+            } else {
+                &p["after"]
+            };
+            format!("{}{}", p["op"].as_str().unwrap(), row["id"])
+        })
+        .collect();
+    assert_eq!(events, ["c1", "c2", "c3", "u1"]);
+}

@@ -108,6 +108,11 @@ impl<'a> Merge<'a> {
             return Ok(());
         }
         let t = &self.tables[i];
+        // An older capture instance gives its changes up to where the newer one starts.
+        if t.stop_lsn.is_some_and(|stop| stop <= p.after.0) {
+            self.pointers[i].exhausted = true;
+            return Ok(());
+        }
         let columns: Vec<String> = t.columns.iter().map(|(c, _)| c.clone()).collect();
         let top = (self.fetch > 0).then_some(self.fetch);
         let sql = self
@@ -141,6 +146,10 @@ impl<'a> Merge<'a> {
                 .map_err(|e| SqlServerError::query(&what, e))?
                 .unwrap_or_default();
             p.after = (commit, seq, op);
+            if t.stop_lsn.is_some_and(|stop| stop <= commit) {
+                p.exhausted = true;
+                break;
+            }
             p.buffer.push_back(Change {
                 commit,
                 seq,

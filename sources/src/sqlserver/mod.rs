@@ -276,6 +276,7 @@ impl Source for SqlServerSource {
                             self.modes,
                             &self.source_schema,
                             upto,
+                            false,
                         )
                         .await?;
                         let source = At {

@@ -74,8 +74,15 @@ impl SqlServerSource {
             )
             .await?;
         }
-        let tables =
-            tables::read(conn, &self.config, self.modes, &self.source_schema, upto).await?;
+        let tables = tables::read(
+            conn,
+            &self.config,
+            self.modes,
+            &self.source_schema,
+            upto,
+            false,
+        )
+        .await?;
         let db = quote(&self.config.database);
         if mode.locks() {
             for t in &tables {

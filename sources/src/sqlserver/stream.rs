@@ -172,12 +172,18 @@ impl SqlServerSource {
         // The captured tables (their ids) the stream knows: a table entering or leaving capture
         // mode is announced.
         let start = (last_commit != Lsn::default()).then_some(last_commit);
-        let mut known: std::collections::BTreeSet<String> =
-            tables::read(conn, &self.config, self.modes, &self.source_schema, start)
-                .await?
-                .into_iter()
-                .map(|t| t.id)
-                .collect();
+        let mut known: std::collections::BTreeSet<String> = tables::read(
+            conn,
+            &self.config,
+            self.modes,
+            &self.source_schema,
+            start,
+            false,
+        )
+        .await?
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
         tracing::info!(lsn = %last_commit, "Streaming from the change tables.");
         loop {
             if ctx.is_stopping() {
@@ -221,6 +227,7 @@ impl SqlServerSource {
                 self.modes,
                 &self.source_schema,
                 Some(to),
+                true,
             )
             .await?;
             self.announce(&tables, &mut known, to, &position, ctx)

@@ -23,6 +23,9 @@ pub(crate) struct Table {
     pub instance: String,
     /// The capture instance's first LSN.
     pub start_lsn: Lsn,
+    /// Where a newer capture instance of the table starts: this one's changes from there on
+    /// are the newer one's to give.
+    pub stop_lsn: Option<Lsn>,
     /// The columns the change table holds, in its order, with their kinds.
     pub columns: Vec<(String, Kind)>,
     /// What the events carry of them.
@@ -44,16 +47,18 @@ struct Instance {
     name: String,
     object_id: i32,
     start_lsn: Lsn,
+    stop_lsn: Option<Lsn>,
 }
 
-/// The captured tables whose capture instances started at or before `upto` (`None`: all),
-/// one instance per table (the newest, as Debezium reads while no schema change is pending).
+/// The captured tables whose capture instances started at or before `upto` (`None`: all):
+/// the newest instance of each, and with `all` the older ones too (with their stop LSN) (the newest, as Debezium reads while no schema change is pending).
 pub(crate) async fn read(
     conn: &mut Conn,
     config: &SqlServerConfig,
     modes: Modes,
     source_schema: &Arc<Schema>,
     upto: Option<Lsn>,
+    all: bool,
 ) -> Result<Vec<Table>, SqlServerError> {
     let q = Statements::new(&config.database);
     let db = config.database.as_str();
@@ -62,7 +67,7 @@ pub(crate) async fn read(
         Some(lsn) => rows(conn, what, &q.change_tables(true), &[&&lsn.0[..], &db, &db]).await?,
         None => rows(conn, what, &q.change_tables(false), &[&db, &db]).await?,
     };
-    let mut instances: BTreeMap<(String, String), Instance> = BTreeMap::new();
+    let mut instances: BTreeMap<(String, String), Vec<Instance>> = BTreeMap::new();
     for row in &listed {
         let text = |i: usize| -> Result<String, SqlServerError> {
             row.try_get::<&str, _>(i)
@@ -89,18 +94,30 @@ pub(crate) async fn read(
             name,
             object_id,
             start_lsn,
+            stop_lsn: None,
         };
-        // Two instances of one table (a schema change in progress): the newer.
-        match instances.get(&(schema.clone(), table.clone())) {
-            Some(old) if old.start_lsn >= start_lsn => {}
-            _ => {
-                instances.insert((schema, table), instance);
+        instances.entry((schema, table)).or_default().push(instance);
+    }
+    // Two instances of one table (a schema change in progress): the stream reads the older
+    // up to where the newer starts, then the newer (Debezium's stop LSN); a snapshot reads
+    // the newer alone.
+    let mut chosen = Vec::new();
+    for mut of_table in instances.into_values() {
+        of_table.sort_by_key(|i| i.start_lsn);
+        let newest = of_table.pop();
+        if let Some(newest) = newest {
+            if all {
+                for mut older in of_table {
+                    older.stop_lsn = Some(newest.start_lsn);
+                    chosen.push(older);
+                }
             }
+            chosen.push(newest);
         }
     }
     let captured = captured_columns(conn, &q).await?;
     let mut out = Vec::new();
-    for instance in instances.into_values() {
+    for instance in chosen {
         let columns = captured
             .get(&instance.object_id)
             .cloned()
@@ -249,6 +266,7 @@ async fn build(
         name: instance.table,
         instance: instance.name,
         start_lsn: instance.start_lsn,
+        stop_lsn: instance.stop_lsn,
         columns,
         shape,
         envelope,
