@@ -199,3 +199,46 @@ fn a_second_capture_instance_loses_and_repeats_nothing() {
         .collect();
     assert_eq!(events, ["c1", "c2", "c3", "u1"]);
 }
+
+#[test]
+fn a_position_the_cleanup_job_passed_stops_or_snapshots_again_when_needed() {
+    let server = SqlServer::start("cleanDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY)");
+    server.enable_cdc(&["dbo.t"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "");
+    let mut child = start(&path, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    server.sql("INSERT INTO dbo.t VALUES (1)");
+    wait_events(dir.path(), 1, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // its offset committed
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // While it is down: two changes, and the cleanup job deletes the first of them.
+    server.sql("INSERT INTO dbo.t VALUES (2)");
+    server.sql("INSERT INTO dbo.t VALUES (3)");
+    let max = server.sql("SELECT sys.fn_cdc_get_max_lsn()")[0][0].clone();
+    server.sql(&format!(
+        "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_t', @low_water_mark = {max}"
+    ));
+    let e = error_line(&path);
+    assert!(
+        e.contains("the CDC cleanup job deleted the changes after it") && e.contains("when_needed"),
+        "{e}"
+    );
+    // `when_needed`: a new snapshot fills the gap.
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "  poll.interval.ms: 50\n",
+        "  poll.interval.ms: 50\n  snapshot.mode: when_needed\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 4, &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let tail: Vec<String> = payloads(dir.path())[1..]
+        .iter()
+        .map(|p| format!("{}{}", p["op"].as_str().unwrap(), p["after"]["id"]))
+        .collect();
+    assert_eq!(tail, ["r1", "r2", "r3"]);
+}

@@ -244,6 +244,11 @@ impl Statements {
         }
     }
 
+    /// `GET_MIN_LSN_FROM_ALL_CHANGE_TABLES`: the oldest LSN the change tables still hold.
+    pub(crate) fn min_lsn_of_change_tables(&self) -> String {
+        format!("select min(start_lsn) from {}.cdc.change_tables", self.db)
+    }
+
     /// `sqlserver.agent.status.query`'s default: 1 when SQL Server Agent runs.
     pub(crate) fn agent_status(&self) -> String {
         format!(

@@ -236,20 +236,26 @@ impl Source for SqlServerSource {
             .map_err(ComponentError::fatal)?;
         let mut conn = connection::connect(&self.config).await?;
         self.check_cdc(&mut conn).await?;
+        let lost = match &resume {
+            Some(r) => self.lost(&mut conn, r.at.commit_lsn).await?,
+            None => None,
+        };
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
-            position_available: true,
+            position_available: lost.is_none(),
             history_available: true,
         };
         let Some(plan) = self
             .config
             .common
-            .plan("sqlserver", false, stored, "")
+            .plan("sqlserver", false, stored, lost.as_deref().unwrap_or(""))
             .map_err(ComponentError::fatal)?
         else {
             return Ok(());
         };
+        // A new snapshot (`when_needed` after a cleanup): the stored position is not resumed.
+        let resume = if plan.data { None } else { resume };
         let from = if plan.data {
             match self.snapshot(&mut conn, ctx).await {
                 Err(SqlServerError::Stopped) => return Ok(()),
@@ -332,6 +338,33 @@ impl SqlServerSource {
             )));
         }
         Ok(())
+    }
+
+    /// Why the committed commit LSN `stored` can no longer be read (`None`: it can), as
+    /// Debezium's `validateLogPosition` decides: the change tables' oldest LSN is past it (the
+    /// cleanup job deleted what came after it).
+    async fn lost(
+        &self,
+        conn: &mut connection::Conn,
+        stored: Lsn,
+    ) -> Result<Option<String>, SqlServerError> {
+        if stored == Lsn::default() {
+            return Ok(None);
+        }
+        let q = connection::Statements::new(&self.config.database);
+        let what = "reading the change tables' oldest LSN";
+        let found = connection::rows(conn, what, &q.min_lsn_of_change_tables(), &[]).await?;
+        let oldest = match found.first() {
+            Some(row) => connection::lsn_at(row, 0)?,
+            None => None,
+        };
+        Ok(match oldest {
+            Some(oldest) if oldest <= stored => None,
+            Some(oldest) => Some(format!(
+                "the committed position (commit LSN {stored}) is older than what the change tables hold (from {oldest}): the CDC cleanup job deleted the changes after it"
+            )),
+            None => Some("no change table has a start LSN (cdc.change_tables)".to_owned()),
+        })
     }
 
     /// `fn_cdc_get_max_lsn()`; the zero LSN when the database has no change yet.

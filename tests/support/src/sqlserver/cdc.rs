@@ -24,6 +24,13 @@ fn arguments(t: &[Tok]) -> Result<HashMap<String, Value>, String> {
                         Value::Integer(n.parse().map_err(|_| format!("bad number {n}"))?)
                     }
                     Tok::Ident(w, false) if w.eq_ignore_ascii_case("NULL") => Value::Null,
+                    Tok::Hex(h) => Value::Blob(
+                        (0..h.len())
+                            .step_by(2)
+                            .map(|i| u8::from_str_radix(h.get(i..i + 2).unwrap_or("0"), 16))
+                            .collect::<Result<Vec<u8>, _>>()
+                            .map_err(|_| format!("bad binary 0x{h}"))?,
+                    ),
                     other => return Err(format!("argument {name}: {other:?} is not emulated")),
                 };
                 out.insert(name.trim_start_matches('@').to_ascii_lowercase(), value);
@@ -65,6 +72,7 @@ impl Session {
             }
             "sp_cdc_enable_table" => self.enable_table(&args),
             "sp_cdc_disable_table" => self.disable_table(&args),
+            "sp_cdc_cleanup_change_table" => self.cleanup(&args),
             "sp_cdc_help_change_data_capture" => {
                 self.cdc_enabled()?;
                 self.run_one(
@@ -209,6 +217,15 @@ impl Session {
             .conn
             .query_row("SELECT next FROM emu_state", [], |r| r.get(0))
             .map_err(sql_err)?;
+        // The capture job maps the instance's start in `cdc.lsn_time_mapping` (an entry
+        // without a transaction, tran_id 0x00), so the maximum LSN is at least its start.
+        self.conn
+            .execute(
+                "INSERT INTO \"cdc.lsn_time_mapping\" VALUES (?1, strftime('%Y-%m-%d %H:%M:%f', 'now'), \
+                 strftime('%Y-%m-%d %H:%M:%f', 'now'), X'00', ?1)",
+                [super::engine::lsn(next)],
+            )
+            .map_err(sql_err)?;
         let object_id: i64 = self
             .conn
             .query_row("SELECT max(object_id) + 1 FROM \"sys.objects\"", [], |r| {
@@ -321,6 +338,31 @@ impl Session {
             old = row("OLD"),
         );
         self.conn.execute_batch(&sql).map_err(sql_err)
+    }
+
+    /// `sys.sp_cdc_cleanup_change_table`: the capture instance's low-water mark moves up to
+    /// `@low_water_mark` and its changes below it are deleted, as the cleanup job does.
+    fn cleanup(&mut self, args: &HashMap<String, Value>) -> Result<Output, String> {
+        let instance = text_arg(args, "capture_instance").ok_or("@capture_instance is required")?;
+        let Some(Value::Blob(mark)) = args.get("low_water_mark") else {
+            return Err("@low_water_mark (binary(10)) is required".into());
+        };
+        self.conn
+            .execute(
+                "UPDATE \"cdc.change_tables\" SET start_lsn = ?1 WHERE capture_instance = ?2 AND start_lsn < ?1",
+                rusqlite::params![mark, instance],
+            )
+            .map_err(sql_err)?;
+        self.conn
+            .execute(
+                &format!(
+                    "DELETE FROM {} WHERE \"__$start_lsn\" < ?1",
+                    quote(&format!("cdc.{instance}_CT"))
+                ),
+                [mark],
+            )
+            .map_err(sql_err)?;
+        Ok(Output::Nothing)
     }
 
     fn disable_table(&mut self, args: &HashMap<String, Value>) -> Result<Output, String> {
