@@ -107,11 +107,7 @@ fn a_stream_started_without_a_snapshot_resumes_from_where_it_started() {
         &server,
         "  snapshot.mode: no_data\n  include.schema.changes: true\n",
     );
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run_until_idle(&path);
     // The schema snapshot: the table's schema change event, no rows.
     let topics = |dir: &Path| -> Vec<String> {
         lines(dir)
@@ -143,22 +139,13 @@ fn a_stopped_sql_server_agent_is_named_when_nothing_was_captured() {
     server.sql("UPDATE sys.dm_server_services SET status = 1");
     let dir = tempfile::tempdir().unwrap();
     let path = pipeline(dir.path(), &server, "");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{log}");
+    let log = run_until_idle(&path);
     assert!(log.contains("SQL Server Agent is not running"), "{log}");
     // Running: no such warning.
     server.sql("UPDATE sys.dm_server_services SET status = 4");
     let dir = tempfile::tempdir().unwrap();
     let path = pipeline(dir.path(), &server, "");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&o.stderr);
+    let log = run_until_idle(&path);
     assert!(!log.contains("SQL Server Agent is not running"), "{log}");
 }
 
@@ -241,4 +228,15 @@ fn a_position_the_cleanup_job_passed_stops_or_snapshots_again_when_needed() {
         .map(|p| format!("{}{}", p["op"].as_str().unwrap(), p["after"]["id"]))
         .collect();
     assert_eq!(tail, ["r1", "r2", "r3"]);
+}
+
+/// Runs `path` until it has been idle for half a second; what it logged (it must succeed).
+fn run_until_idle(path: &Path) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", path.to_str().unwrap(), "--stop-when-idle", "500ms"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{log}");
+    log
 }

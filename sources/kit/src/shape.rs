@@ -45,6 +45,25 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// The event key of `row` (the before image of a delete, else the after image) under
+    /// `schema` (the envelope's key schema; `None`: a table without key, a null key).
+    pub fn key_record(
+        &self,
+        schema: Option<&Arc<Schema>>,
+        row: Option<&sluice_engine::Struct>,
+    ) -> Option<sluice_engine::Record> {
+        let schema = schema?;
+        let values = self
+            .event_key
+            .iter()
+            .map(|&i| row.map_or(sluice_engine::Value::Null, |r| r.values()[i].clone()))
+            .collect();
+        sluice_engine::Struct::from_values(schema.clone(), values).map(|s| sluice_engine::Record {
+            schema: schema.clone(),
+            value: sluice_engine::Value::Struct(s),
+        })
+    }
+
     /// Column `j` (of `kept`)'s value through its mapper.
     pub fn map(&self, j: usize, value: sluice_engine::Value) -> sluice_engine::Value {
         match self.mappers.get(j).and_then(Option::as_ref) {

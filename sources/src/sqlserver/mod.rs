@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sluice_engine::event::{source_block_builder, SourceTimestamps};
 use sluice_engine::{
-    BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, SchemaType, Source,
+    BuildContext, ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, Source,
     SourceContext, Struct, Value,
 };
 use sluice_kit::position::Resume;
@@ -189,18 +189,7 @@ impl SqlServerSource {
     ) -> ChangeEvent {
         let source = self.source(table, at);
         let row = before.as_ref().or(after.as_ref());
-        let key = table.envelope.key.as_ref().and_then(|schema| {
-            let values = table
-                .shape
-                .event_key
-                .iter()
-                .map(|&i| row.map_or(Value::Null, |r| r.values()[i].clone()))
-                .collect();
-            Struct::from_values(schema.clone(), values).map(|s| Record {
-                schema: schema.clone(),
-                value: Value::Struct(s),
-            })
-        });
+        let key = table.shape.key_record(table.envelope.key.as_ref(), row);
         let value = table
             .envelope
             .value(op, before, after, source, None, SourceTimestamps::now());

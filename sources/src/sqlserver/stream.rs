@@ -639,24 +639,7 @@ impl Cursor {
 /// The commit time the change query's last column holds (milliseconds since the epoch).
 fn commit_time(row: &Row) -> Option<i64> {
     let (_, last) = row.cells().last()?;
-    match last {
-        ColumnData::DateTime(Some(dt)) => {
-            let days = i64::from(dt.days()) - 25_567;
-            Some(days * 86_400_000 + (i64::from(dt.seconds_fragments()) * 10 + 1) / 3)
-        }
-        ColumnData::DateTime2(Some(dt)) => {
-            let days = i64::from(dt.date().days()) - 719_162;
-            let nanos = dt.time().increments() as i64 * 10i64.pow(9 - u32::from(dt.time().scale()));
-            Some(days * 86_400_000 + nanos / 1_000_000)
-        }
-        ColumnData::DateTimeOffset(Some(dto)) => {
-            let dt = dto.datetime2();
-            let days = i64::from(dt.date().days()) - 719_162;
-            let nanos = dt.time().increments() as i64 * 10i64.pow(9 - u32::from(dt.time().scale()));
-            Some(days * 86_400_000 + nanos / 1_000_000)
-        }
-        _ => None,
-    }
+    super::types::epoch_millis(last)
 }
 
 #[cfg(test)]

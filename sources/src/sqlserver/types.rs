@@ -172,19 +172,12 @@ impl Kind {
                 time_value_nanos(time_nanos(t.increments(), t.scale()), p, modes.time)
             }
             (Kind::Timestamp(p), ColumnData::DateTime2(Some(dt))) => {
-                let days = i64::from(dt.date().days()) - EPOCH_DAYS;
-                timestamp(
-                    days,
-                    time_nanos(dt.time().increments(), dt.time().scale()),
-                    p,
-                    modes,
-                )?
+                let (days, nanos) = datetime2_parts(dt);
+                timestamp(days, nanos, p, modes)?
             }
             (Kind::Timestamp(p), ColumnData::DateTime(Some(dt))) => {
-                // Days since 1900-01-01 and 1/300 s, as the JDBC driver reads them: milliseconds.
-                let days = i64::from(dt.days()) + DAYS_1900;
-                let millis = (i64::from(dt.seconds_fragments()) * 10 + 1) / 3;
-                timestamp(days, millis * 1_000_000, p, modes)?
+                let (days, nanos) = datetime_parts(dt);
+                timestamp(days, nanos, p, modes)?
             }
             (Kind::Timestamp(p), ColumnData::SmallDateTime(Some(dt))) => {
                 let days = i64::from(dt.days()) + DAYS_1900;
@@ -193,11 +186,9 @@ impl Kind {
             }
             (Kind::Zoned(_), ColumnData::DateTimeOffset(Some(dto))) => {
                 // Sent in UTC with the offset beside it: the local time is UTC + offset.
-                let dt = dto.datetime2();
+                let (days, nanos) = datetime2_parts(&dto.datetime2());
                 let offset = i64::from(dto.offset());
-                let utc = i128::from(i64::from(dt.date().days()) - EPOCH_DAYS)
-                    * i128::from(NANOS_PER_DAY)
-                    + i128::from(time_nanos(dt.time().increments(), dt.time().scale()));
+                let utc = i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos);
                 let local = utc + i128::from(offset) * 60_000_000_000;
                 let days = i64::try_from(local.div_euclid(i128::from(NANOS_PER_DAY)))
                     .map_err(|_| unexpected())?;
@@ -321,6 +312,34 @@ fn time_nanos(increments: u64, scale: u8) -> i64 {
 }
 
 const NANOS_PER_DAY: i64 = 86_400_000_000_000;
+
+/// A `datetime2` (or a `datetimeoffset`'s UTC part): days since the epoch, nanoseconds into
+/// the day.
+fn datetime2_parts(dt: &tiberius::time::DateTime2) -> (i64, i64) {
+    (
+        i64::from(dt.date().days()) - EPOCH_DAYS,
+        time_nanos(dt.time().increments(), dt.time().scale()),
+    )
+}
+
+/// A `datetime` (days since 1900-01-01 and 1/300 s, read to the millisecond as the JDBC
+/// driver rounds it): days since the epoch, nanoseconds into the day.
+fn datetime_parts(dt: &tiberius::time::DateTime) -> (i64, i64) {
+    let millis = (i64::from(dt.seconds_fragments()) * 10 + 1) / 3;
+    (i64::from(dt.days()) + DAYS_1900, millis * 1_000_000)
+}
+
+/// Milliseconds since the epoch (UTC) of a date and time cell (a change's commit time);
+/// `None` for any other cell.
+pub(crate) fn epoch_millis(data: &ColumnData<'_>) -> Option<i64> {
+    let (days, nanos) = match data {
+        ColumnData::DateTime(Some(dt)) => datetime_parts(dt),
+        ColumnData::DateTime2(Some(dt)) => datetime2_parts(dt),
+        ColumnData::DateTimeOffset(Some(dto)) => datetime2_parts(&dto.datetime2()),
+        _ => return None,
+    };
+    Some(days * 86_400_000 + nanos / 1_000_000)
+}
 
 /// A timestamp (days since the epoch and nanoseconds into the day) as `p` and the time
 /// mode say: in microseconds or milliseconds for precisions up to 6 (any year of SQL Server's

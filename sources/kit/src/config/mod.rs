@@ -23,6 +23,7 @@
 //! these it implements; a key of anything else is an error at that key.
 
 pub mod columns;
+mod legacy;
 mod support;
 
 use serde::Deserialize;
@@ -39,6 +40,7 @@ use crate::history::HistoryConfig;
 use crate::signal::{KafkaSignalSettings, SIGNAL_CONSUMER_PREFIX};
 use crate::snapshot::{ConfigurationBased, SnapshotMode, Snapshotter};
 use columns::{ColumnRules, KeyColumns, COLUMN_PREFIXES};
+pub use legacy::LEGACY_NAMES;
 
 /// The prefix of Debezium's per-table snapshot SELECT keys.
 pub const OVERRIDE_PREFIX: &str = "snapshot.select.statement.overrides.";
@@ -622,45 +624,6 @@ const HISTORY_KEYS: [&str; 4] = [
     "database.history.",
 ];
 
-/// The property names of Debezium 1.x that the seeds use, with their current names: still
-/// read, with a deprecation warning (`database.history.*` is `schema.history.internal.*`).
-pub const LEGACY_NAMES: [(&str, &str); 9] = [
-    ("database.server.name", "topic.prefix"),
-    ("table.whitelist", "table.include.list"),
-    ("table.blacklist", "table.exclude.list"),
-    ("schema.whitelist", "schema.include.list"),
-    ("schema.blacklist", "schema.exclude.list"),
-    ("column.whitelist", "column.include.list"),
-    ("column.blacklist", "column.exclude.list"),
-    ("heartbeat.topics.prefix", "topic.heartbeat.prefix"),
-    ("database.history", "schema.history.internal"),
-];
-
-/// The deprecation warnings of the legacy names among `keys` (a `database.history.*` key
-/// names its `schema.history.internal.*` one).
-pub fn legacy_warnings<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    keys.into_iter()
-        .filter_map(|key| {
-            LEGACY_NAMES.iter().find_map(|(old, new)| {
-                let modern = if key == *old {
-                    (*new).to_owned()
-                } else if *old == "database.history" {
-                    format!(
-                        "{new}{}",
-                        key.strip_prefix("database.history.")
-                            .map(|r| format!(".{r}"))?
-                    )
-                } else {
-                    return None;
-                };
-                Some(format!(
-                    "`{key}` is deprecated (Debezium 1.x's name): use `{modern}`"
-                ))
-            })
-        })
-        .collect()
-}
-
 /// [`SourceCommon::unrepresentable`] for a source that keeps its own copy of the mode.
 pub fn unrepresentable(
     mode: FailureMode,
@@ -715,7 +678,7 @@ pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigEr
         .iter()
         .filter_map(|(k, _)| k.as_text())
         .collect();
-    for warning in legacy_warnings(keys.iter().map(String::as_str)) {
+    for warning in legacy::warnings(keys.iter().map(String::as_str)) {
         tracing::warn!("{warning}");
     }
     let mut dynamic: Vec<&str> = skip.to_vec();
@@ -777,24 +740,6 @@ mod tests {
         assert!(
             e.contains("database.password.file") && e.contains("nope"),
             "{e}"
-        );
-    }
-
-    #[test]
-    fn legacy_names_are_named_with_their_current_ones() {
-        let w = super::legacy_warnings([
-            "database.server.name",
-            "table.whitelist",
-            "database.history.kafka.topic",
-            "topic.prefix",
-        ]);
-        assert_eq!(
-            w,
-            [
-                "`database.server.name` is deprecated (Debezium 1.x's name): use `topic.prefix`",
-                "`table.whitelist` is deprecated (Debezium 1.x's name): use `table.include.list`",
-                "`database.history.kafka.topic` is deprecated (Debezium 1.x's name): use `schema.history.internal.kafka.topic`",
-            ]
         );
     }
 

@@ -304,7 +304,7 @@ impl Session {
     fn write(&mut self, t: &[Tok], params: &[Value]) -> Result<Output, String> {
         let sql = if word(t.first()) == "TRUNCATE" {
             // TRUNCATE TABLE is not logged row by row: CDC refuses it on captured tables.
-            let (name, _) = (self.translate(&t[2..])?, ());
+            let name = self.translate(&t[2..])?;
             if self.captured_instances(&name)?.is_empty() {
                 format!("DELETE FROM {name}")
             } else {

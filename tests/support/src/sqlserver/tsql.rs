@@ -341,7 +341,7 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
                     continue;
                 }
                 match parts.as_slice() {
-                    [schema, table] if self_schema(names, schema) => {
+                    [schema, table] if names.is_schema(schema) => {
                         out.push(quote(&format!("{schema}.{table}")))
                     }
                     [a, b] => out.push(format!("{}.{}", quote(a), quote(b))),
@@ -388,10 +388,6 @@ const KEYWORDS: &[&str] = &[
     "ANY",
     "USING",
 ];
-
-fn self_schema(names: &Names, schema: &str) -> bool {
-    names.is_schema(schema)
-}
 
 /// A function call as SQLite text.
 fn function(name: &str, args: &[String]) -> Result<String, String> {
