@@ -3,6 +3,8 @@
 //! A database source is a protocol adapter on top of it: it reads its server's snapshot and log
 //! and hands rows to the kit's pieces, which decide what Debezium would do with them.
 //!
+//! - [`change_tables`]: the polling core of the change-table sources (SQL Server, Db2): LSNs,
+//!   offsets, the merge of a poll's change tables, restart skip rules, transaction metadata.
 //! - [`config`]: the options every database source shares (and which of them a source
 //!   implements), with the column properties (mask, hash, truncate, key columns).
 //! - [`history`]: the schema history (file, Kafka topic or memory; Debezium's records) and
@@ -21,6 +23,7 @@
 //! - [`values`]: the value conversions all SQL databases share (temporal, decimal and binary
 //!   modes).
 
+pub mod change_tables;
 pub mod config;
 pub mod history;
 pub mod incremental;

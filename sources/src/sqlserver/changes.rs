@@ -1,10 +1,9 @@
-//! The change tables of a poll, read in pieces and merged: each table's rows come in at most
-//! `streaming.fetch.size` at a time (Debezium's `SELECT TOP n` re-queried from the last row's
-//! (commit LSN, change LSN, operation)), and the merge takes the smallest of the tables' next
-//! rows, so memory holds a piece per table, not the poll.
+//! How the kit's merge reads SQL Server's change tables: a piece of a change table is
+//! Debezium's change query (`data.query.mode`) from the last row's (commit LSN, change LSN,
+//! operation), `SELECT TOP n` at `streaming.fetch.size`.
 
-use std::collections::VecDeque;
-
+use async_trait::async_trait;
+use sluice_kit::change_tables::merge::Key;
 use tiberius::{Row, ToSql};
 
 use super::config::QueryMode;
@@ -14,126 +13,60 @@ use super::lsn::Lsn;
 use super::tables::Table;
 
 /// One change table row.
-pub(super) struct Change {
-    pub commit: Lsn,
-    pub seq: Lsn,
-    pub op: i32,
-    pub table: usize,
-    pub row: Row,
-}
+pub(super) type Change = sluice_kit::change_tables::Change<Lsn, Row>;
 
-/// A table's rows not yet merged.
-struct Pointer {
-    buffer: VecDeque<Change>,
-    /// The last row read: the next piece starts after it.
-    after: (Lsn, Lsn, i32),
-    exhausted: bool,
-}
+/// The merge of a poll's change tables.
+pub(super) type Merge<'a> = sluice_kit::change_tables::Merge<Reader<'a>>;
 
-/// The merge of a poll's change tables between two LSNs.
-pub(super) struct Merge<'a> {
-    tables: &'a [Table],
-    q: &'a Statements,
-    mode: QueryMode,
-    fetch: usize,
+/// A poll's change queries on the connection.
+pub(super) struct Reader<'a> {
+    pub conn: &'a mut Conn,
+    pub tables: &'a [Table],
+    pub q: &'a Statements,
+    pub mode: QueryMode,
     /// The operations `skipped.operations` leaves out, filtered by the query as Debezium does.
-    skip_ops: Vec<i32>,
-    to: Lsn,
-    pointers: Vec<Pointer>,
+    pub skip_ops: Vec<i32>,
+    /// The poll's upper bound (inclusive).
+    pub to: Lsn,
 }
 
-impl<'a> Merge<'a> {
-    /// The changes of `tables` from `from` to `to` (inclusive).
-    pub(super) fn new(
-        tables: &'a [Table],
-        q: &'a Statements,
-        (mode, fetch, skip_ops): (QueryMode, usize, Vec<i32>),
-        from: Lsn,
-        to: Lsn,
-    ) -> Self {
-        let pointers = tables
-            .iter()
-            .map(|t| Pointer {
-                buffer: VecDeque::new(),
-                after: (from.max(t.start_lsn), Lsn::default(), 0),
-                exhausted: false,
-            })
-            .collect();
-        Merge {
-            tables,
-            q,
-            mode,
-            fetch,
-            skip_ops,
-            to,
-            pointers,
-        }
-    }
+/// The merge of `tables` from `from`, `fetch` rows per piece.
+pub(super) fn merge<'a>(tables: &[Table], from: Lsn, fetch: usize) -> Merge<'a> {
+    let bounds: Vec<(Lsn, Option<Lsn>)> =
+        tables.iter().map(|t| (t.start_lsn, t.stop_lsn)).collect();
+    Merge::new(&bounds, from, Lsn::default(), fetch)
+}
 
-    /// The next change in (commit LSN, change LSN, operation) order.
-    pub(super) async fn next(&mut self, conn: &mut Conn) -> Result<Option<Change>, SqlServerError> {
-        for i in 0..self.pointers.len() {
-            self.fill(conn, i).await?;
-        }
-        let best = self
-            .pointers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.buffer.front().map(|c| ((c.commit, c.seq, c.op), i)))
-            .min();
-        Ok(best.and_then(|(_, i)| self.pointers[i].buffer.pop_front()))
-    }
+#[async_trait]
+impl sluice_kit::change_tables::Pieces for Reader<'_> {
+    type Lsn = Lsn;
+    type Row = Row;
+    type Error = SqlServerError;
+    const PAIRED_BY_CHANGE_LSN: bool = true;
 
-    /// The new row (operation 4) of the update whose old row `old` was.
-    pub(super) async fn new_row(
+    async fn piece(
         &mut self,
-        conn: &mut Conn,
-        old: &Change,
-    ) -> Result<Option<Change>, SqlServerError> {
-        self.fill(conn, old.table).await?;
-        let buffer = &mut self.pointers[old.table].buffer;
-        if buffer
-            .front()
-            .is_some_and(|n| n.op == 4 && n.seq == old.seq)
-        {
-            return Ok(buffer.pop_front());
-        }
-        Ok(None)
-    }
-
-    /// Reads table `i`'s next piece when it has none left.
-    async fn fill(&mut self, conn: &mut Conn, i: usize) -> Result<(), SqlServerError> {
-        let p = &self.pointers[i];
-        if p.exhausted || !p.buffer.is_empty() {
-            return Ok(());
-        }
+        i: usize,
+        (from, seq, op): Key<Lsn>,
+        top: Option<usize>,
+    ) -> Result<Vec<Change>, SqlServerError> {
         let t = &self.tables[i];
-        // An older capture instance gives its changes up to where the newer one starts.
-        if t.stop_lsn.is_some_and(|stop| stop <= p.after.0) {
-            self.pointers[i].exhausted = true;
-            return Ok(());
-        }
         let columns: Vec<String> = t.columns.iter().map(|(c, _)| c.clone()).collect();
-        let top = (self.fetch > 0).then_some(self.fetch);
         let sql = self
             .q
             .changes(self.mode, &t.instance, &columns, top, &self.skip_ops);
-        let (from, seq, op) = p.after;
         let (f, z, to) = (&from.0[..], &seq.0[..], &self.to.0[..]);
         let params: Vec<&dyn ToSql> = match self.mode {
             QueryMode::Direct => vec![&f, &z, &op, &f, &z, &f, &to],
-            QueryMode::Function => {
-                // The function reads from the capture instance's range: from the piece's LSN.
-                vec![&f, &to, &f, &z, &op, &f, &z, &f, &to]
-            }
+            // The function reads from the capture instance's range: from the piece's LSN.
+            QueryMode::Function => vec![&f, &to, &f, &z, &op, &f, &z, &f, &to],
         };
         let what = format!(
             "reading the changes of {}.{} (capture instance {})",
             t.schema, t.name, t.instance
         );
-        let found = rows(conn, &what, &sql, &params).await?;
-        let p = &mut self.pointers[i];
-        p.exhausted = top.is_none_or(|n| found.len() < n);
+        let found = rows(self.conn, &what, &sql, &params).await?;
+        let mut out = Vec::with_capacity(found.len());
         for row in found {
             let commit = lsn_at(&row, 0)?.ok_or_else(|| {
                 SqlServerError::Setup(format!("{what}: a change without a commit LSN"))
@@ -145,12 +78,7 @@ impl<'a> Merge<'a> {
                 .try_get(2)
                 .map_err(|e| SqlServerError::query(&what, e))?
                 .unwrap_or_default();
-            p.after = (commit, seq, op);
-            if t.stop_lsn.is_some_and(|stop| stop <= commit) {
-                p.exhausted = true;
-                break;
-            }
-            p.buffer.push_back(Change {
+            out.push(Change {
                 commit,
                 seq,
                 op,
@@ -158,6 +86,6 @@ impl<'a> Merge<'a> {
                 row,
             });
         }
-        Ok(())
+        Ok(out)
     }
 }

@@ -203,16 +203,6 @@ impl SqlServerSource {
     }
 }
 
-impl SqlServerOffset {
-    fn position(&self) -> Position {
-        Offset {
-            at: self.clone(),
-            incremental: None,
-        }
-        .position()
-    }
-}
-
 #[async_trait]
 impl Source for SqlServerSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {

@@ -8,140 +8,23 @@
 
 use std::time::Duration;
 
-use sluice_engine::event::{BatchCut, SourceTimestamps};
+use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
-use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
+use sluice_kit::change_tables::{Stopped, TxOut};
 use tiberius::{ColumnData, Row};
 
-use super::changes::{Change, Merge};
+use super::changes::{Change, Reader};
 use super::connection::{lsn_at, rows, Conn, Statements};
 use super::error::SqlServerError;
 use super::lsn::{Lsn, SqlServerOffset};
 use super::tables::{self, Table};
 use super::{At, SqlServerSource};
 
-/// Where a restart resumes inside a transaction: the stored (commit, change) LSNs and how many
-/// rows at them were delivered.
-struct Resuming {
-    at: (Lsn, Lsn),
-    serial: i64,
-    seen: i64,
-}
-
-/// The poll's events on their way to batches, with Debezium's transaction metadata when
-/// `provide.transaction.metadata` asks for it (the transaction id is its commit LSN).
-struct Out {
-    batch: Vec<ChangeEvent>,
-    cut: BatchCut,
-    /// The position of the last event pushed (a BEGIN record takes it: it holds no change).
-    last: sluice_engine::Position,
-    schemas: Option<TxSchemas>,
-    /// The open transaction: its commit LSN, its first change's time, its counts.
-    tx: Option<(Lsn, i64, TxCounts)>,
-}
-
-impl Out {
-    fn new(
-        ctx: &SourceContext,
-        metadata: bool,
-        prefix: &str,
-        last: sluice_engine::Position,
-    ) -> Self {
-        Out {
-            batch: Vec::new(),
-            cut: BatchCut::for_limits(ctx.limits()),
-            last,
-            schemas: metadata.then(|| TxSchemas::new(prefix)),
-            tx: None,
-        }
-    }
-
-    /// Adds a change's events (of `collection`, `<db>.<schema>.<table>`, in the transaction
-    /// committed at `commit`); emits a batch when one is full.
-    async fn push(
-        &mut self,
-        events: Vec<ChangeEvent>,
-        commit: Lsn,
-        collection: &str,
-        ctx: &mut SourceContext,
-    ) -> Result<(), SqlServerError> {
-        let Some(first) = events.first() else {
-            return Ok(());
-        };
-        if self.tx.as_ref().is_some_and(|t| t.0 != commit) {
-            self.end_transaction();
-        }
-        if let (Some(schemas), None) = (&self.schemas, &self.tx) {
-            let ts = source_ts(first);
-            let mut begin = schemas.begin(&commit.to_string(), ts);
-            begin.position = self.last.clone();
-            self.batch.push(begin);
-            self.tx = Some((commit, ts, TxCounts::default()));
-        }
-        for mut event in events {
-            if let (Some(schemas), Some((lsn, _, counts))) = (&self.schemas, self.tx.as_mut()) {
-                if event.value.is_some() {
-                    let (total, order) = counts.count(collection);
-                    set_block(&mut event, schemas.block(&lsn.to_string(), total, order));
-                }
-            }
-            self.last = event.position.clone();
-            self.batch.push(event);
-        }
-        if self.cut.is_full(&self.batch) {
-            self.flush(ctx).await?;
-        }
-        Ok(())
-    }
-
-    /// The open transaction's END record.
-    fn end_transaction(&mut self) {
-        if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.take()) {
-            let mut end = schemas.end(&lsn.to_string(), ts, counts.total, &counts.per_table);
-            end.position = self.last.clone();
-            self.batch.push(end);
-        }
-    }
-
-    /// Emits what is gathered.
-    async fn flush(&mut self, ctx: &mut SourceContext) -> Result<(), SqlServerError> {
-        self.cut.taken();
-        if self.batch.is_empty() {
-            return Ok(());
-        }
-        let events = std::mem::take(&mut self.batch);
-        ctx.emit(Batch {
-            events,
-            position: Some(self.last.clone()),
-        })
-        .await
-        .map_err(|_| SqlServerError::Stopped)
-    }
-}
-
-/// `source.ts_ms` of a data event.
-fn source_ts(event: &ChangeEvent) -> i64 {
-    event
-        .value
-        .as_ref()
-        .and_then(|v| v.value.as_struct())
-        .and_then(|v| v.get("source"))
-        .and_then(|s| s.as_struct())
-        .and_then(|s| s.get("ts_ms"))
-        .and_then(|t| match t {
-            sluice_engine::Value::Int64(v) => Some(*v),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
 /// The stream's state between events.
-struct Cursor {
-    /// The last event's (commit, change) LSNs and its `event_serial_no`.
-    last: Option<(Lsn, Lsn)>,
-    serial: i64,
-    resuming: Option<Resuming>,
-}
+type Cursor = sluice_kit::change_tables::Cursor<Lsn>;
+
+/// The poll's events on their way to batches.
+type Out = TxOut<Lsn>;
 
 impl SqlServerSource {
     /// Streams from `from` until the pipeline stops.
@@ -156,15 +39,10 @@ impl SqlServerSource {
         let mut last_commit = from.commit_lsn;
         // A position inside a transaction: read it again from its commit LSN.
         let mut increase = from.change_lsn.is_none();
-        let mut cursor = Cursor {
-            last: from.change_lsn.map(|c| (from.commit_lsn, c)),
-            serial: from.event_serial_no.unwrap_or(0),
-            resuming: from.change_lsn.map(|c| Resuming {
-                at: (from.commit_lsn, c),
-                serial: from.event_serial_no.unwrap_or(0),
-                seen: 0,
-            }),
-        };
+        let mut cursor = Cursor::new(
+            from.change_lsn.map(|c| (from.commit_lsn, c)),
+            from.event_serial_no,
+        );
         let mut position = from.position();
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
@@ -232,12 +110,15 @@ impl SqlServerSource {
             .await?;
             self.announce(&tables, &mut known, to, &position, ctx)
                 .await?;
-            let fetch = (
-                self.config.query_mode,
-                self.config.fetch_size,
-                self.skipped_operations(),
-            );
-            let mut changes = Merge::new(&tables, &q, fetch, from_lsn, to);
+            let mut changes = super::changes::merge(&tables, from_lsn, self.config.fetch_size);
+            let mut reader = Reader {
+                conn: &mut *conn,
+                tables: &tables,
+                q: &q,
+                mode: self.config.query_mode,
+                skip_ops: self.skipped_operations(),
+                to,
+            };
             let metadata = self.config.common.provide_transaction_metadata;
             let mut out = Out::new(
                 ctx,
@@ -245,23 +126,27 @@ impl SqlServerSource {
                 &self.config.common.topic_prefix,
                 position.clone(),
             );
-            self.deliver(conn, (&tables, &mut changes), &mut cursor, &mut out, ctx)
-                .await?;
+            let emit = Emitter {
+                source: self,
+                tables: &tables,
+            };
+            sluice_kit::change_tables::deliver(
+                (&mut changes, &mut reader),
+                &mut cursor,
+                &mut out,
+                &emit,
+                ctx,
+            )
+            .await?;
             // Everything up to `to` read: the next poll starts after it.
-            position = SqlServerOffset {
-                commit_lsn: to,
-                change_lsn: None,
-                event_serial_no: None,
-                snapshot_completed: true,
-            }
-            .position();
+            position = SqlServerOffset::at(to, true).position();
             ctx.emit(Batch {
                 events: Vec::new(),
                 position: Some(position.clone()),
             })
             .await
             .map_err(|_| SqlServerError::Stopped)?;
-            cursor.last = None;
+            cursor.poll_ended();
             last_commit = to;
         }
     }
@@ -419,63 +304,6 @@ impl SqlServerSource {
             })
     }
 
-    /// Turns the poll's changes into events and emits them in batches.
-    async fn deliver(
-        &self,
-        conn: &mut Conn,
-        (tables, changes): (&[Table], &mut Merge<'_>),
-        cursor: &mut Cursor,
-        out: &mut Out,
-        ctx: &mut SourceContext,
-    ) -> Result<(), SqlServerError> {
-        while let Some(change) = changes.next(conn).await? {
-            if cursor.skips(&change) {
-                // An update's new row goes with its old one.
-                if change.op == 3 {
-                    if let Some(next) = changes.new_row(conn, &change).await? {
-                        cursor.skips(&next);
-                    }
-                }
-                continue;
-            }
-            let table = &tables[change.table];
-            let events = match change.op {
-                1 | 2 => {
-                    let serial = cursor.next_serial((change.commit, change.seq), 1);
-                    let (op, images) = if change.op == 1 {
-                        (Op::Delete, (Some(&change.row), None))
-                    } else {
-                        (Op::Create, (None, Some(&change.row)))
-                    };
-                    self.simple(table, op, images, &change, serial)?
-                }
-                3 => {
-                    let next = changes.new_row(conn, &change).await?;
-                    let Some(next) = next else {
-                        return Err(SqlServerError::Setup(format!(
-                            "the change table of {}.{} holds an update's old row (operation 3) at {} without its new row (operation 4)",
-                            table.schema, table.name, change.seq
-                        )));
-                    };
-                    if cursor.skips(&next) {
-                        continue;
-                    }
-                    self.update(table, &change, &next, cursor)?
-                }
-                other => {
-                    return Err(SqlServerError::Setup(format!(
-                        "the change table of {}.{} holds operation {other} at {} where 1, 2 or 3 was expected",
-                        table.schema, table.name, change.seq
-                    )))
-                }
-            };
-            let collection = format!("{}.{}.{}", self.config.database, table.schema, table.name);
-            out.push(events, change.commit, &collection, ctx).await?;
-        }
-        out.end_transaction();
-        out.flush(ctx).await
-    }
-
     /// The `source` block's position fields and the event's position for a change.
     fn at(&self, change: &Change, serial: i64) -> (At, sluice_engine::Position) {
         let at = At {
@@ -530,31 +358,23 @@ impl SqlServerSource {
         let Some(image) = image else {
             return Ok(Vec::new());
         };
-        let (at, position) = self.at(change, serial);
-        let (b, a) = if op == Op::Delete {
-            (Some(image), None)
+        let images = if op == Op::Delete {
+            (op, Some(image), None)
         } else {
-            (None, Some(image))
+            (op, None, Some(image))
         };
-        let event = self.event(table, (op, b, a), &at, position);
-        let mut out = vec![];
-        let tombstone = (op == Op::Delete && self.config.common.tombstones_on_delete)
-            .then(|| sluice_kit::records::tombstone(&event));
-        out.push(event);
-        out.extend(tombstone);
-        Ok(out)
+        Ok(self.events(table, images, change, serial))
     }
 
     /// An update (rows 3 and 4): one event, or a delete, its tombstone and a create when the
-    /// key changed, as Debezium's relational emitter does.
+    /// key changed.
     fn update(
         &self,
         table: &Table,
         old: &Change,
         new: &Change,
-        cursor: &mut Cursor,
+        serial: i64,
     ) -> Result<Vec<ChangeEvent>, SqlServerError> {
-        let serial = cursor.next_serial((new.commit, new.seq), 2);
         if self.skipped.skips(Op::Update) {
             return Ok(Vec::new());
         }
@@ -563,76 +383,24 @@ impl SqlServerSource {
         else {
             return Ok(Vec::new());
         };
-        let (at, position) = self.at(new, serial);
-        let key = |s: &Struct| -> Vec<sluice_engine::Value> {
-            table
-                .shape
-                .event_key
-                .iter()
-                .map(|&i| s.values()[i].clone())
-                .collect()
-        };
-        if table.envelope.key.is_some() && key(&before) != key(&after) {
-            let delete = self.event(
-                table,
-                (Op::Delete, Some(before), None),
-                &at,
-                position.clone(),
-            );
-            let mut out = Vec::new();
-            let tombstone = self
-                .config
-                .common
-                .tombstones_on_delete
-                .then(|| sluice_kit::records::tombstone(&delete));
-            out.push(delete);
-            out.extend(tombstone);
-            out.push(self.event(table, (Op::Create, None, Some(after)), &at, position));
-            return Ok(out);
-        }
-        Ok(vec![self.event(
-            table,
-            (Op::Update, Some(before), Some(after)),
-            &at,
-            position,
-        )])
-    }
-}
-
-impl Cursor {
-    /// Whether a restart already delivered `change` (Debezium's skip rules at the stored
-    /// position).
-    fn skips(&mut self, change: &Change) -> bool {
-        self.skips_at((change.commit, change.seq))
+        Ok(self.events(table, (Op::Update, Some(before), Some(after)), new, serial))
     }
 
-    fn skips_at(&mut self, at: (Lsn, Lsn)) -> bool {
-        let Some(r) = self.resuming.as_mut() else {
-            return false;
-        };
-        match at.cmp(&r.at) {
-            std::cmp::Ordering::Less => true,
-            std::cmp::Ordering::Equal => {
-                r.seen += 1;
-                r.seen <= r.serial
-            }
-            std::cmp::Ordering::Greater => {
-                self.resuming = None;
-                false
-            }
-        }
-    }
-
-    /// The `event_serial_no` of an event at `at` that took `count` rows: the last one's plus
-    /// `count` when it is at the same LSNs, else `count` (Debezium's `setChangePosition`).
-    fn next_serial(&mut self, at: (Lsn, Lsn), count: i64) -> i64 {
-        self.serial = if self.last == Some(at) {
-            self.serial + count
-        } else {
-            count
-        };
-        self.last = Some(at);
-        self.serial
+    /// The events of a change (the kit's emitter: key updates split, tombstones).
+    fn events(
+        &self,
+        table: &Table,
+        images: (Op, Option<Struct>, Option<Struct>),
+        change: &Change,
+        serial: i64,
+    ) -> Vec<ChangeEvent> {
+        let (at, position) = self.at(change, serial);
+        sluice_kit::change_tables::rows::events(
+            images,
+            (&table.shape, table.envelope.key.is_some()),
+            self.config.common.tombstones_on_delete,
+            |op, b, a| self.event(table, (op, b, a), &at, position.clone()),
+        )
     }
 }
 
@@ -642,49 +410,54 @@ fn commit_time(row: &Row) -> Option<i64> {
     super::types::epoch_millis(last)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The source's side of the kit's delivery: a change's events.
+struct Emitter<'a> {
+    source: &'a SqlServerSource,
+    tables: &'a [Table],
+}
 
-    fn lsn(n: u8) -> Lsn {
-        Lsn([0, 0, 0, 0x27, 0, 0, 0, n, 0, 1])
-    }
+impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
+    type Error = SqlServerError;
 
-    fn resuming(at: (Lsn, Lsn), serial: i64) -> Cursor {
-        Cursor {
-            last: Some(at),
-            serial,
-            resuming: Some(Resuming {
-                at,
-                serial,
-                seen: 0,
-            }),
+    fn events(
+        &self,
+        op: Op,
+        (change, new): (&Change, Option<&Change>),
+        serial: i64,
+    ) -> Result<Vec<ChangeEvent>, SqlServerError> {
+        let table = &self.tables[change.table];
+        match (op, new) {
+            (Op::Update, Some(new)) => self.source.update(table, change, new, serial),
+            (Op::Delete, _) => {
+                self.source
+                    .simple(table, op, (Some(&change.row), None), change, serial)
+            }
+            _ => self
+                .source
+                .simple(table, op, (None, Some(&change.row)), change, serial),
         }
     }
 
-    #[test]
-    fn a_restart_skips_what_was_delivered_and_numbers_the_rest() {
-        // Stored after the delete of a key update (delete, create at one change LSN): the
-        // delete's row is skipped, the create comes with event number 2.
-        let mut c = resuming((lsn(9), lsn(5)), 1);
-        assert!(c.skips_at((lsn(9), lsn(4))));
-        assert!(c.skips_at((lsn(9), lsn(5))));
-        assert!(!c.skips_at((lsn(9), lsn(5))));
-        assert_eq!(c.next_serial((lsn(9), lsn(5)), 1), 2);
-        assert!(!c.skips_at((lsn(9), lsn(6))));
-        assert_eq!(c.next_serial((lsn(9), lsn(6)), 1), 1);
-        // Stored after an update (two rows, event number 2): both rows skipped.
-        let mut c = resuming((lsn(9), lsn(5)), 2);
-        assert!(c.skips_at((lsn(9), lsn(5))));
-        assert!(c.skips_at((lsn(9), lsn(5))));
-        assert!(!c.skips_at((lsn(10), lsn(1))));
-        assert_eq!(c.next_serial((lsn(10), lsn(1)), 2), 2);
-        // Nothing stored inside a transaction: nothing skipped.
-        let mut c = Cursor {
-            last: None,
-            serial: 0,
-            resuming: None,
-        };
-        assert!(!c.skips_at((lsn(1), lsn(1))));
+    fn collection(&self, table: usize) -> String {
+        let t = &self.tables[table];
+        format!("{}.{}.{}", self.source.config.database, t.schema, t.name)
+    }
+
+    fn commit_time(&self, change: &Change) -> i64 {
+        commit_time(&change.row).unwrap_or_else(|| SourceTimestamps::now().millis())
+    }
+
+    fn broken(&self, table: usize, what: String) -> SqlServerError {
+        let t = &self.tables[table];
+        SqlServerError::Setup(format!(
+            "the change table of {}.{} {what}",
+            t.schema, t.name
+        ))
+    }
+}
+
+impl From<Stopped> for SqlServerError {
+    fn from(_: Stopped) -> Self {
+        SqlServerError::Stopped
     }
 }

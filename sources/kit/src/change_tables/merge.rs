@@ -1,0 +1,250 @@
+//! The change tables of a poll, read in pieces and merged: each table's rows come in at most
+//! `streaming.fetch.size` at a time (re-queried from the last row's (commit LSN, change LSN,
+//! operation)), and the merge takes the smallest of the tables' next rows, so memory holds a
+//! piece per table, not the poll. The server's dialect reads a piece ([`Pieces`]).
+
+use std::collections::VecDeque;
+
+use async_trait::async_trait;
+
+/// Where a row sorts: (commit LSN, change LSN, operation).
+pub type Key<L> = (L, L, i32);
+
+/// One change table row: its key, the table it belongs to (an index into the poll's tables)
+/// and the row as the server's client returned it.
+#[derive(Debug)]
+pub struct Change<L, R> {
+    pub commit: L,
+    pub seq: L,
+    /// The operation: 1 delete, 2 insert, 3 an update's old row, 4 its new row.
+    pub op: i32,
+    pub table: usize,
+    pub row: R,
+}
+
+impl<L: Copy, R> Change<L, R> {
+    /// Its (commit, change) LSNs.
+    pub fn at(&self) -> (L, L) {
+        (self.commit, self.seq)
+    }
+}
+
+/// How a server's change tables are read.
+#[async_trait]
+pub trait Pieces: Send {
+    type Lsn: Ord + Copy + Send + Sync;
+    type Row: Send;
+    type Error: Send;
+
+    /// Whether an update's two rows share their change LSN (SQL Server's `__$seqval`); when
+    /// not (Db2's intent sequence), the new row is the old row's next.
+    const PAIRED_BY_CHANGE_LSN: bool;
+
+    /// Table `table`'s rows after `after` (exclusive) up to the poll's upper bound, in key
+    /// order, at most `limit` of them (`None`: all).
+    async fn piece(
+        &mut self,
+        table: usize,
+        after: Key<Self::Lsn>,
+        limit: Option<usize>,
+    ) -> Result<Vec<Change<Self::Lsn, Self::Row>>, Self::Error>;
+}
+
+/// A table's rows not yet merged.
+struct Pointer<L, R> {
+    buffer: VecDeque<Change<L, R>>,
+    /// The last row read: the next piece starts after it.
+    after: Key<L>,
+    /// Where a newer capture instance of the table starts: this one's rows from there on are
+    /// the newer one's to give.
+    stop: Option<L>,
+    exhausted: bool,
+}
+
+/// The merge of a poll's change tables.
+pub struct Merge<P: Pieces> {
+    fetch: Option<usize>,
+    pointers: Vec<Pointer<P::Lsn, P::Row>>,
+}
+
+impl<P: Pieces> Merge<P> {
+    /// The changes of the tables whose (start LSN, stop LSN) `tables` gives, from `from`
+    /// (inclusive); `fetch` rows per piece (0: all at once).
+    pub fn new(
+        tables: &[(P::Lsn, Option<P::Lsn>)],
+        from: P::Lsn,
+        zero: P::Lsn,
+        fetch: usize,
+    ) -> Self {
+        let pointers = tables
+            .iter()
+            .map(|&(start, stop)| Pointer {
+                buffer: VecDeque::new(),
+                after: (from.max(start), zero, 0),
+                stop,
+                exhausted: false,
+            })
+            .collect();
+        Merge {
+            fetch: (fetch > 0).then_some(fetch),
+            pointers,
+        }
+    }
+
+    /// The next change in (commit LSN, change LSN, operation) order.
+    pub async fn next(&mut self, p: &mut P) -> Result<Option<Change<P::Lsn, P::Row>>, P::Error> {
+        for i in 0..self.pointers.len() {
+            self.fill(p, i).await?;
+        }
+        let best = self
+            .pointers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.buffer.front().map(|c| ((c.commit, c.seq, c.op), i)))
+            .min();
+        Ok(best.and_then(|(_, i)| self.pointers[i].buffer.pop_front()))
+    }
+
+    /// The new row (operation 4) of the update whose old row `old` was.
+    pub async fn new_row(
+        &mut self,
+        p: &mut P,
+        old: &Change<P::Lsn, P::Row>,
+    ) -> Result<Option<Change<P::Lsn, P::Row>>, P::Error> {
+        self.fill(p, old.table).await?;
+        let buffer = &mut self.pointers[old.table].buffer;
+        if buffer
+            .front()
+            .is_some_and(|n| n.op == 4 && (!P::PAIRED_BY_CHANGE_LSN || n.seq == old.seq))
+        {
+            return Ok(buffer.pop_front());
+        }
+        Ok(None)
+    }
+
+    /// Reads table `i`'s next piece when it has none left.
+    async fn fill(&mut self, p: &mut P, i: usize) -> Result<(), P::Error> {
+        let t = &self.pointers[i];
+        if t.exhausted || !t.buffer.is_empty() {
+            return Ok(());
+        }
+        if t.stop.is_some_and(|stop| stop <= t.after.0) {
+            self.pointers[i].exhausted = true;
+            return Ok(());
+        }
+        let found = p.piece(i, t.after, self.fetch).await?;
+        let t = &mut self.pointers[i];
+        t.exhausted = self.fetch.is_none_or(|n| found.len() < n);
+        for change in found {
+            t.after = (change.commit, change.seq, change.op);
+            if t.stop.is_some_and(|stop| stop <= change.commit) {
+                t.exhausted = true;
+                break;
+            }
+            t.buffer.push_back(change);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tables as lists of (commit, seq, op), read in pieces.
+    struct Tables(Vec<Vec<Key<u32>>>, usize);
+
+    #[async_trait]
+    impl Pieces for Tables {
+        type Lsn = u32;
+        type Row = ();
+        type Error = ();
+        const PAIRED_BY_CHANGE_LSN: bool = true;
+        async fn piece(
+            &mut self,
+            table: usize,
+            after: Key<u32>,
+            limit: Option<usize>,
+        ) -> Result<Vec<Change<u32, ()>>, ()> {
+            self.1 += 1;
+            let rows = self.0[table]
+                .iter()
+                .filter(|k| **k > after)
+                .take(limit.unwrap_or(usize::MAX))
+                .map(|&(commit, seq, op)| Change {
+                    commit,
+                    seq,
+                    op,
+                    table,
+                    row: (),
+                })
+                .collect();
+            Ok(rows)
+        }
+    }
+
+    async fn all(
+        tables: Vec<Vec<Key<u32>>>,
+        stops: &[(u32, Option<u32>)],
+        fetch: usize,
+    ) -> (Vec<(usize, Key<u32>)>, usize) {
+        let mut p = Tables(tables, 0);
+        let mut m = Merge::new(stops, 1, 0, fetch);
+        let mut out = Vec::new();
+        while let Some(c) = m.next(&mut p).await.unwrap() {
+            if c.op == 3 {
+                let n = m.new_row(&mut p, &c).await.unwrap().unwrap();
+                out.push((c.table, (c.commit, c.seq, c.op)));
+                out.push((n.table, (n.commit, n.seq, n.op)));
+                continue;
+            }
+            out.push((c.table, (c.commit, c.seq, c.op)));
+        }
+        (out, p.1)
+    }
+
+    #[tokio::test]
+    async fn tables_merge_in_commit_order_whatever_the_piece_size() {
+        let a = vec![(1, 1, 2), (3, 1, 3), (3, 1, 4), (5, 2, 1)];
+        let b = vec![(2, 1, 2), (3, 2, 2), (4, 1, 2)];
+        let want = vec![
+            (0, (1, 1, 2)),
+            (1, (2, 1, 2)),
+            (0, (3, 1, 3)),
+            (0, (3, 1, 4)),
+            (1, (3, 2, 2)),
+            (1, (4, 1, 2)),
+            (0, (5, 2, 1)),
+        ];
+        for fetch in [0, 1, 2, 3, 100] {
+            let (got, _) = all(vec![a.clone(), b.clone()], &[(0, None), (0, None)], fetch).await;
+            assert_eq!(got, want, "fetch {fetch}");
+        }
+        // A piece of one row: a query per row and one more per table to find the end.
+        let (_, queries) = all(vec![a, b], &[(0, None), (0, None)], 1).await;
+        assert_eq!(queries, 9);
+    }
+
+    #[tokio::test]
+    async fn an_older_capture_instance_stops_where_the_newer_starts() {
+        let old = vec![(1, 1, 2), (2, 1, 2), (4, 1, 2)];
+        let new = vec![(4, 1, 2), (5, 1, 2)];
+        for fetch in [0, 1, 2] {
+            let (got, _) = all(
+                vec![old.clone(), new.clone()],
+                &[(0, Some(4)), (4, None)],
+                fetch,
+            )
+            .await;
+            assert_eq!(
+                got,
+                vec![
+                    (0, (1, 1, 2)),
+                    (0, (2, 1, 2)),
+                    (1, (4, 1, 2)),
+                    (1, (5, 1, 2))
+                ]
+            );
+        }
+    }
+}

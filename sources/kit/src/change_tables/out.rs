@@ -1,0 +1,100 @@
+//! A poll's events on their way to batches, with Debezium's transaction metadata when
+//! `provide.transaction.metadata` asks for it (a change-table server's transaction id is its
+//! commit LSN, the same in BEGIN and END).
+
+use std::fmt::Display;
+
+use sluice_engine::event::BatchCut;
+use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
+
+use crate::records::transaction::{set_block, TxCounts, TxSchemas};
+
+/// The pipeline stopped while a batch was on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped;
+
+/// Gathers events into batches; `L` is the server's commit LSN.
+pub struct TxOut<L> {
+    batch: Vec<ChangeEvent>,
+    cut: BatchCut,
+    /// The position of the last event pushed (a BEGIN record takes it: it holds no change).
+    last: Position,
+    schemas: Option<TxSchemas>,
+    /// The open transaction: its commit LSN, its first change's time, its counts.
+    tx: Option<(L, i64, TxCounts)>,
+}
+
+impl<L: Copy + PartialEq + Display> TxOut<L> {
+    /// Batches cut at `ctx`'s limits; transaction records on `<prefix>.transaction` when
+    /// `metadata`; `last` is the position before the poll's first event.
+    pub fn new(ctx: &SourceContext, metadata: bool, prefix: &str, last: Position) -> Self {
+        TxOut {
+            batch: Vec::new(),
+            cut: BatchCut::for_limits(ctx.limits()),
+            last,
+            schemas: metadata.then(|| TxSchemas::new(prefix)),
+            tx: None,
+        }
+    }
+
+    /// Adds a change's events (of `collection`, as transaction records name it, in the
+    /// transaction committed at `commit`, `ts_ms` its time); emits a batch when one is full.
+    pub async fn push(
+        &mut self,
+        events: Vec<ChangeEvent>,
+        (commit, ts_ms): (L, i64),
+        collection: &str,
+        ctx: &mut SourceContext,
+    ) -> Result<(), Stopped> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        if self.tx.as_ref().is_some_and(|t| t.0 != commit) {
+            self.end_transaction();
+        }
+        if let (Some(schemas), None) = (&self.schemas, &self.tx) {
+            let mut begin = schemas.begin(&commit.to_string(), ts_ms);
+            begin.position = self.last.clone();
+            self.batch.push(begin);
+            self.tx = Some((commit, ts_ms, TxCounts::default()));
+        }
+        for mut event in events {
+            if let (Some(schemas), Some((lsn, _, counts))) = (&self.schemas, self.tx.as_mut()) {
+                if event.value.is_some() {
+                    let (total, order) = counts.count(collection);
+                    set_block(&mut event, schemas.block(&lsn.to_string(), total, order));
+                }
+            }
+            self.last = event.position.clone();
+            self.batch.push(event);
+        }
+        if self.cut.is_full(&self.batch) {
+            self.flush(ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// The open transaction's END record.
+    pub fn end_transaction(&mut self) {
+        if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.take()) {
+            let mut end = schemas.end(&lsn.to_string(), ts, counts.total, &counts.per_table);
+            end.position = self.last.clone();
+            self.batch.push(end);
+        }
+    }
+
+    /// Emits what is gathered.
+    pub async fn flush(&mut self, ctx: &mut SourceContext) -> Result<(), Stopped> {
+        self.cut.taken();
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.batch);
+        ctx.emit(Batch {
+            events,
+            position: Some(self.last.clone()),
+        })
+        .await
+        .map_err(|_| Stopped)
+    }
+}
