@@ -36,8 +36,9 @@ enum Command {
     /// Exit codes: 0 stopped cleanly with offsets committed; 1 the pipeline failed;
     /// 2 bad command line; 3 invalid pipeline file.
     ///
-    /// Sources: postgres, mysql, mariadb, sqlite, datagen, and sqlserver, which is verified
-    /// against an emulated SQL Server only (README, `type: sqlserver`).
+    /// Sources: postgres, mysql, mariadb, sqlite, datagen; sqlserver, verified against an
+    /// emulated SQL Server only (README, `type: sqlserver`); and db2 (in builds with the `db2`
+    /// feature), verified against an emulation of Db2's ASN capture only (README, `type: db2`).
     Run {
         /// The pipeline file (YAML).
         pipeline: PathBuf,

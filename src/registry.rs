@@ -22,6 +22,8 @@ sluice_engine::components! {
         Mariadb(sluice_sources::mysql::MariadbConfig),
         #[cfg(feature = "sqlserver")]
         Sqlserver(sluice_sources::sqlserver::SqlServerConfig),
+        #[cfg(feature = "db2")]
+        Db2(sluice_sources::db2::Db2Config),
     }
 }
 

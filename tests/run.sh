@@ -33,6 +33,12 @@ if ! command -v tsql >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq freetds-bin
 fi
 
+# unixODBC and the PostgreSQL ODBC driver: the db2 source reads Db2 over ODBC, and its tests
+# reach the emulated ASN capture (on the local PostgreSQL) through the PostgreSQL driver.
+if ! command -v odbcinst >/dev/null 2>&1 || ! odbcinst -q -d -n "PostgreSQL Unicode" >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq unixodbc-dev odbc-postgresql
+fi
+
 # Kafka-compatible broker for the Kafka tests: tansu (memory storage, no topic auto-create, no
 # transactions), installed once (about 20 minutes on 2 cores) and started on 127.0.0.1:9092.
 if ! tansu --version 2>/dev/null | grep -q "$TANSU_VERSION"; then
@@ -47,7 +53,7 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
 fi
 echo "kafka broker: $(tansu --version 2>/dev/null | head -1) on 127.0.0.1:9092"
 
-cargo test --workspace --locked
+cargo test --workspace --locked --features db2
 
 # Tests that restart the PostgreSQL server cannot share it with the parallel suite: run alone.
-cargo test --locked --test postgres -- --ignored --test-threads=1 server_restart
+cargo test --locked --features db2 --test postgres -- --ignored --test-threads=1 server_restart

@@ -1,9 +1,11 @@
 //! Sluice sources. Each source lives in its own folder with its `config.rs`, behind a Cargo
-//! feature of its name (all on by default); the connector kit they share is
+//! feature of its name (all on by default but `db2`, which links unixODBC); the connector kit they share is
 //! the `sluice-kit` crate (`sources/kit/`).
 
 #[cfg(feature = "datagen")]
 pub mod datagen;
+#[cfg(feature = "db2")]
+pub mod db2;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

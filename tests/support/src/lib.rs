@@ -5,6 +5,7 @@
 #![allow(missing_docs)]
 
 pub mod broker;
+pub mod db2;
 pub mod mariadb;
 pub mod moments;
 pub mod pg;

@@ -1,0 +1,178 @@
+//! Configuration of the `db2` source, with Debezium's Db2 connector's property names.
+
+use serde::Deserialize;
+use sluice_engine::config::Secret;
+use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
+use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
+
+/// `type: db2`: the tables of one Db2 database in capture mode (SQL Replication's ASN capture),
+/// read in a snapshot, then from their change-data tables in commit order, through an ODBC
+/// driver (IBM's Db2 CLI/ODBC driver, registered with unixODBC). Tables are
+/// `<schema>.<table>` (`table.include.list` matches that name).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Db2Config {
+    /// The server's host name or address.
+    #[serde(rename = "database.hostname", default)]
+    pub hostname: Option<String>,
+    /// Its port (default 50000).
+    #[serde(rename = "database.port", default = "default_port")]
+    pub port: u16,
+    /// The user Sluice connects as.
+    #[serde(rename = "database.user", default)]
+    pub user: Option<String>,
+    /// Its password (kept secret).
+    #[serde(rename = "database.password", default)]
+    pub password: Option<Secret>,
+    /// A file holding the password (first line).
+    #[serde(rename = "database.password.file", default)]
+    pub password_file: Option<std::path::PathBuf>,
+    /// The database to capture.
+    #[serde(rename = "database.dbname")]
+    pub database: String,
+    /// The ODBC driver's name in `odbcinst.ini` (default `IBM DB2 ODBC DRIVER`).
+    #[serde(rename = "odbc.driver", default = "default_driver")]
+    pub driver: String,
+    /// A whole ODBC connection string instead of the one built from the `database.*` options
+    /// (`${password}` in it is replaced by `database.password`).
+    #[serde(rename = "odbc.connection.string", default)]
+    pub connection_string: Option<String>,
+    /// The schema of the ASN capture control tables (default `ASNCDC`).
+    #[serde(rename = "cdc.control.schema", default = "default_asn")]
+    pub control_schema: String,
+    /// The schema of the change-data tables (default `ASNCDC`).
+    #[serde(rename = "cdc.change.tables.schema", default = "default_asn")]
+    pub change_tables_schema: String,
+    /// `snapshot.isolation.mode`: `repeatable_read` (the default, as Debezium's),
+    /// `read_committed`, `read_uncommitted`, or `exclusive` (the tables locked in share mode
+    /// for the whole snapshot: no change is missed or read twice).
+    #[serde(rename = "snapshot.isolation.mode", default)]
+    pub isolation: IsolationMode,
+    /// How long to wait between polls when nothing was captured (milliseconds, default 1000).
+    #[serde(rename = "poll.interval.ms", default = "default_poll")]
+    pub poll_interval_ms: u64,
+    /// Change rows read per table at a time (`streaming.fetch.size`, default 1024; 0: a poll's
+    /// rows at once).
+    #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
+    pub fetch_size: usize,
+    /// `decimal.handling.mode` (`precise`, `double`, `string`).
+    #[serde(rename = "decimal.handling.mode", default)]
+    pub decimal_mode: DecimalMode,
+    /// `binary.handling.mode` (`bytes`, `base64`, `base64-url-safe`, `hex`).
+    #[serde(rename = "binary.handling.mode", default)]
+    pub binary_mode: BinaryMode,
+    /// `time.precision.mode` (`adaptive`, the default, or `connect`).
+    #[serde(rename = "time.precision.mode", default)]
+    pub time_mode: TimePrecisionMode,
+    /// The options every database source shares, read beside these.
+    #[serde(skip)]
+    pub common: SourceCommon,
+}
+
+/// `snapshot.isolation.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// Db2's RS (ODBC repeatable read): rows read stay locked until the snapshot ends.
+    #[default]
+    RepeatableRead,
+    /// Db2's CS: no row stays locked; a row changed during the snapshot may come twice.
+    ReadCommitted,
+    /// Db2's UR: the snapshot may see uncommitted changes.
+    ReadUncommitted,
+    /// RR with the tables locked in share mode while the snapshot reads them.
+    Exclusive,
+}
+
+impl IsolationMode {
+    /// ODBC's `SQL_ATTR_TXN_ISOLATION` value for it.
+    pub(crate) fn odbc(self) -> u32 {
+        match self {
+            IsolationMode::ReadUncommitted => 1,
+            IsolationMode::ReadCommitted => 2,
+            IsolationMode::RepeatableRead => 4,
+            IsolationMode::Exclusive => 8,
+        }
+    }
+}
+
+fn default_port() -> u16 {
+    50000
+}
+
+fn default_driver() -> String {
+    "IBM DB2 ODBC DRIVER".into()
+}
+
+fn default_asn() -> String {
+    "ASNCDC".into()
+}
+
+fn default_poll() -> u64 {
+    1000
+}
+
+fn default_fetch() -> usize {
+    1024
+}
+
+impl Db2Config {
+    /// Whether `schema.table` is captured.
+    pub fn selects(&self, schema: &str, table: &str) -> bool {
+        self.common
+            .selects_table(schema, &format!("{schema}.{table}"))
+    }
+}
+
+impl DatabaseSource for Db2Config {
+    const SUPPORTS: Supports = Supports {
+        features: &[
+            Feature::FailureHandling,
+            Feature::ColumnFilters,
+            Feature::ColumnMasks,
+            Feature::MessageKeyColumns,
+            Feature::SkippedOperations,
+            Feature::SnapshotCollections,
+            Feature::Heartbeats,
+            Feature::TransactionMetadata,
+            Feature::SchemaChanges,
+        ],
+        signal_channels: &[],
+    };
+    fn set_common(&mut self, common: SourceCommon) {
+        self.common = common;
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.connection_string.is_none() && (self.hostname.is_none() || self.user.is_none()) {
+            return Err("give `database.hostname` and `database.user` (or a whole `odbc.connection.string`)".into());
+        }
+        if self.time_mode == TimePrecisionMode::AdaptiveTimeMicroseconds {
+            return Err("`time.precision.mode: adaptive_time_microseconds` is not one of the Db2 connector's; use `adaptive` (the default) or `connect`".into());
+        }
+        if self.poll_interval_ms == 0 {
+            return Err("`poll.interval.ms` must be at least 1".into());
+        }
+        if self.password.is_some() && self.password_file.is_some() {
+            return Err("give `database.password` or `database.password.file`, not both".into());
+        }
+        for (key, name) in [
+            ("cdc.control.schema", &self.control_schema),
+            ("cdc.change.tables.schema", &self.change_tables_schema),
+        ] {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!(
+                    "`{key}: {name}` is not a schema name (letters, digits, `_`)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+sluice_engine::impl_component!(
+    Db2Config,
+    Source,
+    "db2",
+    read = sluice_kit::config::read,
+    build = |c, ctx| super::Db2Source::new(c.clone(), ctx)?
+);

@@ -1,0 +1,378 @@
+//! The ODBC connection (odbc-api on unixODBC) and the statements the source sends: Debezium's
+//! Db2 connector's own (`LuwPlatform.java`, `Db2Connection.java`, 3.x), written in the SQL that
+//! Db2 and the emulation the tests run on (PostgreSQL) both accept; where Debezium's text is
+//! Db2-only (`CONCAT` as an operator, `CURRENT TIMESTAMP` for a commit time) the portable
+//! form is used and said so below. ODBC calls block: they run on a thread of the connection's
+//! own ([`Conn`]).
+
+use odbc_api::handles::DataType;
+use odbc_api::parameter::VarBinaryBox;
+use odbc_api::{ConnectionOptions, Cursor, IntoParameter, ResultSetMetadata};
+use tokio::sync::{mpsc, oneshot};
+
+use super::config::Db2Config;
+use super::error::Db2Error;
+use super::lsn::Lsn;
+
+/// A result row: each column's bytes (text as the driver renders it, binary as stored), `None`
+/// for NULL.
+pub(crate) type Row = Vec<Option<Vec<u8>>>;
+
+/// `"name"`, a `"` inside doubled.
+pub(crate) fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `'text'`, a `'` inside doubled.
+pub(crate) fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The connection string: `odbc.connection.string` as given, or one for IBM's Db2 CLI/ODBC
+/// driver from the `database.*` options; the snapshot's isolation as the CLI's `TxnIsolation`
+/// keyword (drivers that do not know it ignore it).
+fn connection_string(c: &Db2Config, password: &str) -> String {
+    let base = match &c.connection_string {
+        Some(s) => s.replace("${password}", password),
+        None => format!(
+            "Driver={{{}}};Hostname={};Port={};Protocol=TCPIP;Database={};Uid={};Pwd={};",
+            c.driver,
+            c.hostname.as_deref().unwrap_or_default(),
+            c.port,
+            c.database,
+            c.user.as_deref().unwrap_or_default(),
+            odbc_api::escape_attribute_value(password)
+        ),
+    };
+    let sep = if base.ends_with(';') { "" } else { ";" };
+    format!("{base}{sep}TxnIsolation={};", c.isolation.odbc())
+}
+
+/// A job for the ODBC thread.
+enum Job {
+    /// Rows of a query, sent in chunks of at most `chunk` rows (0: all at once).
+    Rows {
+        what: String,
+        sql: String,
+        params: Vec<Lsn>,
+        chunk: usize,
+        reply: mpsc::Sender<Result<Vec<Row>, Db2Error>>,
+    },
+    /// A statement without results.
+    Run {
+        what: String,
+        sql: String,
+        reply: oneshot::Sender<Result<(), Db2Error>>,
+    },
+    /// The end of the current transaction.
+    Commit {
+        what: String,
+        reply: oneshot::Sender<Result<(), Db2Error>>,
+    },
+}
+
+/// The connection: ODBC calls block, so the connection lives on a thread of its own, which
+/// runs the jobs the source sends it in order; a query's rows come back in chunks through a
+/// channel of one chunk, so a large result is read as fast as it is used, never held whole.
+pub(crate) struct Conn {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Conn {
+    /// Connects (autocommit off: the snapshot is one transaction, each poll another).
+    pub(crate) async fn connect(c: &Db2Config) -> Result<Conn, Db2Error> {
+        let password =
+            sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
+                .map_err(Db2Error::Setup)?
+                .unwrap_or_default();
+        let target = match &c.connection_string {
+            Some(_) => "the data source of `odbc.connection.string`".to_owned(),
+            None => format!(
+                "{}:{} (database `{}`, driver `{}`)",
+                c.hostname.as_deref().unwrap_or_default(),
+                c.port,
+                c.database,
+                c.driver
+            ),
+        };
+        let string = connection_string(c, &password);
+        let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
+        let (ready, connected) = oneshot::channel::<Result<(), Db2Error>>();
+        std::thread::Builder::new()
+            .name("sluice-db2-odbc".into())
+            .spawn(move || {
+                let conn = match open(&string, &target) {
+                    Ok(conn) => {
+                        let _ = ready.send(Ok(()));
+                        conn
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                while let Some(job) = queue.blocking_recv() {
+                    work(&conn, job);
+                }
+                // The source is gone: what the open transaction read is let go.
+                let _ = conn.rollback();
+            })
+            .map_err(|e| Db2Error::Setup(format!("cannot start the ODBC thread: {e}")))?;
+        connected
+            .await
+            .map_err(|_| Db2Error::Setup("the ODBC thread ended while connecting".into()))??;
+        Ok(Conn { jobs })
+    }
+
+    /// The rows of `sql` with the LSNs `params` bound in order.
+    pub(crate) async fn rows(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[Lsn],
+    ) -> Result<Vec<Row>, Db2Error> {
+        let mut chunks = self.cursor(what, sql, params, 0)?;
+        let mut out = Vec::new();
+        while let Some(chunk) = chunks.recv().await {
+            out.extend(chunk?);
+        }
+        Ok(out)
+    }
+
+    /// The rows of `sql` in chunks of `chunk` rows (the query runs on as they are taken).
+    pub(crate) fn cursor(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[Lsn],
+        chunk: usize,
+    ) -> Result<mpsc::Receiver<Result<Vec<Row>, Db2Error>>, Db2Error> {
+        let (reply, chunks) = mpsc::channel(1);
+        self.send(Job::Rows {
+            what: what.to_owned(),
+            sql: sql.to_owned(),
+            params: params.to_vec(),
+            chunk,
+            reply,
+        })?;
+        Ok(chunks)
+    }
+
+    /// Runs a statement without results.
+    pub(crate) async fn run(&self, what: &str, sql: &str) -> Result<(), Db2Error> {
+        let (reply, done) = oneshot::channel();
+        self.send(Job::Run {
+            what: what.to_owned(),
+            sql: sql.to_owned(),
+            reply,
+        })?;
+        done.await.map_err(|_| gone())?
+    }
+
+    /// Ends the current transaction (it only read).
+    pub(crate) async fn end(&self, what: &str) -> Result<(), Db2Error> {
+        let (reply, done) = oneshot::channel();
+        self.send(Job::Commit {
+            what: what.to_owned(),
+            reply,
+        })?;
+        done.await.map_err(|_| gone())?
+    }
+
+    fn send(&self, job: Job) -> Result<(), Db2Error> {
+        self.jobs.send(job).map_err(|_| gone())
+    }
+}
+
+fn gone() -> Db2Error {
+    Db2Error::Setup("the ODBC thread ended".into())
+}
+
+/// Opens the connection (on the ODBC thread).
+fn open(string: &str, target: &str) -> Result<odbc_api::Connection<'static>, Db2Error> {
+    let env = odbc_api::environment().map_err(|e| Db2Error::query("starting ODBC", e))?;
+    let options = ConnectionOptions {
+        login_timeout_sec: Some(30),
+        ..ConnectionOptions::default()
+    };
+    let conn = env
+        .connect_with_connection_string(string, options)
+        .map_err(|e| Db2Error::query(format!("connecting to {target}"), e))?;
+    conn.set_autocommit(false)
+        .map_err(|e| Db2Error::query("turning autocommit off", e))?;
+    Ok(conn)
+}
+
+/// Runs a job (on the ODBC thread).
+fn work(conn: &odbc_api::Connection<'static>, job: Job) {
+    match job {
+        Job::Rows {
+            what,
+            sql,
+            params,
+            chunk,
+            reply,
+        } => {
+            let mut rows = Vec::new();
+            let limit = if chunk == 0 { usize::MAX } else { chunk };
+            let done = each_row(conn, &what, &sql, &params, |row| {
+                rows.push(row);
+                if rows.len() >= limit {
+                    // The source stopped taking rows: the query ends.
+                    return Ok(reply.blocking_send(Ok(std::mem::take(&mut rows))).is_ok());
+                }
+                Ok(true)
+            });
+            let last = match done {
+                Ok(()) => Ok(rows),
+                Err(e) => Err(e),
+            };
+            let _ = reply.blocking_send(last);
+        }
+        Job::Run { what, sql, reply } => {
+            let done = conn
+                .execute(&sql, (), None)
+                .map(|_| ())
+                .map_err(|e| Db2Error::query(what, e));
+            let _ = reply.send(done);
+        }
+        Job::Commit { what, reply } => {
+            let _ = reply.send(conn.commit().map_err(|e| Db2Error::query(what, e)));
+        }
+    }
+}
+
+/// Calls `f` with each row of `sql` until it returns `false`.
+fn each_row(
+    conn: &odbc_api::Connection<'static>,
+    what: &str,
+    sql: &str,
+    params: &[Lsn],
+    mut f: impl FnMut(Row) -> Result<bool, Db2Error>,
+) -> Result<(), Db2Error> {
+    let bound: Vec<VarBinaryBox> = params
+        .iter()
+        .map(|l| l.0.to_vec().into_parameter())
+        .collect();
+    let found = if bound.is_empty() {
+        conn.execute(sql, (), None)
+    } else {
+        conn.execute(sql, &bound[..], None)
+    };
+    let Some(mut cursor) = found.map_err(|e| Db2Error::query(what, e))? else {
+        return Ok(());
+    };
+    let n = cursor
+        .num_result_cols()
+        .map_err(|e| Db2Error::query(what, e))?;
+    let mut binary = Vec::new();
+    for i in 1..=u16::try_from(n).unwrap_or(0) {
+        let t = cursor
+            .col_data_type(i)
+            .map_err(|e| Db2Error::query(what, e))?;
+        binary.push(matches!(
+            t,
+            DataType::Binary { .. } | DataType::Varbinary { .. } | DataType::LongVarbinary { .. }
+        ));
+    }
+    let mut buf = Vec::new();
+    while let Some(mut row) = cursor.next_row().map_err(|e| Db2Error::query(what, e))? {
+        let mut cells = Vec::with_capacity(binary.len());
+        for (i, &bin) in binary.iter().enumerate() {
+            let col = u16::try_from(i + 1).unwrap_or(u16::MAX);
+            let present = if bin {
+                row.get_binary(col, &mut buf)
+            } else {
+                row.get_text(col, &mut buf)
+            }
+            .map_err(|e| Db2Error::query(what, e))?;
+            cells.push(present.then(|| buf.clone()));
+        }
+        if !f(cells)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The text of a cell.
+pub(crate) fn text(row: &Row, i: usize) -> Option<String> {
+    row.get(i)?
+        .as_ref()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// An LSN cell (`None`: NULL).
+pub(crate) fn lsn_at(row: &Row, i: usize, what: &str) -> Result<Option<Lsn>, Db2Error> {
+    match row.get(i).and_then(|c| c.as_deref()) {
+        None => Ok(None),
+        Some(b) => Lsn::from_bytes(b).map(Some).ok_or_else(|| {
+            Db2Error::Setup(format!("{what}: an LSN of {} bytes (16 expected)", b.len()))
+        }),
+    }
+}
+
+/// Debezium's statements for the configured control and change-table schemas.
+pub(crate) struct Statements {
+    control: String,
+}
+
+impl Statements {
+    pub(crate) fn new(c: &Db2Config) -> Self {
+        Statements {
+            control: c.control_schema.clone(),
+        }
+    }
+
+    /// `getMaxLsn`: the highest synchpoint of the capture program (its global record) and of
+    /// the registrations.
+    pub(crate) fn max_lsn(&self) -> String {
+        let c = &self.control;
+        format!("SELECT max(t.SYNCHPOINT) FROM ( SELECT CD_NEW_SYNCHPOINT AS SYNCHPOINT FROM {c}.IBMSNAP_REGISTER UNION ALL SELECT SYNCHPOINT AS SYNCHPOINT FROM {c}.IBMSNAP_REGISTER) t")
+    }
+
+    /// `getListOfCdcEnabledTables`: source owner and table, CD owner and table, the
+    /// registration's new and old synchpoints, the table's object id.
+    pub(crate) fn change_tables(&self) -> String {
+        let c = &self.control;
+        format!("select r.SOURCE_OWNER, r.SOURCE_TABLE, r.CD_OWNER, r.CD_TABLE, r.CD_NEW_SYNCHPOINT, r.CD_OLD_SYNCHPOINT, r.SYNCHPOINT, t.TBSPACEID, t.TABLEID , CAST((t.TBSPACEID * 65536 +  t.TABLEID )AS INTEGER ) from {c}.IBMSNAP_REGISTER r left JOIN SYSCAT.TABLES t ON r.SOURCE_OWNER  = t.TABSCHEMA AND r.SOURCE_TABLE = t.TABNAME  WHERE r.SOURCE_OWNER <> ''")
+    }
+
+    /// A table's columns from the catalog: name, type, length, scale, nullability, key
+    /// position, in column order (Debezium reads them through JDBC's `getColumns` and
+    /// `GET_LIST_OF_KEY_COLUMNS`, which reads `SYSCAT.COLUMNS` too).
+    pub(crate) fn table_columns(&self, schema: &str, table: &str) -> String {
+        format!(
+            "SELECT COLNAME, TYPENAME, LENGTH, SCALE, NULLS, KEYSEQ FROM SYSCAT.COLUMNS WHERE TABSCHEMA = {} AND TABNAME = {} ORDER BY COLNO",
+            literal(schema),
+            literal(table)
+        )
+    }
+
+    /// `getAllChangesForTable` from the last row read: the operation code (3 and 4 for an
+    /// update's 'D' and 'I' rows, paired by `LEAD`/`LAG` inside the commit), then the CD
+    /// table's columns, in (commit, intent) order. Debezium's form reads a poll's whole range at
+    /// once; here the window is computed over the commits from the piece's first one (so a
+    /// pair split across pieces keeps its codes) and `FETCH FIRST` bounds the piece.
+    /// Parameters: the piece's commit LSN (twice), its last intent LSN, the poll's upper bound.
+    pub(crate) fn changes(&self, cd: &str, columns: &[String], fetch: Option<usize>) -> String {
+        let cols: Vec<String> = columns
+            .iter()
+            .map(|c| format!("cdc.{}", quote(c)))
+            .collect();
+        let first = fetch
+            .map(|n| format!(" FETCH FIRST {n} ROWS ONLY"))
+            .unwrap_or_default();
+        format!(
+            "SELECT * FROM (SELECT CASE \
+WHEN IBMSNAP_OPERATION = 'D' AND (LEAD(cdc.IBMSNAP_OPERATION,1,'X') OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ)) ='I' THEN 3 \
+WHEN IBMSNAP_OPERATION = 'I' AND (LAG(cdc.IBMSNAP_OPERATION,1,'X') OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ)) ='D' THEN 4 \
+WHEN IBMSNAP_OPERATION = 'D' THEN 1 WHEN IBMSNAP_OPERATION = 'I' THEN 2 END OPCODE, \
+cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ, cdc.IBMSNAP_LOGMARKER, {} \
+FROM {cd} cdc WHERE cdc.IBMSNAP_COMMITSEQ >= ? AND cdc.IBMSNAP_COMMITSEQ <= ?) ch \
+WHERE ch.IBMSNAP_COMMITSEQ > ? OR (ch.IBMSNAP_COMMITSEQ = ? AND ch.IBMSNAP_INTENTSEQ > ?) \
+ORDER BY ch.IBMSNAP_COMMITSEQ, ch.IBMSNAP_INTENTSEQ{first}",
+            cols.join(", ")
+        )
+    }
+}

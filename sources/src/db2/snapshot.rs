@@ -1,0 +1,185 @@
+//! The snapshot, as Debezium's Db2 connector takes it (seed 002's workflow): in one
+//! transaction at `snapshot.isolation.mode` (the tables locked in share mode when
+//! `exclusive`), the highest LSN read first (the position the stream goes on from), the
+//! captured tables' structure, then their rows.
+
+use sluice_engine::event::{BatchCut, SourceTimestamps};
+use sluice_engine::{ChangeEvent, Op, SourceContext, Struct};
+
+use super::config::IsolationMode;
+use super::connection::{quote, Conn};
+
+/// Rows the ODBC thread reads ahead of the snapshot at most.
+const SNAPSHOT_CHUNK: usize = 512;
+use super::error::Db2Error;
+use super::lsn::{Db2Offset, Lsn};
+use super::tables::{self, Table};
+use super::{At, Db2Source};
+
+impl Db2Source {
+    /// Reads every captured table's rows; the position the stream starts from.
+    pub(super) async fn snapshot(
+        &self,
+        conn: &Conn,
+        ctx: &mut SourceContext,
+    ) -> Result<Db2Offset, Db2Error> {
+        let done = self.read_all(conn, ctx).await;
+        // The transaction only read (and locked): it ends the same way whatever happened.
+        let _ = conn.end("ending the snapshot's transaction").await;
+        done
+    }
+
+    async fn read_all(&self, conn: &Conn, ctx: &mut SourceContext) -> Result<Db2Offset, Db2Error> {
+        let tables = tables::read(conn, &self.reading(), None).await?;
+        if self.config.isolation == IsolationMode::Exclusive {
+            for t in &tables {
+                let sql = format!(
+                    "LOCK TABLE {}.{} IN SHARE MODE",
+                    quote(&t.schema),
+                    quote(&t.name)
+                );
+                conn.run(&format!("locking {}.{}", t.schema, t.name), &sql)
+                    .await?;
+            }
+        }
+        let max = self.max_lsn(conn).await?.unwrap_or_default();
+        let reading = Db2Offset::at(max, false);
+        let read: Vec<&Table> = tables
+            .iter()
+            .filter(|t| {
+                self.config
+                    .common
+                    .snapshots_table(&format!("{}.{}", t.schema, t.name))
+            })
+            .collect();
+        let started = SourceTimestamps::now();
+        let at = At {
+            ts_ms: started.millis(),
+            snapshot: "true",
+            commit_lsn: max,
+            change_lsn: None,
+        };
+        let mut reader = Reader {
+            source: self,
+            batch: self.schema_changes(&tables, &at, &reading.position()),
+            cut: BatchCut::for_limits(ctx.limits()),
+            position: reading.position(),
+            ts_ms: started.millis(),
+            commit: max,
+            rows: 0,
+        };
+        for (i, table) in read.iter().enumerate() {
+            let place = (i == 0, i + 1 == read.len());
+            reader.table(conn, table, place, ctx).await?;
+        }
+        let done = Db2Offset::at(max, true);
+        let events = std::mem::take(&mut reader.batch);
+        self.emit(ctx, events, done.position()).await?;
+        tracing::info!(rows = reader.rows, tables = read.len(), lsn = %max, "Snapshot completed.");
+        Ok(done)
+    }
+}
+
+/// The snapshot's rows on their way to batches.
+struct Reader<'a> {
+    source: &'a Db2Source,
+    batch: Vec<ChangeEvent>,
+    cut: BatchCut,
+    position: sluice_engine::Position,
+    ts_ms: i64,
+    commit: Lsn,
+    rows: u64,
+}
+
+impl Reader<'_> {
+    /// Reads `table`'s rows (`place`: whether it is the first and the last table read), a
+    /// batch's worth at a time from the open cursor.
+    async fn table(
+        &mut self,
+        conn: &Conn,
+        table: &Table,
+        place: (bool, bool),
+        ctx: &mut SourceContext,
+    ) -> Result<(), Db2Error> {
+        let cols = table
+            .columns
+            .iter()
+            .map(|(c, _)| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {cols} FROM {}.{}",
+            quote(&table.schema),
+            quote(&table.name)
+        );
+        let what = format!("reading the rows of {}.{}", table.schema, table.name);
+        let mut chunks = conn.cursor(&what, &sql, &[], SNAPSHOT_CHUNK)?;
+        let mut pending: Option<(Struct, bool)> = None;
+        while let Some(chunk) = chunks.recv().await {
+            for cells in chunk? {
+                let after = match self.source.row(table, &cells) {
+                    Ok(after) => after,
+                    Err(e) => {
+                        let name = format!("{}.{}", table.schema, table.name);
+                        self.source
+                            .config
+                            .common
+                            .unrepresentable(&name, String::new, &e)
+                            .map_err(Db2Error::Setup)?;
+                        continue;
+                    }
+                };
+                if let Some((prev, was_first)) = pending.replace((after, false)) {
+                    self.push(
+                        table,
+                        prev,
+                        sluice_kit::snapshot::marker(place, was_first, false),
+                        ctx,
+                    )
+                    .await?;
+                } else if let Some(p) = pending.as_mut() {
+                    p.1 = true;
+                }
+            }
+        }
+        if let Some((prev, was_first)) = pending {
+            self.push(
+                table,
+                prev,
+                sluice_kit::snapshot::marker(place, was_first, true),
+                ctx,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn push(
+        &mut self,
+        table: &Table,
+        after: Struct,
+        snapshot: &'static str,
+        ctx: &mut SourceContext,
+    ) -> Result<(), Db2Error> {
+        let at = At {
+            ts_ms: self.ts_ms,
+            snapshot,
+            commit_lsn: self.commit,
+            change_lsn: None,
+        };
+        let event = self.source.event(
+            table,
+            (Op::Read, None, Some(after)),
+            &at,
+            self.position.clone(),
+        );
+        self.rows += 1;
+        self.batch.push(event);
+        if self.cut.is_full(&self.batch) {
+            self.cut.taken();
+            let events = std::mem::take(&mut self.batch);
+            self.source.emit(ctx, events, self.position.clone()).await?;
+        }
+        Ok(())
+    }
+}

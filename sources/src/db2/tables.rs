@@ -1,0 +1,183 @@
+//! The captured tables: their registrations (`ASNCDC.IBMSNAP_REGISTER`: the change-data table
+//! and the synchpoints), their columns (`SYSCAT.COLUMNS`), and the shape of their events
+//! (column lists, mappers, key) from the kit.
+
+use std::sync::Arc;
+
+use sluice_engine::event::EnvelopeSchema;
+use sluice_engine::Schema;
+use sluice_kit::history::TableDef;
+use sluice_kit::shape::{ColumnSpec, Shape};
+
+use super::config::Db2Config;
+use super::connection::{lsn_at, quote, text, Conn, Statements};
+use super::error::Db2Error;
+use super::lsn::Lsn;
+use super::types::{Described, Kind, Modes};
+
+/// A captured table and its change-data table.
+pub(crate) struct Table {
+    pub schema: String,
+    pub name: String,
+    /// `"CD_OWNER"."CD_TABLE"`.
+    pub cd: String,
+    /// Where its changes start (the registration's `CD_NEW_SYNCHPOINT`).
+    pub start_lsn: Lsn,
+    /// Where an older registration's changes stop (`CD_OLD_SYNCHPOINT`), when set.
+    pub stop_lsn: Option<Lsn>,
+    /// The captured columns, in the table's order, with their kinds.
+    pub columns: Vec<(String, Kind)>,
+    pub shape: Shape,
+    pub envelope: EnvelopeSchema,
+    pub topic: Arc<str>,
+    /// `source.schema` and `source.table`.
+    pub values: (sluice_engine::Value, sluice_engine::Value),
+    /// `"schema"."table"`, as Db2's schema change events name it.
+    pub id: String,
+    pub def: TableDef,
+}
+
+/// A registration: `"CD_OWNER"."CD_TABLE"`, its start and stop LSNs.
+type Registration = (String, Lsn, Option<Lsn>);
+
+/// What the source reads the tables with.
+pub(crate) struct Reading<'a> {
+    pub config: &'a Db2Config,
+    pub modes: Modes,
+    pub source_schema: &'a Arc<Schema>,
+}
+
+/// The captured tables registered by `upto` (`None`: all) that the configuration selects.
+pub(crate) async fn read(
+    conn: &Conn,
+    r: &Reading<'_>,
+    upto: Option<Lsn>,
+) -> Result<Vec<Table>, Db2Error> {
+    let q = Statements::new(r.config);
+    let what = format!(
+        "listing the captured tables ({}.IBMSNAP_REGISTER)",
+        r.config.control_schema
+    );
+    let listed = conn.rows(&what, &q.change_tables(), &[]).await?;
+    let mut found: Vec<((String, String), Registration)> = Vec::new();
+    for row in &listed {
+        let (Some(schema), Some(table)) = (text(row, 0), text(row, 1)) else {
+            continue;
+        };
+        let (schema, table) = (schema.trim_end().to_owned(), table.trim_end().to_owned());
+        if !r.config.selects(&schema, &table) {
+            continue;
+        }
+        let (Some(owner), Some(cd)) = (text(row, 2), text(row, 3)) else {
+            return Err(Db2Error::Setup(format!(
+                "the registration of {schema}.{table} names no change-data table"
+            )));
+        };
+        let Some(start) = lsn_at(row, 4, &what)? else {
+            // Registered, not yet initialised by the capture program.
+            continue;
+        };
+        if upto.is_some_and(|u| start > u) {
+            continue;
+        }
+        let stop = lsn_at(row, 5, &what)?;
+        let cd = format!("{}.{}", quote(owner.trim_end()), quote(cd.trim_end()));
+        found.push(((schema, table), (cd, start, stop)));
+    }
+    found.sort_by(|a, b| (&a.0, a.1 .1).cmp(&(&b.0, b.1 .1)));
+    let mut out = Vec::new();
+    for ((schema, table), registration) in found {
+        out.push(build(conn, r, &q, (&schema, &table), registration).await?);
+    }
+    Ok(out)
+}
+
+async fn build(
+    conn: &Conn,
+    r: &Reading<'_>,
+    q: &Statements,
+    (schema, table): (&str, &str),
+    (cd, start_lsn, stop_lsn): Registration,
+) -> Result<Table, Db2Error> {
+    let full = format!("{schema}.{table}");
+    let what = format!("reading the columns of {full} (SYSCAT.COLUMNS)");
+    let described = conn
+        .rows(&what, &q.table_columns(schema, table), &[])
+        .await?;
+    let mut columns = Vec::new();
+    let mut specs = Vec::new();
+    let mut defs = Vec::new();
+    let mut keys: Vec<(usize, String)> = Vec::new();
+    for (position, row) in described.iter().enumerate() {
+        let name = text(row, 0).unwrap_or_default();
+        let int = |i: usize| text(row, i).and_then(|t| t.trim().parse::<i64>().ok());
+        let d = Described {
+            type_name: text(row, 1).unwrap_or_default().trim_end().to_owned(),
+            length: int(2).unwrap_or(0),
+            scale: int(3).unwrap_or(0),
+        };
+        let nullable = text(row, 4).is_some_and(|n| n.trim() == "Y");
+        let key = int(5)
+            .filter(|k| *k > 0)
+            .and_then(|k| usize::try_from(k).ok());
+        let kind = Kind::of(&d).map_err(|e| {
+            Db2Error::Setup(format!(
+                "column `{full}.{name}`: {e}; leave it out with `column.exclude.list`"
+            ))
+        })?;
+        let optional = nullable && key.is_none();
+        specs.push(ColumnSpec {
+            name: name.clone(),
+            schema: kind.schema(r.modes, optional),
+            primary_key: key,
+            text: kind.is_text(),
+            length: usize::try_from(d.length).ok().filter(|l| *l > 0),
+        });
+        defs.push(super::types::column_def(&name, &d, position + 1, optional));
+        if let Some(k) = key {
+            keys.push((k, name.clone()));
+        }
+        columns.push((name, kind));
+    }
+    keys.sort();
+    if columns.is_empty() {
+        return Err(Db2Error::Setup(format!(
+            "{full}: SYSCAT.COLUMNS lists no column (is the table there?)"
+        )));
+    }
+    let shape = r
+        .config
+        .common
+        .shape(&full, &specs)
+        .map_err(Db2Error::Setup)?;
+    let prefix = format!("{}.{full}", r.config.common.topic_prefix);
+    let envelope = EnvelopeSchema::new(
+        &prefix,
+        shape.key_schema.clone(),
+        shape.row.clone(),
+        r.source_schema.clone(),
+    );
+    Ok(Table {
+        values: (
+            sluice_engine::Value::from(schema),
+            sluice_engine::Value::from(table),
+        ),
+        schema: schema.to_owned(),
+        name: table.to_owned(),
+        cd,
+        start_lsn,
+        stop_lsn,
+        columns,
+        shape,
+        envelope,
+        topic: prefix.into(),
+        id: sluice_kit::history::table_id(&[schema, table]),
+        def: TableDef {
+            default_charset_name: None,
+            primary_key_column_names: keys.into_iter().map(|(_, k)| k).collect(),
+            columns: defs,
+            attributes: Vec::new(),
+            comment: None,
+        },
+    })
+}

@@ -1,0 +1,339 @@
+//! Snapshot then stream: the events, their `source` blocks and offsets as Debezium's Db2
+//! connector makes them; restarts; bad setups.
+
+use super::*;
+
+#[test]
+fn snapshot_then_changes_in_commit_order_with_debeziums_source_block() {
+    let db = Db2::start("stream", true);
+    customers(&db);
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1001, 'Sally'), (1002, 'George')");
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &db, "  provide.transaction.metadata: true\n");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 2, &mut child);
+    let p = payloads(dir.path());
+    assert_eq!(
+        (p[0]["op"].as_str(), p[1]["op"].as_str()),
+        (Some("r"), Some("r"))
+    );
+    assert_eq!(
+        (
+            p[0]["source"]["snapshot"].as_str(),
+            p[1]["source"]["snapshot"].as_str()
+        ),
+        (Some("first"), Some("last"))
+    );
+    assert_eq!(
+        p[0]["after"],
+        serde_json::json!({"ID": 1001, "NAME": "Sally"})
+    );
+    let source = p[0]["source"].as_object().unwrap();
+    let fields: Vec<&str> = source.keys().map(String::as_str).collect();
+    assert_eq!(
+        fields,
+        [
+            "version",
+            "connector",
+            "name",
+            "ts_ms",
+            "snapshot",
+            "db",
+            "sequence",
+            "ts_us",
+            "ts_ns",
+            "schema",
+            "table",
+            "change_lsn",
+            "commit_lsn"
+        ]
+    );
+    assert_eq!(
+        (
+            source["connector"].as_str(),
+            source["db"].as_str(),
+            source["schema"].as_str(),
+            source["table"].as_str()
+        ),
+        (
+            Some("db2"),
+            Some("TESTDB"),
+            Some("DB2INST1"),
+            Some("CUSTOMERS")
+        )
+    );
+    let lsn = regex::Regex::new("^[0-9a-f]{8}:[0-9a-f]{8}:[0-9a-f]{16}$").unwrap();
+    assert!(
+        lsn.is_match(source["commit_lsn"].as_str().unwrap()),
+        "{source:?}"
+    );
+    assert!(source["change_lsn"].is_null());
+    let key = &lines(dir.path())[0]["key"];
+    assert_eq!(key["payload"], serde_json::json!({"ID": 1001}));
+    assert_eq!(key["schema"]["name"], "db2server.DB2INST1.CUSTOMERS.Key");
+
+    // A transaction of two inserts, an update, a delete, and an update of the key.
+    db.sql("BEGIN; INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1003, 'Edward'); INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1004, 'Anne'); COMMIT");
+    db.sql("UPDATE \"DB2INST1\".\"CUSTOMERS\" SET \"NAME\" = 'Sal' WHERE \"ID\" = 1001");
+    db.sql("DELETE FROM \"DB2INST1\".\"CUSTOMERS\" WHERE \"ID\" = 1002");
+    db.sql("UPDATE \"DB2INST1\".\"CUSTOMERS\" SET \"ID\" = 2004 WHERE \"ID\" = 1004");
+    // 2 reads; 4 transactions with BEGIN and END each; 2 creates, 1 update, delete +
+    // tombstone, delete + tombstone + create.
+    wait_events(dir.path(), 2 + 8 + 2 + 1 + 2 + 3, &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let all = lines(dir.path());
+    let data: Vec<&Json> = all
+        .iter()
+        .filter(|l| l["topic"] != "db2server.transaction")
+        .collect();
+    let ops: Vec<&str> = data
+        .iter()
+        .map(|l| l["value"]["payload"]["op"].as_str().unwrap_or("tombstone"))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "r",
+            "r",
+            "c",
+            "c",
+            "u",
+            "d",
+            "tombstone",
+            "d",
+            "tombstone",
+            "c"
+        ]
+    );
+    let update = &data[4]["value"]["payload"];
+    assert_eq!(
+        update["before"],
+        serde_json::json!({"ID": 1001, "NAME": "Sally"})
+    );
+    assert_eq!(
+        update["after"],
+        serde_json::json!({"ID": 1001, "NAME": "Sal"})
+    );
+    let (c1, c2) = (
+        &data[2]["value"]["payload"]["source"],
+        &data[3]["value"]["payload"]["source"],
+    );
+    assert_eq!(
+        c1["commit_lsn"], c2["commit_lsn"],
+        "one transaction, one commit LSN"
+    );
+    assert!(
+        lsn.is_match(c1["change_lsn"].as_str().unwrap()) && c1["change_lsn"] != c2["change_lsn"]
+    );
+    assert!(c1["commit_lsn"].as_str().unwrap() > source["commit_lsn"].as_str().unwrap());
+    // The key update: the delete (old key), its tombstone, the create (new key), at one position.
+    assert_eq!(data[7]["value"]["payload"]["before"]["ID"], 1004);
+    assert_eq!(data[8]["key"]["payload"]["ID"], 1004);
+    assert_eq!(data[9]["value"]["payload"]["after"]["ID"], 2004);
+    assert_eq!(
+        data[7]["value"]["payload"]["source"]["change_lsn"],
+        data[9]["value"]["payload"]["source"]["change_lsn"]
+    );
+    // Transaction records: BEGIN/END around each transaction, the commit LSN as its id.
+    let tx: Vec<&Json> = all
+        .iter()
+        .filter(|l| l["topic"] == "db2server.transaction")
+        .map(|l| &l["value"]["payload"])
+        .collect();
+    assert_eq!(tx.len(), 8);
+    assert_eq!(
+        (tx[0]["status"].as_str(), tx[1]["status"].as_str()),
+        (Some("BEGIN"), Some("END"))
+    );
+    assert_eq!(tx[0]["id"], c1["commit_lsn"]);
+    assert_eq!(tx[1]["event_count"], 2);
+    assert_eq!(
+        tx[1]["data_collections"][0]["data_collection"],
+        "DB2INST1.CUSTOMERS"
+    );
+    assert_eq!(data[3]["value"]["payload"]["transaction"]["total_order"], 2);
+    assert_eq!(rebuilt(dir.path()), table_rows(&db));
+}
+
+#[test]
+fn schema_change_events_at_the_snapshot_and_when_a_table_enters_capture_mode() {
+    let db = Db2::start("schema", true);
+    customers(&db);
+    db.add_table("DB2INST1", "CUSTOMERS");
+    db.sql("CREATE TABLE \"DB2INST1\".\"ORDERS\" (\"ID\" bigint PRIMARY KEY, \"AMOUNT\" decimal(10,2), \"AT\" timestamp(6) NOT NULL)");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &db, "  include.schema.changes: true\n");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 1, &mut child);
+    db.add_table("DB2INST1", "ORDERS");
+    db.sql("INSERT INTO \"DB2INST1\".\"ORDERS\" VALUES (1, 12.50, '2024-01-02 03:04:05.123456')");
+    wait_events(dir.path(), 3, &mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let all = lines(dir.path());
+    assert_eq!(all[0]["topic"], "db2server");
+    assert_eq!(
+        all[0]["key"]["payload"],
+        serde_json::json!({"databaseName": "TESTDB"})
+    );
+    assert_eq!(
+        all[0]["key"]["schema"]["name"],
+        "io.debezium.connector.db2.SchemaChangeKey"
+    );
+    let p = &all[0]["value"]["payload"];
+    assert_eq!(
+        (p["databaseName"].as_str(), p["schemaName"].as_str()),
+        (Some("TESTDB"), Some("DB2INST1"))
+    );
+    assert!(p["ddl"].is_null());
+    let change = &p["tableChanges"][0];
+    assert_eq!(
+        (change["type"].as_str(), change["id"].as_str()),
+        (Some("CREATE"), Some("\"DB2INST1\".\"CUSTOMERS\""))
+    );
+    assert_eq!(
+        change["table"]["primaryKeyColumnNames"],
+        serde_json::json!(["ID"])
+    );
+    let id = &change["table"]["columns"][0];
+    assert_eq!(
+        (
+            id["name"].as_str(),
+            id["jdbcType"].as_i64(),
+            id["typeName"].as_str(),
+            id["length"].as_i64(),
+            id["scale"].as_i64(),
+            id["position"].as_i64(),
+            id["optional"].as_bool()
+        ),
+        (
+            Some("ID"),
+            Some(4),
+            Some("INTEGER"),
+            Some(10),
+            Some(0),
+            Some(1),
+            Some(false)
+        )
+    );
+    let name = &change["table"]["columns"][1];
+    assert_eq!(
+        (
+            name["jdbcType"].as_i64(),
+            name["typeName"].as_str(),
+            name["length"].as_i64()
+        ),
+        (Some(12), Some("VARCHAR"), Some(40))
+    );
+    assert_eq!(p["source"]["snapshot"], "true");
+    // ORDERS entered capture mode while streaming: its schema change event, then its row.
+    let p = &all[1]["value"]["payload"];
+    assert_eq!(p["tableChanges"][0]["id"], "\"DB2INST1\".\"ORDERS\"");
+    let at = &p["tableChanges"][0]["table"]["columns"][2];
+    assert_eq!(
+        (
+            at["jdbcType"].as_i64(),
+            at["typeName"].as_str(),
+            at["scale"].as_i64()
+        ),
+        (Some(93), Some("TIMESTAMP"), Some(6))
+    );
+    assert_eq!(all[2]["topic"], "db2server.DB2INST1.ORDERS");
+    assert_eq!(
+        all[2]["value"]["payload"]["after"]["AT"],
+        1_704_164_645_123_456i64
+    );
+}
+
+#[test]
+fn kill_9_under_a_writer_during_snapshot_and_stream_resumes_without_loss() {
+    let db = Db2::start("kill", true);
+    customers(&db);
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" SELECT g, 'row ' || g FROM generate_series(0, 199) g");
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let dir = tempfile::tempdir().unwrap();
+    // Small pieces: an update's two rows often come in two pieces.
+    let path = pipeline(dir.path(), &db, "  streaming.fetch.size: 3\n");
+    let writer = {
+        let database = db.database.clone();
+        std::thread::spawn(move || {
+            for i in 0..240 {
+                let t = "\"DB2INST1\".\"CUSTOMERS\"";
+                let sql = match i % 3 {
+                    0 => format!("BEGIN; INSERT INTO {t} VALUES ({}, 'new {i}'); UPDATE {t} SET \"NAME\" = 'changed {i}' WHERE \"ID\" = {}; COMMIT", 1000 + i, i % 200),
+                    1 => format!("UPDATE {t} SET \"NAME\" = 'again {i}' WHERE \"ID\" = {}", 1000 + i - 1),
+                    _ => format!("BEGIN; DELETE FROM {t} WHERE \"ID\" = {}; UPDATE {t} SET \"ID\" = {} WHERE \"ID\" = {}; COMMIT", 1000 + i - 2, 5000 + i, i % 200),
+                };
+                sluice_test_support::pg::psql(&database, &sql);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+    };
+    let mut resumed = 0;
+    for round in 0..4 {
+        let mut child = start(&path, &[]);
+        let have = lines(dir.path()).len();
+        wait_events(dir.path(), have + 20, &mut child);
+        std::thread::sleep(std::time::Duration::from_millis(400 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let log = sluice_test_support::pg::log_of(&child);
+        resumed += usize::from(
+            log.contains("Streaming from the change-data tables")
+                && !log.contains("Snapshot completed"),
+        );
+    }
+    writer.join().unwrap();
+    assert!(
+        resumed > 0,
+        "no restart resumed the stream from a committed position"
+    );
+    let mut child = start(&path, &[]);
+    let expected = table_rows(&db);
+    wait_for(dir.path(), "the table's state", &mut child, |_| {
+        rebuilt(dir.path()) == expected
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn missing_asn_capture_and_unregistered_tables_are_one_clear_line() {
+    // A database without the ASN control tables.
+    let plain = sluice_test_support::pg::fresh_db("db2_plain");
+    let db = Db2 { database: plain };
+    let dir = tempfile::tempdir().unwrap();
+    let e = sluice_test_support::pg::run_expecting_failure(&pipeline(dir.path(), &db, ""));
+    assert!(
+        e.contains("the ASN capture control tables (ASNCDC.IBMSNAP_REGISTER) are missing")
+            && e.contains("ASNCDC.ADDTABLE"),
+        "{e}"
+    );
+    drop(db);
+    // ASN capture set up, no table registered.
+    let db = Db2::start("unregistered", true);
+    customers(&db);
+    let e = sluice_test_support::pg::run_expecting_failure(&pipeline(dir.path(), &db, ""));
+    assert!(
+        e.contains(
+            "no table of database `TESTDB` that the configuration selects is in capture mode"
+        ) && e.contains("CALL ASNCDC.ADDTABLE"),
+        "{e}"
+    );
+    // A wrong password: the driver's refusal, the password nowhere.
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let path = pipeline(dir.path(), &db, "");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("Uid=postgres", "Uid=nobody_here");
+    std::fs::write(&path, text).unwrap();
+    let e = sluice_test_support::pg::run_expecting_failure(&path);
+    assert!(
+        e.contains("connecting to the data source of `odbc.connection.string`")
+            && e.contains("nobody_here")
+            && !e.contains("unused"),
+        "{e}"
+    );
+}
