@@ -91,3 +91,47 @@ fn table_rows(db: &Db2) -> std::collections::BTreeMap<i64, String> {
         })
         .collect()
 }
+
+/// A 16-byte LSN in hex as Debezium prints it (`00000000:00000000:0000000000000a2c`).
+fn printed(hex: &str) -> String {
+    format!("{}:{}:{}", &hex[..8], &hex[8..16], &hex[16..])
+}
+
+/// The (commit, change) LSNs every change of `CUSTOMERS`'s change-data table gives an event
+/// at: a row's own, an update's (a 'D' then an 'I' in one commit) its 'I' row's.
+fn change_positions(db: &Db2) -> std::collections::BTreeSet<(String, String)> {
+    db.sql(
+        "SELECT encode(c, 'hex') || '|' || encode(e, 'hex') FROM (\
+         SELECT ibmsnap_commitseq c, CASE WHEN ibmsnap_operation = 'D' AND nxt = 'I' THEN nxt_seq ELSE ibmsnap_intentseq END e, \
+                ibmsnap_operation = 'I' AND coalesce(prv, 'X') = 'D' AS second FROM (\
+           SELECT *, lead(ibmsnap_operation) OVER w nxt, lead(ibmsnap_intentseq) OVER w nxt_seq, lag(ibmsnap_operation) OVER w prv \
+           FROM \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" WINDOW w AS (PARTITION BY ibmsnap_commitseq ORDER BY ibmsnap_intentseq)) r) p \
+         WHERE NOT second",
+    )
+    .lines()
+    .filter(|l| !l.is_empty())
+    .map(|l| {
+        let (c, e) = l.split_once('|').unwrap();
+        (printed(c), printed(e))
+    })
+    .collect()
+}
+
+/// The last snapshot's LSN and the (commit, change) LSNs of the streamed events in `dir`.
+fn streamed_positions(dir: &Path) -> (String, std::collections::BTreeSet<(String, String)>) {
+    let mut snapshot = String::new();
+    let mut out = std::collections::BTreeSet::new();
+    for line in lines(dir) {
+        let source = &line["value"]["payload"]["source"];
+        if line["topic"] != "db2server.DB2INST1.CUSTOMERS" || source.is_null() {
+            continue;
+        }
+        let commit = source["commit_lsn"].as_str().unwrap().to_owned();
+        if source["snapshot"] == "false" {
+            out.insert((commit, source["change_lsn"].as_str().unwrap().to_owned()));
+        } else {
+            snapshot = snapshot.max(commit);
+        }
+    }
+    (snapshot, out)
+}

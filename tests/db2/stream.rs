@@ -248,35 +248,53 @@ fn schema_change_events_at_the_snapshot_and_when_a_table_enters_capture_mode() {
 }
 
 #[test]
-fn kill_9_under_a_writer_during_snapshot_and_stream_resumes_without_loss() {
+fn kill_9_under_writers_during_snapshot_and_stream_resumes_without_loss() {
     let db = Db2::start("kill", true);
     customers(&db);
     db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" SELECT g, 'row ' || g FROM generate_series(0, 199) g");
     db.add_table("DB2INST1", "CUSTOMERS");
     let dir = tempfile::tempdir().unwrap();
-    // Small pieces: an update's two rows often come in two pieces.
+    // Small pieces: an update's two rows often come in two pieces. Small batches: positions
+    // inside transactions get committed, so restarts resume inside them.
     let path = pipeline(dir.path(), &db, "  streaming.fetch.size: 3\n");
-    let writer = {
-        let database = db.database.clone();
-        std::thread::spawn(move || {
-            for i in 0..240 {
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("restart:", "max_batch_size: 2\nmax_queue_size: 8\nrestart:");
+    std::fs::write(&path, text).unwrap();
+    // Two writers at once, on rows of their own: inserts, updates, deletes, key updates.
+    let writers: Vec<_> = (0..2)
+        .map(|w: i64| {
+            let database = db.database.clone();
+            std::thread::spawn(move || {
                 let t = "\"DB2INST1\".\"CUSTOMERS\"";
-                let sql = match i % 3 {
-                    0 => format!("BEGIN; INSERT INTO {t} VALUES ({}, 'new {i}'); UPDATE {t} SET \"NAME\" = 'changed {i}' WHERE \"ID\" = {}; COMMIT", 1000 + i, i % 200),
-                    1 => format!("UPDATE {t} SET \"NAME\" = 'again {i}' WHERE \"ID\" = {}", 1000 + i - 1),
-                    _ => format!("BEGIN; DELETE FROM {t} WHERE \"ID\" = {}; UPDATE {t} SET \"ID\" = {} WHERE \"ID\" = {}; COMMIT", 1000 + i - 2, 5000 + i, i % 200),
-                };
-                sluice_test_support::pg::psql(&database, &sql);
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+                for i in 0..120i64 {
+                    let (new, old) = (10_000 * (w + 1) + i, w * 100 + i % 100);
+                    let sql = match i % 3 {
+                        0 => format!("BEGIN; INSERT INTO {t} VALUES ({new}, 'new {i}'); UPDATE {t} SET \"NAME\" = 'changed {i}' WHERE \"ID\" = {old}; COMMIT"),
+                        1 => format!("UPDATE {t} SET \"NAME\" = 'again {i}' WHERE \"ID\" = {}", new - 1),
+                        _ => format!("BEGIN; DELETE FROM {t} WHERE \"ID\" = {}; UPDATE {t} SET \"ID\" = {} WHERE \"ID\" = {old}; COMMIT", new - 2, 50_000 + new),
+                    };
+                    sluice_test_support::pg::psql(&database, &sql);
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            })
         })
-    };
+        .collect();
+    // Killed once the snapshot is committed, then while catching up: down for a while under
+    // the writers, killed 20 events after it starts again. (The committed positions are
+    // mostly at poll ends: a restart inside a transaction is tested on its own below.)
     let mut resumed = 0;
     for round in 0..4 {
+        std::thread::sleep(std::time::Duration::from_millis(300 * round));
         let mut child = start(&path, &[]);
         let have = lines(dir.path()).len();
-        wait_events(dir.path(), have + 20, &mut child);
-        std::thread::sleep(std::time::Duration::from_millis(400 * round));
+        if round == 0 {
+            // The snapshot, committed, and some of the stream.
+            wait_events(dir.path(), 230, &mut child);
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        } else {
+            wait_events(dir.path(), have + 20, &mut child);
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         let log = sluice_test_support::pg::log_of(&child);
@@ -285,7 +303,9 @@ fn kill_9_under_a_writer_during_snapshot_and_stream_resumes_without_loss() {
                 && !log.contains("Snapshot completed"),
         );
     }
-    writer.join().unwrap();
+    for w in writers {
+        w.join().unwrap();
+    }
     assert!(
         resumed > 0,
         "no restart resumed the stream from a committed position"
@@ -297,6 +317,28 @@ fn kill_9_under_a_writer_during_snapshot_and_stream_resumes_without_loss() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
+    // Every change after the last snapshot came out (some twice, after a kill), and nothing
+    // else did.
+    let (snapshot, streamed) = streamed_positions(dir.path());
+    let changes: std::collections::BTreeSet<_> = change_positions(&db)
+        .into_iter()
+        .filter(|(commit, _)| *commit > snapshot)
+        .collect();
+    assert!(
+        changes.len() > 100,
+        "{} changes after the snapshot",
+        changes.len()
+    );
+    let missing: Vec<_> = changes.difference(&streamed).collect();
+    assert!(missing.is_empty(), "changes never delivered: {missing:?}");
+    let invented: Vec<_> = streamed
+        .iter()
+        .filter(|p| p.0 > snapshot && !changes.contains(p))
+        .collect();
+    assert!(
+        invented.is_empty(),
+        "events at no change's position: {invented:?}"
+    );
 }
 
 #[test]
@@ -336,4 +378,70 @@ fn missing_asn_capture_and_unregistered_tables_are_one_clear_line() {
             && !e.contains("unused"),
         "{e}"
     );
+}
+
+/// Writes `position` as the pipeline's committed offset in `dir/data`.
+fn store_offset(dir: &Path, position: &str) {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let offsets = serde_json::json!({"pipelines": {"db2_test": {"position": position, "committed_at_ms": 0}}});
+    std::fs::write(dir.join("data/offsets.json"), offsets.to_string()).unwrap();
+}
+
+#[test]
+fn a_restart_inside_a_transaction_delivers_exactly_the_rest() {
+    let db = Db2::start("resume", true);
+    customers(&db);
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let t = "\"DB2INST1\".\"CUSTOMERS\"";
+    db.sql(&format!("BEGIN; INSERT INTO {t} VALUES (1, 'a'); INSERT INTO {t} VALUES (2, 'b'); INSERT INTO {t} VALUES (3, 'c'); COMMIT"));
+    db.sql(&format!("BEGIN; UPDATE {t} SET \"NAME\" = 'A' WHERE \"ID\" = 1; INSERT INTO {t} VALUES (4, 'd'); COMMIT"));
+    // The change rows: (commit, intent) of each, in order.
+    let rows: Vec<(String, String)> = db
+        .sql("SELECT encode(ibmsnap_commitseq, 'hex') || '|' || encode(ibmsnap_intentseq, 'hex') FROM \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ORDER BY 1")
+        .lines()
+        .map(|l| {
+            let (c, i) = l.split_once('|').unwrap();
+            (printed(c), printed(i))
+        })
+        .collect();
+    assert_eq!(rows.len(), 6, "3 inserts, an update's two rows, an insert");
+    let ids = |dir: &Path| -> Vec<(String, i64)> {
+        payloads(dir)
+            .iter()
+            .filter(|p| !p.is_null())
+            .map(|p| {
+                (
+                    p["op"].as_str().unwrap().to_owned(),
+                    p["after"]["ID"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let position = |(commit, change): &(String, String), serial: i64| {
+        serde_json::json!({"commit_lsn": commit, "change_lsn": change, "event_serial_no": serial, "snapshot_completed": true}).to_string()
+    };
+    let run = |pos: String| -> Vec<(String, i64)> {
+        let dir = tempfile::tempdir().unwrap();
+        store_offset(dir.path(), &pos);
+        let path = pipeline(dir.path(), &db, "");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ids(dir.path())
+    };
+    // Stored after the first insert of the first transaction: its two others, then the rest.
+    let want = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+        v.iter().map(|(o, i)| (o.to_string(), *i)).collect()
+    };
+    assert_eq!(
+        run(position(&rows[0], 1)),
+        want(&[("c", 2), ("c", 3), ("u", 1), ("c", 4)])
+    );
+    // Stored after the update (its new row's position, event number 2): the last insert.
+    assert_eq!(run(position(&rows[4], 2)), want(&[("c", 4)]));
+    // Stored at the end of the first transaction (commit LSN only): the second one whole.
+    let end = serde_json::json!({"commit_lsn": rows[2].0, "snapshot_completed": true}).to_string();
+    assert_eq!(run(end), want(&[("u", 1), ("c", 4)]));
 }

@@ -45,7 +45,8 @@ pub struct Db2Config {
     pub change_tables_schema: String,
     /// `snapshot.isolation.mode`: `repeatable_read` (the default, as Debezium's),
     /// `read_committed`, `read_uncommitted`, or `exclusive` (the tables locked in share mode
-    /// for the whole snapshot: no change is missed or read twice).
+    /// for the whole snapshot: no writer changes them while it reads; a change committed just
+    /// before, which the capture program has not read yet, still comes again in the stream).
     #[serde(rename = "snapshot.isolation.mode", default)]
     pub isolation: IsolationMode,
     /// How long to wait between polls when nothing was captured (milliseconds, default 1000).

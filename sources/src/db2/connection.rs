@@ -29,9 +29,9 @@ pub(crate) fn literal(text: &str) -> String {
 }
 
 /// The connection string: `odbc.connection.string` as given, or one for IBM's Db2 CLI/ODBC
-/// driver from the `database.*` options; the snapshot's isolation as the CLI's `TxnIsolation`
-/// keyword (drivers that do not know it ignore it).
-fn connection_string(c: &Db2Config, password: &str) -> String {
+/// driver from the `database.*` options; the isolation level as the CLI's `TxnIsolation`
+/// keyword (ODBC's `SQL_TXN_*` values; drivers that do not know it ignore it).
+fn connection_string(c: &Db2Config, password: &str, isolation: u32) -> String {
     let base = match &c.connection_string {
         Some(s) => s.replace("${password}", password),
         None => format!(
@@ -45,7 +45,36 @@ fn connection_string(c: &Db2Config, password: &str) -> String {
         ),
     };
     let sep = if base.ends_with(';') { "" } else { ";" };
-    format!("{base}{sep}TxnIsolation={};", c.isolation.odbc())
+    format!("{base}{sep}TxnIsolation={isolation};")
+}
+
+/// Rows of a query: more to come, or the last of them.
+pub(crate) enum Chunk {
+    More(Vec<Row>),
+    Last(Vec<Row>),
+}
+
+/// The rows of a query as the ODBC thread sends them.
+pub(crate) struct Chunks {
+    rx: mpsc::Receiver<Result<Chunk, Db2Error>>,
+    done: bool,
+}
+
+impl Chunks {
+    /// The next rows; `None` after the last. The channel closing before the last rows (the
+    /// ODBC thread gone) is an error, never the end of the rows.
+    pub(crate) async fn next(&mut self) -> Result<Option<Vec<Row>>, Db2Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let got = self.rx.recv().await;
+        self.done = !matches!(got, Some(Ok(Chunk::More(_))));
+        match got {
+            Some(Ok(Chunk::More(rows) | Chunk::Last(rows))) => Ok(Some(rows)),
+            Some(Err(e)) => Err(e),
+            None => Err(gone()),
+        }
+    }
 }
 
 /// A job for the ODBC thread.
@@ -56,7 +85,7 @@ enum Job {
         sql: String,
         params: Vec<Lsn>,
         chunk: usize,
-        reply: mpsc::Sender<Result<Vec<Row>, Db2Error>>,
+        reply: mpsc::Sender<Result<Chunk, Db2Error>>,
     },
     /// A statement without results.
     Run {
@@ -79,8 +108,9 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Connects (autocommit off: the snapshot is one transaction, each poll another).
-    pub(crate) async fn connect(c: &Db2Config) -> Result<Conn, Db2Error> {
+    /// Connects at `isolation` (ODBC's `SQL_TXN_*`), autocommit off: the snapshot is one
+    /// transaction, each poll another.
+    pub(crate) async fn connect(c: &Db2Config, isolation: u32) -> Result<Conn, Db2Error> {
         let password =
             sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
                 .map_err(Db2Error::Setup)?
@@ -95,7 +125,7 @@ impl Conn {
                 c.driver
             ),
         };
-        let string = connection_string(c, &password);
+        let string = connection_string(c, &password, isolation);
         let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
         let (ready, connected) = oneshot::channel::<Result<(), Db2Error>>();
         std::thread::Builder::new()
@@ -133,8 +163,8 @@ impl Conn {
     ) -> Result<Vec<Row>, Db2Error> {
         let mut chunks = self.cursor(what, sql, params, 0)?;
         let mut out = Vec::new();
-        while let Some(chunk) = chunks.recv().await {
-            out.extend(chunk?);
+        while let Some(rows) = chunks.next().await? {
+            out.extend(rows);
         }
         Ok(out)
     }
@@ -146,8 +176,8 @@ impl Conn {
         sql: &str,
         params: &[Lsn],
         chunk: usize,
-    ) -> Result<mpsc::Receiver<Result<Vec<Row>, Db2Error>>, Db2Error> {
-        let (reply, chunks) = mpsc::channel(1);
+    ) -> Result<Chunks, Db2Error> {
+        let (reply, rx) = mpsc::channel(1);
         self.send(Job::Rows {
             what: what.to_owned(),
             sql: sql.to_owned(),
@@ -155,7 +185,7 @@ impl Conn {
             chunk,
             reply,
         })?;
-        Ok(chunks)
+        Ok(Chunks { rx, done: false })
     }
 
     /// Runs a statement without results.
@@ -219,14 +249,12 @@ fn work(conn: &odbc_api::Connection<'static>, job: Job) {
                 rows.push(row);
                 if rows.len() >= limit {
                     // The source stopped taking rows: the query ends.
-                    return Ok(reply.blocking_send(Ok(std::mem::take(&mut rows))).is_ok());
+                    let more = Chunk::More(std::mem::take(&mut rows));
+                    return Ok(reply.blocking_send(Ok(more)).is_ok());
                 }
                 Ok(true)
             });
-            let last = match done {
-                Ok(()) => Ok(rows),
-                Err(e) => Err(e),
-            };
+            let last = done.map(|()| Chunk::Last(rows));
             let _ = reply.blocking_send(last);
         }
         Job::Run { what, sql, reply } => {
@@ -350,11 +378,13 @@ impl Statements {
     }
 
     /// `getAllChangesForTable` from the last row read: the operation code (3 and 4 for an
-    /// update's 'D' and 'I' rows, paired by `LEAD`/`LAG` inside the commit), then the CD
-    /// table's columns, in (commit, intent) order. Debezium's form reads a poll's whole range at
-    /// once; here the window is computed over the commits from the piece's first one (so a
-    /// pair split across pieces keeps its codes) and `FETCH FIRST` bounds the piece.
-    /// Parameters: the piece's commit LSN (twice), its last intent LSN, the poll's upper bound.
+    /// update's 'D' and 'I' rows, paired by `LEAD`/`LAG` inside the commit), the commit and
+    /// intent LSNs, the transaction's log time (`IBMSNAP_UOW.IBMSNAP_LOGMARKER`, null once
+    /// pruned), then the table's columns, in (commit, intent) order. Debezium's form reads a
+    /// poll's whole range at once; here the window is computed over the commits from the
+    /// piece's first one (so a pair split across pieces keeps its codes) and `FETCH FIRST`
+    /// bounds the piece. Parameters: the piece's commit LSN, the poll's upper bound, the
+    /// piece's commit LSN twice more and its last intent LSN.
     pub(crate) fn changes(&self, cd: &str, columns: &[String], fetch: Option<usize>) -> String {
         let cols: Vec<String> = columns
             .iter()
@@ -363,13 +393,15 @@ impl Statements {
         let first = fetch
             .map(|n| format!(" FETCH FIRST {n} ROWS ONLY"))
             .unwrap_or_default();
+        let control = &self.control;
         format!(
             "SELECT * FROM (SELECT CASE \
 WHEN IBMSNAP_OPERATION = 'D' AND (LEAD(cdc.IBMSNAP_OPERATION,1,'X') OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ)) ='I' THEN 3 \
 WHEN IBMSNAP_OPERATION = 'I' AND (LAG(cdc.IBMSNAP_OPERATION,1,'X') OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ)) ='D' THEN 4 \
 WHEN IBMSNAP_OPERATION = 'D' THEN 1 WHEN IBMSNAP_OPERATION = 'I' THEN 2 END OPCODE, \
-cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ, cdc.IBMSNAP_LOGMARKER, {} \
-FROM {cd} cdc WHERE cdc.IBMSNAP_COMMITSEQ >= ? AND cdc.IBMSNAP_COMMITSEQ <= ?) ch \
+cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ, uow.IBMSNAP_LOGMARKER, {} \
+FROM {cd} cdc LEFT JOIN {control}.IBMSNAP_UOW uow ON uow.IBMSNAP_COMMITSEQ = cdc.IBMSNAP_COMMITSEQ \
+WHERE cdc.IBMSNAP_COMMITSEQ >= ? AND cdc.IBMSNAP_COMMITSEQ <= ?) ch \
 WHERE ch.IBMSNAP_COMMITSEQ > ? OR (ch.IBMSNAP_COMMITSEQ = ? AND ch.IBMSNAP_INTENTSEQ > ?) \
 ORDER BY ch.IBMSNAP_COMMITSEQ, ch.IBMSNAP_INTENTSEQ{first}",
             cols.join(", ")

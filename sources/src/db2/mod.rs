@@ -32,6 +32,9 @@ use lsn::{Db2Offset, Lsn};
 use tables::{Reading, Table};
 use types::Modes;
 
+/// ODBC's `SQL_TXN_READ_COMMITTED` (Db2's cursor stability), the stream's isolation.
+const READ_COMMITTED: u32 = 2;
+
 /// A committed position (no incremental snapshot progress: not built).
 type Offset = Resume<Db2Offset, serde_json::Value>;
 
@@ -248,7 +251,10 @@ impl Source for Db2Source {
             .map(|p| Offset::parse(p, "db2"))
             .transpose()
             .map_err(ComponentError::fatal)?;
-        let conn = Conn::connect(&self.config).await?;
+        // The snapshot reads at `snapshot.isolation.mode`; the stream on a connection of its
+        // own at read committed (Db2's CS), so that a poll holds no lock the capture program
+        // would wait for.
+        let conn = Conn::connect(&self.config, self.config.isolation.odbc()).await?;
         self.check_setup(&conn).await?;
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
@@ -282,6 +288,8 @@ impl Source for Db2Source {
         if !plan.stream || ctx.is_stopping() {
             return Ok(());
         }
+        drop(conn);
+        let conn = Conn::connect(&self.config, READ_COMMITTED).await?;
         match self.stream(&conn, from, ctx).await {
             Err(Db2Error::Stopped) => Ok(()),
             done => Ok(done?),
@@ -344,7 +352,7 @@ impl Db2Source {
         let max = self.max_lsn(conn).await?.unwrap_or_default();
         let at = Db2Offset::at(max, true);
         let events = if schema {
-            let tables = tables::read(conn, &self.reading(), None).await?;
+            let tables = tables::read(conn, &self.reading()).await?;
             let source = At {
                 ts_ms: SourceTimestamps::now().millis(),
                 snapshot: "true",

@@ -30,7 +30,7 @@ impl Db2Source {
     }
 
     async fn read_all(&self, conn: &Conn, ctx: &mut SourceContext) -> Result<Db2Offset, Db2Error> {
-        let tables = tables::read(conn, &self.reading(), None).await?;
+        let tables = tables::read(conn, &self.reading()).await?;
         if self.config.isolation == IsolationMode::Exclusive {
             for t in &tables {
                 let sql = format!(
@@ -115,8 +115,8 @@ impl Reader<'_> {
         let what = format!("reading the rows of {}.{}", table.schema, table.name);
         let mut chunks = conn.cursor(&what, &sql, &[], SNAPSHOT_CHUNK)?;
         let mut pending: Option<(Struct, bool)> = None;
-        while let Some(chunk) = chunks.recv().await {
-            for cells in chunk? {
+        while let Some(rows) = chunks.next().await? {
+            for cells in rows {
                 let after = match self.source.row(table, &cells) {
                     Ok(after) => after,
                     Err(e) => {

@@ -20,8 +20,8 @@ use super::lsn::{Db2Offset, Lsn};
 use super::tables::{self, Table};
 use super::{At, Db2Source};
 
-/// One change-data table row: the operation code, the commit and intent LSNs, the log marker,
-/// then the table's columns.
+/// One change-data table row: the operation code, the commit and intent LSNs, the
+/// transaction's log time, then the table's columns.
 type Change = sluice_kit::change_tables::Change<Lsn, Row>;
 
 /// Where the table's columns start in a change row.
@@ -106,7 +106,7 @@ impl Db2Source {
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
         let mut warned = false;
-        let mut known: BTreeSet<String> = tables::read(conn, &self.reading(), None)
+        let mut known: BTreeSet<String> = tables::read(conn, &self.reading())
             .await?
             .into_iter()
             .map(|t| t.id)
@@ -142,11 +142,11 @@ impl Db2Source {
                 last_commit
             };
             increase = true;
-            let tables = tables::read(conn, &self.reading(), Some(to)).await?;
+            let tables = tables::read(conn, &self.reading()).await?;
             self.announce(&tables, &mut known, to, &position, ctx)
                 .await?;
-            let bounds: Vec<(Lsn, Option<Lsn>)> =
-                tables.iter().map(|t| (t.start_lsn, t.stop_lsn)).collect();
+            // Every table from the poll's lower bound: no registration bounds its reading.
+            let bounds = vec![(Lsn::default(), None); tables.len()];
             let mut merge = Merge::new(&bounds, from_lsn, Lsn::default(), self.config.fetch_size);
             let mut reader = Reader {
                 conn,
@@ -307,8 +307,9 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
         format!("{}.{}", t.schema, t.name)
     }
 
-    /// The change's `IBMSNAP_LOGMARKER` (the time its transaction was logged; Debezium asks
-    /// the server for `CURRENT TIMESTAMP` instead, the time it read the change).
+    /// The change's transaction's `IBMSNAP_LOGMARKER` from `IBMSNAP_UOW` (the time it was
+    /// logged; Debezium asks the server for `CURRENT TIMESTAMP` instead, the time it read the
+    /// change); the current time when the unit-of-work row is gone (pruned).
     fn commit_time(&self, change: &Change) -> i64 {
         text(&change.row, 3)
             .and_then(|t| super::types::timestamp_nanos(t.trim()))

@@ -10,9 +10,8 @@ use sluice_kit::history::TableDef;
 use sluice_kit::shape::{ColumnSpec, Shape};
 
 use super::config::Db2Config;
-use super::connection::{lsn_at, quote, text, Conn, Statements};
+use super::connection::{quote, text, Conn, Statements};
 use super::error::Db2Error;
-use super::lsn::Lsn;
 use super::types::{Described, Kind, Modes};
 
 /// A captured table and its change-data table.
@@ -21,10 +20,6 @@ pub(crate) struct Table {
     pub name: String,
     /// `"CD_OWNER"."CD_TABLE"`.
     pub cd: String,
-    /// Where its changes start (the registration's `CD_NEW_SYNCHPOINT`).
-    pub start_lsn: Lsn,
-    /// Where an older registration's changes stop (`CD_OLD_SYNCHPOINT`), when set.
-    pub stop_lsn: Option<Lsn>,
     /// The captured columns, in the table's order, with their kinds.
     pub columns: Vec<(String, Kind)>,
     pub shape: Shape,
@@ -37,9 +32,6 @@ pub(crate) struct Table {
     pub def: TableDef,
 }
 
-/// A registration: `"CD_OWNER"."CD_TABLE"`, its start and stop LSNs.
-type Registration = (String, Lsn, Option<Lsn>);
-
 /// What the source reads the tables with.
 pub(crate) struct Reading<'a> {
     pub config: &'a Db2Config,
@@ -47,19 +39,19 @@ pub(crate) struct Reading<'a> {
     pub source_schema: &'a Arc<Schema>,
 }
 
-/// The captured tables registered by `upto` (`None`: all) that the configuration selects.
-pub(crate) async fn read(
-    conn: &Conn,
-    r: &Reading<'_>,
-    upto: Option<Lsn>,
-) -> Result<Vec<Table>, Db2Error> {
+/// The captured tables that the configuration selects. Their changes are read from the poll's
+/// lower bound whatever the registration's synchpoints say: the capture program moves
+/// `CD_NEW_SYNCHPOINT` as it goes, and a change-data table holds no row from before its
+/// registration (Debezium's LUW reading does not bound by them either).
+pub(crate) async fn read(conn: &Conn, r: &Reading<'_>) -> Result<Vec<Table>, Db2Error> {
     let q = Statements::new(r.config);
     let what = format!(
         "listing the captured tables ({}.IBMSNAP_REGISTER)",
         r.config.control_schema
     );
     let listed = conn.rows(&what, &q.change_tables(), &[]).await?;
-    let mut found: Vec<((String, String), Registration)> = Vec::new();
+    // ((schema, table), "CD_OWNER"."CD_TABLE")
+    let mut found: Vec<((String, String), String)> = Vec::new();
     for row in &listed {
         let (Some(schema), Some(table)) = (text(row, 0), text(row, 1)) else {
             continue;
@@ -73,18 +65,10 @@ pub(crate) async fn read(
                 "the registration of {schema}.{table} names no change-data table"
             )));
         };
-        let Some(start) = lsn_at(row, 4, &what)? else {
-            // Registered, not yet initialised by the capture program.
-            continue;
-        };
-        if upto.is_some_and(|u| start > u) {
-            continue;
-        }
-        let stop = lsn_at(row, 5, &what)?;
         let cd = format!("{}.{}", quote(owner.trim_end()), quote(cd.trim_end()));
-        found.push(((schema, table), (cd, start, stop)));
+        found.push(((schema, table), cd));
     }
-    found.sort_by(|a, b| (&a.0, a.1 .1).cmp(&(&b.0, b.1 .1)));
+    found.sort();
     let mut out = Vec::new();
     for ((schema, table), registration) in found {
         out.push(build(conn, r, &q, (&schema, &table), registration).await?);
@@ -97,7 +81,7 @@ async fn build(
     r: &Reading<'_>,
     q: &Statements,
     (schema, table): (&str, &str),
-    (cd, start_lsn, stop_lsn): Registration,
+    cd: String,
 ) -> Result<Table, Db2Error> {
     let full = format!("{schema}.{table}");
     let what = format!("reading the columns of {full} (SYSCAT.COLUMNS)");
@@ -165,8 +149,6 @@ async fn build(
         schema: schema.to_owned(),
         name: table.to_owned(),
         cd,
-        start_lsn,
-        stop_lsn,
         columns,
         shape,
         envelope,

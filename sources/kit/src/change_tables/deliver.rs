@@ -69,8 +69,10 @@ where
                 let Some(next) = merge.new_row(pieces, &change).await? else {
                     return Err(emit.broken(
                         change.table,
-                        "holds an update's old row (operation 3) without its new row (operation 4)"
-                            .into(),
+                        format!(
+                            "holds an update's old row (operation 3) at {} without its new row (operation 4)",
+                            change.seq
+                        ),
                     ));
                 };
                 if cursor.skips(next.at()) {
@@ -82,7 +84,10 @@ where
             other => {
                 return Err(emit.broken(
                     change.table,
-                    format!("holds operation {other} where 1, 2 or 3 was expected"),
+                    format!(
+                        "holds operation {other} at {} where 1, 2 or 3 was expected",
+                        change.seq
+                    ),
                 ))
             }
         };

@@ -151,15 +151,16 @@ impl<P: Pieces> Merge<P> {
 mod tests {
     use super::*;
 
-    /// Tables as lists of (commit, seq, op), read in pieces.
-    struct Tables(Vec<Vec<Key<u32>>>, usize);
+    /// Tables as lists of (commit, seq, op), read in pieces; `PAIRED`: an update's rows share
+    /// their change LSN (SQL Server) or follow each other (Db2).
+    struct Tables<const PAIRED: bool>(Vec<Vec<Key<u32>>>, usize);
 
     #[async_trait]
-    impl Pieces for Tables {
+    impl<const PAIRED: bool> Pieces for Tables<PAIRED> {
         type Lsn = u32;
         type Row = ();
         type Error = ();
-        const PAIRED_BY_CHANGE_LSN: bool = true;
+        const PAIRED_BY_CHANGE_LSN: bool = PAIRED;
         async fn piece(
             &mut self,
             table: usize,
@@ -183,12 +184,12 @@ mod tests {
         }
     }
 
-    async fn all(
+    async fn all<const PAIRED: bool>(
         tables: Vec<Vec<Key<u32>>>,
         stops: &[(u32, Option<u32>)],
         fetch: usize,
     ) -> (Vec<(usize, Key<u32>)>, usize) {
-        let mut p = Tables(tables, 0);
+        let mut p = Tables::<PAIRED>(tables, 0);
         let mut m = Merge::new(stops, 1, 0, fetch);
         let mut out = Vec::new();
         while let Some(c) = m.next(&mut p).await.unwrap() {
@@ -217,11 +218,12 @@ mod tests {
             (0, (5, 2, 1)),
         ];
         for fetch in [0, 1, 2, 3, 100] {
-            let (got, _) = all(vec![a.clone(), b.clone()], &[(0, None), (0, None)], fetch).await;
+            let (got, _) =
+                all::<true>(vec![a.clone(), b.clone()], &[(0, None), (0, None)], fetch).await;
             assert_eq!(got, want, "fetch {fetch}");
         }
         // A piece of one row: a query per row and one more per table to find the end.
-        let (_, queries) = all(vec![a, b], &[(0, None), (0, None)], 1).await;
+        let (_, queries) = all::<true>(vec![a, b], &[(0, None), (0, None)], 1).await;
         assert_eq!(queries, 9);
     }
 
@@ -230,7 +232,7 @@ mod tests {
         let old = vec![(1, 1, 2), (2, 1, 2), (4, 1, 2)];
         let new = vec![(4, 1, 2), (5, 1, 2)];
         for fetch in [0, 1, 2] {
-            let (got, _) = all(
+            let (got, _) = all::<true>(
                 vec![old.clone(), new.clone()],
                 &[(0, Some(4)), (4, None)],
                 fetch,
@@ -246,5 +248,24 @@ mod tests {
                 ]
             );
         }
+    }
+
+    #[tokio::test]
+    async fn an_update_split_across_pieces_is_paired_by_its_next_row() {
+        // Db2: the old row (3) and the new row (4) have their own intent LSNs; with pieces of
+        // one and two rows the pair is split across two pieces.
+        let t = vec![(1, 1, 2), (2, 2, 3), (2, 3, 4), (3, 1, 1)];
+        for fetch in [0, 1, 2] {
+            let (got, _) = all::<false>(vec![t.clone()], &[(0, None)], fetch).await;
+            let want: Vec<(usize, Key<u32>)> = t.iter().map(|k| (0, *k)).collect();
+            assert_eq!(got, want, "fetch {fetch}");
+        }
+        // Paired by change LSN (SQL Server), a new row at another LSN is not the pair.
+        let mut p = Tables::<true>(vec![t], 0);
+        let mut m = Merge::new(&[(0, None)], 1, 0, 2);
+        let first = m.next(&mut p).await.unwrap().unwrap();
+        assert_eq!(first.op, 2);
+        let old = m.next(&mut p).await.unwrap().unwrap();
+        assert!(m.new_row(&mut p, &old).await.unwrap().is_none());
     }
 }

@@ -161,6 +161,9 @@ CREATE FUNCTION asncdc.asncdcservices(command varchar, service varchar) RETURNS 
   LANGUAGE plpgsql AS $$
 BEGIN
   IF lower(command) = 'start' THEN
+    -- An LSN taken under the writers' lock: no writer's commit sequence can be below it and
+    -- still uncommitted once it is visible.
+    PERFORM pg_advisory_xact_lock(31337);
     INSERT INTO asncdc.ibmsnap_register (source_owner, source_table, global_record, synchpoint, synchtime, state)
       VALUES ('', '', 'Y', asncdc.lsn_bytes(nextval('asncdc.lsn')), now()::timestamp, 'A')
       ON CONFLICT DO NOTHING;
@@ -181,6 +184,7 @@ DECLARE
   cd text := format('%I.%I', 'ASNCDC', cd_name);
   src text := format('%I.%I', tableschema, tablename);
 BEGIN
+  PERFORM pg_advisory_xact_lock(31337);
   EXECUTE format('CREATE TABLE %s (ibmsnap_commitseq bytea NOT NULL, ibmsnap_intentseq bytea NOT NULL, '
     'ibmsnap_operation char(1) NOT NULL, ibmsnap_logmarker timestamp NOT NULL, LIKE %s)', cd, src);
   EXECUTE format('CREATE INDEX ON %s (ibmsnap_commitseq, ibmsnap_intentseq)', cd);
