@@ -27,13 +27,15 @@ $PG -d $DB -c "CREATE SCHEMA \"DB2INST1\"; CREATE TABLE $T (\"ID\" integer PRIMA
 $PG -d $DB -c "INSERT INTO $T SELECT g, 'first ' || g, 'last ' || g, 'user' || g || '@example.org', g * 1.25, timestamp '2024-01-01' + g * interval '1 second' FROM generate_series(1, $N) g"
 $PG -d $DB -c "CALL asncdc.addtable('DB2INST1', 'CUSTOMERS')"
 
+# UseDeclareFetch: the PostgreSQL driver reads a result through a cursor, 2048 rows at a time,
+# as IBM's CLI driver reads Db2's in blocks (without it, it holds a whole result in memory).
 yaml() { # name mode
   cat <<Y
 name: $1
 data_dir: $WORK/data-$1
 source:
   type: db2
-  odbc.connection.string: "Driver={PostgreSQL Unicode};Server=${SLUICE_TEST_PG_HOST:-127.0.0.1};Port=${SLUICE_TEST_PG_PORT:-5432};Database=$DB;Uid=postgres;Pwd=;"
+  odbc.connection.string: "Driver={PostgreSQL Unicode};Server=${SLUICE_TEST_PG_HOST:-127.0.0.1};Port=${SLUICE_TEST_PG_PORT:-5432};Database=$DB;Uid=postgres;Pwd=;UseDeclareFetch=1;Fetch=2048;"
   database.dbname: BENCH
   topic.prefix: bench
   snapshot.mode: $2

@@ -39,10 +39,11 @@ impl Db2 {
         self.sql(&format!("CALL asncdc.addtable('{schema}', '{table}')"));
     }
 
-    /// The ODBC connection string Sluice is given (`odbc.connection.string`).
+    /// The ODBC connection string Sluice is given (`odbc.connection.string`): results read
+    /// through a cursor in blocks (`UseDeclareFetch`), as IBM's CLI driver reads Db2's.
     pub fn connection_string(&self) -> String {
         format!(
-            "Driver={{{DRIVER}}};Server={};Port={};Database={};Uid=postgres;Pwd=${{password}};",
+            "Driver={{{DRIVER}}};Server={};Port={};Database={};Uid=postgres;Pwd=${{password}};UseDeclareFetch=1;Fetch=100;",
             host(),
             port(),
             self.database
