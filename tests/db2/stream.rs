@@ -248,6 +248,52 @@ fn schema_change_events_at_the_snapshot_and_when_a_table_enters_capture_mode() {
 }
 
 #[test]
+fn an_online_schema_change_is_an_alter_event_then_rows_of_the_new_structure() {
+    let db = Db2::start("alter", true);
+    customers(&db);
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &db, "  include.schema.changes: true\n");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 1, &mut child);
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1, 'a')");
+    wait_events(dir.path(), 2, &mut child);
+    // Seed 002's online procedure: the table locked and marked inactive, the table and its
+    // change-data table altered alike, marked active again.
+    db.sql(
+        "BEGIN; LOCK TABLE \"DB2INST1\".\"CUSTOMERS\"; \
+        UPDATE asncdc.ibmsnap_register SET state = 'I' WHERE source_table = 'CUSTOMERS'; \
+        ALTER TABLE \"DB2INST1\".\"CUSTOMERS\" ADD COLUMN \"EMAIL\" varchar(80); \
+        ALTER TABLE \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ADD COLUMN \"EMAIL\" varchar(80); \
+        UPDATE asncdc.ibmsnap_register SET state = 'A' WHERE source_table = 'CUSTOMERS'; COMMIT",
+    );
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (2, 'b', 'b@example.org')");
+    wait_events(dir.path(), 4, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let all = lines(dir.path());
+    assert_eq!(all.len(), 4, "{all:?}");
+    let alter = &all[2]["value"]["payload"];
+    assert_eq!(alter["tableChanges"][0]["type"], "ALTER");
+    let columns: Vec<&str> = alter["tableChanges"][0]["table"]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["ID", "NAME", "EMAIL"]);
+    assert_eq!(
+        all[1]["value"]["payload"]["after"],
+        serde_json::json!({"ID": 1, "NAME": "a"})
+    );
+    assert_eq!(
+        all[3]["value"]["payload"]["after"],
+        serde_json::json!({"ID": 2, "NAME": "b", "EMAIL": "b@example.org"})
+    );
+}
+
+#[test]
 fn kill_9_under_writers_during_snapshot_and_stream_resumes_without_loss() {
     let db = Db2::start("kill", true);
     customers(&db);

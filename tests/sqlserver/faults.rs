@@ -240,3 +240,53 @@ fn run_until_idle(path: &Path) -> String {
     assert!(o.status.success(), "{log}");
     log
 }
+
+#[test]
+fn a_capture_instance_switch_is_an_alter_event_where_the_newer_instance_takes_over() {
+    let server = SqlServer::start("switchDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, v nvarchar(5))");
+    server.enable_cdc(&["dbo.t"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &server, "  include.schema.changes: true\n");
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 1, &mut child);
+    server.sql("INSERT INTO dbo.t VALUES (1, N'a')");
+    wait_events(dir.path(), 2, &mut child);
+    // Seed 003's procedure: the column added, a second capture instance that captures it.
+    server.sql("ALTER TABLE dbo.t ADD w int");
+    server.sql("INSERT INTO dbo.t (id, v, w) VALUES (2, N'b', 5)");
+    server.sql("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N't', @role_name = NULL, @capture_instance = N'dbo_t_v2'");
+    server.sql("INSERT INTO dbo.t (id, v, w) VALUES (3, N'c', 7)");
+    wait_events(dir.path(), 5, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let all = lines(dir.path());
+    let kinds: Vec<String> = all
+        .iter()
+        .map(|l| {
+            let p = &l["value"]["payload"];
+            match p["tableChanges"][0]["type"].as_str() {
+                Some(kind) => kind.to_owned(),
+                None => format!("{}{}", p["op"].as_str().unwrap(), p["after"]["id"]),
+            }
+        })
+        .collect();
+    assert_eq!(kinds, ["CREATE", "c1", "c2", "ALTER", "c3"]);
+    let alter = &all[3]["value"]["payload"];
+    let columns: Vec<&str> = alter["tableChanges"][0]["table"]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["id", "v", "w"]);
+    assert_eq!(
+        alter["source"]["commit_lsn"],
+        all[4]["value"]["payload"]["source"]["commit_lsn"]
+    );
+    // The older instance's row carries its columns; the newer's has `w`.
+    assert!(all[2]["value"]["payload"]["after"].get("w").is_none());
+    assert_eq!(all[4]["value"]["payload"]["after"]["w"], 7);
+    assert_eq!(all.len(), 5, "announced once");
+}

@@ -136,28 +136,29 @@ impl Db2Source {
     /// The schema change events of `tables` (`CREATE`, `ddl` null), as Debezium's Db2
     /// connector emits them (seed 004).
     fn schema_changes(&self, tables: &[Table], at: &At, position: &Position) -> Vec<ChangeEvent> {
-        let Some(events) = &self.schema_events else {
-            return Vec::new();
-        };
+        let create = sluice_kit::history::ChangeKind::Create;
         tables
             .iter()
-            .map(|t| {
-                let change = sluice_kit::history::TableChange {
-                    kind: sluice_kit::history::ChangeKind::Create,
-                    id: t.id.clone(),
-                    previous_id: None,
-                    table: Some(t.def.clone()),
-                    comment: Some(serde_json::Value::Null),
-                };
-                let event = sluice_kit::records::schema_change::SchemaChange {
-                    database: &self.config.database,
-                    schema: Some(&t.schema),
-                    ddl: None,
-                    changes: std::slice::from_ref(&change),
-                };
-                events.event(&event, self.source(t, at), at.ts_ms, position.clone())
-            })
+            .filter_map(|t| self.schema_change(t, create, at, position))
             .collect()
+    }
+
+    /// The schema change event of `t` (`None` when `include.schema.changes` is off).
+    fn schema_change(
+        &self,
+        t: &Table,
+        kind: sluice_kit::history::ChangeKind,
+        at: &At,
+        position: &Position,
+    ) -> Option<ChangeEvent> {
+        let events = self.schema_events.as_ref()?;
+        Some(events.table_event(
+            (&self.config.database, &t.schema),
+            (&t.id, &t.def, kind),
+            self.source(t, at),
+            at.ts_ms,
+            position.clone(),
+        ))
     }
 
     /// The row of `table` in `cells` (its columns in order); `Err` names the column whose

@@ -5,7 +5,9 @@
 //! Debezium's offsets; a restart inside a transaction reads it again from its commit LSN and
 //! skips what was delivered.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+
+use sluice_kit::history::{ChangeKind, TableDef};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -106,10 +108,10 @@ impl Db2Source {
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
         let mut warned = false;
-        let mut known: BTreeSet<String> = tables::read(conn, &self.reading())
+        let mut known: BTreeMap<String, TableDef> = tables::read(conn, &self.reading())
             .await?
             .into_iter()
-            .map(|t| t.id)
+            .map(|t| (t.id, t.def))
             .collect();
         conn.end("ending the poll").await?;
         tracing::info!(lsn = %last_commit, "Streaming from the change-data tables.");
@@ -202,26 +204,40 @@ impl Db2Source {
         self.emit(ctx, vec![event], position.clone()).await
     }
 
-    /// Logs the tables that entered or left capture mode since the last poll; a new one's
-    /// schema change event (`include.schema.changes`), as Debezium emits it.
+    /// Logs the tables that entered or left capture mode since the last poll, or whose
+    /// structure changed (Db2's online schema change: the table and its change-data table
+    /// altered; or its registration renewed); their schema change events
+    /// (`include.schema.changes`): `CREATE` for a new one, `ALTER` for a changed one.
     async fn announce(
         &self,
         tables: &[Table],
-        known: &mut BTreeSet<String>,
+        known: &mut BTreeMap<String, TableDef>,
         to: Lsn,
         position: &sluice_engine::Position,
         ctx: &mut SourceContext,
     ) -> Result<(), Db2Error> {
-        let now: BTreeSet<String> = tables.iter().map(|t| t.id.clone()).collect();
-        for gone in known.difference(&now) {
+        let now: BTreeMap<String, TableDef> = (tables.iter())
+            .map(|t| (t.id.clone(), t.def.clone()))
+            .collect();
+        for gone in known.keys().filter(|id| !now.contains_key(*id)) {
             tracing::info!(table = %gone, "The table left capture mode (no registration any more).");
         }
-        let entered: Vec<&Table> = tables.iter().filter(|t| !known.contains(&t.id)).collect();
-        for t in &entered {
-            tracing::info!(table = %t.id, cd = %t.cd, "The table entered capture mode.");
+        let mut changed: Vec<(&Table, ChangeKind)> = Vec::new();
+        for t in tables {
+            match known.get(&t.id) {
+                None => {
+                    tracing::info!(table = %t.id, cd = %t.cd, "The table entered capture mode.");
+                    changed.push((t, ChangeKind::Create));
+                }
+                Some(def) if *def != t.def => {
+                    tracing::info!(table = %t.id, cd = %t.cd, "The table's structure changed: its events follow the new one.");
+                    changed.push((t, ChangeKind::Alter));
+                }
+                Some(_) => {}
+            }
         }
         *known = now;
-        if entered.is_empty() || self.schema_events.is_none() {
+        if changed.is_empty() || self.schema_events.is_none() {
             return Ok(());
         }
         let at = At {
@@ -230,9 +246,8 @@ impl Db2Source {
             commit_lsn: to,
             change_lsn: None,
         };
-        let events: Vec<ChangeEvent> = entered
-            .iter()
-            .flat_map(|t| self.schema_changes(std::slice::from_ref(*t), &at, position))
+        let events: Vec<ChangeEvent> = (changed.into_iter())
+            .filter_map(|(t, kind)| self.schema_change(t, kind, &at, position))
             .collect();
         self.emit(ctx, events, position.clone()).await
     }

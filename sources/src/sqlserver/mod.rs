@@ -131,28 +131,29 @@ impl SqlServerSource {
     /// The schema change events of a snapshot: one per table, `CREATE` with its structure,
     /// as Debezium's SQL Server connector emits them (`ddl` null).
     fn schema_changes(&self, tables: &[Table], at: &At, position: &Position) -> Vec<ChangeEvent> {
-        let Some(events) = &self.schema_events else {
-            return Vec::new();
-        };
+        let create = sluice_kit::history::ChangeKind::Create;
         tables
             .iter()
-            .map(|t| {
-                let change = sluice_kit::history::TableChange {
-                    kind: sluice_kit::history::ChangeKind::Create,
-                    id: t.id.clone(),
-                    previous_id: None,
-                    table: Some(t.def.clone()),
-                    comment: Some(serde_json::Value::Null),
-                };
-                let event = sluice_kit::records::schema_change::SchemaChange {
-                    database: &self.config.database,
-                    schema: Some(&t.schema),
-                    ddl: None,
-                    changes: std::slice::from_ref(&change),
-                };
-                events.event(&event, self.source(t, at), at.ts_ms, position.clone())
-            })
+            .filter_map(|t| self.schema_change(t, create, at, position))
             .collect()
+    }
+
+    /// The schema change event of `t` (`None` when `include.schema.changes` is off).
+    fn schema_change(
+        &self,
+        t: &Table,
+        kind: sluice_kit::history::ChangeKind,
+        at: &At,
+        position: &Position,
+    ) -> Option<ChangeEvent> {
+        let events = self.schema_events.as_ref()?;
+        Some(events.table_event(
+            (&self.config.database, &t.schema),
+            (&t.id, &t.def, kind),
+            self.source(t, at),
+            at.ts_ms,
+            position.clone(),
+        ))
     }
 
     /// The row of `table` in `cells` (its captured columns in order) as the events carry it;

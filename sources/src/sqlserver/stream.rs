@@ -11,6 +11,7 @@ use std::time::Duration;
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
 use sluice_kit::change_tables::{Stopped, TxOut};
+use sluice_kit::history::ChangeKind::Alter;
 use tiberius::{ColumnData, Row};
 
 use super::changes::{Change, Reader};
@@ -129,6 +130,7 @@ impl SqlServerSource {
             let emit = Emitter {
                 source: self,
                 tables: &tables,
+                switches: std::sync::Mutex::new(switches(&tables, (from_lsn, to))),
             };
             sluice_kit::change_tables::deliver(
                 (&mut changes, &mut reader),
@@ -138,10 +140,16 @@ impl SqlServerSource {
                 ctx,
             )
             .await?;
+            // A switch in this poll without a change of the newer instance: its event now.
+            let at = self.switch_at(to);
+            let events: Vec<ChangeEvent> =
+                (emit.switches.into_inner().unwrap_or_default().into_iter())
+                    .filter_map(|i| self.schema_change(&tables[i], Alter, &at, &position))
+                    .collect();
             // Everything up to `to` read: the next poll starts after it.
             position = SqlServerOffset::at(to, true).position();
             ctx.emit(Batch {
-                events: Vec::new(),
+                events,
                 position: Some(position.clone()),
             })
             .await
@@ -414,6 +422,33 @@ fn commit_time(row: &Row) -> Option<i64> {
 struct Emitter<'a> {
     source: &'a SqlServerSource,
     tables: &'a [Table],
+    /// The tables (indices) whose newer capture instance takes over in this poll, until
+    /// their schema change event went out.
+    switches: std::sync::Mutex<std::collections::BTreeSet<usize>>,
+}
+
+/// The newer capture instances (indices into `tables`) that take over from an older one
+/// inside the poll's range `(from, to)` (Debezium's `isBetween(fromLsn, currentMaxLsn + 1)`):
+/// a restart past the switch does not announce it again.
+fn switches(tables: &[Table], (from, to): (Lsn, Lsn)) -> std::collections::BTreeSet<usize> {
+    (tables.iter().enumerate())
+        .filter(|(_, t)| t.start_lsn >= from && t.start_lsn <= to)
+        .filter(|(_, t)| (tables.iter()).any(|o| o.id == t.id && o.stop_lsn == Some(t.start_lsn)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+impl SqlServerSource {
+    /// The `source` block of a schema change event at a capture instance switch.
+    fn switch_at(&self, commit_lsn: Lsn) -> At {
+        At {
+            ts_ms: SourceTimestamps::now().millis(),
+            snapshot: "false",
+            commit_lsn,
+            change_lsn: None,
+            event_serial_no: None,
+        }
+    }
 }
 
 impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
@@ -445,6 +480,22 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
 
     fn commit_time(&self, change: &Change) -> i64 {
         commit_time(&change.row).unwrap_or_else(|| SourceTimestamps::now().millis())
+    }
+
+    /// Where a newer capture instance takes over: its schema change event (`ALTER`, the
+    /// newer instance's columns), as Debezium's `migrateTable` emits it.
+    fn before(&self, change: &Change) -> Vec<ChangeEvent> {
+        if !(self.switches.lock()).is_ok_and(|mut s| s.remove(&change.table)) {
+            return Vec::new();
+        }
+        let t = &self.tables[change.table];
+        tracing::info!(table = %t.id, instance = %t.instance, lsn = %t.start_lsn, "Migrating the table's schema to its newer capture instance.");
+        let at = self.source.switch_at(change.commit);
+        let position = sluice_engine::Position::Offset(0);
+        self.source
+            .schema_change(t, Alter, &at, &position)
+            .into_iter()
+            .collect()
     }
 
     fn broken(&self, table: usize, what: String) -> SqlServerError {

@@ -30,6 +30,12 @@ pub trait Emit<P: Pieces> {
     /// The commit time (milliseconds since the epoch) of a change, for transaction records.
     fn commit_time(&self, change: &ChangeOf<P>) -> i64;
 
+    /// Events to deliver before a change, outside any transaction (a schema change event where
+    /// a table's newer capture instance takes over); none by default.
+    fn before(&self, _change: &ChangeOf<P>) -> Vec<ChangeEvent> {
+        Vec::new()
+    }
+
     /// The error for a change table that breaks the rules (`what` says how).
     fn broken(&self, table: usize, what: String) -> Self::Error;
 }
@@ -54,6 +60,10 @@ where
                 }
             }
             continue;
+        }
+        let before = emit.before(&change);
+        if !before.is_empty() {
+            out.push_between(before, ctx).await?;
         }
         let events = match change.op {
             1 | 2 => {

@@ -74,6 +74,24 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
         Ok(())
     }
 
+    /// Adds events that belong to no transaction (a schema change event at a capture
+    /// instance switch): the open transaction ends first; they take the last position.
+    pub async fn push_between(
+        &mut self,
+        events: Vec<ChangeEvent>,
+        ctx: &mut SourceContext,
+    ) -> Result<(), Stopped> {
+        self.end_transaction();
+        for mut event in events {
+            event.position = self.last.clone();
+            self.batch.push(event);
+        }
+        if self.cut.is_full(&self.batch) {
+            self.flush(ctx).await?;
+        }
+        Ok(())
+    }
+
     /// The open transaction's END record.
     pub fn end_transaction(&mut self) {
         if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.take()) {

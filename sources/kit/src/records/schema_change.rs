@@ -197,6 +197,34 @@ impl SchemaChangeEvents {
     }
 
     /// The event of `change`, with `source` saying where it was seen and `ts_ms` when.
+    /// The event describing one table's structure `def` (`kind`: `CREATE` at a snapshot,
+    /// `ALTER` when it changed), `ddl` null, as the change-table connectors (SQL Server, Db2)
+    /// emit it: `(database, schema)` where the table is, `(id, def, kind)` what changed.
+    pub fn table_event(
+        &self,
+        (database, schema): (&str, &str),
+        (id, def, kind): (&str, &crate::history::TableDef, crate::history::ChangeKind),
+        source: Struct,
+        ts_ms: i64,
+        position: Position,
+    ) -> ChangeEvent {
+        let change = crate::history::TableChange {
+            kind,
+            id: id.to_owned(),
+            previous_id: None,
+            table: Some(def.clone()),
+            comment: Some(serde_json::Value::Null),
+        };
+        let event = SchemaChange {
+            database,
+            schema: Some(schema),
+            ddl: None,
+            changes: std::slice::from_ref(&change),
+        };
+        self.event(&event, source, ts_ms, position)
+    }
+
+    /// The event of a schema change.
     pub fn event(
         &self,
         change: &SchemaChange<'_>,
