@@ -14,6 +14,7 @@ use sluice_test_support::sqlserver::{SqlServer, PASSWORD, USER};
 
 mod emulator;
 mod faults;
+mod incremental;
 mod stream;
 mod types;
 

@@ -16,6 +16,9 @@ pub enum SqlServerError {
         #[source]
         source: tiberius::error::Error,
     },
+    /// A signal channel cannot be reached now (retried).
+    #[error("{0}")]
+    Unavailable(String),
     /// The pipeline stopped (nothing is wrong).
     #[error("the pipeline stopped")]
     Stopped,
@@ -35,7 +38,7 @@ impl Classify for SqlServerError {
     fn class(&self) -> ErrorClass {
         match self {
             SqlServerError::Setup(_) => ErrorClass::Fatal,
-            SqlServerError::Stopped => ErrorClass::Retryable,
+            SqlServerError::Stopped | SqlServerError::Unavailable(_) => ErrorClass::Retryable,
             SqlServerError::Query { source, .. } => match source {
                 // Login failed (18456), database not available to the login (4060), invalid
                 // object (208), permission denied (229, 262, 297, 300), syntax (102):
@@ -50,6 +53,15 @@ impl Classify for SqlServerError {
                 }
                 _ => ErrorClass::Retryable,
             },
+        }
+    }
+}
+
+impl From<sluice_kit::signal::ChannelError> for SqlServerError {
+    fn from(e: sluice_kit::signal::ChannelError) -> Self {
+        match e {
+            sluice_kit::signal::ChannelError::Setup(m) => SqlServerError::Setup(m),
+            other => SqlServerError::Unavailable(other.to_string()),
         }
     }
 }

@@ -8,6 +8,7 @@ mod changes;
 mod config;
 mod connection;
 mod error;
+mod incremental;
 mod lsn;
 mod snapshot;
 mod stream;
@@ -31,8 +32,8 @@ use lsn::{Lsn, SqlServerOffset};
 use tables::Table;
 use types::Modes;
 
-/// A committed position (incremental snapshots are not built yet: no progress).
-type Offset = Resume<SqlServerOffset, serde_json::Value>;
+/// A committed position, with a running incremental snapshot's progress.
+type Offset = Resume<SqlServerOffset, incremental::Progress>;
 
 /// The `sqlserver` source.
 pub struct SqlServerSource {
@@ -236,6 +237,7 @@ impl Source for SqlServerSource {
         };
         // A new snapshot (`when_needed` after a cleanup): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
+        let progress = resume.as_ref().and_then(|r| r.incremental.clone());
         let from = if plan.data {
             match self.snapshot(&mut conn, ctx).await {
                 Err(SqlServerError::Stopped) => return Ok(()),
@@ -265,6 +267,8 @@ impl Source for SqlServerSource {
                             false,
                         )
                         .await?;
+                        let tables: Vec<Table> =
+                            tables.into_iter().filter(|t| t.captured).collect();
                         let source = At {
                             ts_ms: SourceTimestamps::now().millis(),
                             snapshot: "true",
@@ -290,7 +294,7 @@ impl Source for SqlServerSource {
         if !plan.stream || ctx.is_stopping() {
             return Ok(());
         }
-        match self.stream(&mut conn, from, ctx).await {
+        match self.stream(&mut conn, (from, progress), ctx).await {
             Err(SqlServerError::Stopped) => Ok(()),
             done => Ok(done?),
         }

@@ -83,6 +83,8 @@ impl SqlServerSource {
             false,
         )
         .await?;
+        // The signaling table, when the configuration does not select it, is only streamed.
+        let tables: Vec<Table> = tables.into_iter().filter(|t| t.captured).collect();
         let db = quote(&self.config.database);
         if mode.locks() {
             for t in &tables {

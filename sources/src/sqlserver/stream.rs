@@ -6,7 +6,10 @@
 //! LSN and skips what was delivered: changes before the stored change LSN, and at it the first
 //! `event_serial_no` rows.
 
+use std::sync::Mutex;
 use std::time::Duration;
+
+use serde_json::value::RawValue;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
@@ -17,9 +20,14 @@ use tiberius::{ColumnData, Row};
 use super::changes::{Change, Reader};
 use super::connection::{lsn_at, rows, Conn, Statements};
 use super::error::SqlServerError;
+use super::incremental::{Chunks, Progress};
 use super::lsn::{Lsn, SqlServerOffset};
 use super::tables::{self, Table};
 use super::{At, SqlServerSource};
+use sluice_kit::change_tables::snapshots::Incremental;
+
+/// A chunk in its window.
+type Window = sluice_kit::incremental::Window<String, Lsn>;
 
 /// The stream's state between events.
 type Cursor = sluice_kit::change_tables::Cursor<Lsn>;
@@ -27,14 +35,23 @@ type Cursor = sluice_kit::change_tables::Cursor<Lsn>;
 /// The poll's events on their way to batches.
 type Out = TxOut<Lsn>;
 
+/// An event's `event_serial_no` and the incremental snapshot's delivered progress its
+/// position carries.
+type Numbered<'p> = (i64, Option<&'p RawValue>);
+
 impl SqlServerSource {
     /// Streams from `from` until the pipeline stops.
     pub(super) async fn stream(
         &self,
         conn: &mut Conn,
-        from: SqlServerOffset,
+        (from, progress): (SqlServerOffset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
+        let common = &self.config.common;
+        let table_signals =
+            common.signal_channel("source") && common.signal_data_collection.is_some();
+        let qualifier = (table_signals, self.config.database.as_str());
+        let mut inc = Incremental::new(common, progress, qualifier, ctx).await?;
         let q = Statements::new(&self.config.database);
         let poll = Duration::from_millis(self.config.poll_interval_ms);
         let mut last_commit = from.commit_lsn;
@@ -44,14 +61,14 @@ impl SqlServerSource {
             from.change_lsn.map(|c| (from.commit_lsn, c)),
             from.event_serial_no,
         );
-        let mut position = from.position();
+        let mut position = from.position_with(inc.progress().as_deref());
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
         let mut agent_checked = false;
         // The captured tables (their ids) the stream knows: a table entering or leaving capture
         // mode is announced.
         let start = (last_commit != Lsn::default()).then_some(last_commit);
-        let mut known: std::collections::BTreeSet<String> = tables::read(
+        let mut current = tables::read(
             conn,
             &self.config,
             self.modes,
@@ -59,10 +76,12 @@ impl SqlServerSource {
             start,
             false,
         )
-        .await?
-        .into_iter()
-        .map(|t| t.id)
-        .collect();
+        .await?;
+        let mut known: std::collections::BTreeSet<String> = current
+            .iter()
+            .filter(|t| t.captured)
+            .map(|t| t.id.clone())
+            .collect();
         tracing::info!(lsn = %last_commit, "Streaming from the change tables.");
         loop {
             if ctx.is_stopping() {
@@ -81,7 +100,13 @@ impl SqlServerSource {
                 }
             }
             let Some(to) = to.filter(|to| !(increase && *to <= last_commit)) else {
-                // Nothing new: a heartbeat when one is due, then wait.
+                // Nothing new: the incremental snapshot's chunks, a heartbeat when one is due,
+                // then wait.
+                if inc.active() {
+                    position = self
+                        .between_polls(conn, &mut inc, &current, last_commit, ctx)
+                        .await?;
+                }
                 if let Some(h) = &heartbeats {
                     if last_beat.elapsed() >= self.config.common.heartbeat_period() {
                         last_beat = std::time::Instant::now();
@@ -111,6 +136,7 @@ impl SqlServerSource {
             .await?;
             self.announce(&tables, &mut known, to, &position, ctx)
                 .await?;
+            let progress = inc.progress();
             let mut changes = super::changes::merge(&tables, from_lsn, self.config.fetch_size);
             let mut reader = Reader {
                 conn: &mut *conn,
@@ -131,6 +157,9 @@ impl SqlServerSource {
                 source: self,
                 tables: &tables,
                 switches: std::sync::Mutex::new(switches(&tables, (from_lsn, to))),
+                progress,
+                window: Mutex::new(inc.window.take()),
+                signals: Mutex::new(Vec::new()),
             };
             sluice_kit::change_tables::deliver(
                 (&mut changes, &mut reader),
@@ -140,6 +169,7 @@ impl SqlServerSource {
                 ctx,
             )
             .await?;
+            inc.window = emit.window.into_inner().unwrap_or_default();
             // A switch in this poll without a change of the newer instance: its event now.
             let at = self.switch_at(to);
             let events: Vec<ChangeEvent> =
@@ -147,7 +177,7 @@ impl SqlServerSource {
                     .filter_map(|i| self.schema_change(&tables[i], Alter, &at, &position))
                     .collect();
             // Everything up to `to` read: the next poll starts after it.
-            position = SqlServerOffset::at(to, true).position();
+            position = SqlServerOffset::at(to, true).position_with(inc.progress().as_deref());
             ctx.emit(Batch {
                 events,
                 position: Some(position.clone()),
@@ -156,6 +186,17 @@ impl SqlServerSource {
             .map_err(|_| SqlServerError::Stopped)?;
             cursor.poll_ended();
             last_commit = to;
+            // The signaling table's inserts, then the incremental snapshot's chunks.
+            let names = captured_names(&tables);
+            for signal in emit.signals.into_inner().unwrap_or_default() {
+                inc.act(&signal, &names);
+            }
+            current = tables;
+            if inc.active() {
+                position = self
+                    .between_polls(conn, &mut inc, &current, to, ctx)
+                    .await?;
+            }
         }
     }
 
@@ -313,7 +354,11 @@ impl SqlServerSource {
     }
 
     /// The `source` block's position fields and the event's position for a change.
-    fn at(&self, change: &Change, serial: i64) -> (At, sluice_engine::Position) {
+    fn at(
+        &self,
+        change: &Change,
+        (serial, progress): Numbered<'_>,
+    ) -> (At, sluice_engine::Position) {
         let at = At {
             ts_ms: commit_time(&change.row).unwrap_or_else(|| SourceTimestamps::now().millis()),
             snapshot: "false",
@@ -327,7 +372,7 @@ impl SqlServerSource {
             event_serial_no: Some(serial),
             snapshot_completed: true,
         }
-        .position();
+        .position_with(progress);
         (at, position)
     }
 
@@ -354,7 +399,7 @@ impl SqlServerSource {
         op: Op,
         (before, after): (Option<&Row>, Option<&Row>),
         change: &Change,
-        serial: i64,
+        serial: Numbered<'_>,
     ) -> Result<Vec<ChangeEvent>, SqlServerError> {
         if self.skipped.skips(op) {
             return Ok(Vec::new());
@@ -381,7 +426,7 @@ impl SqlServerSource {
         table: &Table,
         old: &Change,
         new: &Change,
-        serial: i64,
+        serial: Numbered<'_>,
     ) -> Result<Vec<ChangeEvent>, SqlServerError> {
         if self.skipped.skips(Op::Update) {
             return Ok(Vec::new());
@@ -400,7 +445,7 @@ impl SqlServerSource {
         table: &Table,
         images: (Op, Option<Struct>, Option<Struct>),
         change: &Change,
-        serial: i64,
+        serial: Numbered<'_>,
     ) -> Vec<ChangeEvent> {
         let (at, position) = self.at(change, serial);
         sluice_kit::change_tables::rows::events(
@@ -422,6 +467,12 @@ fn commit_time(row: &Row) -> Option<i64> {
 struct Emitter<'a> {
     source: &'a SqlServerSource,
     tables: &'a [Table],
+    /// The incremental snapshot's delivered progress, which every position carries.
+    progress: Option<Box<RawValue>>,
+    /// Its chunk in its window: streamed changes drop its rows of their keys.
+    window: Mutex<Option<Window>>,
+    /// The signals inserted into the signaling table in this poll.
+    signals: Mutex<Vec<sluice_kit::signal::Signal>>,
     /// The tables (indices) whose newer capture instance takes over in this poll, until
     /// their schema change event went out.
     switches: std::sync::Mutex<std::collections::BTreeSet<usize>>,
@@ -438,7 +489,48 @@ fn switches(tables: &[Table], (from, to): (Lsn, Lsn)) -> std::collections::BTree
         .collect()
 }
 
+/// The names of the captured tables (`schema.table`) a signal may select.
+fn captured_names(tables: &[Table]) -> Vec<String> {
+    let mut names: Vec<String> = (tables.iter())
+        .filter(|t| t.captured && !t.signals)
+        .map(|t| format!("{}.{}", t.schema, t.name))
+        .collect();
+    names.dedup();
+    names
+}
+
 impl SqlServerSource {
+    /// Between polls, everything up to `reached` delivered: the channels' signals and the
+    /// incremental snapshot's chunks (the kit's); the position after them.
+    async fn between_polls(
+        &self,
+        conn: &mut Conn,
+        inc: &mut Incremental<Lsn>,
+        tables: &[Table],
+        reached: Lsn,
+        ctx: &mut SourceContext,
+    ) -> Result<sluice_engine::Position, SqlServerError> {
+        let names = captured_names(tables);
+        let readable: Vec<&Table> = (tables.iter())
+            .filter(|t| t.captured && !t.signals && t.stop_lsn.is_none())
+            .collect();
+        let mut chunks = Chunks { source: self, conn };
+        let at = |p: Option<&RawValue>| SqlServerOffset::at(reached, true).position_with(p);
+        let find =
+            |n: &str| (readable.iter().copied()).find(|t| format!("{}.{}", t.schema, t.name) == n);
+        let events = inc.step(&mut chunks, (find, &names), &reached, at).await?;
+        let position = at(inc.progress().as_deref());
+        if !events.is_empty() {
+            ctx.emit(Batch {
+                events,
+                position: Some(position.clone()),
+            })
+            .await
+            .map_err(|_| SqlServerError::Stopped)?;
+        }
+        Ok(position)
+    }
+
     /// The `source` block of a schema change event at a capture instance switch.
     fn switch_at(&self, commit_lsn: Lsn) -> At {
         At {
@@ -461,16 +553,28 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
         serial: i64,
     ) -> Result<Vec<ChangeEvent>, SqlServerError> {
         let table = &self.tables[change.table];
-        match (op, new) {
-            (Op::Update, Some(new)) => self.source.update(table, change, new, serial),
+        let numbered = (serial, self.progress.as_deref());
+        let events = match (op, new) {
+            (Op::Update, Some(new)) => self.source.update(table, change, new, numbered)?,
             (Op::Delete, _) => {
-                self.source
-                    .simple(table, op, (Some(&change.row), None), change, serial)
+                (self.source).simple(table, op, (Some(&change.row), None), change, numbered)?
             }
-            _ => self
-                .source
-                .simple(table, op, (None, Some(&change.row)), change, serial),
+            _ => (self.source).simple(table, op, (None, Some(&change.row)), change, numbered)?,
+        };
+        if table.signals {
+            if let Ok(mut signals) = self.signals.lock() {
+                signals.extend(events.iter().filter_map(sluice_kit::signal::from_insert));
+            }
         }
+        if !table.captured {
+            return Ok(Vec::new());
+        }
+        if let Ok(mut window) = self.window.lock() {
+            if let Some(window) = window.as_mut() {
+                events.iter().for_each(|e| window.evict_by(e));
+            }
+        }
+        Ok(events)
     }
 
     fn collection(&self, table: usize) -> String {

@@ -38,6 +38,10 @@ pub(crate) struct Table {
     pub id: String,
     /// Its structure, as schema change events describe it.
     pub def: TableDef,
+    /// Whether its changes are events (the configuration selects it).
+    pub captured: bool,
+    /// Whether it is the signaling table the `source` channel reads.
+    pub signals: bool,
 }
 
 /// A capture instance as `cdc.change_tables` lists it.
@@ -78,7 +82,7 @@ pub(crate) async fn read(
                 })
         };
         let (schema, table, name) = (text(0)?, text(1)?, text(2)?);
-        if !config.selects(&schema, &table) {
+        if !config.selects(&schema, &table) && !config.is_signal_table(&schema, &table) {
             continue;
         }
         let object_id: i32 = row
@@ -258,6 +262,8 @@ async fn build(
     );
     let (instance_schema, instance_table) = (instance.schema.clone(), instance.table.clone());
     Ok(Table {
+        captured: config.selects(&instance.schema, &instance.table),
+        signals: config.is_signal_table(&instance.schema, &instance.table),
         values: (
             sluice_engine::Value::from(instance.schema.as_str()),
             sluice_engine::Value::from(instance.table.as_str()),

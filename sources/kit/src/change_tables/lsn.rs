@@ -119,6 +119,17 @@ impl<const N: usize> ChangeOffset<N> {
         }
     }
 
+    /// The pipeline position it is with an incremental snapshot's delivered `progress`.
+    pub fn position_with(
+        &self,
+        progress: Option<&serde_json::value::RawValue>,
+    ) -> sluice_engine::Position {
+        match progress {
+            Some(p) => crate::position::with_progress(self, p),
+            None => self.position(),
+        }
+    }
+
     /// The pipeline position it is (no incremental snapshot in progress).
     pub fn position(&self) -> sluice_engine::Position {
         crate::position::Resume::<&Self, serde_json::Value> {

@@ -10,6 +10,7 @@
 //! - [`cursor`]: the restart skip rules and `event_serial_no`;
 //! - [`mod@deliver`]: a poll's changes to events: skipped, paired, numbered, batched;
 //! - [`out`]: batches with transaction metadata (BEGIN/END around each commit LSN);
+//! - [`snapshots`]: incremental snapshots with LSNs for watermarks, and their signals;
 //! - [`rows`]: a change row (or an update's two) turned into events: a key update as delete,
 //!   tombstone and create, as Debezium's relational emitter does.
 
@@ -19,6 +20,7 @@ pub mod lsn;
 pub mod merge;
 pub mod out;
 pub mod rows;
+pub mod snapshots;
 
 pub use cursor::Cursor;
 pub use deliver::{deliver, Emit};

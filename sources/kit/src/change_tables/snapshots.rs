@@ -1,0 +1,135 @@
+//! Incremental snapshots of the change-table sources (Debezium's `execute-snapshot` signal):
+//! DBLog with LSNs for watermarks. A chunk is read (by key, after the last chunk's last key, up
+//! to the table's maximum key when its scan started) after reading the highest LSN `P` the
+//! capture job has written, in the same transaction: every change committed at or before `P`
+//! is in the chunk, and any change in it from after `P` is streamed after the window closes.
+//! The window lasts until a poll has delivered everything up to `P`: a change streamed
+//! meanwhile drops the chunk's row of its key, the rows left go out as `r` events with
+//! `snapshot: incremental`. Signals come from the signaling table (a captured table: its
+//! inserts arrive in the stream) and from the kit's `file`, `http` and `kafka` channels. The
+//! kit's tracker keeps the progress, carried in the positions so a restart goes on from the
+//! chunk after the last delivered.
+
+use serde_json::value::RawValue;
+use sluice_engine::{ChangeEvent, Position, SourceContext};
+
+use crate::incremental::{next_window, Abilities, ChunkSource, Progress, Step, Tracker, Window};
+use crate::signal::{ChannelError, Channels, Signal};
+
+/// What the change-table sources' snapshots do beyond the plain incremental one:
+/// `additional-conditions` (no blocking snapshots, no surrogate keys yet).
+pub const ABILITIES: Abilities = Abilities {
+    blocking: false,
+    conditions: true,
+    surrogate_key: false,
+};
+
+/// The incremental snapshot's state in a change-table stream; `L` is the server's LSN.
+pub struct Incremental<L> {
+    pub tracker: Tracker<String>,
+    channels: Channels,
+    /// The chunk read, waiting for the stream to pass the LSN it was read at.
+    pub window: Option<Window<String, L>>,
+    /// Whether any signal can come.
+    enabled: bool,
+    /// Rows per chunk (`incremental.snapshot.chunk.size`).
+    chunk: usize,
+    /// What may stand before a table's name in a signal's `data-collections` (the database).
+    qualifier: String,
+}
+
+impl<L: PartialOrd + Clone + Send> Incremental<L> {
+    /// The channels of `common`, resuming `resumed`; `table`: whether a signaling table is
+    /// read; `qualifier`: what may stand before a table's name in a signal (the database).
+    pub async fn new(
+        common: &crate::config::SourceCommon,
+        resumed: Option<Progress<String>>,
+        (table, qualifier): (bool, &str),
+        ctx: &SourceContext,
+    ) -> Result<Self, ChannelError> {
+        let channels = Channels::open(common, ctx).await?;
+        Ok(Incremental {
+            tracker: Tracker::new(resumed, common.notifications()),
+            enabled: table || !channels.is_empty(),
+            channels,
+            window: None,
+            chunk: common.incremental_chunk_size,
+            qualifier: qualifier.to_owned(),
+        })
+    }
+
+    /// Whether anything can need a look between polls.
+    pub fn active(&self) -> bool {
+        self.enabled || self.tracker.ahead().is_some() || self.window.is_some()
+    }
+
+    /// The delivered progress, for the positions (`None`: no snapshot running).
+    pub fn progress(&self) -> Option<Box<RawValue>> {
+        self.tracker.delivered_json().map(ToOwned::to_owned)
+    }
+
+    /// A streamed change: the open window's row of its key is dropped.
+    pub fn evict(&mut self, change: &ChangeEvent) {
+        if let Some(window) = &mut self.window {
+            window.evict_by(change);
+        }
+    }
+
+    /// Carries out `signal` for the captured tables `names`; the window is dropped when the
+    /// progress changed under it.
+    pub fn act(&mut self, signal: &Signal, names: &[String]) {
+        if (self.tracker).handle(signal, names, &self.qualifier, ABILITIES, &mut None) {
+            self.window = None;
+        }
+    }
+
+    /// Between polls, the stream having delivered everything up to `reached`: the channels'
+    /// signals (for the captured tables `names`), the window closed once passed (its rows),
+    /// the next chunks read (a few, so that the stream goes on in between; `find` gives a
+    /// table by name). The events to deliver, at the positions `position` makes of the
+    /// delivered progress.
+    pub async fn step<'t, S>(
+        &mut self,
+        source: &mut S,
+        (find, names): (
+            impl Fn(&str) -> Option<&'t S::Table> + Send + Sync,
+            &[String],
+        ),
+        reached: &L,
+        position: impl Fn(Option<&RawValue>) -> Position,
+    ) -> Result<Vec<ChangeEvent>, S::Error>
+    where
+        S: ChunkSource<Key = String, At = L>,
+        S::Table: 't,
+    {
+        for received in self.channels.take() {
+            if let Some(signal) = received.signal() {
+                self.act(&signal, names);
+            }
+            self.channels.handled(&received);
+        }
+        let mut out = Vec::new();
+        for _ in 0..16 {
+            if let Some(window) = &self.window {
+                if !window.passed_by(reached) {
+                    break;
+                }
+            }
+            if let Some(window) = self.window.take() {
+                let rows = window.close(&mut self.tracker);
+                out.extend(self.tracker.around(rows, &position));
+                continue;
+            }
+            if !self.tracker.wants_chunk() {
+                break;
+            }
+            match next_window(source, &mut self.tracker, &find, self.chunk).await? {
+                Step::Window(window) => self.window = Some(*window),
+                Step::Passed => {}
+                Step::Later => break,
+            }
+        }
+        out.extend(self.tracker.around(Vec::new(), &position));
+        Ok(out)
+    }
+}
