@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 use sluice_test_support::db2::Db2;
 use sluice_test_support::pg::{lines, start, wait_for};
 
+mod incremental;
 mod stream;
 mod types;
 

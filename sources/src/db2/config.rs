@@ -123,6 +123,15 @@ impl Db2Config {
         self.common
             .selects_table(schema, &format!("{schema}.{table}"))
     }
+
+    /// Whether `schema.table` is the signaling table the `source` channel reads
+    /// (`signal.data.collection`, `<schema>.<table>`).
+    pub fn is_signal_table(&self, schema: &str, table: &str) -> bool {
+        self.common.signal_channel("source")
+            && (self.common.signal_table("")).is_some_and(|(s, t)| {
+                s.eq_ignore_ascii_case(schema) && t.eq_ignore_ascii_case(table)
+            })
+    }
 }
 
 impl DatabaseSource for Db2Config {
@@ -137,8 +146,9 @@ impl DatabaseSource for Db2Config {
             Feature::Heartbeats,
             Feature::TransactionMetadata,
             Feature::SchemaChanges,
+            Feature::Notifications,
         ],
-        signal_channels: &[],
+        signal_channels: &["source", "file", "http", "kafka"],
     };
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;

@@ -16,6 +16,9 @@ pub enum Db2Error {
         #[source]
         source: odbc_api::Error,
     },
+    /// A signal channel cannot be reached now (retried).
+    #[error("{0}")]
+    Unavailable(String),
     /// The pipeline stopped (nothing is wrong).
     #[error("the pipeline stopped")]
     Stopped,
@@ -54,7 +57,7 @@ impl Classify for Db2Error {
     fn class(&self) -> ErrorClass {
         match self {
             Db2Error::Setup(_) => ErrorClass::Fatal,
-            Db2Error::Stopped => ErrorClass::Retryable,
+            Db2Error::Stopped | Db2Error::Unavailable(_) => ErrorClass::Retryable,
             Db2Error::Query { .. } => match self.state().as_deref() {
                 // Login refused (28000), the driver not found (IM002, IM003), an object that does
                 // not exist (42S02, 42704, 42P01), a privilege missing (42501), a syntax error
@@ -65,6 +68,15 @@ impl Classify for Db2Error {
                 ) => ErrorClass::Fatal,
                 _ => ErrorClass::Retryable,
             },
+        }
+    }
+}
+
+impl From<sluice_kit::signal::ChannelError> for Db2Error {
+    fn from(e: sluice_kit::signal::ChannelError) -> Self {
+        match e {
+            sluice_kit::signal::ChannelError::Setup(m) => Db2Error::Setup(m),
+            other => Db2Error::Unavailable(other.to_string()),
         }
     }
 }

@@ -9,6 +9,7 @@
 mod config;
 mod connection;
 mod error;
+mod incremental;
 mod lsn;
 mod snapshot;
 mod stream;
@@ -35,8 +36,8 @@ use types::Modes;
 /// ODBC's `SQL_TXN_READ_COMMITTED` (Db2's cursor stability), the stream's isolation.
 const READ_COMMITTED: u32 = 2;
 
-/// A committed position (no incremental snapshot progress: not built).
-type Offset = Resume<Db2Offset, serde_json::Value>;
+/// A committed position, with a running incremental snapshot's progress.
+type Offset = Resume<Db2Offset, incremental::Progress>;
 
 /// The `db2` source.
 pub struct Db2Source {
@@ -273,6 +274,7 @@ impl Source for Db2Source {
             return Ok(());
         };
         let resume = if plan.data { None } else { resume };
+        let progress = resume.as_ref().and_then(|r| r.incremental.clone());
         let from = if plan.data {
             match self.snapshot(&conn, ctx).await {
                 Err(Db2Error::Stopped) => return Ok(()),
@@ -291,7 +293,7 @@ impl Source for Db2Source {
         }
         drop(conn);
         let conn = Conn::connect(&self.config, READ_COMMITTED).await?;
-        match self.stream(&conn, from, ctx).await {
+        match self.stream(&conn, (from, progress), ctx).await {
             Err(Db2Error::Stopped) => Ok(()),
             done => Ok(done?),
         }
@@ -354,6 +356,8 @@ impl Db2Source {
         let at = Db2Offset::at(max, true);
         let events = if schema {
             let tables = tables::read(conn, &self.reading()).await?;
+            // The signaling table, when the configuration does not select it, is only streamed.
+            let tables: Vec<Table> = tables.into_iter().filter(|t| t.captured).collect();
             let source = At {
                 ts_ms: SourceTimestamps::now().millis(),
                 snapshot: "true",

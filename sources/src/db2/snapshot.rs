@@ -31,6 +31,8 @@ impl Db2Source {
 
     async fn read_all(&self, conn: &Conn, ctx: &mut SourceContext) -> Result<Db2Offset, Db2Error> {
         let tables = tables::read(conn, &self.reading()).await?;
+        // The signaling table, when the configuration does not select it, is only streamed.
+        let tables: Vec<Table> = tables.into_iter().filter(|t| t.captured).collect();
         if self.config.isolation == IsolationMode::Exclusive {
             for t in &tables {
                 let sql = format!(

@@ -6,6 +6,10 @@
 //! skips what was delivered.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde_json::value::RawValue;
+use sluice_kit::change_tables::snapshots::Incremental;
 
 use sluice_kit::history::{ChangeKind, TableDef};
 use std::time::Duration;
@@ -18,6 +22,7 @@ use sluice_kit::change_tables::{Cursor, Merge, Pieces, Stopped, TxOut};
 
 use super::connection::{lsn_at, text, Conn, Row, Statements};
 use super::error::Db2Error;
+use super::incremental::{Chunks, Progress};
 use super::lsn::{Db2Offset, Lsn};
 use super::tables::{self, Table};
 use super::{At, Db2Source};
@@ -91,9 +96,13 @@ impl Db2Source {
     pub(super) async fn stream(
         &self,
         conn: &Conn,
-        from: Db2Offset,
+        (from, progress): (Db2Offset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), Db2Error> {
+        let common = &self.config.common;
+        let table_signals =
+            common.signal_channel("source") && common.signal_data_collection.is_some();
+        let mut inc = Incremental::new(common, progress, (table_signals, ""), ctx).await?;
         let q = Statements::new(&self.config);
         let poll = Duration::from_millis(self.config.poll_interval_ms);
         let mut last_commit = from.commit_lsn;
@@ -104,14 +113,14 @@ impl Db2Source {
             from.change_lsn.map(|c| (from.commit_lsn, c)),
             from.event_serial_no,
         );
-        let mut position = from.position();
+        let mut position = from.position_with(inc.progress().as_deref());
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
         let mut warned = false;
-        let mut known: BTreeMap<String, TableDef> = tables::read(conn, &self.reading())
-            .await?
-            .into_iter()
-            .map(|t| (t.id, t.def))
+        let mut current = tables::read(conn, &self.reading()).await?;
+        let mut known: BTreeMap<String, TableDef> = (current.iter())
+            .filter(|t| t.captured)
+            .map(|t| (t.id.clone(), t.def.clone()))
             .collect();
         conn.end("ending the poll").await?;
         tracing::info!(lsn = %last_commit, "Streaming from the change-data tables.");
@@ -126,6 +135,11 @@ impl Db2Source {
             }
             let Some(to) = max.filter(|to| !(increase && *to <= last_commit)) else {
                 conn.end("ending the poll").await?;
+                if inc.active() {
+                    position = self
+                        .between_polls(conn, &mut inc, &current, last_commit, ctx)
+                        .await?;
+                }
                 if let Some(h) = &heartbeats {
                     if last_beat.elapsed() >= self.config.common.heartbeat_period() {
                         last_beat = std::time::Instant::now();
@@ -147,6 +161,7 @@ impl Db2Source {
             let tables = tables::read(conn, &self.reading()).await?;
             self.announce(&tables, &mut known, to, &position, ctx)
                 .await?;
+            let progress = inc.progress();
             // Every table from the poll's lower bound: no registration bounds its reading.
             let bounds = vec![(Lsn::default(), None); tables.len()];
             let mut merge = Merge::new(&bounds, from_lsn, Lsn::default(), self.config.fetch_size);
@@ -166,6 +181,9 @@ impl Db2Source {
             let emit = Emitter {
                 source: self,
                 tables: &tables,
+                progress,
+                window: Mutex::new(inc.window.take()),
+                signals: Mutex::new(Vec::new()),
             };
             sluice_kit::change_tables::deliver(
                 (&mut merge, &mut reader),
@@ -177,10 +195,22 @@ impl Db2Source {
             .await?;
             // Debezium ends each poll's transaction, so that a table can leave capture mode.
             conn.end("ending the poll").await?;
-            position = Db2Offset::at(to, true).position();
+            inc.window = emit.window.into_inner().unwrap_or_default();
+            position = Db2Offset::at(to, true).position_with(inc.progress().as_deref());
             self.emit(ctx, Vec::new(), position.clone()).await?;
             cursor.poll_ended();
             last_commit = to;
+            // The signaling table's inserts, then the incremental snapshot's chunks.
+            let names = captured_names(&tables);
+            for signal in emit.signals.into_inner().unwrap_or_default() {
+                inc.act(&signal, &names);
+            }
+            current = tables;
+            if inc.active() {
+                position = self
+                    .between_polls(conn, &mut inc, &current, to, ctx)
+                    .await?;
+            }
         }
     }
 
@@ -217,13 +247,14 @@ impl Db2Source {
         ctx: &mut SourceContext,
     ) -> Result<(), Db2Error> {
         let now: BTreeMap<String, TableDef> = (tables.iter())
+            .filter(|t| t.captured)
             .map(|t| (t.id.clone(), t.def.clone()))
             .collect();
         for gone in known.keys().filter(|id| !now.contains_key(*id)) {
             tracing::info!(table = %gone, "The table left capture mode (no registration any more).");
         }
         let mut changed: Vec<(&Table, ChangeKind)> = Vec::new();
-        for t in tables {
+        for t in tables.iter().filter(|t| t.captured) {
             match known.get(&t.id) {
                 None => {
                     tracing::info!(table = %t.id, cd = %t.cd, "The table entered capture mode.");
@@ -262,6 +293,49 @@ impl Db2Source {
 struct Emitter<'a> {
     source: &'a Db2Source,
     tables: &'a [Table],
+    /// The incremental snapshot's delivered progress, which every position carries.
+    progress: Option<Box<RawValue>>,
+    /// Its chunk in its window: streamed changes drop its rows of their keys.
+    window: Mutex<Option<Window>>,
+    /// The signals inserted into the signaling table in this poll.
+    signals: Mutex<Vec<sluice_kit::signal::Signal>>,
+}
+
+/// A chunk in its window.
+type Window = sluice_kit::incremental::Window<String, Lsn>;
+
+/// The names of the captured tables (`schema.table`) a signal may select.
+fn captured_names(tables: &[Table]) -> Vec<String> {
+    (tables.iter())
+        .filter(|t| t.captured && !t.signals)
+        .map(|t| format!("{}.{}", t.schema, t.name))
+        .collect()
+}
+
+impl Db2Source {
+    /// Between polls, everything up to `reached` delivered: the channels' signals and the
+    /// incremental snapshot's chunks (the kit's); the position after them.
+    async fn between_polls(
+        &self,
+        conn: &Conn,
+        inc: &mut Incremental<Lsn>,
+        tables: &[Table],
+        reached: Lsn,
+        ctx: &mut SourceContext,
+    ) -> Result<sluice_engine::Position, Db2Error> {
+        let names = captured_names(tables);
+        let readable: Vec<&Table> = tables.iter().filter(|t| t.captured && !t.signals).collect();
+        let mut chunks = Chunks { source: self, conn };
+        let at = |p: Option<&RawValue>| Db2Offset::at(reached, true).position_with(p);
+        let find =
+            |n: &str| (readable.iter().copied()).find(|t| format!("{}.{}", t.schema, t.name) == n);
+        let events = inc.step(&mut chunks, (find, &names), &reached, at).await?;
+        let position = at(inc.progress().as_deref());
+        if !events.is_empty() {
+            self.emit(ctx, events, position.clone()).await?;
+        }
+        Ok(position)
+    }
 }
 
 impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
@@ -308,13 +382,27 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
             event_serial_no: Some(serial),
             snapshot_completed: true,
         }
-        .position();
-        Ok(sluice_kit::change_tables::rows::events(
+        .position_with(self.progress.as_deref());
+        let events = sluice_kit::change_tables::rows::events(
             images,
             (&table.shape, table.envelope.key.is_some()),
             s.config.common.tombstones_on_delete,
             |op, b, a| s.event(table, (op, b, a), &at, position.clone()),
-        ))
+        );
+        if table.signals {
+            if let Ok(mut signals) = self.signals.lock() {
+                signals.extend(events.iter().filter_map(sluice_kit::signal::from_insert));
+            }
+        }
+        if !table.captured {
+            return Ok(Vec::new());
+        }
+        if let Ok(mut window) = self.window.lock() {
+            if let Some(window) = window.as_mut() {
+                events.iter().for_each(|e| window.evict_by(e));
+            }
+        }
+        Ok(events)
     }
 
     fn collection(&self, table: usize) -> String {

@@ -30,6 +30,10 @@ pub(crate) struct Table {
     /// `"schema"."table"`, as Db2's schema change events name it.
     pub id: String,
     pub def: TableDef,
+    /// Whether its changes are events (the configuration selects it).
+    pub captured: bool,
+    /// Whether it is the signaling table the `source` channel reads.
+    pub signals: bool,
 }
 
 /// What the source reads the tables with.
@@ -57,7 +61,7 @@ pub(crate) async fn read(conn: &Conn, r: &Reading<'_>) -> Result<Vec<Table>, Db2
             continue;
         };
         let (schema, table) = (schema.trim_end().to_owned(), table.trim_end().to_owned());
-        if !r.config.selects(&schema, &table) {
+        if !r.config.selects(&schema, &table) && !r.config.is_signal_table(&schema, &table) {
             continue;
         }
         let (Some(owner), Some(cd)) = (text(row, 2), text(row, 3)) else {
@@ -142,6 +146,8 @@ async fn build(
         r.source_schema.clone(),
     );
     Ok(Table {
+        captured: r.config.selects(schema, table),
+        signals: r.config.is_signal_table(schema, table),
         values: (
             sluice_engine::Value::from(schema),
             sluice_engine::Value::from(table),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
+use sluice_kit::change_tables::snapshots::{integer_literal, key_after};
 use sluice_kit::incremental::{ChunkSource, Read};
 use tiberius::ColumnData;
 
@@ -59,26 +60,13 @@ fn literal(value: &str, text: bool) -> Option<String> {
     if text {
         return Some(format!("N'{}'", value.replace('\'', "''")));
     }
-    let digits = value.strip_prefix('-').unwrap_or(value);
-    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| value.to_owned())
+    integer_literal(value)
 }
 
-/// `(k1, k2, …) > (v1, v2, …)` written out (SQL Server has no row comparison).
+/// `(k1, k2, …) > (v1, v2, …)` (SQL Server has no row comparison).
 fn greater(keys: &[(String, bool)], values: &[String]) -> Option<String> {
-    let mut alternatives = Vec::new();
-    for i in 0..keys.len() {
-        let mut terms = Vec::new();
-        for (k, v) in keys.iter().zip(values).take(i) {
-            terms.push(format!("{} = {}", k.0, literal(v, k.1)?));
-        }
-        terms.push(format!(
-            "{} > {}",
-            keys[i].0,
-            literal(values.get(i)?, keys[i].1)?
-        ));
-        alternatives.push(format!("({})", terms.join(" AND ")));
-    }
-    Some(format!("({})", alternatives.join(" OR ")))
+    let names: Vec<String> = keys.iter().map(|(k, _)| k.clone()).collect();
+    key_after(&names, values, |i, v| literal(v, keys.get(i)?.1))
 }
 
 /// A key column's value as text.
@@ -247,20 +235,5 @@ impl Chunks<'_> {
             max_key: max,
             rows: out,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_compare_as_tuples_written_out() {
-        let keys = vec![("[a]".to_owned(), false), ("[b]".to_owned(), true)];
-        assert_eq!(
-            greater(&keys, &["1".into(), "x'y".into()]).as_deref(),
-            Some("(([a] > 1) OR ([a] = 1 AND [b] > N'x''y'))")
-        );
-        assert_eq!(greater(&keys, &["1 OR 1=1".into(), "x".into()]), None);
     }
 }

@@ -133,3 +133,53 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
         Ok(out)
     }
 }
+
+/// `(k1, k2, …) > (v1, v2, …)` written out for servers without row comparisons:
+/// `(k1 > v1) OR (k1 = v1 AND k2 > v2) …`; `keys` are the quoted key columns, `literal` writes
+/// the value of key column `i` back into the query (`None`: not a value of its kind).
+pub fn key_after(
+    keys: &[String],
+    values: &[String],
+    literal: impl Fn(usize, &str) -> Option<String>,
+) -> Option<String> {
+    let mut alternatives = Vec::new();
+    for i in 0..keys.len() {
+        let mut terms = Vec::new();
+        for (j, (k, v)) in keys.iter().zip(values).take(i).enumerate() {
+            terms.push(format!("{k} = {}", literal(j, v)?));
+        }
+        terms.push(format!("{} > {}", keys[i], literal(i, values.get(i)?)?));
+        alternatives.push(format!("({})", terms.join(" AND ")));
+    }
+    Some(format!("({})", alternatives.join(" OR ")))
+}
+
+/// An integer key value as a literal (`None` unless it is one).
+pub fn integer_literal(value: &str) -> Option<String> {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_compare_as_tuples_written_out() {
+        let keys = ["[a]".to_owned(), "[b]".to_owned()];
+        let literal = |i: usize, v: &str| match i {
+            0 => integer_literal(v),
+            _ => Some(format!("N'{}'", v.replace('\'', "''"))),
+        };
+        assert_eq!(
+            key_after(&keys, &["1".into(), "x'y".into()], literal).as_deref(),
+            Some("(([a] > 1) OR ([a] = 1 AND [b] > N'x''y'))")
+        );
+        assert_eq!(
+            key_after(&keys, &["1 OR 1=1".into(), "x".into()], literal),
+            None
+        );
+        assert_eq!(integer_literal("-12").as_deref(), Some("-12"));
+        assert_eq!(integer_literal("-"), None);
+    }
+}

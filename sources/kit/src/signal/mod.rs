@@ -197,15 +197,23 @@ pub fn from_insert(event: &ChangeEvent) -> Option<Signal> {
         .as_struct()?
         .get("after")?
         .as_struct()?;
-    let text = |name: &str| match after.get(name) {
-        Some(Value::String(s)) => Some(s.to_string()),
-        Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-        _ => None,
+    // By name in any case (Db2 and Oracle keep names in upper case), else by position:
+    // Debezium requires the three columns in this order, whatever their names.
+    let fields = after.schema().fields();
+    let text = |name: &str, position: usize| {
+        let i = (fields.iter())
+            .position(|f| f.name.eq_ignore_ascii_case(name))
+            .unwrap_or(position);
+        match after.values().get(i) {
+            Some(Value::String(s)) => Some(s.to_string()),
+            Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }
     };
     Some(Signal {
-        id: text("id").unwrap_or_default(),
-        kind: text("type")?,
-        data: text("data").filter(|d| !d.trim().is_empty()),
+        id: text("id", 0).unwrap_or_default(),
+        kind: text("type", 1)?,
+        data: text("data", 2).filter(|d| !d.trim().is_empty()),
     })
 }
 

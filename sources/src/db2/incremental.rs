@@ -1,0 +1,188 @@
+//! Incremental snapshots (Debezium's `execute-snapshot` signal) on the kit's change-table
+//! snapshots (`sluice_kit::change_tables::snapshots`): a chunk of a table is read by primary
+//! key (`FETCH FIRST n ROWS ONLY`) in a transaction that first reads the highest synchpoint,
+//! the LSN its window waits for. Keys of integer and character columns are read in chunks; a
+//! table keyed otherwise is refused with a notification.
+
+use std::sync::Arc;
+
+use sluice_engine::event::SourceTimestamps;
+use sluice_engine::Op;
+use sluice_kit::change_tables::snapshots::{integer_literal, key_after};
+use sluice_kit::incremental::{ChunkSource, Read};
+
+use super::connection::{literal, quote, text, Conn};
+use super::error::Db2Error;
+use super::lsn::Lsn;
+use super::tables::Table;
+use super::types::Kind;
+use super::{At, Db2Source};
+
+/// The progress of an incremental snapshot: key values as text.
+pub(super) type Progress = sluice_kit::incremental::Progress<String>;
+
+/// The source's side of the kit's chunks.
+pub(super) struct Chunks<'a> {
+    pub source: &'a Db2Source,
+    pub conn: &'a Conn,
+}
+
+/// The primary key's columns of `table` (quoted) and whether each is text; `Err` says why
+/// the table cannot be read in chunks.
+fn key_columns(table: &Table) -> Result<Vec<(String, bool)>, String> {
+    let shape = &table.shape;
+    let full = format!("{}.{}", table.schema, table.name);
+    if shape.key.is_empty() {
+        return Err(format!("{full} has no primary key to read it by in chunks"));
+    }
+    (shape.key.iter())
+        .map(|&j| {
+            let (name, kind) = &table.columns[shape.kept[j]];
+            if shape.mappers.get(j).is_some_and(Option::is_some) {
+                return Err(format!("the key column `{name}` of {full} is masked, hashed or truncated: its values cannot order chunks"));
+            }
+            match kind {
+                Kind::SmallInt | Kind::Integer | Kind::BigInt => Ok((quote(name), false)),
+                Kind::Text => Ok((quote(name), true)),
+                other => Err(format!("the key column `{name}` of {full} is of a kind ({other:?}) chunks are not read by yet (integers and character columns are)")),
+            }
+        })
+        .collect()
+}
+
+/// `(k1, k2, …) > (v1, v2, …)` written out.
+fn greater(keys: &[(String, bool)], values: &[String]) -> Option<String> {
+    let names: Vec<String> = keys.iter().map(|(k, _)| k.clone()).collect();
+    key_after(&names, values, |i, v| match keys.get(i)?.1 {
+        true => Some(literal(v)),
+        false => integer_literal(v),
+    })
+}
+
+impl ChunkSource for Chunks<'_> {
+    type Key = String;
+    type At = Lsn;
+    type Table = Table;
+    type Error = Db2Error;
+
+    fn topic(table: &Table) -> Arc<str> {
+        table.topic.clone()
+    }
+
+    fn unreadable(table: &Table, _p: &Progress) -> Option<String> {
+        key_columns(table).err()
+    }
+
+    async fn read(
+        &mut self,
+        table: &Table,
+        p: &Progress,
+        limit: usize,
+    ) -> Result<Read<String, Lsn>, Db2Error> {
+        let read = self.read_in(table, p, limit).await;
+        let _ = self.conn.end("ending a chunk's transaction").await;
+        match read {
+            // A condition the server refuses aborts the snapshot, not the stream.
+            Err(e @ Db2Error::Query { .. }) if !p.conditions.is_empty() => {
+                Ok(Read::Refused(e.to_string()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl Chunks<'_> {
+    async fn read_in(
+        &mut self,
+        table: &Table,
+        p: &Progress,
+        limit: usize,
+    ) -> Result<Read<String, Lsn>, Db2Error> {
+        let keys = key_columns(table).map_err(Db2Error::Setup)?;
+        let name = format!("{}.{}", table.schema, table.name);
+        let at = self.source.max_lsn(self.conn).await?.unwrap_or_default();
+        let from = format!("{}.{}", quote(&table.schema), quote(&table.name));
+        let condition = p.conditions.get(&name).map(|c| format!("({c})"));
+        let what = format!("reading a chunk of {name}");
+        let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        let max = match &p.max_key {
+            Some(max) => max.clone(),
+            None => {
+                let desc: Vec<String> = names.iter().map(|k| format!("{k} DESC")).collect();
+                let filter = condition
+                    .as_ref()
+                    .map(|c| format!(" WHERE {c}"))
+                    .unwrap_or_default();
+                let sql = format!(
+                    "SELECT {} FROM {from}{filter} ORDER BY {} FETCH FIRST 1 ROWS ONLY",
+                    names.join(", "),
+                    desc.join(", ")
+                );
+                let found = self.conn.rows(&what, &sql, &[]).await?;
+                let Some(row) = found.first() else {
+                    return Ok(Read::Empty);
+                };
+                match (0..keys.len())
+                    .map(|i| text(row, i))
+                    .collect::<Option<Vec<String>>>()
+                {
+                    Some(max) => max,
+                    None => return Ok(Read::Refused(format!("{name}: a key value that is NULL"))),
+                }
+            }
+        };
+        let bad = || {
+            Db2Error::Setup(format!(
+                "{name}: a stored key that is not a key of the table"
+            ))
+        };
+        let mut filters = Vec::new();
+        if let Some(last) = &p.last_key {
+            filters.push(greater(&keys, last).ok_or_else(bad)?);
+        }
+        filters.push(format!("NOT {}", greater(&keys, &max).ok_or_else(bad)?));
+        filters.extend(condition);
+        let cols: Vec<String> = table.columns.iter().map(|(c, _)| quote(c)).collect();
+        let sql = format!(
+            "SELECT {} FROM {from} WHERE {} ORDER BY {} FETCH FIRST {limit} ROWS ONLY",
+            cols.join(", "),
+            filters.join(" AND "),
+            names.join(", ")
+        );
+        let found = self.conn.rows(&what, &sql, &[]).await?;
+        let source = At {
+            ts_ms: SourceTimestamps::now().millis(),
+            snapshot: "incremental",
+            commit_lsn: at,
+            change_lsn: None,
+        };
+        let mut out = Vec::with_capacity(found.len());
+        for cells in &found {
+            let key: Vec<String> = (table.shape.key.iter())
+                .filter_map(|&j| text(cells, table.shape.kept[j]))
+                .collect();
+            let event = match self.source.row(table, cells) {
+                Ok(after) => Some(self.source.event(
+                    table,
+                    (Op::Read, None, Some(after)),
+                    &source,
+                    sluice_engine::Position::Offset(0),
+                )),
+                Err(e) => {
+                    self.source
+                        .config
+                        .common
+                        .unrepresentable(&name, String::new, &e)
+                        .map_err(Db2Error::Setup)?;
+                    None
+                }
+            };
+            out.push((event, key));
+        }
+        Ok(Read::Rows {
+            at,
+            max_key: max,
+            rows: out,
+        })
+    }
+}
