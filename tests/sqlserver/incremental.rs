@@ -76,6 +76,7 @@ fn a_signal_row_snapshots_a_table_in_chunks_while_a_writer_changes_it() {
 
 #[test]
 fn the_file_channel_snapshots_with_additional_conditions_and_a_restart_goes_on() {
+    // The condition names the table as Debezium's documentation does (`<database>.<schema>.<table>`).
     let server = SqlServer::start("incrFileDB");
     server.sql("CREATE TABLE dbo.t (id bigint PRIMARY KEY, color varchar(10))");
     for i in 0..30 {
@@ -93,7 +94,7 @@ fn the_file_channel_snapshots_with_additional_conditions_and_a_restart_goes_on()
     let path = pipeline(dir.path(), &server, &extra);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
-    std::fs::write(&signals, "{\"id\":\"f1\",\"type\":\"execute-snapshot\",\"data\":{\"data-collections\":[\"dbo.t\"],\"additional-conditions\":[{\"data-collection\":\"dbo.t\",\"filter\":\"color = 'blue'\"}]}}\n").unwrap();
+    std::fs::write(&signals, "{\"id\":\"f1\",\"type\":\"execute-snapshot\",\"data\":{\"data-collections\":[\"dbo.t\"],\"additional-conditions\":[{\"data-collection\":\"incrFileDB.dbo.t\",\"filter\":\"color = 'blue'\"}]}}\n").unwrap();
     wait_events(dir.path(), 4, &mut child);
     child.kill().unwrap();
     child.wait().unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
-use sluice_kit::change_tables::snapshots::{integer_literal, key_after};
+use sluice_kit::change_tables::snapshots::{condition, integer_literal, key_after};
 use sluice_kit::incremental::{ChunkSource, Read};
 
 use super::connection::{literal, quote, text, Conn};
@@ -102,7 +102,7 @@ impl Chunks<'_> {
         let name = format!("{}.{}", table.schema, table.name);
         let at = self.source.max_lsn(self.conn).await?.unwrap_or_default();
         let from = format!("{}.{}", quote(&table.schema), quote(&table.name));
-        let condition = p.conditions.get(&name).map(|c| format!("({c})"));
+        let condition = condition(p, &name, "").map(|c| format!("({c})"));
         let what = format!("reading a chunk of {name}");
         let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
         let max = match &p.max_key {

@@ -196,15 +196,16 @@ impl Db2Source {
             // Debezium ends each poll's transaction, so that a table can leave capture mode.
             conn.end("ending the poll").await?;
             inc.window = emit.window.into_inner().unwrap_or_default();
-            position = Db2Offset::at(to, true).position_with(inc.progress().as_deref());
-            self.emit(ctx, Vec::new(), position.clone()).await?;
-            cursor.poll_ended();
-            last_commit = to;
-            // The signaling table's inserts, then the incremental snapshot's chunks.
+            // The signaling table's inserts, before the position that carries their effect.
             let names = captured_names(&tables);
             for signal in emit.signals.into_inner().unwrap_or_default() {
                 inc.act(&signal, &names);
             }
+            position = Db2Offset::at(to, true).position_with(inc.progress().as_deref());
+            self.emit(ctx, Vec::new(), position.clone()).await?;
+            cursor.poll_ended();
+            last_commit = to;
+            // The incremental snapshot's chunks.
             current = tables;
             if inc.active() {
                 position = self
@@ -330,10 +331,9 @@ impl Db2Source {
         let find =
             |n: &str| (readable.iter().copied()).find(|t| format!("{}.{}", t.schema, t.name) == n);
         let events = inc.step(&mut chunks, (find, &names), &reached, at).await?;
+        // Always a batch, if only for its position: the progress may have changed.
         let position = at(inc.progress().as_deref());
-        if !events.is_empty() {
-            self.emit(ctx, events, position.clone()).await?;
-        }
+        self.emit(ctx, events, position.clone()).await?;
         Ok(position)
     }
 }

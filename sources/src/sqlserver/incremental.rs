@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
-use sluice_kit::change_tables::snapshots::{integer_literal, key_after};
+use sluice_kit::change_tables::snapshots::{condition, integer_literal, key_after};
 use sluice_kit::incremental::{ChunkSource, Read};
 use tiberius::ColumnData;
 
@@ -58,7 +58,11 @@ fn key_columns(table: &Table) -> Result<Vec<(String, bool)>, String> {
 /// A key value written back into a query.
 fn literal(value: &str, text: bool) -> Option<String> {
     if text {
-        return Some(format!("N'{}'", value.replace('\'', "''")));
+        // An N'…' literal would convert a varchar column to Unicode in the comparison (other
+        // rules than its ORDER BY under a SQL_* collation, no index seek): plain text where
+        // the value is ASCII, which compares the same against char and nchar columns.
+        let n = if value.is_ascii() { "" } else { "N" };
+        return Some(format!("{n}'{}'", value.replace('\'', "''")));
     }
     integer_literal(value)
 }
@@ -137,14 +141,14 @@ impl Chunks<'_> {
     ) -> Result<Read<String, Lsn>, SqlServerError> {
         let keys = key_columns(table).map_err(SqlServerError::Setup)?;
         let name = format!("{}.{}", table.schema, table.name);
-        let at = self.source.max_lsn(self.conn).await?;
+        let at = self.source.max_transaction_lsn(self.conn).await?;
         let from = format!(
             "{}.{}.{}",
             quote(&self.source.config.database),
             quote(&table.schema),
             quote(&table.name)
         );
-        let condition = p.conditions.get(&name).map(|c| format!("({c})"));
+        let condition = condition(p, &name, &self.source.config.database).map(|c| format!("({c})"));
         let what = format!("reading a chunk of {name}");
         let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
         let max = match &p.max_key {

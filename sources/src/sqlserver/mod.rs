@@ -351,6 +351,21 @@ impl SqlServerSource {
         })
     }
 
+    /// The newest transaction's commit LSN in `cdc.lsn_time_mapping` (the polls' upper
+    /// bound: the capture job's idle entries left out); the zero LSN when none.
+    async fn max_transaction_lsn(
+        &self,
+        conn: &mut connection::Conn,
+    ) -> Result<Lsn, SqlServerError> {
+        let q = connection::Statements::new(&self.config.database);
+        let what = "reading the newest commit LSN (cdc.lsn_time_mapping)";
+        let found = connection::rows(conn, what, &q.max_transaction_lsn(), &[]).await?;
+        match found.first() {
+            Some(row) => Ok(connection::lsn_at(row, 0)?.unwrap_or_default()),
+            None => Ok(Lsn::default()),
+        }
+    }
+
     /// `fn_cdc_get_max_lsn()`; the zero LSN when the database has no change yet.
     async fn max_lsn(&self, conn: &mut connection::Conn) -> Result<Lsn, SqlServerError> {
         let q = connection::Statements::new(&self.config.database);

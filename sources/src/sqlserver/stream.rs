@@ -170,6 +170,11 @@ impl SqlServerSource {
             )
             .await?;
             inc.window = emit.window.into_inner().unwrap_or_default();
+            // The signaling table's inserts, before the position that carries their effect.
+            let names = captured_names(&tables);
+            for signal in emit.signals.into_inner().unwrap_or_default() {
+                inc.act(&signal, &names);
+            }
             // A switch in this poll without a change of the newer instance: its event now.
             let at = self.switch_at(to);
             let events: Vec<ChangeEvent> =
@@ -186,11 +191,7 @@ impl SqlServerSource {
             .map_err(|_| SqlServerError::Stopped)?;
             cursor.poll_ended();
             last_commit = to;
-            // The signaling table's inserts, then the incremental snapshot's chunks.
-            let names = captured_names(&tables);
-            for signal in emit.signals.into_inner().unwrap_or_default() {
-                inc.act(&signal, &names);
-            }
+            // The incremental snapshot's chunks.
             current = tables;
             if inc.active() {
                 position = self
@@ -262,11 +263,16 @@ impl SqlServerSource {
         position: &sluice_engine::Position,
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
-        let now: std::collections::BTreeSet<String> = tables.iter().map(|t| t.id.clone()).collect();
+        let now: std::collections::BTreeSet<String> = (tables.iter())
+            .filter(|t| t.captured)
+            .map(|t| t.id.clone())
+            .collect();
         for gone in known.difference(&now) {
             tracing::info!(table = %gone, "The table left capture mode (no capture instance any more).");
         }
-        let entered: Vec<&Table> = tables.iter().filter(|t| !known.contains(&t.id)).collect();
+        let entered: Vec<&Table> = (tables.iter())
+            .filter(|t| t.captured && !known.contains(&t.id))
+            .collect();
         for t in &entered {
             tracing::info!(table = %t.id, instance = %t.instance, "The table entered capture mode.");
         }
@@ -483,7 +489,7 @@ struct Emitter<'a> {
 /// a restart past the switch does not announce it again.
 fn switches(tables: &[Table], (from, to): (Lsn, Lsn)) -> std::collections::BTreeSet<usize> {
     (tables.iter().enumerate())
-        .filter(|(_, t)| t.start_lsn >= from && t.start_lsn <= to)
+        .filter(|(_, t)| t.captured && t.start_lsn >= from && t.start_lsn <= to)
         .filter(|(_, t)| (tables.iter()).any(|o| o.id == t.id && o.stop_lsn == Some(t.start_lsn)))
         .map(|(i, _)| i)
         .collect()
@@ -519,15 +525,14 @@ impl SqlServerSource {
         let find =
             |n: &str| (readable.iter().copied()).find(|t| format!("{}.{}", t.schema, t.name) == n);
         let events = inc.step(&mut chunks, (find, &names), &reached, at).await?;
+        // Always a batch, if only for its position: the progress may have changed.
         let position = at(inc.progress().as_deref());
-        if !events.is_empty() {
-            ctx.emit(Batch {
-                events,
-                position: Some(position.clone()),
-            })
-            .await
-            .map_err(|_| SqlServerError::Stopped)?;
-        }
+        ctx.emit(Batch {
+            events,
+            position: Some(position.clone()),
+        })
+        .await
+        .map_err(|_| SqlServerError::Stopped)?;
         Ok(position)
     }
 

@@ -75,13 +75,12 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
     }
 
     /// Adds events that belong to no transaction (a schema change event at a capture
-    /// instance switch): the open transaction ends first; they take the last position.
+    /// instance switch), uncounted, at the last position; an open transaction goes on.
     pub async fn push_between(
         &mut self,
         events: Vec<ChangeEvent>,
         ctx: &mut SourceContext,
     ) -> Result<(), Stopped> {
-        self.end_transaction();
         for mut event in events {
             event.position = self.last.clone();
             self.batch.push(event);

@@ -154,6 +154,15 @@ pub fn key_after(
     Some(format!("({})", alternatives.join(" OR ")))
 }
 
+/// The `additional-conditions` filter of `p` for the table `name` (`schema.table`), whichever
+/// way the signal named it: as is, with the database `qualifier` in front, in another case.
+pub fn condition<'p>(p: &'p Progress<String>, name: &str, qualifier: &str) -> Option<&'p String> {
+    let qualified = format!("{qualifier}.{name}");
+    (p.conditions.iter())
+        .find(|(k, _)| k.eq_ignore_ascii_case(name) || k.eq_ignore_ascii_case(&qualified))
+        .map(|(_, c)| c)
+}
+
 /// An integer key value as a literal (`None` unless it is one).
 pub fn integer_literal(value: &str) -> Option<String> {
     let digits = value.strip_prefix('-').unwrap_or(value);

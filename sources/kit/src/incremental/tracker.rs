@@ -209,7 +209,12 @@ impl<K: Clone + Serialize> Tracker<K> {
         }
         let position = position(self.delivered_json());
         let Some(sink) = &self.sink else {
-            return rows;
+            return (rows.into_iter())
+                .map(|mut row| {
+                    row.position = position.clone();
+                    row
+                })
+                .collect();
         };
         let records = |after: bool| {
             notes
