@@ -491,3 +491,57 @@ fn a_restart_inside_a_transaction_delivers_exactly_the_rest() {
     let end = serde_json::json!({"commit_lsn": rows[2].0, "snapshot_completed": true}).to_string();
     assert_eq!(run(end), want(&[("u", 1), ("c", 4)]));
 }
+
+#[test]
+fn the_example_pipeline_runs() {
+    let db = Db2::start("example", true);
+    customers(&db);
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1, 'a')");
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/db2-file.yaml");
+    // The PostgreSQL driver takes the keywords it knows from the connection string built for
+    // IBM's (`Database`, `Port`, `Uid`, `Pwd`) and reaches the local server by its socket.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("run")
+        .arg(&example)
+        .env("SLUICE_DATA_DIR", dir.path())
+        .env("SLUICE_OUT_DIR", dir.path())
+        .env("DB2_ODBC_DRIVER", sluice_test_support::db2::DRIVER)
+        .env("DB2_PORT", sluice_test_support::pg::port())
+        .env("DB2_USER", "postgres")
+        .env("DB2_DATABASE", &db.database)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = dir.path().join("db2-file/events.jsonl");
+    let t0 = std::time::Instant::now();
+    let has = |op: &str| {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .contains(&format!("\"op\":\"{op}\""))
+    };
+    while !has("r") {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no snapshot event"
+        );
+        if child.try_wait().unwrap().is_some() {
+            panic!(
+                "sluice stopped: {}",
+                sluice_test_support::pg::log_of(&child)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (2, 'b')");
+    while !has("c") {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no streamed event"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
