@@ -100,3 +100,36 @@ fn the_file_channel_snapshots_with_additional_conditions() {
     let blue: Vec<i64> = (0..30).filter(|i| i % 3 == 0).collect();
     assert_eq!(ids, blue, "the blue rows, and only them");
 }
+
+#[test]
+fn a_blocking_snapshot_from_the_signaling_table_reads_the_table_whole() {
+    let db = Db2::start("blocking", true);
+    customers(&db);
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" SELECT g, 'row ' || g FROM generate_series(1, 15) g");
+    db.sql("CREATE TABLE \"DB2INST1\".\"DEBEZIUM_SIGNAL\" (\"ID\" varchar(64) PRIMARY KEY, \"TYPE\" varchar(32) NOT NULL, \"DATA\" varchar(2048))");
+    db.add_table("DB2INST1", "CUSTOMERS");
+    db.add_table("DB2INST1", "DEBEZIUM_SIGNAL");
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "  snapshot.mode: no_data\n  table.include.list: DB2INST1.CUSTOMERS\n  signal.data.collection: DB2INST1.DEBEZIUM_SIGNAL\n";
+    let mut child = start(&pipeline(dir.path(), &db, extra), &[]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    db.sql(r#"INSERT INTO "DB2INST1"."DEBEZIUM_SIGNAL" VALUES ('b1', 'execute-snapshot', '{"data-collections": ["DB2INST1.CUSTOMERS"], "type": "blocking"}')"#);
+    wait_events(dir.path(), 15, &mut child);
+    db.sql("UPDATE \"DB2INST1\".\"CUSTOMERS\" SET \"NAME\" = 'after' WHERE \"ID\" = 3");
+    wait_events(dir.path(), 16, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let p = payloads(dir.path());
+    let reads: Vec<i64> = p
+        .iter()
+        .filter(|p| p["op"] == "r")
+        .map(|p| p["after"]["ID"].as_i64().unwrap())
+        .collect();
+    assert_eq!(reads, (1..=15).collect::<Vec<i64>>());
+    assert_eq!(
+        (p[15]["op"].as_str(), p[15]["after"]["NAME"].as_str()),
+        (Some("u"), Some("after"))
+    );
+    assert_eq!(p.len(), 16);
+}

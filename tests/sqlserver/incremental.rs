@@ -117,3 +117,45 @@ fn the_file_channel_snapshots_with_additional_conditions_and_a_restart_goes_on()
     let blue: std::collections::BTreeSet<i64> = (0..30).filter(|i| i % 3 == 0).collect();
     assert_eq!(ids, blue, "the blue rows, and only them");
 }
+
+#[test]
+fn a_blocking_snapshot_reads_the_tables_whole_then_the_stream_goes_on() {
+    let server = SqlServer::start("blockDB");
+    server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, color varchar(10))");
+    for i in 0..12 {
+        let color = if i % 2 == 0 { "blue" } else { "red" };
+        server.sql(&format!("INSERT INTO dbo.t VALUES ({i}, '{color}')"));
+    }
+    server.enable_cdc(&["dbo.t"]);
+    let dir = tempfile::tempdir().unwrap();
+    let signals = dir.path().join("signals.jsonl");
+    std::fs::write(&signals, "").unwrap();
+    let extra = format!(
+        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
+        signals.display()
+    );
+    let mut child = start(&pipeline(dir.path(), &server, &extra), &[]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(&signals, "{\"id\":\"b1\",\"type\":\"execute-snapshot\",\"data\":{\"type\":\"blocking\",\"data-collections\":[\"blockDB.dbo.t\"],\"additional-conditions\":[{\"data-collection\":\"dbo.t\",\"filter\":\"color = 'blue'\"}]}}\n").unwrap();
+    wait_events(dir.path(), 6, &mut child);
+    server.sql("INSERT INTO dbo.t VALUES (100, 'green')");
+    wait_events(dir.path(), 7, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let p = payloads(dir.path());
+    let reads: Vec<i64> = p
+        .iter()
+        .filter(|p| p["op"] == "r")
+        .map(|p| p["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(reads, [0, 2, 4, 6, 8, 10], "the blue rows, read whole");
+    assert_eq!(p[0]["source"]["snapshot"], "first");
+    assert_eq!(p[5]["source"]["snapshot"], "last");
+    assert_eq!(
+        (p[6]["op"].as_str(), p[6]["after"]["id"].as_i64()),
+        (Some("c"), Some(100)),
+        "then the stream"
+    );
+    assert_eq!(p.len(), 7);
+}

@@ -325,6 +325,12 @@ impl Db2Source {
         ctx: &mut SourceContext,
     ) -> Result<sluice_engine::Position, Db2Error> {
         let names = captured_names(tables);
+        inc.signals(&names);
+        if let Some(request) = inc.blocking.take() {
+            let here = Db2Offset::at(reached, true).position_with(inc.progress().as_deref());
+            self.blocking_snapshot(request, tables, (here, reached), ctx)
+                .await?;
+        }
         let readable: Vec<&Table> = tables.iter().filter(|t| t.captured && !t.signals).collect();
         let mut chunks = Chunks { source: self, conn };
         let at = |p: Option<&RawValue>| Db2Offset::at(reached, true).position_with(p);

@@ -517,6 +517,12 @@ impl SqlServerSource {
         ctx: &mut SourceContext,
     ) -> Result<sluice_engine::Position, SqlServerError> {
         let names = captured_names(tables);
+        inc.signals(&names);
+        if let Some(request) = inc.blocking.take() {
+            let here = SqlServerOffset::at(reached, true).position_with(inc.progress().as_deref());
+            self.blocking_snapshot(conn, request, tables, (here, reached), ctx)
+                .await?;
+        }
         let readable: Vec<&Table> = (tables.iter())
             .filter(|t| t.captured && !t.signals && t.stop_lsn.is_none())
             .collect();

@@ -16,10 +16,10 @@ use sluice_engine::{ChangeEvent, Position, SourceContext};
 use crate::incremental::{next_window, Abilities, ChunkSource, Progress, Step, Tracker, Window};
 use crate::signal::{ChannelError, Channels, Signal};
 
-/// What the change-table sources' snapshots do beyond the plain incremental one:
-/// `additional-conditions` (no blocking snapshots, no surrogate keys yet).
+/// What the change-table sources' snapshots do beyond the plain incremental one: blocking
+/// snapshots, `additional-conditions` (no surrogate keys yet).
 pub const ABILITIES: Abilities = Abilities {
-    blocking: false,
+    blocking: true,
     conditions: true,
     surrogate_key: false,
 };
@@ -36,6 +36,8 @@ pub struct Incremental<L> {
     chunk: usize,
     /// What may stand before a table's name in a signal's `data-collections` (the database).
     qualifier: String,
+    /// A blocking snapshot asked for, run between polls.
+    pub blocking: Option<crate::signal::BlockingRequest>,
 }
 
 impl<L: PartialOrd + Clone + Send> Incremental<L> {
@@ -55,17 +57,31 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
             window: None,
             chunk: common.incremental_chunk_size,
             qualifier: qualifier.to_owned(),
+            blocking: None,
         })
     }
 
     /// Whether anything can need a look between polls.
     pub fn active(&self) -> bool {
-        self.enabled || self.tracker.ahead().is_some() || self.window.is_some()
+        self.enabled
+            || self.tracker.ahead().is_some()
+            || self.window.is_some()
+            || self.blocking.is_some()
     }
 
     /// The delivered progress, for the positions (`None`: no snapshot running).
     pub fn progress(&self) -> Option<Box<RawValue>> {
         self.tracker.delivered_json().map(ToOwned::to_owned)
+    }
+
+    /// Carries out the `file`, `http` and `kafka` channels' signals.
+    pub fn signals(&mut self, names: &[String]) {
+        for received in self.channels.take() {
+            if let Some(signal) = received.signal() {
+                self.act(&signal, names);
+            }
+            self.channels.handled(&received);
+        }
     }
 
     /// A streamed change: the open window's row of its key is dropped.
@@ -78,7 +94,8 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
     /// Carries out `signal` for the captured tables `names`; the window is dropped when the
     /// progress changed under it.
     pub fn act(&mut self, signal: &Signal, names: &[String]) {
-        if (self.tracker).handle(signal, names, &self.qualifier, ABILITIES, &mut None) {
+        let blocking = &mut self.blocking;
+        if (self.tracker).handle(signal, names, &self.qualifier, ABILITIES, blocking) {
             self.window = None;
         }
     }
@@ -102,12 +119,7 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
         S: ChunkSource<Key = String, At = L>,
         S::Table: 't,
     {
-        for received in self.channels.take() {
-            if let Some(signal) = received.signal() {
-                self.act(&signal, names);
-            }
-            self.channels.handled(&received);
-        }
+        self.signals(names);
         let mut out = Vec::new();
         for _ in 0..16 {
             if let Some(window) = &self.window {
@@ -157,8 +169,17 @@ pub fn key_after(
 /// The `additional-conditions` filter of `p` for the table `name` (`schema.table`), whichever
 /// way the signal named it: as is, with the database `qualifier` in front, in another case.
 pub fn condition<'p>(p: &'p Progress<String>, name: &str, qualifier: &str) -> Option<&'p String> {
+    condition_in(&p.conditions, name, qualifier)
+}
+
+/// [`condition`] in a map of conditions by table (a blocking snapshot's).
+pub fn condition_in<'c>(
+    conditions: &'c std::collections::BTreeMap<String, String>,
+    name: &str,
+    qualifier: &str,
+) -> Option<&'c String> {
     let qualified = format!("{qualifier}.{name}");
-    (p.conditions.iter())
+    (conditions.iter())
         .find(|(k, _)| k.eq_ignore_ascii_case(name) || k.eq_ignore_ascii_case(&qualified))
         .map(|(_, c)| c)
 }
