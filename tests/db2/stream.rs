@@ -290,7 +290,21 @@ fn an_online_schema_change_is_an_alter_event_then_rows_of_the_new_structure() {
     assert_eq!(
         all[3]["value"]["payload"]["after"],
         serde_json::json!({"ID": 2, "NAME": "b", "EMAIL": "b@example.org"})
-    );
+    ); // The schema history: the snapshot's structure, then the altered one.
+    let history =
+        std::fs::read_to_string(dir.path().join("data/db2-schema-history.jsonl")).unwrap();
+    let kinds: Vec<(String, usize)> = history
+        .lines()
+        .map(|l| {
+            let r: Json = serde_json::from_str(l).unwrap();
+            let change = &r["tableChanges"][0];
+            (
+                change["type"].as_str().unwrap().to_owned(),
+                change["table"]["columns"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [("CREATE".to_owned(), 2), ("ALTER".to_owned(), 3)]);
 }
 
 #[test]

@@ -289,4 +289,41 @@ fn a_capture_instance_switch_is_an_alter_event_where_the_newer_instance_takes_ov
     assert!(all[2]["value"]["payload"]["after"].get("w").is_none());
     assert_eq!(all[4]["value"]["payload"]["after"]["w"], 7);
     assert_eq!(all.len(), 5, "announced once");
+    // The schema history: the snapshot's structure, then the newer instance's.
+    let history = dir.path().join("data/sqlserver-schema-history.jsonl");
+    let records = |path: &Path| -> Vec<Json> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let kinds: Vec<(String, usize)> = records(&history)
+        .iter()
+        .map(|r| {
+            let change = &r["tableChanges"][0];
+            let columns = change["table"]["columns"].as_array().unwrap().len();
+            (change["type"].as_str().unwrap().to_owned(), columns)
+        })
+        .collect();
+    assert_eq!(kinds, [("CREATE".to_owned(), 2), ("ALTER".to_owned(), 3)]);
+    assert_eq!(records(&history)[0]["source"]["server"], "server1");
+    assert_eq!(records(&history)[0]["databaseName"], "switchDB");
+    // Lost, then written again by `snapshot.mode: recovery` from the current tables.
+    std::fs::remove_file(&history).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "poll.interval.ms: 50",
+        "poll.interval.ms: 50\n  snapshot.mode: recovery",
+    );
+    std::fs::write(&path, text).unwrap();
+    run_until_idle(&path);
+    let rebuilt = records(&history);
+    assert_eq!(rebuilt.len(), 1, "{rebuilt:?}");
+    assert_eq!(
+        rebuilt[0]["tableChanges"][0]["table"]["columns"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
 }

@@ -147,6 +147,7 @@ impl DatabaseSource for Db2Config {
             Feature::TransactionMetadata,
             Feature::SchemaChanges,
             Feature::Notifications,
+            Feature::SchemaHistory,
         ],
         signal_channels: &["source", "file", "http", "kafka"],
     };

@@ -16,6 +16,9 @@ pub enum Db2Error {
         #[source]
         source: odbc_api::Error,
     },
+    /// The schema history failed.
+    #[error(transparent)]
+    History(#[from] sluice_kit::history::HistoryError),
     /// A signal channel cannot be reached now (retried).
     #[error("{0}")]
     Unavailable(String),
@@ -58,6 +61,7 @@ impl Classify for Db2Error {
         match self {
             Db2Error::Setup(_) => ErrorClass::Fatal,
             Db2Error::Stopped | Db2Error::Unavailable(_) => ErrorClass::Retryable,
+            Db2Error::History(e) => e.class(),
             Db2Error::Query { .. } => match self.state().as_deref() {
                 // Login refused (28000), the driver not found (IM002, IM003), an object that does
                 // not exist (42S02, 42704, 42P01), a privilege missing (42501), a syntax error

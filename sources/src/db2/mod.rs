@@ -48,6 +48,10 @@ pub struct Db2Source {
     /// `source.version`, `source.connector`, `source.name`, `source.db`.
     constants: (Arc<str>, Arc<str>, Arc<str>, Arc<str>),
     schema_events: Option<sluice_kit::records::schema_change::SchemaChangeEvents>,
+    /// The pipeline's data directory (the schema history file's default place).
+    data_dir: std::path::PathBuf,
+    /// The schema history, opened when the source runs.
+    history: Option<sluice_kit::change_tables::history::TableHistory>,
 }
 
 /// What an event's `source` block says beyond the table.
@@ -59,7 +63,7 @@ struct At {
 }
 
 impl Db2Source {
-    pub(crate) fn new(config: Db2Config, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
+    pub(crate) fn new(config: Db2Config, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         let string = |optional| Schema::primitive(SchemaType::String, optional);
         let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
         let source_schema = source_block_builder("io.debezium.connector.db2.Source")
@@ -91,6 +95,8 @@ impl Db2Source {
             )
         });
         Ok(Db2Source {
+            data_dir: ctx.data_dir.to_path_buf(),
+            history: None,
             schema_events,
             config,
             source_schema,
@@ -142,6 +148,30 @@ impl Db2Source {
             .iter()
             .filter_map(|t| self.schema_change(t, create, at, position))
             .collect()
+    }
+
+    /// Records `tables`' structures (`kind`) in the schema history at `position`.
+    async fn remember(
+        &self,
+        tables: &[&Table],
+        kind: sluice_kit::history::ChangeKind,
+        position: &Position,
+    ) -> Result<(), Db2Error> {
+        let Some(history) = &self.history else {
+            return Ok(());
+        };
+        let ts = SourceTimestamps::now().millis();
+        for t in tables {
+            let recorded = sluice_kit::change_tables::history::Recorded {
+                database: &self.config.database,
+                schema: &t.schema,
+                id: &t.id,
+                def: &t.def,
+                kind,
+            };
+            history.record(recorded, position, ts).await?;
+        }
+        Ok(())
     }
 
     /// The schema change event of `t` (`None` when `include.schema.changes` is off).
@@ -256,6 +286,12 @@ impl Source for Db2Source {
         // The snapshot reads at `snapshot.isolation.mode`; the stream on a connection of its
         // own at read committed (Db2's CS), so that a poll holds no lock the capture program
         // would wait for.
+        let history = sluice_kit::change_tables::history::TableHistory::open(
+            &self.config.common,
+            &self.data_dir,
+            "db2-schema-history.jsonl",
+        );
+        self.history = Some(history.await.map_err(Db2Error::from)?);
         let conn = Conn::connect(&self.config, self.config.isolation.odbc()).await?;
         self.check_setup(&conn).await?;
         let stored = sluice_kit::snapshot::Stored {
@@ -268,7 +304,7 @@ impl Source for Db2Source {
         let Some(plan) = self
             .config
             .common
-            .plan("db2", false, stored, "")
+            .plan("db2", true, stored, "")
             .map_err(ComponentError::fatal)?
         else {
             return Ok(());
@@ -281,6 +317,22 @@ impl Source for Db2Source {
                 done => done?,
             }
         } else if let Some(r) = resume {
+            // `recovery`: the schema history written again from the current tables.
+            if plan.schema {
+                let tables = tables::read(&conn, &self.reading()).await?;
+                let captured: Vec<&Table> = tables.iter().filter(|t| t.captured).collect();
+                tracing::info!(
+                    tables = captured.len(),
+                    "Recovery: the schema history is written again from the current tables."
+                );
+                self.remember(
+                    &captured,
+                    sluice_kit::history::ChangeKind::Create,
+                    &r.at.position(),
+                )
+                .await?;
+                conn.end("ending the recovery").await?;
+            }
             r.at
         } else {
             match self.start_without_data(&conn, plan.schema, ctx).await {
@@ -364,6 +416,13 @@ impl Db2Source {
                 commit_lsn: max,
                 change_lsn: None,
             };
+            let all: Vec<&Table> = tables.iter().collect();
+            self.remember(
+                &all,
+                sluice_kit::history::ChangeKind::Create,
+                &at.position(),
+            )
+            .await?;
             self.schema_changes(&tables, &source, &at.position())
         } else {
             Vec::new()

@@ -61,6 +61,13 @@ impl Db2Source {
             commit_lsn: max,
             change_lsn: None,
         };
+        let all: Vec<&Table> = tables.iter().collect();
+        self.remember(
+            &all,
+            sluice_kit::history::ChangeKind::Create,
+            &reading.position(),
+        )
+        .await?;
         let mut reader = Reader {
             source: self,
             batch: self.schema_changes(&tables, &at, &reading.position()),

@@ -269,6 +269,9 @@ impl Db2Source {
             }
         }
         *known = now;
+        for (t, kind) in &changed {
+            self.remember(&[*t], *kind, position).await?;
+        }
         if changed.is_empty() || self.schema_events.is_none() {
             return Ok(());
         }

@@ -182,6 +182,7 @@ impl DatabaseSource for SqlServerConfig {
             Feature::TransactionMetadata,
             Feature::SchemaChanges,
             Feature::Notifications,
+            Feature::SchemaHistory,
         ],
         signal_channels: &["source", "file", "http", "kafka"],
     };

@@ -16,6 +16,9 @@ pub enum SqlServerError {
         #[source]
         source: tiberius::error::Error,
     },
+    /// The schema history failed.
+    #[error(transparent)]
+    History(#[from] sluice_kit::history::HistoryError),
     /// A signal channel cannot be reached now (retried).
     #[error("{0}")]
     Unavailable(String),
@@ -39,6 +42,7 @@ impl Classify for SqlServerError {
         match self {
             SqlServerError::Setup(_) => ErrorClass::Fatal,
             SqlServerError::Stopped | SqlServerError::Unavailable(_) => ErrorClass::Retryable,
+            SqlServerError::History(e) => e.class(),
             SqlServerError::Query { source, .. } => match source {
                 // Login failed (18456), database not available to the login (4060), invalid
                 // object (208), permission denied (229, 262, 297, 300), syntax (102):

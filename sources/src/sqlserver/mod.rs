@@ -45,6 +45,10 @@ pub struct SqlServerSource {
     constants: (Arc<str>, Arc<str>, Arc<str>, Arc<str>),
     /// Schema change events (`include.schema.changes`, on by default as in Debezium).
     schema_events: Option<sluice_kit::records::schema_change::SchemaChangeEvents>,
+    /// The pipeline's data directory (the schema history file's default place).
+    data_dir: std::path::PathBuf,
+    /// The schema history, opened when the source runs.
+    history: Option<sluice_kit::change_tables::history::TableHistory>,
 }
 
 /// What an event's `source` block says beyond the table.
@@ -59,7 +63,7 @@ struct At {
 impl SqlServerSource {
     pub(crate) fn new(
         config: SqlServerConfig,
-        _ctx: &BuildContext<'_>,
+        ctx: &BuildContext<'_>,
     ) -> Result<Self, ComponentError> {
         let string = |optional| Schema::primitive(SchemaType::String, optional);
         let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
@@ -93,6 +97,8 @@ impl SqlServerSource {
             )
         });
         Ok(SqlServerSource {
+            data_dir: ctx.data_dir.to_path_buf(),
+            history: None,
             schema_events,
             config,
             source_schema,
@@ -215,6 +221,12 @@ impl Source for SqlServerSource {
             .map(|p| Offset::parse(p, "sqlserver"))
             .transpose()
             .map_err(ComponentError::fatal)?;
+        let history = sluice_kit::change_tables::history::TableHistory::open(
+            &self.config.common,
+            &self.data_dir,
+            "sqlserver-schema-history.jsonl",
+        );
+        self.history = Some(history.await.map_err(SqlServerError::from)?);
         let mut conn = connection::connect(&self.config).await?;
         self.check_cdc(&mut conn).await?;
         let lost = match &resume {
@@ -230,7 +242,7 @@ impl Source for SqlServerSource {
         let Some(plan) = self
             .config
             .common
-            .plan("sqlserver", false, stored, lost.as_deref().unwrap_or(""))
+            .plan("sqlserver", true, stored, lost.as_deref().unwrap_or(""))
             .map_err(ComponentError::fatal)?
         else {
             return Ok(());
@@ -245,50 +257,17 @@ impl Source for SqlServerSource {
             }
         } else {
             match resume {
-                Some(r) => r.at,
-                None => {
-                    // No data snapshot (`no_data`, `never`): the stream starts at the newest
-                    // LSN, committed at once so that a restart goes on from there.
-                    let at = SqlServerOffset {
-                        commit_lsn: self.max_lsn(&mut conn).await?,
-                        change_lsn: None,
-                        event_serial_no: None,
-                        snapshot_completed: true,
-                    };
-                    // A schema snapshot (`no_data`): the tables' schema change events.
-                    let events = if plan.schema {
-                        let upto = (at.commit_lsn != Lsn::default()).then_some(at.commit_lsn);
-                        let tables = tables::read(
-                            &mut conn,
-                            &self.config,
-                            self.modes,
-                            &self.source_schema,
-                            upto,
-                            false,
-                        )
-                        .await?;
-                        let tables: Vec<Table> =
-                            tables.into_iter().filter(|t| t.captured).collect();
-                        let source = At {
-                            ts_ms: SourceTimestamps::now().millis(),
-                            snapshot: "true",
-                            commit_lsn: at.commit_lsn,
-                            change_lsn: None,
-                            event_serial_no: None,
-                        };
-                        self.schema_changes(&tables, &source, &at.position())
-                    } else {
-                        Vec::new()
-                    };
-                    let batch = sluice_engine::Batch {
-                        events,
-                        position: Some(at.position()),
-                    };
-                    if ctx.emit(batch).await.is_err() {
-                        return Ok(());
+                Some(r) => {
+                    // `recovery`: the schema history written again from the current tables.
+                    if plan.schema {
+                        self.rebuild_history(&mut conn, &r.at).await?;
                     }
-                    at
+                    r.at
                 }
+                None => match self.start_without_data(&mut conn, plan.schema, ctx).await? {
+                    Some(at) => at,
+                    None => return Ok(()),
+                },
             }
         };
         if !plan.stream || ctx.is_stopping() {
@@ -302,6 +281,106 @@ impl Source for SqlServerSource {
 }
 
 impl SqlServerSource {
+    /// A start without a data snapshot (`no_data`, `never`): the stream starts at the newest
+    /// LSN, committed at once so that a restart goes on from there; with `schema`, the
+    /// tables' schema change events and history. `None`: the pipeline stopped.
+    async fn start_without_data(
+        &self,
+        conn: &mut connection::Conn,
+        schema: bool,
+        ctx: &mut SourceContext,
+    ) -> Result<Option<SqlServerOffset>, SqlServerError> {
+        let at = SqlServerOffset::at(self.max_lsn(conn).await?, true);
+        let events = if schema {
+            let upto = (at.commit_lsn != Lsn::default()).then_some(at.commit_lsn);
+            let tables = tables::read(
+                conn,
+                &self.config,
+                self.modes,
+                &self.source_schema,
+                upto,
+                false,
+            )
+            .await?;
+            let tables: Vec<Table> = tables.into_iter().filter(|t| t.captured).collect();
+            let source = At {
+                ts_ms: SourceTimestamps::now().millis(),
+                snapshot: "true",
+                commit_lsn: at.commit_lsn,
+                change_lsn: None,
+                event_serial_no: None,
+            };
+            let all: Vec<&Table> = tables.iter().collect();
+            self.remember(
+                &all,
+                sluice_kit::history::ChangeKind::Create,
+                &at.position(),
+            )
+            .await?;
+            self.schema_changes(&tables, &source, &at.position())
+        } else {
+            Vec::new()
+        };
+        let batch = sluice_engine::Batch {
+            events,
+            position: Some(at.position()),
+        };
+        Ok(ctx.emit(batch).await.ok().map(|()| at))
+    }
+
+    /// `snapshot.mode: recovery`: the schema history written again from the current tables,
+    /// at the stored position.
+    async fn rebuild_history(
+        &self,
+        conn: &mut connection::Conn,
+        at: &SqlServerOffset,
+    ) -> Result<(), SqlServerError> {
+        let tables = tables::read(
+            conn,
+            &self.config,
+            self.modes,
+            &self.source_schema,
+            None,
+            false,
+        )
+        .await?;
+        let captured: Vec<&Table> = tables.iter().filter(|t| t.captured).collect();
+        tracing::info!(
+            tables = captured.len(),
+            "Recovery: the schema history is written again from the current tables."
+        );
+        self.remember(
+            &captured,
+            sluice_kit::history::ChangeKind::Create,
+            &at.position(),
+        )
+        .await
+    }
+
+    /// Records `tables`' structures (`kind`) in the schema history at `position`.
+    async fn remember(
+        &self,
+        tables: &[&Table],
+        kind: sluice_kit::history::ChangeKind,
+        position: &Position,
+    ) -> Result<(), SqlServerError> {
+        let Some(history) = &self.history else {
+            return Ok(());
+        };
+        let ts = SourceTimestamps::now().millis();
+        for t in tables {
+            let recorded = sluice_kit::change_tables::history::Recorded {
+                database: &self.config.database,
+                schema: &t.schema,
+                id: &t.id,
+                def: &t.def,
+                kind,
+            };
+            history.record(recorded, position, ts).await?;
+        }
+        Ok(())
+    }
+
     /// Checks that CDC is enabled on the database and the login may read change tables, as
     /// Debezium's `checkIfConnectedUserHasAccessToCDCTable` does.
     async fn check_cdc(&self, conn: &mut connection::Conn) -> Result<(), SqlServerError> {

@@ -132,6 +132,13 @@ impl SqlServerSource {
             change_lsn: None,
             event_serial_no: None,
         };
+        let all: Vec<&Table> = tables.iter().collect();
+        self.remember(
+            &all,
+            sluice_kit::history::ChangeKind::Create,
+            &reading.position(),
+        )
+        .await?;
         let schema_changes = self.schema_changes(&tables, &at, &reading.position());
         let mut reader = Reader {
             source: self,

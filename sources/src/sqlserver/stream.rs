@@ -153,10 +153,11 @@ impl SqlServerSource {
                 &self.config.common.topic_prefix,
                 position.clone(),
             );
+            let switching = switches(&tables, (from_lsn, to));
             let emit = Emitter {
                 source: self,
                 tables: &tables,
-                switches: std::sync::Mutex::new(switches(&tables, (from_lsn, to))),
+                switches: std::sync::Mutex::new(switching.clone()),
                 progress,
                 window: Mutex::new(inc.window.take()),
                 signals: Mutex::new(Vec::new()),
@@ -183,6 +184,8 @@ impl SqlServerSource {
                     .collect();
             // Everything up to `to` read: the next poll starts after it.
             position = SqlServerOffset::at(to, true).position_with(inc.progress().as_deref());
+            let altered: Vec<&Table> = switching.iter().map(|&i| &tables[i]).collect();
+            self.remember(&altered, Alter, &position).await?;
             ctx.emit(Batch {
                 events,
                 position: Some(position.clone()),
@@ -271,12 +274,14 @@ impl SqlServerSource {
             tracing::info!(table = %gone, "The table left capture mode (no capture instance any more).");
         }
         let entered: Vec<&Table> = (tables.iter())
-            .filter(|t| t.captured && !known.contains(&t.id))
+            .filter(|t| t.captured && t.stop_lsn.is_none() && !known.contains(&t.id))
             .collect();
         for t in &entered {
             tracing::info!(table = %t.id, instance = %t.instance, "The table entered capture mode.");
         }
         *known = now;
+        self.remember(&entered, sluice_kit::history::ChangeKind::Create, position)
+            .await?;
         if entered.is_empty() || self.schema_events.is_none() {
             return Ok(());
         }

@@ -11,11 +11,13 @@
 //! - [`mod@deliver`]: a poll's changes to events: skipped, paired, numbered, batched;
 //! - [`out`]: batches with transaction metadata (BEGIN/END around each commit LSN);
 //! - [`snapshots`]: incremental snapshots with LSNs for watermarks, and their signals;
+//! - [`history`]: the schema history (Debezium's records), written as structures are found;
 //! - [`rows`]: a change row (or an update's two) turned into events: a key update as delete,
 //!   tombstone and create, as Debezium's relational emitter does.
 
 pub mod cursor;
 pub mod deliver;
+pub mod history;
 pub mod lsn;
 pub mod merge;
 pub mod out;
