@@ -559,3 +559,40 @@ fn the_example_pipeline_runs() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_table_altered_while_the_source_was_down_is_announced_at_the_restart() {
+    let db = Db2::start("alter_down", true);
+    customers(&db);
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let dir = tempfile::tempdir().unwrap();
+    let path = pipeline(dir.path(), &db, "  include.schema.changes: true\n");
+    let run = || {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run();
+    // A restart with nothing changed announces nothing.
+    run();
+    assert_eq!(lines(dir.path()).len(), 1, "the snapshot's CREATE only");
+    // Altered while down (seed 002's online procedure), then restarted.
+    db.sql(
+        "BEGIN; ALTER TABLE \"DB2INST1\".\"CUSTOMERS\" ADD COLUMN \"EMAIL\" varchar(80); \
+        ALTER TABLE \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ADD COLUMN \"EMAIL\" varchar(80); COMMIT",
+    );
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (7, 'g', 'g@example.org')");
+    run();
+    let all = lines(dir.path());
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(
+        all[1]["value"]["payload"]["tableChanges"][0]["type"],
+        "ALTER"
+    );
+    assert_eq!(
+        all[2]["value"]["payload"]["after"]["EMAIL"],
+        "g@example.org"
+    );
+}

@@ -118,9 +118,15 @@ impl Db2Source {
         let mut last_beat = std::time::Instant::now();
         let mut warned = false;
         let mut current = tables::read(conn, &self.reading()).await?;
+        // The structures the schema history last recorded (a table altered while the source
+        // was down is announced at the first poll), else the current ones.
+        let recorded = match &self.history {
+            Some(history) => history.tables().await?,
+            None => sluice_kit::history::Tables::default(),
+        };
         let mut known: BTreeMap<String, TableDef> = (current.iter())
             .filter(|t| t.captured)
-            .map(|t| (t.id.clone(), t.def.clone()))
+            .map(|t| (t.id.clone(), recorded.get(&t.id).unwrap_or(&t.def).clone()))
             .collect();
         conn.end("ending the poll").await?;
         tracing::info!(lsn = %last_commit, "Streaming from the change-data tables.");

@@ -79,4 +79,13 @@ impl TableHistory {
     pub async fn records(&self) -> Result<Vec<HistoryRecord>, HistoryError> {
         self.store.lock().await.records()
     }
+
+    /// The tables as the history last recorded them (empty without a history).
+    pub async fn tables(&self) -> Result<crate::history::Tables, HistoryError> {
+        let mut tables = crate::history::Tables::default();
+        for record in self.records().await? {
+            tables.apply(&record);
+        }
+        Ok(tables)
+    }
 }
