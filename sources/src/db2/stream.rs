@@ -6,10 +6,9 @@
 //! skips what was delivered.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use serde_json::value::RawValue;
-use sluice_kit::change_tables::snapshots::Incremental;
+use sluice_kit::change_tables::snapshots::{Incremental, PollWatch};
 
 use sluice_kit::history::{ChangeKind, TableDef};
 use std::time::Duration;
@@ -188,8 +187,7 @@ impl Db2Source {
                 source: self,
                 tables: &tables,
                 progress,
-                window: Mutex::new(inc.window.take()),
-                signals: Mutex::new(Vec::new()),
+                watch: PollWatch::take(&mut inc),
             };
             sluice_kit::change_tables::deliver(
                 (&mut merge, &mut reader),
@@ -201,12 +199,8 @@ impl Db2Source {
             .await?;
             // Debezium ends each poll's transaction, so that a table can leave capture mode.
             conn.end("ending the poll").await?;
-            inc.window = emit.window.into_inner().unwrap_or_default();
             // The signaling table's inserts, before the position that carries their effect.
-            let names = captured_names(&tables);
-            for signal in emit.signals.into_inner().unwrap_or_default() {
-                inc.act(&signal, &names);
-            }
+            emit.watch.finish(&mut inc, &captured_names(&tables));
             position = Db2Offset::at(to, true).position_with(inc.progress().as_deref());
             self.emit(ctx, Vec::new(), position.clone()).await?;
             cursor.poll_ended();
@@ -305,14 +299,9 @@ struct Emitter<'a> {
     tables: &'a [Table],
     /// The incremental snapshot's delivered progress, which every position carries.
     progress: Option<Box<RawValue>>,
-    /// Its chunk in its window: streamed changes drop its rows of their keys.
-    window: Mutex<Option<Window>>,
-    /// The signals inserted into the signaling table in this poll.
-    signals: Mutex<Vec<sluice_kit::signal::Signal>>,
+    /// The incremental snapshot's window and the signaling table's inserts.
+    watch: PollWatch<Lsn>,
 }
-
-/// A chunk in its window.
-type Window = sluice_kit::incremental::Window<String, Lsn>;
 
 /// The names of the captured tables (`schema.table`) a signal may select.
 fn captured_names(tables: &[Table]) -> Vec<String> {
@@ -404,20 +393,7 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
             s.config.common.tombstones_on_delete,
             |op, b, a| s.event(table, (op, b, a), &at, position.clone()),
         );
-        if table.signals {
-            if let Ok(mut signals) = self.signals.lock() {
-                signals.extend(events.iter().filter_map(sluice_kit::signal::from_insert));
-            }
-        }
-        if !table.captured {
-            return Ok(Vec::new());
-        }
-        if let Ok(mut window) = self.window.lock() {
-            if let Some(window) = window.as_mut() {
-                events.iter().for_each(|e| window.evict_by(e));
-            }
-        }
-        Ok(events)
+        Ok(self.watch.pass(events, (table.signals, table.captured)))
     }
 
     fn collection(&self, table: usize) -> String {

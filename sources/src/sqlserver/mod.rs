@@ -367,18 +367,12 @@ impl SqlServerSource {
         let Some(history) = &self.history else {
             return Ok(());
         };
-        let ts = SourceTimestamps::now().millis();
-        for t in tables {
-            let recorded = sluice_kit::change_tables::history::Recorded {
-                database: &self.config.database,
-                schema: &t.schema,
-                id: &t.id,
-                def: &t.def,
-                kind,
-            };
-            history.record(recorded, position, ts).await?;
-        }
-        Ok(())
+        let tables: Vec<_> = (tables.iter())
+            .map(|t| (t.schema.as_str(), t.id.as_str(), &t.def))
+            .collect();
+        Ok(history
+            .record_all(&self.config.database, &tables, kind, position)
+            .await?)
     }
 
     /// Checks that CDC is enabled on the database and the login may read change tables, as

@@ -6,7 +6,6 @@
 //! LSN and skips what was delivered: changes before the stored change LSN, and at it the first
 //! `event_serial_no` rows.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -24,10 +23,7 @@ use super::incremental::{Chunks, Progress};
 use super::lsn::{Lsn, SqlServerOffset};
 use super::tables::{self, Table};
 use super::{At, SqlServerSource};
-use sluice_kit::change_tables::snapshots::Incremental;
-
-/// A chunk in its window.
-type Window = sluice_kit::incremental::Window<String, Lsn>;
+use sluice_kit::change_tables::snapshots::{Incremental, PollWatch};
 
 /// The stream's state between events.
 type Cursor = sluice_kit::change_tables::Cursor<Lsn>;
@@ -159,8 +155,7 @@ impl SqlServerSource {
                 tables: &tables,
                 switches: std::sync::Mutex::new(switching.clone()),
                 progress,
-                window: Mutex::new(inc.window.take()),
-                signals: Mutex::new(Vec::new()),
+                watch: PollWatch::take(&mut inc),
             };
             sluice_kit::change_tables::deliver(
                 (&mut changes, &mut reader),
@@ -170,12 +165,8 @@ impl SqlServerSource {
                 ctx,
             )
             .await?;
-            inc.window = emit.window.into_inner().unwrap_or_default();
             // The signaling table's inserts, before the position that carries their effect.
-            let names = captured_names(&tables);
-            for signal in emit.signals.into_inner().unwrap_or_default() {
-                inc.act(&signal, &names);
-            }
+            emit.watch.finish(&mut inc, &captured_names(&tables));
             // A switch in this poll without a change of the newer instance: its event now.
             let at = self.switch_at(to);
             let events: Vec<ChangeEvent> =
@@ -480,10 +471,8 @@ struct Emitter<'a> {
     tables: &'a [Table],
     /// The incremental snapshot's delivered progress, which every position carries.
     progress: Option<Box<RawValue>>,
-    /// Its chunk in its window: streamed changes drop its rows of their keys.
-    window: Mutex<Option<Window>>,
-    /// The signals inserted into the signaling table in this poll.
-    signals: Mutex<Vec<sluice_kit::signal::Signal>>,
+    /// The incremental snapshot's window and the signaling table's inserts.
+    watch: PollWatch<Lsn>,
     /// The tables (indices) whose newer capture instance takes over in this poll, until
     /// their schema change event went out.
     switches: std::sync::Mutex<std::collections::BTreeSet<usize>>,
@@ -577,20 +566,7 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
             }
             _ => (self.source).simple(table, op, (None, Some(&change.row)), change, numbered)?,
         };
-        if table.signals {
-            if let Ok(mut signals) = self.signals.lock() {
-                signals.extend(events.iter().filter_map(sluice_kit::signal::from_insert));
-            }
-        }
-        if !table.captured {
-            return Ok(Vec::new());
-        }
-        if let Ok(mut window) = self.window.lock() {
-            if let Some(window) = window.as_mut() {
-                events.iter().for_each(|e| window.evict_by(e));
-            }
-        }
-        Ok(events)
+        Ok(self.watch.pass(events, (table.signals, table.captured)))
     }
 
     fn collection(&self, table: usize) -> String {

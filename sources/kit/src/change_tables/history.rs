@@ -75,6 +75,31 @@ impl TableHistory {
         Ok(())
     }
 
+    /// Records the structures `tables` (`(schema, id, def)`) of `database` as `kind` at
+    /// `position`, made now.
+    pub async fn record_all(
+        &self,
+        database: &str,
+        tables: &[(&str, &str, &TableDef)],
+        kind: ChangeKind,
+        position: &Position,
+    ) -> Result<(), HistoryError> {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        for &(schema, id, def) in tables {
+            let recorded = Recorded {
+                database,
+                schema,
+                id,
+                def,
+                kind,
+            };
+            self.record(recorded, position, ts).await?;
+        }
+        Ok(())
+    }
+
     /// Every record stored, oldest first.
     pub async fn records(&self) -> Result<Vec<HistoryRecord>, HistoryError> {
         self.store.lock().await.records()

@@ -146,6 +146,56 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
     }
 }
 
+/// What a poll's delivery does for the incremental snapshot: streamed changes evict the open
+/// window's rows of their keys, and the signaling table's inserts are gathered, to be carried
+/// out once the poll is delivered ([`Self::finish`]). Shared by the delivery's `&self` calls.
+pub struct PollWatch<L> {
+    window: std::sync::Mutex<Option<Window<String, L>>>,
+    signals: std::sync::Mutex<Vec<Signal>>,
+}
+
+impl<L: PartialOrd + Clone + Send> PollWatch<L> {
+    /// Takes `inc`'s window for the poll.
+    pub fn take(inc: &mut Incremental<L>) -> Self {
+        PollWatch {
+            window: std::sync::Mutex::new(inc.window.take()),
+            signals: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A change's `events` of a table that is the signaling table (`signals`) and/or captured
+    /// (`captured`): the events to deliver (none for a table only read for its signals).
+    pub fn pass(
+        &self,
+        events: Vec<ChangeEvent>,
+        (signals, captured): (bool, bool),
+    ) -> Vec<ChangeEvent> {
+        if signals {
+            if let Ok(mut found) = self.signals.lock() {
+                found.extend(events.iter().filter_map(crate::signal::from_insert));
+            }
+        }
+        if !captured {
+            return Vec::new();
+        }
+        if let Ok(mut window) = self.window.lock() {
+            if let Some(window) = window.as_mut() {
+                events.iter().for_each(|e| window.evict_by(e));
+            }
+        }
+        events
+    }
+
+    /// The poll delivered: the window back in `inc`, the signals carried out for the captured
+    /// tables `names`.
+    pub fn finish(self, inc: &mut Incremental<L>, names: &[String]) {
+        inc.window = self.window.into_inner().unwrap_or_default();
+        for signal in self.signals.into_inner().unwrap_or_default() {
+            inc.act(&signal, names);
+        }
+    }
+}
+
 /// `(k1, k2, …) > (v1, v2, …)` written out for servers without row comparisons:
 /// `(k1 > v1) OR (k1 = v1 AND k2 > v2) …`; `keys` are the quoted key columns, `literal` writes
 /// the value of key column `i` back into the query (`None`: not a value of its kind).
