@@ -249,11 +249,21 @@ fn ddl_that_changes_no_captured_column_does_not_stop_the_stream() {
 /// `CHANGES.sql` and `after` events in all. Returns the events, blanked, a line each, and the
 /// log.
 fn streamed_like_the_fixture(
+    scripts: (&str, &str),
+    filters: &str,
+    counts: (usize, usize),
+) -> (String, String) {
+    streamed_like_the_fixture_on("", scripts, filters, counts)
+}
+
+/// [`streamed_like_the_fixture`] on a server started with more `mariadbd` options.
+fn streamed_like_the_fixture_on(
+    options: &str,
     (setup, changes): (&str, &str),
     filters: &str,
     (before, after): (usize, usize),
 ) -> (String, String) {
-    let server = Restartable::start();
+    let server = Restartable::start_with(options);
     let script = |name: &str| std::fs::read_to_string(format!("{FIXTURES}/{name}.sql")).unwrap();
     server.sql("", &script(setup));
     let dir = tempfile::tempdir().unwrap();
@@ -331,6 +341,29 @@ fn a_streamed_create_table_with_national_types_and_hex_defaults_is_debeziums() {
         .map(|l| format!("{}\n", blank(&corrected(l))))
         .collect();
     assert_same_events(&ours, &theirs, "a streamed CREATE TABLE");
+}
+
+/// A server with `lower_case_table_names=1` stores names in lower case, while the binlog's
+/// statements keep the case they were written in (`ALTER TABLE ORDERS`, `CREATE TABLE Items`,
+/// `INSERT INTO ITEMS`): each statement applies to the table whatever its case, rows decode, and
+/// the events are Debezium's (`reference-lower-case.jsonl`, made by `make-streamed.sh` with
+/// `MARIADBD_EXTRA=--lower-case-table-names=1`): a table keeps the case of the statement that
+/// created it in topics and `tableChanges`, `source.table` is the server's lower-case name.
+#[test]
+fn lower_case_table_names_match_tables_whatever_the_case_as_debezium() {
+    let (ours, log) = streamed_like_the_fixture_on(
+        "--lower-case-table-names=1",
+        ("lower-case", "lower-case-changes"),
+        "  database.include.list: inventory\n",
+        (7, 15),
+    );
+    let theirs: String = std::fs::read_to_string(format!("{FIXTURES}/reference-lower-case.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{}\n", blank(l)))
+        .collect();
+    assert!(!log.contains("cannot be parsed"), "{log}");
+    assert_same_events(&ours, &theirs, "lower_case_table_names=1");
 }
 
 /// Streamed DDL in MySQL syntax beyond the common grammar (`NATIONAL CHAR`, `NATIONAL CHARACTER

@@ -247,12 +247,15 @@ impl MysqlSource {
         }
     }
 
-    /// Checks that the server writes the binlog as a CDC reader needs it; `Err` says what to
-    /// change.
-    async fn check_server(&self, conn: &mut mysql_async::Conn) -> Result<(), MysqlError> {
+    /// Checks that the server writes the binlog as a CDC reader needs it (`Err` says what to
+    /// change); returns whether its table names match whatever their case
+    /// (`lower_case_table_names` not 0).
+    async fn check_server(&self, conn: &mut mysql_async::Conn) -> Result<bool, MysqlError> {
         use mysql_async::prelude::Queryable;
-        let (log_bin, format, image): (String, String, String) = conn
-            .query_first("SELECT @@log_bin, @@binlog_format, @@binlog_row_image")
+        let (log_bin, format, image, lower_case): (String, String, String, u8) = conn
+            .query_first(
+                "SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@lower_case_table_names",
+            )
             .await
             .map_err(|e| MysqlError::query("reading the binlog settings", e))?
             .ok_or_else(|| {
@@ -267,7 +270,7 @@ impl MysqlSource {
         if !image.eq_ignore_ascii_case("full") {
             return Err(MysqlError::Setup(format!("`binlog_row_image` is {image}; change data capture needs FULL: `SET GLOBAL binlog_row_image = 'FULL'` (or `--binlog-row-image=FULL`)")));
         }
-        Ok(())
+        Ok(lower_case != 0)
     }
 }
 
@@ -314,7 +317,8 @@ impl Source for MysqlSource {
             .map_err(ComponentError::fatal)?;
         let mut schemas = self.schemas().await?;
         let mut conn = self.connect().await?;
-        self.check_server(&mut conn).await?;
+        let case_insensitive = self.check_server(&mut conn).await?;
+        schemas.model.set_case_insensitive(case_insensitive);
         let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),

@@ -88,21 +88,24 @@ impl MysqlSource {
             .map_err(|e| MysqlError::query("listing the tables", e))?;
         let mut tables = Vec::new();
         for (db, name) in names.into_iter().filter(|(d, t)| self.config.selects(d, t)) {
-            let structure = model.table(&db, &name).cloned();
-            tables.push(self.table(conn, db, name, structure.as_ref()).await?);
+            let modelled = model
+                .known(&db, &name)
+                .map(|(k, t)| (k.1.clone(), t.clone()));
+            tables.push(self.table(conn, db, name, modelled.as_ref()).await?);
         }
         Ok(tables)
     }
 
-    /// The captured table `db.name` as the server describes it now (`structure`: the schema
-    /// model's, for the key and the defaults).
+    /// The captured table `db.name` as the server describes it now (`modelled`: the schema
+    /// model's name and structure, for the topic, the key and the defaults).
     pub(super) async fn table(
         &self,
         conn: &mut Conn,
         db: String,
         name: String,
-        structure: Option<&TableDef>,
+        modelled: Option<&(String, TableDef)>,
     ) -> Result<Table, MysqlError> {
+        let structure = modelled.map(|(_, t)| t);
         let q = |e| MysqlError::query(format!("reading the columns of `{db}.{name}`"), e);
         type Row = (
             String,
@@ -153,19 +156,25 @@ impl MysqlSource {
                 },
             )
             .collect();
-        self.table_of(db, name, described, &key_names, structure)
+        let modelled = modelled.map(|(n, t)| (n.as_str(), t));
+        self.table_of(db, name, described, &key_names, modelled)
     }
 
     /// The table `db.name` whose columns are `described` and whose primary key is
     /// `key_names`, as the column options shape it.
+    /// `modelled`: the schema model's name of the table and its structure; the topic takes
+    /// the model's name (on a `lower_case_table_names` server, the case of the statement that
+    /// made the table, as Debezium's), `source.table` the server's.
     pub(super) fn table_of(
         &self,
         db: String,
         name: String,
         described: Vec<Described>,
         key_names: &[String],
-        structure: Option<&TableDef>,
+        modelled: Option<(&str, &TableDef)>,
     ) -> Result<Table, MysqlError> {
+        let structure = modelled.map(|(_, t)| t);
+        let named = modelled.map_or(name.as_str(), |(n, _)| n);
         let mut columns = Vec::new();
         let mut specs = Vec::new();
         for mut d in described {
@@ -209,7 +218,7 @@ impl MysqlSource {
             .common
             .shape(&format!("{db}.{name}"), &specs)
             .map_err(MysqlError::Setup)?;
-        let prefix = format!("{}.{db}.{name}", self.config.common.topic_prefix);
+        let prefix = format!("{}.{db}.{named}", self.config.common.topic_prefix);
         let envelope = EnvelopeSchema::new(
             &prefix,
             shape.key_schema.clone(),
@@ -339,7 +348,9 @@ impl MysqlSource {
                 incremental: None,
             }
             .position();
+            let case_insensitive = schemas.model.case_insensitive();
             schemas.model = Model::new(None);
+            schemas.model.set_case_insensitive(case_insensitive);
             let events = self
                 .snapshot_schema(conn, schemas, (&started.file, started.pos), &position)
                 .await?;

@@ -191,6 +191,10 @@ pub(crate) struct Model {
     /// Each database's default character set.
     databases: HashMap<String, Option<String>>,
     tables: BTreeMap<Key, TableDef>,
+    /// `lower_case_table_names` is not 0: a name matches a table whatever its case (the
+    /// server stores names in lower case, statements keep the case they were written in),
+    /// and a table keeps the case of the statement that made it, as Debezium's model does.
+    case_insensitive: bool,
 }
 
 /// The last part of a name, and the database part if written (`db.t`).
@@ -262,14 +266,48 @@ impl Model {
         }
     }
 
+    /// Names match whatever their case (`lower_case_table_names` is not 0).
+    pub(crate) fn set_case_insensitive(&mut self, case_insensitive: bool) {
+        self.case_insensitive = case_insensitive;
+    }
+
+    /// Whether names match whatever their case.
+    pub(crate) fn case_insensitive(&self) -> bool {
+        self.case_insensitive
+    }
+
+    /// The key of the table `name` names in `session`: on a case-insensitive server, the
+    /// known table's key when one matches whatever the case.
+    fn key(&self, name: &ObjectName, session: &str) -> Key {
+        let key = split(name, session);
+        self.known(&key.0, &key.1)
+            .map(|(k, _)| k.clone())
+            .unwrap_or(key)
+    }
+
+    /// The table `db`.`table` and its key in the model (on a case-insensitive server,
+    /// whatever the case of the names).
+    pub(crate) fn known(&self, db: &str, table: &str) -> Option<(&Key, &TableDef)> {
+        let exact = self
+            .tables
+            .get_key_value(&(db.to_owned(), table.to_owned()));
+        if exact.is_some() || !self.case_insensitive {
+            return exact;
+        }
+        self.tables
+            .iter()
+            .find(|((d, t), _)| d.eq_ignore_ascii_case(db) && t.eq_ignore_ascii_case(table))
+    }
+
     /// Sets `character_set_server` (the snapshot reads it).
     pub(crate) fn set_server_charset(&mut self, charset: Option<String>) {
         self.server_charset = charset;
     }
 
     /// The structure of `db`.`table`.
+    #[cfg(test)]
     pub(crate) fn table(&self, db: &str, table: &str) -> Option<&TableDef> {
-        self.tables.get(&(db.to_owned(), table.to_owned()))
+        self.known(db, table).map(|(_, t)| t)
     }
 
     /// The tables, by database and name.
@@ -279,8 +317,15 @@ impl Model {
     }
 
     fn database_charset(&self, db: &str) -> Option<String> {
-        self.databases
-            .get(db)
+        let charset = match self.case_insensitive {
+            false => self.databases.get(db),
+            true => self
+                .databases
+                .iter()
+                .find(|(d, _)| d.eq_ignore_ascii_case(db))
+                .map(|(_, c)| c),
+        };
+        charset
             .cloned()
             .flatten()
             .or_else(|| self.server_charset.clone())
@@ -352,7 +397,7 @@ impl Model {
         let mut session = session.to_owned();
         for (i, statement) in statements.into_iter().enumerate() {
             let altered = match &statement {
-                Statement::AlterTable(at) => Some(split(&at.name, &session)),
+                Statement::AlterTable(at) => Some(self.key(&at.name, &session)),
                 _ => None,
             };
             let mut applied = self.statement(&mut session, statement)?;
@@ -373,7 +418,7 @@ impl Model {
         let fallback = Applied::database(session, Some(""));
         Ok(vec![match statement {
             Statement::CreateTable(ct) => {
-                let key = split(&ct.name, session);
+                let key = self.key(&ct.name, session);
                 if self.tables.contains_key(&key) {
                     return Ok(vec![fallback]);
                 }
@@ -397,8 +442,12 @@ impl Model {
                 ..
             } => {
                 let db = names.first().map(|n| split(n, "").1).unwrap_or_default();
-                self.databases.remove(&db);
-                self.tables.retain(|(d, _), _| *d != db);
+                let same = |d: &str| match self.case_insensitive {
+                    true => d.eq_ignore_ascii_case(&db),
+                    false => d == db,
+                };
+                self.databases.retain(|d, _| !same(d));
+                self.tables.retain(|(d, _), _| !same(d));
                 Applied::database(&db, None)
             }
             Statement::CreateDatabase {
@@ -420,7 +469,7 @@ impl Model {
             }
             Statement::RenameTable(renames) => return Ok(self.rename_tables(&renames, session)),
             Statement::CreateIndex(ci) if ci.unique => {
-                let key = split(&ci.table_name, session);
+                let key = self.key(&ci.table_name, session);
                 let Some(def) = self.tables.get_mut(&key) else {
                     return Ok(vec![fallback]);
                 };
@@ -448,7 +497,7 @@ impl Model {
         at: &sqlparser::ast::AlterTable,
         session: &str,
     ) -> Result<Option<Applied>, Unparsed> {
-        let key = split(&at.name, session);
+        let key = self.key(&at.name, session);
         let Some(mut def) = self.tables.get(&key).cloned() else {
             return Ok(None);
         };
@@ -494,7 +543,7 @@ impl Model {
     ) -> Vec<Applied> {
         let mut out = Vec::new();
         for r in renames {
-            let (old, new) = (split(&r.old_name, session), split(&r.new_name, session));
+            let (old, new) = (self.key(&r.old_name, session), split(&r.new_name, session));
             let ddl = Some(format!("RENAME TABLE {} TO {}", r.old_name, r.new_name));
             let Some(def) = self.tables.remove(&old) else {
                 out.push(Applied {
@@ -520,7 +569,7 @@ impl Model {
         if_exists: bool,
         temporary: bool,
     ) -> Vec<Applied> {
-        let keys: Vec<Key> = names.iter().map(|n| split(n, session)).collect();
+        let keys: Vec<Key> = names.iter().map(|n| self.key(n, session)).collect();
         // `source.table`: the statement's tables of the event's database (Debezium's, whose
         // order follows a hash set: here the statement's).
         let of_database = |db: &str| {
@@ -555,7 +604,7 @@ impl Model {
             let name = match like {
                 CreateTableLikeKind::Parenthesized(l) | CreateTableLikeKind::Plain(l) => &l.name,
             };
-            return Ok(self.tables.get(&split(name, session)).cloned());
+            return Ok(self.tables.get(&self.key(name, session)).cloned());
         }
         if ct.query.is_some() {
             return Err(Unparsed(format!(

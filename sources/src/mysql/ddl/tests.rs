@@ -307,3 +307,28 @@ fn table_options_partitions_and_tolerated_repeats_change_no_column() {
         Some("\"d\".\"q\"")
     );
 }
+
+#[test]
+fn a_case_insensitive_model_matches_names_whatever_their_case_and_keeps_the_first() {
+    for case_insensitive in [false, true] {
+        let mut model = Model::new(None);
+        model.set_case_insensitive(case_insensitive);
+        model
+            .apply("d", "CREATE TABLE Items (Id INT PRIMARY KEY)")
+            .unwrap();
+        let applied = model.apply("D", "ALTER TABLE ITEMS ADD v INT").unwrap();
+        let altered = applied[0].changes.first();
+        if case_insensitive {
+            // The table keeps the name its CREATE gave it.
+            assert_eq!(altered.unwrap().id, "\"d\".\"Items\"");
+            assert_eq!(model.table("d", "items").unwrap().columns.len(), 2);
+            model.apply("d", "DROP TABLE ITEMS").unwrap();
+            assert!(model.table("d", "Items").is_none());
+        } else {
+            // Another table: the ALTER names one the model does not know.
+            assert!(altered.is_none());
+            assert!(model.table("d", "items").is_none());
+            assert_eq!(model.table("d", "Items").unwrap().columns.len(), 1);
+        }
+    }
+}

@@ -192,7 +192,8 @@ impl MysqlSource {
         // The binlog's primary key is the server's, which promotes a unique NOT NULL key of a
         // table without one; Debezium's is the schema model's (the PRIMARY constraint as of
         // this position), else the server's PRIMARY constraint now.
-        let structure = model.table(&db, &name);
+        let modelled = model.known(&db, &name).map(|(k, t)| (k.1.as_str(), t));
+        let structure = modelled.map(|(_, t)| t);
         let key_names = match structure {
             Some(t) => t.primary_key_column_names.clone(),
             None => {
@@ -207,7 +208,7 @@ impl MysqlSource {
             .into_iter()
             .filter(|k| described.iter().any(|d| &d.name == k))
             .collect();
-        self.table_of(db, name, described, &key_names, structure)
+        self.table_of(db, name, described, &key_names, modelled)
             .map(|t| Mapped::Own(Box::new(t)))
     }
 

@@ -107,9 +107,10 @@ impl MysqlSource {
             .collect();
         let mut late = Vec::with_capacity(unmet.len());
         for (db, name) in unmet {
-            let structure = state.schemas.model.table(&db, &name).cloned();
+            let modelled =
+                (state.schemas.model.known(&db, &name)).map(|(k, t)| (k.1.clone(), t.clone()));
             match self
-                .table(conn, db.clone(), name.clone(), structure.as_ref())
+                .table(conn, db.clone(), name.clone(), modelled.as_ref())
                 .await
             {
                 Ok(table) => late.push(table),
