@@ -77,6 +77,21 @@ pub struct MysqlConfig {
     /// in Debezium for `event.processing.failure.handling.mode`, which it sets when given.
     #[serde(rename = "event.deserialization.failure.handling.mode", default)]
     pub deserialization_failure: Option<DeserializationFailure>,
+    /// `include.query`: each streamed change's `source.query` is the statement that made it
+    /// (`type: mariadb`: from MariaDB's ANNOTATE_ROWS events, on by default on the server
+    /// as `binlog_annotate_row_events`; `type: mysql`: from MySQL's ROWS_QUERY events, which
+    /// `binlog_rows_query_log_events=ON` writes).
+    #[serde(rename = "include.query", default)]
+    pub include_query: bool,
+    /// `gtid.source.includes`: only the row changes of transactions whose GTID source
+    /// matches (MariaDB: `domain-server` of the GTID, as Debezium's MariaDB connector);
+    /// schema changes are applied whatever their source.
+    #[serde(rename = "gtid.source.includes", default)]
+    pub gtid_includes: RegexList,
+    /// `gtid.source.excludes`: the row changes of transactions whose GTID source matches
+    /// are left out.
+    #[serde(rename = "gtid.source.excludes", default)]
+    pub gtid_excludes: RegexList,
     /// How long connecting may take (milliseconds, default 30000).
     #[serde(rename = "connect.timeout.ms", default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
@@ -154,6 +169,16 @@ fn default_true() -> bool {
 const SYSTEM_DATABASES: [&str; 4] = ["mysql", "information_schema", "performance_schema", "sys"];
 
 impl MysqlConfig {
+    /// Whether the row changes of a transaction whose GTID source (`domain-server`) is
+    /// `source` are captured (`gtid.source.includes` / `excludes`).
+    pub(super) fn captures_gtid_source(&self, source: &str) -> bool {
+        match (self.gtid_includes.is_empty(), self.gtid_excludes.is_empty()) {
+            (false, _) => self.gtid_includes.matches(source),
+            (true, false) => !self.gtid_excludes.matches(source),
+            (true, true) => true,
+        }
+    }
+
     /// Whether database `db` is captured (`database.include.list` / `exclude`; never the
     /// system databases).
     pub fn selects_database(&self, db: &str) -> bool {
@@ -217,6 +242,11 @@ impl DatabaseSource for MysqlConfig {
             return Err("`time.precision.mode: adaptive` is not one of the MySQL connector's; use `adaptive_time_microseconds` (the default) or `connect`".into());
         }
         self.locking_mode.check()?;
+        if !self.gtid_includes.is_empty() && !self.gtid_excludes.is_empty() {
+            return Err(
+                "`gtid.source.includes` and `gtid.source.excludes` are both set; keep one".into(),
+            );
+        }
         if !self.common.skipped()?.truncate {
             return Err("`skipped.operations` without `t`: the mysql source does not emit truncate events yet; keep `t` in the list (Debezium's default)".into());
         }

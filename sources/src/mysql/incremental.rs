@@ -335,6 +335,7 @@ impl MysqlSource {
             pos,
             row: 0,
             gtid: None,
+            query: None,
         };
         rows.into_iter()
             .map(|(after, key)| {

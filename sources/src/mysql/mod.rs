@@ -125,6 +125,13 @@ impl MysqlSource {
         flavour: Flavour,
         ctx: &BuildContext<'_>,
     ) -> Result<Self, ComponentError> {
+        if flavour == Flavour::Mysql
+            && !(config.gtid_includes.is_empty() && config.gtid_excludes.is_empty())
+        {
+            return Err(ComponentError::fatal(
+                "`gtid.source.includes`/`excludes` match MySQL GTIDs, which the mysql source does not read yet; with MariaDB use `type: mariadb`, which matches its `domain-server` GTID sources",
+            ));
+        }
         let string = |optional| Schema::primitive(SchemaType::String, optional);
         let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
         let source_schema =
@@ -413,6 +420,8 @@ struct At {
     /// The transaction's MariaDB GTID (`type: mariadb` writes it to `source.gtid`; Debezium's
     /// MySQL connector reads no MariaDB GTID).
     pub gtid: Option<Arc<str>>,
+    /// The statement that made the change (`include.query`).
+    pub query: Option<Arc<str>>,
 }
 
 impl MysqlSource {
@@ -449,7 +458,7 @@ impl MysqlSource {
                 Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
                 Value::Int32(at.row),
                 Value::Null,
-                Value::Null,
+                at.query.clone().map_or(Value::Null, Value::String),
             ],
         )
         .unwrap_or_else(|| Struct::new(self.source_schema.clone()))

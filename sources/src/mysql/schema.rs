@@ -340,6 +340,7 @@ impl MysqlSource {
                 pos,
                 row: 0,
                 gtid: None,
+                query: None,
             };
             let history_at = history_position(&at, at.pos);
             out.extend(

@@ -500,6 +500,7 @@ impl Reader<'_> {
             pos: self.pos,
             row: 0,
             gtid: None,
+            query: None,
         };
         // The rows between a table's first and last have one `source` block: made once,
         // shared (and encoded once).

@@ -51,13 +51,18 @@ fn mariadb_gtid(body: &[u8], server_id: u32) -> Option<String> {
     Some(format!("{domain}-{server_id}-{sequence}"))
 }
 
+/// The source of a MariaDB GTID (`domain-server`), which `gtid.source.*` match.
+fn gtid_source(gtid: &str) -> &str {
+    gtid.rsplit_once('-').map_or(gtid, |(source, _)| source)
+}
+
 /// The `source` block's facts of a binlog event at `start` of `file`: its own position (as
-/// Debezium's `source.pos`), writer, time and transaction GTID.
+/// Debezium's `source.pos`), writer, time, transaction GTID and statement (`include.query`).
 fn streamed(
     header: &BinlogEventHeader,
     file: &Arc<str>,
     start: u64,
-    gtid: &Option<Arc<str>>,
+    (gtid, query): (&Option<Arc<str>>, &Option<Arc<str>>),
 ) -> At {
     At {
         ts_ms: i64::from(header.timestamp()) * 1000,
@@ -67,6 +72,7 @@ fn streamed(
         pos: start,
         row: 0,
         gtid: gtid.clone(),
+        query: query.clone(),
     }
 }
 
@@ -214,6 +220,11 @@ struct State<'a> {
     /// `file` as the events' `source` block carries it.
     file_value: Arc<str>,
     gtid: Option<Arc<str>>,
+    /// The statement whose rows follow (`include.query`).
+    query: Option<Arc<str>>,
+    /// The open transaction's GTID source is not captured (`gtid.source.*`): its row
+    /// changes are left out.
+    filtered: bool,
     seen_format: bool,
     /// Resuming from a GTID position: the first rotate event names the file, with this many
     /// checksum bytes after the name.
@@ -283,6 +294,8 @@ impl MysqlSource {
             file: from.file.clone(),
             file_value: from.file.as_str().into(),
             gtid: None,
+            query: None,
+            filtered: false,
             seen_format: false,
             first_rotate: by_gtid.then_some(checksum),
             last_end: from.pos,
@@ -446,6 +459,29 @@ impl MysqlSource {
         GtidPosition::parse(&text.flatten().unwrap_or_default()).map_err(MysqlError::Setup)
     }
 
+    /// The statement of the ANNOTATE_ROWS event at the end of the last event (MariaDB's
+    /// `SHOW BINLOG EVENTS` shows it), if that is one.
+    async fn annotation(&self, state: &mut State<'_>) -> Result<Option<String>, MysqlError> {
+        use mysql_async::prelude::Queryable;
+        let conn = match &mut state.lookup {
+            Some(conn) => conn,
+            None => state.lookup.insert(self.connect().await?),
+        };
+        let file = state.file.replace('\\', "\\\\").replace('\'', "''");
+        let at = state.last_end;
+        let event: Option<mysql_async::Row> = conn
+            .query_first(format!("SHOW BINLOG EVENTS IN '{file}' FROM {at} LIMIT 1"))
+            .await
+            .map_err(|e| MysqlError::query(format!("reading the statement at {file}:{at}"), e))?;
+        let Some(event) = event else {
+            return Ok(None);
+        };
+        let kind: Option<String> = event.get("Event_type");
+        Ok(kind
+            .filter(|k| k.eq_ignore_ascii_case("Annotate_rows"))
+            .and_then(|_| event.get("Info")))
+    }
+
     /// One binlog event.
     async fn on_event(
         &self,
@@ -463,6 +499,10 @@ impl MysqlSource {
         if header.event_type_raw() == MARIADB_GTID_EVENT {
             // A transaction (or DDL statement) begins: its GTID, for `source.gtid`.
             state.gtid = mariadb_gtid(event.data(), header.server_id()).map(Arc::from);
+            state.filtered = state
+                .gtid
+                .as_deref()
+                .is_some_and(|g| !self.config.captures_gtid_source(gtid_source(g)));
             state.begin(&header, start, true, self.flavour.name());
             state.last_end = end;
             return Ok(());
@@ -504,6 +544,22 @@ impl MysqlSource {
             }
             Some(EventData::XidEvent(_)) => {
                 self.commit(state, &header, end, ctx).await?;
+            }
+            // MySQL's statement of the rows that follow (`binlog_rows_query_log_events`).
+            Some(EventData::RowsQueryEvent(q)) if self.config.include_query => {
+                state.annotate(q.query().into_owned());
+            }
+            // MariaDB sends the statement (ANNOTATE_ROWS, just before its table maps) only
+            // to a replica that asks with a dump flag the binlog client cannot set, and leaves
+            // a hole in the positions where it was: the statement is read at the hole.
+            Some(EventData::TableMapEvent(_))
+                if self.config.include_query
+                    && self.flavour == super::Flavour::Mariadb
+                    && start > state.last_end =>
+            {
+                if let Some(statement) = self.annotation(state).await? {
+                    state.annotate(statement);
+                }
             }
             Some(EventData::RowsEvent(rows)) => {
                 let Some(tme) = stream.get_tme(rows.table_id()) else {
@@ -568,7 +624,7 @@ impl MysqlSource {
         }
         let session = q.schema();
         let after = state.out.position(&MysqlOffset::at(&state.file, end, true));
-        let source = streamed(header, &state.file_value, start, &state.gtid);
+        let source = streamed(header, &state.file_value, start, (&state.gtid, &None));
         // The session's database, or a captured database named in the text.
         let touches = state
             .by_name
@@ -616,6 +672,9 @@ impl MysqlSource {
         rows: &RowsEventData<'_>,
         start: u64,
     ) -> Result<(), MysqlError> {
+        if state.filtered {
+            return Ok(());
+        }
         if let Some(charsets) = &state.charsets {
             if let std::collections::hash_map::Entry::Vacant(e) =
                 state.mapped.entry(rows.table_id())
@@ -642,7 +701,12 @@ impl MysqlSource {
                 table
             }
         };
-        let source = streamed(header, &state.file_value, start, &state.gtid);
+        let source = streamed(
+            header,
+            &state.file_value,
+            start,
+            (&state.gtid, &state.query),
+        );
         let delivered = state.out.tx.as_ref().map_or(0, Tx::delivered_rows);
         let before = state.out.batch.len();
         self.row_changes(table, tme, rows, &source, &mut state.out, delivered)?;

@@ -1,6 +1,6 @@
 //! Unit tests of the stream's bookkeeping.
 
-use super::{mariadb_gtid, MysqlOffset, Offset, Tx};
+use super::{gtid_source, mariadb_gtid, MysqlOffset, Offset, Tx};
 use sluice_kit::records::transaction::TxCounts;
 
 fn tx(event: u64, skip: Option<(u64, u32)>) -> Tx {
@@ -65,4 +65,10 @@ fn the_first_rotate_keeps_the_requested_file_and_later_ones_name_theirs() {
         super::rotated_file(b"mysql-bin.000123", true).as_deref(),
         Some("mysql-bin.000123")
     );
+}
+
+#[test]
+fn a_gtids_source_is_its_domain_and_server() {
+    assert_eq!(gtid_source("0-1-42"), "0-1");
+    assert_eq!(gtid_source("4294967295-7-1"), "4294967295-7");
 }

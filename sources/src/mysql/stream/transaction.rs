@@ -39,6 +39,18 @@ impl Tx {
 }
 
 impl State<'_> {
+    /// The statement whose rows follow (`include.query`); one naming the signaling table is
+    /// not taken (the rows before keep theirs), as Debezium's MariaDB connector does.
+    pub(super) fn annotate(&mut self, statement: String) {
+        if let Some((db, table)) = &self.signal_table {
+            let name = format!("`{db}`.`{table}`").to_lowercase();
+            if statement.to_lowercase().contains(&name) {
+                return;
+            }
+        }
+        self.query = Some(statement.into());
+    }
+
     /// A statement alone in its GTID group (a DDL or TRUNCATE right after its GTID event) is
     /// over without events: its transaction with it (a reconnect must not read it again).
     pub(super) fn standalone_done(&mut self) {
@@ -69,6 +81,7 @@ impl State<'_> {
     ) {
         // A transaction still open has no commit of its own (a DDL statement): done.
         self.out.gtid_done();
+        self.query = None;
         let skip = match self.resume.take() {
             Some(r) if r.file == self.file && r.pos == start => Some((r.event, r.row)),
             _ => None,
