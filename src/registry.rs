@@ -53,6 +53,8 @@ sluice_engine::components! {
         Kafka(sluice_sinks::kafka::KafkaSinkConfig),
         #[cfg(feature = "http")]
         Http(sluice_sinks::http::HttpSinkConfig),
+        #[cfg(feature = "redis")]
+        Redis(sluice_sinks::redis::RedisSinkConfig),
     }
 }
 

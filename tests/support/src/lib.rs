@@ -10,5 +10,6 @@ pub mod mariadb;
 pub mod moments;
 pub mod pg;
 pub mod procstat;
+pub mod redis;
 pub mod registry;
 pub mod sqlserver;

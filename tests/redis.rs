@@ -1,0 +1,395 @@
+//! The `redis` sink against real Redis servers (the machine's, and private `redis-server`s
+//! the tests stop, fill or replicate), fed by the SQLite source through the `sluice` binary;
+//! what reached Redis is read with the `redis` crate's own client and compared with the file
+//! sink of the same run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::Value as Json;
+use sluice_test_support::pg as run;
+use sluice_test_support::redis::{self as server, Private};
+
+/// A database with `t(id, v)` in capture mode holding rows `1..=n`.
+fn database(dir: &Path, n: i64) -> (PathBuf, Connection) {
+    let db = dir.join("app.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("create table t (id integer primary key, v text)")
+        .unwrap();
+    insert(&conn, 1..=n);
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["capture", "enable", db.to_str().unwrap(), "t"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (db, conn)
+}
+
+fn insert(conn: &Connection, ids: std::ops::RangeInclusive<i64>) {
+    conn.execute_batch("begin").unwrap();
+    for id in ids {
+        conn.execute(
+            "insert into t values (?1, ?2)",
+            rusqlite::params![id, format!("v{id}")],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("commit").unwrap();
+}
+
+/// A pipeline from the database to a file sink (`out.jsonl`) and `sinks`; topics start with
+/// `prefix` (the machine's server is shared: each test has its own streams).
+fn pipeline(dir: &Path, db: &Path, prefix: &str, sinks: &str) -> PathBuf {
+    let text = format!(
+        "name: redis_test\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
+source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: {prefix}\n  poll.interval.ms: 20\n\
+sinks:\n  - type: file\n    name: file\n    path: {d}/out.jsonl\n{sinks}",
+        d = dir.display(),
+        db = db.display()
+    );
+    let path = dir.join("pipeline.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run_until_idle(path: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--stop-when-idle", "2s"])
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    stderr
+}
+
+/// A unique topic prefix for a test on the shared server.
+fn prefix(test: &str) -> String {
+    format!(
+        "{test}_{}_{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    )
+}
+
+fn json(text: &str) -> Json {
+    serde_json::from_str(text).unwrap()
+}
+
+/// The ids of the `after` images in a stream's entries (compact format), in order.
+fn ids(entries: &[Vec<(String, String)>]) -> Vec<i64> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let value = json(&e[0].1);
+            value["payload"]["after"]["id"].as_i64()
+        })
+        .collect()
+}
+
+fn wait_until(
+    what: &str,
+    child: &mut std::process::Child,
+    done: impl Fn(&std::process::Child) -> bool,
+) {
+    let t0 = Instant::now();
+    while !done(child) {
+        if child.try_wait().unwrap().is_some() {
+            panic!("sluice exited early:\n{}", run::log_of(child));
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out waiting for {what}:\n{}", run::log_of(child));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn entries_are_debezium_servers_compact_and_extended_forms_of_the_file_sinks_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = database(dir.path(), 3);
+    let private = Private::start(&[]);
+    let prefix = prefix("redis_e2e");
+    let sinks = format!(
+        "  - type: redis\n    name: compact\n    address: {}\n  - type: redis\n    name: extended\n    address: {}\n    message.format: extended\n    schemas.enable: false\n    null.value: gone\n",
+        server::address(),
+        private.address()
+    );
+    let path = pipeline(dir.path(), &db, &prefix, &sinks);
+    ok(&run_until_idle(&path));
+    conn.execute_batch("update t set v = 'x' where id = 1; delete from t where id = 2;")
+        .unwrap();
+    ok(&run_until_idle(&path));
+
+    let stream = format!("{prefix}.main.t");
+    let file: Vec<Json> = run::lines(dir.path());
+    assert_eq!(
+        file.len(),
+        6,
+        "3 reads, an update, a delete and its tombstone"
+    );
+    let compact = server::entries(&server::address(), &stream);
+    assert_eq!(compact.len(), file.len());
+    for (entry, line) in compact.iter().zip(&file) {
+        assert_eq!(entry.len(), 1, "compact: one field, the key");
+        let (key, value) = &entry[0];
+        assert_eq!(json(key), line["key"]);
+        match line["value"].is_null() {
+            true => assert_eq!(value, "default", "a tombstone is `null.value`"),
+            false => assert_eq!(json(value), line["value"]),
+        }
+    }
+    let extended = server::entries(&private.address(), &stream);
+    assert_eq!(extended.len(), file.len());
+    for (entry, line) in extended.iter().zip(&file) {
+        assert_eq!(entry[0].0, "key");
+        assert_eq!(entry[1].0, "value");
+        assert_eq!(json(&entry[0].1), line["key"]["payload"], "without schemas");
+        match line["value"].is_null() {
+            true => assert_eq!(entry[1].1, "gone"),
+            false => assert_eq!(json(&entry[1].1), line["value"]["payload"]),
+        }
+    }
+    // Everything was acknowledged: a restart adds nothing.
+    ok(&run_until_idle(&path));
+    assert_eq!(server::entries(&server::address(), &stream).len(), 6);
+}
+
+#[test]
+fn a_server_stopped_mid_stream_loses_nothing_and_delivery_resumes_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = database(dir.path(), 100);
+    let mut private = Private::start(&[]);
+    let sinks = format!(
+        "  - type: redis\n    address: {}\n    retry.initial.delay.ms: 100\n    retry.max.delay.ms: 1000\n",
+        private.address()
+    );
+    let path = pipeline(dir.path(), &db, "outage", &sinks);
+    let mut child = run::start(&path, &[]);
+    let address = private.address();
+    let count = |address: &str| {
+        std::panic::catch_unwind(|| server::entries(address, "outage.main.t").len()).unwrap_or(0)
+    };
+    wait_until("the first 100 entries", &mut child, |_| {
+        count(&address) >= 100
+    });
+    private.stop();
+    insert(&conn, 101..=300);
+    // The server is away for 10 s: the pipeline waits for it, it does not stop.
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "{}",
+        run::log_so_far(&child)
+    );
+    private.restart();
+    wait_until("all 300 entries", &mut child, |_| count(&address) >= 300);
+    run::stop(&child);
+    let log = run::finish(child);
+    assert!(
+        log.contains("Redis did not take the entries; trying again"),
+        "{log}"
+    );
+    let got = ids(&server::entries(&address, "outage.main.t"));
+    // At least once, in order: duplicates only where a block was sent again.
+    let mut seen = Vec::new();
+    for id in got {
+        if seen.last().is_none_or(|&last| id > last) {
+            seen.push(id);
+        }
+    }
+    assert_eq!(seen, (1..=300).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 1);
+    let private = Private::start(&["--requirepass", "right-pa55"]);
+    let sink = |address: &str| {
+        format!("  - type: redis\n    name: cache\n    address: {address}\n    password: wr0ng-pa55-x\n")
+    };
+    let path = pipeline(dir.path(), &db, "login", &sink(&private.address()));
+    let o = run_until_idle(&path);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    let error = stderr.lines().rfind(|l| l.starts_with("error:")).unwrap();
+    assert!(
+        error.contains("sink `cache`")
+            && error.contains(&format!(
+                "Redis at {} refused the login of user `default`",
+                private.address()
+            ))
+            && error.contains("check `user` and `password`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wr0ng-pa55-x"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let closed = format!("127.0.0.1:{}", run::free_port());
+    let path = pipeline(dir.path(), &db, "login", &sink(&closed));
+    let o = run_until_idle(&path);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    let error = stderr.lines().rfind(|l| l.starts_with("error:")).unwrap();
+    assert!(
+        error.contains(&format!("cannot reach Redis at {closed}"))
+            && error.contains("check `address`"),
+        "{stderr}"
+    );
+
+    // `validate` catches what needs no server.
+    let path = pipeline(
+        dir.path(),
+        &db,
+        "login",
+        "  - type: redis\n    address: localhost\n",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("pipeline.yaml:") && stderr.contains("write it as host:port"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_user_without_xadd_stops_the_pipeline_with_the_grant_to_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 1);
+    let private = Private::start(&[]);
+    let mut conn = server::connect(&private.address());
+    redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "reader",
+                "on",
+                ">reader-pw",
+                "~*",
+                "+@all",
+                "-xadd",
+            ][..],
+        )
+        .query::<()>(&mut conn)
+        .unwrap();
+    let sinks = format!(
+        "  - type: redis\n    address: {}\n    user: reader\n    password: reader-pw\n",
+        private.address()
+    );
+    let path = pipeline(dir.path(), &db, "acl", &sinks);
+    let o = run_until_idle(&path);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    let error = stderr.lines().rfind(|l| l.starts_with("error:")).unwrap();
+    assert!(
+        error.contains("does not let user `reader` run a command the sink needs")
+            && error.contains("+xadd"),
+        "{stderr}"
+    );
+    assert!(server::entries(&private.address(), "acl.main.t").is_empty());
+}
+
+#[test]
+fn writing_pauses_above_the_memory_threshold_and_goes_on_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 50);
+    let private = Private::start(&["--maxmemory-policy", "noeviction"]);
+    let mut conn = server::connect(&private.address());
+    redis::cmd("SET")
+        .arg("ballast")
+        .arg(vec![b'x'; 8_000_000])
+        .query::<()>(&mut conn)
+        .unwrap();
+    // The limit just above what the server uses now: about 95%, over the 85% threshold.
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used * 100 / 95)
+        .query::<()>(&mut conn)
+        .unwrap();
+    let sinks = format!(
+        "  - type: redis\n    address: {}\n    retry.initial.delay.ms: 100\n    retry.max.delay.ms: 200\n",
+        private.address()
+    );
+    let path = pipeline(dir.path(), &db, "memory", &sinks);
+    let mut child = run::start(&path, &[]);
+    let address = private.address();
+    wait_until("the pause", &mut child, |child| {
+        run::log_so_far(child).contains("used memory is above 85% of its limit")
+    });
+    assert!(server::entries(&address, "memory.main.t").is_empty());
+    redis::cmd("DEL")
+        .arg("ballast")
+        .query::<()>(&mut conn)
+        .unwrap();
+    wait_until("the 50 entries", &mut child, |_| {
+        server::entries(&address, "memory.main.t").len() >= 50
+    });
+    run::stop(&child);
+    run::finish(child);
+    assert_eq!(
+        ids(&server::entries(&address, "memory.main.t")),
+        (1..=50).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn wait_enabled_acknowledges_once_the_replica_has_the_entries_and_maxlen_trims() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 1000);
+    let primary = Private::start(&[]);
+    let port = primary.port.to_string();
+    let replica = Private::start(&["--replicaof", "127.0.0.1", &port]);
+    let mut conn = server::connect(&primary.address());
+    let t0 = Instant::now();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut conn)
+            .unwrap();
+        if info.contains("connected_slaves:1") && info.contains("state=online") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{info}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sinks = format!(
+        "  - type: redis\n    address: {}\n    wait.enabled: true\n    stream.maxlen: 10\n    batch.size: 100\n",
+        primary.address()
+    );
+    let path = pipeline(dir.path(), &db, "wait", &sinks);
+    ok(&run_until_idle(&path));
+    let on_primary = server::entries(&primary.address(), "wait.main.t");
+    let on_replica = server::entries(&replica.address(), "wait.main.t");
+    assert_eq!(on_primary, on_replica, "the replica confirmed every block");
+    // `MAXLEN ~ 10` trims whole nodes of 100 entries: about 10, never the 1000.
+    assert!(
+        (10..=110).contains(&on_primary.len()),
+        "{}",
+        on_primary.len()
+    );
+    assert_eq!(ids(&on_primary).last(), Some(&1000));
+}
