@@ -55,6 +55,8 @@ sluice_engine::components! {
         Http(sluice_sinks::http::HttpSinkConfig),
         #[cfg(feature = "redis")]
         Redis(sluice_sinks::redis::RedisSinkConfig),
+        #[cfg(feature = "nats")]
+        Nats(sluice_sinks::nats::NatsSinkConfig),
     }
 }
 

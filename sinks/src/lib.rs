@@ -1,5 +1,5 @@
-//! Sluice sinks. Each sink lives in its own folder with its `config.rs`; `kafka`, `http` and
-//! `redis` are behind the Cargo features of their names (on by default). `format/` is the formats layer the sinks that
+//! Sluice sinks. Each sink lives in its own folder with its `config.rs`; `kafka`, `http`,
+//! `redis` and `nats` are behind the Cargo features of their names (on by default). `format/` is the formats layer the sinks that
 //! write keys and values share (JSON; Avro behind the `avro` feature).
 
 pub mod file;
@@ -8,15 +8,26 @@ pub mod format;
 pub mod http;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod null;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(any(feature = "http", feature = "nats"))]
+mod replay_id;
+#[cfg(any(feature = "http", feature = "nats"))]
+mod shown_url;
 pub mod stdout;
 #[cfg(any(feature = "avro", feature = "http"))]
 mod tls;
 mod writer;
 
-#[cfg(any(feature = "kafka", feature = "avro", feature = "redis"))]
+#[cfg(any(
+    feature = "kafka",
+    feature = "avro",
+    feature = "redis",
+    feature = "nats"
+))]
 /// Runs a future to completion from synchronous code that may itself run inside a runtime
 /// (component construction), on a thread of its own.
 pub(crate) fn block_on_side_thread<T: Send + 'static>(

@@ -12,6 +12,9 @@ use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
 use sha2::{Digest, Sha256};
+
+use crate::replay_id::{hex, ReplayIds};
+pub(crate) use crate::shown_url::shown;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
 use sluice_engine::{Sink, SinkBatch};
@@ -33,16 +36,8 @@ pub struct HttpSink {
     retries: u32,
     interval: Duration,
     failure_mode: FailureMode,
-}
-
-/// The URL without credentials, for messages.
-pub(crate) fn shown(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
+    /// The events' `Idempotency-Key`s.
+    ids: ReplayIds,
 }
 
 /// One request to send.
@@ -103,11 +98,12 @@ impl HttpSink {
             retries: config.retries,
             interval: Duration::from_millis(config.retry_interval_ms.max(1)),
             failure_mode: config.failure_mode,
+            ids: ReplayIds::default(),
         })
     }
 
     /// The requests of a batch, in order.
-    fn requests(&self, batch: &SinkBatch<'_>) -> Vec<Request> {
+    fn requests(&mut self, batch: &SinkBatch<'_>) -> Vec<Request> {
         match self.mode {
             RequestMode::Event => batch.iter().map(|e| self.event_request(e)).collect(),
             RequestMode::Ndjson | RequestMode::Array => {
@@ -122,7 +118,7 @@ impl HttpSink {
                     }
                     // A line ends in `\n`: NDJSON's separator, whitespace in an array.
                     self.encoder.encode_line(event, false, &mut body);
-                    digest.update(event_key(event).as_bytes());
+                    digest.update(self.ids.digest(event));
                     events += 1;
                 }
                 if events == 0 {
@@ -154,15 +150,14 @@ impl HttpSink {
     }
 
     /// One event's request: the value as the body, key and topic in headers.
-    fn event_request(&self, event: &ChangeEvent) -> Request {
+    fn event_request(&mut self, event: &ChangeEvent) -> Request {
         let mut body = Vec::new();
         if event.value.is_some() {
             self.encoder.encode_record(event.value.as_ref(), &mut body);
         }
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let digest = Sha256::digest(event_key(event).as_bytes());
-        insert(&mut headers, "idempotency-key", &hex(&digest[..16]));
+        insert(&mut headers, "idempotency-key", &self.ids.id(event));
         insert(&mut headers, "x-sluice-topic", &event.topic);
         if event.key.is_some() {
             let mut key = Vec::new();
@@ -259,29 +254,10 @@ impl HttpSink {
     }
 }
 
-/// What identifies an event across replays: its topic, position, key and whether it is a
-/// tombstone (a delete and its tombstone share a position).
-fn event_key(event: &ChangeEvent) -> String {
-    format!(
-        "{}\n{}\n{}\n{}\n",
-        event.topic,
-        event.position,
-        event
-            .key
-            .as_ref()
-            .map_or(String::new(), |k| format!("{:?}", k.value)),
-        event.value.is_none()
-    )
-}
-
 fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
         headers.insert(name, v);
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn base64_of(bytes: &[u8]) -> String {

@@ -6,8 +6,10 @@
 
 pub mod broker;
 pub mod db2;
+pub mod feed;
 pub mod mariadb;
 pub mod moments;
+pub mod nats;
 pub mod pg;
 pub mod procstat;
 pub mod redis;
