@@ -57,6 +57,8 @@ sluice_engine::components! {
         Redis(sluice_sinks::redis::RedisSinkConfig),
         #[cfg(feature = "nats")]
         Nats(sluice_sinks::nats::NatsSinkConfig),
+        #[cfg(feature = "rabbitmq")]
+        Rabbitmq(sluice_sinks::rabbitmq::RabbitmqSinkConfig),
     }
 }
 

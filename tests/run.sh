@@ -53,6 +53,20 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
 fi
 echo "kafka broker: $(tansu --version 2>/dev/null | head -1) on 127.0.0.1:9092"
 
+# The sink suites use the machine's Redis (6379) and RabbitMQ (5672), and start private
+# redis-server, nats-server and RabbitMQ nodes of their own: the packages, and the shared
+# services started as the machine starts them when they are not running.
+for pkg in redis-server nats-server rabbitmq-server; do
+  command -v "$pkg" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$pkg"; }
+done
+if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
+fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  rabbitmq-server -detached
+  for _ in $(seq 1 120); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 0.5; done
+fi
+
 cargo test --workspace --locked --features db2
 
 # Tests that restart the PostgreSQL server cannot share it with the parallel suite: run alone.

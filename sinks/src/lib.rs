@@ -11,11 +11,13 @@ pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod null;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(any(feature = "http", feature = "nats"))]
 mod replay_id;
-#[cfg(any(feature = "http", feature = "nats"))]
+#[cfg(any(feature = "http", feature = "nats", feature = "rabbitmq"))]
 mod shown_url;
 pub mod stdout;
 #[cfg(any(feature = "avro", feature = "http"))]
@@ -26,7 +28,8 @@ mod writer;
     feature = "kafka",
     feature = "avro",
     feature = "redis",
-    feature = "nats"
+    feature = "nats",
+    feature = "rabbitmq"
 ))]
 /// Runs a future to completion from synchronous code that may itself run inside a runtime
 /// (component construction), on a thread of its own.

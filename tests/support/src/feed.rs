@@ -140,16 +140,6 @@ pub fn run_example(dir: &Path, name: &str, env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
-/// The resident memory of process `pid`, in KiB (`VmRSS` of `/proc/<pid>/status`).
-pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Keeps a service away for 30 s while `rows` are written, checking that the pipeline `child`
 /// waits (it does not exit) with flat memory (its queues are bounded: the source stops
 /// reading); `away` stops the service, `back` starts it again.
@@ -162,9 +152,9 @@ pub fn outage(
     away();
     write();
     std::thread::sleep(Duration::from_secs(10));
-    let early = rss_kib(child.id());
+    let early = crate::procstat::rss_kib(child.id());
     std::thread::sleep(Duration::from_secs(20));
-    let late = rss_kib(child.id());
+    let late = crate::procstat::rss_kib(child.id());
     assert!(
         child.try_wait().unwrap().is_none(),
         "the pipeline stopped while the service was away:\n{}",

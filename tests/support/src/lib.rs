@@ -12,6 +12,7 @@ pub mod moments;
 pub mod nats;
 pub mod pg;
 pub mod procstat;
+pub mod rabbitmq;
 pub mod redis;
 pub mod registry;
 pub mod sqlserver;

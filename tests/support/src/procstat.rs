@@ -25,3 +25,13 @@ pub fn peak_rss_mib(pid: u32) -> u64 {
         .unwrap_or(0)
         / 1024
 }
+
+/// The resident memory of process `pid`, in KiB (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
