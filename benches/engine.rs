@@ -417,6 +417,9 @@ fn main() {
             schemas_enable: schemas,
             headers: false,
             fsync,
+            format: Default::default(),
+            extension_attributes: true,
+            failure_mode: Default::default(),
         };
         let name = format!("datagen→file, schemas={schemas}, fsync={fsync}");
         pipeline(&name, n, Out::File(config), dir.path(), || {

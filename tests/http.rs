@@ -291,3 +291,95 @@ fn refused_requests_stop_the_pipeline_or_are_skipped_per_mode_and_secrets_stay_o
         "both events tried once more, then skipped"
     );
 }
+
+/// `format: cloudevents` over HTTP: the structured binding (the file sink's CloudEvent as the
+/// body, `application/cloudevents+json`), the binary one (`ce-*` headers, `data` as the body)
+/// and a batch (`application/cloudevents-batch+json`, tombstones left out).
+#[test]
+fn cloudevents_go_in_the_structured_and_binary_bindings_and_as_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = database(dir.path(), &[(1, "a"), (2, "b")]);
+    let structured = Receiver::start(dir.path(), "structured", "");
+    let binary = Receiver::start(dir.path(), "binary", "");
+    let batch = Receiver::start(dir.path(), "batch", "");
+    let sinks = [
+        format!("  - type: file\n    path: {}/ce.jsonl\n    format: cloudevents\n", dir.path().display()),
+        format!("  - type: http\n    name: structured\n    url: {}\n    format: cloudevents\n", structured.url()),
+        format!("  - type: http\n    name: binary\n    url: {}\n    format: cloudevents\n    cloudevents.mode: binary\n", binary.url()),
+        format!("  - type: http\n    name: batch\n    url: {}\n    format: cloudevents\n    request.mode: array\n    schemas.enable: false\n", batch.url()),
+    ]
+    .concat();
+    let path = pipeline(dir.path(), &db, &sinks);
+    ok(&run_until_idle(&path, &[]));
+    conn.execute_batch("delete from t where id = 2").unwrap();
+    ok(&run_until_idle(&path, &[]));
+
+    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(file.len(), 4, "2 reads, a delete, its tombstone");
+    let events = &file[..3];
+    assert_eq!(events[0]["value"]["specversion"], "1.0");
+    assert_eq!(events[0]["value"]["source"], "/debezium/sqlite/app");
+
+    let got = structured.accepted();
+    assert_eq!(got.len(), 4);
+    for (request, line) in got.iter().zip(&file) {
+        match line["value"].is_null() {
+            true => assert_eq!(header(request, "x-sluice-tombstone"), Some("true")),
+            false => {
+                assert_eq!(
+                    header(request, "content-type"),
+                    Some("application/cloudevents+json")
+                );
+                assert_eq!(body_json(request), line["value"]);
+            }
+        }
+    }
+
+    let got = binary.accepted();
+    assert_eq!(got.len(), 4);
+    for (request, line) in got.iter().zip(events) {
+        let ce = &line["value"];
+        assert_eq!(header(request, "content-type"), Some("application/json"));
+        for name in [
+            "id",
+            "source",
+            "specversion",
+            "type",
+            "time",
+            "iodebeziumop",
+            "iodebeziumtable",
+        ] {
+            assert_eq!(
+                header(request, &format!("ce-{name}")),
+                ce[name].as_str(),
+                "ce-{name}"
+            );
+        }
+        assert_eq!(body_json(request), ce["data"]);
+    }
+
+    let got = batch.accepted();
+    assert_eq!(got.len(), 2, "one request per batch");
+    let all: Vec<Json> = got
+        .iter()
+        .flat_map(|r| {
+            assert_eq!(
+                header(r, "content-type"),
+                Some("application/cloudevents-batch+json")
+            );
+            body_json(r).as_array().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(all.len(), 3, "tombstones are left out of a batch");
+    for (ce, line) in all.iter().zip(events) {
+        assert_eq!(ce["id"], line["value"]["id"]);
+        assert_eq!(
+            ce["data"], line["value"]["data"]["payload"],
+            "without the data's schema"
+        );
+    }
+}

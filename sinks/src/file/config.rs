@@ -3,6 +3,18 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use sluice_engine::FailureMode;
+
+/// How a line's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// JsonConverter's JSON.
+    #[default]
+    Json,
+    /// Debezium's CloudEventsConverter, JSON structured mode (the key stays `json`).
+    Cloudevents,
+}
 
 /// `type: file`: JSON lines `{"topic":..,"key":..,"value":..}`, appended, fsynced before acknowledging.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -20,6 +32,16 @@ pub struct FileSinkConfig {
     /// can lose acknowledged events.
     #[serde(default = "default_true")]
     pub fsync: bool,
+    /// `json` (default) or `cloudevents`.
+    #[serde(default)]
+    pub format: FileFormat,
+    /// `format: cloudevents`: the `iodebezium*` extension attributes (default true).
+    #[serde(rename = "extension.attributes.enable", default = "default_true")]
+    pub extension_attributes: bool,
+    /// `format: cloudevents`: a value that is not a change event (a heartbeat, a schema
+    /// change): `fail` (default), `warn` (logged, skipped), `skip`.
+    #[serde(rename = "event.processing.failure.handling.mode", default)]
+    pub failure_mode: FailureMode,
 }
 
 fn default_true() -> bool {

@@ -3,10 +3,15 @@
 mod config;
 
 use async_trait::async_trait;
+use sluice_engine::codec::json::write_string;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
-use sluice_engine::{BuildContext, ComponentError, Delivery, Sink, SinkBatch};
+use sluice_engine::{
+    BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode, Sink, SinkBatch,
+};
 
-pub use config::FileSinkConfig;
+pub use config::{FileFormat, FileSinkConfig};
+
+use crate::format::cloudevents::CloudEventsEncoder;
 
 use crate::writer::{ClassifiedIo, WriterThread};
 
@@ -17,7 +22,10 @@ const CHUNK_BYTES: usize = 896 << 10;
 
 /// The running file sink.
 pub struct FileSink {
+    name: String,
     encoder: JsonEncoder,
+    /// `format: cloudevents`: the values' encoder, and what becomes of the values it refuses.
+    cloudevents: Option<(CloudEventsEncoder, FailureMode)>,
     headers: bool,
     fsync: bool,
     writer: WriterThread,
@@ -45,10 +53,18 @@ impl FileSink {
             .open(path)
             .map_err(|e| io("open the file", e))?;
         drop_torn_tail(path).map_err(|e| io("repair the last line", e))?;
+        let cloudevents = (config.format == FileFormat::Cloudevents).then(|| {
+            (
+                CloudEventsEncoder::new(config.schemas_enable, config.extension_attributes),
+                config.failure_mode,
+            )
+        });
         Ok(FileSink {
+            name: ctx.component.to_owned(),
             encoder: JsonEncoder::new(JsonOptions {
                 schemas_enable: config.schemas_enable,
             }),
+            cloudevents,
             headers: config.headers,
             fsync: config.fsync,
             writer: WriterThread::spawn(what, file)?,
@@ -93,6 +109,42 @@ fn drop_torn_tail(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+impl FileSink {
+    /// Appends the event's line; with CloudEvents, a value that is not a change event is
+    /// handled by the failure mode.
+    fn line(&mut self, event: &ChangeEvent, out: &mut Vec<u8>) -> Result<(), ComponentError> {
+        let Some((cloudevents, mode)) = &mut self.cloudevents else {
+            self.encoder.encode_line(event, self.headers, out);
+            return Ok(());
+        };
+        let mut value = Vec::new();
+        if let Err(reason) = cloudevents.encode_value(event, &mut value) {
+            return match mode {
+                FailureMode::Fail => Err(ComponentError::fatal(format!(
+                    "sink `{}`: {reason}; or set `event.processing.failure.handling.mode: warn` to skip such events",
+                    self.name
+                ))),
+                FailureMode::Warn => {
+                    tracing::warn!(sink = %self.name, topic = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
+                    Ok(())
+                }
+                FailureMode::Skip => Ok(()),
+            };
+        }
+        out.extend_from_slice(b"{\"topic\":");
+        write_string(&event.topic, out);
+        out.extend_from_slice(b",\"key\":");
+        self.encoder.encode_record(event.key.as_ref(), out);
+        out.extend_from_slice(b",\"value\":");
+        match event.value.is_some() {
+            true => out.extend_from_slice(&value),
+            false => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b"}\n");
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Sink for FileSink {
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
@@ -101,7 +153,7 @@ impl Sink for FileSink {
         let mut deliveries = Vec::new();
         let mut buffer = self.writer.take_buffer();
         for event in batch.iter() {
-            self.encoder.encode_line(event, self.headers, &mut buffer);
+            self.line(event, &mut buffer)?;
             if buffer.len() >= CHUNK_BYTES {
                 let first = deliveries.is_empty();
                 deliveries.push(self.writer.submit(buffer, first, false).await?);

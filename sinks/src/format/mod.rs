@@ -1,11 +1,13 @@
 //! The formats layer every sink that writes keys and values uses: `format: json` (Kafka
 //! Connect's JsonConverter, with or without schemas) or `format: avro` (Confluent's wire format
-//! through a schema registry, behind the `avro` feature). A sink reads [`FormatConfig`] beside
-//! its own keys (`sluice_engine::config::from_node_parts`) and encodes with an [`Encoder`].
-//! Room is left for `cloudevents` (a variant of [`Format`] and of the encoder).
+//! through a schema registry, behind the `avro` feature) or `format: cloudevents` (values as
+//! Debezium's CloudEventsConverter writes them in JSON structured mode). A sink reads
+//! [`FormatConfig`] beside its own keys (`sluice_engine::config::from_node_parts`) and encodes
+//! with an [`Encoder`].
 
 #[cfg(feature = "avro")]
 pub mod avro;
+pub mod cloudevents;
 
 use serde::Deserialize;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
@@ -21,6 +23,8 @@ pub enum Format {
     Json,
     /// Confluent's AvroConverter: the wire format with a registered schema id.
     Avro,
+    /// Debezium's CloudEventsConverter, JSON structured mode (keys as `json`).
+    Cloudevents,
 }
 
 /// How keys and values are encoded: the keys every such sink shares.
@@ -51,6 +55,10 @@ pub struct FormatConfig {
     /// Avro only: how names Avro rejects are adjusted (`avro`, `avro_unicode`, `none`).
     #[serde(rename = "schema.name.adjustment.mode", default)]
     pub name_adjustment: NameAdjustment,
+    /// CloudEvents only: write the `iodebezium*` extension attributes (Debezium's
+    /// `extension.attributes.enable`, default true).
+    #[serde(rename = "extension.attributes.enable", default = "default_true")]
+    pub extension_attributes: bool,
 }
 
 impl Default for FormatConfig {
@@ -63,6 +71,7 @@ impl Default for FormatConfig {
             key_subject_strategy: SubjectStrategy::default(),
             value_subject_strategy: SubjectStrategy::default(),
             name_adjustment: NameAdjustment::default(),
+            extension_attributes: true,
         }
     }
 }
@@ -153,6 +162,10 @@ pub struct Encoder {
 
 enum Inner {
     Json(JsonEncoder),
+    CloudEvents {
+        key: JsonEncoder,
+        value: Box<cloudevents::CloudEventsEncoder>,
+    },
     #[cfg(feature = "avro")]
     Avro(Box<avro::AvroEncoder>),
 }
@@ -164,6 +177,15 @@ impl Encoder {
             Format::Json => Inner::Json(JsonEncoder::new(JsonOptions {
                 schemas_enable: config.schemas_enable,
             })),
+            Format::Cloudevents => Inner::CloudEvents {
+                key: JsonEncoder::new(JsonOptions {
+                    schemas_enable: config.schemas_enable,
+                }),
+                value: Box::new(cloudevents::CloudEventsEncoder::new(
+                    config.schemas_enable,
+                    config.extension_attributes,
+                )),
+            },
             #[cfg(feature = "avro")]
             Format::Avro => {
                 let encoder = avro::AvroEncoder::new(config, sink)?;
@@ -199,6 +221,12 @@ impl Encoder {
                     json.encode_record(event.value.as_ref(), value);
                 }
                 Ok(())
+            }
+            Inner::CloudEvents { key: k, value: v } => {
+                if event.key.is_some() {
+                    k.encode_record(event.key.as_ref(), key);
+                }
+                v.encode_value(event, value).map_err(EncodeError::Record)
             }
             #[cfg(feature = "avro")]
             Inner::Avro(avro) => {

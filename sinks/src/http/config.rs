@@ -23,6 +23,17 @@ pub enum RequestMode {
     Array,
 }
 
+/// The CloudEvents HTTP binding of `format: cloudevents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CloudEventsMode {
+    /// The whole event as the body, `application/cloudevents+json`.
+    #[default]
+    Structured,
+    /// The attributes as `ce-*` headers, `data` as the body.
+    Binary,
+}
+
 /// `type: http`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,7 +65,11 @@ pub struct HttpSinkConfig {
     /// pipeline, `warn` logs and skips its events, `skip` skips them.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub failure_mode: FailureMode,
-    /// How keys and values are encoded (`format: json`, `schemas.enable`), read beside these.
+    /// `format: cloudevents`: `structured` (default) or `binary` (`request.mode: event` only).
+    #[serde(rename = "cloudevents.mode", default)]
+    pub cloudevents_mode: CloudEventsMode,
+    /// How keys and values are encoded (`format: json` or `cloudevents`, `schemas.enable`), read
+    /// beside these.
     #[serde(skip)]
     pub format: FormatConfig,
 }
@@ -87,11 +102,21 @@ impl HttpSinkConfig {
         if self.timeout_ms == 0 {
             return Err("`timeout.ms` must be at least 1".into());
         }
-        if self.format.format != crate::format::Format::Json {
-            return Err(
-                "the http sink writes `format: json` (with or without `schemas.enable`); Avro over HTTP is not supported"
-                    .into(),
-            );
+        use crate::format::Format;
+        match (self.format.format, self.mode, self.cloudevents_mode) {
+            (Format::Avro, _, _) => {
+                return Err(
+                    "the http sink writes `format: json` or `cloudevents`; Avro over HTTP is not supported"
+                        .into(),
+                )
+            }
+            (Format::Cloudevents, RequestMode::Ndjson, _) => {
+                return Err("`format: cloudevents` batches go as a JSON array (`application/cloudevents-batch+json`): set `request.mode: array`, or `event`".into())
+            }
+            (Format::Cloudevents, RequestMode::Array, CloudEventsMode::Binary) => {
+                return Err("`cloudevents.mode: binary` sends one event per request: set `request.mode: event`".into())
+            }
+            _ => {}
         }
         for name in self.headers.keys() {
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {

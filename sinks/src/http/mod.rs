@@ -13,13 +13,15 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AF
 use reqwest::StatusCode;
 use sha2::{Digest, Sha256};
 
+use crate::format::cloudevents::CloudEventsEncoder;
+use crate::format::Format;
 use crate::replay_id::{hex, ReplayIds};
 pub(crate) use crate::shown_url::shown;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
 use sluice_engine::{Sink, SinkBatch};
 
-pub use config::{HttpSinkConfig, RequestMode};
+pub use config::{CloudEventsMode, HttpSinkConfig, RequestMode};
 
 /// The longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -38,6 +40,8 @@ pub struct HttpSink {
     failure_mode: FailureMode,
     /// The events' `Idempotency-Key`s.
     ids: ReplayIds,
+    /// `format: cloudevents`: the values' encoder and the binding.
+    cloudevents: Option<(CloudEventsEncoder, CloudEventsMode)>,
 }
 
 /// One request to send.
@@ -99,64 +103,132 @@ impl HttpSink {
             interval: Duration::from_millis(config.retry_interval_ms.max(1)),
             failure_mode: config.failure_mode,
             ids: ReplayIds::default(),
+            cloudevents: (config.format.format == Format::Cloudevents).then(|| {
+                (
+                    CloudEventsEncoder::new(
+                        config.format.schemas_enable,
+                        config.format.extension_attributes,
+                    ),
+                    config.cloudevents_mode,
+                )
+            }),
         })
     }
 
     /// The requests of a batch, in order.
-    fn requests(&mut self, batch: &SinkBatch<'_>) -> Vec<Request> {
-        match self.mode {
-            RequestMode::Event => batch.iter().map(|e| self.event_request(e)).collect(),
-            RequestMode::Ndjson | RequestMode::Array => {
-                let array = self.mode == RequestMode::Array;
-                let mut body = Vec::new();
-                let mut digest = Sha256::new();
-                let mut events = 0;
-                body.extend_from_slice(if array { b"[" } else { b"" });
-                for event in batch.iter() {
-                    if array && events > 0 {
-                        body.push(b',');
-                    }
-                    // A line ends in `\n`: NDJSON's separator, whitespace in an array.
-                    self.encoder.encode_line(event, false, &mut body);
-                    digest.update(self.ids.digest(event));
-                    events += 1;
+    fn requests(&mut self, batch: &SinkBatch<'_>) -> Result<Vec<Request>, ComponentError> {
+        if self.mode == RequestMode::Event {
+            let mut requests = Vec::with_capacity(batch.len());
+            for event in batch.iter() {
+                if let Some(r) = self.event_request(event)? {
+                    requests.push(r);
                 }
-                if events == 0 {
-                    // A batch that only moves the position: nothing to send.
-                    return Vec::new();
-                }
-                if array {
-                    body.push(b']');
-                }
-                let kind = if array {
-                    "application/json"
-                } else {
-                    "application/x-ndjson"
-                };
-                let mut headers = HeaderMap::new();
-                headers.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
-                insert(
-                    &mut headers,
-                    "idempotency-key",
-                    &hex(&digest.finalize()[..16]),
-                );
-                vec![Request {
-                    body,
-                    headers,
-                    events,
-                }]
             }
+            return Ok(requests);
+        }
+        let array = self.mode == RequestMode::Array;
+        let mut body = Vec::new();
+        let mut digest = Sha256::new();
+        let mut events = 0;
+        body.extend_from_slice(if array { b"[" } else { b"" });
+        for event in batch.iter() {
+            let mut line = Vec::new();
+            match &mut self.cloudevents {
+                // A CloudEvents batch holds events only: tombstones are left out.
+                Some(_) if event.value.is_none() => continue,
+                Some((ce, _)) => {
+                    if let Err(reason) = ce.encode_value(event, &mut line) {
+                        self.unencodable(event, &reason)?;
+                        continue;
+                    }
+                    line.push(b'\n');
+                }
+                // A line ends in `\n`: NDJSON's separator, whitespace in an array.
+                None => self.encoder.encode_line(event, false, &mut line),
+            }
+            if array && events > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(&line);
+            digest.update(self.ids.digest(event));
+            events += 1;
+        }
+        if events == 0 {
+            // A batch that only moves the position: nothing to send.
+            return Ok(Vec::new());
+        }
+        if array {
+            body.push(b']');
+        }
+        let kind = match (array, self.cloudevents.is_some()) {
+            (true, true) => "application/cloudevents-batch+json",
+            (true, false) => "application/json",
+            (false, _) => "application/x-ndjson",
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+        insert(
+            &mut headers,
+            "idempotency-key",
+            &hex(&digest.finalize()[..16]),
+        );
+        Ok(vec![Request {
+            body,
+            headers,
+            events,
+        }])
+    }
+
+    /// A value `format: cloudevents` cannot write, under the failure mode.
+    fn unencodable(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
+        match self.failure_mode {
+            FailureMode::Fail => Err(ComponentError::fatal(format!(
+                "sink `{}`: {reason}; or set `event.processing.failure.handling.mode: warn` to skip such events",
+                self.name
+            ))),
+            FailureMode::Warn => {
+                tracing::warn!(sink = %self.name, topic = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
+                Ok(())
+            }
+            FailureMode::Skip => Ok(()),
         }
     }
 
-    /// One event's request: the value as the body, key and topic in headers.
-    fn event_request(&mut self, event: &ChangeEvent) -> Request {
+    /// One event's request: the value as the body, key and topic in headers (`None`: an event
+    /// `format: cloudevents` skipped under the failure mode).
+    fn event_request(&mut self, event: &ChangeEvent) -> Result<Option<Request>, ComponentError> {
         let mut body = Vec::new();
-        if event.value.is_some() {
-            self.encoder.encode_record(event.value.as_ref(), &mut body);
-        }
         let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let mut kind = "application/json".to_owned();
+        match &mut self.cloudevents {
+            None => {
+                if event.value.is_some() {
+                    self.encoder.encode_record(event.value.as_ref(), &mut body);
+                }
+            }
+            Some((ce, CloudEventsMode::Structured)) => match ce.encode_value(event, &mut body) {
+                Ok(()) if event.value.is_some() => kind = "application/cloudevents+json".into(),
+                Ok(()) => {}
+                Err(reason) => return self.unencodable(event, &reason).map(|()| None),
+            },
+            Some((ce, CloudEventsMode::Binary)) => match ce.encode_binary(event) {
+                Ok(Some(binary)) => {
+                    for (name, text) in &binary.attributes {
+                        let name = HeaderName::from_bytes(format!("ce-{name}").as_bytes());
+                        if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(text)) {
+                            headers.insert(name, value);
+                        }
+                    }
+                    kind = binary.content_type;
+                    body = binary.data;
+                }
+                Ok(None) => {}
+                Err(reason) => return self.unencodable(event, &reason).map(|()| None),
+            },
+        }
+        if let Ok(kind) = HeaderValue::from_str(&kind) {
+            headers.insert(CONTENT_TYPE, kind);
+        }
         insert(&mut headers, "idempotency-key", &self.ids.id(event));
         insert(&mut headers, "x-sluice-topic", &event.topic);
         if event.key.is_some() {
@@ -167,11 +239,11 @@ impl HttpSink {
         if event.value.is_none() {
             insert(&mut headers, "x-sluice-tombstone", "true");
         }
-        Request {
+        Ok(Some(Request {
             body,
             headers,
             events: 1,
-        }
+        }))
     }
 
     async fn attempt(&self, request: &Request) -> Attempt {
@@ -295,7 +367,7 @@ impl Sink for HttpSink {
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         // Sent here, not in the delivery: a batch's requests are all answered before the next
         // batch's are sent, so the receiver sees events in order.
-        for request in self.requests(batch) {
+        for request in self.requests(batch)? {
             self.send(&request).await?;
         }
         Ok(delivered())
