@@ -40,6 +40,7 @@ sluice_engine::components! {
         Key(sluice_transforms::key::KeyConfig),
         Columns(sluice_transforms::columns::ColumnsConfig),
         Skip(sluice_transforms::skip::SkipConfig),
+        Outbox(sluice_transforms::outbox::OutboxConfig),
     }
 }
 

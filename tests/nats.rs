@@ -50,7 +50,7 @@ fn messages_are_the_file_sinks_values_on_their_topics_subjects_with_ids_of_their
         + &sink(
             "templated",
             &url,
-            "create-stream: true\nstream-name: Templated\nsubject: cdc.$${topic}\nsubjects: cdc.*.*.*\nstorage: memory\nschemas.enable: false",
+            "create-stream: true\nstream-name: Templated\nsubject: cdc.${topic}\nsubjects: cdc.*.*.*\nstorage: memory\nschemas.enable: false",
         );
     let path = pipeline(dir.path(), &db, "e2e", &sinks);
     ok(&run_until_idle(&path));

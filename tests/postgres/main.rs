@@ -15,6 +15,7 @@ mod incremental;
 mod memory;
 use sluice_test_support::moments;
 mod notifications;
+mod outbox;
 mod ownership;
 mod resume;
 mod setup;

@@ -7,6 +7,7 @@ pub mod filter;
 pub mod hash;
 pub mod key;
 pub mod mask;
+pub mod outbox;
 pub mod reroute;
 pub mod route;
 pub mod skip;

@@ -68,6 +68,15 @@ struct Settings {
     admin: Option<crate::runtime::admin::AdminConfig>,
 }
 
+/// Placeholders of Debezium's templates, kept literal when no environment variable sets them.
+const TEMPLATE_NAMES: &[&str] = &[
+    "routedByValue",
+    "topic",
+    "source.db",
+    "source.schema",
+    "source.table",
+];
+
 const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks", "offsets"];
 const SINK_COMMON_KEYS: &[&str] = &["type", "name", "transforms", "retry"];
 
@@ -90,13 +99,19 @@ where
 pub fn parse_pipeline<S, T, K>(
     path: &Path,
     text: &str,
-    vars: HashMap<String, String>,
+    mut vars: HashMap<String, String>,
 ) -> Result<PipelineConfig<S, T, K>, LoadError>
 where
     S: ComponentSpec,
     T: ComponentSpec,
     K: ComponentSpec,
 {
+    // Debezium's own templates (`outbox.event.${routedByValue}`, `${topic}`,
+    // `${source.table}`) stay as written unless the environment sets them.
+    for name in TEMPLATE_NAMES {
+        vars.entry((*name).to_owned())
+            .or_insert_with(|| format!("${{{name}}}"));
+    }
     let options = serde_saphyr::Options::default().with_properties(vars);
     let root: Node = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let loc = e.location();
