@@ -60,6 +60,8 @@ sluice_engine::components! {
         Nats(sluice_sinks::nats::NatsSinkConfig),
         #[cfg(feature = "rabbitmq")]
         Rabbitmq(sluice_sinks::rabbitmq::RabbitmqSinkConfig),
+        #[cfg(feature = "jdbc")]
+        Jdbc(sluice_sinks::jdbc::JdbcSinkConfig),
     }
 }
 

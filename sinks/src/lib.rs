@@ -6,6 +6,8 @@ pub mod file;
 pub mod format;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "jdbc")]
+pub mod jdbc;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 #[cfg(feature = "nats")]
@@ -29,7 +31,8 @@ mod writer;
     feature = "avro",
     feature = "redis",
     feature = "nats",
-    feature = "rabbitmq"
+    feature = "rabbitmq",
+    feature = "jdbc"
 ))]
 /// Runs a future to completion from synchronous code that may itself run inside a runtime
 /// (component construction), on a thread of its own.

@@ -12,6 +12,7 @@ use sluice_test_support::pg as common;
 mod conformance;
 mod consistency;
 mod incremental;
+mod jdbc;
 mod memory;
 use sluice_test_support::moments;
 mod notifications;

@@ -69,13 +69,27 @@ struct Settings {
 }
 
 /// Placeholders of Debezium's templates, kept literal when no environment variable sets them.
-const TEMPLATE_NAMES: &[&str] = &[
-    "routedByValue",
-    "topic",
-    "source.db",
-    "source.schema",
-    "source.table",
-];
+const TEMPLATE_NAMES: &[&str] = &["routedByValue", "topic"];
+
+/// `${source.<field>}` (Debezium's table name templates) escaped as `$${source.<field>}`: a
+/// name with a dot is no environment variable, and the YAML reader refuses it.
+fn escape_source_templates(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("${source.") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(i) = rest.find("${source.") {
+        out.push_str(&rest[..i]);
+        if !out.ends_with('$') {
+            out.push('$');
+        }
+        out.push_str("${source.");
+        rest = &rest[i + "${source.".len()..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
 
 const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks", "offsets"];
 const SINK_COMMON_KEYS: &[&str] = &["type", "name", "transforms", "retry"];
@@ -113,7 +127,8 @@ where
             .or_insert_with(|| format!("${{{name}}}"));
     }
     let options = serde_saphyr::Options::default().with_properties(vars);
-    let root: Node = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+    let text = escape_source_templates(text);
+    let root: Node = serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
         let loc = e.location();
         let message = e.without_snippet().to_string();
         let message = message.lines().next().unwrap_or("invalid YAML").to_owned();
@@ -408,4 +423,22 @@ fn levenshtein(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+#[cfg(test)]
+mod template_tests {
+    use super::escape_source_templates;
+
+    #[test]
+    fn source_templates_are_kept_literal_and_escapes_stay_single() {
+        assert_eq!(
+            escape_source_templates("a: ${source.table}_x"),
+            "a: $${source.table}_x"
+        );
+        assert_eq!(
+            escape_source_templates("a: $${source.db}"),
+            "a: $${source.db}"
+        );
+        assert_eq!(escape_source_templates("a: ${HOME}"), "a: ${HOME}");
+    }
 }

@@ -1,0 +1,198 @@
+//! Configuration of the `jdbc` sink, with the Debezium JDBC sink connector's property names.
+
+use serde::Deserialize;
+use sluice_engine::config::Secret;
+use sluice_engine::FailureMode;
+
+/// `insert.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InsertMode {
+    /// `INSERT`: a row that exists fails.
+    #[default]
+    Insert,
+    /// `INSERT ... ON CONFLICT DO UPDATE`: replays are idempotent.
+    Upsert,
+    /// `UPDATE ... WHERE <key>`.
+    Update,
+}
+
+/// `primary.key.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyMode {
+    /// No key columns.
+    #[default]
+    None,
+    /// The event key's fields (or `primary.key.fields` of them).
+    RecordKey,
+    /// The row's fields named by `primary.key.fields` (all of them when empty).
+    RecordValue,
+}
+
+/// `schema.evolution`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Evolution {
+    /// A missing table or column is an error.
+    #[default]
+    None,
+    /// Missing tables are created, missing columns added (nullable); nothing else changes.
+    Basic,
+}
+
+/// `type: jdbc`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JdbcSinkConfig {
+    /// `jdbc:postgresql://host:port/database` (user and password in their own keys).
+    #[serde(rename = "connection.url")]
+    pub url: String,
+    #[serde(rename = "connection.username")]
+    pub username: String,
+    #[serde(rename = "connection.password", default)]
+    pub password: Option<Secret>,
+    #[serde(rename = "insert.mode", default)]
+    pub insert_mode: InsertMode,
+    /// Deletes and tombstones become `DELETE ... WHERE <key>` (needs `record_key`).
+    #[serde(rename = "delete.enabled", default)]
+    pub delete_enabled: bool,
+    /// `op: t` becomes `TRUNCATE TABLE`.
+    #[serde(rename = "truncate.enabled", default)]
+    pub truncate_enabled: bool,
+    #[serde(rename = "primary.key.mode", default)]
+    pub key_mode: KeyMode,
+    /// Comma-separated key columns.
+    #[serde(rename = "primary.key.fields", default)]
+    pub key_fields: Option<String>,
+    #[serde(rename = "schema.evolution", default)]
+    pub evolution: Evolution,
+    /// The table of an event: `${topic}` (dots become `_`), `${source.db}`, `${source.schema}`,
+    /// `${source.table}` (default `${topic}`).
+    #[serde(
+        rename = "table.name.format",
+        alias = "collection.name.format",
+        default = "default_table"
+    )]
+    pub table_format: String,
+    /// Quote identifiers as given (default false: names are folded to lower case).
+    #[serde(rename = "quote.identifiers", default)]
+    pub quote_identifiers: bool,
+    /// An event whose value cannot be written (a type without a column type, a value out of
+    /// range): `fail` (default), `warn`, `skip`.
+    #[serde(rename = "event.processing.failure.handling.mode", default)]
+    pub failure_mode: FailureMode,
+}
+
+fn default_table() -> String {
+    "${topic}".to_owned()
+}
+
+/// Where `connection.url` points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub host: String,
+    pub port: u16,
+    pub database: String,
+}
+
+impl JdbcSinkConfig {
+    /// The PostgreSQL server and database of `connection.url`.
+    pub fn target(&self) -> Result<Target, String> {
+        let rest = self.url.strip_prefix("jdbc:postgresql://").ok_or_else(|| {
+            if self.url.starts_with("jdbc:mysql:") || self.url.starts_with("jdbc:mariadb:") {
+                format!("`connection.url` `{}`: MySQL and MariaDB targets are not built yet; this sink writes to PostgreSQL (jdbc:postgresql://host:5432/db)", self.url)
+            } else {
+                format!("`connection.url` `{}`: write it as jdbc:postgresql://host:5432/database", self.url)
+            }
+        })?;
+        let rest = rest.split('?').next().unwrap_or(rest);
+        let (authority, database) = rest.split_once('/').ok_or_else(|| {
+            format!(
+                "`connection.url` `{}` names no database: jdbc:postgresql://host:5432/database",
+                self.url
+            )
+        })?;
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h,
+                p.parse()
+                    .map_err(|_| format!("`connection.url`: `{p}` is not a port"))?,
+            ),
+            None => (authority, 5432),
+        };
+        if host.is_empty() || database.is_empty() {
+            return Err(format!(
+                "`connection.url` `{}`: write it as jdbc:postgresql://host:5432/database",
+                self.url
+            ));
+        }
+        Ok(Target {
+            host: host.to_owned(),
+            port,
+            database: database.to_owned(),
+        })
+    }
+
+    /// The key columns named by `primary.key.fields`.
+    pub fn key_fields(&self) -> Vec<String> {
+        self.key_fields
+            .iter()
+            .flat_map(|f| f.split(','))
+            .map(|f| f.trim().to_owned())
+            .filter(|f| !f.is_empty())
+            .collect()
+    }
+
+    /// Checks what serde cannot (as Debezium's connector checks them).
+    pub fn validate(&self) -> Result<(), String> {
+        self.target()?;
+        if self.insert_mode != InsertMode::Insert && self.key_mode == KeyMode::None {
+            return Err("`insert.mode: upsert` and `update` need the key: set `primary.key.mode` (`record_key` or `record_value`)".into());
+        }
+        if self.delete_enabled && self.key_mode != KeyMode::RecordKey {
+            return Err("`delete.enabled: true` needs `primary.key.mode: record_key`".into());
+        }
+        if !self.table_format.contains("${") && self.table_format.is_empty() {
+            return Err("`table.name.format` is empty".into());
+        }
+        Ok(())
+    }
+}
+
+sluice_engine::impl_component!(
+    JdbcSinkConfig,
+    Sink,
+    "jdbc",
+    check = Self::validate,
+    build = |c, ctx| super::JdbcSink::open(c, ctx)?
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> JdbcSinkConfig {
+        serde_json::from_value(
+            serde_json::json!({"connection.url": url, "connection.username": "u"}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn urls_name_the_server_and_database() {
+        let t = config("jdbc:postgresql://db.local:6543/shop?ssl=false")
+            .target()
+            .unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.database.as_str()),
+            ("db.local", 6543, "shop")
+        );
+        assert_eq!(config("jdbc:postgresql://h/d").target().unwrap().port, 5432);
+        assert!(config("jdbc:mysql://h/d")
+            .target()
+            .unwrap_err()
+            .contains("not built yet"));
+        assert!(config("postgres://h/d").target().is_err());
+    }
+}
