@@ -246,7 +246,8 @@ mod tests {
         assert_eq!(decimal(&[0x00], 0).unwrap(), "0");
         assert_eq!(date(0), "1970-01-01");
         assert_eq!(date(11016), "2000-02-29");
-        assert_eq!(date(-719_528), "0001-12-31 BC");
+        assert_eq!(date(-719_163), "0001-12-31 BC");
+        assert_eq!(date(-719_528), "0001-01-01 BC");
         assert_eq!(time(45_296_000_001), "12:34:56.000001");
         assert_eq!(timestamp(-1), "1969-12-31 23:59:59.999999");
         assert_eq!(float(f64::NEG_INFINITY), "-Infinity");
