@@ -346,15 +346,82 @@ fn bench_rabbitmq(dir: &Path) {
     row("rabbitmq", sink_rate, plain, lat);
 }
 
+/// The jdbc sink (upserts keyed by the record key into a table it creates) against a plain
+/// tokio-postgres loop of the same upserts (prepared once, one transaction per 1024 rows).
+fn bench_jdbc(dir: &Path) {
+    use sluice_test_support::pg;
+    let db = pg::fresh_db("bench_jdbc");
+    let sink = format!(
+        "  - type: jdbc\n    connection.url: jdbc:postgresql://{}:{}/{db}\n    connection.username: postgres\n    insert.mode: upsert\n    primary.key.mode: record_key\n    schema.evolution: basic\n",
+        pg::host(),
+        pg::port()
+    );
+    let table = "jthr_public_customers";
+    let count = || {
+        let n = pg::psql(&db, &format!("SELECT count(*) FROM pg_tables WHERE tablename = '{table}'"));
+        match n.trim() {
+            "1" => pg::psql(&db, &format!("SELECT count(*) FROM {table}")).trim().parse().unwrap_or(0),
+            _ => 0,
+        }
+    };
+    let sink_rate = throughput(dir, "jthr", &sink, count);
+    // The plain loop: the same rows, as text, upserted into a copy of the table.
+    pg::psql(&db, &format!("CREATE TABLE plain (LIKE {table} INCLUDING ALL)"));
+    let columns: Vec<(String, String)> = pg::psql(
+        &db,
+        &format!("SELECT a.attname || '|' || format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = '{table}'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"),
+    )
+    .lines()
+    .filter_map(|l| l.split_once('|').map(|(a, b)| (a.to_owned(), b.to_owned())))
+    .collect();
+    let plain = runtime().block_on(async {
+        let url = format!("host={} port={} user=postgres dbname={db}", pg::host(), pg::port());
+        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let select: Vec<String> = columns.iter().map(|(c, _)| format!("\"{c}\"::text")).collect();
+        let rows = client.query(&format!("SELECT {} FROM {table}", select.join(",")), &[]).await.unwrap();
+        let names: Vec<String> = columns.iter().map(|(c, _)| format!("\"{c}\"")).collect();
+        let params: Vec<String> = columns.iter().enumerate().map(|(i, (_, t))| format!("${}::text::{t}", i + 1)).collect();
+        let set: Vec<String> = names.iter().skip(1).map(|n| format!("{n}=EXCLUDED.{n}")).collect();
+        let sql = format!(
+            "INSERT INTO plain ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}",
+            names.join(","),
+            params.join(","),
+            names[0],
+            set.join(",")
+        );
+        let types = vec![tokio_postgres::types::Type::TEXT; columns.len()];
+        let t0 = Instant::now();
+        for chunk in rows.chunks(1024) {
+            let tx = client.transaction().await.unwrap();
+            let statement = tx.prepare_typed(&sql, &types).await.unwrap();
+            for row in chunk {
+                let values: Vec<Option<String>> = (0..columns.len()).map(|i| row.get(i)).collect();
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    values.iter().map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                tx.execute(&statement, &refs).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+        }
+        rows.len() as f64 / t0.elapsed().as_secs_f64()
+    });
+    println!(
+        "{:<10} sink {:>9.0} events/s  {:>4} MiB   plain loop {:>9.0} rows/s   ratio {:.2}   (upserts keyed by id, one transaction per batch)",
+        "jdbc", sink_rate.0, sink_rate.1, plain, sink_rate.0 / plain
+    );
+    pg::drop_db(&db);
+}
+
 fn main() {
     let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let dir = tempfile::tempdir().unwrap();
     println!("sluice: {}", sluice().display());
     type Bench = fn(&Path);
-    let benches: [(&str, Bench); 3] = [
+    let benches: [(&str, Bench); 4] = [
         ("redis", bench_redis),
         ("nats", bench_nats),
         ("rabbitmq", bench_rabbitmq),
+        ("jdbc", bench_jdbc),
     ];
     for (name, bench) in benches {
         if only.as_deref().is_none_or(|o| o == name) {
