@@ -358,15 +358,24 @@ fn bench_jdbc(dir: &Path) {
     );
     let table = "jthr_public_customers";
     let count = || {
-        let n = pg::psql(&db, &format!("SELECT count(*) FROM pg_tables WHERE tablename = '{table}'"));
+        let n = pg::psql(
+            &db,
+            &format!("SELECT count(*) FROM pg_tables WHERE tablename = '{table}'"),
+        );
         match n.trim() {
-            "1" => pg::psql(&db, &format!("SELECT count(*) FROM {table}")).trim().parse().unwrap_or(0),
+            "1" => pg::psql(&db, &format!("SELECT count(*) FROM {table}"))
+                .trim()
+                .parse()
+                .unwrap_or(0),
             _ => 0,
         }
     };
     let sink_rate = throughput(dir, "jthr", &sink, count);
     // The plain loop: the same rows, as text, upserted into a copy of the table.
-    pg::psql(&db, &format!("CREATE TABLE plain (LIKE {table} INCLUDING ALL)"));
+    pg::psql(
+        &db,
+        &format!("CREATE TABLE plain (LIKE {table} INCLUDING ALL)"),
+    );
     let columns: Vec<(String, String)> = pg::psql(
         &db,
         &format!("SELECT a.attname || '|' || format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = '{table}'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"),
@@ -375,14 +384,34 @@ fn bench_jdbc(dir: &Path) {
     .filter_map(|l| l.split_once('|').map(|(a, b)| (a.to_owned(), b.to_owned())))
     .collect();
     let plain = runtime().block_on(async {
-        let url = format!("host={} port={} user=postgres dbname={db}", pg::host(), pg::port());
-        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        let url = format!(
+            "host={} port={} user=postgres dbname={db}",
+            pg::host(),
+            pg::port()
+        );
+        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
         tokio::spawn(connection);
-        let select: Vec<String> = columns.iter().map(|(c, _)| format!("\"{c}\"::text")).collect();
-        let rows = client.query(&format!("SELECT {} FROM {table}", select.join(",")), &[]).await.unwrap();
+        let select: Vec<String> = columns
+            .iter()
+            .map(|(c, _)| format!("\"{c}\"::text"))
+            .collect();
+        let rows = client
+            .query(&format!("SELECT {} FROM {table}", select.join(",")), &[])
+            .await
+            .unwrap();
         let names: Vec<String> = columns.iter().map(|(c, _)| format!("\"{c}\"")).collect();
-        let params: Vec<String> = columns.iter().enumerate().map(|(i, (_, t))| format!("${}::text::{t}", i + 1)).collect();
-        let set: Vec<String> = names.iter().skip(1).map(|n| format!("{n}=EXCLUDED.{n}")).collect();
+        let params: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, t))| format!("${}::text::{t}", i + 1))
+            .collect();
+        let set: Vec<String> = names
+            .iter()
+            .skip(1)
+            .map(|n| format!("{n}=EXCLUDED.{n}"))
+            .collect();
         let sql = format!(
             "INSERT INTO plain ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}",
             names.join(","),
@@ -397,8 +426,10 @@ fn bench_jdbc(dir: &Path) {
             let statement = tx.prepare_typed(&sql, &types).await.unwrap();
             for row in chunk {
                 let values: Vec<Option<String>> = (0..columns.len()).map(|i| row.get(i)).collect();
-                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                    values.iter().map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = values
+                    .iter()
+                    .map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
                 tx.execute(&statement, &refs).await.unwrap();
             }
             tx.commit().await.unwrap();
