@@ -300,3 +300,35 @@ fn the_example_pipeline_runs_as_shipped() {
         "{first}"
     );
 }
+
+#[test]
+fn cloudevents_messages_are_the_file_sinks_cloudevents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 3);
+    let private = Private::start("");
+    let url = private.url();
+    let sinks = format!(
+        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n",
+        dir.path().display()
+    ) + &sink(
+        "bus",
+        &url,
+        "create-stream: true\nstream-name: Ce\nformat: cloudevents",
+    );
+    let path = pipeline(dir.path(), &db, "ce", &sinks);
+    ok(&run_until_idle(&path));
+    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
+        .unwrap()
+        .lines()
+        .map(json)
+        .collect();
+    let stored = server::messages(&url, "Ce");
+    assert_eq!(stored.len(), 3);
+    for (m, line) in stored.iter().zip(&file) {
+        assert_eq!(json(&m.payload), line["value"]);
+        assert_eq!(
+            json(&m.payload)["type"],
+            "io.debezium.connector.sqlite.DataChangeEvent"
+        );
+    }
+}

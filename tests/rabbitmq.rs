@@ -313,3 +313,32 @@ fn the_example_pipeline_runs_as_shipped() {
         "{first}"
     );
 }
+
+#[test]
+fn cloudevents_bodies_are_the_file_sinks_cloudevents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 3);
+    let url = broker::shared_url();
+    let (exchange, queue) = (unique("ce_x"), unique("ce_q"));
+    let sinks = format!(
+        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n",
+        dir.path().display()
+    ) + &sink(
+        "bus",
+        &url,
+        &format!("exchange: {exchange}\nautoCreateExchange: true\nroutingKey: {queue}\nautoCreateRoutingKey: true\nformat: cloudevents"),
+    );
+    let path = pipeline(dir.path(), &db, "ce", &sinks);
+    ok(&run_until_idle(&path));
+    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
+        .unwrap()
+        .lines()
+        .map(json)
+        .collect();
+    let got = broker::drain(&url, &queue);
+    broker::remove(&url, &[&queue], &[&exchange]);
+    assert_eq!(got.len(), 3);
+    for (m, line) in got.iter().zip(&file) {
+        assert_eq!(json(&m.body), line["value"]);
+    }
+}

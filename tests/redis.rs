@@ -334,3 +334,30 @@ fn the_example_pipeline_runs_as_shipped() {
         "{value}"
     );
 }
+
+#[test]
+fn cloudevents_entries_are_the_file_sinks_cloudevents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = database(dir.path(), 3);
+    let private = Private::start(&[]);
+    let sinks = format!(
+        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n  - type: redis\n    address: {}\n    format: cloudevents\n",
+        dir.path().display(),
+        private.address()
+    );
+    let path = pipeline(dir.path(), &db, "ce", &sinks);
+    ok(&run_until_idle(&path));
+    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
+        .unwrap()
+        .lines()
+        .map(json)
+        .collect();
+    let entries = server::entries(&private.address(), "ce.main.t");
+    assert_eq!(entries.len(), 3);
+    for (entry, line) in entries.iter().zip(&file) {
+        let value = json(&entry[0].1);
+        assert_eq!(value, line["value"]);
+        assert_eq!(value["specversion"], "1.0");
+        assert_eq!(json(&entry[0].0), line["key"]);
+    }
+}
