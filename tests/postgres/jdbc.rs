@@ -228,3 +228,33 @@ fn the_example_pipeline_runs_as_shipped() {
     drop_db(&source);
     drop_db(&target);
 }
+
+#[test]
+fn excluded_fields_stay_out_and_the_reduction_buffer_keeps_the_last_change_of_a_key() {
+    let source = fresh_db("jdbc_reduce_src");
+    let target = fresh_db("jdbc_reduce_dst");
+    setup(&source);
+    let dir = tempfile::tempdir().unwrap();
+    let more = format!("{UPSERT}    field.exclude.list: doc,dbserver1.public.customers:tags\n    use.reduction.buffer: true\n");
+    let file = jdbc_pipeline(dir.path(), &source, &target, &more);
+    let mut child = start(&file, &[]);
+    let kept = "id, name, score, born, updated, uid";
+    wait_same(&source, &target, kept, &mut child);
+    // Many changes of few keys in one transaction: one batch, reduced to the last of each.
+    let mut tx = String::from("BEGIN;");
+    for i in 0..200 {
+        tx.push_str(&format!(
+            "UPDATE customers SET score = {i} WHERE id = {};",
+            1 + i % 3
+        ));
+    }
+    tx.push_str("DELETE FROM customers WHERE id = 4; INSERT INTO customers (id, name) VALUES (4, 'back'); COMMIT;");
+    psql(&source, &tx);
+    wait_same(&source, &target, kept, &mut child);
+    stop(&child);
+    finish(child);
+    let columns = psql(&target, "SELECT string_agg(column_name, ',' ORDER BY ordinal_position) FROM information_schema.columns WHERE table_name = 'dbserver1_public_customers'");
+    assert_eq!(columns.trim(), "id,name,score,born,updated,uid");
+    drop_db(&source);
+    drop_db(&target);
+}

@@ -78,6 +78,16 @@ pub struct JdbcSinkConfig {
     /// Quote identifiers as given (default false: names are folded to lower case).
     #[serde(rename = "quote.identifiers", default)]
     pub quote_identifiers: bool,
+    /// Only these fields become columns: `field` or `topic:field`, comma-separated (exact names,
+    /// as Debezium matches them).
+    #[serde(rename = "field.include.list", default)]
+    pub field_include: Option<String>,
+    /// These fields do not become columns (same form).
+    #[serde(rename = "field.exclude.list", default)]
+    pub field_exclude: Option<String>,
+    /// Within a batch, only the last change of each key is applied (default false).
+    #[serde(rename = "use.reduction.buffer", default)]
+    pub reduction_buffer: bool,
     /// An event whose value cannot be written (a type without a column type, a value out of
     /// range): `fail` (default), `warn`, `skip`.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
@@ -144,9 +154,31 @@ impl JdbcSinkConfig {
             .collect()
     }
 
+    /// Whether field `field` of an event of `topic` becomes a column.
+    pub fn keeps(&self, topic: &str, field: &str) -> bool {
+        let listed = |list: &Option<String>| {
+            list.iter()
+                .flat_map(|l| l.split(','))
+                .map(str::trim)
+                .any(|e| {
+                    e == field
+                        || e.split_once(':')
+                            .is_some_and(|(t, f)| t == topic && f == field)
+                })
+        };
+        match (&self.field_include, &self.field_exclude) {
+            (_, Some(_)) => !listed(&self.field_exclude),
+            (Some(_), None) => listed(&self.field_include),
+            (None, None) => true,
+        }
+    }
+
     /// Checks what serde cannot (as Debezium's connector checks them).
     pub fn validate(&self) -> Result<(), String> {
         self.target()?;
+        if self.field_include.is_some() && self.field_exclude.is_some() {
+            return Err("set `field.include.list` or `field.exclude.list`, not both".into());
+        }
         if self.insert_mode != InsertMode::Insert && self.key_mode == KeyMode::None {
             return Err("`insert.mode: upsert` and `update` need the key: set `primary.key.mode` (`record_key` or `record_value`)".into());
         }
@@ -177,6 +209,16 @@ mod tests {
             serde_json::json!({"connection.url": url, "connection.username": "u"}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn field_lists_take_names_or_topic_and_name() {
+        let mut c = config("jdbc:postgresql://h/d");
+        c.field_include = Some("id, t1:name".into());
+        assert!(c.keeps("t1", "name") && c.keeps("t2", "id") && !c.keeps("t2", "name"));
+        c.field_include = None;
+        c.field_exclude = Some("secret".into());
+        assert!(!c.keeps("t1", "secret") && c.keeps("t1", "name"));
     }
 
     #[test]

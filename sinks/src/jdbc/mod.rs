@@ -108,11 +108,18 @@ impl JdbcSink {
         self.ident(&name)
     }
 
-    /// The cells of `row`'s fields, `only` of them when given.
-    fn cells(&self, row: &Struct, only: Option<&[String]>) -> Result<Vec<Cell>, String> {
+    /// The cells of `row`'s fields, `only` of them when given, those the field lists keep.
+    fn cells(
+        &self,
+        topic: &str,
+        row: &Struct,
+        only: Option<&[String]>,
+    ) -> Result<Vec<Cell>, String> {
         let mut cells = Vec::new();
         for (field, value) in row.schema().fields().iter().zip(row.values()) {
-            if only.is_some_and(|o| !o.iter().any(|f| f == field.name.as_ref())) {
+            if only.is_some_and(|o| !o.iter().any(|f| f == field.name.as_ref()))
+                || !self.config.keeps(topic, &field.name)
+            {
                 continue;
             }
             let text = values::text(&field.schema, value)
@@ -133,11 +140,11 @@ impl JdbcSink {
         match self.config.key_mode {
             KeyMode::None => Ok(Vec::new()),
             KeyMode::RecordKey => match event.key.as_ref().map(|k| &k.value) {
-                Some(Value::Struct(key)) => self.cells(key, only),
+                Some(Value::Struct(key)) => self.cells(&event.topic, key, only),
                 _ => Err("`primary.key.mode: record_key` needs a struct key; this event has none (a table without a primary key?)".into()),
             },
             KeyMode::RecordValue => match row {
-                Some(row) => self.cells(row, only),
+                Some(row) => self.cells(&event.topic, row, only),
                 None => Err("`primary.key.mode: record_value` has no row to take the key from".into()),
             },
         }
@@ -182,7 +189,7 @@ impl JdbcSink {
             Some(Op::Message) => return Ok(None),
         };
         let keys = self.keys(event, Some(row))?;
-        let mut values = self.cells(row, None)?;
+        let mut values = self.cells(&event.topic, row, None)?;
         values.retain(|v| !keys.iter().any(|k| k.name == v.name));
         Ok(Some(Change::Write {
             table,
@@ -267,6 +274,45 @@ impl JdbcSink {
             }
         }
     }
+}
+
+/// `use.reduction.buffer`: only the last change of each (table, key) of a batch, in the order of
+/// those last changes; changes without a key and truncates stay, and a truncate ends what the
+/// changes before it can be reduced with.
+fn reduce(changes: Vec<Change>) -> Vec<Change> {
+    let identity = |c: &Change| -> Option<(String, Vec<Option<String>>)> {
+        match c {
+            Change::Write { table, keys, .. } | Change::Delete { table, keys }
+                if !keys.is_empty() =>
+            {
+                Some((table.clone(), keys.iter().map(|k| k.text.clone()).collect()))
+            }
+            _ => None,
+        }
+    };
+    let mut last: HashMap<(String, Vec<Option<String>>), usize> = HashMap::new();
+    let mut barrier = 0;
+    let ids: Vec<_> = changes.iter().map(identity).collect();
+    let mut keep = vec![true; changes.len()];
+    for (i, change) in changes.iter().enumerate() {
+        if matches!(change, Change::Truncate { .. }) {
+            barrier = i;
+            last.clear();
+            continue;
+        }
+        if let Some(id) = &ids[i] {
+            if let Some(previous) = last.insert(id.clone(), i) {
+                if previous >= barrier {
+                    keep[previous] = false;
+                }
+            }
+        }
+    }
+    changes
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, k)| k.then_some(c))
+        .collect()
 }
 
 /// Why applying failed.
@@ -522,6 +568,9 @@ impl Sink for JdbcSink {
                     Err(reason) => self.failed(event, &reason)?,
                 }
             }
+            if self.config.reduction_buffer {
+                changes = reduce(changes);
+            }
             if !changes.is_empty() {
                 self.apply(&changes).await?;
             }
@@ -529,5 +578,64 @@ impl Sink for JdbcSink {
         }
         .instrument(span)
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_engine::SchemaType;
+
+    fn cell(v: &str) -> Cell {
+        Cell {
+            name: "id".into(),
+            schema: Schema::primitive(SchemaType::Int32, false),
+            text: Some(v.into()),
+        }
+    }
+
+    fn write(key: &str, value: &str) -> Change {
+        Change::Write {
+            table: "t".into(),
+            keys: vec![cell(key)],
+            values: vec![Cell {
+                name: "v".into(),
+                ..cell(value)
+            }],
+        }
+    }
+
+    fn describe(changes: &[Change]) -> Vec<String> {
+        changes
+            .iter()
+            .map(|c| match c {
+                Change::Write { keys, values, .. } => format!(
+                    "w{}={}",
+                    keys[0].text.as_deref().unwrap_or(""),
+                    values[0].text.as_deref().unwrap_or("")
+                ),
+                Change::Delete { keys, .. } => {
+                    format!("d{}", keys[0].text.as_deref().unwrap_or(""))
+                }
+                Change::Truncate { .. } => "t".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_reduction_buffer_keeps_each_keys_last_change_and_respects_truncates() {
+        let changes = vec![
+            write("1", "a"),
+            write("2", "b"),
+            write("1", "c"),
+            Change::Delete {
+                table: "t".into(),
+                keys: vec![cell("2")],
+            },
+            Change::Truncate { table: "t".into() },
+            write("1", "d"),
+            write("1", "e"),
+        ];
+        assert_eq!(describe(&reduce(changes)), ["w1=c", "d2", "t", "w1=e"]);
     }
 }
