@@ -8,23 +8,13 @@
 use std::time::Duration;
 
 use serde_json::Value as Json;
-use sluice_test_support::feed::{database, in_order, insert, pipeline, wait_until};
+use sluice_test_support::feed::{
+    after_ids as ids, database, in_order, insert, pipeline, wait_until,
+};
 use sluice_test_support::pg as run;
 use sluice_test_support::{nats, rabbitmq, redis};
 
 const ROWS: i64 = 5_000;
-
-/// The ids of the `after` images of JSON values (with or without schemas), in order.
-fn ids<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<i64> {
-    values
-        .into_iter()
-        .filter_map(|text| {
-            let value: Json = serde_json::from_str(text).ok()?;
-            let envelope = value.get("payload").unwrap_or(&value);
-            envelope["after"]["id"].as_i64()
-        })
-        .collect()
-}
 
 #[test]
 fn every_sink_gets_every_event_across_a_kill_9_during_delivery() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use sluice_test_support::feed::{
-    database, error_line, insert, ok, outage, pipeline, run_until_idle, wait_until,
+    after_ids, database, error_line, insert, ok, outage, pipeline, run_until_idle, wait_until,
 };
 use sluice_test_support::nats::{self as server, Private, Stored};
 use sluice_test_support::pg as run;
@@ -21,14 +21,7 @@ fn json(text: &str) -> Json {
 
 /// The ids of the `after` images of a stream's messages (with or without schemas), in order.
 fn ids(messages: &[Stored]) -> Vec<i64> {
-    messages
-        .iter()
-        .filter_map(|m| {
-            let value = json(&m.payload);
-            let envelope = value.get("payload").unwrap_or(&value);
-            envelope["after"]["id"].as_i64()
-        })
-        .collect()
+    after_ids(messages.iter().map(|m| m.payload.as_str()))
 }
 
 /// A sink's lines: `nats` with `url` and more settings.

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use sluice_test_support::feed::{
-    database, error_line, in_order, insert, ok, outage, pipeline, run_until_idle, wait_until,
+    after_ids, database, error_line, in_order, insert, ok, outage, pipeline, run_until_idle,
+    wait_until,
 };
 use sluice_test_support::pg as run;
 use sluice_test_support::rabbitmq::{self as broker, Got, Private};
@@ -29,14 +30,7 @@ fn json(text: &str) -> Json {
 
 /// The ids of the `after` images in messages (with or without schemas), in order.
 fn ids(messages: &[Got]) -> Vec<i64> {
-    messages
-        .iter()
-        .filter_map(|m| {
-            let value: Json = serde_json::from_str(&m.body).ok()?;
-            let envelope = value.get("payload").unwrap_or(&value);
-            envelope["after"]["id"].as_i64()
-        })
-        .collect()
+    after_ids(messages.iter().map(|m| m.body.as_str()))
 }
 
 /// A sink's lines: `rabbitmq` at `uri` with more settings.

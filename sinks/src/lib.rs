@@ -21,6 +21,7 @@ pub mod redis;
 mod replay_id;
 #[cfg(any(feature = "http", feature = "nats", feature = "rabbitmq"))]
 mod shown_url;
+mod skipped;
 pub mod stdout;
 #[cfg(any(feature = "avro", feature = "http"))]
 mod tls;

@@ -12,6 +12,7 @@ use sluice_engine::{
 pub use config::{FileFormat, FileSinkConfig};
 
 use crate::format::cloudevents::CloudEventsEncoder;
+use crate::skipped::skip_or_fail;
 
 use crate::writer::{ClassifiedIo, WriterThread};
 
@@ -119,17 +120,7 @@ impl FileSink {
         };
         let mut value = Vec::new();
         if let Err(reason) = cloudevents.encode_value(event, &mut value) {
-            return match mode {
-                FailureMode::Fail => Err(ComponentError::fatal(format!(
-                    "sink `{}`: {reason}; or set `event.processing.failure.handling.mode: warn` to skip such events",
-                    self.name
-                ))),
-                FailureMode::Warn => {
-                    tracing::warn!(sink = %self.name, topic = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                    Ok(())
-                }
-                FailureMode::Skip => Ok(()),
-            };
+            return skip_or_fail(*mode, &self.name, "", &reason);
         }
         out.extend_from_slice(b"{\"topic\":");
         write_string(&event.topic, out);

@@ -17,6 +17,7 @@ use crate::format::cloudevents::CloudEventsEncoder;
 use crate::format::Format;
 use crate::replay_id::{hex, ReplayIds};
 pub(crate) use crate::shown_url::shown;
+use crate::skipped::skip_or_fail;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
 use sluice_engine::{Sink, SinkBatch};
@@ -138,7 +139,7 @@ impl HttpSink {
                 Some(_) if event.value.is_none() => continue,
                 Some((ce, _)) => {
                     if let Err(reason) = ce.encode_value(event, &mut line) {
-                        self.unencodable(event, &reason)?;
+                        self.unencodable(&reason)?;
                         continue;
                     }
                     line.push(b'\n');
@@ -180,18 +181,8 @@ impl HttpSink {
     }
 
     /// A value `format: cloudevents` cannot write, under the failure mode.
-    fn unencodable(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
-        match self.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: {reason}; or set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, topic = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+    fn unencodable(&self, reason: &str) -> Result<(), ComponentError> {
+        skip_or_fail(self.failure_mode, &self.name, "", reason)
     }
 
     /// One event's request: the value as the body, key and topic in headers (`None`: an event
@@ -209,7 +200,7 @@ impl HttpSink {
             Some((ce, CloudEventsMode::Structured)) => match ce.encode_value(event, &mut body) {
                 Ok(()) if event.value.is_some() => kind = "application/cloudevents+json".into(),
                 Ok(()) => {}
-                Err(reason) => return self.unencodable(event, &reason).map(|()| None),
+                Err(reason) => return self.unencodable(&reason).map(|()| None),
             },
             Some((ce, CloudEventsMode::Binary)) => match ce.encode_binary(event) {
                 Ok(Some(binary)) => {
@@ -223,7 +214,7 @@ impl HttpSink {
                     body = binary.data;
                 }
                 Ok(None) => {}
-                Err(reason) => return self.unencodable(event, &reason).map(|()| None),
+                Err(reason) => return self.unencodable(&reason).map(|()| None),
             },
         }
         if let Ok(kind) = HeaderValue::from_str(&kind) {

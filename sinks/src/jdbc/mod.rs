@@ -14,12 +14,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sluice_engine::{
-    delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode, Op,
-};
+use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, Op};
 use sluice_engine::{Schema, Sink, SinkBatch, Struct, Value};
 use tokio_postgres::types::{ToSql, Type};
 
+use crate::skipped::skip_or_fail;
 pub use config::{Evolution, InsertMode, JdbcSinkConfig, KeyMode};
 
 use sql::Column;
@@ -200,17 +199,8 @@ impl JdbcSink {
 
     /// An event that cannot be written, under the failure mode.
     fn failed(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
-        match self.config.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: topic `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name, event.topic
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, topic = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+        let at = format!("topic `{}`", event.topic);
+        skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
     /// The connection, opened when there is none.

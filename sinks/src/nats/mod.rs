@@ -17,7 +17,7 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, stream};
 use async_nats::{ConnectErrorKind, ConnectOptions, HeaderMap};
 use async_trait::async_trait;
-use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
+use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery};
 use sluice_engine::{Sink, SinkBatch};
 
 pub use config::{NatsSinkConfig, Retention, Storage};
@@ -25,6 +25,7 @@ pub use config::{NatsSinkConfig, Retention, Storage};
 use crate::format::{EncodeError, Encoder};
 use crate::replay_id::ReplayIds;
 use crate::shown_url::shown;
+use crate::skipped::skip_or_fail;
 
 /// One message to publish.
 struct Message {
@@ -127,17 +128,8 @@ impl NatsSink {
 
     /// An event that cannot be published, under `event.processing.failure.handling.mode`.
     fn failed(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
-        match self.config.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: topic `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name, event.topic
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, topic = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+        let at = format!("topic `{}`", event.topic);
+        skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
     async fn context(&mut self) -> Result<jetstream::Context, Failure> {
@@ -245,17 +237,8 @@ impl NatsSink {
 
     /// A message the server cannot take, under the failure mode.
     fn refused(&self, m: &Message, reason: &str) -> Result<(), ComponentError> {
-        match self.config.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: subject `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name, m.subject
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, subject = %m.subject, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+        let at = format!("subject `{}`", m.subject);
+        skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
     /// Publishes `messages` until every one is acknowledged.

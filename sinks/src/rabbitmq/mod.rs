@@ -30,12 +30,13 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ErrorKind, Event,
     ExchangeKind,
 };
-use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
+use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery};
 use sluice_engine::{Sink, SinkBatch};
 
 pub use config::{ExchangeType, RabbitmqSinkConfig, RoutingKeySource};
 
 use crate::format::{EncodeError, Encoder};
+use crate::skipped::skip_or_fail;
 
 /// One message to publish.
 struct Message {
@@ -143,17 +144,8 @@ impl RabbitmqSink {
 
     /// An event that cannot be published, under `event.processing.failure.handling.mode`.
     fn failed(&self, topic: &str, reason: &str) -> Result<(), ComponentError> {
-        match self.config.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: topic `{topic}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+        let at = format!("topic `{topic}`");
+        skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
     /// The channel, connecting first when there is none.

@@ -14,12 +14,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, RedisError};
-use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
+use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery};
 use sluice_engine::{Sink, SinkBatch};
 
 pub use config::{MessageFormat, RedisSinkConfig};
 
 use crate::format::{EncodeError, Encoder};
+use crate::skipped::skip_or_fail;
 
 /// The longest field Redis takes when the server does not say (`proto-max-bulk-len`).
 const DEFAULT_MAX_BULK: u64 = 512 * 1024 * 1024;
@@ -152,17 +153,8 @@ impl RedisSink {
 
     /// An event that cannot be written, under `event.processing.failure.handling.mode`.
     fn failed(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
-        match self.config.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: stream `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name, event.topic
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, stream = %event.topic, reason, "Skipped an event (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+        let at = format!("stream `{}`", event.topic);
+        skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
     /// The connection, opened when there is none.
@@ -283,17 +275,8 @@ impl RedisSink {
 
     /// An entry the server refused, under `event.processing.failure.handling.mode`.
     fn failed_entry(&self, entry: &Entry, reason: &str) -> Result<(), ComponentError> {
-        match self.config.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: stream `{}`: {reason}; set `event.processing.failure.handling.mode: warn` to skip such events",
-                self.name, entry.stream
-            ))),
-            FailureMode::Warn => {
-                tracing::warn!(sink = %self.name, stream = %entry.stream, reason, "Skipped an event the server refused (event.processing.failure.handling.mode: warn).");
-                Ok(())
-            }
-            FailureMode::Skip => Ok(()),
-        }
+        let at = format!("stream `{}`", entry.stream);
+        skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
     /// An error of a command: the connection is opened again for the next attempt unless

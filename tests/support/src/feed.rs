@@ -166,3 +166,16 @@ pub fn outage(
     );
     back();
 }
+
+/// The ids of the `after` images of JSON values (with or without schemas), in order; values that
+/// are not change events (tombstone bodies, heartbeats) are left out.
+pub fn after_ids<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<i64> {
+    values
+        .into_iter()
+        .filter_map(|text| {
+            let value: serde_json::Value = serde_json::from_str(text).ok()?;
+            let envelope = value.get("payload").unwrap_or(&value);
+            envelope["after"]["id"].as_i64()
+        })
+        .collect()
+}
