@@ -18,6 +18,7 @@ mod faults;
 mod flavour;
 mod heartbeat;
 mod incremental;
+mod mariadb_ddl;
 mod schema;
 mod snapshots;
 mod spatial;

@@ -187,6 +187,14 @@ impl MysqlSource {
                     d.data_type = t;
                 }
             }
+            // MariaDB's UUID, INET4 and INET6 are a BINARY(n) in the TABLE_MAP.
+            if let Some(c) = modelled.filter(|_| d.data_type == "binary") {
+                let t = c.type_name.to_ascii_lowercase();
+                if super::columns::Special::of(&t).is_some() {
+                    d.data_type.clone_from(&t);
+                    d.column_type = t;
+                }
+            }
             let place = key_names.iter().position(|k| *k == d.name);
             let key = place.is_some();
             let full = format!("{db}.{name}.{}", d.name);

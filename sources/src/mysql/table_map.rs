@@ -67,7 +67,7 @@ pub(super) fn describe(
     for (i, name) in names.into_iter().enumerate() {
         let t = tme
             .get_column_type(i)
-            .map_err(|e| format!("column `{name}`: {e}"))?
+            .map_err(|e| unknown_type(&name, &e))?
             .ok_or_else(|| format!("column `{name}` has no type in the TABLE_MAP event"))?;
         let m = tme.get_column_metadata(i).unwrap_or(&[]);
         let unsigned = t.is_numeric_type() && signedness.next().unwrap_or(false);
@@ -113,6 +113,18 @@ pub(super) fn describe(
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad)?;
     Ok(Some((out, key)))
+}
+
+/// A column type the binlog parser does not know: MariaDB's `COMPRESSED` columns (types 140
+/// and 141) have no decoder there, so no row of their table can be read.
+fn unknown_type(name: &str, e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    if text.ends_with(" 140") || text.ends_with(" 141") {
+        return format!(
+            "column `{name}` is a MariaDB COMPRESSED column, whose binlog rows the binlog parser (mysql_common) cannot read; remove the attribute (ALTER TABLE ... MODIFY {name} <its type>) or leave the table out (table.exclude.list)"
+        );
+    }
+    format!("column `{name}`: {text}")
 }
 
 /// The ENUM and SET values and the spatial types a TABLE_MAP lists, each in column order.

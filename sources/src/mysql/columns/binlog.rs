@@ -88,6 +88,9 @@ impl Column {
                 }
                 binary_value(b, modes.binary)
             }
+            Kind::Special(special) => {
+                Value::from(special.text(bytes().ok_or_else(bad)?).ok_or_else(bad)?)
+            }
             Kind::Year => {
                 let text = std::str::from_utf8(bytes().ok_or_else(bad)?).map_err(|_| bad())?;
                 let year: i32 = text.parse().map_err(|_| bad())?;

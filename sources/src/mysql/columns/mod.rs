@@ -4,6 +4,9 @@
 //! naming the column: never a guessed value.
 
 mod binlog;
+mod mariadb;
+
+pub(super) use mariadb::Special;
 
 use std::sync::Arc;
 
@@ -89,6 +92,8 @@ enum Kind {
     Geometry,
     /// `POINT`: `io.debezium.data.geometry.Point`.
     Point,
+    /// MariaDB's `UUID`, `INET4`, `INET6`: the server's text.
+    Special(Special),
     /// Left out by `column.include.list` / `column.exclude.list`: never read.
     Excluded,
 }
@@ -365,6 +370,16 @@ impl Column {
                 (kind, schema)
             }
             "point" => (Kind::Point, geometry::point_schema(optional)),
+            "uuid" => {
+                let schema = named(SchemaType::String, "io.debezium.data.Uuid", optional)
+                    .version(1)
+                    .build();
+                (Kind::Special(Special::Uuid), schema)
+            }
+            t @ ("inet4" | "inet6") => {
+                let special = Special::of(t).ok_or_else(unmapped)?;
+                (Kind::Special(special), primitive(SchemaType::String))
+            }
             t if SPATIAL.contains(&t) => (Kind::Geometry, geometry::geometry_schema(optional)),
             _ => return Err(unmapped()),
         };
@@ -461,7 +476,7 @@ impl Column {
             Kind::Decimal(scale) => {
                 decimal_value(text, *scale, modes.decimal, &self.schema).ok_or_else(bad)?
             }
-            Kind::Text(_) | Kind::Enum(_) | Kind::Set(_) => Value::from(text),
+            Kind::Text(_) | Kind::Enum(_) | Kind::Set(_) | Kind::Special(_) => Value::from(text),
             Kind::Excluded => Value::Null,
             Kind::Date => Value::Int32(
                 parse_date(text)

@@ -9,6 +9,7 @@ use sqlparser::ast::{
     ColumnOptionDef, DataType, Ident, MySQLColumnPosition, RenameTableNameKind, TableConstraint,
 };
 
+use super::mariadb::Guard;
 use super::{column, split, Key, Unparsed};
 
 /// Sets the primary key to `names` (its columns become NOT NULL, as MySQL makes them).
@@ -160,14 +161,51 @@ fn alter_column(c: &mut ColumnDef, op: &AlterColumnOperation) {
     }
 }
 
+/// Whether MariaDB's `IF [NOT] EXISTS` (`guards`) leaves `op` out: a column added that the
+/// table has, a column changed that it lacks, a primary key added to a table that has one.
+fn skipped(def: &TableDef, op: &AlterTableOperation, guards: &[&Guard]) -> bool {
+    let has = |name: &Ident| index_of(def, &name.value).is_ok();
+    let guarded =
+        |name: &Ident, want: fn(&Guard, &str) -> bool| guards.iter().any(|g| want(g, &name.value));
+    let if_present =
+        |g: &Guard, n: &str| matches!(g, Guard::IfPresent(c) if c.eq_ignore_ascii_case(n));
+    match op {
+        AlterTableOperation::AddColumn { column_def, .. } => {
+            let absent = |g: &Guard, n: &str| matches!(g, Guard::AddIfAbsent(c) if c.eq_ignore_ascii_case(n));
+            has(&column_def.name) && guarded(&column_def.name, absent)
+        }
+        AlterTableOperation::ModifyColumn { col_name: name, .. }
+        | AlterTableOperation::ChangeColumn { old_name: name, .. }
+        | AlterTableOperation::RenameColumn {
+            old_column_name: name,
+            ..
+        }
+        | AlterTableOperation::AlterColumn {
+            column_name: name, ..
+        } => !has(name) && guarded(name, if_present),
+        AlterTableOperation::AddConstraint {
+            constraint: TableConstraint::PrimaryKey(_),
+            ..
+        } => {
+            !def.primary_key_column_names.is_empty()
+                && guards.iter().any(|g| **g == Guard::KeyIfAbsent)
+        }
+        _ => false,
+    }
+}
+
 /// Applies `operations` to `def`; returns the table's new name when one renames it.
 pub(super) fn apply(
     def: &mut TableDef,
     operations: &[AlterTableOperation],
     session: &str,
+    guards: &[&Guard],
 ) -> Result<Option<Key>, Unparsed> {
     let mut renamed = None;
     for op in operations {
+        if skipped(def, op, guards) {
+            continue;
+        }
         match op {
             AlterTableOperation::AddColumn {
                 column_def,

@@ -94,9 +94,8 @@ fn kind(name: &str) -> Option<Kind> {
         "VARBINARY" => k(jdbc::VARBINARY, false),
         "TINYBLOB" | "BLOB" | "MEDIUMBLOB" | "LONGBLOB" | "LONG VARBINARY" => k(jdbc::BLOB, false),
         "JSON" | "GEOMETRY" | "POINT" | "LINESTRING" | "POLYGON" | "MULTIPOINT"
-        | "MULTILINESTRING" | "MULTIPOLYGON" | "GEOMETRYCOLLECTION" | "GEOMCOLLECTION" => {
-            k(jdbc::OTHER, false)
-        }
+        | "MULTILINESTRING" | "MULTIPOLYGON" | "GEOMETRYCOLLECTION" | "GEOMCOLLECTION" | "UUID"
+        | "INET4" | "INET6" => k(jdbc::OTHER, false),
         _ => return None,
     })
 }

@@ -7,6 +7,7 @@
 
 mod alter;
 mod column;
+mod mariadb;
 mod syntax;
 
 use std::collections::{BTreeMap, HashMap};
@@ -362,20 +363,40 @@ impl Model {
     /// changed, by database, in statement order.
     pub(crate) fn apply(&mut self, session: &str, ddl: &str) -> Result<Vec<Applied>, Unparsed> {
         let text = without_partitioning(ddl);
+        let unparsed = |e: &dyn std::fmt::Display| {
+            Unparsed(format!(
+                "the DDL statement `{}` cannot be parsed ({e})",
+                ddl.chars().take(200).collect::<String>()
+            ))
+        };
+        let tokens = Tokenizer::new(&MySqlDialect {}, &text)
+            .tokenize()
+            .map_err(|e| unparsed(&e))?;
+        // MariaDB's own syntax first (see `mariadb`), then MySQL's beyond the parser's
+        // grammar (see `syntax`) when the parser still refuses.
+        let tokens: Vec<_> = (tokens.into_iter())
+            .filter(|t| !matches!(t, sqlparser::tokenizer::Token::Whitespace(_)))
+            .collect();
+        let (tokens, guards) = mariadb::rewrite(tokens);
+        if guards.iter().any(|(_, g)| *g == mariadb::Guard::Versioned) {
+            return Err(Unparsed(format!(
+                "`{}` makes or alters a system-versioned table: its binlog rows carry hidden history columns, updates add history rows and deletes arrive as updates, which Sluice does not translate; leave the table out (table.exclude.list) or capture a table without system versioning",
+                ddl.chars().take(200).collect::<String>()
+            )));
+        }
         let mut converted = Vec::new();
-        let parsed = Parser::parse_sql(&MySqlDialect {}, &text).or_else(|e| {
-            // MySQL syntax beyond the parser's grammar, rewritten (see `syntax`).
-            let tokens = Tokenizer::new(&MySqlDialect {}, &text)
-                .tokenize()
-                .map_err(|_| e.clone())?;
-            let (tokens, conversions) = syntax::rewrite(tokens);
-            let statements = Parser::new(&MySqlDialect {})
-                .with_tokens(tokens)
-                .parse_statements()
-                .map_err(|_| e)?;
-            converted = conversions;
-            Ok::<_, sqlparser::parser::ParserError>(statements)
-        });
+        let parsed = Parser::new(&MySqlDialect {})
+            .with_tokens(tokens.clone())
+            .parse_statements()
+            .or_else(|e| {
+                let (tokens, conversions) = syntax::rewrite(tokens);
+                let statements = Parser::new(&MySqlDialect {})
+                    .with_tokens(tokens)
+                    .parse_statements()
+                    .map_err(|_| e)?;
+                converted = conversions;
+                Ok::<_, sqlparser::parser::ParserError>(statements)
+            });
         let statements = match parsed {
             Ok(statements) => statements,
             // Table options and partitions change no column: Debezium's event with no table
@@ -383,11 +404,12 @@ impl Model {
             Err(_) if changes_no_column(ddl) => {
                 return Ok(vec![Applied::database(session, Some(""))]);
             }
+            // The parser's own message, with its line and column in the statement.
             Err(e) => {
-                return Err(Unparsed(format!(
-                    "the DDL statement `{}` cannot be parsed ({e})",
-                    ddl.chars().take(200).collect::<String>()
-                )))
+                let e = Parser::parse_sql(&MySqlDialect {}, &text)
+                    .err()
+                    .unwrap_or(e);
+                return Err(unparsed(&e));
             }
         };
         if let Some(charset) = server_charset_of(ddl) {
@@ -400,7 +422,11 @@ impl Model {
                 Statement::AlterTable(at) => Some(self.key(&at.name, &session)),
                 _ => None,
             };
-            let mut applied = self.statement(&mut session, statement)?;
+            let guarded: Vec<&mariadb::Guard> = (guards.iter())
+                .filter(|(n, _)| *n == i)
+                .map(|(_, g)| g)
+                .collect();
+            let mut applied = self.statement(&mut session, statement, &guarded)?;
             let charset = converted.iter().find(|(n, _)| *n == i).map(|(_, c)| c);
             if let (Some(charset), Some(key)) = (charset, altered) {
                 self.convert(&key, charset, &mut applied);
@@ -414,21 +440,29 @@ impl Model {
         &mut self,
         session: &mut String,
         statement: Statement,
+        guards: &[&mariadb::Guard],
     ) -> Result<Vec<Applied>, Unparsed> {
         let fallback = Applied::database(session, Some(""));
         Ok(vec![match statement {
             Statement::CreateTable(ct) => {
                 let key = self.key(&ct.name, session);
-                if self.tables.contains_key(&key) {
+                // MariaDB's `CREATE OR REPLACE TABLE` drops a table it finds (Debezium's
+                // listener keeps the old structure: rows would decode against it).
+                if self.tables.contains_key(&key) && !ct.or_replace {
                     return Ok(vec![fallback]);
                 }
                 let Some(def) = self.create(&ct, session)? else {
+                    if ct.or_replace {
+                        self.tables.remove(&key);
+                    }
                     return Ok(vec![fallback]);
                 };
                 self.tables.insert(key.clone(), def.clone());
                 one(&key, ChangeKind::Create, Some(def))
             }
-            Statement::AlterTable(at) => self.alter_table(&at, session)?.unwrap_or(fallback),
+            Statement::AlterTable(at) => {
+                (self.alter_table(&at, session, guards)?).unwrap_or(fallback)
+            }
             Statement::Drop {
                 object_type: ObjectType::Table,
                 names,
@@ -496,12 +530,13 @@ impl Model {
         &mut self,
         at: &sqlparser::ast::AlterTable,
         session: &str,
+        guards: &[&mariadb::Guard],
     ) -> Result<Option<Applied>, Unparsed> {
         let key = self.key(&at.name, session);
         let Some(mut def) = self.tables.get(&key).cloned() else {
             return Ok(None);
         };
-        let (key, previous) = match alter::apply(&mut def, &at.operations, session)? {
+        let (key, previous) = match alter::apply(&mut def, &at.operations, session, guards)? {
             Some(new) if new != key => {
                 self.tables.remove(&key);
                 (new, Some(table_id(&[&key.0, &key.1])))

@@ -213,6 +213,19 @@ fn mysql_only_syntax_is_read_as_debeziums_parser_reads_it() {
 }
 
 proptest! {
+    /// Statements made of MariaDB's words in any order are parsed or refused: never a panic.
+    #[test]
+    fn mariadb_words_in_any_order_are_parsed_or_refused(words in proptest::collection::vec(proptest::sample::select(vec![
+        "ALTER", "TABLE", "t", "ADD", "COLUMN", "IF", "NOT", "EXISTS", "MODIFY", "CHANGE", "RENAME",
+        "DROP", "WAIT", "5", "NOWAIT", "(", ")", ",", "c", "INT", "COMPRESSED", "=", "PERSISTENT",
+        "AS", "ROW", "START", "PRIMARY", "KEY", "ALGORITHM", "NOCOPY", "CREATE", "OR", "REPLACE",
+        "SEQUENCE", "UUID", "INET6", ";",
+    ]), 0..24)) {
+        let mut model = Model::new(None);
+        let _ = model.apply("d", "CREATE TABLE t (id INT PRIMARY KEY, c INT)");
+        let _ = model.apply("d", &words.join(" "));
+    }
+
     /// Any text, and any cut of a real statement, is parsed or refused: never a panic.
     #[test]
     fn any_text_is_parsed_or_refused(text in "\\PC{0,200}", cut in 0usize..2000) {
@@ -331,4 +344,62 @@ fn a_case_insensitive_model_matches_names_whatever_their_case_and_keeps_the_firs
             assert_eq!(model.table("d", "Items").unwrap().columns.len(), 1);
         }
     }
+}
+
+/// MariaDB's own syntax (Debezium's MariaDB grammar), each statement applied in turn: the
+/// columns it leaves (as `name:TYPE`), or the refusal's words.
+#[test]
+fn mariadb_syntax_leaves_the_structure_mariadb_makes() {
+    let steps: [(&str, Result<&str, &str>); 22] = [
+        ("CREATE TABLE t (id INT PRIMARY KEY, a INT)", Ok("id:INT,a:INT")),
+        ("CREATE OR REPLACE TABLE t (id INT PRIMARY KEY, b VARCHAR(10))", Ok("id:INT,b:VARCHAR")),
+        ("ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT", Ok("id:INT,b:VARCHAR,c:INT")),
+        // MariaDB leaves an existing column as it is (Debezium would redefine it).
+        ("ALTER TABLE t ADD COLUMN IF NOT EXISTS c BIGINT", Ok("id:INT,b:VARCHAR,c:INT")),
+        ("ALTER TABLE t ADD IF NOT EXISTS (c BIGINT, d INT)", Ok("id:INT,b:VARCHAR,c:INT,d:INT")),
+        ("ALTER TABLE t DROP IF EXISTS zz, DROP COLUMN IF EXISTS d", Ok("id:INT,b:VARCHAR,c:INT")),
+        // Absent columns: nothing to change (Debezium would stop).
+        ("ALTER TABLE t MODIFY COLUMN IF EXISTS zz BIGINT, CHANGE IF EXISTS yy y INT", Ok("id:INT,b:VARCHAR,c:INT")),
+        ("ALTER TABLE t RENAME COLUMN IF EXISTS xx TO x, ALTER COLUMN IF EXISTS ww SET DEFAULT 1", Ok("id:INT,b:VARCHAR,c:INT")),
+        ("ALTER TABLE t MODIFY IF EXISTS c BIGINT", Ok("id:INT,b:VARCHAR,c:BIGINT")),
+        ("ALTER TABLE t CHANGE COLUMN IF EXISTS c c2 BIGINT", Ok("id:INT,b:VARCHAR,c2:BIGINT")),
+        ("ALTER TABLE IF EXISTS t WAIT 5 ADD e INT, ALGORITHM=NOCOPY", Ok("id:INT,b:VARCHAR,c2:BIGINT,e:INT")),
+        ("ALTER TABLE t NOWAIT DROP e, ADD PRIMARY KEY IF NOT EXISTS (b)", Ok("id:INT,b:VARCHAR,c2:BIGINT")),
+        ("ALTER TABLE t ADD g INT AS (id * 2) PERSISTENT, ADD h BLOB COMPRESSED=zlib", Ok("id:INT,b:VARCHAR,c2:BIGINT,g:INT,h:BLOB")),
+        ("ALTER TABLE t ADD INDEX IF NOT EXISTS ix (g), DROP INDEX IF EXISTS iy", Ok("id:INT,b:VARCHAR,c2:BIGINT,g:INT,h:BLOB")),
+        ("CREATE TABLE u (id UUID PRIMARY KEY, i4 INET4, i6 INET6 NOT NULL, n INT INVISIBLE, c VARCHAR(20) /*M!100301 COMPRESSED*/) ROW_FORMAT=COMPRESSED", Ok("id:UUID,i4:INET4,i6:INET6,n:INT,c:VARCHAR")),
+        ("RENAME TABLE IF EXISTS u TO u2", Ok("id:UUID,i4:INET4,i6:INET6,n:INT,c:VARCHAR")),
+        ("DROP TABLE IF EXISTS u2 WAIT 3", Ok("")),
+        ("CREATE OR REPLACE SEQUENCE s", Ok("")),
+        ("CREATE TABLE v (id INT PRIMARY KEY, x INT) WITH SYSTEM VERSIONING", Err("system-versioned")),
+        ("CREATE TABLE v (id INT PRIMARY KEY, s TIMESTAMP(6) AS ROW START, e TIMESTAMP(6) AS ROW END, PERIOD FOR SYSTEM_TIME(s, e))", Err("system-versioned")),
+        ("ALTER TABLE t ADD SYSTEM VERSIONING", Err("system-versioned")),
+        ("CREATE TABLE w (id INT PRIMARY KEY, nowait INT, wait INT)", Ok("id:INT,nowait:INT,wait:INT")),
+    ];
+    let mut model = Model::new(Some("utf8mb4".into()));
+    for (statement, expected) in steps {
+        let got = model.apply("d", statement).map(|applied| {
+            let tables: Vec<String> = (applied.iter().flat_map(|a| a.changes.iter()))
+                .filter_map(|c| c.table.as_ref())
+                .map(|t| {
+                    let columns: Vec<String> = (t.columns.iter())
+                        .map(|c| format!("{}:{}", c.name, c.type_name))
+                        .collect();
+                    columns.join(",")
+                })
+                .collect();
+            tables.join(";")
+        });
+        match (got, expected) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "after `{statement}`"),
+            (Err(e), Err(words)) => assert!(e.0.contains(words), "`{statement}`: {e}"),
+            (got, _) => panic!("`{statement}`: {got:?}"),
+        }
+    }
+    let key = &model.table("d", "t").unwrap().primary_key_column_names;
+    assert_eq!(
+        key,
+        &["id"],
+        "a key added IF NOT EXISTS to a table that has one"
+    );
 }

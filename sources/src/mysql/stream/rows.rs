@@ -36,6 +36,23 @@ pub(in crate::mysql) async fn primary_key(
         .map_err(|e| MysqlError::query(format!("reading the primary key of `{db}.{name}`"), e))
 }
 
+/// Whether `db`.`name` is a MariaDB sequence (one the server still has).
+async fn is_sequence(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    name: &str,
+) -> Result<bool, MysqlError> {
+    use mysql_async::prelude::Queryable;
+    let kind: Option<String> = conn
+        .exec_first(
+            "SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, name),
+        )
+        .await
+        .map_err(|e| MysqlError::query(format!("reading the kind of `{db}.{name}`"), e))?;
+    Ok(kind.as_deref() == Some("SEQUENCE"))
+}
+
 impl MysqlSource {
     /// The rows of `db.name` at `file:start`, a table the source knows no structure of (the
     /// TABLE_MAP names no columns, and the table was not there when the stream started):
@@ -201,6 +218,12 @@ impl MysqlSource {
                     Some(conn) => conn,
                     None => lookup.insert(self.connect().await?),
                 };
+                // A MariaDB sequence's state row (`NEXTVAL`): no table's data, no event (no
+                // DDL of it enters the model).
+                if is_sequence(conn, &db, &name).await? {
+                    tracing::debug!(table = %format!("{db}.{name}"), "A sequence's row change, passed over.");
+                    return Ok(Mapped::Skip);
+                }
                 primary_key(conn, &db, &name).await?
             }
         };
