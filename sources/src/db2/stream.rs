@@ -324,8 +324,10 @@ impl Db2Source {
     ) -> Result<sluice_engine::Position, Db2Error> {
         let names = captured_names(tables);
         inc.signals(&names);
+        // The rows carry the request (a restart in the middle runs it again); the position
+        // after them does not.
+        let here = Db2Offset::at(reached, true).position_with(inc.progress().as_deref());
         if let Some(request) = inc.blocking.take() {
-            let here = Db2Offset::at(reached, true).position_with(inc.progress().as_deref());
             self.blocking_snapshot(request, tables, (here, reached), ctx)
                 .await?;
         }

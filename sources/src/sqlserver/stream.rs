@@ -512,8 +512,10 @@ impl SqlServerSource {
     ) -> Result<sluice_engine::Position, SqlServerError> {
         let names = captured_names(tables);
         inc.signals(&names);
+        // The rows carry the request (a restart in the middle runs it again); the position
+        // after them does not.
+        let here = SqlServerOffset::at(reached, true).position_with(inc.progress().as_deref());
         if let Some(request) = inc.blocking.take() {
-            let here = SqlServerOffset::at(reached, true).position_with(inc.progress().as_deref());
             self.blocking_snapshot(conn, request, tables, (here, reached), ctx)
                 .await?;
         }

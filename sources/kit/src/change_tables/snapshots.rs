@@ -50,6 +50,17 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
         ctx: &SourceContext,
     ) -> Result<Self, ChannelError> {
         let channels = Channels::open(common, ctx).await?;
+        // A blocking snapshot a restart interrupted (or that had not started) runs again.
+        let (resumed, blocking) = match resumed {
+            Some(mut p) => {
+                let blocking = p.blocking.take().map(|b| *b);
+                (Some(p).filter(|p| !p.tables.is_empty()), blocking)
+            }
+            None => (None, None),
+        };
+        if let Some(b) = &blocking {
+            tracing::info!(id = %b.id, tables = ?b.tables, "A blocking snapshot not finished before the restart runs again.");
+        }
         Ok(Incremental {
             tracker: Tracker::new(resumed, common.notifications()),
             enabled: table || !channels.is_empty(),
@@ -57,7 +68,7 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
             window: None,
             chunk: common.incremental_chunk_size,
             qualifier: qualifier.to_owned(),
-            blocking: None,
+            blocking,
         })
     }
 
@@ -69,9 +80,18 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
             || self.blocking.is_some()
     }
 
-    /// The delivered progress, for the positions (`None`: no snapshot running).
+    /// The delivered progress, for the positions (`None`: no snapshot running), with the
+    /// blocking snapshot asked for and not done yet, so that a restart runs it.
     pub fn progress(&self) -> Option<Box<RawValue>> {
-        self.tracker.delivered_json().map(ToOwned::to_owned)
+        let delivered = self.tracker.delivered_json();
+        let Some(blocking) = &self.blocking else {
+            return delivered.map(ToOwned::to_owned);
+        };
+        let mut progress: Progress<String> = delivered
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_else(|| Progress::new(&blocking.id, Vec::new(), Default::default(), None));
+        progress.blocking = Some(Box::new(blocking.clone()));
+        crate::position::render(&progress)
     }
 
     /// Carries out the `file`, `http` and `kafka` channels' signals.

@@ -42,6 +42,7 @@ pub struct Progress<K> {
     #[serde(default)]
     pub id: String,
     /// Tables left, by the source's table name, the current one first.
+    #[serde(default)]
     pub tables: Vec<String>,
     /// The current table's last key read, per key column (`None`: from its start).
     #[serde(default = "none")]
@@ -58,6 +59,11 @@ pub struct Progress<K> {
     /// Chunks read so far.
     #[serde(default)]
     pub chunks: u64,
+    /// A blocking snapshot asked for and not done yet (the change-table sources carry it in
+    /// their positions, so a restart runs it; `tables` is then empty when no incremental
+    /// snapshot runs beside it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking: Option<Box<crate::signal::BlockingRequest>>,
 }
 
 fn none<T>() -> Option<T> {
@@ -80,6 +86,7 @@ impl<K> Progress<K> {
             conditions,
             surrogate_key,
             chunks: 0,
+            blocking: None,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 /// A blocking snapshot waiting to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BlockingRequest {
     /// The signal's id (or the ids, joined, when several arrived together).
     pub id: String,
