@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 use sluice_test_support::moments::Moments;
 use sluice_test_support::procstat;
 
+mod admin;
 mod capture;
 mod consistency;
 mod options;

@@ -1,11 +1,18 @@
-//! The admin endpoint (`admin: { bind: 127.0.0.1:8083 }`; off by default): one HTTP/1.1
-//! route, `POST /pipelines/{name}/signals` with a Debezium signal as the JSON body
-//! (`{"id": .., "type": .., "data": {..}}`), answered `202` once the source has it queued.
-//! The source reads queued signals through [`crate::SourceContext::external_signals`].
+//! The admin endpoint (`admin: { bind: 127.0.0.1:8083 }`; off by default), HTTP/1.1:
 //!
-//! Only this route exists, so the server reads one request per connection by hand (request
-//! line, headers, `Content-Length` body, 64 KiB at most) rather than pulling in a web
-//! framework; anything else gets a plain status line and a one-line reason.
+//! - `POST /pipelines/{name}/signals` with a Debezium signal as the JSON body (`{"id": ..,
+//!   "type": .., "data": {..}}`), answered `202` once the source has it queued (the source
+//!   reads queued signals through [`crate::SourceContext::external_signals`]);
+//! - `GET /pipelines/{name}`: the pipeline's status as JSON ([`Status`]);
+//! - `GET /health/live` (the process answers) and `GET /health/ready` (the pipeline runs and no
+//!   sink's writes are failing: `503` while it starts, restarts after a failure, retries a
+//!   sink, stops or has failed), as Quarkus' health checks answer them in Debezium Server
+//!   (`{"status": "UP"|"DOWN", "checks": [...]}`);
+//! - `GET /metrics`: the process's metrics in Prometheus' text format.
+//!
+//! The server reads one request per connection by hand (request line, headers,
+//! `Content-Length` body, 64 KiB at most) rather than pulling in a web framework; anything else
+//! gets a plain status line and a one-line reason.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +22,8 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Mutex};
+
+use super::status::Status;
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024;
@@ -30,10 +39,43 @@ pub struct AdminConfig {
 /// Signals received over HTTP, waiting for the source (shared by restarts of the pipeline).
 pub type SignalQueue = Arc<Mutex<mpsc::Receiver<String>>>;
 
+/// What the routes need.
+struct Routes {
+    /// `/pipelines/{name}`.
+    pipeline: String,
+    signals: mpsc::Sender<String>,
+    status: Status,
+    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+/// The process's Prometheus recorder, installed once (by the first pipeline with an admin
+/// endpoint), with its upkeep running; `None` when another recorder was installed first.
+fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    static HANDLE: std::sync::OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>> =
+        std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .map_err(|e| tracing::warn!(error = %e, "No Prometheus metrics: another metrics recorder is installed."))
+                .ok()?;
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    upkeep.run_upkeep();
+                }
+            });
+            Some(handle)
+        })
+        .clone()
+}
+
 /// Binds the endpoint; the returned queue feeds the source.
 pub async fn start(
     config: &AdminConfig,
     pipeline: &str,
+    status: Status,
 ) -> Result<(SignalQueue, SocketAddr), std::io::Error> {
     let listener = TcpListener::bind(&config.bind).await.map_err(|e| {
         std::io::Error::new(
@@ -43,17 +85,20 @@ pub async fn start(
     })?;
     let addr = listener.local_addr()?;
     let (tx, rx) = mpsc::channel::<String>(64);
-    let path: Arc<str> = format!("/pipelines/{pipeline}/signals").into();
+    let routes = Arc::new(Routes {
+        pipeline: format!("/pipelines/{pipeline}"),
+        signals: tx,
+        status,
+        metrics: prometheus(),
+    });
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let tx = tx.clone();
-            let path = path.clone();
+            let routes = routes.clone();
             tokio::spawn(async move {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(10), serve(stream, &path, &tx)).await;
+                let _ = tokio::time::timeout(Duration::from_secs(10), serve(stream, &routes)).await;
             });
         }
     });
@@ -61,22 +106,18 @@ pub async fn start(
     Ok((Arc::new(Mutex::new(rx)), addr))
 }
 
-async fn serve(stream: TcpStream, path: &str, tx: &mpsc::Sender<String>) -> std::io::Result<()> {
+/// An answer: status, content type, body.
+type Answer = (u16, &'static str, String);
+
+async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let (status, reason) = match request(&mut reader, path).await {
-        Ok(body) => match tx.try_send(body) {
-            Ok(()) => (202, "signal queued".to_owned()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                (503, "too many signals waiting: retry later".to_owned())
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                (503, "the pipeline is stopping".to_owned())
-            }
-        },
-        Err((status, reason)) => (status, reason),
+    let (status, content_type, body) = match read_request(&mut reader).await {
+        Ok((method, target, body)) => route(routes, &method, &target, body),
+        Err((status, reason)) => (status, "text/plain", format!("{reason}\n")),
     };
     let text = match status {
+        200 => "OK",
         202 => "Accepted",
         400 => "Bad Request",
         404 => "Not Found",
@@ -86,18 +127,82 @@ async fn serve(stream: TcpStream, path: &str, tx: &mpsc::Sender<String>) -> std:
         _ => "Service Unavailable",
     };
     let response = format!(
-        "HTTP/1.1 {status} {text}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reason}\n",
-        reason.len() + 1
+        "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
     );
     write.write_all(response.as_bytes()).await?;
     write.shutdown().await
 }
 
-/// Reads one request; returns the signal line to queue, or the status and reason to answer.
-async fn request<R: tokio::io::AsyncBufRead + Unpin>(
+/// The answer to `method target` with `body`.
+fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
+    let plain = |status: u16, reason: String| (status, "text/plain", format!("{reason}\n"));
+    let json =
+        |status: u16, value: serde_json::Value| (status, "application/json", format!("{value}\n"));
+    let signals = format!("{}/signals", routes.pipeline);
+    let get = [
+        "/metrics",
+        "/health/live",
+        "/health/ready",
+        routes.pipeline.as_str(),
+    ];
+    if target == signals {
+        if method != "POST" {
+            return plain(405, format!("use POST {signals}"));
+        }
+        return match signal(body) {
+            Ok(line) => match routes.signals.try_send(line) {
+                Ok(()) => plain(202, "signal queued".into()),
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    plain(503, "too many signals waiting: retry later".into())
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    plain(503, "the pipeline is stopping".into())
+                }
+            },
+            Err((status, reason)) => plain(status, reason),
+        };
+    }
+    if !get.contains(&target) {
+        return plain(
+            404,
+            format!(
+                "no such route: GET /metrics, /health/live, /health/ready, {}; POST {signals}",
+                routes.pipeline
+            ),
+        );
+    }
+    if method != "GET" {
+        return plain(405, format!("use GET {target}"));
+    }
+    match target {
+        "/metrics" => match &routes.metrics {
+            Some(handle) => (200, "text/plain; version=0.0.4", handle.render()),
+            None => plain(
+                503,
+                "another metrics recorder is installed in this process".into(),
+            ),
+        },
+        "/health/live" => json(200, serde_json::json!({"status": "UP", "checks": []})),
+        "/health/ready" => {
+            let state = routes.status.state();
+            let up = routes.status.ready();
+            let failing = routes.status.json()["failing_sinks"].clone();
+            let data = serde_json::json!({"state": state, "failing_sinks": failing});
+            let check = serde_json::json!({"name": "pipeline", "status": if up { "UP" } else { "DOWN" }, "data": data});
+            let body =
+                serde_json::json!({"status": if up { "UP" } else { "DOWN" }, "checks": [check]});
+            json(if up { 200 } else { 503 }, body)
+        }
+        _ => json(200, routes.status.json()),
+    }
+}
+
+/// Reads one request: its method, target and body (at most [`MAX_BODY`] bytes), or the
+/// status and reason to answer.
+async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
-    path: &str,
-) -> Result<String, (u16, String)> {
+) -> Result<(String, String, Vec<u8>), (u16, String)> {
     let bad = |reason: &str| (400, reason.to_owned());
     let mut line = String::new();
     reader
@@ -127,21 +232,24 @@ async fn request<R: tokio::io::AsyncBufRead + Unpin>(
             }
         }
     }
-    if target != path {
-        return Err((404, format!("no such route: use POST {path}")));
+    let mut body = Vec::new();
+    if method == "POST" {
+        let length = length.ok_or((411, "a content-length is required".to_owned()))?;
+        if length > MAX_BODY {
+            return Err((413, format!("a request body is at most {MAX_BODY} bytes")));
+        }
+        body = vec![0u8; length];
+        reader
+            .read_exact(&mut body)
+            .await
+            .map_err(|_| bad("the body is shorter than its content-length"))?;
     }
-    if method != "POST" {
-        return Err((405, format!("use POST {path}")));
-    }
-    let length = length.ok_or((411, "a content-length is required".to_owned()))?;
-    if length > MAX_BODY {
-        return Err((413, format!("a signal is at most {MAX_BODY} bytes")));
-    }
-    let mut body = vec![0u8; length];
-    reader
-        .read_exact(&mut body)
-        .await
-        .map_err(|_| bad("the body is shorter than its content-length"))?;
+    Ok((method.to_owned(), target.to_owned(), body))
+}
+
+/// A signal request's body as the line to queue.
+fn signal(body: Vec<u8>) -> Result<String, (u16, String)> {
+    let bad = |reason: &str| (400, reason.to_owned());
     let text = String::from_utf8(body).map_err(|_| bad("the body is not UTF-8"))?;
     check_signal(&text).map_err(|e| bad(&e))?;
     Ok(text.replace(['\r', '\n'], " "))
@@ -203,9 +311,28 @@ pub fn send_signal(bind: &str, pipeline: &str, signal: &str) -> Result<String, S
 mod tests {
     use super::*;
 
-    async fn ask(raw: &str) -> Result<String, (u16, String)> {
+    fn routes() -> (Routes, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(4);
+        let counters = (
+            Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        );
+        let routes = Routes {
+            pipeline: "/pipelines/p".into(),
+            signals: tx,
+            status: Status::new("p", counters.0, counters.1),
+            metrics: None,
+        };
+        (routes, rx)
+    }
+
+    async fn ask(raw: &str) -> Answer {
+        let (routes, _rx) = routes();
         let mut reader = BufReader::new(raw.as_bytes());
-        request(&mut reader, "/pipelines/p/signals").await
+        match read_request(&mut reader).await {
+            Ok((method, target, body)) => route(&routes, &method, &target, body),
+            Err((status, reason)) => (status, "text/plain", reason),
+        }
     }
 
     #[tokio::test]
@@ -215,41 +342,45 @@ mod tests {
             "POST /pipelines/p/signals HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
-        assert_eq!(ask(&ok).await.unwrap(), body);
+        assert_eq!(ask(&ok).await.0, 202);
         assert_eq!(
-            ask("GET /pipelines/p/signals HTTP/1.1\r\n\r\n")
-                .await
-                .unwrap_err()
-                .0,
+            ask("GET /pipelines/p/signals HTTP/1.1\r\n\r\n").await.0,
             405
         );
+        let wrong = "POST /pipelines/q/signals HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(ask(wrong).await.0, 404);
         assert_eq!(
-            ask("POST /pipelines/q/signals HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
-                .await
-                .unwrap_err()
-                .0,
-            404
-        );
-        assert_eq!(
-            ask("POST /pipelines/p/signals HTTP/1.1\r\n\r\n")
-                .await
-                .unwrap_err()
-                .0,
+            ask("POST /pipelines/p/signals HTTP/1.1\r\n\r\n").await.0,
             411
         );
-        let (status, reason) =
-            ask("POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 8\r\n\r\n{\"id\":1}")
-                .await
-                .unwrap_err();
+        let (status, _, reason) =
+            ask("POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 8\r\n\r\n{\"id\":1}").await;
         assert_eq!(status, 400);
         assert!(reason.contains("string `id`"), "{reason}");
-        assert_eq!(
-            ask("POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n")
-                .await
-                .unwrap_err()
-                .0,
-            413
-        );
+        let huge = "POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n";
+        assert_eq!(ask(huge).await.0, 413);
+    }
+
+    use super::super::status::State;
+
+    #[tokio::test]
+    async fn health_and_status_follow_the_pipeline() {
+        let (routes, _rx) = routes();
+        let get = |target: &str| route(&routes, "GET", target, Vec::new());
+        assert_eq!(get("/health/live").0, 200);
+        let (status, _, body) = get("/health/ready");
+        assert_eq!(status, 503, "starting: {body}");
+        assert!(body.contains("\"starting\""), "{body}");
+        routes.status.set_state(State::Running);
+        assert_eq!(get("/health/ready").0, 200);
+        let (status, content_type, body) = get("/pipelines/p");
+        assert_eq!((status, content_type), (200, "application/json"));
+        let j: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(j["state"], "running");
+        assert_eq!(route(&routes, "POST", "/health/live", Vec::new()).0, 405);
+        assert_eq!(get("/nothing").0, 404);
+        // No recorder in unit tests: said plainly.
+        assert_eq!(get("/metrics").0, 503);
     }
 
     proptest::proptest! {
@@ -257,9 +388,10 @@ mod tests {
         #[test]
         fn arbitrary_requests_never_panic(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
             let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let (routes, _rx) = routes();
             let _ = runtime.block_on(async {
                 let mut reader = BufReader::new(&raw[..]);
-                request(&mut reader, "/pipelines/p/signals").await
+                read_request(&mut reader).await.map(|(m, t, b)| route(&routes, &m, &t, b))
             });
         }
     }

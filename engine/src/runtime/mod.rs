@@ -16,6 +16,7 @@
 
 pub mod admin;
 mod stages;
+pub mod status;
 mod supervisor;
 
 use std::path::PathBuf;
@@ -189,11 +190,16 @@ pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunErro
     let slot = outcome.clone();
     let started = system.block_on(async move {
         use actix::Actor;
+        let status = status::Status::new(
+            &plan.name,
+            Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            Arc::new(std::sync::atomic::AtomicU64::new(crate::component::now_ms())),
+        );
         let signals = match &plan.admin {
-            Some(admin) => Some(crate::runtime::admin::start(admin, &plan.name).await?.0),
+            Some(admin) => Some(admin::start(admin, &plan.name, status.clone()).await?.0),
             None => None,
         };
-        Supervisor::new(plan, options, slot, signals).start();
+        Supervisor::new(plan, options, slot, (signals, status)).start();
         Ok::<(), std::io::Error>(())
     });
     if let Err(e) = started {

@@ -139,6 +139,8 @@ pub(crate) struct SinkStage {
     pub limits: Limits,
     pub retry: Backoff,
     pub counters: ComponentCounters,
+    /// Where a failing write shows (`/health/ready`, the status).
+    pub status: crate::runtime::status::Status,
 }
 
 /// A written batch waiting for its delivery.
@@ -279,7 +281,12 @@ impl SinkStage {
                 Some(error) => error,
                 None => match self.sink.write(&sink_batch).await {
                     Ok(delivery) => match delivery.await {
-                        Ok(()) => return Ok(()),
+                        Ok(()) => {
+                            if attempt > 0 {
+                                self.status.sink_ok(&self.name);
+                            }
+                            return Ok(());
+                        }
                         Err(error) => error,
                     },
                     Err(error) => error,
@@ -298,6 +305,7 @@ impl SinkStage {
                 .with_source(error));
             }
             let delay = self.retry.delay(attempt);
+            (self.status).sink_failing(&self.name, error.chain().to_string());
             tracing::warn!(
                 sink = %self.name,
                 attempt,

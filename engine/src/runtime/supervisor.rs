@@ -60,6 +60,8 @@ pub struct Supervisor {
     current: Option<Generation>,
     /// Signals from the admin endpoint, handed to every generation's source.
     signals: Option<crate::runtime::admin::SignalQueue>,
+    /// What the admin endpoint shows.
+    status: crate::runtime::status::Status,
     restarts: u32,
     consecutive_failures: u32,
     committed_at_failure: Option<Position>,
@@ -68,15 +70,21 @@ pub struct Supervisor {
     deadline: Option<SpawnHandle>,
 }
 
+use crate::runtime::status::State;
+
 impl Supervisor {
     /// A supervisor that will write its outcome into `outcome` and stop the actor system.
     pub fn new(
         plan: PipelinePlan,
         options: RunOptions,
         outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
-        signals: Option<crate::runtime::admin::SignalQueue>,
+        (signals, status): (
+            Option<crate::runtime::admin::SignalQueue>,
+            crate::runtime::status::Status,
+        ),
     ) -> Self {
         let (committed_tx, _) = watch::channel(None);
+        let (emitted, last_event_ms) = status.counters();
         Supervisor {
             plan,
             options,
@@ -84,11 +92,12 @@ impl Supervisor {
             store: None,
             committed: None,
             committed_tx,
-            emitted: Arc::new(AtomicU64::new(0)),
-            last_event_ms: Arc::new(AtomicU64::new(now_ms())),
+            emitted,
+            last_event_ms,
             next_generation: 0,
             current: None,
             signals,
+            status,
             restarts: 0,
             consecutive_failures: 0,
             committed_at_failure: None,
@@ -119,6 +128,9 @@ impl Supervisor {
                     .increment(1);
             }
             self.committed = acked;
+            if let Some(position) = &self.committed {
+                self.status.committed(position);
+            }
             let _ = self.committed_tx.send(self.committed.clone());
         }
         Ok(())
@@ -135,6 +147,7 @@ impl Supervisor {
                     resume_from = ?self.committed,
                     "Pipeline started."
                 );
+                self.status.set_state(State::Running);
                 // A stop requested from inside (a stop condition met by the source) goes through
                 // the same graceful path, with its deadline.
                 let mut requested = generation.shutdown_tx.subscribe();
@@ -188,7 +201,7 @@ impl Supervisor {
         let shutdown_tx = Arc::new(shutdown_tx);
         let (abort_tx, abort_rx) = watch::channel(false);
 
-        let (sink_stages, sink_queues) = build_sinks(plan, &acker, max_bytes)?;
+        let (sink_stages, sink_queues) = build_sinks(plan, &acker, max_bytes, &self.status)?;
         let mut queues = vec![source_queue.clone()];
         queues.extend(sink_queues);
         let source_ctx = SourceContext::new(SourceWiring {
@@ -271,11 +284,23 @@ impl Supervisor {
             && self.consecutive_failures <= policy.max_retries;
         if !retry {
             tracing::error!(pipeline = %self.plan.name, stage = %stage, error = %error.chain(), "Pipeline stopped.");
+            (self.status).failed(
+                &stage,
+                error.chain().to_string(),
+                State::Failed,
+                self.restarts,
+            );
             let err = RunError::component(&stage, &error, self.committed.clone());
             self.finish(Err(err), ctx);
             return;
         }
         self.restarts += 1;
+        (self.status).failed(
+            &stage,
+            error.chain().to_string(),
+            State::Restarting,
+            self.restarts,
+        );
         ::metrics::counter!(metrics::RESTARTS, "pipeline" => self.plan.name.clone()).increment(1);
         let delay = policy.delay(self.consecutive_failures);
         tracing::warn!(
@@ -297,6 +322,7 @@ impl Supervisor {
     }
 
     fn finish_ok(&mut self, ctx: &mut Context<Self>) {
+        self.status.set_state(State::Stopped);
         let result = self.commit().map(|()| RunReport {
             events: self.emitted.load(Ordering::Relaxed),
             committed: self.committed.clone(),
@@ -315,6 +341,7 @@ impl Supervisor {
             return;
         }
         self.stopping = true;
+        self.status.set_state(State::Stopping);
         match &self.current {
             Some(generation) => {
                 let _ = generation.shutdown_tx.send(true);
@@ -490,6 +517,7 @@ fn build_sinks(
     plan: &PipelinePlan,
     acker: &Arc<AckTracker>,
     max_bytes: usize,
+    status: &crate::runtime::status::Status,
 ) -> Result<SinkStages, (String, ComponentError)> {
     let limits = plan.limits;
     let mut stages = Vec::new();
@@ -522,6 +550,7 @@ fn build_sinks(
             limits,
             retry: sink.retry,
             counters: ComponentCounters::new(&plan.name, &format!("sink:{}", sink.name)),
+            status: status.clone(),
         });
     }
     Ok((stages, queues))

@@ -1,0 +1,197 @@
+//! A pipeline's status as the admin endpoint shows it (`GET /pipelines/<name>`, the health
+//! routes): the supervisor writes it at each change of state, the endpoint reads it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+/// Where a pipeline is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Building its stages (the first time, or after a failure).
+    Starting,
+    /// Its stages run.
+    Running,
+    /// A stage failed; it waits to start again from its committed position.
+    Restarting,
+    /// Stopping on request.
+    Stopping,
+    /// Stopped after a request or at its end.
+    Stopped,
+    /// Stopped by a failure it does not retry.
+    Failed,
+}
+
+/// The last failure: what it said and when (milliseconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastError {
+    pub stage: String,
+    pub message: String,
+    pub at_ms: u64,
+}
+
+/// What the supervisor writes.
+#[derive(Debug, Clone, Serialize)]
+struct Written {
+    state: State,
+    restarts: u32,
+    last_error: Option<LastError>,
+    /// The committed position, as the offsets file holds it.
+    committed: Option<serde_json::Value>,
+    started_ms: u64,
+    /// Sinks whose writes fail (retried with backoff): their last error.
+    failing_sinks: std::collections::BTreeMap<String, LastError>,
+}
+
+/// A pipeline's status, shared by its supervisor and the admin endpoint.
+#[derive(Clone)]
+pub struct Status {
+    name: Arc<str>,
+    written: Arc<Mutex<Written>>,
+    emitted: Arc<AtomicU64>,
+    last_event_ms: Arc<AtomicU64>,
+}
+
+impl Status {
+    /// A starting pipeline `name`; `emitted` and `last_event_ms` are the supervisor's counters.
+    pub fn new(name: &str, emitted: Arc<AtomicU64>, last_event_ms: Arc<AtomicU64>) -> Self {
+        Status {
+            name: name.into(),
+            written: Arc::new(Mutex::new(Written {
+                state: State::Starting,
+                restarts: 0,
+                last_error: None,
+                committed: None,
+                started_ms: crate::component::now_ms(),
+                failing_sinks: Default::default(),
+            })),
+            emitted,
+            last_event_ms,
+        }
+    }
+
+    /// The supervisor's event counter and last event time.
+    pub(crate) fn counters(&self) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
+        (self.emitted.clone(), self.last_event_ms.clone())
+    }
+
+    fn write(&self, f: impl FnOnce(&mut Written)) {
+        let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut w);
+    }
+
+    /// The pipeline is in `state` now.
+    pub fn set_state(&self, state: State) {
+        self.write(|w| w.state = state);
+    }
+
+    /// A stage failed with `message`; `state`: restarting or failed.
+    pub fn failed(&self, stage: &str, message: String, state: State, restarts: u32) {
+        self.write(|w| {
+            w.state = state;
+            w.restarts = restarts;
+            w.last_error = Some(LastError {
+                stage: stage.to_owned(),
+                message,
+                at_ms: crate::component::now_ms(),
+            });
+        });
+    }
+
+    /// Sink `name`'s writes fail with `message` (it retries).
+    pub fn sink_failing(&self, name: &str, message: String) {
+        let at_ms = crate::component::now_ms();
+        self.write(|w| {
+            let error = LastError {
+                stage: format!("sink:{name}"),
+                message,
+                at_ms,
+            };
+            w.last_error = Some(error.clone());
+            w.failing_sinks.insert(name.to_owned(), error);
+        });
+    }
+
+    /// Sink `name` wrote again.
+    pub fn sink_ok(&self, name: &str) {
+        self.write(|w| {
+            w.failing_sinks.remove(name);
+        });
+    }
+
+    /// Whether the pipeline runs and no sink's writes are failing (`/health/ready`).
+    pub fn ready(&self) -> bool {
+        let w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        w.state == State::Running && w.failing_sinks.is_empty()
+    }
+
+    /// The committed position moved.
+    pub fn committed(&self, position: &crate::Position) {
+        let value = match position {
+            crate::Position::Offset(n) => serde_json::Value::from(*n),
+            crate::Position::Opaque(text) => serde_json::from_str(text)
+                .unwrap_or_else(|_| serde_json::Value::String(text.to_string())),
+        };
+        self.write(|w| w.committed = Some(value));
+    }
+
+    /// The pipeline's state.
+    pub fn state(&self) -> State {
+        self.written.lock().unwrap_or_else(|p| p.into_inner()).state
+    }
+
+    /// The status as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        let w = self
+            .written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let now = crate::component::now_ms();
+        let last = self.last_event_ms.load(Ordering::Relaxed);
+        serde_json::json!({
+            "name": &*self.name,
+            "state": w.state,
+            "restarts": w.restarts,
+            "events": self.emitted.load(Ordering::Relaxed),
+            "ms_since_last_event": now.saturating_sub(last),
+            "uptime_ms": now.saturating_sub(w.started_ms),
+            "committed": w.committed,
+            "last_error": w.last_error,
+            "failing_sinks": w.failing_sinks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_follows_what_the_supervisor_writes() {
+        let s = Status::new(
+            "p",
+            Arc::new(AtomicU64::new(5)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        assert_eq!(s.state(), State::Starting);
+        s.set_state(State::Running);
+        s.committed(&crate::Position::Opaque(r#"{"lsn":"0/1"}"#.into()));
+        s.failed("source", "boom".into(), State::Restarting, 1);
+        let j = s.json();
+        assert_eq!(j["state"], "restarting");
+        assert_eq!(j["events"], 5);
+        assert_eq!(j["committed"]["lsn"], "0/1");
+        assert_eq!(j["last_error"]["message"], "boom");
+        assert_eq!(j["restarts"], 1);
+        s.set_state(State::Running);
+        assert!(s.ready());
+        s.sink_failing("kafka", "broker away".into());
+        assert!(!s.ready());
+        assert_eq!(s.json()["failing_sinks"]["kafka"]["message"], "broker away");
+        s.sink_ok("kafka");
+        assert!(s.ready());
+    }
+}

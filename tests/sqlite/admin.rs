@@ -1,0 +1,180 @@
+//! The admin endpoint's observation routes against a running pipeline: Prometheus metrics that
+//! move as rows are captured, the health checks, the status JSON, and what a failing sink
+//! shows (not ready, its last error).
+
+use super::*;
+
+/// `GET target` on `port`: the status code and the body.
+fn get(port: u16, target: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+/// Waits until `GET target` answers `status`; returns the body.
+fn wait_for_status(port: u16, target: &str, status: u16) -> String {
+    let t0 = Instant::now();
+    loop {
+        let answer = std::panic::catch_unwind(|| get(port, target));
+        if let Ok((s, body)) = &answer {
+            if *s == status {
+                return body.clone();
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{target}: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of the Prometheus sample whose line starts with `name{` and holds `label`.
+fn sample(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} with {label} in:\n{text}"))
+}
+
+#[test]
+fn metrics_health_and_status_follow_a_running_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    let port = sluice_test_support::pg::free_port();
+    let path = pipeline(dir.path(), &db, "");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "name: sqlite_test\n",
+        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let child = start(&path, &[]);
+    wait_for_status(port, "/health/ready", 200);
+    assert_eq!(get(port, "/health/live").0, 200);
+    let sent = |metrics: &str| sample(metrics, "sluice_events_sent_total", "component=\"source\"");
+    conn.execute_batch("insert into t values (1, 'a'); insert into t values (2, 'b');")
+        .unwrap();
+    wait_lines(dir.path(), 2);
+    let (status, first) = get(port, "/metrics");
+    assert_eq!(status, 200);
+    assert!(sent(&first) >= 2.0, "{first}");
+    conn.execute_batch(
+        "with recursive g(v) as (select 3 union all select v + 1 from g where v < 102) insert into t select v, 'row' from g;",
+    )
+    .unwrap();
+    wait_lines(dir.path(), 102);
+    let (_, second) = get(port, "/metrics");
+    assert!(sent(&second) >= sent(&first) + 100.0, "{second}");
+    let sink = sample(&second, "sluice_events_sent_total", "component=\"sink:");
+    assert!(sink >= 102.0, "{second}");
+    // The status: running, the events counted, a committed position.
+    let t0 = Instant::now();
+    let status = loop {
+        let (code, body) = get(port, "/pipelines/sqlite_test");
+        assert_eq!(code, 200);
+        let j: Json = serde_json::from_str(&body).unwrap();
+        if !j["committed"].is_null() || t0.elapsed() > Duration::from_secs(10) {
+            break j;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["events"], 102, "{status}");
+    assert!(!status["committed"].is_null(), "{status}");
+    assert!(status["last_error"].is_null(), "{status}");
+    assert_eq!(get(port, "/pipelines/other").0, 404);
+    sluice_test_support::pg::stop(&child);
+    assert!(child.wait_with_output().unwrap().status.success());
+}
+
+/// A sink whose writes fail (retried with backoff, the pipeline still running) makes the
+/// pipeline not ready, and the status names the sink and its error.
+#[test]
+fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key);",
+        &["t"],
+    );
+    conn.execute_batch("insert into t values (1);").unwrap();
+    let port = sluice_test_support::pg::free_port();
+    let closed = sluice_test_support::pg::free_port();
+    let path = pipeline(dir.path(), &db, "");
+    // A sink whose server is away: its writes fail and are retried.
+    let sink = format!(
+        "  - type: file\n    path: {}/out.jsonl\n    schemas.enable: false\n",
+        dir.path().display()
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(
+            "name: sqlite_test\n",
+            &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+        )
+        .replace(
+            &sink,
+            &format!("  - type: http\n    url: http://127.0.0.1:{closed}/events\n    retries: 0\n"),
+        );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    let body = wait_for_status(port, "/health/ready", 503);
+    assert!(body.contains("DOWN"), "{body}");
+    let t0 = Instant::now();
+    let status = loop {
+        let j: Json = serde_json::from_str(&get(port, "/pipelines/sqlite_test").1).unwrap();
+        if !j["failing_sinks"]["http"].is_null() || t0.elapsed() > Duration::from_secs(20) {
+            break j;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["state"], "running", "{status}");
+    let error = status["last_error"]["message"].as_str().unwrap();
+    assert!(error.contains(&format!("127.0.0.1:{closed}")), "{status}");
+    assert!(status["last_error"]["at_ms"].as_u64().unwrap() > 0);
+    assert_eq!(get(port, "/health/live").0, 200, "alive while not ready");
+    // The server comes: the next retry writes, the pipeline is ready again.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", closed)).unwrap();
+    std::thread::spawn(move || {
+        use std::io::{BufRead, Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let body = wait_for_status(port, "/health/ready", 200);
+    assert!(body.contains("\"UP\""), "{body}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
