@@ -178,3 +178,70 @@ fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Debezium's connector metrics under the JMX exporter's names, moving with the data: the
+/// snapshot's rows (`RowsScanned`, `SnapshotCompleted`), then streamed changes
+/// (`TotalNumberOfEventsSeen` by kind, `MilliSecondsBehindSource`, `Connected`, the queue).
+#[test]
+fn debeziums_metric_names_follow_the_snapshot_and_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 50) insert into t select v, 'row' from g;",
+        &["t"],
+    );
+    let port = sluice_test_support::pg::free_port();
+    let path = pipeline(dir.path(), &db, "");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "name: sqlite_test\n",
+        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let child = start(&path, &[]);
+    wait_lines(dir.path(), 50);
+    let metrics = wait_for_status(port, "/metrics", 200);
+    println!("{metrics}");
+    let snapshot = "context=\"snapshot\"";
+    assert_eq!(
+        sample(
+            &metrics,
+            "debezium_metrics_TotalNumberOfEventsSeen",
+            snapshot
+        ),
+        50.0
+    );
+    assert_eq!(
+        sample(&metrics, "debezium_metrics_RowsScanned", "table="),
+        50.0
+    );
+    conn.execute_batch(
+        "insert into t values (51, 'x'); insert into t values (52, 'y'); update t set v = 'z' where id = 1; delete from t where id = 2;",
+    )
+    .unwrap();
+    wait_lines(dir.path(), 54);
+    let metrics = get(port, "/metrics").1;
+    let streaming = "context=\"streaming\"";
+    let value =
+        |name: &str, label: &str| sample(&metrics, &format!("debezium_metrics_{name}"), label);
+    assert_eq!(value("SnapshotCompleted", snapshot), 1.0, "{metrics}");
+    assert_eq!(value("SnapshotRunning", snapshot), 0.0);
+    assert_eq!(
+        value("TotalNumberOfEventsSeen", streaming),
+        4.0,
+        "{metrics}"
+    );
+    assert_eq!(value("TotalNumberOfCreateEventsSeen", streaming), 2.0);
+    assert_eq!(value("TotalNumberOfUpdateEventsSeen", streaming), 1.0);
+    assert_eq!(value("TotalNumberOfDeleteEventsSeen", streaming), 1.0);
+    assert_eq!(value("Connected", streaming), 1.0);
+    assert!(value("MilliSecondsBehindSource", streaming) >= 0.0);
+    assert!(value("QueueTotalCapacity", streaming) > 0.0);
+    assert!(value("QueueRemainingCapacity", streaming) <= value("QueueTotalCapacity", streaming));
+    assert!(
+        metrics.contains("plugin=\"sqlite\"") && metrics.contains("name=\"app\""),
+        "{metrics}"
+    );
+    sluice_test_support::pg::stop(&child);
+    assert!(child.wait_with_output().unwrap().status.success());
+}

@@ -14,7 +14,7 @@ use crate::component::{apply_chain, Delivery, Sink, SinkBatch, Source, SourceCon
 use crate::config::{Backoff, Limits};
 use crate::error::{Classify, ComponentError, ErrorClass};
 use crate::event::ChangeEvent;
-use crate::metrics::ComponentCounters;
+use crate::metrics::{ComponentCounters, DebeziumMetrics};
 use crate::queue::{BoundedQueue, Popped, QueueItem};
 
 pub(crate) type StageFuture = Pin<Box<dyn Future<Output = Result<(), ComponentError>> + Send>>;
@@ -71,7 +71,7 @@ pub(crate) async fn transform_stage(
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
-    counters: ComponentCounters,
+    (counters, mut debezium): (ComponentCounters, Option<DebeziumMetrics>),
 ) -> Result<(), ComponentError> {
     let result = async {
         loop {
@@ -84,9 +84,17 @@ pub(crate) async fn transform_stage(
                 .await
             {
                 Popped::Closed => return Ok(()),
-                Popped::Idle => continue,
+                Popped::Idle => {
+                    if let Some(d) = &mut debezium {
+                        d.tick();
+                    }
+                    continue;
+                }
                 Popped::Items(items) => {
                     for item in items {
+                        if let Some(d) = &mut debezium {
+                            d.observe(&item.events);
+                        }
                         let received = item.events.len();
                         counters.received.increment(received as u64);
                         let (events, bytes) = if chain.is_empty() {
@@ -118,6 +126,9 @@ pub(crate) async fn transform_stage(
         }
     }
     .await;
+    if let Some(d) = &mut debezium {
+        d.disconnected();
+    }
     for output in &outputs {
         output.close();
     }

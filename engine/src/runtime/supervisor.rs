@@ -233,10 +233,17 @@ impl Supervisor {
             "transforms".to_owned(),
             Box::pin(stages::transform_stage(
                 chain,
-                source_queue,
+                source_queue.clone(),
                 queues[1..].to_vec(),
                 limits,
-                ComponentCounters::new(&plan.name, "transforms"),
+                (
+                    ComponentCounters::new(&plan.name, "transforms"),
+                    // Debezium's names, when an admin endpoint serves the metrics.
+                    (plan.admin.is_some()).then(|| {
+                        let capacity = (limits.max_queue_size, max_bytes);
+                        crate::metrics::DebeziumMetrics::new(source_queue.clone(), capacity)
+                    }),
+                ),
             )),
         ));
         for stage in sink_stages {

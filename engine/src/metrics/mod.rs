@@ -43,3 +43,6 @@ impl ComponentCounters {
         }
     }
 }
+
+mod debezium;
+pub use debezium::DebeziumMetrics;

@@ -1,0 +1,225 @@
+//! Debezium's connector metrics, under the names Debezium's Prometheus JMX-exporter
+//! configuration gives them (`debezium-examples/monitoring/debezium-jmx-exporter/config.yml`:
+//! `debezium_metrics_<Attribute>{plugin, name, context}`, CamelCase, booleans as 1/0, the
+//! `RowsScanned` map with a `table` label), so Debezium's Grafana dashboard reads Sluice.
+//!
+//! They are worked out from what the source emits, before the pipeline's transforms: each
+//! event's `source` block gives the connector (`plugin`, as Debezium names its MBeans:
+//! `postgres`, `mysql`, `sql_server`, ...), the logical name (`name`), whether it is a snapshot
+//! row (`snapshot` `true`/`first`/`last`: context `snapshot`, else `streaming`), its table and
+//! its time (`ts_ms`, for `MilliSecondsBehindSource`). Queue metrics are the source queue's.
+//! What a source alone knows (`TotalTableCount`, `RemainingTableCount`, chunk ids, binlog
+//! file) is not here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use metrics::Gauge;
+
+use crate::event::{ChangeEvent, Value};
+use crate::queue::BoundedQueue;
+
+/// The gauges of one context (`snapshot` or `streaming`).
+struct Context {
+    labels: Vec<(&'static str, String)>,
+    events_seen: Gauge,
+    creates: Gauge,
+    updates: Gauge,
+    deletes: Gauge,
+    ms_since_last: Gauge,
+    queue_total: Gauge,
+    queue_remaining: Gauge,
+    queue_bytes: Gauge,
+    queue_max_bytes: Gauge,
+    counts: [u64; 4],
+    last: Option<Instant>,
+}
+
+impl Context {
+    fn new(plugin: &str, name: &str, context: &str) -> Self {
+        let labels = vec![
+            ("plugin", plugin.to_owned()),
+            ("name", name.to_owned()),
+            ("context", context.to_owned()),
+        ];
+        let g = |attribute: &str| metrics::gauge!(format!("debezium_metrics_{attribute}"), &labels);
+        Context {
+            events_seen: g("TotalNumberOfEventsSeen"),
+            creates: g("TotalNumberOfCreateEventsSeen"),
+            updates: g("TotalNumberOfUpdateEventsSeen"),
+            deletes: g("TotalNumberOfDeleteEventsSeen"),
+            ms_since_last: g("MilliSecondsSinceLastEvent"),
+            queue_total: g("QueueTotalCapacity"),
+            queue_remaining: g("QueueRemainingCapacity"),
+            queue_bytes: g("CurrentQueueSizeInBytes"),
+            queue_max_bytes: g("MaxQueueSizeInBytes"),
+            counts: [0; 4],
+            last: None,
+            labels,
+        }
+    }
+
+    fn gauge(&self, attribute: &str) -> Gauge {
+        metrics::gauge!(format!("debezium_metrics_{attribute}"), &self.labels)
+    }
+}
+
+/// The gauges, created with the first event (which names the connector and the server).
+struct Named {
+    snapshot: Context,
+    streaming: Context,
+    snapshot_running: Gauge,
+    snapshot_completed: Gauge,
+    connected: Gauge,
+    behind: Gauge,
+    rows: HashMap<String, (Gauge, u64)>,
+    running: bool,
+}
+
+/// Debezium's metrics of one pipeline's source.
+pub struct DebeziumMetrics {
+    queue: Arc<BoundedQueue>,
+    capacity: (usize, usize),
+    named: Option<Named>,
+}
+
+/// Debezium's `plugin` label for a `source.connector` value (its MBeans' connector type).
+fn plugin(connector: &str) -> &str {
+    match connector {
+        "postgresql" => "postgres",
+        "sqlserver" => "sql_server",
+        other => other,
+    }
+}
+
+fn text(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str)
+}
+
+impl DebeziumMetrics {
+    /// Metrics of the source feeding `queue` (`capacity`: its events and bytes limits).
+    pub fn new(queue: Arc<BoundedQueue>, capacity: (usize, usize)) -> Self {
+        DebeziumMetrics {
+            queue,
+            capacity,
+            named: None,
+        }
+    }
+
+    /// Counts `events`, as the source emitted them.
+    pub fn observe(&mut self, events: &[ChangeEvent]) {
+        for event in events {
+            self.event(event);
+        }
+        self.tick();
+    }
+
+    fn event(&mut self, event: &ChangeEvent) {
+        let Some(op) = event.op() else { return };
+        if self.named.is_none() {
+            let (Some(connector), Some(name)) = (
+                text(event.source_field("connector")),
+                text(event.source_field("name")),
+            ) else {
+                return;
+            };
+            let plugin = plugin(connector);
+            let snapshot = Context::new(plugin, name, "snapshot");
+            let streaming = Context::new(plugin, name, "streaming");
+            let named = Named {
+                snapshot_running: snapshot.gauge("SnapshotRunning"),
+                snapshot_completed: snapshot.gauge("SnapshotCompleted"),
+                connected: streaming.gauge("Connected"),
+                behind: streaming.gauge("MilliSecondsBehindSource"),
+                snapshot,
+                streaming,
+                rows: HashMap::new(),
+                running: false,
+            };
+            named.connected.set(1.0);
+            self.named = Some(named);
+        }
+        let Some(n) = &mut self.named else { return };
+        let phase = text(event.source_field("snapshot")).unwrap_or("false");
+        let snapshot = matches!(
+            phase,
+            "true" | "first" | "last" | "first_in_data_collection" | "last_in_data_collection"
+        );
+        if snapshot {
+            if !n.running {
+                n.running = true;
+                n.snapshot_running.set(1.0);
+                n.snapshot_completed.set(0.0);
+            }
+            let table = [
+                event.source_field("db"),
+                event.source_field("schema"),
+                event.source_field("table"),
+            ]
+            .into_iter()
+            .filter_map(text)
+            .collect::<Vec<_>>()
+            .join(".");
+            let (gauge, rows) = n.rows.entry(table.clone()).or_insert_with(|| {
+                let mut labels = n.snapshot.labels.clone();
+                labels.push(("table", table));
+                (metrics::gauge!("debezium_metrics_RowsScanned", &labels), 0)
+            });
+            *rows += 1;
+            gauge.set(*rows as f64);
+        }
+        if (snapshot && phase == "last") || (!snapshot && n.running) {
+            n.running = false;
+            n.snapshot_running.set(0.0);
+            n.snapshot_completed.set(1.0);
+        }
+        let context = if snapshot {
+            &mut n.snapshot
+        } else {
+            &mut n.streaming
+        };
+        let i = match op {
+            crate::event::Op::Create => 1,
+            crate::event::Op::Update => 2,
+            crate::event::Op::Delete => 3,
+            _ => 0,
+        };
+        context.counts[0] += 1;
+        context.counts[i] += u64::from(i > 0);
+        context.last = Some(Instant::now());
+        if !snapshot {
+            if let Some(Value::Int64(ts)) = event.source_field("ts_ms") {
+                let now = crate::component::now_ms() as i64;
+                n.behind.set(now.saturating_sub(*ts).max(0) as f64);
+            }
+        }
+    }
+
+    /// Brings the time and queue gauges up to date (on every batch, and while idle).
+    pub fn tick(&mut self) {
+        let Some(n) = &mut self.named else { return };
+        let (events, bytes) = self.queue.depth();
+        for c in [&mut n.snapshot, &mut n.streaming] {
+            c.events_seen.set(c.counts[0] as f64);
+            c.creates.set(c.counts[1] as f64);
+            c.updates.set(c.counts[2] as f64);
+            c.deletes.set(c.counts[3] as f64);
+            if let Some(last) = c.last {
+                c.ms_since_last.set(last.elapsed().as_millis() as f64);
+            }
+            c.queue_total.set(self.capacity.0 as f64);
+            c.queue_remaining
+                .set(self.capacity.0.saturating_sub(events) as f64);
+            c.queue_bytes.set(bytes as f64);
+            c.queue_max_bytes.set(self.capacity.1 as f64);
+        }
+    }
+
+    /// The source stopped: `Connected` 0.
+    pub fn disconnected(&mut self) {
+        if let Some(n) = &self.named {
+            n.connected.set(0.0);
+        }
+    }
+}
