@@ -60,6 +60,15 @@ enum Command {
         /// The signal, as JSON.
         signal: String,
     },
+    /// Show a running pipeline's status through its admin endpoint (`admin.bind`): state,
+    /// restarts, events, committed position, last error, failing sinks, as JSON.
+    ///
+    /// Exit codes: 0 running and ready; 1 not running, not ready or unreachable; 3 invalid
+    /// pipeline file.
+    Status {
+        /// The running pipeline's file (YAML).
+        pipeline: PathBuf,
+    },
     /// Make SQLite tables capture their changes (change tables filled by triggers), or stop it.
     ///
     /// Exit codes: 0 done; 1 refused (the reason on one line).
@@ -144,6 +153,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Signal { pipeline, signal } => send_signal(&pipeline, &signal),
+        Command::Status { pipeline } => show_status(&pipeline),
         Command::Run {
             pipeline,
             stop_when_idle,
@@ -181,6 +191,46 @@ fn validate(pipelines: &[PathBuf]) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_INVALID)
+    }
+}
+
+/// `sluice status`: a running pipeline's status, from its admin endpoint.
+fn show_status(pipeline: &Path) -> ExitCode {
+    let config = match load(pipeline) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let Some(admin) = &config.admin else {
+        eprintln!(
+            "error: {}: pipeline `{}` has no admin endpoint: add `admin: {{ bind: \"127.0.0.1:8083\" }}` and restart it",
+            pipeline.display(),
+            config.name
+        );
+        return ExitCode::from(EXIT_FAILED);
+    };
+    match sluice_engine::runtime::admin::status(&admin.bind, &config.name) {
+        Ok(status) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&status).unwrap_or_default()
+            );
+            let ready = status["state"] == "running"
+                && status["failing_sinks"]
+                    .as_object()
+                    .is_none_or(|f| f.is_empty());
+            if ready {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_FAILED)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
     }
 }
 

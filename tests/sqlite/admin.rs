@@ -100,6 +100,14 @@ fn metrics_health_and_status_follow_a_running_pipeline() {
     assert!(!status["committed"].is_null(), "{status}");
     assert!(status["last_error"].is_null(), "{status}");
     assert_eq!(get(port, "/pipelines/other").0, 404);
+    // `sluice status` reads the same.
+    let o = sluice(&["status", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let shown: Json = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (shown["name"].as_str(), shown["state"].as_str()),
+        (Some("sqlite_test"), Some("running"))
+    );
     sluice_test_support::pg::stop(&child);
     assert!(child.wait_with_output().unwrap().status.success());
 }
@@ -150,6 +158,8 @@ fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
     assert!(error.contains(&format!("127.0.0.1:{closed}")), "{status}");
     assert!(status["last_error"]["at_ms"].as_u64().unwrap() > 0);
     assert_eq!(get(port, "/health/live").0, 200, "alive while not ready");
+    let o = sluice(&["status", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "not ready: {o:?}");
     // The server comes: the next retry writes, the pipeline is ready again.
     let listener = std::net::TcpListener::bind(("127.0.0.1", closed)).unwrap();
     std::thread::spawn(move || {

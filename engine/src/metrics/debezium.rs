@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use metrics::Gauge;
 
-use crate::event::{ChangeEvent, Value};
+use crate::event::{ChangeEvent, Op, Value};
 use crate::queue::BoundedQueue;
 
 /// The gauges of one context (`snapshot` or `streaming`).
@@ -75,6 +75,8 @@ struct Named {
     behind: Gauge,
     rows: HashMap<String, (Gauge, u64)>,
     running: bool,
+    /// The last snapshot row's topic and its table's name.
+    topic: Option<(Arc<str>, String)>,
 }
 
 /// Debezium's metrics of one pipeline's source.
@@ -97,6 +99,14 @@ fn text(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str)
 }
 
+/// Whether a `source.snapshot` value marks an initial (or blocking) snapshot's row.
+fn is_snapshot(phase: Option<&str>) -> bool {
+    matches!(
+        phase,
+        Some("true" | "first" | "last" | "first_in_data_collection" | "last_in_data_collection")
+    )
+}
+
 impl DebeziumMetrics {
     /// Metrics of the source feeding `queue` (`capacity`: its events and bytes limits).
     pub fn new(queue: Arc<BoundedQueue>, capacity: (usize, usize)) -> Self {
@@ -107,92 +117,146 @@ impl DebeziumMetrics {
         }
     }
 
-    /// Counts `events`, as the source emitted them.
+    /// Counts `events`, as the source emitted them. The per-event work is kept small (the
+    /// metrics' cost is measured by `tests/bench/metrics_overhead.sh`): a batch whose first and
+    /// last events are of one phase is counted whole, snapshot rows by runs of one topic,
+    /// streamed changes by kind.
     pub fn observe(&mut self, events: &[ChangeEvent]) {
-        for event in events {
-            self.event(event);
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            return;
+        };
+        if self.named.is_none() && !self.name(first) {
+            return;
+        }
+        let phase = |e: &ChangeEvent| is_snapshot(text(e.source_field("snapshot")));
+        let whole = phase(first) == phase(last);
+        let mut i = 0;
+        while i < events.len() {
+            let snapshot = phase(&events[i]);
+            // The run of events of this phase (the whole batch when both ends agree).
+            let end = if whole {
+                events.len()
+            } else {
+                i + events[i..]
+                    .iter()
+                    .take_while(|e| phase(e) == snapshot)
+                    .count()
+            };
+            if snapshot {
+                self.snapshot_rows(&events[i..end]);
+            } else {
+                self.streamed(&events[i..end]);
+            }
+            i = end;
         }
         self.tick();
     }
 
-    fn event(&mut self, event: &ChangeEvent) {
-        let Some(op) = event.op() else { return };
-        if self.named.is_none() {
-            let (Some(connector), Some(name)) = (
-                text(event.source_field("connector")),
-                text(event.source_field("name")),
-            ) else {
-                return;
-            };
-            let plugin = plugin(connector);
-            let snapshot = Context::new(plugin, name, "snapshot");
-            let streaming = Context::new(plugin, name, "streaming");
-            let named = Named {
-                snapshot_running: snapshot.gauge("SnapshotRunning"),
-                snapshot_completed: snapshot.gauge("SnapshotCompleted"),
-                connected: streaming.gauge("Connected"),
-                behind: streaming.gauge("MilliSecondsBehindSource"),
-                snapshot,
-                streaming,
-                rows: HashMap::new(),
-                running: false,
-            };
-            named.connected.set(1.0);
-            self.named = Some(named);
-        }
+    /// Names the gauges after the first event's `source` block; `false`: it has none.
+    fn name(&mut self, event: &ChangeEvent) -> bool {
+        let (Some(connector), Some(name)) = (
+            text(event.source_field("connector")),
+            text(event.source_field("name")),
+        ) else {
+            return false;
+        };
+        let plugin = plugin(connector);
+        let snapshot = Context::new(plugin, name, "snapshot");
+        let streaming = Context::new(plugin, name, "streaming");
+        let named = Named {
+            snapshot_running: snapshot.gauge("SnapshotRunning"),
+            snapshot_completed: snapshot.gauge("SnapshotCompleted"),
+            connected: streaming.gauge("Connected"),
+            behind: streaming.gauge("MilliSecondsBehindSource"),
+            snapshot,
+            streaming,
+            rows: HashMap::new(),
+            running: false,
+            topic: None,
+        };
+        named.connected.set(1.0);
+        self.named = Some(named);
+        true
+    }
+
+    /// Snapshot rows: counted, by table in runs of one topic.
+    fn snapshot_rows(&mut self, events: &[ChangeEvent]) {
         let Some(n) = &mut self.named else { return };
-        let phase = text(event.source_field("snapshot")).unwrap_or("false");
-        let snapshot = matches!(
-            phase,
-            "true" | "first" | "last" | "first_in_data_collection" | "last_in_data_collection"
-        );
-        if snapshot {
-            if !n.running {
-                n.running = true;
-                n.snapshot_running.set(1.0);
-                n.snapshot_completed.set(0.0);
+        if !n.running {
+            n.running = true;
+            n.snapshot_running.set(1.0);
+            n.snapshot_completed.set(0.0);
+        }
+        let mut i = 0;
+        while i < events.len() {
+            let topic = &events[i].topic;
+            let run = events[i..]
+                .iter()
+                .take_while(|e| Arc::ptr_eq(&e.topic, topic) || e.topic == *topic)
+                .count();
+            // A run of schema change events (their own topic, no `op`) is no table's rows.
+            if events[i].op() != Some(Op::Read) {
+                i += run;
+                continue;
             }
-            let table = [
-                event.source_field("db"),
-                event.source_field("schema"),
-                event.source_field("table"),
-            ]
-            .into_iter()
-            .filter_map(text)
-            .collect::<Vec<_>>()
-            .join(".");
+            let same = n.topic.as_ref().is_some_and(|(t, _)| t == topic);
+            if !same {
+                let table = [
+                    events[i].source_field("db"),
+                    events[i].source_field("schema"),
+                    events[i].source_field("table"),
+                ]
+                .into_iter()
+                .filter_map(text)
+                .collect::<Vec<_>>()
+                .join(".");
+                n.topic = Some((topic.clone(), table));
+            }
+            let table = n.topic.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
             let (gauge, rows) = n.rows.entry(table.clone()).or_insert_with(|| {
                 let mut labels = n.snapshot.labels.clone();
                 labels.push(("table", table));
                 (metrics::gauge!("debezium_metrics_RowsScanned", &labels), 0)
             });
-            *rows += 1;
+            *rows += run as u64;
             gauge.set(*rows as f64);
+            n.snapshot.counts[0] += run as u64;
+            i += run;
         }
-        if (snapshot && phase == "last") || (!snapshot && n.running) {
+        n.snapshot.last = Some(Instant::now());
+        let ended = events.last().and_then(|e| text(e.source_field("snapshot"))) == Some("last");
+        if ended {
             n.running = false;
             n.snapshot_running.set(0.0);
             n.snapshot_completed.set(1.0);
         }
-        let context = if snapshot {
-            &mut n.snapshot
-        } else {
-            &mut n.streaming
-        };
-        let i = match op {
-            crate::event::Op::Create => 1,
-            crate::event::Op::Update => 2,
-            crate::event::Op::Delete => 3,
-            _ => 0,
-        };
-        context.counts[0] += 1;
-        context.counts[i] += u64::from(i > 0);
-        context.last = Some(Instant::now());
-        if !snapshot {
-            if let Some(Value::Int64(ts)) = event.source_field("ts_ms") {
-                let now = crate::component::now_ms() as i64;
-                n.behind.set(now.saturating_sub(*ts).max(0) as f64);
-            }
+    }
+
+    /// Streamed changes: counted by kind; the last one's time gives the lag.
+    fn streamed(&mut self, events: &[ChangeEvent]) {
+        let Some(n) = &mut self.named else { return };
+        if n.running {
+            n.running = false;
+            n.snapshot_running.set(0.0);
+            n.snapshot_completed.set(1.0);
+        }
+        let c = &mut n.streaming;
+        for event in events {
+            let i = match event.op() {
+                Some(Op::Create) => 1,
+                Some(Op::Update) => 2,
+                Some(Op::Delete) => 3,
+                Some(_) => 0,
+                // Tombstones, heartbeats, schema changes: not change events.
+                None => continue,
+            };
+            c.counts[0] += 1;
+            c.counts[i] += u64::from(i > 0);
+        }
+        c.last = Some(Instant::now());
+        if let Some(Value::Int64(ts)) = events.last().and_then(|e| e.source_field("ts_ms")) {
+            let now = crate::component::now_ms() as i64;
+            n.behind.set(now.saturating_sub(*ts).max(0) as f64);
         }
     }
 
