@@ -160,6 +160,28 @@ fn versioned_tables_and_compressed_columns_are_refused_with_the_fix() {
             "{name}: {e}\n{log}"
         );
         assert_eq!(e.lines().count(), 1);
+        // Made before the start: the snapshot (or the first row) stops it the same way.
+        let _ = std::fs::remove_dir_all(dir.path().join("data"));
+        let _ = std::fs::remove_file(dir.path().join("out.jsonl"));
+        let mut child = sluice_test_support::pg::start(&path, &[]);
+        // The snapshot reads a COMPRESSED column (a query: both tables' rows); a streamed row
+        // stops it.
+        let t0 = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none()
+            && sluice_test_support::pg::lines(dir.path()).len() < 2
+        {
+            assert!(
+                t0.elapsed().as_secs() < 60,
+                "{name}: no snapshot and no exit"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        mariadb::sql(&db, "INSERT INTO v (id) VALUES (2)");
+        let (log, e) = failed(child);
+        assert!(
+            e.contains(says) && e.contains("table.exclude.list"),
+            "{name} before the start: {e}\n{log}"
+        );
         // Left out, the same table is no obstacle.
         let _ = std::fs::remove_dir_all(dir.path().join("data"));
         let _ = std::fs::remove_file(dir.path().join("out.jsonl"));

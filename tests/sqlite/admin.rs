@@ -154,6 +154,7 @@ fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(status["state"], "running", "{status}");
+    assert!(!status["failing_sinks"]["http"].is_null(), "{status}");
     let error = status["last_error"]["message"].as_str().unwrap();
     assert!(error.contains(&format!("127.0.0.1:{closed}")), "{status}");
     assert!(status["last_error"]["at_ms"].as_u64().unwrap() > 0);
@@ -245,7 +246,11 @@ fn debeziums_metric_names_follow_the_snapshot_and_the_stream() {
     assert_eq!(value("TotalNumberOfUpdateEventsSeen", streaming), 1.0);
     assert_eq!(value("TotalNumberOfDeleteEventsSeen", streaming), 1.0);
     assert_eq!(value("Connected", streaming), 1.0);
-    assert!(value("MilliSecondsBehindSource", streaming) >= 0.0);
+    // The changes were made a moment ago.
+    assert!(
+        value("MilliSecondsBehindSource", streaming) < 60_000.0,
+        "{metrics}"
+    );
     assert!(value("QueueTotalCapacity", streaming) > 0.0);
     assert!(value("QueueRemainingCapacity", streaming) <= value("QueueTotalCapacity", streaming));
     assert!(

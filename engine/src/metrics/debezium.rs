@@ -280,6 +280,14 @@ impl DebeziumMetrics {
         }
     }
 
+    /// A new generation of stages reads from `queue`: `Connected` 1 again (the counts go on).
+    pub fn generation(&mut self, queue: Arc<BoundedQueue>) {
+        self.queue = queue;
+        if let Some(n) = &self.named {
+            n.connected.set(1.0);
+        }
+    }
+
     /// The source stopped: `Connected` 0.
     pub fn disconnected(&mut self) {
         if let Some(n) = &self.named {

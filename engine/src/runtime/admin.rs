@@ -27,6 +27,9 @@ use super::status::Status;
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024;
+/// Largest request line and headers accepted, in bytes and in header lines.
+const MAX_HEAD: usize = 16 * 1024;
+const MAX_HEADERS: usize = 100;
 
 /// `admin:` in a pipeline file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -94,6 +97,8 @@ pub async fn start(
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                // Out of descriptors, say: not a busy loop.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
             let routes = routes.clone();
@@ -124,6 +129,7 @@ async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
         405 => "Method Not Allowed",
         411 => "Length Required",
         413 => "Payload Too Large",
+        431 => "Request Header Fields Too Large",
         _ => "Service Unavailable",
     };
     let response = format!(
@@ -204,21 +210,30 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
 ) -> Result<(String, String, Vec<u8>), (u16, String)> {
     let bad = |reason: &str| (400, reason.to_owned());
+    // The request line and the headers: at most MAX_HEAD bytes and MAX_HEADERS lines.
+    let mut head = (&mut *reader).take(MAX_HEAD as u64);
     let mut line = String::new();
-    reader
-        .read_line(&mut line)
+    head.read_line(&mut line)
         .await
         .map_err(|_| bad("unreadable request"))?;
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    // The path, without a query string.
+    let target = target.split('?').next().unwrap_or("");
     let mut length: Option<usize> = None;
-    loop {
+    let (mut complete, mut ended) = (false, false);
+    for _ in 0..MAX_HEADERS {
         let mut header = String::new();
-        let n = reader
+        let n = head
             .read_line(&mut header)
             .await
             .map_err(|_| bad("unreadable headers"))?;
-        if n == 0 || header == "\r\n" || header == "\n" {
+        if n == 0 {
+            ended = head.limit() > 0;
+            break;
+        }
+        if header == "\r\n" || header == "\n" {
+            complete = true;
             break;
         }
         if let Some((name, value)) = header.split_once(':') {
@@ -231,6 +246,12 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
                 );
             }
         }
+    }
+    if !complete && !ended {
+        return Err((
+            431,
+            format!("the request's head is over {MAX_HEAD} bytes or {MAX_HEADERS} lines"),
+        ));
     }
     let mut body = Vec::new();
     if method == "POST" {
@@ -378,6 +399,20 @@ mod tests {
         assert!(reason.contains("string `id`"), "{reason}");
         let huge = "POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n";
         assert_eq!(ask(huge).await.0, 413);
+        let long_head = format!(
+            "GET /health/live HTTP/1.1\r\nx: {}\r\n\r\n",
+            "a".repeat(MAX_HEAD)
+        );
+        assert_eq!(ask(&long_head).await.0, 431);
+        let many = format!(
+            "GET /health/live HTTP/1.1\r\n{}\r\n",
+            "x: 1\r\n".repeat(MAX_HEADERS + 1)
+        );
+        assert_eq!(ask(&many).await.0, 431);
+        assert_eq!(
+            ask("GET /health/live?verbose HTTP/1.1\r\n\r\n").await.0,
+            200
+        );
     }
 
     use super::super::status::State;

@@ -71,7 +71,10 @@ pub(crate) async fn transform_stage(
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
-    (counters, mut debezium): (ComponentCounters, Option<DebeziumMetrics>),
+    (counters, debezium): (
+        ComponentCounters,
+        Option<Arc<std::sync::Mutex<DebeziumMetrics>>>,
+    ),
 ) -> Result<(), ComponentError> {
     let result = async {
         loop {
@@ -85,15 +88,17 @@ pub(crate) async fn transform_stage(
             {
                 Popped::Closed => return Ok(()),
                 Popped::Idle => {
-                    if let Some(d) = &mut debezium {
-                        d.tick();
+                    if let Some(d) = &debezium {
+                        d.lock().unwrap_or_else(|p| p.into_inner()).tick();
                     }
                     continue;
                 }
                 Popped::Items(items) => {
                     for item in items {
-                        if let Some(d) = &mut debezium {
-                            d.observe(&item.events);
+                        if let Some(d) = &debezium {
+                            d.lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .observe(&item.events);
                         }
                         let received = item.events.len();
                         counters.received.increment(received as u64);
@@ -126,8 +131,8 @@ pub(crate) async fn transform_stage(
         }
     }
     .await;
-    if let Some(d) = &mut debezium {
-        d.disconnected();
+    if let Some(d) = &debezium {
+        d.lock().unwrap_or_else(|p| p.into_inner()).disconnected();
     }
     for output in &outputs {
         output.close();
@@ -152,6 +157,8 @@ pub(crate) struct SinkStage {
     pub counters: ComponentCounters,
     /// Where a failing write shows (`/health/ready`, the status).
     pub status: crate::runtime::status::Status,
+    /// Whether the status shows this sink failing (cleared by its next delivery).
+    pub failing: bool,
 }
 
 /// A written batch waiting for its delivery.
@@ -270,7 +277,11 @@ impl SinkStage {
         }
     }
 
-    fn acknowledge(&self, done: &InFlight) {
+    fn acknowledge(&mut self, done: &InFlight) {
+        if self.failing {
+            self.failing = false;
+            self.status.sink_ok(&self.name);
+        }
         for item in &done.items {
             self.acker.ack(item.seq);
         }
@@ -292,12 +303,7 @@ impl SinkStage {
                 Some(error) => error,
                 None => match self.sink.write(&sink_batch).await {
                     Ok(delivery) => match delivery.await {
-                        Ok(()) => {
-                            if attempt > 0 {
-                                self.status.sink_ok(&self.name);
-                            }
-                            return Ok(());
-                        }
+                        Ok(()) => return Ok(()),
                         Err(error) => error,
                     },
                     Err(error) => error,
@@ -317,6 +323,7 @@ impl SinkStage {
             }
             let delay = self.retry.delay(attempt);
             (self.status).sink_failing(&self.name, error.chain().to_string());
+            self.failing = true;
             tracing::warn!(
                 sink = %self.name,
                 attempt,

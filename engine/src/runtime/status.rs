@@ -114,6 +114,14 @@ impl Status {
         });
     }
 
+    /// A new generation of stages starts: no sink is failing yet.
+    pub fn generation_started(&self) {
+        self.write(|w| {
+            w.state = State::Running;
+            w.failing_sinks.clear();
+        });
+    }
+
     /// Sink `name` wrote again.
     pub fn sink_ok(&self, name: &str) {
         self.write(|w| {

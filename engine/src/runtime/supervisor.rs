@@ -62,6 +62,8 @@ pub struct Supervisor {
     signals: Option<crate::runtime::admin::SignalQueue>,
     /// What the admin endpoint shows.
     status: crate::runtime::status::Status,
+    /// Debezium's metrics, across generations (with an admin endpoint).
+    debezium: Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>,
     restarts: u32,
     consecutive_failures: u32,
     committed_at_failure: Option<Position>,
@@ -98,6 +100,7 @@ impl Supervisor {
             current: None,
             signals,
             status,
+            debezium: None,
             restarts: 0,
             consecutive_failures: 0,
             committed_at_failure: None,
@@ -147,7 +150,7 @@ impl Supervisor {
                     resume_from = ?self.committed,
                     "Pipeline started."
                 );
-                self.status.set_state(State::Running);
+                self.status.generation_started();
                 // A stop requested from inside (a stop condition met by the source) goes through
                 // the same graceful path, with its deadline.
                 let mut requested = generation.shutdown_tx.subscribe();
@@ -238,10 +241,19 @@ impl Supervisor {
                 limits,
                 (
                     ComponentCounters::new(&plan.name, "transforms"),
-                    // Debezium's names, when an admin endpoint serves the metrics.
+                    // Debezium's names, when an admin endpoint serves the metrics; kept
+                    // across generations (their counts go on).
                     (plan.admin.is_some()).then(|| {
-                        let capacity = (limits.max_queue_size, max_bytes);
-                        crate::metrics::DebeziumMetrics::new(source_queue.clone(), capacity)
+                        let metrics = self.debezium.get_or_insert_with(|| {
+                            let capacity = (limits.max_queue_size, max_bytes);
+                            Arc::new(Mutex::new(crate::metrics::DebeziumMetrics::new(
+                                source_queue.clone(),
+                                capacity,
+                            )))
+                        });
+                        (metrics.lock().unwrap_or_else(|p| p.into_inner()))
+                            .generation(source_queue.clone());
+                        metrics.clone()
                     }),
                 ),
             )),
@@ -558,6 +570,7 @@ fn build_sinks(
             retry: sink.retry,
             counters: ComponentCounters::new(&plan.name, &format!("sink:{}", sink.name)),
             status: status.clone(),
+            failing: false,
         });
     }
     Ok((stages, queues))

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_engine::event::SourceTimestamps;
-use sluice_engine::{ChangeEvent, Op, SourceContext, Struct};
+use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
 use sluice_kit::change_tables::merge::Key;
 use sluice_kit::change_tables::{Cursor, Merge, Pieces, Stopped, TxOut};
 
@@ -327,6 +327,16 @@ impl Db2Source {
         // The rows carry the request (a restart in the middle runs it again); the position
         // after them does not.
         let here = Db2Offset::at(reached, true).position_with(inc.progress().as_deref());
+        if inc.blocking.is_some() {
+            // Committed before the rows: a signal from a channel (already marked read) is not
+            // lost to a crash before the first row.
+            ctx.emit(Batch {
+                events: Vec::new(),
+                position: Some(here.clone()),
+            })
+            .await
+            .map_err(|_| Db2Error::Stopped)?;
+        }
         if let Some(request) = inc.blocking.take() {
             self.blocking_snapshot(request, tables, (here, reached), ctx)
                 .await?;

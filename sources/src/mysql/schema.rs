@@ -265,7 +265,7 @@ impl MysqlSource {
             ),
         )];
         let all: Vec<(String, String)> = conn
-            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE'")
+            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')")
             .await
             .map_err(|e| MysqlError::query("listing the tables", e))?;
         let mut described: Vec<(String, String)> = all

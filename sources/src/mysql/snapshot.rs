@@ -83,7 +83,7 @@ impl MysqlSource {
         model: &Model,
     ) -> Result<Vec<Table>, MysqlError> {
         let names: Vec<(String, String)> = conn
-            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_SCHEMA, TABLE_NAME")
             .await
             .map_err(|e| MysqlError::query("listing the tables", e))?;
         let mut tables = Vec::new();

@@ -515,6 +515,16 @@ impl SqlServerSource {
         // The rows carry the request (a restart in the middle runs it again); the position
         // after them does not.
         let here = SqlServerOffset::at(reached, true).position_with(inc.progress().as_deref());
+        if inc.blocking.is_some() {
+            // Committed before the rows: a signal from a channel (already marked read) is not
+            // lost to a crash before the first row.
+            ctx.emit(Batch {
+                events: Vec::new(),
+                position: Some(here.clone()),
+            })
+            .await
+            .map_err(|_| SqlServerError::Stopped)?;
+        }
         if let Some(request) = inc.blocking.take() {
             self.blocking_snapshot(conn, request, tables, (here, reached), ctx)
                 .await?;

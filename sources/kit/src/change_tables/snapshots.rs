@@ -83,12 +83,10 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
     /// The delivered progress, for the positions (`None`: no snapshot running), with the
     /// blocking snapshot asked for and not done yet, so that a restart runs it.
     pub fn progress(&self) -> Option<Box<RawValue>> {
-        let delivered = self.tracker.delivered_json();
         let Some(blocking) = &self.blocking else {
-            return delivered.map(ToOwned::to_owned);
+            return self.tracker.delivered_json().map(ToOwned::to_owned);
         };
-        let mut progress: Progress<String> = delivered
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        let mut progress: Progress<String> = (self.tracker.delivered().cloned())
             .unwrap_or_else(|| Progress::new(&blocking.id, Vec::new(), Default::default(), None));
         progress.blocking = Some(Box::new(blocking.clone()));
         crate::position::render(&progress)

@@ -87,6 +87,9 @@ impl<K: Clone + Serialize> Tracker<K> {
     /// A tracker resuming `resumed` (from a committed position); notifications are logged,
     /// and become `sink`'s records when the sink channel is on.
     pub fn new(resumed: Option<Progress<K>>, sink: Option<Notifications>) -> Self {
+        // A progress without tables is no running snapshot (a change-table source's position
+        // may carry only a pending blocking snapshot).
+        let resumed = resumed.filter(|p| !p.tables.is_empty());
         let mut t = Tracker {
             collections: resumed
                 .as_ref()

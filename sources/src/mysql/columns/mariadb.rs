@@ -26,6 +26,22 @@ impl Special {
         }
     }
 
+    /// The column's schema: `UUID` as Debezium's MariaDB connector (`io.debezium.data.Uuid`),
+    /// the addresses as strings.
+    pub(in crate::mysql) fn schema(self, optional: bool) -> std::sync::Arc<sluice_engine::Schema> {
+        use sluice_engine::SchemaType;
+        match self {
+            Special::Uuid => {
+                sluice_kit::values::named(SchemaType::String, "io.debezium.data.Uuid", optional)
+                    .version(1)
+                    .build()
+            }
+            Special::Inet4 | Special::Inet6 => sluice_engine::Schema::builder(SchemaType::String)
+                .optional_if(optional)
+                .build(),
+        }
+    }
+
     /// The value's width in bytes.
     fn width(self) -> usize {
         match self {

@@ -370,15 +370,9 @@ impl Column {
                 (kind, schema)
             }
             "point" => (Kind::Point, geometry::point_schema(optional)),
-            "uuid" => {
-                let schema = named(SchemaType::String, "io.debezium.data.Uuid", optional)
-                    .version(1)
-                    .build();
-                (Kind::Special(Special::Uuid), schema)
-            }
-            t @ ("inet4" | "inet6") => {
+            t if Special::of(t).is_some() => {
                 let special = Special::of(t).ok_or_else(unmapped)?;
-                (Kind::Special(special), primitive(SchemaType::String))
+                (Kind::Special(special), special.schema(optional))
             }
             t if SPATIAL.contains(&t) => (Kind::Geometry, geometry::geometry_schema(optional)),
             _ => return Err(unmapped()),

@@ -15,10 +15,13 @@
 //!   columns, `PERSISTENT` generated columns (`STORED`): dropped or renamed, as they change no
 //!   column's structure;
 //! - system versioning (`WITH|WITHOUT SYSTEM VERSIONING`, `ADD|DROP SYSTEM VERSIONING`,
-//!   `AS ROW START|END` columns, `PERIOD FOR SYSTEM_TIME`): [`Guard::Versioned`], for the
+//!   `AS ROW START|END` columns, `PERIOD FOR SYSTEM_TIME`) is found by [`versioned`], for the
 //!   model to refuse the statement (a versioned table's binlog rows carry hidden history
 //!   columns, its updates add history rows and its deletes arrive as updates: events Debezium
 //!   gets wrong and Sluice does not translate yet).
+//!
+//! The model tries a statement as written first: only one the parser refuses is rewritten, and
+//! each rule looks at its neighbours, so a column named `compressed`, `wait` or `nowait` stays.
 
 use sqlparser::tokenizer::Token;
 
@@ -31,8 +34,6 @@ pub(crate) enum Guard {
     IfPresent(String),
     /// `ADD PRIMARY KEY IF NOT EXISTS`: applies only when the table has no primary key.
     KeyIfAbsent,
-    /// The statement makes or alters a system-versioned table.
-    Versioned,
 }
 
 /// Objects other than columns that `ADD`/`DROP` take with `IF [NOT] EXISTS`.
@@ -48,12 +49,40 @@ const OBJECTS: [&str; 9] = [
     "CHECK",
 ];
 
-/// Words that start a statement whose table name may be followed by `WAIT n` / `NOWAIT`.
-const WAITING: [&str; 6] = ["ALTER", "DROP", "TRUNCATE", "RENAME", "CREATE", "OPTIMIZE"];
+/// Words that start a statement whose table names may be followed by `WAIT n` / `NOWAIT`.
+const WAITING: [&str; 5] = ["ALTER", "DROP", "TRUNCATE", "RENAME", "OPTIMIZE"];
 
-/// Words before a name that is a column, not a table (`ADD nowait INT`).
-const COLUMN_PLACES: [&str; 9] = [
-    "ADD", "COLUMN", "MODIFY", "CHANGE", "DROP", "AFTER", "FIRST", "TO", "SET",
+/// Types a `COMPRESSED` attribute follows when they have no `(n)`.
+const COMPRESSIBLE: [&str; 8] = [
+    "TINYBLOB",
+    "BLOB",
+    "MEDIUMBLOB",
+    "LONGBLOB",
+    "TINYTEXT",
+    "TEXT",
+    "MEDIUMTEXT",
+    "LONGTEXT",
+];
+
+/// What may follow a column's `COMPRESSED` attribute.
+const AFTER_ATTRIBUTE: [&str; 17] = [
+    "NOT",
+    "NULL",
+    "DEFAULT",
+    "COMMENT",
+    "CHARACTER",
+    "CHARSET",
+    "COLLATE",
+    "PRIMARY",
+    "UNIQUE",
+    "KEY",
+    "AUTO_INCREMENT",
+    "INVISIBLE",
+    "AFTER",
+    "FIRST",
+    "CHECK",
+    "REFERENCES",
+    "GENERATED",
 ];
 
 /// The tokens (without whitespace) with MariaDB's syntax rewritten, and the guards by
@@ -61,19 +90,25 @@ const COLUMN_PLACES: [&str; 9] = [
 pub(super) fn rewrite(tokens: Vec<Token>) -> (Vec<Token>, Vec<(usize, Guard)>) {
     let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
     let mut guards = Vec::new();
-    let (mut statement, mut depth, mut first) = (0usize, 0usize, None::<String>);
+    // The statement's index as the parser counts them (empty ones left out), where it starts
+    // in `out`, and the parentheses' depth.
+    let (mut statement, mut start, mut depth) = (0usize, 0usize, 0usize);
     let mut i = 0;
     while i < tokens.len() {
         let t = &tokens[i];
         match t {
             Token::SemiColon => {
-                statement += 1;
+                if out.len() > start {
+                    statement += 1;
+                }
+                out.push(t.clone());
+                start = out.len();
                 depth = 0;
-                first = None;
+                i += 1;
+                continue;
             }
             Token::LParen => depth += 1,
             Token::RParen => depth = depth.saturating_sub(1),
-            Token::Word(w) if first.is_none() => first = Some(w.value.to_ascii_uppercase()),
             _ => {}
         }
         let mut guard = |g: Guard| guards.push((statement, g));
@@ -82,15 +117,15 @@ pub(super) fn rewrite(tokens: Vec<Token>) -> (Vec<Token>, Vec<(usize, Guard)>) {
             i += used;
             continue;
         }
-        if depth == 0 && waiting(&tokens, i, &out, first.as_deref()) {
+        if depth == 0 && waiting(&tokens, i, &out[start..]) {
             i += if is(t, "WAIT") { 2 } else { 1 };
             continue;
         }
-        if is(t, "NOCOPY")
-            && out
-                .last()
-                .is_some_and(|p| is(p, "ALGORITHM") || *p == Token::Eq)
-        {
+        let after_algorithm = match out.as_slice() {
+            [.., a, Token::Eq] | [.., a] => is(a, "ALGORITHM"),
+            [] => false,
+        };
+        if is(t, "NOCOPY") && after_algorithm {
             out.push(word("DEFAULT"));
             i += 1;
             continue;
@@ -100,18 +135,17 @@ pub(super) fn rewrite(tokens: Vec<Token>) -> (Vec<Token>, Vec<(usize, Guard)>) {
             i += 1;
             continue;
         }
-        // A column's `COMPRESSED` (not `ROW_FORMAT = COMPRESSED`).
-        if is(t, "COMPRESSED") && !matches!(out.last(), Some(Token::Eq) | None) {
+        if is(t, "COMPRESSED") && compressed_attribute(&out, tokens.get(i + 1)) {
             i += 1;
             if matches!(tokens.get(i), Some(Token::Eq)) {
                 i += 2;
             }
             continue;
         }
-        if versioning(&tokens[i..]) {
-            guard(Guard::Versioned);
-        }
-        if is(t, "REPLACE") && is_at(&tokens, i + 1, "SEQUENCE") {
+        if is(t, "REPLACE")
+            && is_at(&tokens, i + 1, "SEQUENCE")
+            && out.last().is_some_and(|o| is(o, "OR"))
+        {
             // `CREATE OR REPLACE SEQUENCE`: a sequence is no table of the model.
             out.pop();
             i += 1;
@@ -121,6 +155,28 @@ pub(super) fn rewrite(tokens: Vec<Token>) -> (Vec<Token>, Vec<(usize, Guard)>) {
         i += 1;
     }
     (out, guards)
+}
+
+/// Whether a `COMPRESSED` after `out`, followed by `next`, is a column's attribute: after a
+/// type (`BLOB`, `VARCHAR(20)`, a character set's or collation's name), before the end of the
+/// definition or another attribute (not a column named `compressed`, not `ROW_FORMAT
+/// COMPRESSED`).
+fn compressed_attribute(out: &[Token], next: Option<&Token>) -> bool {
+    let after_type = match out {
+        [.., Token::RParen] => true,
+        [.., before, Token::Word(w)] => {
+            COMPRESSIBLE.iter().any(|t| w.value.eq_ignore_ascii_case(t))
+                || is(before, "SET")
+                || is(before, "COLLATE")
+                || is(before, "CHARSET")
+        }
+        _ => false,
+    };
+    let ends = match next {
+        None | Some(Token::Comma | Token::RParen | Token::Eq | Token::SemiColon) => true,
+        Some(t) => AFTER_ATTRIBUTE.iter().any(|a| is(t, a)),
+    };
+    after_type && ends
 }
 
 /// `IF [NOT] EXISTS` after a clause's verb at the start of `tokens`: the clause is written to
@@ -217,22 +273,58 @@ fn listed_columns(tokens: &[Token]) -> Vec<String> {
     names
 }
 
-/// `WAIT n` or `NOWAIT` at `i`, right after a table's name in a statement that takes them.
-fn waiting(tokens: &[Token], i: usize, out: &[Token], first: Option<&str>) -> bool {
+/// `WAIT n` or `NOWAIT` at `i`, right after the table names of a statement that takes them:
+/// `statement` (the statement so far) is `ALTER|DROP|TRUNCATE|RENAME|OPTIMIZE [ONLINE|IGNORE|
+/// TEMPORARY] [TABLE|TABLES] [IF [NOT] EXISTS] name [, name ...]` (names as `a` or `d.a`).
+fn waiting(tokens: &[Token], i: usize, statement: &[Token]) -> bool {
     let t = &tokens[i];
     let wait = is(t, "WAIT") && matches!(tokens.get(i + 1), Some(Token::Number(..)));
-    if !(wait || is(t, "NOWAIT")) || !first.is_some_and(|f| WAITING.contains(&f)) {
+    if !(wait || is(t, "NOWAIT")) {
         return false;
     }
-    match out.last() {
-        Some(Token::Word(w)) => {
-            w.quote_style.is_some()
-                || !COLUMN_PLACES
-                    .iter()
-                    .any(|p| w.value.eq_ignore_ascii_case(p))
-        }
-        _ => false,
+    let Some(first) = statement.first() else {
+        return false;
+    };
+    if !WAITING.iter().any(|w| is(first, w)) {
+        return false;
     }
+    let mut j = 1;
+    while statement.get(j).is_some_and(|t| {
+        ["ONLINE", "IGNORE", "TEMPORARY", "TABLE", "TABLES"]
+            .iter()
+            .any(|w| is(t, w))
+    }) {
+        j += 1;
+    }
+    if is_at(statement, j, "IF") {
+        j += if is_at(statement, j + 1, "NOT") { 3 } else { 2 };
+    }
+    // name (. name)? (, name (. name)?)*
+    let mut names = 0;
+    loop {
+        if !matches!(statement.get(j), Some(Token::Word(_))) {
+            return false;
+        }
+        j += 1;
+        if matches!(statement.get(j), Some(Token::Period)) {
+            j += 1;
+            if !matches!(statement.get(j), Some(Token::Word(_))) {
+                return false;
+            }
+            j += 1;
+        }
+        names += 1;
+        match statement.get(j) {
+            None => return names > 0,
+            Some(Token::Comma) => j += 1,
+            Some(_) => return false,
+        }
+    }
+}
+
+/// Whether the statements (tokens without whitespace) make or alter a system-versioned table.
+pub(super) fn versioned(tokens: &[Token]) -> bool {
+    (0..tokens.len()).any(|i| versioning(&tokens[i..]))
 }
 
 /// Whether system versioning syntax starts `tokens`.

@@ -363,40 +363,46 @@ impl Model {
     /// changed, by database, in statement order.
     pub(crate) fn apply(&mut self, session: &str, ddl: &str) -> Result<Vec<Applied>, Unparsed> {
         let text = without_partitioning(ddl);
+        // The statement on one line, cut, for messages.
+        let shown: String = (ddl.split_whitespace().collect::<Vec<_>>().join(" "))
+            .chars()
+            .take(200)
+            .collect();
         let unparsed = |e: &dyn std::fmt::Display| {
             Unparsed(format!(
-                "the DDL statement `{}` cannot be parsed ({e})",
-                ddl.chars().take(200).collect::<String>()
+                "the DDL statement `{shown}` cannot be parsed ({e})"
             ))
         };
         let tokens = Tokenizer::new(&MySqlDialect {}, &text)
             .tokenize()
             .map_err(|e| unparsed(&e))?;
-        // MariaDB's own syntax first (see `mariadb`), then MySQL's beyond the parser's
-        // grammar (see `syntax`) when the parser still refuses.
         let tokens: Vec<_> = (tokens.into_iter())
             .filter(|t| !matches!(t, sqlparser::tokenizer::Token::Whitespace(_)))
             .collect();
-        let (tokens, guards) = mariadb::rewrite(tokens);
-        if guards.iter().any(|(_, g)| *g == mariadb::Guard::Versioned) {
+        if mariadb::versioned(&tokens) {
             return Err(Unparsed(format!(
-                "`{}` makes or alters a system-versioned table: its binlog rows carry hidden history columns, updates add history rows and deletes arrive as updates, which Sluice does not translate; leave the table out (table.exclude.list) or capture a table without system versioning",
-                ddl.chars().take(200).collect::<String>()
+                "`{shown}` makes or alters a system-versioned table: its binlog rows carry hidden history columns, updates add history rows and deletes arrive as updates, which Sluice does not translate; leave the table out (table.exclude.list) or capture a table without system versioning"
             )));
         }
+        // The statement as written first; then MariaDB's own syntax rewritten (see
+        // `mariadb`), then MySQL's beyond the parser's grammar too (see `syntax`).
         let mut converted = Vec::new();
-        let parsed = Parser::new(&MySqlDialect {})
-            .with_tokens(tokens.clone())
-            .parse_statements()
-            .or_else(|e| {
+        let mut guards = Vec::new();
+        let parse = |tokens: Vec<_>| {
+            Parser::new(&MySqlDialect {})
+                .with_tokens(tokens)
+                .parse_statements()
+        };
+        let parsed = parse(tokens.clone()).or_else(|e| {
+            let (tokens, found) = mariadb::rewrite(tokens);
+            guards = found;
+            parse(tokens.clone()).or_else(|_| {
                 let (tokens, conversions) = syntax::rewrite(tokens);
-                let statements = Parser::new(&MySqlDialect {})
-                    .with_tokens(tokens)
-                    .parse_statements()
-                    .map_err(|_| e)?;
+                let statements = parse(tokens).map_err(|_| e)?;
                 converted = conversions;
                 Ok::<_, sqlparser::parser::ParserError>(statements)
-            });
+            })
+        });
         let statements = match parsed {
             Ok(statements) => statements,
             // Table options and partitions change no column: Debezium's event with no table

@@ -36,12 +36,13 @@ pub(in crate::mysql) async fn primary_key(
         .map_err(|e| MysqlError::query(format!("reading the primary key of `{db}.{name}`"), e))
 }
 
-/// Whether `db`.`name` is a MariaDB sequence (one the server still has).
-async fn is_sequence(
+/// The `TABLE_TYPE` of `db`.`name` (`BASE TABLE`, MariaDB's `SEQUENCE` and `SYSTEM
+/// VERSIONED`), if the server still has it.
+async fn table_type(
     conn: &mut mysql_async::Conn,
     db: &str,
     name: &str,
-) -> Result<bool, MysqlError> {
+) -> Result<Option<String>, MysqlError> {
     use mysql_async::prelude::Queryable;
     let kind: Option<String> = conn
         .exec_first(
@@ -50,7 +51,7 @@ async fn is_sequence(
         )
         .await
         .map_err(|e| MysqlError::query(format!("reading the kind of `{db}.{name}`"), e))?;
-    Ok(kind.as_deref() == Some("SEQUENCE"))
+    Ok(kind)
 }
 
 impl MysqlSource {
@@ -219,10 +220,18 @@ impl MysqlSource {
                     None => lookup.insert(self.connect().await?),
                 };
                 // A MariaDB sequence's state row (`NEXTVAL`): no table's data, no event (no
-                // DDL of it enters the model).
-                if is_sequence(conn, &db, &name).await? {
-                    tracing::debug!(table = %format!("{db}.{name}"), "A sequence's row change, passed over.");
-                    return Ok(Mapped::Skip);
+                // DDL of it enters the model). A system-versioned table: refused.
+                match table_type(conn, &db, &name).await?.as_deref() {
+                    Some("SEQUENCE") => {
+                        tracing::debug!(table = %format!("{db}.{name}"), "A sequence's row change, passed over.");
+                        return Ok(Mapped::Skip);
+                    }
+                    Some("SYSTEM VERSIONED") => {
+                        return Err(MysqlError::Setup(format!(
+                            "`{db}.{name}` is a system-versioned table: its binlog rows carry hidden history columns, updates add history rows and deletes arrive as updates, which Sluice does not translate; leave the table out (table.exclude.list) or capture a table without system versioning"
+                        )));
+                    }
+                    _ => {}
                 }
                 primary_key(conn, &db, &name).await?
             }

@@ -97,7 +97,7 @@ impl MysqlSource {
             None => state.lookup.insert(self.connect().await?),
         };
         let names: Vec<(String, String)> = conn
-            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+            .query("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_SCHEMA, TABLE_NAME")
             .await
             .map_err(|e| MysqlError::query("listing the tables", e))?;
         let unmet: Vec<(String, String)> = names
