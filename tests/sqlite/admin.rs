@@ -258,5 +258,11 @@ fn debeziums_metric_names_follow_the_snapshot_and_the_stream() {
         "{metrics}"
     );
     sluice_test_support::pg::stop(&child);
-    assert!(child.wait_with_output().unwrap().status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // The snapshot's progress in the log: its end, with the rows read.
+    let log = String::from_utf8_lossy(&out.stderr);
+    let line =
+        (log.lines().find(|l| l.contains("Snapshot read."))).unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("rows=50"), "{line}");
 }

@@ -26,6 +26,24 @@ fn the_quickstart_runs_to_completion_and_resumes() {
         out.contains("\"op\": \"u\""),
         "the console shows customer updates"
     );
+    // ... and nothing else: no other table's events, no tombstones.
+    let shown: Vec<Json> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Json>()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!shown.is_empty());
+    for e in &shown {
+        let value = if e["value"].is_object() {
+            &e["value"]
+        } else {
+            e
+        };
+        let op = value["op"].as_str().or(value["payload"]["op"].as_str());
+        assert!(
+            matches!(op, Some("u" | "d")),
+            "the console shows only customer updates and deletes: {e}"
+        );
+    }
     let events: Vec<Json> = std::fs::read_to_string(qs.join("events.jsonl"))
         .unwrap()
         .lines()

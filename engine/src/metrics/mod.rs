@@ -45,4 +45,6 @@ impl ComponentCounters {
 }
 
 mod debezium;
+mod progress;
 pub use debezium::DebeziumMetrics;
+pub use progress::SnapshotProgress;

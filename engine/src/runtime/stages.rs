@@ -76,6 +76,7 @@ pub(crate) async fn transform_stage(
         Option<Arc<std::sync::Mutex<DebeziumMetrics>>>,
     ),
 ) -> Result<(), ComponentError> {
+    let mut progress = crate::metrics::SnapshotProgress::default();
     let result = async {
         loop {
             match input
@@ -100,6 +101,7 @@ pub(crate) async fn transform_stage(
                                 .unwrap_or_else(|p| p.into_inner())
                                 .observe(&item.events);
                         }
+                        progress.observe(&item.events);
                         let received = item.events.len();
                         counters.received.increment(received as u64);
                         let (events, bytes) = if chain.is_empty() {
