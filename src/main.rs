@@ -194,24 +194,31 @@ fn validate(pipelines: &[PathBuf]) -> ExitCode {
     }
 }
 
-/// `sluice status`: a running pipeline's status, from its admin endpoint.
-fn show_status(pipeline: &Path) -> ExitCode {
-    let config = match load(pipeline) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_INVALID);
-        }
-    };
+/// The admin endpoint's address and the pipeline's name from a pipeline file, or the exit
+/// code after the error line (an invalid file; no `admin:`).
+fn admin_of(pipeline: &Path) -> Result<(String, String), ExitCode> {
+    let config = load(pipeline).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_INVALID)
+    })?;
     let Some(admin) = &config.admin else {
         eprintln!(
             "error: {}: pipeline `{}` has no admin endpoint: add `admin: {{ bind: \"127.0.0.1:8083\" }}` and restart it",
             pipeline.display(),
             config.name
         );
-        return ExitCode::from(EXIT_FAILED);
+        return Err(ExitCode::from(EXIT_FAILED));
     };
-    match sluice_engine::runtime::admin::status(&admin.bind, &config.name) {
+    Ok((admin.bind.clone(), config.name))
+}
+
+/// `sluice status`: a running pipeline's status, from its admin endpoint.
+fn show_status(pipeline: &Path) -> ExitCode {
+    let (bind, name) = match admin_of(pipeline) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    match sluice_engine::runtime::admin::status(&bind, &name) {
         Ok(status) => {
             println!(
                 "{}",
@@ -236,22 +243,11 @@ fn show_status(pipeline: &Path) -> ExitCode {
 
 /// `sluice signal`: one signal to a running pipeline's admin endpoint.
 fn send_signal(pipeline: &Path, signal: &str) -> ExitCode {
-    let config = match load(pipeline) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_INVALID);
-        }
+    let (bind, name) = match admin_of(pipeline) {
+        Ok(found) => found,
+        Err(code) => return code,
     };
-    let Some(admin) = &config.admin else {
-        eprintln!(
-            "error: {}: pipeline `{}` has no admin endpoint: add `admin: {{ bind: \"127.0.0.1:8083\" }}` and restart it",
-            pipeline.display(),
-            config.name
-        );
-        return ExitCode::from(EXIT_FAILED);
-    };
-    match sluice_engine::runtime::admin::send_signal(&admin.bind, &config.name, signal) {
+    match sluice_engine::runtime::admin::send_signal(&bind, &name, signal) {
         Ok(answer) => {
             println!("{answer}");
             ExitCode::SUCCESS

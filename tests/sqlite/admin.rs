@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// The test pipeline of `db` with an admin endpoint on a free port: its file and the port.
+fn admin_pipeline(dir: &Path, db: &Path) -> (PathBuf, u16) {
+    let port = sluice_test_support::pg::free_port();
+    let path = pipeline(dir, db, "");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "name: sqlite_test\n",
+        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    (path, port)
+}
+
 /// `GET target` on `port`: the status code and the body.
 fn get(port: u16, target: &str) -> (u16, String) {
     use std::io::{Read, Write};
@@ -58,13 +70,7 @@ fn metrics_health_and_status_follow_a_running_pipeline() {
         "create table t (id integer primary key, v text);",
         &["t"],
     );
-    let port = sluice_test_support::pg::free_port();
-    let path = pipeline(dir.path(), &db, "");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "name: sqlite_test\n",
-        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-    );
-    std::fs::write(&path, text).unwrap();
+    let (path, port) = admin_pipeline(dir.path(), &db);
     let child = start(&path, &[]);
     wait_for_status(port, "/health/ready", 200);
     assert_eq!(get(port, "/health/live").0, 200);
@@ -123,24 +129,17 @@ fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
         &["t"],
     );
     conn.execute_batch("insert into t values (1);").unwrap();
-    let port = sluice_test_support::pg::free_port();
     let closed = sluice_test_support::pg::free_port();
-    let path = pipeline(dir.path(), &db, "");
+    let (path, port) = admin_pipeline(dir.path(), &db);
     // A sink whose server is away: its writes fail and are retried.
     let sink = format!(
         "  - type: file\n    path: {}/out.jsonl\n    schemas.enable: false\n",
         dir.path().display()
     );
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace(
-            "name: sqlite_test\n",
-            &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-        )
-        .replace(
-            &sink,
-            &format!("  - type: http\n    url: http://127.0.0.1:{closed}/events\n    retries: 0\n"),
-        );
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        &sink,
+        &format!("  - type: http\n    url: http://127.0.0.1:{closed}/events\n    retries: 0\n"),
+    );
     std::fs::write(&path, text).unwrap();
     let mut child = start(&path, &[]);
     let body = wait_for_status(port, "/health/ready", 503);
@@ -202,13 +201,7 @@ fn debeziums_metric_names_follow_the_snapshot_and_the_stream() {
          with recursive g(v) as (select 1 union all select v + 1 from g where v < 50) insert into t select v, 'row' from g;",
         &["t"],
     );
-    let port = sluice_test_support::pg::free_port();
-    let path = pipeline(dir.path(), &db, "");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "name: sqlite_test\n",
-        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-    );
-    std::fs::write(&path, text).unwrap();
+    let (path, port) = admin_pipeline(dir.path(), &db);
     let child = start(&path, &[]);
     wait_lines(dir.path(), 50);
     let metrics = wait_for_status(port, "/metrics", 200);

@@ -100,7 +100,7 @@ fn text(v: Option<&Value>) -> Option<&str> {
 }
 
 /// Whether a `source.snapshot` value marks an initial (or blocking) snapshot's row.
-fn is_snapshot(phase: Option<&str>) -> bool {
+pub(super) fn is_snapshot(phase: Option<&str>) -> bool {
     matches!(
         phase,
         Some("true" | "first" | "last" | "first_in_data_collection" | "last_in_data_collection")

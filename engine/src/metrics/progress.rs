@@ -28,12 +28,7 @@ impl SnapshotProgress {
             return;
         }
         let phase = last.source_field("snapshot").and_then(|v| v.as_str());
-        if !matches!(
-            phase,
-            Some(
-                "true" | "first" | "last" | "first_in_data_collection" | "last_in_data_collection"
-            )
-        ) {
+        if !super::debezium::is_snapshot(phase) {
             return;
         }
         let now = Instant::now();

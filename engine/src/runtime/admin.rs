@@ -191,10 +191,7 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
         },
         "/health/live" => json(200, serde_json::json!({"status": "UP", "checks": []})),
         "/health/ready" => {
-            let state = routes.status.state();
-            let up = routes.status.ready();
-            let failing = routes.status.json()["failing_sinks"].clone();
-            let data = serde_json::json!({"state": state, "failing_sinks": failing});
+            let (up, data) = routes.status.readiness();
             let check = serde_json::json!({"name": "pipeline", "status": if up { "UP" } else { "DOWN" }, "data": data});
             let body =
                 serde_json::json!({"status": if up { "UP" } else { "DOWN" }, "checks": [check]});

@@ -129,10 +129,13 @@ impl Status {
         });
     }
 
-    /// Whether the pipeline runs and no sink's writes are failing (`/health/ready`).
-    pub fn ready(&self) -> bool {
+    /// Whether the pipeline runs and no sink's writes are failing (`/health/ready`), with the
+    /// state and the failing sinks that say why.
+    pub fn readiness(&self) -> (bool, serde_json::Value) {
         let w = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        w.state == State::Running && w.failing_sinks.is_empty()
+        let ready = w.state == State::Running && w.failing_sinks.is_empty();
+        let data = serde_json::json!({"state": w.state, "failing_sinks": w.failing_sinks});
+        (ready, data)
     }
 
     /// The committed position moved.
@@ -143,11 +146,6 @@ impl Status {
                 .unwrap_or_else(|_| serde_json::Value::String(text.to_string())),
         };
         self.write(|w| w.committed = Some(value));
-    }
-
-    /// The pipeline's state.
-    pub fn state(&self) -> State {
-        self.written.lock().unwrap_or_else(|p| p.into_inner()).state
     }
 
     /// The status as JSON.
@@ -184,7 +182,7 @@ mod tests {
             Arc::new(AtomicU64::new(5)),
             Arc::new(AtomicU64::new(0)),
         );
-        assert_eq!(s.state(), State::Starting);
+        assert_eq!(s.json()["state"], "starting");
         s.set_state(State::Running);
         s.committed(&crate::Position::Opaque(r#"{"lsn":"0/1"}"#.into()));
         s.failed("source", "boom".into(), State::Restarting, 1);
@@ -195,11 +193,11 @@ mod tests {
         assert_eq!(j["last_error"]["message"], "boom");
         assert_eq!(j["restarts"], 1);
         s.set_state(State::Running);
-        assert!(s.ready());
+        assert!(s.readiness().0);
         s.sink_failing("kafka", "broker away".into());
-        assert!(!s.ready());
+        assert!(!s.readiness().0);
         assert_eq!(s.json()["failing_sinks"]["kafka"]["message"], "broker away");
         s.sink_ok("kafka");
-        assert!(s.ready());
+        assert!(s.readiness().0);
     }
 }
