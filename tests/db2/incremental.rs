@@ -190,3 +190,54 @@ fn a_blocking_snapshot_cut_by_a_kill_runs_again_after_the_restart() {
         "read again in full after the restart"
     );
 }
+
+/// Chunks by a primary key of a date, a decimal and a character column, then by a
+/// `surrogate-key` of type `TIMESTAMP` (running opposite to the primary key): every row once,
+/// in the order of the columns chunks are read by.
+#[test]
+fn chunks_go_by_keys_of_other_types_and_by_a_surrogate_key() {
+    let db = Db2::start("incremental_keys", true);
+    db.sql("CREATE SCHEMA \"DB2INST1\"; CREATE TABLE \"DB2INST1\".\"ORDERS\" (\"DAY\" date NOT NULL, \"AMOUNT\" decimal(10,2) NOT NULL, \"CODE\" char(6) NOT NULL, \"STAMP\" timestamp(6) NOT NULL UNIQUE, \"N\" integer, PRIMARY KEY (\"DAY\", \"AMOUNT\", \"CODE\"))");
+    let rows: i64 = 40;
+    db.sql(&format!("INSERT INTO \"DB2INST1\".\"ORDERS\" SELECT DATE '2024-01-01' + g % 3, (g % 5) + (g * 3 % 100) / 100.0, 'c' || lpad((g * 7919 % 1000)::text, 5, '0'), TIMESTAMP '2024-03-01 00:00:00' + (10000 - g * 7) * INTERVAL '1.000003 second', g FROM generate_series(0, {}) g", rows - 1));
+    db.add_table("DB2INST1", "ORDERS");
+    let dir = tempfile::tempdir().unwrap();
+    let signals = dir.path().join("signals.jsonl");
+    std::fs::write(&signals, "").unwrap();
+    let extra = format!(
+        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 3\n",
+        signals.display()
+    );
+    let mut child = start(&pipeline(dir.path(), &db, &extra), &[]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let append = |text: &str| {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&signals)
+            .unwrap();
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+    };
+    append("{\"id\":\"k\",\"type\":\"execute-snapshot\",\"data\":{\"data-collections\":[\"DB2INST1.ORDERS\"]}}\n");
+    wait_events(dir.path(), rows as usize, &mut child);
+    append("{\"id\":\"s\",\"type\":\"execute-snapshot\",\"data\":{\"data-collections\":[\"DB2INST1.ORDERS\"],\"surrogate-key\":\"STAMP\"}}\n");
+    wait_events(dir.path(), 2 * rows as usize, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let all = payloads(dir.path());
+    assert_eq!(all.len(), 2 * rows as usize);
+    let n = |p: &Json| p["after"]["N"].as_i64().unwrap();
+    let by_key: Vec<i64> = all[..rows as usize].iter().map(n).collect();
+    let by_stamp: Vec<i64> = all[rows as usize..].iter().map(n).collect();
+    let mut expected: Vec<(i64, i64, i64, i64)> = (0..rows)
+        .map(|g| (g % 3, (g % 5) * 100 + g * 3 % 100, g * 7919 % 1000, g))
+        .collect();
+    expected.sort();
+    let expected: Vec<i64> = expected.into_iter().map(|e| e.3).collect();
+    assert_eq!(by_key, expected, "the primary key's order, each row once");
+    let falling: Vec<i64> = (0..rows).rev().collect();
+    assert_eq!(
+        by_stamp, falling,
+        "the surrogate key's order, each row once"
+    );
+}

@@ -506,6 +506,92 @@ fn a_restart_inside_a_transaction_delivers_exactly_the_rest() {
     assert_eq!(run(end), want(&[("u", 1), ("c", 4)]));
 }
 
+/// With transaction metadata, a restart inside a transaction goes on with its counts (no
+/// second BEGIN, `total_order` and the END's `event_count` over the whole transaction), and a
+/// restart after a transaction's last change, before its END, ends it first: the stored
+/// position carries the transaction's counts, as Sluice writes it with each data event (and
+/// as Debezium's offsets keep `transaction_id` and the per-table counts).
+#[test]
+fn transaction_metadata_goes_on_across_a_restart_inside_a_transaction() {
+    let db = Db2::start("resume_tx", true);
+    customers(&db);
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let t = "\"DB2INST1\".\"CUSTOMERS\"";
+    db.sql(&format!("BEGIN; INSERT INTO {t} VALUES (1, 'a'); INSERT INTO {t} VALUES (2, 'b'); INSERT INTO {t} VALUES (3, 'c'); COMMIT"));
+    db.sql(&format!("BEGIN; INSERT INTO {t} VALUES (4, 'd'); COMMIT"));
+    let rows: Vec<(String, String)> = db
+        .sql("SELECT encode(ibmsnap_commitseq, 'hex') || '|' || encode(ibmsnap_intentseq, 'hex') FROM \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ORDER BY 1")
+        .lines()
+        .map(|l| {
+            let (c, i) = l.split_once('|').unwrap();
+            (printed(c), printed(i))
+        })
+        .collect();
+    assert_eq!(rows.len(), 4);
+    let stored = |(commit, change): &(String, String), total: u64| {
+        serde_json::json!({"commit_lsn": commit, "change_lsn": change, "event_serial_no": 1, "snapshot_completed": true,
+            "transaction": {"id": commit, "ts_ms": 5, "total_order": total, "data_collection_order": [["DB2INST1.CUSTOMERS", total]]}})
+        .to_string()
+    };
+    // (topic kind, status or op, total_order or event_count, the END's per-table count)
+    let run = |pos: String| -> Vec<(String, String, i64)> {
+        let dir = tempfile::tempdir().unwrap();
+        store_offset(dir.path(), &pos);
+        let path = pipeline(dir.path(), &db, "  provide.transaction.metadata: true\n");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        lines(dir.path())
+            .iter()
+            .map(|l| {
+                let p = &l["value"]["payload"];
+                match p["status"].as_str() {
+                    Some(status) => (
+                        status.to_owned(),
+                        p["id"].as_str().unwrap().to_owned(),
+                        p["event_count"].as_i64().unwrap_or(-1),
+                    ),
+                    None => (
+                        p["op"].as_str().unwrap().to_owned(),
+                        p["transaction"]["id"].as_str().unwrap().to_owned(),
+                        p["transaction"]["total_order"].as_i64().unwrap(),
+                    ),
+                }
+            })
+            .collect()
+    };
+    let (c1, c2) = (rows[0].0.clone(), rows[3].0.clone());
+    let want = |v: &[(&str, &String, i64)]| -> Vec<(String, String, i64)> {
+        v.iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), *c))
+            .collect()
+    };
+    // After the first insert: the two others go on counting, one END for the three.
+    assert_eq!(
+        run(stored(&rows[0], 1)),
+        want(&[
+            ("c", &c1, 2),
+            ("c", &c1, 3),
+            ("END", &c1, 3),
+            ("BEGIN", &c2, -1),
+            ("c", &c2, 1),
+            ("END", &c2, 1)
+        ])
+    );
+    // After the last insert, before the END: the END, then the next transaction.
+    assert_eq!(
+        run(stored(&rows[2], 3)),
+        want(&[
+            ("END", &c1, 3),
+            ("BEGIN", &c2, -1),
+            ("c", &c2, 1),
+            ("END", &c2, 1)
+        ])
+    );
+}
+
 #[test]
 fn the_example_pipeline_runs() {
     let db = Db2::start("example", true);

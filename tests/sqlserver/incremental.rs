@@ -159,3 +159,95 @@ fn a_blocking_snapshot_reads_the_tables_whole_then_the_stream_goes_on() {
     );
     assert_eq!(p.len(), 7);
 }
+
+/// Chunks by a primary key of a date, a decimal and a `uniqueidentifier`, then by a
+/// `surrogate-key` of type `datetime` (running opposite to the primary key): every row once,
+/// in the order of the columns chunks are read by; a surrogate key the table does not have
+/// aborts the snapshot with a reason, and the stream goes on.
+#[test]
+fn chunks_go_by_keys_of_any_type_and_by_a_surrogate_key() {
+    let server = SqlServer::start("incrKeysDB");
+    server.sql("CREATE TABLE dbo.orders (day date NOT NULL, amount decimal(10,2) NOT NULL, code uniqueidentifier NOT NULL, stamp datetime NOT NULL UNIQUE, n int, PRIMARY KEY (day, amount, code))");
+    let rows = 40;
+    for i in 0..rows {
+        // `stamp` falls as `i` rises; its milliseconds are ones `datetime` holds exactly.
+        let s = 10_000 - i * 7;
+        let stamp = format!(
+            "2024-03-01 {:02}:{:02}:{:02}.{}",
+            s / 3600,
+            s / 60 % 60,
+            s % 60,
+            ["000", "003", "007"][i % 3]
+        );
+        server.sql(&format!(
+            "INSERT INTO dbo.orders VALUES ('2024-01-0{}', {}.{:02}, '{:08X}-0000-4000-8000-{:012X}', '{stamp}', {i})",
+            1 + i % 3,
+            i % 5,
+            i * 3 % 100,
+            i * 2654435761 % 4294967296,
+            i
+        ));
+    }
+    server.enable_cdc(&["dbo.orders"]);
+    let dir = tempfile::tempdir().unwrap();
+    let signals = dir.path().join("signals.jsonl");
+    std::fs::write(&signals, "").unwrap();
+    let extra = format!(
+        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 3\n",
+        signals.display()
+    );
+    let path = pipeline(dir.path(), &server, &extra);
+    let mut child = start(&path, &[]);
+    let signal = |id: &str, key: Option<&str>| {
+        let mut data = serde_json::json!({"data-collections": ["dbo.orders"]});
+        if let Some(key) = key {
+            data["surrogate-key"] = key.into();
+        }
+        format!(
+            "{}\n",
+            serde_json::json!({"id": id, "type": "execute-snapshot", "data": data})
+        )
+    };
+    let append = |text: String| {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&signals)
+            .unwrap();
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    append(signal("by-key", None));
+    wait_events(dir.path(), rows, &mut child);
+    append(signal("by-stamp", Some("stamp")));
+    wait_events(dir.path(), 2 * rows, &mut child);
+    append(signal("by-nothing", Some("nope")));
+    server.sql("UPDATE dbo.orders SET n = -1 WHERE n = 0");
+    wait_events(dir.path(), 2 * rows + 1, &mut child);
+    sluice_test_support::pg::stop(&child);
+    let log = sluice_test_support::pg::finish(child);
+    assert!(
+        log.contains("the surrogate key `nope` is not a captured column of dbo.orders"),
+        "{log}"
+    );
+    let all = payloads(dir.path());
+    assert_eq!(all.len(), 2 * rows + 1, "{log}");
+    assert_eq!(all[2 * rows]["op"], "u", "the stream goes on");
+    let n = |p: &Json| p["after"]["n"].as_i64().unwrap();
+    let by_key: Vec<i64> = all[..rows].iter().map(n).collect();
+    let by_stamp: Vec<i64> = all[rows..2 * rows].iter().map(n).collect();
+    // The primary key's order, worked out here: day, then amount, then code (upper-case text).
+    let mut expected: Vec<(usize, usize, String, i64)> = (0..rows)
+        .map(|i| {
+            let code = format!("{:08X}", i * 2654435761 % 4294967296);
+            (i % 3, (i % 5) * 100 + i * 3 % 100, code, i as i64)
+        })
+        .collect();
+    expected.sort();
+    let expected: Vec<i64> = expected.into_iter().map(|e| e.3).collect();
+    assert_eq!(by_key, expected, "the primary key's order, each row once");
+    let falling: Vec<i64> = (0..rows as i64).rev().collect();
+    assert_eq!(
+        by_stamp, falling,
+        "the surrogate key's order, each row once"
+    );
+}

@@ -1,14 +1,17 @@
 //! Incremental snapshots (Debezium's `execute-snapshot` signal) on the kit's change-table
 //! snapshots (`sluice_kit::change_tables::snapshots`): a chunk of a table is read by primary
 //! key (`FETCH FIRST n ROWS ONLY`) in a transaction that first reads the highest synchpoint,
-//! the LSN its window waits for. Keys of integer and character columns are read in chunks; a
-//! table keyed otherwise is refused with a notification.
+//! the LSN its window waits for. Chunks go by the primary key or the signal's `surrogate-key`
+//! column: numbers, character columns, dates and times (a table keyed otherwise is refused
+//! with a notification), each value kept as the driver's text and written back as a literal.
 
 use std::sync::Arc;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
-use sluice_kit::change_tables::snapshots::{condition, integer_literal, key_after};
+use sluice_kit::change_tables::snapshots::{
+    chunk_columns, condition, integer_literal, key_after, number_literal,
+};
 use sluice_kit::incremental::{ChunkSource, Read};
 
 use super::connection::{literal, quote, text, Conn};
@@ -27,35 +30,55 @@ pub(super) struct Chunks<'a> {
     pub conn: &'a Conn,
 }
 
-/// The primary key's columns of `table` (quoted) and whether each is text; `Err` says why
-/// the table cannot be read in chunks.
-fn key_columns(table: &Table) -> Result<Vec<(String, bool)>, String> {
+/// A column chunks are read by: its position among the table's captured columns, quoted, and
+/// whether its values are numbers (written back as they are; else quoted).
+#[derive(Debug)]
+struct KeyColumn {
+    at: usize,
+    quoted: String,
+    number: Option<Number>,
+}
+
+/// The kinds of number a key value is checked as.
+#[derive(Debug, Clone, Copy)]
+enum Number {
+    Integer,
+    Decimal,
+}
+
+/// The columns chunks of `table` are read by for progress `p` (its primary key, or the
+/// signal's `surrogate-key`); `Err` says why the table cannot be read in chunks.
+fn key_columns(table: &Table, p: &Progress) -> Result<Vec<KeyColumn>, String> {
     let shape = &table.shape;
     let full = format!("{}.{}", table.schema, table.name);
-    if shape.key.is_empty() {
-        return Err(format!("{full} has no primary key to read it by in chunks"));
-    }
-    (shape.key.iter())
-        .map(|&j| {
+    let kept: Vec<&str> = (shape.kept.iter())
+        .map(|&i| table.columns[i].0.as_str())
+        .collect();
+    chunk_columns(&full, &shape.key, &kept, p)?
+        .into_iter()
+        .map(|j| {
             let (name, kind) = &table.columns[shape.kept[j]];
             if shape.mappers.get(j).is_some_and(Option::is_some) {
                 return Err(format!("the key column `{name}` of {full} is masked, hashed or truncated: its values cannot order chunks"));
             }
-            match kind {
-                Kind::SmallInt | Kind::Integer | Kind::BigInt => Ok((quote(name), false)),
-                Kind::Text => Ok((quote(name), true)),
-                other => Err(format!("the key column `{name}` of {full} is of a kind ({other:?}) chunks are not read by yet (integers and character columns are)")),
-            }
+            let number = match kind {
+                Kind::SmallInt | Kind::Integer | Kind::BigInt => Some(Number::Integer),
+                Kind::Decimal { .. } | Kind::DecFloat => Some(Number::Decimal),
+                Kind::Text | Kind::Date | Kind::Time | Kind::Timestamp { .. } => None,
+                other => return Err(format!("the key column `{name}` of {full} is of a kind ({other:?}) chunks are not read by (numbers, character columns, dates and times are)")),
+            };
+            Ok(KeyColumn { at: j, quoted: quote(name), number })
         })
         .collect()
 }
 
 /// `(k1, k2, …) > (v1, v2, …)` written out.
-fn greater(keys: &[(String, bool)], values: &[String]) -> Option<String> {
-    let names: Vec<String> = keys.iter().map(|(k, _)| k.clone()).collect();
-    key_after(&names, values, |i, v| match keys.get(i)?.1 {
-        true => Some(literal(v)),
-        false => integer_literal(v),
+fn greater(keys: &[KeyColumn], values: &[String]) -> Option<String> {
+    let names: Vec<String> = keys.iter().map(|k| k.quoted.clone()).collect();
+    key_after(&names, values, |i, v| match keys.get(i)?.number {
+        None => Some(literal(v)),
+        Some(Number::Integer) => integer_literal(v),
+        Some(Number::Decimal) => number_literal(v),
     })
 }
 
@@ -69,8 +92,8 @@ impl ChunkSource for Chunks<'_> {
         table.topic.clone()
     }
 
-    fn unreadable(table: &Table, _p: &Progress) -> Option<String> {
-        key_columns(table).err()
+    fn unreadable(table: &Table, p: &Progress) -> Option<String> {
+        key_columns(table, p).err()
     }
 
     async fn read(
@@ -98,13 +121,13 @@ impl Chunks<'_> {
         p: &Progress,
         limit: usize,
     ) -> Result<Read<String, Lsn>, Db2Error> {
-        let keys = key_columns(table).map_err(Db2Error::Setup)?;
+        let keys = key_columns(table, p).map_err(Db2Error::Setup)?;
         let name = format!("{}.{}", table.schema, table.name);
         let at = self.source.max_lsn(self.conn).await?.unwrap_or_default();
         let from = format!("{}.{}", quote(&table.schema), quote(&table.name));
         let condition = condition(p, &name, "").map(|c| format!("({c})"));
         let what = format!("reading a chunk of {name}");
-        let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        let names: Vec<&str> = keys.iter().map(|k| k.quoted.as_str()).collect();
         let max = match &p.max_key {
             Some(max) => max.clone(),
             None => {
@@ -158,9 +181,10 @@ impl Chunks<'_> {
         };
         let mut out = Vec::with_capacity(found.len());
         for cells in &found {
-            let key: Vec<String> = (table.shape.key.iter())
-                .filter_map(|&j| text(cells, table.shape.kept[j]))
-                .collect();
+            let key = (keys.iter()).map(|k| text(cells, table.shape.kept[k.at]));
+            let Some(key) = key.collect::<Option<Vec<String>>>() else {
+                return Ok(Read::Refused(format!("{name}: a key value that is NULL")));
+            };
             let event = match self.source.row(table, cells) {
                 Ok(after) => Some(self.source.event(
                     table,

@@ -95,7 +95,7 @@ impl Db2Source {
     pub(super) async fn stream(
         &self,
         conn: &Conn,
-        (from, progress): (Db2Offset, Option<Progress>),
+        (mut from, progress): (Db2Offset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), Db2Error> {
         let common = &self.config.common;
@@ -112,6 +112,8 @@ impl Db2Source {
             from.change_lsn.map(|c| (from.commit_lsn, c)),
             from.event_serial_no,
         );
+        // A transaction the stored position is inside: its metadata goes on in the first poll.
+        let mut resumed_tx = from.transaction.take();
         let mut position = from.position_with(inc.progress().as_deref());
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
@@ -183,6 +185,7 @@ impl Db2Source {
                 &self.config.common.topic_prefix,
                 position.clone(),
             );
+            out.resume(resumed_tx.take());
             let emit = Emitter {
                 source: self,
                 tables: &tables,
@@ -397,6 +400,7 @@ impl<'a> sluice_kit::change_tables::Emit<Reader<'a>> for Emitter<'_> {
             change_lsn: Some(last.seq),
             event_serial_no: Some(serial),
             snapshot_completed: true,
+            transaction: None,
         }
         .position_with(self.progress.as_deref());
         let events = sluice_kit::change_tables::rows::events(

@@ -1,14 +1,17 @@
 //! Incremental snapshots (Debezium's `execute-snapshot` signal) on the kit's change-table
 //! snapshots (`sluice_kit::change_tables::snapshots`): a chunk of a table is read by primary
 //! key in a transaction that first reads `sys.fn_cdc_get_max_lsn()`, the LSN its window waits
-//! for. Keys of integer and character columns are read in chunks; a table keyed otherwise is
-//! refused with a notification.
+//! for. Chunks go by the primary key or the signal's `surrogate-key` column, of any type but
+//! floating point (a table keyed so is refused with a notification): each key value is kept as
+//! text and written back as a literal SQL Server converts to the column's type.
 
 use std::sync::Arc;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
-use sluice_kit::change_tables::snapshots::{condition, integer_literal, key_after};
+use sluice_kit::change_tables::snapshots::{
+    chunk_columns, condition, hex_literal, integer_literal, key_after, number_literal,
+};
 use sluice_kit::incremental::{ChunkSource, Read};
 use tiberius::ColumnData;
 
@@ -16,7 +19,7 @@ use super::connection::{quote, rows, run, Conn};
 use super::error::SqlServerError;
 use super::lsn::Lsn;
 use super::tables::Table;
-use super::types::Kind;
+use super::types::{key_text, Kind};
 use super::{At, SqlServerSource};
 
 /// The progress of an incremental snapshot: key values as text.
@@ -28,62 +31,80 @@ pub(super) struct Chunks<'a> {
     pub conn: &'a mut Conn,
 }
 
-/// The primary key's columns of `table` (quoted) and whether each is text; `Err` says why
-/// the table cannot be read in chunks.
-fn key_columns(table: &Table) -> Result<Vec<(String, bool)>, String> {
+/// How a chunk key column's values go back into a query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Lit {
+    Integer,
+    Number,
+    /// Quoted: character columns, `uniqueidentifier`s, dates and times.
+    Text,
+    /// `0x…`.
+    Hex,
+}
+
+/// A column chunks are read by.
+#[derive(Debug)]
+struct KeyColumn {
+    /// Its position among the table's captured columns.
+    at: usize,
+    quoted: String,
+    lit: Lit,
+}
+
+/// The columns chunks of `table` are read by for progress `p` (its primary key, or the
+/// signal's `surrogate-key`); `Err` says why the table cannot be read in chunks.
+fn key_columns(table: &Table, p: &Progress) -> Result<Vec<KeyColumn>, String> {
     let shape = &table.shape;
-    if shape.key.is_empty() {
-        return Err(format!(
-            "{}.{} has no primary key to read it by in chunks",
-            table.schema, table.name
-        ));
-    }
-    shape
-        .key
-        .iter()
-        .map(|&j| {
+    let full = format!("{}.{}", table.schema, table.name);
+    let kept: Vec<&str> = (shape.kept.iter())
+        .map(|&i| table.columns[i].0.as_str())
+        .collect();
+    chunk_columns(&full, &shape.key, &kept, p)?
+        .into_iter()
+        .map(|j| {
             let (name, kind) = &table.columns[shape.kept[j]];
             if shape.mappers.get(j).is_some_and(Option::is_some) {
-                return Err(format!("the key column `{name}` of {}.{} is masked, hashed or truncated: its values cannot order chunks", table.schema, table.name));
+                return Err(format!("the key column `{name}` of {full} is masked, hashed or truncated: its values cannot order chunks"));
             }
-            match kind {
-                Kind::Int16 | Kind::Int32 | Kind::Int64 => Ok((quote(name), false)),
-                Kind::String => Ok((quote(name), true)),
-                other => Err(format!("the key column `{name}` of {}.{} is of a kind ({other:?}) chunks are not read by yet (integers and character columns are)", table.schema, table.name)),
-            }
+            let lit = match kind {
+                Kind::Boolean | Kind::Int16 | Kind::Int32 | Kind::Int64 => Lit::Integer,
+                Kind::Decimal(..) | Kind::Money(_) => Lit::Number,
+                Kind::String | Kind::Date | Kind::Time(_) | Kind::Timestamp(_) | Kind::Zoned(_) => Lit::Text,
+                Kind::Bytes => Lit::Hex,
+                Kind::Float32 | Kind::Float64 => return Err(format!("the key column `{name}` of {full} is a floating-point column: its values cannot be written back exactly to read chunks by")),
+            };
+            Ok(KeyColumn { at: j, quoted: quote(name), lit })
         })
         .collect()
 }
 
 /// A key value written back into a query.
-fn literal(value: &str, text: bool) -> Option<String> {
-    if text {
+fn literal(value: &str, lit: Lit) -> Option<String> {
+    match lit {
         // An N'…' literal would convert a varchar column to Unicode in the comparison (other
         // rules than its ORDER BY under a SQL_* collation, no index seek): plain text where
         // the value is ASCII, which compares the same against char and nchar columns.
-        let n = if value.is_ascii() { "" } else { "N" };
-        return Some(format!("{n}'{}'", value.replace('\'', "''")));
+        Lit::Text => {
+            let n = if value.is_ascii() { "" } else { "N" };
+            Some(format!("{n}'{}'", value.replace('\'', "''")))
+        }
+        Lit::Integer => integer_literal(value),
+        Lit::Number => number_literal(value),
+        Lit::Hex => hex_literal(value, "0x"),
     }
-    integer_literal(value)
 }
 
 /// `(k1, k2, …) > (v1, v2, …)` (SQL Server has no row comparison).
-fn greater(keys: &[(String, bool)], values: &[String]) -> Option<String> {
-    let names: Vec<String> = keys.iter().map(|(k, _)| k.clone()).collect();
-    key_after(&names, values, |i, v| literal(v, keys.get(i)?.1))
+fn greater(keys: &[KeyColumn], values: &[String]) -> Option<String> {
+    let names: Vec<String> = keys.iter().map(|k| k.quoted.clone()).collect();
+    key_after(&names, values, |i, v| literal(v, keys.get(i)?.lit))
 }
 
-/// A key column's value as text.
-fn cell_text(cell: &ColumnData<'_>) -> Option<String> {
-    match cell {
-        ColumnData::U8(Some(v)) => Some(v.to_string()),
-        ColumnData::I16(Some(v)) => Some(v.to_string()),
-        ColumnData::I32(Some(v)) => Some(v.to_string()),
-        ColumnData::I64(Some(v)) => Some(v.to_string()),
-        ColumnData::String(Some(v)) => Some(v.to_string()),
-        ColumnData::Guid(Some(v)) => Some(v.to_string().to_uppercase()),
-        _ => None,
-    }
+/// The key values of a row's `cells` (`None`: one is NULL).
+fn key_of(table: &Table, keys: &[KeyColumn], cells: &[&ColumnData<'_>]) -> Option<Vec<String>> {
+    (keys.iter())
+        .map(|k| key_text(cells.get(table.shape.kept[k.at])?))
+        .collect()
 }
 
 impl ChunkSource for Chunks<'_> {
@@ -96,8 +117,8 @@ impl ChunkSource for Chunks<'_> {
         table.topic.clone()
     }
 
-    fn unreadable(table: &Table, _p: &Progress) -> Option<String> {
-        key_columns(table).err()
+    fn unreadable(table: &Table, p: &Progress) -> Option<String> {
+        key_columns(table, p).err()
     }
 
     async fn read(
@@ -139,7 +160,7 @@ impl Chunks<'_> {
         p: &Progress,
         limit: usize,
     ) -> Result<Read<String, Lsn>, SqlServerError> {
-        let keys = key_columns(table).map_err(SqlServerError::Setup)?;
+        let keys = key_columns(table, p).map_err(SqlServerError::Setup)?;
         let name = format!("{}.{}", table.schema, table.name);
         let at = self.source.max_transaction_lsn(self.conn).await?;
         let from = format!(
@@ -150,7 +171,7 @@ impl Chunks<'_> {
         );
         let condition = condition(p, &name, &self.source.config.database).map(|c| format!("({c})"));
         let what = format!("reading a chunk of {name}");
-        let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        let names: Vec<&str> = keys.iter().map(|k| k.quoted.as_str()).collect();
         let max = match &p.max_key {
             Some(max) => max.clone(),
             None => {
@@ -171,8 +192,8 @@ impl Chunks<'_> {
                 let cells: Vec<&ColumnData<'_>> = row.cells().map(|(_, d)| d).collect();
                 match cells
                     .iter()
-                    .map(|c| cell_text(c))
-                    .collect::<Option<Vec<String>>>()
+                    .map(|c| key_text(c))
+                    .collect::<Option<Vec<_>>>()
                 {
                     Some(max) => max,
                     None => {
@@ -213,9 +234,9 @@ impl Chunks<'_> {
         let mut out = Vec::with_capacity(found.len());
         for row in &found {
             let cells: Vec<&ColumnData<'_>> = row.cells().map(|(_, d)| d).collect();
-            let key: Vec<String> = (table.shape.key.iter())
-                .filter_map(|&j| cells.get(table.shape.kept[j]).and_then(|c| cell_text(c)))
-                .collect();
+            let Some(key) = key_of(table, &keys, &cells) else {
+                return Ok(Read::Refused(format!("{name}: a key value that is NULL")));
+            };
             let event = match self.source.row(table, &cells) {
                 Ok(after) => Some(self.source.event(
                     table,

@@ -115,6 +115,7 @@ impl SqlServerSource {
             change_lsn: None,
             event_serial_no: None,
             snapshot_completed: false,
+            transaction: None,
         };
         let read: Vec<&Table> = tables
             .iter()

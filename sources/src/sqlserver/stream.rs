@@ -40,7 +40,7 @@ impl SqlServerSource {
     pub(super) async fn stream(
         &self,
         conn: &mut Conn,
-        (from, progress): (SqlServerOffset, Option<Progress>),
+        (mut from, progress): (SqlServerOffset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
         let common = &self.config.common;
@@ -57,6 +57,8 @@ impl SqlServerSource {
             from.change_lsn.map(|c| (from.commit_lsn, c)),
             from.event_serial_no,
         );
+        // A transaction the stored position is inside: its metadata goes on in the first poll.
+        let mut resumed_tx = from.transaction.take();
         let mut position = from.position_with(inc.progress().as_deref());
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
@@ -149,6 +151,7 @@ impl SqlServerSource {
                 &self.config.common.topic_prefix,
                 position.clone(),
             );
+            out.resume(resumed_tx.take());
             let switching = switches(&tables, (from_lsn, to));
             let emit = Emitter {
                 source: self,
@@ -373,6 +376,7 @@ impl SqlServerSource {
             change_lsn: Some(change.seq),
             event_serial_no: Some(serial),
             snapshot_completed: true,
+            transaction: None,
         }
         .position_with(progress);
         (at, position)

@@ -361,6 +361,80 @@ fn timestamp(days: i64, nanos: i64, p: u32, modes: Modes) -> Result<Value, Strin
     ))
 }
 
+/// A key column's value as the text an incremental snapshot keeps of it and writes back into
+/// its chunk queries: numbers as SQL Server prints them, `uniqueidentifier`s in upper case,
+/// bytes in hexadecimal, dates and times in forms SQL Server reads whatever the session's
+/// language and `DATEFORMAT` (`datetime` and `smalldatetime` with a `T`); `None` for NULL and
+/// for cells no chunk is read by (floats).
+pub(crate) fn key_text(data: &ColumnData<'_>) -> Option<String> {
+    Some(match data {
+        ColumnData::Bit(Some(b)) => u8::from(*b).to_string(),
+        ColumnData::U8(Some(v)) => v.to_string(),
+        ColumnData::I16(Some(v)) => v.to_string(),
+        ColumnData::I32(Some(v)) => v.to_string(),
+        ColumnData::I64(Some(v)) => v.to_string(),
+        ColumnData::Numeric(Some(n)) => numeric_text(n.value(), n.scale()),
+        ColumnData::F64(Some(v)) => money_text(*v).ok()?,
+        ColumnData::String(Some(v)) => v.to_string(),
+        ColumnData::Guid(Some(v)) => v.to_string().to_uppercase(),
+        ColumnData::Binary(Some(b)) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        ColumnData::Date(Some(d)) => day_text(i64::from(d.days()) - EPOCH_DAYS),
+        ColumnData::Time(Some(t)) => clock_text(time_nanos(t.increments(), t.scale()), t.scale()),
+        ColumnData::DateTime2(Some(dt)) => {
+            let (days, nanos) = datetime2_parts(dt);
+            let scale = dt.time().scale();
+            format!("{} {}", day_text(days), clock_text(nanos, scale))
+        }
+        ColumnData::DateTime(Some(dt)) => {
+            let (days, nanos) = datetime_parts(dt);
+            format!("{}T{}", day_text(days), clock_text(nanos, 3))
+        }
+        ColumnData::SmallDateTime(Some(dt)) => {
+            let days = i64::from(dt.days()) + DAYS_1900;
+            let nanos = i64::from(dt.seconds_fragments()) * 60_000_000_000;
+            format!("{}T{}", day_text(days), clock_text(nanos, 0))
+        }
+        ColumnData::DateTimeOffset(Some(dto)) => {
+            let (days, nanos) = datetime2_parts(&dto.datetime2());
+            let offset = i64::from(dto.offset());
+            let local = i128::from(days) * i128::from(NANOS_PER_DAY)
+                + i128::from(nanos)
+                + i128::from(offset) * 60_000_000_000;
+            let days = i64::try_from(local.div_euclid(i128::from(NANOS_PER_DAY))).ok()?;
+            let nanos = i64::try_from(local.rem_euclid(i128::from(NANOS_PER_DAY))).ok()?;
+            let scale = dto.datetime2().time().scale();
+            let sign = if offset < 0 { '-' } else { '+' };
+            let o = offset.abs();
+            format!(
+                "{} {} {sign}{:02}:{:02}",
+                day_text(days),
+                clock_text(nanos, scale),
+                o / 60,
+                o % 60
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// `2024-01-02` of days since the epoch.
+fn day_text(days: i64) -> String {
+    let (y, m, d) = sluice_kit::values::temporal::civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// `03:04:05.1230000` of nanoseconds into the day, with `scale` fraction digits.
+fn clock_text(nanos: i64, scale: u8) -> String {
+    let secs = nanos / 1_000_000_000;
+    let mut out = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    if scale > 0 {
+        let digits = usize::from(scale.min(9));
+        let frac = nanos % 1_000_000_000 / 10i64.pow(9 - u32::from(scale.min(9)));
+        out.push_str(&format!(".{frac:0digits$}"));
+    }
+    out
+}
+
 /// `value` scaled down by `scale` decimal places, as text.
 fn numeric_text(value: i128, scale: u8) -> String {
     let digits = value.unsigned_abs().to_string();
@@ -419,6 +493,53 @@ fn zoned_text(days: i64, nanos: i64, offset_minutes: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_values_as_text_sql_server_reads_back() {
+        use tiberius::time::{Date, DateTime, DateTime2, DateTimeOffset, SmallDateTime, Time};
+        // 2024-01-02 is day 738_886 since 0001-01-01, 45_291 since 1900-01-01.
+        let date = Date::new(738_886);
+        let time = Time::new(110_451_234_567, 7);
+        let cases: Vec<(ColumnData<'_>, &str)> = vec![
+            (ColumnData::Bit(Some(true)), "1"),
+            (ColumnData::I64(Some(-7)), "-7"),
+            (
+                ColumnData::Numeric(Some(tiberius::numeric::Numeric::new_with_scale(-1250, 2))),
+                "-12.50",
+            ),
+            (ColumnData::Binary(Some(vec![0, 0xAB].into())), "00ab"),
+            (ColumnData::Date(Some(date)), "2024-01-02"),
+            (ColumnData::Time(Some(time)), "03:04:05.1234567"),
+            (ColumnData::Time(Some(Time::new(11_045, 0))), "03:04:05"),
+            (
+                ColumnData::DateTime2(Some(DateTime2::new(date, Time::new(11_045_123, 3)))),
+                "2024-01-02 03:04:05.123",
+            ),
+            // 3:04:05 and 1/300 s: the JDBC driver's .003.
+            (
+                ColumnData::DateTime(Some(DateTime::new(45_291, 11_045 * 300 + 1))),
+                "2024-01-02T03:04:05.003",
+            ),
+            (
+                ColumnData::SmallDateTime(Some(SmallDateTime::new(45_291, 184))),
+                "2024-01-02T03:04:00",
+            ),
+            // Sent in UTC (02:04:05) with its offset (+01:00): the local time.
+            (
+                ColumnData::DateTimeOffset(Some(DateTimeOffset::new(
+                    DateTime2::new(date, Time::new(7_445, 0)),
+                    60,
+                ))),
+                "2024-01-02 03:04:05 +01:00",
+            ),
+            (ColumnData::F32(Some(1.5)), ""),
+            (ColumnData::I32(None), ""),
+        ];
+        for (cell, want) in cases {
+            let got = key_text(&cell).unwrap_or_default();
+            assert_eq!(got, want, "{cell:?}");
+        }
+    }
 
     #[test]
     fn numerics_money_and_zoned_text() {

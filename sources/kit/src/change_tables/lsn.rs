@@ -106,6 +106,9 @@ pub struct ChangeOffset<const N: usize> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_serial_no: Option<i64>,
     pub snapshot_completed: bool,
+    /// With transaction metadata, inside a transaction: its counts so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<crate::records::transaction::TxState>,
 }
 
 impl<const N: usize> ChangeOffset<N> {
@@ -116,6 +119,7 @@ impl<const N: usize> ChangeOffset<N> {
             change_lsn: None,
             event_serial_no: None,
             snapshot_completed,
+            transaction: None,
         }
     }
 
@@ -168,6 +172,7 @@ mod tests {
             change_lsn: Some(Lsn([0, 0, 0, 2])),
             event_serial_no: Some(2),
             snapshot_completed: true,
+            transaction: None,
         };
         let text = serde_json::to_string(&o).unwrap();
         assert_eq!(

@@ -1,13 +1,16 @@
 //! A poll's events on their way to batches, with Debezium's transaction metadata when
 //! `provide.transaction.metadata` asks for it (a change-table server's transaction id is its
-//! commit LSN, the same in BEGIN and END).
+//! commit LSN, the same in BEGIN and END). Each data event's position then carries its
+//! transaction's counts so far ([`TxState`]): a restart inside the transaction goes on counting
+//! with no second BEGIN, and ends it when the next transaction starts, as Debezium's restored
+//! transaction context does; BEGIN and END records are at positions without it.
 
 use std::fmt::Display;
 
 use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, ChangeEvent, Position, SourceContext};
 
-use crate::records::transaction::{set_block, TxCounts, TxSchemas};
+use crate::records::transaction::{set_block, TxCounts, TxSchemas, TxState};
 
 /// The pipeline stopped while a batch was on its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,11 +20,14 @@ pub struct Stopped;
 pub struct TxOut<L> {
     batch: Vec<ChangeEvent>,
     cut: BatchCut,
-    /// The position of the last event pushed (a BEGIN record takes it: it holds no change).
+    /// The position of the last event pushed, without its transaction's counts (BEGIN and END
+    /// records, and events between transactions, take it: they hold no change).
     last: Position,
     schemas: Option<TxSchemas>,
     /// The open transaction: its commit LSN, its first change's time, its counts.
     tx: Option<(L, i64, TxCounts)>,
+    /// The transaction a restart landed in, until the first change says whether it goes on.
+    resumed: Option<TxState>,
 }
 
 impl<L: Copy + PartialEq + Display> TxOut<L> {
@@ -34,7 +40,14 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
             last,
             schemas: metadata.then(|| TxSchemas::new(prefix)),
             tx: None,
+            resumed: None,
         }
+    }
+
+    /// The stream resumed inside transaction `state` (from the stored position): its next
+    /// changes go on counting, a change of another transaction ends it first.
+    pub fn resume(&mut self, state: Option<TxState>) {
+        self.resumed = state.filter(|_| self.schemas.is_some());
     }
 
     /// Adds a change's events (of `collection`, as transaction records name it, in the
@@ -49,6 +62,13 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
         if events.is_empty() {
             return Ok(());
         }
+        if let Some(r) = self.resumed.take() {
+            if r.id == commit.to_string() {
+                self.tx = Some((commit, r.ts_ms, r.counts()));
+            } else {
+                self.end_resumed(&r);
+            }
+        }
         if self.tx.as_ref().is_some_and(|t| t.0 != commit) {
             self.end_transaction();
         }
@@ -59,13 +79,15 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
             self.tx = Some((commit, ts_ms, TxCounts::default()));
         }
         for mut event in events {
-            if let (Some(schemas), Some((lsn, _, counts))) = (&self.schemas, self.tx.as_mut()) {
+            self.last = event.position.clone();
+            if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.as_mut()) {
+                let id = lsn.to_string();
                 if event.value.is_some() {
                     let (total, order) = counts.count(collection);
-                    set_block(&mut event, schemas.block(&lsn.to_string(), total, order));
+                    set_block(&mut event, schemas.block(&id, total, order));
                 }
+                event.position = TxState::of(id, *ts, counts).in_position(&event.position);
             }
-            self.last = event.position.clone();
             self.batch.push(event);
         }
         if self.cut.is_full(&self.batch) {
@@ -91,8 +113,21 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
         Ok(())
     }
 
+    /// The END record of the transaction a restart landed in, which had no more changes.
+    fn end_resumed(&mut self, r: &TxState) {
+        if let Some(schemas) = &self.schemas {
+            let counts = r.counts();
+            let mut end = schemas.end(&r.id, r.ts_ms, counts.total, &counts.per_table);
+            end.position = self.last.clone();
+            self.batch.push(end);
+        }
+    }
+
     /// The open transaction's END record.
     pub fn end_transaction(&mut self) {
+        if let Some(r) = self.resumed.take() {
+            self.end_resumed(&r);
+        }
         if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.take()) {
             let mut end = schemas.end(&lsn.to_string(), ts, counts.total, &counts.per_table);
             end.position = self.last.clone();
@@ -107,11 +142,10 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
             return Ok(());
         }
         let events = std::mem::take(&mut self.batch);
-        ctx.emit(Batch {
-            events,
-            position: Some(self.last.clone()),
-        })
-        .await
-        .map_err(|_| Stopped)
+        // The last event's: inside a transaction, with the transaction's counts.
+        let position = events.last().map(|e| e.position.clone());
+        ctx.emit(Batch { events, position })
+            .await
+            .map_err(|_| Stopped)
     }
 }

@@ -17,11 +17,11 @@ use crate::incremental::{next_window, Abilities, ChunkSource, Progress, Step, Tr
 use crate::signal::{ChannelError, Channels, Signal};
 
 /// What the change-table sources' snapshots do beyond the plain incremental one: blocking
-/// snapshots, `additional-conditions` (no surrogate keys yet).
+/// snapshots, `additional-conditions`, `surrogate-key`.
 pub const ABILITIES: Abilities = Abilities {
     blocking: true,
     conditions: true,
-    surrogate_key: false,
+    surrogate_key: true,
 };
 
 /// The incremental snapshot's state in a change-table stream; `L` is the server's LSN.
@@ -258,6 +258,57 @@ pub fn integer_literal(value: &str) -> Option<String> {
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| value.to_owned())
 }
 
+/// A decimal number key value (`-12.50`, `1E+3`: a `DECIMAL`'s or a `DECFLOAT`'s text) as a
+/// literal (`None` unless it is one).
+pub fn number_literal(value: &str) -> Option<String> {
+    let unsigned = value.strip_prefix('-').unwrap_or(value);
+    let (mantissa, exponent) = match unsigned.find(['E', 'e']) {
+        Some(i) => (&unsigned[..i], Some(&unsigned[i + 1..])),
+        None => (unsigned, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    (!int.is_empty() && digits(int) && digits(frac) && exponent_ok).then(|| value.to_owned())
+}
+
+/// Bytes kept as lower-case hexadecimal text, as `prefix` + the digits (`0x` for SQL Server;
+/// `None` unless `value` is such text).
+pub fn hex_literal(value: &str, prefix: &str) -> Option<String> {
+    (value.len().is_multiple_of(2) && value.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("{prefix}{value}"))
+}
+
+/// The columns chunks of `table` are read by, as positions among its captured columns (`kept`
+/// names them): its primary key (`key`), or the signal's `surrogate-key` column (a unique
+/// column, the user's word for it, compared without regard to case). `Err` says why the table
+/// cannot be read in chunks: no primary key (a streamed change finds a chunk's row by the
+/// events' key, whatever the chunks are read by), or a surrogate key it does not capture.
+pub fn chunk_columns(
+    table: &str,
+    key: &[usize],
+    kept: &[&str],
+    p: &Progress<String>,
+) -> Result<Vec<usize>, String> {
+    if key.is_empty() {
+        return Err(format!(
+            "{table} has no primary key to read it by in chunks"
+        ));
+    }
+    match &p.surrogate_key {
+        None => Ok(key.to_vec()),
+        Some(name) => match kept.iter().position(|k| k.eq_ignore_ascii_case(name)) {
+            Some(j) => Ok(vec![j]),
+            None => Err(format!(
+                "the surrogate key `{name}` is not a captured column of {table}"
+            )),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +329,30 @@ mod tests {
             None
         );
         assert_eq!(integer_literal("-12").as_deref(), Some("-12"));
+        for good in ["-12.50", "0.5", "1E+3", "12", "-1.5e-7"] {
+            assert_eq!(number_literal(good).as_deref(), Some(good));
+        }
+        for bad in ["", ".5", "-", "1E", "1 OR 1=1", "0x1", "1.2.3", "NaN"] {
+            assert_eq!(number_literal(bad), None, "{bad}");
+        }
+        assert_eq!(hex_literal("00ff", "0x").as_deref(), Some("0x00ff"));
+        assert_eq!(hex_literal("0f'", "0x"), None);
+        assert_eq!(hex_literal("abc", "0x"), None);
+    }
+
+    #[test]
+    fn chunks_go_by_the_primary_key_or_the_surrogate_key() {
+        let mut p = Progress::new("s", vec!["dbo.t".into()], Default::default(), None);
+        let kept = ["id", "Code", "n"];
+        assert_eq!(chunk_columns("dbo.t", &[0], &kept, &p), Ok(vec![0]));
+        p.surrogate_key = Some("CODE".into());
+        assert_eq!(chunk_columns("dbo.t", &[0], &kept, &p), Ok(vec![1]));
+        p.surrogate_key = Some("nope".into());
+        assert_eq!(
+            chunk_columns("dbo.t", &[0], &kept, &p),
+            Err("the surrogate key `nope` is not a captured column of dbo.t".into())
+        );
+        assert!(chunk_columns("dbo.t", &[], &kept, &p).is_err_and(|e| e.contains("no primary key")));
         assert_eq!(integer_literal("-"), None);
     }
 }

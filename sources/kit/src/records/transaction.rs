@@ -184,6 +184,61 @@ impl TxCounts {
     }
 }
 
+/// A transaction a restart may land in, as the position of each of its data events carries it
+/// (Debezium's offsets keep `transaction_id` and the per-table counts alike): its id, its
+/// time, and its counts so far; the stream that resumes inside it goes on counting, with no
+/// second BEGIN.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TxState {
+    pub id: String,
+    pub ts_ms: i64,
+    pub total_order: u64,
+    /// Data events per table, in first-seen order.
+    pub data_collection_order: Vec<(String, u64)>,
+}
+
+impl TxState {
+    /// The state of transaction `id` at `ts_ms` with `counts`.
+    pub fn of(id: String, ts_ms: i64, counts: &TxCounts) -> Self {
+        TxState {
+            id,
+            ts_ms,
+            total_order: counts.total,
+            data_collection_order: (counts.per_table.iter())
+                .map(|(t, n)| (t.to_string(), *n))
+                .collect(),
+        }
+    }
+
+    /// The counts it holds.
+    pub fn counts(&self) -> TxCounts {
+        TxCounts {
+            begun: true,
+            total: self.total_order,
+            per_table: (self.data_collection_order.iter())
+                .map(|(t, n)| (Arc::from(t.as_str()), *n))
+                .collect(),
+        }
+    }
+
+    /// `position` (a JSON object) with this state as its `transaction` member.
+    pub fn in_position(&self, position: &Position) -> Position {
+        let Position::Opaque(text) = position else {
+            return position.clone();
+        };
+        let Some(open) = text.strip_suffix('}') else {
+            return position.clone();
+        };
+        let state = serde_json::to_string(self).unwrap_or_default();
+        let comma = if open.trim_end().ends_with('{') {
+            ""
+        } else {
+            ","
+        };
+        Position::Opaque(format!("{open}{comma}\"transaction\":{state}}}").into())
+    }
+}
+
 /// Sets the `transaction` field of a data event's envelope.
 pub fn set_block(event: &mut ChangeEvent, block: Value) {
     if let Some(envelope) = event.value.as_mut().and_then(|v| v.value.as_struct_mut()) {
@@ -194,6 +249,30 @@ pub fn set_block(event: &mut ChangeEvent, block: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transaction_state_rides_in_a_position_and_back() {
+        let mut counts = TxCounts::default();
+        counts.count("dbo.a");
+        counts.count("dbo.b");
+        counts.count("dbo.a");
+        let state = TxState::of("00000027:00000758:0003".into(), 7, &counts);
+        let at = Position::Opaque(r#"{"commit_lsn":"x","snapshot_completed":true}"#.into());
+        let Position::Opaque(text) = state.in_position(&at) else {
+            panic!("an opaque position")
+        };
+        #[derive(serde::Deserialize)]
+        struct Back {
+            commit_lsn: String,
+            transaction: TxState,
+        }
+        let back: Back = serde_json::from_str(&text).unwrap();
+        assert_eq!((back.commit_lsn.as_str(), &back.transaction), ("x", &state));
+        let again = back.transaction.counts();
+        assert_eq!((again.total, again.per_table), (3, counts.per_table));
+        let empty = state.in_position(&Position::Opaque("{}".into()));
+        assert!(empty.to_string().starts_with(r#"{"transaction":{"id":"#));
+    }
 
     #[test]
     fn java_hash_codes() {

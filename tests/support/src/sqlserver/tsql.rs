@@ -17,6 +17,31 @@ pub enum Tok {
     Raw(String),
 }
 
+/// A string literal as the store keeps it: an ISO 8601 date and time (`2024-01-02T03:04:05`,
+/// the form SQL Server reads as a `datetime` whatever the session's `DATEFORMAT`) with a space
+/// for the `T`, as the store holds dates and times, so that comparing it with a date and time
+/// column compares the values, as SQL Server's conversion to the column's type does.
+fn stored_form(s: &str) -> std::borrow::Cow<'_, str> {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        r.into_iter()
+            .all(|i| b.get(i).is_some_and(u8::is_ascii_digit))
+    };
+    if b.len() >= 16
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+    {
+        return format!("{} {}", &s[..10], &s[11..]).into();
+    }
+    s.into()
+}
+
 /// Splits T-SQL into tokens (comments and white space dropped).
 pub fn tokenize(sql: &str) -> Result<Vec<Tok>, String> {
     let chars: Vec<char> = sql.chars().collect();
@@ -253,7 +278,7 @@ pub fn to_sqlite(tokens: &[Tok], names: &Names) -> Result<String, String> {
                 i += 1;
             }
             Tok::Str(s) => {
-                out.push(format!("'{}'", s.replace('\'', "''")));
+                out.push(format!("'{}'", stored_form(s).replace('\'', "''")));
                 i += 1;
             }
             Tok::Num(n) => {
@@ -445,6 +470,15 @@ mod tests {
         let schemas = ["dbo".to_string(), "cdc".to_string(), "sys".to_string()];
         let toks = tokenize(sql).unwrap();
         to_sqlite(&toks, &Names { schemas: &schemas }).unwrap()
+    }
+
+    #[test]
+    fn iso_dates_and_times_compare_as_stored() {
+        assert_eq!(
+            run("SELECT 1 WHERE a > '2024-01-02T03:04:05.003' AND b = 'T'"),
+            "SELECT 1 WHERE a > '2024-01-02 03:04:05.003' AND b = 'T'"
+        );
+        assert_eq!(run("SELECT '2024-01-02Tx'"), "SELECT '2024-01-02Tx'");
     }
 
     #[test]
