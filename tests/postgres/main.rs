@@ -13,6 +13,7 @@ mod conformance;
 mod consistency;
 mod incremental;
 mod jdbc;
+mod jdbc_mariadb;
 mod memory;
 use sluice_test_support::moments;
 mod notifications;

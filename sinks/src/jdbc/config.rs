@@ -11,7 +11,7 @@ pub enum InsertMode {
     /// `INSERT`: a row that exists fails.
     #[default]
     Insert,
-    /// `INSERT ... ON CONFLICT DO UPDATE`: replays are idempotent.
+    /// `INSERT ... ON CONFLICT DO UPDATE` (`ON DUPLICATE KEY UPDATE`): replays are idempotent.
     Upsert,
     /// `UPDATE ... WHERE <key>`.
     Update,
@@ -45,7 +45,8 @@ pub enum Evolution {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JdbcSinkConfig {
-    /// `jdbc:postgresql://host:port/database` (user and password in their own keys).
+    /// `jdbc:postgresql://host:port/database`, `jdbc:mysql://…` or `jdbc:mariadb://…` (user and
+    /// password in their own keys).
     #[serde(rename = "connection.url")]
     pub url: String,
     #[serde(rename = "connection.username")]
@@ -98,46 +99,52 @@ fn default_table() -> String {
     "${topic}".to_owned()
 }
 
+/// The kind of database `connection.url` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    /// MySQL or MariaDB (`jdbc:mysql:` or `jdbc:mariadb:`: the server says which).
+    MySql,
+}
+
 /// Where `connection.url` points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    pub dialect: Dialect,
     pub host: String,
     pub port: u16,
     pub database: String,
 }
 
 impl JdbcSinkConfig {
-    /// The PostgreSQL server and database of `connection.url`.
+    /// The server and database of `connection.url`.
     pub fn target(&self) -> Result<Target, String> {
-        let rest = self.url.strip_prefix("jdbc:postgresql://").ok_or_else(|| {
-            if self.url.starts_with("jdbc:mysql:") || self.url.starts_with("jdbc:mariadb:") {
-                format!("`connection.url` `{}`: MySQL and MariaDB targets are not built yet; this sink writes to PostgreSQL (jdbc:postgresql://host:5432/db)", self.url)
-            } else {
-                format!("`connection.url` `{}`: write it as jdbc:postgresql://host:5432/database", self.url)
-            }
-        })?;
+        let form = "write it as jdbc:postgresql://host:5432/database, jdbc:mysql://host:3306/database or jdbc:mariadb://host:3306/database";
+        let (dialect, rest, default_port) = [
+            ("jdbc:postgresql://", Dialect::Postgres, 5432),
+            ("jdbc:mysql://", Dialect::MySql, 3306),
+            ("jdbc:mariadb://", Dialect::MySql, 3306),
+        ]
+        .into_iter()
+        .find_map(|(prefix, d, port)| Some((d, self.url.strip_prefix(prefix)?, port)))
+        .ok_or_else(|| format!("`connection.url` `{}`: {form}", self.url))?;
         let rest = rest.split('?').next().unwrap_or(rest);
-        let (authority, database) = rest.split_once('/').ok_or_else(|| {
-            format!(
-                "`connection.url` `{}` names no database: jdbc:postgresql://host:5432/database",
-                self.url
-            )
-        })?;
+        let (authority, database) = rest
+            .split_once('/')
+            .ok_or_else(|| format!("`connection.url` `{}` names no database: {form}", self.url))?;
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (
                 h,
                 p.parse()
                     .map_err(|_| format!("`connection.url`: `{p}` is not a port"))?,
             ),
-            None => (authority, 5432),
+            None => (authority, default_port),
         };
         if host.is_empty() || database.is_empty() {
-            return Err(format!(
-                "`connection.url` `{}`: write it as jdbc:postgresql://host:5432/database",
-                self.url
-            ));
+            return Err(format!("`connection.url` `{}`: {form}", self.url));
         }
         Ok(Target {
+            dialect,
             host: host.to_owned(),
             port,
             database: database.to_owned(),
@@ -231,10 +238,9 @@ mod tests {
             ("db.local", 6543, "shop")
         );
         assert_eq!(config("jdbc:postgresql://h/d").target().unwrap().port, 5432);
-        assert!(config("jdbc:mysql://h/d")
-            .target()
-            .unwrap_err()
-            .contains("not built yet"));
+        let m = config("jdbc:mariadb://m:3307/shop").target().unwrap();
+        assert_eq!((m.dialect, m.port), (Dialect::MySql, 3307));
+        assert_eq!(config("jdbc:mysql://h/d").target().unwrap().port, 3306);
         assert!(config("postgres://h/d").target().is_err());
     }
 }

@@ -1,13 +1,17 @@
-//! `jdbc`: change events applied to tables of a PostgreSQL database, with the Debezium JDBC sink
-//! connector's semantics (`insert.mode`, `primary.key.mode`, `delete.enabled`,
-//! `truncate.enabled`, `schema.evolution`, `table.name.format`), on Debezium envelopes directly
-//! (and on flat rows after `unwrap`). A batch is one transaction: it is acknowledged once
-//! committed, so the source position never passes a row the target could lose; with
-//! `insert.mode: upsert` a batch applied twice (a retry, a restart before the commit) leaves
-//! the same rows. MySQL and MariaDB targets are not built yet.
+//! `jdbc`: change events applied to tables of a PostgreSQL, MySQL or MariaDB database, with the
+//! Debezium JDBC sink connector's semantics (`insert.mode`, `primary.key.mode`,
+//! `delete.enabled`, `truncate.enabled`, `schema.evolution`, `table.name.format`), on Debezium
+//! envelopes directly (and on flat rows after `unwrap`). A batch is one transaction: it is
+//! acknowledged once committed, so the source position never passes a row the target could
+//! lose; with `insert.mode: upsert` a batch applied twice (a retry, a restart before the
+//! commit) leaves the same rows. What differs by target is in `postgres.rs` and `mysql.rs`,
+//! the statements in `sql.rs`, the values in `values.rs`.
 
 mod config;
+mod mysql;
+mod postgres;
 mod sql;
+mod table;
 mod values;
 
 use std::collections::HashMap;
@@ -16,12 +20,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, Op};
 use sluice_engine::{Schema, Sink, SinkBatch, Struct, Value};
-use tokio_postgres::types::{ToSql, Type};
 
 use crate::skipped::skip_or_fail;
-pub use config::{Evolution, InsertMode, JdbcSinkConfig, KeyMode};
-
-use sql::Column;
+pub use config::{Dialect, Evolution, InsertMode, JdbcSinkConfig, KeyMode};
 
 /// One column value of a row change.
 struct Cell {
@@ -46,13 +47,18 @@ enum Change {
     },
 }
 
+/// The database a sink writes to.
+enum Backend {
+    Postgres(postgres::Postgres),
+    MySql(mysql::MySql),
+}
+
 /// The running sink.
 pub struct JdbcSink {
     name: String,
     config: JdbcSinkConfig,
-    client: Option<tokio_postgres::Client>,
-    /// Column types of the tables seen, by unquoted name.
-    tables: HashMap<String, HashMap<String, String>>,
+    dialect: Dialect,
+    backend: Backend,
 }
 
 impl JdbcSink {
@@ -61,22 +67,24 @@ impl JdbcSink {
     pub fn open(config: &JdbcSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         config.validate().map_err(ComponentError::fatal)?;
         let name = ctx.component.to_owned();
+        let dialect = config.target().map_err(ComponentError::fatal)?.dialect;
         let (check, sink) = (config.clone(), name.clone());
         crate::block_on_side_thread(async move {
-            let client = connect(&check)
-                .await
-                .map_err(|e| ComponentError::fatal(format!("sink `{sink}`: {e}")))?;
-            client
-                .simple_query("SELECT 1")
-                .await
-                .map_err(|e| ComponentError::fatal(format!("sink `{sink}`: {e}")))?;
-            Ok(())
+            let reached = match dialect {
+                Dialect::Postgres => postgres::Postgres::check(&check).await,
+                Dialect::MySql => mysql::MySql::check(&check).await,
+            };
+            reached.map_err(|e| ComponentError::fatal(format!("sink `{sink}`: {e}")))
         })?;
+        let backend = match dialect {
+            Dialect::Postgres => Backend::Postgres(Default::default()),
+            Dialect::MySql => Backend::MySql(Default::default()),
+        };
         Ok(JdbcSink {
             name,
             config: config.clone(),
-            client: None,
-            tables: HashMap::new(),
+            dialect,
+            backend,
         })
     }
 
@@ -121,7 +129,7 @@ impl JdbcSink {
             {
                 continue;
             }
-            let text = values::text(&field.schema, value)
+            let text = values::text(&field.schema, value, self.dialect)
                 .map_err(|e| format!("column `{}`: {e}", field.name))?;
             cells.push(Cell {
                 name: self.ident(&field.name),
@@ -203,65 +211,11 @@ impl JdbcSink {
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
 
-    /// The connection, opened when there is none.
-    async fn client(&mut self) -> Result<&mut tokio_postgres::Client, ComponentError> {
-        if self
-            .client
-            .as_ref()
-            .is_some_and(tokio_postgres::Client::is_closed)
-        {
-            self.client = None;
-        }
-        if self.client.is_none() {
-            let client = connect(&self.config)
-                .await
-                .map_err(|e| ComponentError::retryable(format!("sink `{}`: {e}", self.name)))?;
-            self.client = Some(client);
-        }
-        self.client
-            .as_mut()
-            .ok_or_else(|| ComponentError::retryable("no connection"))
-    }
-
     /// Applies `changes` in one transaction.
     async fn apply(&mut self, changes: &[Change]) -> Result<(), ComponentError> {
-        let name = self.name.clone();
-        let config = self.config.clone();
-        let mut tables = std::mem::take(&mut self.tables);
-        let client = self.client().await?;
-        let result: Result<(), Failure> = async {
-            let tx = client.transaction().await?;
-            for change in changes {
-                apply_one(&tx, &config, &mut tables, change).await?;
-            }
-            tx.commit().await?;
-            Ok(())
-        }
-        .await;
-        match result {
-            Ok(()) => {
-                self.tables = tables;
-                Ok(())
-            }
-            Err(e) => Err(self.classify(&name, e)),
-        }
-    }
-
-    /// A database error: retryable when the connection or the server's state is at fault.
-    fn classify(&mut self, name: &str, e: Failure) -> ComponentError {
-        match e {
-            Failure::Plain(message) => ComponentError::fatal(format!("sink `{name}`: {message}")),
-            Failure::Db(e) => {
-                let class = e.code().map(|c| c.code()[..2].to_owned());
-                let line = format!("sink `{name}`: {}", describe(&e));
-                match class.as_deref() {
-                    None | Some("08" | "40" | "53" | "57") => {
-                        self.client = None;
-                        ComponentError::retryable(line)
-                    }
-                    _ => ComponentError::fatal(line),
-                }
-            }
+        match &mut self.backend {
+            Backend::Postgres(pg) => pg.apply(&self.name, &self.config, changes).await,
+            Backend::MySql(my) => my.apply(&self.name, &self.config, changes).await,
         }
     }
 }
@@ -303,245 +257,6 @@ fn reduce(changes: Vec<Change>) -> Vec<Change> {
         .zip(keep)
         .filter_map(|(c, k)| k.then_some(c))
         .collect()
-}
-
-/// Why applying failed.
-enum Failure {
-    Db(tokio_postgres::Error),
-    Plain(String),
-}
-
-impl From<tokio_postgres::Error> for Failure {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Failure::Db(e)
-    }
-}
-
-/// The server's message with its detail, or the error's text.
-fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{} ({detail})", db.message()),
-            None => db.message().to_owned(),
-        },
-        None => e.to_string(),
-    }
-}
-
-/// Runs one change, creating or altering its table first when needed.
-async fn apply_one(
-    tx: &tokio_postgres::Transaction<'_>,
-    config: &JdbcSinkConfig,
-    tables: &mut HashMap<String, HashMap<String, String>>,
-    change: &Change,
-) -> Result<(), Failure> {
-    let (table, keys, values): (&str, &[Cell], &[Cell]) = match change {
-        Change::Write {
-            table,
-            keys,
-            values,
-        } => (table, keys, values),
-        Change::Delete { table, keys } => (table, keys, &[]),
-        Change::Truncate { table } => {
-            tx.batch_execute(&format!("TRUNCATE TABLE {}", sql::table(table)))
-                .await?;
-            return Ok(());
-        }
-    };
-    let columns = ensure_table(tx, config, tables, table, keys, values).await?;
-    let column = |c: &Cell| -> Result<String, Failure> {
-        columns
-            .get(&c.name)
-            .cloned()
-            .ok_or_else(|| Failure::Plain(format!("table `{table}` has no column `{}`", c.name)))
-    };
-    let kinds_k: Vec<String> = keys.iter().map(column).collect::<Result<_, _>>()?;
-    let kinds_v: Vec<String> = values.iter().map(column).collect::<Result<_, _>>()?;
-    let k: Vec<Column<'_>> = keys
-        .iter()
-        .zip(&kinds_k)
-        .map(|(c, t)| Column {
-            name: &c.name,
-            kind: t,
-        })
-        .collect();
-    let v: Vec<Column<'_>> = values
-        .iter()
-        .zip(&kinds_v)
-        .map(|(c, t)| Column {
-            name: &c.name,
-            kind: t,
-        })
-        .collect();
-    let quoted = sql::table(table);
-    let (statement, params): (String, Vec<&Option<String>>) = match change {
-        Change::Delete { .. } => (
-            sql::delete(&quoted, &k),
-            keys.iter().map(|c| &c.text).collect(),
-        ),
-        _ => match config.insert_mode {
-            InsertMode::Insert => (
-                sql::insert(&quoted, &k, &v),
-                keys.iter().chain(values).map(|c| &c.text).collect(),
-            ),
-            InsertMode::Upsert => (
-                sql::upsert(&quoted, &k, &v),
-                keys.iter().chain(values).map(|c| &c.text).collect(),
-            ),
-            InsertMode::Update if values.is_empty() => return Ok(()),
-            InsertMode::Update => (
-                sql::update(&quoted, &k, &v),
-                values.iter().chain(keys).map(|c| &c.text).collect(),
-            ),
-        },
-    };
-    let types = vec![Type::TEXT; params.len()];
-    let prepared = tx.prepare_typed(&statement, &types).await?;
-    let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| *p as &(dyn ToSql + Sync)).collect();
-    tx.execute(&prepared, &refs).await?;
-    Ok(())
-}
-
-/// The column types of `table`, created or given the missing columns per `schema.evolution`.
-async fn ensure_table(
-    tx: &tokio_postgres::Transaction<'_>,
-    config: &JdbcSinkConfig,
-    tables: &mut HashMap<String, HashMap<String, String>>,
-    table: &str,
-    keys: &[Cell],
-    values: &[Cell],
-) -> Result<HashMap<String, String>, Failure> {
-    if !tables.contains_key(table) {
-        let columns = read_columns(tx, table).await?;
-        if columns.is_empty() {
-            if config.evolution == Evolution::None {
-                return Err(Failure::Plain(format!(
-                    "table `{table}` does not exist: create it, or set `schema.evolution: basic`"
-                )));
-            }
-            let kinds = |cells: &[Cell]| -> Result<Vec<String>, Failure> {
-                cells
-                    .iter()
-                    .map(|c| {
-                        values::column_type(&c.schema)
-                            .map_err(|e| Failure::Plain(format!("column `{}`: {e}", c.name)))
-                    })
-                    .collect()
-            };
-            let (kk, vk) = (kinds(keys)?, kinds(values)?);
-            let k: Vec<Column<'_>> = keys
-                .iter()
-                .zip(&kk)
-                .map(|(c, t)| Column {
-                    name: &c.name,
-                    kind: t,
-                })
-                .collect();
-            let v: Vec<(Column<'_>, bool)> = values
-                .iter()
-                .zip(&vk)
-                .map(|(c, t)| {
-                    (
-                        Column {
-                            name: &c.name,
-                            kind: t,
-                        },
-                        c.schema.is_optional(),
-                    )
-                })
-                .collect();
-            tx.batch_execute(&sql::create(&sql::table(table), &k, &v))
-                .await?;
-            tracing::info!(table, "Created the table (schema.evolution: basic).");
-        }
-        tables.insert(table.to_owned(), read_columns(tx, table).await?);
-    }
-    let known = tables.get(table).cloned().unwrap_or_default();
-    let missing: Vec<&Cell> = keys
-        .iter()
-        .chain(values)
-        .filter(|c| !known.contains_key(&c.name))
-        .collect();
-    if missing.is_empty() {
-        return Ok(known);
-    }
-    let names: Vec<&str> = missing.iter().map(|c| c.name.as_str()).collect();
-    if config.evolution == Evolution::None {
-        return Err(Failure::Plain(format!(
-            "table `{table}` has no column {names:?}: add it, or set `schema.evolution: basic`"
-        )));
-    }
-    if let Some(c) = missing
-        .iter()
-        .find(|c| !c.schema.is_optional() && c.schema.default_value().is_none())
-    {
-        return Err(Failure::Plain(format!("cannot add column `{}` to table `{table}`: the field is not optional and has no default", c.name)));
-    }
-    let kinds: Vec<String> = missing
-        .iter()
-        .map(|c| {
-            values::column_type(&c.schema)
-                .map_err(|e| Failure::Plain(format!("column `{}`: {e}", c.name)))
-        })
-        .collect::<Result<_, _>>()?;
-    let add: Vec<Column<'_>> = missing
-        .iter()
-        .zip(&kinds)
-        .map(|(c, t)| Column {
-            name: &c.name,
-            kind: t,
-        })
-        .collect();
-    tx.batch_execute(&sql::add_columns(&sql::table(table), &add))
-        .await?;
-    tracing::info!(table, columns = ?names, "Added columns (schema.evolution: basic).");
-    let columns = read_columns(tx, table).await?;
-    tables.insert(table.to_owned(), columns.clone());
-    Ok(columns)
-}
-
-/// The columns of `table` and their types (`format_type`); none when it does not exist.
-async fn read_columns(
-    tx: &tokio_postgres::Transaction<'_>,
-    table: &str,
-) -> Result<HashMap<String, String>, Failure> {
-    let rows = tx
-        .query(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
-             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
-            &[&sql::table(table)],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-        .collect())
-}
-
-/// A connection to the target (its task on the current runtime).
-async fn connect(config: &JdbcSinkConfig) -> Result<tokio_postgres::Client, String> {
-    let target = config.target()?;
-    let mut pg = tokio_postgres::Config::new();
-    pg.host(&target.host)
-        .port(target.port)
-        .dbname(&target.database)
-        .user(&config.username)
-        .application_name("sluice")
-        .connect_timeout(std::time::Duration::from_secs(30));
-    if let Some(p) = &config.password {
-        pg.password(p.expose());
-    }
-    let at = format!("{}:{}/{}", target.host, target.port, target.database);
-    let (client, connection) = pg.connect(tokio_postgres::NoTls).await.map_err(|e| match e.as_db_error() {
-        Some(db) => format!("PostgreSQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", db.message()),
-        None => format!("cannot reach PostgreSQL at {at} ({e}): check `connection.url`"),
-    })?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "The jdbc sink's connection ended.");
-        }
-    });
-    Ok(client)
 }
 
 #[async_trait]

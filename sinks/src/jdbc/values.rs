@@ -1,26 +1,100 @@
-//! Values as PostgreSQL takes them: a column type per Connect schema (Debezium's JDBC sink's
-//! mapping, for created tables and added columns) and each value as the text PostgreSQL's input
-//! functions read, bound as `$n::text::<column type>`. A value that has no such text (a struct,
-//! a decimal too wide) is an error, never a rounded or default value.
+//! Values as the target takes them: a column type per Connect schema (Debezium's JDBC sink's
+//! mapping, for created tables and added columns) and each value as the text the server reads
+//! (PostgreSQL: bound as `$n::text::<column type>`; MySQL: converted to the column's type in
+//! strict mode). A value that has no such text (a struct, a decimal too wide, a date MySQL
+//! cannot hold) is an error, never a rounded or default value.
 
 use sluice_engine::event::names;
 use sluice_engine::{Schema, SchemaType, Value};
 
-/// The column type of a field (Debezium's JDBC sink mapping for PostgreSQL).
-pub(super) fn column_type(schema: &Schema) -> Result<String, String> {
+use super::config::Dialect;
+
+/// The column type of a field on `dialect`; `key`: a primary key column (MySQL keys text and
+/// bytes as `varchar(255)` and `varbinary(255)`: it indexes no `longtext`).
+pub(super) fn column_type(schema: &Schema, dialect: Dialect, key: bool) -> Result<String, String> {
+    match dialect {
+        Dialect::Postgres => pg_column_type(schema),
+        Dialect::MySql => mysql_column_type(schema, key),
+    }
+}
+
+/// The column type of a field (Debezium's JDBC sink mapping for MySQL): the decimals of no
+/// fixed precision as `decimal(65,s)` (`decimal(65,30)` when the scale varies: a value with
+/// more digits is refused, not rounded), times in microseconds, `ZonedTimestamp` as
+/// `datetime(6)` in UTC.
+fn mysql_column_type(schema: &Schema, key: bool) -> Result<String, String> {
     let name = schema.name().unwrap_or("");
-    let param = |k: &str| {
-        schema
-            .parameters()
-            .unwrap_or_default()
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.clone())
-    };
     Ok(match name {
         names::DECIMAL => {
-            let scale = param("scale").unwrap_or_else(|| "0".into());
-            match param("connect.decimal.precision") {
+            let scale: u32 = param(schema, "scale")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            if scale > 30 {
+                return Err(format!(
+                    "a decimal of scale {scale}: MySQL holds at most 30 digits after the point"
+                ));
+            }
+            let p = param(schema, "connect.decimal.precision").and_then(|p| p.parse::<u32>().ok());
+            format!("decimal({},{scale})", p.unwrap_or(65).min(65))
+        }
+        "io.debezium.data.VariableScaleDecimal" => "decimal(65,30)".into(),
+        names::DATE | "org.apache.kafka.connect.data.Date" => "date".into(),
+        names::TIME
+        | names::MICRO_TIME
+        | names::NANO_TIME
+        | "org.apache.kafka.connect.data.Time" => "time(6)".into(),
+        names::TIMESTAMP
+        | names::MICRO_TIMESTAMP
+        | names::NANO_TIMESTAMP
+        | names::ZONED_TIMESTAMP
+        | "org.apache.kafka.connect.data.Timestamp" => "datetime(6)".into(),
+        names::ZONED_TIME => {
+            return Err(
+                "no MySQL column type for a ZonedTime (a time of day with an offset)".into(),
+            )
+        }
+        names::JSON => "json".into(),
+        names::UUID => "varchar(36)".into(),
+        "io.debezium.data.Xml" => "longtext".into(),
+        _ => match schema.kind() {
+            SchemaType::Int8 => "tinyint".into(),
+            SchemaType::Int16 => "smallint".into(),
+            SchemaType::Int32 => "int".into(),
+            SchemaType::Int64 => "bigint".into(),
+            SchemaType::Float32 => "float".into(),
+            SchemaType::Float64 => "double".into(),
+            SchemaType::Boolean => "boolean".into(),
+            SchemaType::String if key => "varchar(255)".into(),
+            SchemaType::String => "longtext".into(),
+            SchemaType::Bytes if key => "varbinary(255)".into(),
+            SchemaType::Bytes => "longblob".into(),
+            other => return Err(no_type("MySQL", other, name)),
+        },
+    })
+}
+
+fn param(schema: &Schema, k: &str) -> Option<String> {
+    (schema.parameters().unwrap_or_default().iter())
+        .find(|(key, _)| key == k)
+        .map(|(_, v)| v.clone())
+}
+
+fn no_type(target: &str, kind: SchemaType, name: &str) -> String {
+    let named = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" ({name})")
+    };
+    format!("no {target} column type for a {kind:?} field{named}")
+}
+
+/// The column type of a field (Debezium's JDBC sink mapping for PostgreSQL).
+fn pg_column_type(schema: &Schema) -> Result<String, String> {
+    let name = schema.name().unwrap_or("");
+    Ok(match name {
+        names::DECIMAL => {
+            let scale = param(schema, "scale").unwrap_or_else(|| "0".into());
+            match param(schema, "connect.decimal.precision") {
                 Some(p) => format!("decimal({p},{scale})"),
                 None => "numeric".into(),
             }
@@ -51,24 +125,141 @@ pub(super) fn column_type(schema: &Schema) -> Result<String, String> {
             SchemaType::Bytes => "bytea".into(),
             SchemaType::Array => {
                 let items = schema.items().ok_or("an array schema without items")?;
-                format!("{}[]", column_type(items)?)
+                format!("{}[]", pg_column_type(items)?)
             }
-            other => {
-                return Err(format!(
-                    "no PostgreSQL column type for a {other:?} field{}",
-                    if name.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({name})")
-                    }
-                ))
-            }
+            other => return Err(no_type("PostgreSQL", other, name)),
         },
     })
 }
 
-/// The text of `value` under `schema` (`None` for null).
-pub(super) fn text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
+/// The text of `value` under `schema` for `dialect` (`None` for null).
+pub(super) fn text(
+    schema: &Schema,
+    value: &Value,
+    dialect: Dialect,
+) -> Result<Option<String>, String> {
+    match dialect {
+        Dialect::Postgres => pg_text(schema, value),
+        Dialect::MySql => mysql_text(schema, value),
+    }
+}
+
+/// The text MySQL converts to the column's type: booleans as `1`/`0`, bytes in hexadecimal
+/// (bound through `UNHEX`), `ZonedTimestamp` in UTC; what MySQL cannot hold (NaN, infinities,
+/// years before 1 or after 9999, a decimal beyond `decimal(65,30)`, arrays) is an error.
+fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
+    let name = schema.name().unwrap_or("");
+    let text = match (name, value) {
+        (_, Value::Null) => return Ok(None),
+        (_, Value::Boolean(b)) => u8::from(*b).to_string(),
+        (_, Value::Float32(f)) if !f.is_finite() => {
+            return Err(format!("MySQL holds no {f} float"))
+        }
+        (_, Value::Float64(f)) if !f.is_finite() => {
+            return Err(format!("MySQL holds no {f} float"))
+        }
+        (names::ZONED_TIMESTAMP, Value::String(s)) => timestamp(zoned_micros(s)?),
+        (names::DECIMAL, _) => pg_text(schema, value)?.unwrap_or_default(),
+        (_, Value::Bytes(b)) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        (_, Value::Array(_)) => return Err("MySQL has no array columns".into()),
+        _ => pg_text(schema, value)?.unwrap_or_default(),
+    };
+    if name == "io.debezium.data.VariableScaleDecimal" {
+        let digits = text.trim_start_matches('-');
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        if int.len() > 35 || frac.len() > 30 {
+            return Err(format!("{text} does not fit decimal(65,30), the column MySQL gives a decimal of varying scale"));
+        }
+    }
+    let temporal = [
+        names::DATE,
+        names::TIMESTAMP,
+        names::MICRO_TIMESTAMP,
+        names::NANO_TIMESTAMP,
+        names::ZONED_TIMESTAMP,
+        "org.apache.kafka.connect.data.Date",
+        "org.apache.kafka.connect.data.Timestamp",
+    ];
+    if temporal.contains(&name)
+        && (text.ends_with(" BC") || text.split('-').next().is_some_and(|y| y.len() > 4))
+    {
+        return Err(format!(
+            "the date {text} is outside the years MySQL holds (1 to 9999)"
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// Microseconds since the epoch (UTC) of a `ZonedTimestamp` (`2018-07-13T12:23:45.456+11:00`,
+/// `…Z`); digits beyond microseconds that are not zero are an error (the column holds
+/// microseconds).
+fn zoned_micros(text: &str) -> Result<i64, String> {
+    let bad = || format!("`{text}` is not an ISO-8601 date and time with an offset");
+    let (date, rest) = text.split_once('T').ok_or_else(bad)?;
+    let mut ymd = date.splitn(3, '-');
+    let (y, m, d) = match (ymd.next(), ymd.next(), ymd.next()) {
+        (Some(y), Some(m), Some(d)) => (
+            y.parse::<i64>().map_err(|_| bad())?,
+            m.parse::<u32>().map_err(|_| bad())?,
+            d.parse::<u32>().map_err(|_| bad())?,
+        ),
+        _ => return Err(bad()),
+    };
+    let split = rest.find(['Z', '+', '-']).ok_or_else(bad)?;
+    let (clock, zone) = rest.split_at(split);
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut parts = hms.split(':').map(|p| p.parse::<i64>());
+    let secs = match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(h)), Some(Ok(mi)), Some(Ok(s))) => h * 3600 + mi * 60 + s,
+        _ => return Err(bad()),
+    };
+    if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
+        return Err(bad());
+    }
+    if frac.len() > 6 && frac[6..].bytes().any(|b| b != b'0') {
+        return Err(format!(
+            "`{text}` has digits beyond microseconds, which the column does not hold"
+        ));
+    }
+    let micros: i64 = format!("{:0<6}", &frac[..frac.len().min(6)])
+        .parse()
+        .map_err(|_| bad())?;
+    let offset_minutes = match zone {
+        "Z" => 0,
+        z => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let (h, mi) = z[1..].split_once(':').ok_or_else(bad)?;
+            sign * (h.parse::<i64>().map_err(|_| bad())? * 60
+                + mi.parse::<i64>().map_err(|_| bad())?)
+        }
+    };
+    let days = days_from_civil(y, m, d);
+    Ok((days * 86_400 + secs - offset_minutes * 60) * 1_000_000 + micros)
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Microseconds of nanoseconds, when no digit is lost.
+fn micros_of(ns: i64) -> Result<i64, String> {
+    match ns.rem_euclid(1000) {
+        0 => Ok(ns.div_euclid(1000)),
+        _ => Err(format!(
+            "{ns} ns has digits beyond microseconds, which the column does not hold"
+        )),
+    }
+}
+
+/// The text PostgreSQL's input functions read (`None` for null).
+fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
     let name = schema.name().unwrap_or("");
     Ok(Some(match (name, value) {
         (_, Value::Null) => return Ok(None),
@@ -101,12 +292,12 @@ pub(super) fn text(schema: &Schema, value: &Value) -> Result<Option<String>, Str
             time(i64::from(*ms) * 1000)
         }
         (names::MICRO_TIME, Value::Int64(us)) => time(*us),
-        (names::NANO_TIME, Value::Int64(ns)) => time(ns.div_euclid(1000)),
+        (names::NANO_TIME, Value::Int64(ns)) => time(micros_of(*ns)?),
         (names::TIMESTAMP | "org.apache.kafka.connect.data.Timestamp", Value::Int64(ms)) => {
             timestamp(*ms * 1000)
         }
         (names::MICRO_TIMESTAMP, Value::Int64(us)) => timestamp(*us),
-        (names::NANO_TIMESTAMP, Value::Int64(ns)) => timestamp(ns.div_euclid(1000)),
+        (names::NANO_TIMESTAMP, Value::Int64(ns)) => timestamp(micros_of(*ns)?),
         (_, Value::Boolean(b)) => b.to_string(),
         (_, Value::Int8(n)) => n.to_string(),
         (_, Value::Int16(n)) => n.to_string(),
@@ -123,7 +314,7 @@ pub(super) fn text(schema: &Schema, value: &Value) -> Result<Option<String>, Str
             let item = schema.items().ok_or("an array schema without items")?;
             let mut parts = Vec::with_capacity(items.len());
             for v in items {
-                parts.push(match text(item, v)? {
+                parts.push(match pg_text(item, v)? {
                     None => "NULL".to_owned(),
                     Some(t) => format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\"")),
                 });
@@ -252,5 +443,54 @@ mod tests {
         assert_eq!(timestamp(-1), "1969-12-31 23:59:59.999999");
         assert_eq!(float(f64::NEG_INFINITY), "-Infinity");
         assert_eq!(float(0.1), "0.1");
+        assert!(micros_of(1_001).is_err());
+        assert_eq!(micros_of(-2_000), Ok(-2));
+    }
+
+    #[test]
+    fn mysql_text_is_what_strict_mysql_converts_without_loss() {
+        use sluice_engine::SchemaType;
+        let plain = |k| Schema::primitive(k, true);
+        let my = |schema: &Schema, v: Value| mysql_text(schema, &v);
+        assert_eq!(
+            my(&plain(SchemaType::Boolean), Value::Boolean(true)),
+            Ok(Some("1".into()))
+        );
+        assert_eq!(
+            my(&plain(SchemaType::Bytes), Value::Bytes(vec![0, 0xfe])),
+            Ok(Some("00fe".into()))
+        );
+        assert!(my(&plain(SchemaType::Float64), Value::Float64(f64::NAN)).is_err());
+        assert_eq!(my(&plain(SchemaType::Int64), Value::Null), Ok(None));
+        let zoned = Schema::builder(SchemaType::String)
+            .name(names::ZONED_TIMESTAMP)
+            .build();
+        for (given, utc) in [
+            (
+                "2018-07-13T12:23:45.456+11:00",
+                "2018-07-13 01:23:45.456000",
+            ),
+            ("2024-01-01T00:30:00Z", "2024-01-01 00:30:00.000000"),
+            (
+                "2024-01-01T23:30:00.1234560-01:30",
+                "2024-01-02 01:00:00.123456",
+            ),
+        ] {
+            assert_eq!(
+                my(&zoned, Value::from(given)),
+                Ok(Some(utc.into())),
+                "{given}"
+            );
+        }
+        assert!(my(&zoned, Value::from("2024-01-01T00:00:00.1234567Z")).is_err());
+        assert!(my(&zoned, Value::from("yesterday")).is_err());
+        let date = Schema::builder(SchemaType::Int32).name(names::DATE).build();
+        assert!(
+            my(&date, Value::Int32(-719_528)).is_err(),
+            "a year before 1"
+        );
+        assert_eq!(my(&date, Value::Int32(0)), Ok(Some("1970-01-01".into())));
+        assert_eq!(days_from_civil(2000, 2, 29), 11_016);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
     }
 }

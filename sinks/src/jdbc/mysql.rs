@@ -1,0 +1,228 @@
+//! The MySQL and MariaDB target. MySQL commits the open transaction at any DDL, so a batch's
+//! tables are created or given their missing columns first, then its changes run in one
+//! transaction. The session is strict (`STRICT_ALL_TABLES`: a value that does not fit its
+//! column is an error, not a truncated or zero value) and in UTC; upserts are MariaDB's and
+//! older MySQL's `ON DUPLICATE KEY UPDATE c=VALUES(c)`, MySQL 8.0.20's `AS new … c=new.c`.
+
+use std::collections::HashMap;
+
+use mysql_async::prelude::Queryable;
+use sluice_engine::ComponentError;
+
+use super::config::{Dialect, JdbcSinkConfig};
+use super::sql::Sql;
+use super::table::{column_key, evolve, parts, statement, Columns};
+use super::Change;
+
+/// The session every connection runs in.
+const SESSION: &str = "SET NAMES utf8mb4, SESSION time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'";
+
+/// The connection and what it knows of the server and the tables.
+#[derive(Default)]
+pub(super) struct MySql {
+    conn: Option<(mysql_async::Conn, Sql)>,
+    /// Column types of the tables seen, by unquoted name.
+    tables: HashMap<String, Columns>,
+}
+
+/// Why applying failed.
+enum Failure {
+    Db(mysql_async::Error),
+    Plain(String),
+}
+
+impl From<mysql_async::Error> for Failure {
+    fn from(e: mysql_async::Error) -> Self {
+        Failure::Db(e)
+    }
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Plain(e)
+    }
+}
+
+impl MySql {
+    /// Reaches the database once, so that a wrong address or login stops the start.
+    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), String> {
+        let (conn, _) = connect(config).await?;
+        let _ = conn.disconnect().await;
+        Ok(())
+    }
+
+    /// Creates or alters the batch's tables, then applies `changes` in one transaction.
+    pub(super) async fn apply(
+        &mut self,
+        name: &str,
+        config: &JdbcSinkConfig,
+        changes: &[Change],
+    ) -> Result<(), ComponentError> {
+        if self.conn.is_none() {
+            let conn = connect(config)
+                .await
+                .map_err(|e| ComponentError::retryable(format!("sink `{name}`: {e}")))?;
+            self.conn = Some(conn);
+        }
+        let mut tables = std::mem::take(&mut self.tables);
+        let Some((conn, sql)) = self.conn.as_mut() else {
+            return Err(ComponentError::retryable("no connection"));
+        };
+        let result = run(conn, sql, config, &mut tables, changes).await;
+        match result {
+            Ok(()) => {
+                self.tables = tables;
+                Ok(())
+            }
+            Err(e) => Err(self.classify(name, e)),
+        }
+    }
+
+    /// A database error: retryable when the connection or the server's state is at fault
+    /// (lost connections, lock waits, deadlocks, a server shutting down).
+    fn classify(&mut self, name: &str, e: Failure) -> ComponentError {
+        let (line, retry) = match e {
+            Failure::Plain(message) => (message, false),
+            Failure::Db(mysql_async::Error::Server(s)) => (
+                format!("{} (MySQL error {})", s.message, s.code),
+                matches!(
+                    s.code,
+                    1040 | 1053 | 1205 | 1213 | 1317 | 1927 | 2006 | 2013
+                ),
+            ),
+            Failure::Db(e @ (mysql_async::Error::Url(_) | mysql_async::Error::Driver(_))) => {
+                (e.to_string(), false)
+            }
+            Failure::Db(e) => (e.to_string(), true),
+        };
+        let line = format!("sink `{name}`: {line}");
+        if retry {
+            self.conn = None;
+            ComponentError::retryable(line)
+        } else {
+            ComponentError::fatal(line)
+        }
+    }
+}
+
+/// The batch: its tables made to fit (each DDL commits on its own), then its changes in one
+/// transaction.
+async fn run(
+    conn: &mut mysql_async::Conn,
+    sql: &Sql,
+    config: &JdbcSinkConfig,
+    tables: &mut HashMap<String, Columns>,
+    changes: &[Change],
+) -> Result<(), Failure> {
+    for change in changes {
+        let (table, Some(cells)) = parts(change) else {
+            continue;
+        };
+        if !tables.contains_key(table) {
+            tables.insert(table.to_owned(), read_columns(conn, table).await?);
+        }
+        let known = tables.get(table).cloned().unwrap_or_default();
+        if let Some((ddl, done)) = evolve(sql, config, table, &known, cells)? {
+            conn.query_drop(&ddl).await?;
+            tracing::info!(table, "{done}");
+            tables.insert(table.to_owned(), read_columns(conn, table).await?);
+        }
+    }
+    let mut tx = conn
+        .start_transaction(mysql_async::TxOpts::default())
+        .await?;
+    for change in changes {
+        let (table, _) = parts(change);
+        let columns = tables.get(table).cloned().unwrap_or_default();
+        let Some((statement, params)) = statement(sql, config, &columns, change)? else {
+            continue;
+        };
+        let values: Vec<mysql_async::Value> = (params.iter())
+            .map(|p| match p {
+                Some(text) => mysql_async::Value::Bytes(text.as_bytes().to_vec()),
+                None => mysql_async::Value::NULL,
+            })
+            .collect();
+        tx.exec_drop(statement, mysql_async::Params::Positional(values))
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The columns of `table` (`db.table` or a table of the connection's database) and their
+/// types, by lower-case name; none when it does not exist.
+async fn read_columns(conn: &mut mysql_async::Conn, table: &str) -> Result<Columns, Failure> {
+    let (schema, name) = match table.split_once('.') {
+        Some((s, t)) => (Some(s.to_owned()), t.to_owned()),
+        None => (None, table.to_owned()),
+    };
+    let rows: Vec<(String, String)> = conn
+        .exec(
+            "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?",
+            (schema, name),
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(c, t)| (column_key(Dialect::MySql, &c), t))
+        .collect())
+}
+
+/// A connection in the sink's session, and how statements are written for its server.
+async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), String> {
+    let target = config.target()?;
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(target.host.clone())
+        .tcp_port(target.port)
+        .user(Some(config.username.clone()))
+        .pass(config.password.as_ref().map(|p| p.expose().to_owned()))
+        .db_name(Some(target.database.clone()));
+    let at = format!("{}:{}/{}", target.host, target.port, target.database);
+    let mut conn = mysql_async::Conn::new(opts).await.map_err(|e| match e {
+        mysql_async::Error::Server(s) => format!("MySQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", s.message),
+        e => format!("cannot reach MySQL at {at} ({e}): check `connection.url`"),
+    })?;
+    let setup = async {
+        conn.query_drop(SESSION).await?;
+        conn.query_first::<String, _>("SELECT VERSION()").await
+    };
+    let version = setup
+        .await
+        .map_err(|e| format!("MySQL at {at}: {e}"))?
+        .unwrap_or_default();
+    let sql = Sql {
+        dialect: Dialect::MySql,
+        row_alias: row_alias(&version),
+    };
+    Ok((conn, sql))
+}
+
+/// Whether the server (its `VERSION()`) names the inserted row with an alias in upserts:
+/// MySQL from 8.0.20 (which deprecates `VALUES()` there); MariaDB never.
+fn row_alias(version: &str) -> bool {
+    if version.to_ascii_lowercase().contains("mariadb") {
+        return false;
+    }
+    let numbers: Vec<u32> = (version.split(['.', '-']))
+        .take(3)
+        .map_while(|p| p.parse().ok())
+        .collect();
+    numbers.as_slice() >= [8, 0, 20].as_slice()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upserts_name_the_row_from_mysql_8_0_20() {
+        assert!(row_alias("8.0.20"));
+        assert!(row_alias("8.4.3-commercial"));
+        assert!(!row_alias("8.0.19-log"));
+        assert!(!row_alias("5.7.44"));
+        assert!(!row_alias("10.11.6-MariaDB-0+deb12u1-log"));
+        assert!(!row_alias("11.4.2-MariaDB"));
+    }
+}

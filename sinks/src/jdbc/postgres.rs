@@ -1,0 +1,193 @@
+//! The PostgreSQL target: a batch's changes in one transaction (tables created or given their
+//! missing columns inside it), every value bound as text and cast to its column's type.
+
+use std::collections::HashMap;
+
+use sluice_engine::ComponentError;
+use tokio_postgres::types::{ToSql, Type};
+
+use super::config::JdbcSinkConfig;
+use super::sql::Sql;
+use super::table::{evolve, parts, statement, Columns};
+use super::Change;
+
+/// The connection and what it knows of the tables.
+#[derive(Default)]
+pub(super) struct Postgres {
+    client: Option<tokio_postgres::Client>,
+    /// Column types of the tables seen, by unquoted name.
+    tables: HashMap<String, Columns>,
+}
+
+/// Why applying failed.
+enum Failure {
+    Db(tokio_postgres::Error),
+    Plain(String),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failure::Db(e)
+    }
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Plain(e)
+    }
+}
+
+impl Postgres {
+    /// Reaches the database once, so that a wrong address or login stops the start.
+    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), String> {
+        let client = connect(config).await?;
+        client
+            .simple_query("SELECT 1")
+            .await
+            .map(drop)
+            .map_err(|e| describe(&e))
+    }
+
+    /// Applies `changes` in one transaction.
+    pub(super) async fn apply(
+        &mut self,
+        name: &str,
+        config: &JdbcSinkConfig,
+        changes: &[Change],
+    ) -> Result<(), ComponentError> {
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            self.client = None;
+        }
+        if self.client.is_none() {
+            let client = connect(config)
+                .await
+                .map_err(|e| ComponentError::retryable(format!("sink `{name}`: {e}")))?;
+            self.client = Some(client);
+        }
+        let mut tables = std::mem::take(&mut self.tables);
+        let Some(client) = self.client.as_mut() else {
+            return Err(ComponentError::retryable("no connection"));
+        };
+        let result: Result<(), Failure> = async {
+            let tx = client.transaction().await?;
+            for change in changes {
+                apply_one(&tx, config, &mut tables, change).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                self.tables = tables;
+                Ok(())
+            }
+            Err(e) => Err(self.classify(name, e)),
+        }
+    }
+
+    /// A database error: retryable when the connection or the server's state is at fault.
+    fn classify(&mut self, name: &str, e: Failure) -> ComponentError {
+        match e {
+            Failure::Plain(message) => ComponentError::fatal(format!("sink `{name}`: {message}")),
+            Failure::Db(e) => {
+                let class = e.code().map(|c| c.code()[..2].to_owned());
+                let line = format!("sink `{name}`: {}", describe(&e));
+                match class.as_deref() {
+                    None | Some("08" | "40" | "53" | "57") => {
+                        self.client = None;
+                        ComponentError::retryable(line)
+                    }
+                    _ => ComponentError::fatal(line),
+                }
+            }
+        }
+    }
+}
+
+/// The server's message with its detail, or the error's text.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => e.to_string(),
+    }
+}
+
+/// Runs one change, creating or altering its table first when needed.
+async fn apply_one(
+    tx: &tokio_postgres::Transaction<'_>,
+    config: &JdbcSinkConfig,
+    tables: &mut HashMap<String, Columns>,
+    change: &Change,
+) -> Result<(), Failure> {
+    let sql = Sql::postgres();
+    let (table, cells) = parts(change);
+    if let Some(cells) = cells {
+        if !tables.contains_key(table) {
+            tables.insert(table.to_owned(), read_columns(tx, &sql, table).await?);
+        }
+        let known = tables.get(table).cloned().unwrap_or_default();
+        if let Some((ddl, done)) = evolve(&sql, config, table, &known, cells)? {
+            tx.batch_execute(&ddl).await?;
+            tracing::info!(table, "{done}");
+            tables.insert(table.to_owned(), read_columns(tx, &sql, table).await?);
+        }
+    }
+    let columns = tables.get(table).cloned().unwrap_or_default();
+    let Some((statement, params)) = statement(&sql, config, &columns, change)? else {
+        return Ok(());
+    };
+    let types = vec![Type::TEXT; params.len()];
+    let prepared = tx.prepare_typed(&statement, &types).await?;
+    let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| *p as &(dyn ToSql + Sync)).collect();
+    tx.execute(&prepared, &refs).await?;
+    Ok(())
+}
+
+/// The columns of `table` and their types (`format_type`); none when it does not exist.
+async fn read_columns(
+    tx: &tokio_postgres::Transaction<'_>,
+    sql: &Sql,
+    table: &str,
+) -> Result<Columns, Failure> {
+    let rows = tx
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&sql.table(table)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .collect())
+}
+
+/// A connection to the target (its task on the current runtime).
+async fn connect(config: &JdbcSinkConfig) -> Result<tokio_postgres::Client, String> {
+    let target = config.target()?;
+    let mut pg = tokio_postgres::Config::new();
+    pg.host(&target.host)
+        .port(target.port)
+        .dbname(&target.database)
+        .user(&config.username)
+        .application_name("sluice")
+        .connect_timeout(std::time::Duration::from_secs(30));
+    if let Some(p) = &config.password {
+        pg.password(p.expose());
+    }
+    let at = format!("{}:{}/{}", target.host, target.port, target.database);
+    let (client, connection) = pg.connect(tokio_postgres::NoTls).await.map_err(|e| match e.as_db_error() {
+        Some(db) => format!("PostgreSQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", db.message()),
+        None => format!("cannot reach PostgreSQL at {at} ({e}): check `connection.url`"),
+    })?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "The jdbc sink's connection ended.");
+        }
+    });
+    Ok(client)
+}
