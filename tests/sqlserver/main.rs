@@ -16,6 +16,7 @@ mod emulator;
 mod faults;
 mod incremental;
 mod stream;
+mod tls;
 mod types;
 
 /// A pipeline reading `server` into `dir/out.jsonl` (schemas on), with `extra` source lines.

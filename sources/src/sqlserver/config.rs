@@ -31,10 +31,24 @@ pub struct SqlServerConfig {
     /// per source are not built).
     #[serde(rename = "database.names", alias = "database.dbname")]
     pub database: String,
-    /// `database.encrypt`: TLS to the server. Only `false` is built (Debezium's default with
-    /// its driver is `true`: set `database.encrypt: false` where Debezium ran with it).
+    /// `database.encrypt`: TLS to the server (the driver's `encrypt`; the TDS pre-login
+    /// negotiates it and the whole session is encrypted). Default `false` here: mssql-jdbc's
+    /// default is `true` with the server's certificate checked, so a Debezium configuration
+    /// that connects with TLS says so, or sets `database.trustServerCertificate`.
     #[serde(rename = "database.encrypt", default)]
     pub encrypt: bool,
+    /// `database.trustServerCertificate`: with `encrypt`, accept any certificate (the
+    /// driver's `trustServerCertificate`; the connection is encrypted, the server unverified).
+    #[serde(rename = "database.trustServerCertificate", default)]
+    pub trust_server_certificate: bool,
+    /// `database.serverCertificate`: with `encrypt`, the one certificate (PEM `.pem`/`.crt`
+    /// or `.der`) the server's must be, or be signed by, instead of the system's roots.
+    #[serde(rename = "database.serverCertificate", default)]
+    pub server_certificate: Option<std::path::PathBuf>,
+    /// `database.hostNameInCertificate`: the name the certificate must carry (default the
+    /// host name).
+    #[serde(rename = "database.hostNameInCertificate", default)]
+    pub host_name_in_certificate: Option<String>,
     /// `snapshot.isolation.mode`: `repeatable_read` (Debezium's default), `snapshot` (what
     /// gives a snapshot consistent with the stream), `read_committed`, `read_uncommitted`,
     /// `exclusive`.
@@ -190,8 +204,24 @@ impl DatabaseSource for SqlServerConfig {
         self.common = common;
     }
     fn check(&self) -> Result<(), String> {
-        if self.encrypt {
-            return Err("`database.encrypt: true`: TLS to SQL Server is not built yet; set `database.encrypt: false` (and keep the connection on a trusted network)".into());
+        let tls_set = self.trust_server_certificate
+            || self.server_certificate.is_some()
+            || self.host_name_in_certificate.is_some();
+        if tls_set && !self.encrypt {
+            return Err("`database.trustServerCertificate`, `database.serverCertificate` and `database.hostNameInCertificate` apply to TLS: set `database.encrypt: true`".into());
+        }
+        if self.trust_server_certificate && self.server_certificate.is_some() {
+            return Err("set `database.trustServerCertificate` (accept any certificate) or `database.serverCertificate` (accept this one), not both".into());
+        }
+        if let Some(path) = &self.server_certificate {
+            let known = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                ["pem", "crt", "der"]
+                    .iter()
+                    .any(|k| e.eq_ignore_ascii_case(k))
+            });
+            if !known {
+                return Err(format!("`database.serverCertificate` `{}`: name a certificate file ending in .pem, .crt or .der (a Java trust store is not read)", path.display()));
+            }
         }
         if self.time_mode == TimePrecisionMode::AdaptiveTimeMicroseconds {
             return Err("`time.precision.mode: adaptive_time_microseconds` is not one of the SQL Server connector's; use `adaptive` (the default) or `connect`".into());

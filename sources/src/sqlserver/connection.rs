@@ -32,7 +32,21 @@ pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError>
         &c.user,
         password.unwrap_or_default(),
     ));
-    config.encryption(EncryptionLevel::NotSupported);
+    if c.encrypt {
+        // Everything encrypted, or no connection (the driver's `encrypt=true`).
+        config.encryption(EncryptionLevel::Required);
+        if c.trust_server_certificate {
+            config.trust_cert();
+        }
+        if let Some(path) = &c.server_certificate {
+            config.trust_cert_ca(path.display());
+        }
+        if let Some(name) = &c.host_name_in_certificate {
+            config.hostname_in_certificate(name);
+        }
+    } else {
+        config.encryption(EncryptionLevel::NotSupported);
+    }
     let address = format!("{}:{}", c.hostname, c.port);
     let timeout = Duration::from_millis(c.connect_timeout_ms.max(1));
     let connecting = async {
@@ -43,6 +57,15 @@ pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError>
         Client::connect(config, tcp.compat_write())
             .await
             .map_err(|e| {
+                let reason = e.to_string();
+                let tls = matches!(e, tiberius::error::Error::Tls(_))
+                    || reason.to_ascii_lowercase().contains("tls");
+                if tls && !c.encrypt {
+                    return SqlServerError::Setup(format!("logging in to {address}: the server requires encryption ({reason}): set `database.encrypt: true`"));
+                }
+                if tls || reason.contains("certificate") {
+                    return SqlServerError::Setup(format!("TLS to {address} failed: {reason} (with `database.encrypt: true` the server's certificate is checked against the system's roots: name its certificate or CA in `database.serverCertificate`, or set `database.trustServerCertificate: true`)"));
+                }
                 SqlServerError::query(
                     format!(
                         "logging in to {address} as `{}` (database `{}`)",

@@ -5,19 +5,26 @@
 //! sequence values and operations 1–4, as the capture job fills them. `tests/sqlserver/`
 //! checks the emulator with FreeTDS's `tsql`, a client independent of Sluice's.
 //!
+//! [`SqlServer::start_tls`] serves TLS as SQL Server does when it forces encryption: the
+//! pre-login answers `ENCRYPT_REQ`, the TLS handshake travels inside pre-login packets, then
+//! the whole session is TLS (`tls`).
+//!
 //! What it does not emulate: the log reader's delay (changes appear at commit), isolation
 //! levels other than a snapshot per transaction, locks (`TABLOCKX` is accepted and ignored),
-//! TLS, and every statement not listed in `engine`/`cdc`.
+//! login-only encryption, TDS 8.0's strict mode, and every statement not listed in
+//! `engine`/`cdc`.
 
 mod cdc;
 mod engine;
 mod tds;
+mod tls;
 mod tsql;
 mod types;
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use engine::{lsn, Output, Session};
 
@@ -36,6 +43,20 @@ pub struct SqlServer {
 impl SqlServer {
     /// Starts a server on a free port with an empty database `database` (CDC not enabled).
     pub fn start(database: &str) -> SqlServer {
+        Self::start_with(database, None)
+    }
+
+    /// [`SqlServer::start`] forcing TLS, with a self-signed certificate for `localhost` and
+    /// `127.0.0.1`, whose PEM file is returned.
+    pub fn start_tls(database: &str) -> (SqlServer, PathBuf) {
+        let (config, pem) = tls::self_signed();
+        let server = Self::start_with(database, Some(config));
+        let path = server._dir.path().join("server.crt");
+        std::fs::write(&path, pem).unwrap();
+        (server, path)
+    }
+
+    fn start_with(database: &str, tls: Option<Arc<rustls::ServerConfig>>) -> SqlServer {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         engine::create(&path, database).unwrap();
@@ -44,9 +65,9 @@ impl SqlServer {
         let (p, db) = (path.clone(), database.to_string());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (p, db) = (p.clone(), db.clone());
+                let (p, db, tls) = (p.clone(), db.clone(), tls.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &p, &db);
+                    let _ = serve(stream, &p, &db, tls);
                 });
             }
         });
@@ -84,16 +105,47 @@ impl SqlServer {
     }
 }
 
-fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::Result<()> {
+fn serve(
+    mut stream: TcpStream,
+    path: &std::path::Path,
+    database: &str,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    let Some((kind, _)) = tds::read_message(&mut stream)? else {
+    let Some((kind, prelogin)) = tds::read_message(&mut stream)? else {
         return Ok(());
     };
     if kind != tds::PRELOGIN {
         return Ok(());
     }
-    tds::write_message(&mut stream, tds::REPLY, &tds::prelogin_reply())?;
-    let Some((kind, data)) = tds::read_message(&mut stream)? else {
+    let Some(config) = tls else {
+        tds::write_message(
+            &mut stream,
+            tds::REPLY,
+            &tds::prelogin_reply(tds::ENCRYPT_NOT_SUP),
+        )?;
+        return session(&mut stream, path, database);
+    };
+    tds::write_message(
+        &mut stream,
+        tds::REPLY,
+        &tds::prelogin_reply(tds::ENCRYPT_REQ),
+    )?;
+    // A client that cannot encrypt is turned away, as SQL Server forcing encryption does.
+    if tds::prelogin_encryption(&prelogin) == Some(tds::ENCRYPT_NOT_SUP) {
+        return Ok(());
+    }
+    let mut secure = tls::accept(stream, config)?;
+    session(&mut secure, path, database)
+}
+
+/// A session after the pre-login: the login, then requests until the client leaves.
+fn session(
+    stream: &mut (impl Read + Write),
+    path: &std::path::Path,
+    database: &str,
+) -> io::Result<()> {
+    let Some((kind, data)) = tds::read_message(stream)? else {
         return Ok(());
     };
     if kind != tds::LOGIN7 {
@@ -112,7 +164,7 @@ fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::R
             18456,
             &format!("Login failed for user '{}'.", login.user),
         );
-        return tds::write_message(&mut stream, tds::REPLY, &out);
+        return tds::write_message(stream, tds::REPLY, &out);
     }
     if !wanted.eq_ignore_ascii_case(database) {
         tds::error(
@@ -120,18 +172,18 @@ fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::R
             4060,
             &format!("Cannot open database \"{wanted}\" requested by the login. The login failed."),
         );
-        return tds::write_message(&mut stream, tds::REPLY, &out);
+        return tds::write_message(stream, tds::REPLY, &out);
     }
-    tds::write_message(&mut stream, tds::REPLY, &tds::login_reply(database))?;
+    tds::write_message(stream, tds::REPLY, &tds::login_reply(database))?;
     let mut session = Session::open(path, database).map_err(io::Error::other)?;
-    while let Some((kind, data)) = tds::read_message(&mut stream)? {
+    while let Some((kind, data)) = tds::read_message(stream)? {
         let request = match kind {
             tds::BATCH => Ok(tds::parse_batch(&data)),
             tds::RPC => tds::parse_rpc(&data),
             tds::ATTENTION => {
                 let mut out = Vec::new();
                 tds::done(&mut out, 0x20, 0);
-                tds::write_message(&mut stream, tds::REPLY, &out)?;
+                tds::write_message(stream, tds::REPLY, &out)?;
                 continue;
             }
             other => Err(io::Error::new(
@@ -144,7 +196,7 @@ fn serve(mut stream: TcpStream, path: &std::path::Path, database: &str) -> io::R
             Ok(request) => respond(&mut out, &mut session, &request),
             Err(e) => tds::error(&mut out, 50000, &e.to_string()),
         }
-        tds::write_message(&mut stream, tds::REPLY, &out)?;
+        tds::write_message(stream, tds::REPLY, &out)?;
     }
     Ok(())
 }

@@ -70,8 +70,28 @@ pub fn write_message(stream: &mut impl Write, kind: u8, payload: &[u8]) -> io::R
     stream.flush()
 }
 
-/// The pre-login answer: version, no encryption (`ENCRYPT_NOT_SUP`), no MARS.
-pub fn prelogin_reply() -> Vec<u8> {
+/// `ENCRYPT_NOT_SUP` and `ENCRYPT_REQ`, the pre-login encryption values the server answers.
+pub const ENCRYPT_NOT_SUP: u8 = 0x02;
+pub const ENCRYPT_REQ: u8 = 0x03;
+
+/// The ENCRYPTION option of a client's pre-login message (`None`: it has none).
+pub fn prelogin_encryption(data: &[u8]) -> Option<u8> {
+    let mut at = 0;
+    while let Some(&token) = data.get(at) {
+        if token == 0xFF {
+            return None;
+        }
+        let offset = usize::from(u16::from_be_bytes([*data.get(at + 1)?, *data.get(at + 2)?]));
+        if token == 0x01 {
+            return data.get(offset).copied();
+        }
+        at += 5;
+    }
+    None
+}
+
+/// The pre-login answer: version, `encryption` (`ENCRYPT_NOT_SUP` or `ENCRYPT_REQ`), no MARS.
+pub fn prelogin_reply(encryption: u8) -> Vec<u8> {
     let mut out = Vec::new();
     // VERSION at 16 (6 bytes), ENCRYPTION at 22 (1), MARS at 23 (1), terminator.
     for (token, offset, len) in [(0u8, 16u16, 6u16), (1, 22, 1), (4, 23, 1)] {
@@ -81,7 +101,7 @@ pub fn prelogin_reply() -> Vec<u8> {
     }
     out.push(0xFF);
     out.extend_from_slice(&[16, 0, 0x10, 0x7F, 0, 0]); // 16.0.4223
-    out.push(0x02);
+    out.push(encryption);
     out.push(0x00);
     out
 }
