@@ -162,12 +162,13 @@ fn a_blocking_snapshot_reads_the_tables_whole_then_the_stream_goes_on() {
 
 /// Chunks by a primary key of a date, a decimal and a `uniqueidentifier`, then by a
 /// `surrogate-key` of type `datetime` (running opposite to the primary key): every row once,
-/// in the order of the columns chunks are read by; a surrogate key the table does not have
-/// aborts the snapshot with a reason, and the stream goes on.
+/// in the order of the columns chunks are read by; a surrogate key the table does not have, or
+/// of a type SQL Server does not order by (`ntext`), aborts the snapshot with a reason, and the
+/// stream goes on.
 #[test]
 fn chunks_go_by_keys_of_any_type_and_by_a_surrogate_key() {
     let server = SqlServer::start("incrKeysDB");
-    server.sql("CREATE TABLE dbo.orders (day date NOT NULL, amount decimal(10,2) NOT NULL, code uniqueidentifier NOT NULL, stamp datetime NOT NULL UNIQUE, n int, PRIMARY KEY (day, amount, code))");
+    server.sql("CREATE TABLE dbo.orders (day date NOT NULL, amount decimal(10,2) NOT NULL, code uniqueidentifier NOT NULL, stamp datetime NOT NULL UNIQUE, n int, memo ntext, PRIMARY KEY (day, amount, code))");
     let rows = 40;
     for i in 0..rows {
         // `stamp` falls as `i` rises; its milliseconds are ones `datetime` holds exactly.
@@ -180,7 +181,7 @@ fn chunks_go_by_keys_of_any_type_and_by_a_surrogate_key() {
             ["000", "003", "007"][i % 3]
         );
         server.sql(&format!(
-            "INSERT INTO dbo.orders VALUES ('2024-01-0{}', {}.{:02}, '{:08X}-0000-4000-8000-{:012X}', '{stamp}', {i})",
+            "INSERT INTO dbo.orders VALUES ('2024-01-0{}', {}.{:02}, '{:08X}-0000-4000-8000-{:012X}', '{stamp}', {i}, N'memo')",
             1 + i % 3,
             i % 5,
             i * 3 % 100,
@@ -220,13 +221,24 @@ fn chunks_go_by_keys_of_any_type_and_by_a_surrogate_key() {
     wait_events(dir.path(), rows, &mut child);
     append(signal("by-stamp", Some("stamp")));
     wait_events(dir.path(), 2 * rows, &mut child);
+    let wait_log = |child: &std::process::Child, what: &str| {
+        let t0 = std::time::Instant::now();
+        while !sluice_test_support::pg::log_so_far(child).contains(what) {
+            assert!(t0.elapsed().as_secs() < 60, "no `{what}`");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
     append(signal("by-nothing", Some("nope")));
+    wait_log(&child, "is not a captured column");
+    append(signal("by-memo", Some("memo")));
+    wait_log(&child, "which SQL Server does not order by");
     server.sql("UPDATE dbo.orders SET n = -1 WHERE n = 0");
     wait_events(dir.path(), 2 * rows + 1, &mut child);
     sluice_test_support::pg::stop(&child);
     let log = sluice_test_support::pg::finish(child);
     assert!(
-        log.contains("the surrogate key `nope` is not a captured column of dbo.orders"),
+        log.contains("the surrogate key `nope` is not a captured column of dbo.orders")
+            && log.contains("the key column `memo` of dbo.orders is of type ntext"),
         "{log}"
     );
     let all = payloads(dir.path());

@@ -128,7 +128,11 @@ impl JdbcSinkConfig {
         .into_iter()
         .find_map(|(prefix, d, port)| Some((d, self.url.strip_prefix(prefix)?, port)))
         .ok_or_else(|| format!("`connection.url` `{}`: {form}", self.url))?;
-        let rest = rest.split('?').next().unwrap_or(rest);
+        // Driver parameters (`?sslmode=require`, `?useSSL=true`, …) are not applied: a URL
+        // asking for TLS must not connect without it.
+        if let Some((_, params)) = rest.split_once('?') {
+            return Err(format!("`connection.url` `{}`: its parameters (`{params}`) are not read (TLS and driver options to the target are not built); remove them", self.url));
+        }
         let (authority, database) = rest
             .split_once('/')
             .ok_or_else(|| format!("`connection.url` `{}` names no database: {form}", self.url))?;
@@ -230,9 +234,13 @@ mod tests {
 
     #[test]
     fn urls_name_the_server_and_database() {
-        let t = config("jdbc:postgresql://db.local:6543/shop?ssl=false")
+        let t = config("jdbc:postgresql://db.local:6543/shop")
             .target()
             .unwrap();
+        assert!(config("jdbc:mysql://h/d?useSSL=true")
+            .target()
+            .unwrap_err()
+            .contains("parameters (`useSSL=true`) are not read"));
         assert_eq!(
             (t.host.as_str(), t.port, t.database.as_str()),
             ("db.local", 6543, "shop")

@@ -79,30 +79,39 @@ impl MySql {
     }
 
     /// A database error: retryable when the connection or the server's state is at fault
-    /// (lost connections, lock waits, deadlocks, a server shutting down).
+    /// (lost or timed-out connections, network errors, lock wait timeouts, deadlocks, a server
+    /// shutting down or read-only during a failover, a statement to prepare again).
     fn classify(&mut self, name: &str, e: Failure) -> ComponentError {
         let (line, retry) = match e {
             Failure::Plain(message) => (message, false),
             Failure::Db(mysql_async::Error::Server(s)) => (
                 format!("{} (MySQL error {})", s.message, s.code),
-                matches!(
-                    s.code,
-                    1040 | 1053 | 1205 | 1213 | 1317 | 1927 | 2006 | 2013
-                ),
+                retryable(s.code),
             ),
-            Failure::Db(e @ (mysql_async::Error::Url(_) | mysql_async::Error::Driver(_))) => {
-                (e.to_string(), false)
-            }
+            Failure::Db(e @ mysql_async::Error::Url(_)) => (e.to_string(), false),
             Failure::Db(e) => (e.to_string(), true),
         };
         let line = format!("sink `{name}`: {line}");
+        // The connection is not used again after any failure: a retry opens a fresh one.
+        self.conn = None;
         if retry {
-            self.conn = None;
             ComponentError::retryable(line)
         } else {
             ComponentError::fatal(line)
         }
     }
+}
+
+/// Whether a MySQL/MariaDB server error passes: too many connections (1040), shutdown (1053),
+/// network errors (1158–1161), a commit that failed (1180), lock wait timeout (1205), deadlock
+/// (1213), read-only (1290, 1836), a table changed under a prepared statement (1412, 1615),
+/// interrupted (1317), a connection killed or timed out (1927, 4031).
+fn retryable(code: u16) -> bool {
+    matches!(
+        code,
+        1040 | 1053 | 1158
+            ..=1161 | 1180 | 1205 | 1213 | 1290 | 1317 | 1412 | 1615 | 1836 | 1927 | 4031
+    )
 }
 
 /// The batch: its tables made to fit (each DDL commits on its own), then its changes in one
@@ -215,6 +224,12 @@ fn row_alias(version: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transient_server_errors_are_retried() {
+        assert!(retryable(1213) && retryable(4031) && retryable(1159));
+        assert!(!retryable(1062) && !retryable(1146) && !retryable(1406));
+    }
 
     #[test]
     fn upserts_name_the_row_from_mysql_8_0_20() {

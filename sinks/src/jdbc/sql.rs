@@ -8,10 +8,13 @@
 
 use super::config::Dialect;
 
-/// A column of a statement: its name and its type in the table.
+/// A column of a statement: its name, its type in the table, and whether its value is bytes
+/// bound as hexadecimal text (MySQL: through `UNHEX`).
+#[derive(Clone, Copy)]
 pub(super) struct Column<'a> {
     pub(super) name: &'a str,
     pub(super) kind: &'a str,
+    pub(super) hex: bool,
 }
 
 /// How statements are written for one target.
@@ -46,18 +49,18 @@ impl Sql {
             .join(".")
     }
 
-    /// The parameter `n` (from 1) for a column of type `kind`.
-    fn placeholder(&self, n: usize, kind: &str) -> String {
+    /// The parameter `n` (from 1) for `column`.
+    fn placeholder(&self, n: usize, column: &Column<'_>) -> String {
         match self.dialect {
-            Dialect::Postgres => format!("${n}::text::{kind}"),
-            Dialect::MySql if is_binary(kind) => "UNHEX(?)".into(),
+            Dialect::Postgres => format!("${n}::text::{}", column.kind),
+            Dialect::MySql if column.hex => "UNHEX(?)".into(),
             Dialect::MySql => "?".into(),
         }
     }
 
     fn placeholders(&self, columns: &[Column<'_>], from: usize) -> Vec<String> {
         (columns.iter().enumerate())
-            .map(|(i, c)| self.placeholder(from + i, c.kind))
+            .map(|(i, c)| self.placeholder(from + i, c))
             .collect()
     }
 
@@ -67,12 +70,7 @@ impl Sql {
 
     /// `INSERT INTO t (k.., v..) VALUES (...)` (parameters: keys, then values).
     pub(super) fn insert(&self, table: &str, keys: &[Column<'_>], values: &[Column<'_>]) -> String {
-        let all: Vec<Column<'_>> = (keys.iter().chain(values))
-            .map(|c| Column {
-                name: c.name,
-                kind: c.kind,
-            })
-            .collect();
+        let all: Vec<Column<'_>> = keys.iter().chain(values).copied().collect();
         format!(
             "INSERT INTO {table} ({}) VALUES ({})",
             self.names(&all).join(","),
@@ -179,12 +177,6 @@ impl Sql {
     }
 }
 
-/// Whether a MySQL column type holds bytes.
-pub(super) fn is_binary(kind: &str) -> bool {
-    let k = kind.to_ascii_lowercase();
-    k.contains("blob") || k.contains("binary")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,15 +185,18 @@ mod tests {
         let k = [Column {
             name: "id",
             kind: "integer",
+            hex: false,
         }];
         let v = [
             Column {
                 name: "name",
                 kind: "text",
+                hex: false,
             },
             Column {
                 name: "born",
                 kind: "date",
+                hex: false,
             },
         ];
         (k, v)
@@ -231,6 +226,7 @@ mod tests {
         let name = Column {
             name: "name",
             kind: "text",
+            hex: false,
         };
         assert_eq!(
             pg.create("t", &k, &[(name, true)]),
@@ -261,6 +257,7 @@ mod tests {
         let blob = [Column {
             name: "b",
             kind: "longblob",
+            hex: true,
         }];
         assert_eq!(
             my.update("t", &k, &blob),

@@ -70,6 +70,7 @@ pub(super) fn evolve(
             .map(|(c, t)| Column {
                 name: &c.name,
                 kind: t,
+                hex: false,
             })
             .collect();
         let v: Vec<(Column<'_>, bool)> = (values.iter().zip(&vk))
@@ -77,6 +78,7 @@ pub(super) fn evolve(
                 let column = Column {
                     name: &c.name,
                     kind: t,
+                    hex: false,
                 };
                 (column, c.schema.is_optional())
             })
@@ -111,6 +113,7 @@ pub(super) fn evolve(
         .map(|(c, t)| Column {
             name: &c.name,
             kind: t,
+            hex: false,
         })
         .collect();
     let alter = sql.add_columns(&sql.table(table), &add);
@@ -169,6 +172,7 @@ fn typed<'a>(
             Ok(Column {
                 name: &c.name,
                 kind,
+                hex: values::is_hex(&c.schema, sql.dialect),
             })
         })
         .collect()

@@ -144,6 +144,13 @@ pub(super) fn text(
     }
 }
 
+/// Whether a value of `schema` is bound as hexadecimal text (MySQL's bytes).
+pub(super) fn is_hex(schema: &Schema, dialect: Dialect) -> bool {
+    dialect == Dialect::MySql
+        && schema.kind() == SchemaType::Bytes
+        && schema.name() != Some(names::DECIMAL)
+}
+
 /// The text MySQL converts to the column's type: booleans as `1`/`0`, bytes in hexadecimal
 /// (bound through `UNHEX`), `ZonedTimestamp` in UTC; what MySQL cannot hold (NaN, infinities,
 /// years before 1 or after 9999, a decimal beyond `decimal(65,30)`, arrays) is an error.
@@ -159,6 +166,11 @@ fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> 
             return Err(format!("MySQL holds no {f} float"))
         }
         (names::ZONED_TIMESTAMP, Value::String(s)) => timestamp(zoned_micros(s)?),
+        (names::TIME | "org.apache.kafka.connect.data.Time", Value::Int32(ms)) => {
+            mysql_time(i64::from(*ms) * 1000)?
+        }
+        (names::MICRO_TIME, Value::Int64(us)) => mysql_time(*us)?,
+        (names::NANO_TIME, Value::Int64(ns)) => mysql_time(micros_of(*ns))?,
         (names::DECIMAL, _) => pg_text(schema, value)?.unwrap_or_default(),
         (_, Value::Bytes(b)) => b.iter().map(|x| format!("{x:02x}")).collect(),
         (_, Value::Array(_)) => return Err("MySQL has no array columns".into()),
@@ -191,8 +203,7 @@ fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> 
 }
 
 /// Microseconds since the epoch (UTC) of a `ZonedTimestamp` (`2018-07-13T12:23:45.456+11:00`,
-/// `…Z`); digits beyond microseconds that are not zero are an error (the column holds
-/// microseconds).
+/// `…Z`), rounded to microseconds.
 fn zoned_micros(text: &str) -> Result<i64, String> {
     let bad = || format!("`{text}` is not an ISO-8601 date and time with an offset");
     let (date, rest) = text.split_once('T').ok_or_else(bad)?;
@@ -216,14 +227,7 @@ fn zoned_micros(text: &str) -> Result<i64, String> {
     if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
         return Err(bad());
     }
-    if frac.len() > 6 && frac[6..].bytes().any(|b| b != b'0') {
-        return Err(format!(
-            "`{text}` has digits beyond microseconds, which the column does not hold"
-        ));
-    }
-    let micros: i64 = format!("{:0<6}", &frac[..frac.len().min(6)])
-        .parse()
-        .map_err(|_| bad())?;
+    let nanos: i64 = format!("{frac:0<9}").parse().map_err(|_| bad())?;
     let offset_minutes = match zone {
         "Z" => 0,
         z => {
@@ -234,7 +238,7 @@ fn zoned_micros(text: &str) -> Result<i64, String> {
         }
     };
     let days = days_from_civil(y, m, d);
-    Ok((days * 86_400 + secs - offset_minutes * 60) * 1_000_000 + micros)
+    Ok((days * 86_400 + secs - offset_minutes * 60) * 1_000_000 + micros_of(nanos))
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -248,14 +252,26 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// Microseconds of nanoseconds, when no digit is lost.
-fn micros_of(ns: i64) -> Result<i64, String> {
-    match ns.rem_euclid(1000) {
-        0 => Ok(ns.div_euclid(1000)),
-        _ => Err(format!(
-            "{ns} ns has digits beyond microseconds, which the column does not hold"
-        )),
+/// Microseconds of nanoseconds, rounded to the nearest (the targets' time columns hold
+/// microseconds; the first rounding is logged once, so that it is not silent).
+fn micros_of(ns: i64) -> i64 {
+    let (q, r) = (ns.div_euclid(1000), ns.rem_euclid(1000));
+    if r != 0 {
+        warn_rounded();
     }
+    if r >= 500 {
+        q + 1
+    } else {
+        q
+    }
+}
+
+/// The one warning that times below the microsecond are rounded.
+fn warn_rounded() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!("Times with digits below the microsecond are rounded to microseconds, the precision of the target's time columns.");
+    });
 }
 
 /// The text PostgreSQL's input functions read (`None` for null).
@@ -289,15 +305,15 @@ fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
             date(i64::from(*days))
         }
         (names::TIME | "org.apache.kafka.connect.data.Time", Value::Int32(ms)) => {
-            time(i64::from(*ms) * 1000)
+            time(i64::from(*ms) * 1000)?
         }
-        (names::MICRO_TIME, Value::Int64(us)) => time(*us),
-        (names::NANO_TIME, Value::Int64(ns)) => time(micros_of(*ns)?),
+        (names::MICRO_TIME, Value::Int64(us)) => time(*us)?,
+        (names::NANO_TIME, Value::Int64(ns)) => time(micros_of(*ns))?,
         (names::TIMESTAMP | "org.apache.kafka.connect.data.Timestamp", Value::Int64(ms)) => {
             timestamp(*ms * 1000)
         }
         (names::MICRO_TIMESTAMP, Value::Int64(us)) => timestamp(*us),
-        (names::NANO_TIMESTAMP, Value::Int64(ns)) => timestamp(micros_of(*ns)?),
+        (names::NANO_TIMESTAMP, Value::Int64(ns)) => timestamp(micros_of(*ns)),
         (_, Value::Boolean(b)) => b.to_string(),
         (_, Value::Int8(n)) => n.to_string(),
         (_, Value::Int16(n)) => n.to_string(),
@@ -389,8 +405,40 @@ fn date(days: i64) -> String {
     }
 }
 
-/// Microseconds since midnight as `HH:MM:SS.ffffff`.
-fn time(us: i64) -> String {
+/// A time of day (microseconds since midnight) as PostgreSQL's `time` holds it: from
+/// `00:00:00` to `24:00:00`; any other duration is an error, not wrapped into a day.
+fn time(us: i64) -> Result<String, String> {
+    if !(0..=86_400_000_000).contains(&us) {
+        return Err(format!(
+            "the time of {us} µs is outside a day, which PostgreSQL's time holds"
+        ));
+    }
+    if us == 86_400_000_000 {
+        return Ok("24:00:00".into());
+    }
+    Ok(clock(us))
+}
+
+/// A time (microseconds, negative or beyond a day) as MySQL's `time` holds it, to ±838:59:59.
+fn mysql_time(us: i64) -> Result<String, String> {
+    let sign = if us < 0 { "-" } else { "" };
+    let abs = us.unsigned_abs();
+    let hours = abs / 3_600_000_000;
+    if abs > 838 * 3_600_000_000 + 59 * 60_000_000 + 59_999_999 {
+        return Err(format!(
+            "the time of {us} µs is beyond ±838:59:59, which MySQL's time holds"
+        ));
+    }
+    Ok(format!(
+        "{sign}{hours:02}:{:02}:{:02}.{:06}",
+        abs / 60_000_000 % 60,
+        abs / 1_000_000 % 60,
+        abs % 1_000_000
+    ))
+}
+
+/// Microseconds into a day as `HH:MM:SS.ffffff`.
+fn clock(us: i64) -> String {
     let us = us.rem_euclid(86_400_000_000);
     format!(
         "{:02}:{:02}:{:02}.{:06}",
@@ -409,7 +457,7 @@ fn timestamp(us: i64) -> String {
         Some(d) => (d.to_owned(), " BC"),
         None => (day, ""),
     };
-    format!("{date_part} {}{era}", time(us.rem_euclid(86_400_000_000)))
+    format!("{date_part} {}{era}", clock(us))
 }
 
 /// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -439,12 +487,18 @@ mod tests {
         assert_eq!(date(11016), "2000-02-29");
         assert_eq!(date(-719_163), "0001-12-31 BC");
         assert_eq!(date(-719_528), "0001-01-01 BC");
-        assert_eq!(time(45_296_000_001), "12:34:56.000001");
+        assert_eq!(time(45_296_000_001).unwrap(), "12:34:56.000001");
+        assert!(time(-1).is_err() && time(90_000_000_000).is_err());
+        assert_eq!(mysql_time(-3_600_000_000).unwrap(), "-01:00:00.000000");
+        assert_eq!(mysql_time(90_000_000_000).unwrap(), "25:00:00.000000");
+        assert!(mysql_time(839 * 3_600_000_000).is_err());
         assert_eq!(timestamp(-1), "1969-12-31 23:59:59.999999");
         assert_eq!(float(f64::NEG_INFINITY), "-Infinity");
         assert_eq!(float(0.1), "0.1");
-        assert!(micros_of(1_001).is_err());
-        assert_eq!(micros_of(-2_000), Ok(-2));
+        assert_eq!(
+            (micros_of(1_001), micros_of(1_500), micros_of(-2_000)),
+            (1, 2, -2)
+        );
     }
 
     #[test]
@@ -482,7 +536,10 @@ mod tests {
                 "{given}"
             );
         }
-        assert!(my(&zoned, Value::from("2024-01-01T00:00:00.1234567Z")).is_err());
+        assert_eq!(
+            my(&zoned, Value::from("2024-01-01T00:00:00.1234567Z")),
+            Ok(Some("2024-01-01 00:00:00.123457".into()))
+        );
         assert!(my(&zoned, Value::from("yesterday")).is_err());
         let date = Schema::builder(SchemaType::Int32).name(names::DATE).build();
         assert!(

@@ -43,7 +43,10 @@ struct KeyColumn {
 #[derive(Debug, Clone, Copy)]
 enum Number {
     Integer,
+    /// `DECIMAL`: digits and a point (an exponent would make it a `DOUBLE` constant).
     Decimal,
+    /// `DECFLOAT`: written `DECFLOAT('…')`, exact whatever its exponent.
+    DecFloat,
 }
 
 /// The columns chunks of `table` are read by for progress `p` (its primary key, or the
@@ -61,9 +64,17 @@ fn key_columns(table: &Table, p: &Progress) -> Result<Vec<KeyColumn>, String> {
             if shape.mappers.get(j).is_some_and(Option::is_some) {
                 return Err(format!("the key column `{name}` of {full} is masked, hashed or truncated: its values cannot order chunks"));
             }
+            let declared = (table.def.columns.iter())
+                .find(|c| &c.name == name)
+                .map(|c| c.type_name.to_ascii_uppercase())
+                .unwrap_or_default();
+            if ["CLOB", "DBCLOB", "LONG"].iter().any(|t| declared.starts_with(t)) {
+                return Err(format!("the key column `{name}` of {full} is of type {declared}, which Db2 does not order by"));
+            }
             let number = match kind {
                 Kind::SmallInt | Kind::Integer | Kind::BigInt => Some(Number::Integer),
-                Kind::Decimal { .. } | Kind::DecFloat => Some(Number::Decimal),
+                Kind::Decimal { .. } => Some(Number::Decimal),
+                Kind::DecFloat => Some(Number::DecFloat),
                 Kind::Text | Kind::Date | Kind::Time | Kind::Timestamp { .. } => None,
                 other => return Err(format!("the key column `{name}` of {full} is of a kind ({other:?}) chunks are not read by (numbers, character columns, dates and times are)")),
             };
@@ -78,7 +89,8 @@ fn greater(keys: &[KeyColumn], values: &[String]) -> Option<String> {
     key_after(&names, values, |i, v| match keys.get(i)?.number {
         None => Some(literal(v)),
         Some(Number::Integer) => integer_literal(v),
-        Some(Number::Decimal) => number_literal(v),
+        Some(Number::Decimal) => number_literal(v.trim()).filter(|n| !n.contains(['E', 'e'])),
+        Some(Number::DecFloat) => number_literal(v.trim()).map(|n| format!("DECFLOAT('{n}')")),
     })
 }
 
@@ -105,8 +117,11 @@ impl ChunkSource for Chunks<'_> {
         let read = self.read_in(table, p, limit).await;
         let _ = self.conn.end("ending a chunk's transaction").await;
         match read {
-            // A condition the server refuses aborts the snapshot, not the stream.
-            Err(e @ Db2Error::Query { .. }) if !p.conditions.is_empty() => {
+            // A condition or a surrogate key the server refuses aborts the snapshot, not the
+            // stream.
+            Err(e @ Db2Error::Query { .. })
+                if !p.conditions.is_empty() || p.surrogate_key.is_some() =>
+            {
                 Ok(Read::Refused(e.to_string()))
             }
             other => other,
@@ -154,16 +169,23 @@ impl Chunks<'_> {
                 }
             }
         };
-        let bad = || {
-            Db2Error::Setup(format!(
-                "{name}: a stored key that is not a key of the table"
+        // A key value that cannot be written back aborts the snapshot, not the stream.
+        let refused = |what: &[String]| {
+            Read::Refused(format!(
+                "{name}: the key value {what:?} cannot be written back into a query"
             ))
         };
         let mut filters = Vec::new();
         if let Some(last) = &p.last_key {
-            filters.push(greater(&keys, last).ok_or_else(bad)?);
+            match greater(&keys, last) {
+                Some(f) => filters.push(f),
+                None => return Ok(refused(last)),
+            }
         }
-        filters.push(format!("NOT {}", greater(&keys, &max).ok_or_else(bad)?));
+        match greater(&keys, &max) {
+            Some(f) => filters.push(format!("NOT {f}")),
+            None => return Ok(refused(&max)),
+        }
         filters.extend(condition);
         let cols: Vec<String> = table.columns.iter().map(|(c, _)| quote(c)).collect();
         let sql = format!(

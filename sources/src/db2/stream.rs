@@ -95,7 +95,7 @@ impl Db2Source {
     pub(super) async fn stream(
         &self,
         conn: &Conn,
-        (mut from, progress): (Db2Offset, Option<Progress>),
+        (from, progress): (Db2Offset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), Db2Error> {
         let common = &self.config.common;
@@ -112,8 +112,9 @@ impl Db2Source {
             from.change_lsn.map(|c| (from.commit_lsn, c)),
             from.event_serial_no,
         );
-        // A transaction the stored position is inside: its metadata goes on in the first poll.
-        let mut resumed_tx = from.transaction.take();
+        // A transaction the stored position is inside: its metadata goes on in the first poll
+        // (the position keeps its counts until then).
+        let mut resumed_tx = from.transaction.clone();
         let mut position = from.position_with(inc.progress().as_deref());
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();

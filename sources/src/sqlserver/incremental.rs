@@ -66,6 +66,13 @@ fn key_columns(table: &Table, p: &Progress) -> Result<Vec<KeyColumn>, String> {
             if shape.mappers.get(j).is_some_and(Option::is_some) {
                 return Err(format!("the key column `{name}` of {full} is masked, hashed or truncated: its values cannot order chunks"));
             }
+            let declared = (table.def.columns.iter())
+                .find(|c| &c.name == name)
+                .map(|c| c.type_name.to_ascii_lowercase())
+                .unwrap_or_default();
+            if ["text", "ntext", "xml", "image"].contains(&declared.as_str()) {
+                return Err(format!("the key column `{name}` of {full} is of type {declared}, which SQL Server does not order by"));
+            }
             let lit = match kind {
                 Kind::Boolean | Kind::Int16 | Kind::Int32 | Kind::Int64 => Lit::Integer,
                 Kind::Decimal(..) | Kind::Money(_) => Lit::Number,
@@ -141,11 +148,12 @@ impl ChunkSource for Chunks<'_> {
         )
         .await;
         match read {
-            // A condition the server refuses aborts the snapshot, not the stream.
+            // A condition or a surrogate key the server refuses aborts the snapshot, not the
+            // stream.
             Err(SqlServerError::Query {
                 context,
                 source: tiberius::error::Error::Server(e),
-            }) if !p.conditions.is_empty() => {
+            }) if !p.conditions.is_empty() || p.surrogate_key.is_some() => {
                 Ok(Read::Refused(format!("{context}: {}", e.message())))
             }
             other => other,
@@ -204,17 +212,23 @@ impl Chunks<'_> {
                 }
             }
         };
+        // A key value that cannot be written back aborts the snapshot, not the stream.
+        let refused = |what: &[String]| {
+            Read::Refused(format!(
+                "{name}: the key value {what:?} cannot be written back into a query"
+            ))
+        };
         let mut filters = Vec::new();
         if let Some(last) = &p.last_key {
-            filters.push(greater(&keys, last).ok_or_else(|| {
-                SqlServerError::Setup(format!("{name}: a stored key that is not a key"))
-            })?);
+            match greater(&keys, last) {
+                Some(f) => filters.push(f),
+                None => return Ok(refused(last)),
+            }
         }
-        filters.push(format!(
-            "NOT {}",
-            greater(&keys, &max)
-                .ok_or_else(|| SqlServerError::Setup(format!("{name}: a key that is not a key")))?
-        ));
+        match greater(&keys, &max) {
+            Some(f) => filters.push(format!("NOT {f}")),
+            None => return Ok(refused(&max)),
+        }
         filters.extend(condition);
         let cols: Vec<String> = table.columns.iter().map(|(c, _)| quote(c)).collect();
         let sql = format!(

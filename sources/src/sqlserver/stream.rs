@@ -40,7 +40,7 @@ impl SqlServerSource {
     pub(super) async fn stream(
         &self,
         conn: &mut Conn,
-        (mut from, progress): (SqlServerOffset, Option<Progress>),
+        (from, progress): (SqlServerOffset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
         let common = &self.config.common;
@@ -57,8 +57,9 @@ impl SqlServerSource {
             from.change_lsn.map(|c| (from.commit_lsn, c)),
             from.event_serial_no,
         );
-        // A transaction the stored position is inside: its metadata goes on in the first poll.
-        let mut resumed_tx = from.transaction.take();
+        // A transaction the stored position is inside: its metadata goes on in the first poll
+        // (the position keeps its counts until then).
+        let mut resumed_tx = from.transaction.clone();
         let mut position = from.position_with(inc.progress().as_deref());
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();

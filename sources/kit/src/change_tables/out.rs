@@ -28,6 +28,9 @@ pub struct TxOut<L> {
     tx: Option<(L, i64, TxCounts)>,
     /// The transaction a restart landed in, until the first change says whether it goes on.
     resumed: Option<TxState>,
+    /// While a transaction is open: the last position with its counts (events between its
+    /// changes take it, so that a batch cut there keeps them).
+    last_tx: Option<Position>,
 }
 
 impl<L: Copy + PartialEq + Display> TxOut<L> {
@@ -41,13 +44,19 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
             schemas: metadata.then(|| TxSchemas::new(prefix)),
             tx: None,
             resumed: None,
+            last_tx: None,
         }
     }
 
     /// The stream resumed inside transaction `state` (from the stored position): its next
     /// changes go on counting, a change of another transaction ends it first.
+    /// `last`, the stored position, carries the state; BEGIN and END records go without it.
     pub fn resume(&mut self, state: Option<TxState>) {
         self.resumed = state.filter(|_| self.schemas.is_some());
+        if self.resumed.is_some() {
+            self.last_tx = Some(self.last.clone());
+            self.last = TxState::strip(&self.last);
+        }
     }
 
     /// Adds a change's events (of `collection`, as transaction records name it, in the
@@ -87,6 +96,7 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
                     set_block(&mut event, schemas.block(&id, total, order));
                 }
                 event.position = TxState::of(id, *ts, counts).in_position(&event.position);
+                self.last_tx = Some(event.position.clone());
             }
             self.batch.push(event);
         }
@@ -104,7 +114,7 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
         ctx: &mut SourceContext,
     ) -> Result<(), Stopped> {
         for mut event in events {
-            event.position = self.last.clone();
+            event.position = self.last_tx.clone().unwrap_or_else(|| self.last.clone());
             self.batch.push(event);
         }
         if self.cut.is_full(&self.batch) {
@@ -115,6 +125,7 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
 
     /// The END record of the transaction a restart landed in, which had no more changes.
     fn end_resumed(&mut self, r: &TxState) {
+        self.last_tx = None;
         if let Some(schemas) = &self.schemas {
             let counts = r.counts();
             let mut end = schemas.end(&r.id, r.ts_ms, counts.total, &counts.per_table);
@@ -128,6 +139,7 @@ impl<L: Copy + PartialEq + Display> TxOut<L> {
         if let Some(r) = self.resumed.take() {
             self.end_resumed(&r);
         }
+        self.last_tx = None;
         if let (Some(schemas), Some((lsn, ts, counts))) = (&self.schemas, self.tx.take()) {
             let mut end = schemas.end(&lsn.to_string(), ts, counts.total, &counts.per_table);
             end.position = self.last.clone();

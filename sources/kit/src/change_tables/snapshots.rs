@@ -272,7 +272,8 @@ pub fn number_literal(value: &str) -> Option<String> {
         let e = e.strip_prefix(['+', '-']).unwrap_or(e);
         !e.is_empty() && digits(e)
     });
-    (!int.is_empty() && digits(int) && digits(frac) && exponent_ok).then(|| value.to_owned())
+    let some = !int.is_empty() || !frac.is_empty();
+    (some && digits(int) && digits(frac) && exponent_ok).then(|| value.to_owned())
 }
 
 /// Bytes kept as lower-case hexadecimal text, as `prefix` + the digits (`0x` for SQL Server;
@@ -329,10 +330,10 @@ mod tests {
             None
         );
         assert_eq!(integer_literal("-12").as_deref(), Some("-12"));
-        for good in ["-12.50", "0.5", "1E+3", "12", "-1.5e-7"] {
+        for good in ["-12.50", "0.5", ".5", "1E+3", "12", "-1.5e-7"] {
             assert_eq!(number_literal(good).as_deref(), Some(good));
         }
-        for bad in ["", ".5", "-", "1E", "1 OR 1=1", "0x1", "1.2.3", "NaN"] {
+        for bad in ["", ".", "-", "1E", "1 OR 1=1", "0x1", "1.2.3", "NaN"] {
             assert_eq!(number_literal(bad), None, "{bad}");
         }
         assert_eq!(hex_literal("00ff", "0x").as_deref(), Some("0x00ff"));

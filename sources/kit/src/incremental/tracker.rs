@@ -522,6 +522,20 @@ impl<K: Clone + Serialize> Tracker<K> {
                 if blocking {
                     return Ok(Outcome::Blocking { tables, conditions });
                 }
+                // The tables a running snapshot adds are read by its surrogate key: another one
+                // would read them by a column the signal did not name.
+                let running = self.delivered.as_ref().or(self.ahead.as_ref());
+                if let Some(p) = running.filter(|p| p.surrogate_key != surrogate_key) {
+                    let by = |k: &Option<String>| match k {
+                        Some(k) => format!("the surrogate key `{k}`"),
+                        None => "the primary key".to_owned(),
+                    };
+                    return Err(format!(
+                        "a snapshot read by {} is running; this one asks for {}: send it once that one is done",
+                        by(&p.surrogate_key),
+                        by(&surrogate_key)
+                    ));
+                }
                 self.execute(&signal.id, tables, conditions, surrogate_key);
                 Ok(Outcome::Restart)
             }
@@ -662,6 +676,35 @@ mod tests {
             ]
         );
         assert!(t.delivered().is_none() && t.delivered_json().is_none());
+    }
+
+    #[test]
+    fn a_snapshot_by_another_key_waits_until_the_running_one_is_done() {
+        let mut t: Tracker<i64> = Tracker::new(None, None);
+        let can = Abilities {
+            surrogate_key: true,
+            ..Abilities::default()
+        };
+        let by_n = r#"{"data-collections": ["t"], "surrogate-key": "n"}"#;
+        assert_eq!(
+            act(&mut t, "execute-snapshot", by_n, can),
+            Ok(Outcome::Restart)
+        );
+        let by_key = r#"{"data-collections": ["u"]}"#;
+        let refused = act(&mut t, "execute-snapshot", by_key, can).unwrap_err();
+        assert!(
+            refused.contains("surrogate key `n`") && refused.contains("the primary key"),
+            "{refused}"
+        );
+        let also_by_n = r#"{"data-collections": ["u"], "surrogate-key": "n"}"#;
+        assert_eq!(
+            act(&mut t, "execute-snapshot", also_by_n, can),
+            Ok(Outcome::Restart)
+        );
+        assert_eq!(
+            t.ahead().map(|p| p.tables.clone()),
+            Some(vec!["t".into(), "u".into()])
+        );
     }
 
     #[test]

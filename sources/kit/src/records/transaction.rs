@@ -221,6 +221,22 @@ impl TxState {
         }
     }
 
+    /// `position` (a JSON object) without its `transaction` member.
+    pub fn strip(position: &Position) -> Position {
+        let Position::Opaque(text) = position else {
+            return position.clone();
+        };
+        let Ok(mut fields) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+        else {
+            return position.clone();
+        };
+        match fields.remove("transaction") {
+            Some(_) => Position::Opaque(serde_json::Value::Object(fields).to_string().into()),
+            None => position.clone(),
+        }
+    }
+
     /// `position` (a JSON object) with this state as its `transaction` member.
     pub fn in_position(&self, position: &Position) -> Position {
         let Position::Opaque(text) = position else {
@@ -272,6 +288,8 @@ mod tests {
         assert_eq!((again.total, again.per_table), (3, counts.per_table));
         let empty = state.in_position(&Position::Opaque("{}".into()));
         assert!(empty.to_string().starts_with(r#"{"transaction":{"id":"#));
+        assert_eq!(TxState::strip(&empty).to_string(), "{}");
+        assert_eq!(TxState::strip(&at), at, "nothing to strip");
     }
 
     #[test]
