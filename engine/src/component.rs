@@ -137,6 +137,7 @@ pub struct SourceContext {
     stop_after: Option<u64>,
     emitted: Arc<AtomicU64>,
     last_event_ms: Arc<AtomicU64>,
+    connected: Arc<std::sync::atomic::AtomicBool>,
     shutdown: watch::Receiver<bool>,
     shutdown_tx: Arc<watch::Sender<bool>>,
     committed: watch::Receiver<Option<Position>>,
@@ -165,6 +166,8 @@ pub(crate) struct SourceWiring {
     pub stop_after: Option<u64>,
     pub emitted: Arc<AtomicU64>,
     pub last_event_ms: Arc<AtomicU64>,
+    /// Set once the source has reached its database (`/health/ready`).
+    pub connected: Arc<std::sync::atomic::AtomicBool>,
     pub shutdown_tx: Arc<watch::Sender<bool>>,
     pub committed: watch::Receiver<Option<Position>>,
     pub signals: Option<crate::runtime::admin::SignalQueue>,
@@ -193,9 +196,18 @@ impl SourceContext {
             stop_after: w.stop_after,
             emitted: w.emitted,
             last_event_ms: w.last_event_ms,
+            connected: w.connected,
             shutdown_tx: w.shutdown_tx,
             committed: w.committed,
             signals: w.signals,
+        }
+    }
+
+    /// The source has reached its database (connected, its setup checked): the pipeline is
+    /// ready (`/health/ready`) from here on. Sources call it once per run.
+    pub fn connected(&self) {
+        if !self.connected.swap(true, Ordering::Relaxed) {
+            tracing::debug!(pipeline = %self.pipeline, "The source is connected.");
         }
     }
 

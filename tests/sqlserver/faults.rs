@@ -327,3 +327,66 @@ fn a_capture_instance_switch_is_an_alter_event_where_the_newer_instance_takes_ov
         3
     );
 }
+
+/// `/health/ready` waits for the source: while the server takes the connection and never
+/// answers, the pipeline runs but is not ready, and its status says the source is not
+/// connected.
+#[test]
+fn a_source_still_connecting_is_not_ready() {
+    use std::io::{Read, Write};
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let server = SqlServer::start("unusedDB");
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sluice_test_support::pg::free_port();
+    let path = pipeline(dir.path(), &server, "  connect.timeout.ms: 600000\n");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(
+            &format!("database.port: {}", server.port),
+            &format!("database.port: {silent_port}"),
+        )
+        .replace(
+            "name: sqlserver_test\n",
+            &format!("name: sqlserver_test\nadmin: {{ bind: \"127.0.0.1:{admin}\" }}\n"),
+        );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    let get = |target: &str| -> Option<(u16, String)> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", admin)).ok()?;
+        write!(
+            stream,
+            "GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+    };
+    let t0 = std::time::Instant::now();
+    let status: Json = loop {
+        if let Some((200, body)) = get("/pipelines/sqlserver_test") {
+            let j: Json = serde_json::from_str(&body).unwrap();
+            if j["state"] == "running" {
+                break j;
+            }
+        }
+        assert!(t0.elapsed().as_secs() < 30, "the pipeline never ran");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status["source_connected"], false, "{status}");
+    // Still connecting a second later: not ready.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let (code, body) = get("/health/ready").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("\"source_connected\":false"), "{body}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -52,6 +52,8 @@ pub struct Status {
     written: Arc<Mutex<Written>>,
     emitted: Arc<AtomicU64>,
     last_event_ms: Arc<AtomicU64>,
+    /// Whether the current generation's source has reached its database.
+    connected: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Status {
@@ -69,7 +71,15 @@ impl Status {
             })),
             emitted,
             last_event_ms,
+            connected: Arc::default(),
         }
+    }
+
+    /// The flag a new generation's source sets once it has reached its database (cleared
+    /// here: the new source has not yet).
+    pub(crate) fn fresh_connected(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.connected.store(false, Ordering::Relaxed);
+        self.connected.clone()
     }
 
     /// The supervisor's event counter and last event time.
@@ -129,12 +139,14 @@ impl Status {
         });
     }
 
-    /// Whether the pipeline runs and no sink's writes are failing (`/health/ready`), with the
-    /// state and the failing sinks that say why.
+    /// Whether the pipeline runs, its source has reached its database and no sink's writes
+    /// are failing (`/health/ready`), with the state, the source's connection and the failing
+    /// sinks that say why.
     pub fn readiness(&self) -> (bool, serde_json::Value) {
         let w = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        let ready = w.state == State::Running && w.failing_sinks.is_empty();
-        let data = serde_json::json!({"state": w.state, "failing_sinks": w.failing_sinks});
+        let connected = self.connected.load(Ordering::Relaxed);
+        let ready = w.state == State::Running && connected && w.failing_sinks.is_empty();
+        let data = serde_json::json!({"state": w.state, "source_connected": connected, "failing_sinks": w.failing_sinks});
         (ready, data)
     }
 
@@ -160,6 +172,7 @@ impl Status {
         serde_json::json!({
             "name": &*self.name,
             "state": w.state,
+            "source_connected": self.connected.load(Ordering::Relaxed),
             "restarts": w.restarts,
             "events": self.emitted.load(Ordering::Relaxed),
             "ms_since_last_event": now.saturating_sub(last),

@@ -218,6 +218,7 @@ impl Supervisor {
             stop_after: self.options.stop_after_events,
             emitted: self.emitted.clone(),
             last_event_ms: self.last_event_ms.clone(),
+            connected: self.status.fresh_connected(),
             shutdown_tx: shutdown_tx.clone(),
             committed: self.committed_tx.subscribe(),
             signals: self.signals.clone(),

@@ -31,6 +31,8 @@ impl DatagenSource {
 #[async_trait]
 impl Source for DatagenSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        // Nothing to reach: ready at once.
+        ctx.connected();
         let start = match ctx.resume_from() {
             None => 0,
             Some(Position::Offset(n)) => *n,

@@ -325,6 +325,7 @@ impl Source for MysqlSource {
         let mut schemas = self.schemas().await?;
         let mut conn = self.connect().await?;
         let case_insensitive = self.check_server(&mut conn).await?;
+        ctx.connected();
         schemas.model.set_case_insensitive(case_insensitive);
         let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;
         let stored = sluice_kit::snapshot::Stored {

@@ -453,6 +453,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let info = ConnInfo::from_config(config)?;
     let client = info.connect("sluice").await?;
     check_setup(&client, &info).await?;
+    ctx.connected();
     let mut types = TypeResolver::default();
     let defs = captured_tables(&client, config, &mut types).await?;
     if defs.is_empty() {

@@ -702,6 +702,9 @@ impl Source for SqliteSource {
             source_schema: self.source_schema.clone(),
             skipped: self.skipped,
         };
+        // The database opens: the source is ready (the reader thread opens its own connection).
+        drop(reader.open()?);
+        ctx.connected();
         let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx)
             .await
             .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;

@@ -229,6 +229,7 @@ impl Source for SqlServerSource {
         self.history = Some(history.await.map_err(SqlServerError::from)?);
         let mut conn = connection::connect(&self.config).await?;
         self.check_cdc(&mut conn).await?;
+        ctx.connected();
         let lost = match &resume {
             Some(r) => self.lost(&mut conn, r.at.commit_lsn).await?,
             None => None,
