@@ -168,6 +168,63 @@ fn json_without_schemas_matches_the_file_sink() {
     end_to_end("kafka_json_plain", false);
 }
 
+/// `format: cloudevents` on the Kafka sink: each record's value is the CloudEvent the file
+/// sink writes for the same event (Debezium's `CloudEventsConverter` in JSON), its key the
+/// event's key, and a delete's tombstone stays a tombstone.
+#[test]
+fn cloudevents_records_match_the_file_sink() {
+    let db = pg::fresh_db("kafka_cloudevents");
+    pg::psql(
+        &db,
+        "create table customers (id serial primary key, name text not null)",
+    );
+    pg::psql(
+        &db,
+        "insert into customers (name) select 'c' || g from generate_series(1, 20) g",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("kafka_cloudevents");
+    let bootstrap = broker::shared();
+    let format = "    format: cloudevents\n    schemas.enable: false\n";
+    let path = kafka_pipeline(dir.path(), &db, &prefix, &bootstrap, format, Some(format));
+    let mut child = pg::start(&path, &[]);
+    pg::wait_lines(dir.path(), 20, &mut child);
+    pg::psql(
+        &db,
+        "update customers set name = 'x' where id <= 3; delete from customers where id = 4",
+    );
+    // 20 reads, 3 updates, a delete and its tombstone.
+    let total = 20 + 3 + 2;
+    pg::wait_lines(dir.path(), total, &mut child);
+    pg::stop(&child);
+    pg::finish(child);
+    let topic = format!("{prefix}.public.customers");
+    let records = broker::consume(&bootstrap, &[&topic], total, Duration::from_secs(60));
+    assert_eq!(records.len(), total, "no record twice");
+    let lines = pg::lines(dir.path());
+    assert_eq!(by_key_from_kafka(&records), by_key_from_file(&lines));
+    let events: Vec<Json> = records.iter().map(|r| json(&r.value)).collect();
+    let update = events
+        .iter()
+        .find(|v| v["iodebeziumop"] == "u")
+        .unwrap_or_else(|| panic!("an update among {events:?}"));
+    assert_eq!(update["specversion"], "1.0");
+    assert_eq!(update["datacontenttype"], "application/json");
+    assert_eq!(update["data"]["after"]["name"], "x", "{update}");
+    assert!(
+        update["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("io.debezium")),
+        "{update}"
+    );
+    assert_eq!(
+        events.iter().filter(|v| v.is_null()).count(),
+        1,
+        "the tombstone"
+    );
+    pg::drop_db(&db);
+}
+
 #[test]
 fn topics_are_created_with_their_groups_settings_or_left_alone() {
     let bootstrap = broker::shared();
