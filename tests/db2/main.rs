@@ -16,6 +16,7 @@ use sluice_test_support::pg::{lines, start, wait_for};
 mod incremental;
 mod stream;
 mod types;
+mod zos;
 
 /// A pipeline reading `db` into `dir/out.jsonl` (schemas on), with `extra` source lines.
 fn pipeline(dir: &Path, db: &Db2, extra: &str) -> PathBuf {

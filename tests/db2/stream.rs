@@ -592,6 +592,50 @@ fn transaction_metadata_goes_on_across_a_restart_inside_a_transaction() {
     );
 }
 
+/// `streaming.query.timespan.seconds`: a backlog of three transactions logged 100 s apart is
+/// read in polls of at most 150 s of them (two polls, the first one cut short, which the debug
+/// log says), and all its changes come out in order; without the option, one poll.
+#[test]
+fn a_backlog_is_read_in_polls_of_the_time_span() {
+    let db = Db2::start("timespan", true);
+    customers(&db);
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let start = db.sql("SELECT encode(cd_new_synchpoint, 'hex') FROM asncdc.ibmsnap_register WHERE source_table = 'CUSTOMERS'");
+    let t = "\"DB2INST1\".\"CUSTOMERS\"";
+    for id in 1..=3 {
+        db.sql(&format!("INSERT INTO {t} VALUES ({id}, 'n{id}')"));
+    }
+    db.sql("UPDATE asncdc.ibmsnap_uow u SET ibmsnap_logmarker = timestamp '2024-01-01 00:00:00' + k.n * interval '100 seconds' FROM (SELECT ibmsnap_commitseq, row_number() OVER (ORDER BY ibmsnap_commitseq) AS n FROM asncdc.ibmsnap_uow) k WHERE k.ibmsnap_commitseq = u.ibmsnap_commitseq");
+    let run = |extra: &str| -> (Vec<i64>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        store_offset(
+            dir.path(),
+            &serde_json::json!({"commit_lsn": printed(start.trim()), "snapshot_completed": true})
+                .to_string(),
+        );
+        let path = pipeline(dir.path(), &db, extra);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
+            .env("SLUICE_LOG", "info,sluice_sources=debug")
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{log}");
+        let ids = payloads(dir.path())
+            .iter()
+            .map(|p| p["after"]["ID"].as_i64().unwrap())
+            .collect();
+        (ids, log)
+    };
+    let cut = "The poll reads up to the end of its time span";
+    let (ids, log) = run("  streaming.query.timespan.seconds: 150\n");
+    assert_eq!(ids, [1, 2, 3]);
+    assert_eq!(log.matches(cut).count(), 1, "{log}");
+    let (ids, log) = run("");
+    assert_eq!(ids, [1, 2, 3]);
+    assert!(!log.contains(cut), "{log}");
+}
+
 #[test]
 fn the_example_pipeline_runs() {
     let db = Db2::start("example", true);

@@ -43,6 +43,10 @@ pub struct Db2Config {
     /// The schema of the change-data tables (default `ASNCDC`).
     #[serde(rename = "cdc.change.tables.schema", default = "default_asn")]
     pub change_tables_schema: String,
+    /// `db2.platform`: `LUW` (Linux, Unix, Windows; the default) or `ZOS` (Db2 for z/OS: its
+    /// catalog, `SYSIBM.SYSTABLES` and `SYSIBM.SYSCOLUMNS`, and Debezium's z/OS change query).
+    #[serde(rename = "db2.platform", default)]
+    pub platform: Platform,
     /// `snapshot.isolation.mode`: `repeatable_read` (the default, as Debezium's),
     /// `read_committed`, `read_uncommitted`, or `exclusive` (the tables locked in share mode
     /// for the whole snapshot: no writer changes them while it reads; a change committed just
@@ -56,6 +60,11 @@ pub struct Db2Config {
     /// rows at once).
     #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
     pub fetch_size: usize,
+    /// `streaming.query.timespan.seconds`: a poll reads at most this many seconds of
+    /// transactions (by their log time, `IBMSNAP_UOW.IBMSNAP_LOGMARKER`) after the last one
+    /// read, so that a large backlog is read in bounded queries; 0 (the default): no bound.
+    #[serde(rename = "streaming.query.timespan.seconds", default)]
+    pub timespan_seconds: u64,
     /// `decimal.handling.mode` (`precise`, `double`, `string`).
     #[serde(rename = "decimal.handling.mode", default)]
     pub decimal_mode: DecimalMode,
@@ -68,6 +77,18 @@ pub struct Db2Config {
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+}
+
+/// `db2.platform`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum Platform {
+    /// Db2 for Linux, Unix and Windows.
+    #[default]
+    #[serde(rename = "LUW", alias = "luw")]
+    Luw,
+    /// Db2 for z/OS (`Z`, the name of Debezium's constant, is read as this too).
+    #[serde(rename = "ZOS", alias = "zos", alias = "Z", alias = "z")]
+    Zos,
 }
 
 /// `snapshot.isolation.mode`.

@@ -340,16 +340,25 @@ pub(crate) fn lsn_at(row: &Row, i: usize, what: &str) -> Result<Option<Lsn>, Db2
     }
 }
 
-/// Debezium's statements for the configured control and change-table schemas.
+/// Debezium's statements for the configured control and change-table schemas and platform
+/// (`LuwPlatform`, `ZOsPlatform`). z/OS's `for read only with ur` suffixes are left out: they
+/// only let those reads skip locks.
 pub(crate) struct Statements {
     control: String,
+    zos: bool,
 }
 
 impl Statements {
     pub(crate) fn new(c: &Db2Config) -> Self {
         Statements {
             control: c.control_schema.clone(),
+            zos: c.platform == super::config::Platform::Zos,
         }
+    }
+
+    /// Whether the catalog is z/OS's (`SYSIBM.SYSCOLUMNS.COLTYPE` names the types).
+    pub(crate) fn zos(&self) -> bool {
+        self.zos
     }
 
     /// `getMaxLsn`: the highest synchpoint of the capture program (its global record) and of
@@ -363,6 +372,9 @@ impl Statements {
     /// registration's new and old synchpoints, the table's object id.
     pub(crate) fn change_tables(&self) -> String {
         let c = &self.control;
+        if self.zos {
+            return format!("select r.SOURCE_OWNER, r.SOURCE_TABLE, r.CD_OWNER, r.CD_TABLE, r.CD_NEW_SYNCHPOINT, r.CD_OLD_SYNCHPOINT, r.SYNCHPOINT, t.DBID, t.OBID , CAST((t.DBID * 65536 +  t.OBID )AS INTEGER ) from {c}.IBMSNAP_REGISTER r left JOIN SYSIBM.SYSTABLES t ON r.SOURCE_OWNER  = t.CREATOR AND r.SOURCE_TABLE = t.NAME  WHERE r.SOURCE_OWNER <> ''");
+        }
         format!("select r.SOURCE_OWNER, r.SOURCE_TABLE, r.CD_OWNER, r.CD_TABLE, r.CD_NEW_SYNCHPOINT, r.CD_OLD_SYNCHPOINT, r.SYNCHPOINT, t.TBSPACEID, t.TABLEID , CAST((t.TBSPACEID * 65536 +  t.TABLEID )AS INTEGER ) from {c}.IBMSNAP_REGISTER r left JOIN SYSCAT.TABLES t ON r.SOURCE_OWNER  = t.TABSCHEMA AND r.SOURCE_TABLE = t.TABNAME  WHERE r.SOURCE_OWNER <> ''")
     }
 
@@ -370,6 +382,13 @@ impl Statements {
     /// position, in column order (Debezium reads them through JDBC's `getColumns` and
     /// `GET_LIST_OF_KEY_COLUMNS`, which reads `SYSCAT.COLUMNS` too).
     pub(crate) fn table_columns(&self, schema: &str, table: &str) -> String {
+        if self.zos {
+            return format!(
+                "SELECT NAME, COLTYPE, LENGTH, SCALE, NULLS, KEYSEQ FROM SYSIBM.SYSCOLUMNS WHERE TBCREATOR = {} AND TBNAME = {} ORDER BY COLNO",
+                literal(schema),
+                literal(table)
+            );
+        }
         format!(
             "SELECT COLNAME, TYPENAME, LENGTH, SCALE, NULLS, KEYSEQ FROM SYSCAT.COLUMNS WHERE TABSCHEMA = {} AND TABNAME = {} ORDER BY COLNO",
             literal(schema),
@@ -394,8 +413,11 @@ impl Statements {
             .map(|n| format!(" FETCH FIRST {n} ROWS ONLY"))
             .unwrap_or_default();
         let control = &self.control;
+        if self.zos {
+            return self.zos_changes(cd, &cols, &first);
+        }
         format!(
-            "SELECT * FROM (SELECT CASE \
+            "SELECT * FROM (SELECT CASE WHEN IBMSNAP_OPERATION = 'U' THEN 5 \
 WHEN IBMSNAP_OPERATION = 'D' AND (LEAD(cdc.IBMSNAP_OPERATION,1,'X') OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ)) ='I' THEN 3 \
 WHEN IBMSNAP_OPERATION = 'I' AND (LAG(cdc.IBMSNAP_OPERATION,1,'X') OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ)) ='D' THEN 4 \
 WHEN IBMSNAP_OPERATION = 'D' THEN 1 WHEN IBMSNAP_OPERATION = 'I' THEN 2 END OPCODE, \
@@ -406,5 +428,47 @@ WHERE ch.IBMSNAP_COMMITSEQ > ? OR (ch.IBMSNAP_COMMITSEQ = ? AND ch.IBMSNAP_INTEN
 ORDER BY ch.IBMSNAP_COMMITSEQ, ch.IBMSNAP_INTENTSEQ{first}",
             cols.join(", ")
         )
+    }
+
+    /// [`Self::changes`] as Debezium reads z/OS (`ZOsPlatform`): an update's rows paired by
+    /// row numbers within the commit instead of `LEAD`/`LAG`; a single-row update ('U') is
+    /// operation 5. Same parameters.
+    fn zos_changes(&self, cd: &str, cols: &[String], first: &str) -> String {
+        let control = &self.control;
+        format!(
+            "WITH tmp AS (SELECT cdc.IBMSNAP_OPERATION, cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ, \
+ROW_NUMBER() OVER (PARTITION BY cdc.IBMSNAP_COMMITSEQ ORDER BY cdc.IBMSNAP_INTENTSEQ) rn FROM {cd} cdc \
+WHERE cdc.IBMSNAP_COMMITSEQ >= ? AND cdc.IBMSNAP_COMMITSEQ <= ?), \
+tmp2 AS (SELECT CASE WHEN cdc.IBMSNAP_OPERATION = 'U' THEN 5 \
+WHEN cdc.IBMSNAP_OPERATION = 'D' AND cdc2.IBMSNAP_OPERATION ='I' THEN 3 \
+WHEN cdc.IBMSNAP_OPERATION = 'I' AND cdc2.IBMSNAP_OPERATION ='D' THEN 4 \
+WHEN cdc.IBMSNAP_OPERATION = 'D' THEN 1 WHEN cdc.IBMSNAP_OPERATION = 'I' THEN 2 END OPCODE, \
+cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ FROM tmp cdc LEFT JOIN tmp cdc2 \
+ON cdc.IBMSNAP_COMMITSEQ = cdc2.IBMSNAP_COMMITSEQ AND ((cdc.IBMSNAP_OPERATION = 'D' AND cdc.rn = cdc2.rn - 1) \
+OR (cdc.IBMSNAP_OPERATION = 'I' AND cdc.rn = cdc2.rn + 1))) \
+SELECT res.OPCODE, cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ, uow.IBMSNAP_LOGMARKER, {} \
+FROM {cd} cdc INNER JOIN tmp2 res ON cdc.IBMSNAP_COMMITSEQ = res.IBMSNAP_COMMITSEQ AND cdc.IBMSNAP_INTENTSEQ = res.IBMSNAP_INTENTSEQ \
+LEFT JOIN {control}.IBMSNAP_UOW uow ON uow.IBMSNAP_COMMITSEQ = cdc.IBMSNAP_COMMITSEQ \
+WHERE cdc.IBMSNAP_COMMITSEQ > ? OR (cdc.IBMSNAP_COMMITSEQ = ? AND cdc.IBMSNAP_INTENTSEQ > ?) \
+ORDER BY cdc.IBMSNAP_COMMITSEQ, cdc.IBMSNAP_INTENTSEQ{first}",
+            cols.join(", ")
+        )
+    }
+}
+
+/// A z/OS catalog type (`SYSIBM.SYSCOLUMNS.COLTYPE`, eight characters) by the LUW name the
+/// source maps: `TIMESTMP`, `VARG`, `VARBIN`, `LONGVAR`, `LONGVARG`, `CHAR`, and `FLOAT` of
+/// length 4 (`REAL`) or 8 (`DOUBLE`).
+pub(crate) fn zos_type(coltype: &str, length: i64) -> String {
+    match coltype.trim_end() {
+        "TIMESTMP" => "TIMESTAMP".into(),
+        "VARG" => "VARGRAPHIC".into(),
+        "VARBIN" => "VARBINARY".into(),
+        "LONGVAR" => "LONG VARCHAR".into(),
+        "LONGVARG" => "LONG VARGRAPHIC".into(),
+        "CHAR" => "CHARACTER".into(),
+        "FLOAT" if length == 4 => "REAL".into(),
+        "FLOAT" => "DOUBLE".into(),
+        other => other.to_owned(),
     }
 }

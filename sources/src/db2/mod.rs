@@ -288,6 +288,7 @@ impl Source for Db2Source {
         self.history = Some(history.await.map_err(Db2Error::from)?);
         let conn = Conn::connect(&self.config, self.config.isolation.odbc()).await?;
         self.check_setup(&conn).await?;
+        ctx.connected();
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
@@ -387,6 +388,42 @@ impl Db2Source {
         match found.first() {
             Some(row) => connection::lsn_at(row, 0, what),
             None => Ok(None),
+        }
+    }
+
+    /// The poll's upper bound under `streaming.query.timespan.seconds`: the last transaction
+    /// logged at most that many seconds after the first one past `after`, up to `max`; `max`
+    /// when the option is off or no transaction's log time is known (pruned).
+    pub(crate) async fn timespan_bound(
+        &self,
+        conn: &Conn,
+        after: Lsn,
+        max: Lsn,
+    ) -> Result<Lsn, Db2Error> {
+        let seconds = self.config.timespan_seconds;
+        if seconds == 0 {
+            return Ok(max);
+        }
+        let c = &self.config.control_schema;
+        let what = "reading the poll's time span (IBMSNAP_UOW)";
+        let first = (conn.rows(what, &format!("SELECT MIN(IBMSNAP_LOGMARKER) FROM {c}.IBMSNAP_UOW WHERE IBMSNAP_COMMITSEQ > ?"), &[after]).await?)
+            .first()
+            .and_then(|row| connection::text(row, 0))
+            .and_then(|t| types::timestamp_nanos(t.trim()));
+        let Some(first) = first else {
+            return Ok(max);
+        };
+        let end = first.saturating_add(
+            i64::try_from(seconds)
+                .unwrap_or(i64::MAX / 2)
+                .saturating_mul(1_000_000_000),
+        );
+        let end = types::timestamp_text(end);
+        let sql = format!("SELECT MAX(IBMSNAP_COMMITSEQ) FROM {c}.IBMSNAP_UOW WHERE IBMSNAP_COMMITSEQ > ? AND IBMSNAP_COMMITSEQ <= ? AND IBMSNAP_LOGMARKER <= {}", connection::literal(&end));
+        let found = conn.rows(what, &sql, &[after, max]).await?;
+        match found.first() {
+            Some(row) => Ok(connection::lsn_at(row, 0, what)?.unwrap_or(max)),
+            None => Ok(max),
         }
     }
 

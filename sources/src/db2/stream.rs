@@ -160,6 +160,11 @@ impl Db2Source {
                 }
                 continue;
             };
+            let max = to;
+            let to = self.timespan_bound(conn, last_commit, max).await?;
+            if to < max {
+                tracing::debug!(%to, %max, "The poll reads up to the end of its time span (streaming.query.timespan.seconds).");
+            }
             let from_lsn = if increase && !last_commit.is_zero() {
                 last_commit.increment().unwrap_or(last_commit)
             } else {

@@ -88,7 +88,12 @@ async fn build(
     cd: String,
 ) -> Result<Table, Db2Error> {
     let full = format!("{schema}.{table}");
-    let what = format!("reading the columns of {full} (SYSCAT.COLUMNS)");
+    let catalog = if q.zos() {
+        "SYSIBM.SYSCOLUMNS"
+    } else {
+        "SYSCAT.COLUMNS"
+    };
+    let what = format!("reading the columns of {full} ({catalog})");
     let described = conn
         .rows(&what, &q.table_columns(schema, table), &[])
         .await?;
@@ -99,9 +104,14 @@ async fn build(
     for (position, row) in described.iter().enumerate() {
         let name = text(row, 0).unwrap_or_default();
         let int = |i: usize| text(row, i).and_then(|t| t.trim().parse::<i64>().ok());
+        let declared = text(row, 1).unwrap_or_default().trim_end().to_owned();
+        let length = int(2).unwrap_or(0);
         let d = Described {
-            type_name: text(row, 1).unwrap_or_default().trim_end().to_owned(),
-            length: int(2).unwrap_or(0),
+            type_name: match q.zos() {
+                true => super::connection::zos_type(&declared, length),
+                false => declared,
+            },
+            length,
             scale: int(3).unwrap_or(0),
         };
         let nullable = text(row, 4).is_some_and(|n| n.trim() == "Y");
@@ -130,7 +140,7 @@ async fn build(
     keys.sort();
     if columns.is_empty() {
         return Err(Db2Error::Setup(format!(
-            "{full}: SYSCAT.COLUMNS lists no column (is the table there?)"
+            "{full}: {catalog} lists no column (is the table there?)"
         )));
     }
     let shape = r

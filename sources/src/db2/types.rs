@@ -156,6 +156,22 @@ impl Kind {
     }
 }
 
+/// Nanoseconds since the epoch as the timestamp text Db2 reads (`2024-01-02 03:04:05.123456`,
+/// to the microsecond).
+pub(crate) fn timestamp_text(nanos: i64) -> String {
+    let days = nanos.div_euclid(86_400_000_000_000);
+    let in_day = nanos.rem_euclid(86_400_000_000_000) / 1000;
+    let (y, m, d) = temporal::civil_from_days(days);
+    let secs = in_day / 1_000_000;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        in_day % 1_000_000
+    )
+}
+
 /// A timestamp's text (`YYYY-MM-DD HH:MM:SS[.f…]`, or Db2's `YYYY-MM-DD-HH.MM.SS[.f…]`) as
 /// nanoseconds since the epoch (fractions past nine digits cut, as Debezium's nanoseconds are).
 pub(crate) fn timestamp_nanos(text: &str) -> Option<i64> {
@@ -325,6 +341,12 @@ mod tests {
 
     #[test]
     fn timestamps_read_in_both_forms_to_the_nanosecond() {
+        let at = timestamp_nanos("2024-01-02-03.04.05.123456").unwrap();
+        assert_eq!(timestamp_text(at), "2024-01-02 03:04:05.123456");
+        assert_eq!(
+            timestamp_text(at + 120_000_000_000),
+            "2024-01-02 03:06:05.123456"
+        );
         let base = 1_529_507_596_000_000_000i64;
         assert_eq!(timestamp_nanos("2018-06-20 15:13:16"), Some(base));
         assert_eq!(

@@ -75,6 +75,12 @@ where
                 };
                 emit.events(op, (&change, None), serial)?
             }
+            // A single-row update (Db2 registered with `CHG_UPD_TO_DEL_INS = 'N'`: one 'U' row,
+            // its after image): an update without a before image, as Debezium's z/OS reading.
+            5 => {
+                let serial = cursor.next_serial(change.at(), 1);
+                emit.events(Op::Update, (&change, None), serial)?
+            }
             3 => {
                 let Some(next) = merge.new_row(pieces, &change).await? else {
                     return Err(emit.broken(
@@ -95,7 +101,7 @@ where
                 return Err(emit.broken(
                     change.table,
                     format!(
-                        "holds operation {other} at {} where 1, 2 or 3 was expected",
+                        "holds operation {other} at {} where 1, 2, 3 or 5 was expected",
                         change.seq
                     ),
                 ))

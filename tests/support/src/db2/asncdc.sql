@@ -121,8 +121,24 @@ CREATE VIEW syscat.columns AS
   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
   WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v');
 
+-- Db2 for z/OS's catalog (`db2.platform: ZOS`): SYSIBM.SYSTABLES (CREATOR, NAME, DBID, OBID)
+-- and SYSIBM.SYSCOLUMNS (1-based COLNO, COLTYPE in z/OS's eight-character names, KEYSEQ 0 off
+-- the key), over the same catalog as SYSCAT's.
+CREATE VIEW sysibm.systables AS
+  SELECT tabschema AS creator, tabname AS name, type, tbspaceid AS dbid, tableid AS obid
+  FROM syscat.tables;
+
+CREATE VIEW sysibm.syscolumns AS
+  SELECT tabschema AS tbcreator, tabname AS tbname, colname AS name, (colno + 1)::smallint AS colno,
+         (CASE typename WHEN 'TIMESTAMP' THEN 'TIMESTMP' WHEN 'VARGRAPHIC' THEN 'VARG'
+            WHEN 'VARBINARY' THEN 'VARBIN' WHEN 'CHARACTER' THEN 'CHAR' WHEN 'REAL' THEN 'FLOAT'
+            WHEN 'DOUBLE' THEN 'FLOAT' ELSE typename END)::char(8) AS coltype,
+         length, scale, nulls, coalesce(keyseq, 0)::smallint AS keyseq
+  FROM syscat.columns;
+
 -- The capture trigger: the row's state(s) into the CD table named by the trigger's argument,
--- under the transaction's commit sequence.
+-- under the transaction's commit sequence; an update as one 'U' row (its after image) when
+-- the registration says CHG_UPD_TO_DEL_INS = 'N'.
 CREATE FUNCTION asncdc.capture() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   cd text := TG_ARGV[0];
@@ -143,6 +159,12 @@ BEGIN
   ELSE
     commitseq := decode(split_part(held, '|', 2), 'hex');
     marker := split_part(held, '|', 3)::timestamp;
+  END IF;
+  IF TG_OP = 'UPDATE' AND EXISTS (SELECT 1 FROM asncdc.ibmsnap_register r
+      WHERE format('%I.%I', r.cd_owner, r.cd_table) = cd AND r.chg_upd_to_del_ins = 'N') THEN
+    EXECUTE format('INSERT INTO %s SELECT $1, $2, $3, $4, ($5).*', cd)
+      USING commitseq, asncdc.lsn_bytes(nextval('asncdc.lsn')), 'U', marker, NEW;
+    RETURN NULL;
   END IF;
   IF TG_OP IN ('DELETE', 'UPDATE') THEN
     EXECUTE format('INSERT INTO %s SELECT $1, $2, $3, $4, ($5).*', cd)
