@@ -21,6 +21,7 @@ pub mod offsets;
 pub mod queue;
 pub mod registry;
 pub mod runtime;
+pub mod tls;
 
 pub use component::{
     delivered, BuildContext, BuildSink, BuildSource, BuildTransform, Delivery, Sink, SinkBatch,

@@ -23,7 +23,7 @@ mod replay_id;
 mod shown_url;
 mod skipped;
 pub mod stdout;
-#[cfg(any(feature = "avro", feature = "http"))]
+#[cfg(any(feature = "avro", feature = "http", feature = "jdbc"))]
 mod tls;
 mod writer;
 

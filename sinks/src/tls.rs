@@ -1,4 +1,5 @@
-//! The TLS client settings of the sinks' HTTP clients (the schema registry, the `http` sink):
+//! The TLS client settings of the sinks' HTTP clients (the schema registry, the `http` sink) and
+//! of the `jdbc` sink's `verify-full` without a CA file:
 //! rustls with the ring provider and the system's trust roots.
 
 use std::sync::Arc;

@@ -258,3 +258,57 @@ fn excluded_fields_stay_out_and_the_reduction_buffer_keeps_the_last_change_of_a_
     drop_db(&source);
     drop_db(&target);
 }
+
+/// TLS to the target from `connection.url`'s `sslmode`: `require` encrypts the sink's
+/// connection (`pg_stat_ssl`), `disable` does not, and `verify-full` against a CA that did not
+/// sign the server's certificate stops the start with one line.
+#[test]
+fn sslmode_in_the_url_encrypts_the_targets_connection_or_refuses_an_unknown_server() {
+    assert_eq!(
+        psql("postgres", "show ssl").trim(),
+        "on",
+        "the test server runs with TLS"
+    );
+    let source = fresh_db("jdbc_tls_src");
+    let target = fresh_db("jdbc_tls_dst");
+    setup(&source);
+    let encrypted = |ssl: bool| {
+        psql(&target, &format!("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.datname = '{target}' AND a.application_name = 'sluice' AND s.ssl = {ssl}")).trim().to_owned()
+    };
+    for (mode, ssl) in [("require", true), ("disable", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let url_target = format!("{target}?sslmode={mode}");
+        let file = jdbc_pipeline(dir.path(), &source, &url_target, UPSERT);
+        let mut child = start(&file, &[]);
+        wait_same(&source, &target, COLUMNS, &mut child);
+        assert_eq!(encrypted(ssl), "1", "{mode}: the sink's connection");
+        assert_eq!(encrypted(!ssl), "0", "{mode}");
+        stop(&child);
+        finish(child);
+        psql(
+            &source,
+            &format!("SELECT pg_drop_replication_slot('{source}')"),
+        );
+    }
+    let certs = tempfile::tempdir().unwrap();
+    sluice_test_support::certs::ca(certs.path(), "stranger");
+    let dir = tempfile::tempdir().unwrap();
+    let url_target = format!(
+        "{target}?sslmode=verify-full&sslrootcert={}",
+        certs.path().join("stranger.pem").display()
+    );
+    let file = jdbc_pipeline(dir.path(), &source, &url_target, UPSERT);
+    let o = std::process::Command::new(sluice())
+        .arg("run")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("sink `db`") && stderr.contains("certificate"),
+        "{stderr}"
+    );
+    drop_db(&source);
+    drop_db(&target);
+}

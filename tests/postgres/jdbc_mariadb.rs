@@ -165,3 +165,86 @@ fn a_value_mariadb_cannot_hold_stops_the_pipeline_or_is_left_out_with_a_warning(
     assert!(log.contains("outside the years MySQL holds"), "{log}");
     drop_db(&source);
 }
+
+/// TLS to a MariaDB that lets the sink's user in only over TLS (`REQUIRE SSL`): `sslMode`
+/// `verify-full` with the CA's certificate (`serverSslCert`) and `trust` write the rows;
+/// without TLS the login is refused, and a CA that did not sign the server's certificate stops
+/// the start with one line.
+#[test]
+fn sslmode_in_the_url_reaches_a_mariadb_that_requires_tls() {
+    use sluice_test_support::certs::{ca, server_certificate};
+    let certs = tempfile::tempdir().unwrap();
+    let c = certs.path();
+    ca(c, "ca");
+    ca(c, "other");
+    server_certificate(c, "ca");
+    let server = mariadb::Restartable::start_with(&format!(
+        "--ssl-ca={d}/ca.pem --ssl-cert={d}/server.pem --ssl-key={d}/server.key",
+        d = c.display()
+    ));
+    server.sql(
+        "",
+        "CREATE DATABASE jdbc_tls; CREATE USER 'tls'@'%' IDENTIFIED BY 'pw' REQUIRE SSL; GRANT ALL ON *.* TO 'tls'@'%'",
+    );
+    let source = fresh_db("jdbc_maria_tls_src");
+    setup(&source);
+    let run = |params: &str| -> std::process::Output {
+        let dir = tempfile::tempdir().unwrap();
+        let file = pipeline(
+            dir.path(),
+            &source,
+            "  table.include.list: public.customers\n",
+            true,
+        );
+        let mut yaml = std::fs::read_to_string(&file).unwrap();
+        yaml.push_str(&format!(
+            "  - name: db\n    type: jdbc\n    connection.url: jdbc:mariadb://127.0.0.1:{}/jdbc_tls{params}\n    connection.username: tls\n    connection.password: pw\n{UPSERT}",
+            server.port
+        ));
+        std::fs::write(&file, yaml).unwrap();
+        let o = std::process::Command::new(sluice())
+            .args(["run", "--stop-when-idle", "2s"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        psql(
+            &source,
+            &format!("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{source}'"),
+        );
+        o
+    };
+    let count = || {
+        server.sql(
+            "jdbc_tls",
+            "SELECT count(*) FROM dbserver1_public_customers",
+        )
+    };
+    let o = run(&format!(
+        "?sslMode=verify-full&serverSslCert={}",
+        c.join("ca.pem").display()
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(count().trim(), "50");
+    server.sql("jdbc_tls", "DELETE FROM dbserver1_public_customers");
+    let o = run("?sslMode=trust");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(count().trim(), "50");
+    for (params, says) in [
+        ("", "refused the connection"),
+        (
+            &*format!(
+                "?sslMode=verify-full&serverSslCert={}",
+                c.join("other.pem").display()
+            ),
+            "cannot reach MySQL",
+        ),
+    ] {
+        let o = run(params);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && stderr.contains(says),
+            "{params}: {stderr}"
+        );
+    }
+    drop_db(&source);
+}

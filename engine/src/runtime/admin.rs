@@ -423,6 +423,13 @@ mod tests {
         assert_eq!(status, 503, "starting: {body}");
         assert!(body.contains("\"starting\""), "{body}");
         routes.status.set_state(State::Running);
+        let (status, _, body) = get("/health/ready");
+        assert_eq!(status, 503, "the source not connected yet: {body}");
+        assert!(body.contains("\"source_connected\":false"), "{body}");
+        routes
+            .status
+            .fresh_connected()
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         assert_eq!(get("/health/ready").0, 200);
         let (status, content_type, body) = get("/pipelines/p");
         assert_eq!((status, content_type), (200, "application/json"));

@@ -206,7 +206,15 @@ mod tests {
         assert_eq!(j["last_error"]["message"], "boom");
         assert_eq!(j["restarts"], 1);
         s.set_state(State::Running);
+        let connected = s.fresh_connected();
+        assert!(!s.readiness().0, "running, the source not connected yet");
+        assert_eq!(s.json()["source_connected"], false);
+        connected.store(true, Ordering::Relaxed);
         assert!(s.readiness().0);
+        // A new generation's source has not connected yet.
+        let again = s.fresh_connected();
+        assert!(!s.readiness().0);
+        again.store(true, Ordering::Relaxed);
         s.sink_failing("kafka", "broker away".into());
         assert!(!s.readiness().0);
         assert_eq!(s.json()["failing_sinks"]["kafka"]["message"], "broker away");

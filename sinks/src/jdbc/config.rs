@@ -111,6 +111,7 @@ pub enum Dialect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub dialect: Dialect,
+    pub tls: super::tls::Tls,
     pub host: String,
     pub port: u16,
     pub database: String,
@@ -128,11 +129,12 @@ impl JdbcSinkConfig {
         .into_iter()
         .find_map(|(prefix, d, port)| Some((d, self.url.strip_prefix(prefix)?, port)))
         .ok_or_else(|| format!("`connection.url` `{}`: {form}", self.url))?;
-        // Driver parameters (`?sslmode=require`, `?useSSL=true`, …) are not applied: a URL
-        // asking for TLS must not connect without it.
-        if let Some((_, params)) = rest.split_once('?') {
-            return Err(format!("`connection.url` `{}`: its parameters (`{params}`) are not read (TLS and driver options to the target are not built); remove them", self.url));
-        }
+        // Driver parameters: the TLS ones are read, any other is refused.
+        let (rest, params) = match rest.split_once('?') {
+            Some((rest, params)) => (rest, Some(params)),
+            None => (rest, None),
+        };
+        let tls = super::tls::parse(dialect, params)?;
         let (authority, database) = rest
             .split_once('/')
             .ok_or_else(|| format!("`connection.url` `{}` names no database: {form}", self.url))?;
@@ -149,6 +151,7 @@ impl JdbcSinkConfig {
         }
         Ok(Target {
             dialect,
+            tls,
             host: host.to_owned(),
             port,
             database: database.to_owned(),
@@ -237,10 +240,10 @@ mod tests {
         let t = config("jdbc:postgresql://db.local:6543/shop")
             .target()
             .unwrap();
-        assert!(config("jdbc:mysql://h/d?useSSL=true")
+        assert!(config("jdbc:mysql://h/d?rewriteBatchedStatements=true")
             .target()
             .unwrap_err()
-            .contains("parameters (`useSSL=true`) are not read"));
+            .contains("`rewriteBatchedStatements` is not read"));
         assert_eq!(
             (t.host.as_str(), t.port, t.database.as_str()),
             ("db.local", 6543, "shop")

@@ -12,6 +12,7 @@ mod mysql;
 mod postgres;
 mod sql;
 mod table;
+mod tls;
 mod values;
 
 use std::collections::HashMap;

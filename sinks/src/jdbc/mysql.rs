@@ -12,6 +12,7 @@ use sluice_engine::ComponentError;
 use super::config::{Dialect, JdbcSinkConfig};
 use super::sql::Sql;
 use super::table::{column_key, evolve, parts, statement, Columns};
+use super::tls::{Tls, TlsMode};
 use super::Change;
 
 /// The session every connection runs in.
@@ -189,10 +190,22 @@ async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), St
         .pass(config.password.as_ref().map(|p| p.expose().to_owned()))
         .db_name(Some(target.database.clone()));
     let at = format!("{}:{}/{}", target.host, target.port, target.database);
-    let mut conn = mysql_async::Conn::new(opts).await.map_err(|e| match e {
+    let failed = |e: mysql_async::Error| {
+        match e {
         mysql_async::Error::Server(s) => format!("MySQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", s.message),
-        e => format!("cannot reach MySQL at {at} ({e}): check `connection.url`"),
-    })?;
+        e => format!("cannot reach MySQL at {at} ({e}): check `connection.url` (and its `sslMode`)"),
+    }
+    };
+    let tls = ssl_opts(&target.tls);
+    let mut conn = match mysql_async::Conn::new(opts.clone().ssl_opts(tls.clone())).await {
+        // `PREFERRED`: a server without TLS is read in plain.
+        Err(mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer))
+            if target.tls.mode == TlsMode::Prefer =>
+        {
+            mysql_async::Conn::new(opts).await.map_err(failed)?
+        }
+        other => other.map_err(failed)?,
+    };
     let setup = async {
         conn.query_drop(SESSION).await?;
         conn.query_first::<String, _>("SELECT VERSION()").await
@@ -206,6 +219,31 @@ async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), St
         row_alias: row_alias(&version),
     };
     Ok((conn, sql))
+}
+
+/// The TLS options `sslMode` asks for (`None`: none): `PREFERRED`, `REQUIRED`/`trust` encrypt
+/// without checking the server; `VERIFY_CA`/`verify-ca` check its chain against
+/// `serverSslCert`, not its name; `VERIFY_IDENTITY`/`verify-full` both (the built-in roots
+/// without `serverSslCert`).
+fn ssl_opts(tls: &Tls) -> Option<mysql_async::SslOpts> {
+    if tls.mode == TlsMode::Disable {
+        return None;
+    }
+    // mysql_async builds its TLS configuration with the process's default crypto provider,
+    // which the build cannot pick by itself (ring and aws-lc-rs are both linked): ring, as
+    // everywhere else in Sluice. Already installed: nothing to do.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let opts = mysql_async::SslOpts::default();
+    let roots = tls.root_cert.iter().map(|p| p.clone().into()).collect();
+    Some(match tls.mode {
+        TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => opts
+            .with_danger_accept_invalid_certs(true)
+            .with_danger_skip_domain_validation(true),
+        TlsMode::VerifyCa => opts
+            .with_root_certs(roots)
+            .with_danger_skip_domain_validation(true),
+        TlsMode::VerifyFull => opts.with_root_certs(roots),
+    })
 }
 
 /// Whether the server (its `VERSION()`) names the inserted row with an alias in upserts:

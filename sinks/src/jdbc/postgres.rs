@@ -6,9 +6,12 @@ use std::collections::HashMap;
 use sluice_engine::ComponentError;
 use tokio_postgres::types::{ToSql, Type};
 
+use sluice_engine::tls::{client_builder, Verify};
+
 use super::config::JdbcSinkConfig;
 use super::sql::Sql;
 use super::table::{evolve, parts, statement, Columns};
+use super::tls::{Tls, TlsMode};
 use super::Change;
 
 /// The connection and what it knows of the tables.
@@ -180,14 +183,78 @@ async fn connect(config: &JdbcSinkConfig) -> Result<tokio_postgres::Client, Stri
         pg.password(p.expose());
     }
     let at = format!("{}:{}/{}", target.host, target.port, target.database);
-    let (client, connection) = pg.connect(tokio_postgres::NoTls).await.map_err(|e| match e.as_db_error() {
+    let failed = |e: tokio_postgres::Error| {
+        match e.as_db_error() {
         Some(db) => format!("PostgreSQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", db.message()),
-        None => format!("cannot reach PostgreSQL at {at} ({e}): check `connection.url`"),
-    })?;
+        None => format!("cannot reach PostgreSQL at {at} ({}): check `connection.url` (and its `sslmode`)", with_causes(&e)),
+    }
+    };
+    use tokio_postgres::config::SslMode;
+    let client = match tls_config(&target.tls)? {
+        None => {
+            pg.ssl_mode(SslMode::Disable);
+            let (client, connection) = pg.connect(tokio_postgres::NoTls).await.map_err(failed)?;
+            spawn_connection(connection);
+            client
+        }
+        Some(tls) => {
+            let prefer = target.tls.mode == TlsMode::Prefer;
+            pg.ssl_mode(if prefer {
+                SslMode::Prefer
+            } else {
+                SslMode::Require
+            });
+            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
+            let (client, connection) = pg.connect(tls).await.map_err(failed)?;
+            spawn_connection(connection);
+            client
+        }
+    };
+    Ok(client)
+}
+
+/// An error's text followed by its causes' (a refused certificate is a cause).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// Runs a connection's task on the current runtime.
+fn spawn_connection<S, T>(connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "The jdbc sink's connection ended.");
         }
     });
-    Ok(client)
+}
+
+/// The rustls configuration `sslmode` asks for (`None`: no TLS): `prefer` and `require`
+/// encrypt without checking the server, `verify-ca` checks its chain against `sslrootcert`,
+/// `verify-full` its name too (against the system's roots without `sslrootcert`).
+fn tls_config(tls: &Tls) -> Result<Option<rustls::ClientConfig>, String> {
+    let roots = match &tls.root_cert {
+        Some(path) => Some(sluice_engine::tls::roots(path, "sslrootcert")?),
+        None => None,
+    };
+    let verify = match tls.mode {
+        TlsMode::Disable => return Ok(None),
+        TlsMode::Prefer | TlsMode::Require => Verify::Nothing,
+        TlsMode::VerifyCa => Verify::Chain,
+        TlsMode::VerifyFull if roots.is_none() => {
+            return crate::tls::client_config()
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+        TlsMode::VerifyFull => Verify::Full,
+    };
+    Ok(Some(client_builder(verify, roots)?.with_no_client_auth()))
 }

@@ -5,6 +5,7 @@
 #![allow(missing_docs)]
 
 pub mod broker;
+pub mod certs;
 pub mod db2;
 pub mod feed;
 pub mod mariadb;
