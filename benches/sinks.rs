@@ -443,16 +443,88 @@ fn bench_jdbc(dir: &Path) {
     pg::drop_db(&db);
 }
 
+/// The jdbc sink into MariaDB (upserts keyed by the record key into a table it creates) against
+/// a plain mysql_async loop of the same upserts (`ON DUPLICATE KEY UPDATE`, prepared, one
+/// transaction per 1024 rows) into a copy of the table.
+fn bench_jdbc_mariadb(dir: &Path) {
+    use mysql_async::prelude::Queryable;
+    use sluice_test_support::mariadb;
+    let db = mariadb::database("bench_jdbc_maria");
+    let port = mariadb::server().port;
+    let sink = format!(
+        "  - type: jdbc\n    connection.url: jdbc:mariadb://127.0.0.1:{port}/{db}\n    connection.username: root\n    insert.mode: upsert\n    primary.key.mode: record_key\n    schema.evolution: basic\n"
+    );
+    let table = "jmthr_public_customers";
+    let count = || {
+        let exists = mariadb::sql(&db, &format!("SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{table}'"));
+        match exists.trim() {
+            "1" => mariadb::sql(&db, &format!("SELECT count(*) FROM {table}"))
+                .trim()
+                .parse()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    };
+    let sink_rate = throughput(dir, "jmthr", &sink, count);
+    let plain = runtime().block_on(async {
+        let opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .user(Some("root"))
+            .db_name(Some(db.clone()));
+        let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+        conn.query_drop(format!("CREATE TABLE plain LIKE {table}"))
+            .await
+            .unwrap();
+        let columns: Vec<String> = conn
+            .query(format!("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION"))
+            .await
+            .unwrap();
+        let rows: Vec<mysql_async::Row> = conn
+            .query(format!("SELECT * FROM {table}"))
+            .await
+            .unwrap();
+        let names: Vec<String> = columns.iter().map(|c| format!("`{c}`")).collect();
+        let marks = vec!["?"; names.len()].join(",");
+        let set: Vec<String> = (names.iter().skip(1))
+            .map(|n| format!("{n}=VALUES({n})"))
+            .collect();
+        let sql = format!(
+            "INSERT INTO plain ({}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {}",
+            names.join(","),
+            set.join(",")
+        );
+        let t0 = Instant::now();
+        for chunk in rows.chunks(1024) {
+            let mut tx = conn
+                .start_transaction(mysql_async::TxOpts::default())
+                .await
+                .unwrap();
+            for row in chunk {
+                let values = mysql_async::Params::Positional(row.clone().unwrap());
+                tx.exec_drop(&sql, values).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+        }
+        rows.len() as f64 / t0.elapsed().as_secs_f64()
+    });
+    println!(
+        "{:<10} sink {:>9.0} events/s  {:>4} MiB   plain loop {:>9.0} rows/s   ratio {:.2}   (MariaDB upserts keyed by id, one transaction per batch)",
+        "jdbc-maria", sink_rate.0, sink_rate.1, plain, sink_rate.0 / plain
+    );
+}
+
 fn main() {
     let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let dir = tempfile::tempdir().unwrap();
     println!("sluice: {}", sluice().display());
     type Bench = fn(&Path);
-    let benches: [(&str, Bench); 4] = [
+    let benches: [(&str, Bench); 5] = [
         ("redis", bench_redis),
         ("nats", bench_nats),
         ("rabbitmq", bench_rabbitmq),
         ("jdbc", bench_jdbc),
+        ("jdbc-maria", bench_jdbc_mariadb),
     ];
     for (name, bench) in benches {
         if only.as_deref().is_none_or(|o| o == name) {
