@@ -440,6 +440,17 @@ fn missing_asn_capture_and_unregistered_tables_are_one_clear_line() {
     );
 }
 
+/// The (commit, intent) LSNs of `CUSTOMERS`'s change-data rows, printed, in order.
+fn cd_rows(db: &Db2) -> Vec<(String, String)> {
+    db.sql("SELECT encode(ibmsnap_commitseq, 'hex') || '|' || encode(ibmsnap_intentseq, 'hex') FROM \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ORDER BY 1")
+        .lines()
+        .map(|l| {
+            let (c, i) = l.split_once('|').unwrap();
+            (printed(c), printed(i))
+        })
+        .collect()
+}
+
 /// Writes `position` as the pipeline's committed offset in `dir/data`.
 fn store_offset(dir: &Path, position: &str) {
     std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -456,14 +467,7 @@ fn a_restart_inside_a_transaction_delivers_exactly_the_rest() {
     db.sql(&format!("BEGIN; INSERT INTO {t} VALUES (1, 'a'); INSERT INTO {t} VALUES (2, 'b'); INSERT INTO {t} VALUES (3, 'c'); COMMIT"));
     db.sql(&format!("BEGIN; UPDATE {t} SET \"NAME\" = 'A' WHERE \"ID\" = 1; INSERT INTO {t} VALUES (4, 'd'); COMMIT"));
     // The change rows: (commit, intent) of each, in order.
-    let rows: Vec<(String, String)> = db
-        .sql("SELECT encode(ibmsnap_commitseq, 'hex') || '|' || encode(ibmsnap_intentseq, 'hex') FROM \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ORDER BY 1")
-        .lines()
-        .map(|l| {
-            let (c, i) = l.split_once('|').unwrap();
-            (printed(c), printed(i))
-        })
-        .collect();
+    let rows: Vec<(String, String)> = cd_rows(&db);
     assert_eq!(rows.len(), 6, "3 inserts, an update's two rows, an insert");
     let ids = |dir: &Path| -> Vec<(String, i64)> {
         payloads(dir)
@@ -519,14 +523,7 @@ fn transaction_metadata_goes_on_across_a_restart_inside_a_transaction() {
     let t = "\"DB2INST1\".\"CUSTOMERS\"";
     db.sql(&format!("BEGIN; INSERT INTO {t} VALUES (1, 'a'); INSERT INTO {t} VALUES (2, 'b'); INSERT INTO {t} VALUES (3, 'c'); COMMIT"));
     db.sql(&format!("BEGIN; INSERT INTO {t} VALUES (4, 'd'); COMMIT"));
-    let rows: Vec<(String, String)> = db
-        .sql("SELECT encode(ibmsnap_commitseq, 'hex') || '|' || encode(ibmsnap_intentseq, 'hex') FROM \"ASNCDC\".\"CDC_DB2INST1_CUSTOMERS\" ORDER BY 1")
-        .lines()
-        .map(|l| {
-            let (c, i) = l.split_once('|').unwrap();
-            (printed(c), printed(i))
-        })
-        .collect();
+    let rows: Vec<(String, String)> = cd_rows(&db);
     assert_eq!(rows.len(), 4);
     let stored = |(commit, change): &(String, String), total: u64| {
         serde_json::json!({"commit_lsn": commit, "change_lsn": change, "event_serial_no": 1, "snapshot_completed": true,

@@ -3,21 +3,13 @@
 //! TLS (`REQUIRE SSL`) snapshots and streams with every mode that encrypts, and each wrong
 //! setup is one line.
 
-use sluice_test_support::certs::{ca, server_certificate};
-
 use super::*;
 
 #[test]
 fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
     let certs = tempfile::tempdir().unwrap();
     let c = certs.path();
-    ca(c, "ca");
-    ca(c, "other");
-    server_certificate(c, "ca");
-    let server = mariadb::Restartable::start_with(&format!(
-        "--ssl-ca={d}/ca.pem --ssl-cert={d}/server.pem --ssl-key={d}/server.key",
-        d = c.display()
-    ));
+    let server = mariadb::Restartable::start_tls(c);
     server.sql(
         "",
         "CREATE DATABASE tls_db; CREATE TABLE tls_db.t (id INT PRIMARY KEY, v VARCHAR(10));\

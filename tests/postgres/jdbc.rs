@@ -14,11 +14,12 @@ fn setup(db: &str) {
         INSERT INTO customers SELECT g, 'name ' || g, g * 1.25, date '2000-01-01' + g, timestamptz '2024-03-01 10:00:00.123456+00' + g * interval '1 hour', jsonb_build_object('n', g), md5(g::text)::uuid, ARRAY['a' || g, 'b\"q'] FROM generate_series(1, 50) g;");
 }
 
-/// A pipeline from `source` into `target` (`more` jdbc lines).
-fn jdbc_pipeline(
+/// A pipeline from `source`'s customers into the jdbc sink at `url` as `user` (`more` jdbc
+/// lines).
+pub(super) fn pipeline_into(
     dir: &std::path::Path,
     source: &str,
-    target: &str,
+    (url, user): (&str, &str),
     more: &str,
 ) -> std::path::PathBuf {
     let file = pipeline(
@@ -29,15 +30,24 @@ fn jdbc_pipeline(
     );
     let mut yaml = std::fs::read_to_string(&file).unwrap();
     yaml.push_str(&format!(
-        "  - name: db\n    type: jdbc\n    connection.url: jdbc:postgresql://{}:{}/{target}\n    connection.username: postgres\n{more}",
-        host(),
-        port()
+        "  - name: db\n    type: jdbc\n    connection.url: {url}\n    connection.username: {user}\n{more}"
     ));
     std::fs::write(&file, yaml).unwrap();
     file
 }
 
-const UPSERT: &str = "    insert.mode: upsert\n    primary.key.mode: record_key\n    delete.enabled: true\n    schema.evolution: basic\n";
+/// A pipeline from `source` into the PostgreSQL database `target` (`more` jdbc lines).
+fn jdbc_pipeline(
+    dir: &std::path::Path,
+    source: &str,
+    target: &str,
+    more: &str,
+) -> std::path::PathBuf {
+    let url = format!("jdbc:postgresql://{}:{}/{target}", host(), port());
+    pipeline_into(dir, source, (&url, "postgres"), more)
+}
+
+pub(super) const UPSERT: &str = "    insert.mode: upsert\n    primary.key.mode: record_key\n    delete.enabled: true\n    schema.evolution: basic\n";
 
 fn rows(db: &str, table: &str, columns: &str) -> String {
     psql(db, &format!("SELECT {columns} FROM {table} ORDER BY id"))
@@ -298,16 +308,10 @@ fn sslmode_in_the_url_encrypts_the_targets_connection_or_refuses_an_unknown_serv
         certs.path().join("stranger.pem").display()
     );
     let file = jdbc_pipeline(dir.path(), &source, &url_target, UPSERT);
-    let o = std::process::Command::new(sluice())
-        .arg("run")
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
+    let line = run_expecting_failure(&file);
     assert!(
-        stderr.contains("sink `db`") && stderr.contains("certificate"),
-        "{stderr}"
+        line.contains("sink `db`") && line.contains("certificate"),
+        "{line}"
     );
     drop_db(&source);
     drop_db(&target);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use sluice_test_support::mariadb;
 
 use super::common::*;
+use super::jdbc::{pipeline_into, UPSERT};
 
 fn setup(db: &str) {
     psql(db, "CREATE TABLE customers (id int PRIMARY KEY, name text, score numeric(10,2), born date, updated timestamptz, doc jsonb, uid uuid, flag boolean, raw bytea, big bigint);\
@@ -23,22 +24,12 @@ fn pipeline_to(
     target: &str,
     more: &str,
 ) -> std::path::PathBuf {
-    let file = pipeline(
-        dir,
-        source,
-        "  table.include.list: public.customers\n",
-        true,
-    );
-    let mut yaml = std::fs::read_to_string(&file).unwrap();
-    yaml.push_str(&format!(
-        "  - name: db\n    type: jdbc\n    connection.url: jdbc:mariadb://127.0.0.1:{}/{target}\n    connection.username: root\n{more}",
+    let url = format!(
+        "jdbc:mariadb://127.0.0.1:{}/{target}",
         mariadb::server().port
-    ));
-    std::fs::write(&file, yaml).unwrap();
-    file
+    );
+    pipeline_into(dir, source, (&url, "root"), more)
 }
-
-const UPSERT: &str = "    insert.mode: upsert\n    primary.key.mode: record_key\n    delete.enabled: true\n    schema.evolution: basic\n";
 
 /// The source's rows, one line each, as the target should hold them (times in UTC, booleans
 /// as 1/0, bytes in hex).
@@ -172,16 +163,9 @@ fn a_value_mariadb_cannot_hold_stops_the_pipeline_or_is_left_out_with_a_warning(
 /// the start with one line.
 #[test]
 fn sslmode_in_the_url_reaches_a_mariadb_that_requires_tls() {
-    use sluice_test_support::certs::{ca, server_certificate};
     let certs = tempfile::tempdir().unwrap();
     let c = certs.path();
-    ca(c, "ca");
-    ca(c, "other");
-    server_certificate(c, "ca");
-    let server = mariadb::Restartable::start_with(&format!(
-        "--ssl-ca={d}/ca.pem --ssl-cert={d}/server.pem --ssl-key={d}/server.key",
-        d = c.display()
-    ));
+    let server = mariadb::Restartable::start_tls(c);
     server.sql(
         "",
         "CREATE DATABASE jdbc_tls; CREATE USER 'tls'@'%' IDENTIFIED BY 'pw' REQUIRE SSL; GRANT ALL ON *.* TO 'tls'@'%'",
@@ -190,18 +174,9 @@ fn sslmode_in_the_url_reaches_a_mariadb_that_requires_tls() {
     setup(&source);
     let run = |params: &str| -> std::process::Output {
         let dir = tempfile::tempdir().unwrap();
-        let file = pipeline(
-            dir.path(),
-            &source,
-            "  table.include.list: public.customers\n",
-            true,
-        );
-        let mut yaml = std::fs::read_to_string(&file).unwrap();
-        yaml.push_str(&format!(
-            "  - name: db\n    type: jdbc\n    connection.url: jdbc:mariadb://127.0.0.1:{}/jdbc_tls{params}\n    connection.username: tls\n    connection.password: pw\n{UPSERT}",
-            server.port
-        ));
-        std::fs::write(&file, yaml).unwrap();
+        let url = format!("jdbc:mariadb://127.0.0.1:{}/jdbc_tls{params}", server.port);
+        let more = format!("    connection.password: pw\n{UPSERT}");
+        let file = pipeline_into(dir.path(), &source, (&url, "tls"), &more);
         let o = std::process::Command::new(sluice())
             .args(["run", "--stop-when-idle", "2s"])
             .arg(&file)

@@ -4,6 +4,7 @@
 //! record, a value record (`None` for a tombstone), headers, and the source [`Position`] from
 //! which a restarted source resumes *after* this event. Schemas are `Arc`-shared per table.
 
+pub mod calendar;
 mod cut;
 mod envelope;
 mod schema;

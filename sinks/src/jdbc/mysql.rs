@@ -27,20 +27,11 @@ pub(super) struct MySql {
 }
 
 /// Why applying failed.
-enum Failure {
-    Db(mysql_async::Error),
-    Plain(String),
-}
+type Failure = super::table::Failure<mysql_async::Error>;
 
 impl From<mysql_async::Error> for Failure {
     fn from(e: mysql_async::Error) -> Self {
         Failure::Db(e)
-    }
-}
-
-impl From<String> for Failure {
-    fn from(e: String) -> Self {
-        Failure::Plain(e)
     }
 }
 

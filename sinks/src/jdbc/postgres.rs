@@ -23,20 +23,11 @@ pub(super) struct Postgres {
 }
 
 /// Why applying failed.
-enum Failure {
-    Db(tokio_postgres::Error),
-    Plain(String),
-}
+type Failure = super::table::Failure<tokio_postgres::Error>;
 
 impl From<tokio_postgres::Error> for Failure {
     fn from(e: tokio_postgres::Error) -> Self {
         Failure::Db(e)
-    }
-}
-
-impl From<String> for Failure {
-    fn from(e: String) -> Self {
-        Failure::Plain(e)
     }
 }
 

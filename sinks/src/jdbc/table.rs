@@ -9,6 +9,18 @@ use super::config::{Dialect, Evolution, InsertMode, JdbcSinkConfig};
 use super::sql::{Column, Sql};
 use super::{values, Cell, Change};
 
+/// Why applying a batch failed: the database's error `E`, or what this sink found wrong.
+pub(super) enum Failure<E> {
+    Db(E),
+    Plain(String),
+}
+
+impl<E> From<String> for Failure<E> {
+    fn from(e: String) -> Self {
+        Failure::Plain(e)
+    }
+}
+
 /// A table's columns and their types, by name as [`column_key`] spells it.
 pub(super) type Columns = HashMap<String, String>;
 

@@ -159,17 +159,10 @@ impl Kind {
 /// Nanoseconds since the epoch as the timestamp text Db2 reads (`2024-01-02 03:04:05.123456`,
 /// to the microsecond).
 pub(crate) fn timestamp_text(nanos: i64) -> String {
+    use sluice_engine::event::calendar::{clock_text, date_text};
     let days = nanos.div_euclid(86_400_000_000_000);
-    let in_day = nanos.rem_euclid(86_400_000_000_000) / 1000;
-    let (y, m, d) = temporal::civil_from_days(days);
-    let secs = in_day / 1_000_000;
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        in_day % 1_000_000
-    )
+    let in_day = nanos.rem_euclid(86_400_000_000_000);
+    format!("{} {}", date_text(days), clock_text(in_day, 6))
 }
 
 /// A timestamp's text (`YYYY-MM-DD HH:MM:SS[.f…]`, or Db2's `YYYY-MM-DD-HH.MM.SS[.f…]`) as

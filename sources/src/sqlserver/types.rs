@@ -185,15 +185,7 @@ impl Kind {
                 timestamp(days, minutes * 60_000_000_000, p, modes)?
             }
             (Kind::Zoned(_), ColumnData::DateTimeOffset(Some(dto))) => {
-                // Sent in UTC with the offset beside it: the local time is UTC + offset.
-                let (days, nanos) = datetime2_parts(&dto.datetime2());
-                let offset = i64::from(dto.offset());
-                let utc = i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos);
-                let local = utc + i128::from(offset) * 60_000_000_000;
-                let days = i64::try_from(local.div_euclid(i128::from(NANOS_PER_DAY)))
-                    .map_err(|_| unexpected())?;
-                let nanos = i64::try_from(local.rem_euclid(i128::from(NANOS_PER_DAY)))
-                    .map_err(|_| unexpected())?;
+                let (days, nanos, offset) = local_parts(dto).ok_or_else(unexpected)?;
                 Value::from(zoned_text(days, nanos, offset))
             }
             _ => return Err(unexpected()),
@@ -395,13 +387,7 @@ pub(crate) fn key_text(data: &ColumnData<'_>) -> Option<String> {
             format!("{}T{}", day_text(days), clock_text(nanos, 0))
         }
         ColumnData::DateTimeOffset(Some(dto)) => {
-            let (days, nanos) = datetime2_parts(&dto.datetime2());
-            let offset = i64::from(dto.offset());
-            let local = i128::from(days) * i128::from(NANOS_PER_DAY)
-                + i128::from(nanos)
-                + i128::from(offset) * 60_000_000_000;
-            let days = i64::try_from(local.div_euclid(i128::from(NANOS_PER_DAY))).ok()?;
-            let nanos = i64::try_from(local.rem_euclid(i128::from(NANOS_PER_DAY))).ok()?;
+            let (days, nanos, offset) = local_parts(dto)?;
             let scale = dto.datetime2().time().scale();
             let sign = if offset < 0 { '-' } else { '+' };
             let o = offset.abs();
@@ -417,22 +403,24 @@ pub(crate) fn key_text(data: &ColumnData<'_>) -> Option<String> {
     })
 }
 
-/// `2024-01-02` of days since the epoch.
-fn day_text(days: i64) -> String {
-    let (y, m, d) = sluice_kit::values::temporal::civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
+/// A `datetimeoffset` as its local time (sent in UTC with the offset beside it: UTC + offset):
+/// days since the epoch, nanoseconds into the day, the offset in minutes.
+fn local_parts(dto: &tiberius::time::DateTimeOffset) -> Option<(i64, i64, i64)> {
+    let (days, nanos) = datetime2_parts(&dto.datetime2());
+    let offset = i64::from(dto.offset());
+    let utc = i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos);
+    let local = utc + i128::from(offset) * 60_000_000_000;
+    let days = i64::try_from(local.div_euclid(i128::from(NANOS_PER_DAY))).ok()?;
+    let nanos = i64::try_from(local.rem_euclid(i128::from(NANOS_PER_DAY))).ok()?;
+    Some((days, nanos, offset))
 }
 
-/// `03:04:05.1230000` of nanoseconds into the day, with `scale` fraction digits.
+fn day_text(days: i64) -> String {
+    sluice_engine::event::calendar::date_text(days)
+}
+
 fn clock_text(nanos: i64, scale: u8) -> String {
-    let secs = nanos / 1_000_000_000;
-    let mut out = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-    if scale > 0 {
-        let digits = usize::from(scale.min(9));
-        let frac = nanos % 1_000_000_000 / 10i64.pow(9 - u32::from(scale.min(9)));
-        out.push_str(&format!(".{frac:0digits$}"));
-    }
-    out
+    sluice_engine::event::calendar::clock_text(nanos, u32::from(scale))
 }
 
 /// `value` scaled down by `scale` decimal places, as text.

@@ -180,6 +180,19 @@ impl Restartable {
         }
     }
 
+    /// Installs and starts it with TLS: in `certs`, a CA (`ca.pem`), another one the server
+    /// does not know (`other.pem`), and the server's certificate for 127.0.0.1 that `ca` signs.
+    pub fn start_tls(certs: &std::path::Path) -> Restartable {
+        use crate::certs::{ca, server_certificate};
+        ca(certs, "ca");
+        ca(certs, "other");
+        server_certificate(certs, "ca");
+        Self::start_with(&format!(
+            "--ssl-ca={d}/ca.pem --ssl-cert={d}/server.pem --ssl-key={d}/server.key",
+            d = certs.display()
+        ))
+    }
+
     /// Stops it (a clean shutdown) and waits until it is gone.
     pub fn stop(&mut self) {
         let pid = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
