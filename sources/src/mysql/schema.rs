@@ -233,6 +233,13 @@ impl MysqlSource {
             let Some(events) = &schemas.events else {
                 continue;
             };
+            // With the history narrowed to the captured databases (or tables), as Debezium's
+            // `acceptableDatabase`: no event for another database's statement.
+            let narrowed = config.common.history.only_captured_databases
+                || config.common.history.only_captured_tables;
+            if narrowed && !a.database.is_empty() && !config.selects_database(&a.database) {
+                continue;
+            }
             let change = SchemaChange {
                 database: &a.database,
                 schema: None,
