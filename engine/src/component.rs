@@ -142,6 +142,8 @@ pub struct SourceContext {
     shutdown_tx: Arc<watch::Sender<bool>>,
     committed: watch::Receiver<Option<Position>>,
     signals: Option<crate::runtime::admin::SignalQueue>,
+    /// The partitions' positions of a source that reads several ([`Self::partition_by`]).
+    partitions: Option<crate::partitions::Partitions>,
 }
 
 impl std::fmt::Debug for SourceContext {
@@ -200,6 +202,7 @@ impl SourceContext {
             shutdown_tx: w.shutdown_tx,
             committed: w.committed,
             signals: w.signals,
+            partitions: None,
         }
     }
 
@@ -227,9 +230,34 @@ impl SourceContext {
         &self.data_dir
     }
 
-    /// The committed position to resume after, if any.
+    /// The committed position to resume after, if any (of the selected partition, when the
+    /// source has several).
     pub fn resume_from(&self) -> Option<&Position> {
-        self.resume_from.as_ref()
+        match &self.partitions {
+            Some(p) => p.stored(),
+            None => self.resume_from.as_ref(),
+        }
+    }
+
+    /// The source reads the partitions `names` (a SQL Server source's databases), each with
+    /// its own position: from here on [`Self::resume_from`] is the selected partition's, and
+    /// each batch emitted carries the selected partition's position, committed as the latest
+    /// position of every partition. `Err`: the committed position cannot be split (written by
+    /// a source that read one partition, with several listed now).
+    pub fn partition_by(
+        &mut self,
+        names: &[String],
+    ) -> Result<(), crate::partitions::PartitionError> {
+        let committed = self.resume_from.as_ref();
+        self.partitions = Some(crate::partitions::Partitions::new(names, committed)?);
+        Ok(())
+    }
+
+    /// Emits and resumes for partition `i` (of [`Self::partition_by`]'s names) from here on.
+    pub fn select_partition(&mut self, i: usize) {
+        if let Some(p) = &mut self.partitions {
+            p.select(i);
+        }
     }
 
     /// Queue and batch limits (sources batch up to `max_batch_size` events).
@@ -290,7 +318,10 @@ impl SourceContext {
                 }
             }
         }
-        let position = batch.resume_position().cloned();
+        let mut position = batch.resume_position().cloned();
+        if let Some(partitions) = &mut self.partitions {
+            position = position.map(|p| partitions.reached(p));
+        }
         if batch.events.is_empty() && position.is_none() {
             return Ok(());
         }

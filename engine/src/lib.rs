@@ -18,6 +18,7 @@ pub mod error;
 pub mod event;
 pub mod metrics;
 pub mod offsets;
+pub mod partitions;
 pub mod queue;
 pub mod registry;
 pub mod runtime;

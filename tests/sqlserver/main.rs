@@ -12,6 +12,7 @@ use serde_json::Value as Json;
 use sluice_test_support::pg::{lines, start, wait_for};
 use sluice_test_support::sqlserver::{SqlServer, PASSWORD, USER};
 
+mod databases;
 mod emulator;
 mod faults;
 mod incremental;

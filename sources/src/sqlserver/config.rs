@@ -27,8 +27,8 @@ pub struct SqlServerConfig {
     /// A file holding the password (first line).
     #[serde(rename = "database.password.file", default)]
     pub password_file: Option<std::path::PathBuf>,
-    /// The database to capture (Debezium's `database.names`, one name; several databases
-    /// per source are not built).
+    /// The databases to capture (Debezium's `database.names`, separated by commas; each
+    /// database's own copy of the configuration holds its one name).
     #[serde(rename = "database.names", alias = "database.dbname")]
     pub database: String,
     /// `database.encrypt`: TLS to the server (the driver's `encrypt`; the TDS pre-login
@@ -173,13 +173,32 @@ impl SqlServerConfig {
             .selects_table(schema, &format!("{schema}.{table}"))
     }
 
-    /// Whether `schema.table` is the signaling table the `source` channel reads
-    /// (`signal.data.collection`, `<database>.<schema>.<table>`).
+    /// Whether `schema.table` of this database is the signaling table the `source` channel
+    /// reads (`signal.data.collection`: `<database>.<schema>.<table>`, or several separated by
+    /// commas, one per database, as Debezium takes them; without the database, the table of
+    /// that name in each database read).
     pub fn is_signal_table(&self, schema: &str, table: &str) -> bool {
+        let Some(named) = self.common.signal_data_collection.as_deref() else {
+            return false;
+        };
+        let same = |a: &str, b: &str| a.trim().eq_ignore_ascii_case(b);
         self.common.signal_channel("source")
-            && self.common.signal_table("dbo").is_some_and(|(s, t)| {
-                s.eq_ignore_ascii_case(schema) && t.eq_ignore_ascii_case(table)
-            })
+            && named
+                .split(',')
+                .any(|one| match one.split('.').collect::<Vec<_>>().as_slice() {
+                    [db, s, t] => same(db, &self.database) && same(s, schema) && same(t, table),
+                    [s, t] => same(s, schema) && same(t, table),
+                    [t] => same("dbo", schema) && same(t, table),
+                    _ => false,
+                })
+    }
+
+    /// The databases of `database.names`, in the order listed.
+    pub fn database_names(&self) -> Vec<String> {
+        self.database
+            .split(',')
+            .map(|n| n.trim().to_owned())
+            .collect()
     }
 }
 
@@ -232,11 +251,20 @@ impl DatabaseSource for SqlServerConfig {
         if self.password.is_some() && self.password_file.is_some() {
             return Err("give `database.password` or `database.password.file`, not both".into());
         }
-        if self.database.contains(',') {
+        let names = self.database_names();
+        if names.iter().any(String::is_empty) {
             return Err(format!(
-                "`database.names: {}`: one database per source is built; make one pipeline per database",
+                "`database.names: {}`: a database name is empty; list the databases separated by commas",
                 self.database
             ));
+        }
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                return Err(format!(
+                    "`database.names: {}`: the database `{name}` is listed twice",
+                    self.database
+                ));
+            }
         }
         Ok(())
     }
@@ -247,5 +275,43 @@ sluice_engine::impl_component!(
     Source,
     "sqlserver",
     read = sluice_kit::config::read,
-    build = |c, ctx| super::SqlServerSource::new(c.clone(), ctx)?
+    build = |c, ctx| super::SqlServer::new(c.clone(), ctx)?
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(names: &str, signal: Option<&str>) -> SqlServerConfig {
+        let mut c: SqlServerConfig = serde_json::from_value(serde_json::json!({
+            "database.hostname": "h", "database.user": "u", "database.names": names,
+        }))
+        .unwrap();
+        c.common.signal_data_collection = signal.map(str::to_owned);
+        c
+    }
+
+    #[test]
+    fn several_databases_are_listed_once_each() {
+        assert_eq!(config(" a, B ", None).database_names(), ["a", "B"]);
+        assert_eq!(config("a,B", None).check(), Ok(()));
+        let twice = config("a, b, A", None).check().unwrap_err();
+        assert!(
+            twice.contains("the database `A` is listed twice"),
+            "{twice}"
+        );
+        let empty = config("a,,b", None).check().unwrap_err();
+        assert!(empty.contains("a database name is empty"), "{empty}");
+    }
+
+    #[test]
+    fn the_signaling_table_is_the_named_databases() {
+        let mut c = config("a,b", Some("b.dbo.sig, a.dbo.other"));
+        c.database = "a".into();
+        assert!(c.is_signal_table("dbo", "other") && !c.is_signal_table("dbo", "sig"));
+        c.database = "B".into();
+        assert!(c.is_signal_table("DBO", "SIG") && !c.is_signal_table("dbo", "other"));
+        let c = config("a", Some("dbo.sig"));
+        assert!(c.is_signal_table("dbo", "sig"));
+    }
+}

@@ -7,6 +7,7 @@
 mod changes;
 mod config;
 mod connection;
+mod databases;
 mod error;
 mod incremental;
 mod lsn;
@@ -17,16 +18,15 @@ mod types;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use sluice_engine::event::{source_block_builder, SourceTimestamps};
 use sluice_engine::{
-    BuildContext, ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, Source,
-    SourceContext, Struct, Value,
+    ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, SourceContext, Struct, Value,
 };
 use sluice_kit::position::Resume;
 use tiberius::ColumnData;
 
 pub use config::SqlServerConfig;
+pub use databases::SqlServer;
 use error::SqlServerError;
 use lsn::{Lsn, SqlServerOffset};
 use tables::Table;
@@ -35,7 +35,7 @@ use types::Modes;
 /// A committed position, with a running incremental snapshot's progress.
 type Offset = Resume<SqlServerOffset, incremental::Progress>;
 
-/// The `sqlserver` source.
+/// One database of the `sqlserver` source ([`SqlServer`] reads them all).
 pub struct SqlServerSource {
     config: SqlServerConfig,
     source_schema: Arc<Schema>,
@@ -45,10 +45,8 @@ pub struct SqlServerSource {
     constants: (Arc<str>, Arc<str>, Arc<str>, Arc<str>),
     /// Schema change events (`include.schema.changes`, on by default as in Debezium).
     schema_events: Option<sluice_kit::records::schema_change::SchemaChangeEvents>,
-    /// The pipeline's data directory (the schema history file's default place).
-    data_dir: std::path::PathBuf,
-    /// The schema history, opened when the source runs.
-    history: Option<sluice_kit::change_tables::history::TableHistory>,
+    /// The schema history (one for all the databases), opened when the source runs.
+    history: Option<Arc<sluice_kit::change_tables::history::TableHistory>>,
 }
 
 /// What an event's `source` block says beyond the table.
@@ -61,10 +59,7 @@ struct At {
 }
 
 impl SqlServerSource {
-    pub(crate) fn new(
-        config: SqlServerConfig,
-        ctx: &BuildContext<'_>,
-    ) -> Result<Self, ComponentError> {
+    pub(crate) fn new(config: SqlServerConfig) -> Result<Self, ComponentError> {
         let string = |optional| Schema::primitive(SchemaType::String, optional);
         let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
         let source_schema = source_block_builder("io.debezium.connector.sqlserver.Source")
@@ -97,7 +92,6 @@ impl SqlServerSource {
             )
         });
         Ok(SqlServerSource {
-            data_dir: ctx.data_dir.to_path_buf(),
             history: None,
             schema_events,
             config,
@@ -211,27 +205,25 @@ impl SqlServerSource {
     }
 }
 
-#[async_trait]
-impl Source for SqlServerSource {
-    async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        let span = tracing::info_span!("sqlserver", host = %self.config.hostname, port = self.config.port, database = %self.config.database);
-        let _guard = span.enter();
+/// Where a database's stream goes on from once its snapshot mode was carried out: the
+/// position and the running incremental snapshot's progress.
+pub(crate) type StreamFrom = (SqlServerOffset, Option<incremental::Progress>);
+
+impl SqlServerSource {
+    /// Carries out the snapshot mode for the database from its stored position (the selected
+    /// partition's): a snapshot, the schema only, or nothing; where the stream goes on from.
+    async fn start(
+        &self,
+        conn: &mut connection::Conn,
+        ctx: &mut SourceContext,
+    ) -> Result<Option<StreamFrom>, SqlServerError> {
         let resume: Option<Offset> = ctx
             .resume_from()
             .map(|p| Offset::parse(p, "sqlserver"))
             .transpose()
-            .map_err(ComponentError::fatal)?;
-        let history = sluice_kit::change_tables::history::TableHistory::open(
-            &self.config.common,
-            &self.data_dir,
-            "sqlserver-schema-history.jsonl",
-        );
-        self.history = Some(history.await.map_err(SqlServerError::from)?);
-        let mut conn = connection::connect(&self.config).await?;
-        self.check_cdc(&mut conn).await?;
-        ctx.connected();
+            .map_err(SqlServerError::Setup)?;
         let lost = match &resume {
-            Some(r) => self.lost(&mut conn, r.at.commit_lsn).await?,
+            Some(r) => self.lost(conn, r.at.commit_lsn).await?,
             None => None,
         };
         let stored = sluice_kit::snapshot::Stored {
@@ -244,40 +236,31 @@ impl Source for SqlServerSource {
             .config
             .common
             .plan("sqlserver", true, stored, lost.as_deref().unwrap_or(""))
-            .map_err(ComponentError::fatal)?
+            .map_err(SqlServerError::Setup)?
         else {
-            return Ok(());
+            return Ok(None);
         };
         // A new snapshot (`when_needed` after a cleanup): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
         let progress = resume.as_ref().and_then(|r| r.incremental.clone());
         let from = if plan.data {
-            match self.snapshot(&mut conn, ctx).await {
-                Err(SqlServerError::Stopped) => return Ok(()),
-                done => done?,
-            }
+            self.snapshot(conn, ctx).await?
         } else {
             match resume {
                 Some(r) => {
                     // `recovery`: the schema history written again from the current tables.
                     if plan.schema {
-                        self.rebuild_history(&mut conn, &r.at).await?;
+                        self.rebuild_history(conn, &r.at).await?;
                     }
                     r.at
                 }
-                None => match self.start_without_data(&mut conn, plan.schema, ctx).await? {
+                None => match self.start_without_data(conn, plan.schema, ctx).await? {
                     Some(at) => at,
-                    None => return Ok(()),
+                    None => return Err(SqlServerError::Stopped),
                 },
             }
         };
-        if !plan.stream || ctx.is_stopping() {
-            return Ok(());
-        }
-        match self.stream(&mut conn, (from, progress), ctx).await {
-            Err(SqlServerError::Stopped) => Ok(()),
-            done => Ok(done?),
-        }
+        Ok(plan.stream.then_some((from, progress)))
     }
 }
 

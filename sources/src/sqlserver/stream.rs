@@ -35,39 +35,86 @@ type Out = TxOut<Lsn>;
 /// position carries.
 type Numbered<'p> = (i64, Option<&'p RawValue>);
 
+/// A database's stream between two polls.
+pub(super) struct Streaming {
+    inc: Incremental<Lsn>,
+    q: Statements,
+    /// The last commit LSN read up to.
+    last_commit: Lsn,
+    /// Whether the next poll starts after `last_commit` (not inside its transaction).
+    increase: bool,
+    cursor: Cursor,
+    /// A transaction the stored position is inside: its metadata goes on in the first poll
+    /// (the position keeps its counts until then).
+    resumed_tx: Option<sluice_kit::records::transaction::TxState>,
+    /// The position everything delivered is at.
+    position: sluice_engine::Position,
+    heartbeats: Option<sluice_kit::records::heartbeat::Heartbeats>,
+    last_beat: std::time::Instant,
+    /// Whether SQL Server Agent was asked about (once, when nothing was captured).
+    agent_checked: bool,
+    /// The tables as of the last poll.
+    current: Vec<Table>,
+    /// The captured tables (their ids) the stream knows: a table entering or leaving capture
+    /// mode is announced.
+    known: std::collections::BTreeSet<String>,
+}
+
+impl Streaming {
+    /// The incremental snapshot's state (signals routed to this database act on it).
+    pub(super) fn incremental(&mut self) -> &mut Incremental<Lsn> {
+        &mut self.inc
+    }
+
+    /// The captured tables a signal may select (`schema.table`).
+    pub(super) fn captured(&self) -> Vec<String> {
+        captured_names(&self.current)
+    }
+}
+
 impl SqlServerSource {
     /// Streams from `from` until the pipeline stops.
     pub(super) async fn stream(
         &self,
         conn: &mut Conn,
-        (from, progress): (SqlServerOffset, Option<Progress>),
+        from: (SqlServerOffset, Option<Progress>),
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
+        let mut s = self.open_stream(conn, from, true, ctx).await?;
+        let poll = Duration::from_millis(self.config.poll_interval_ms);
+        loop {
+            if ctx.is_stopping() {
+                return Ok(());
+            }
+            if !self.iterate(conn, &mut s, ctx).await? {
+                tokio::select! {
+                    _ = tokio::time::sleep(poll) => {}
+                    _ = ctx.stopping() => return Ok(()),
+                }
+            }
+        }
+    }
+
+    /// The stream's state at `from`; `channels`: whether it reads the `file`, `http` and
+    /// `kafka` signal channels itself (not when the source routes them to its databases).
+    pub(super) async fn open_stream(
+        &self,
+        conn: &mut Conn,
+        (from, progress): (SqlServerOffset, Option<Progress>),
+        channels: bool,
+        ctx: &mut SourceContext,
+    ) -> Result<Streaming, SqlServerError> {
         let common = &self.config.common;
         let table_signals =
             common.signal_channel("source") && common.signal_data_collection.is_some();
         let qualifier = (table_signals, self.config.database.as_str());
-        let mut inc = Incremental::new(common, progress, qualifier, ctx).await?;
-        let q = Statements::new(&self.config.database);
-        let poll = Duration::from_millis(self.config.poll_interval_ms);
-        let mut last_commit = from.commit_lsn;
-        // A position inside a transaction: read it again from its commit LSN.
-        let mut increase = from.change_lsn.is_none();
-        let mut cursor = Cursor::new(
-            from.change_lsn.map(|c| (from.commit_lsn, c)),
-            from.event_serial_no,
-        );
-        // A transaction the stored position is inside: its metadata goes on in the first poll
-        // (the position keeps its counts until then).
-        let mut resumed_tx = from.transaction.clone();
-        let mut position = from.position_with(inc.progress().as_deref());
-        let heartbeats = self.config.common.heartbeats();
-        let mut last_beat = std::time::Instant::now();
-        let mut agent_checked = false;
-        // The captured tables (their ids) the stream knows: a table entering or leaving capture
-        // mode is announced.
-        let start = (last_commit != Lsn::default()).then_some(last_commit);
-        let mut current = tables::read(
+        let inc = if channels {
+            Incremental::new(common, progress, qualifier, ctx).await?
+        } else {
+            Incremental::routed(common, progress, qualifier)
+        };
+        let start = (from.commit_lsn != Lsn::default()).then_some(from.commit_lsn);
+        let current = tables::read(
             conn,
             &self.config,
             self.modes,
@@ -76,127 +123,156 @@ impl SqlServerSource {
             false,
         )
         .await?;
-        let mut known: std::collections::BTreeSet<String> = current
-            .iter()
+        let known = (current.iter())
             .filter(|t| t.captured)
             .map(|t| t.id.clone())
             .collect();
-        tracing::info!(lsn = %last_commit, "Streaming from the change tables.");
-        loop {
-            if ctx.is_stopping() {
-                return Ok(());
-            }
-            let to = self.to_lsn(conn, &q, last_commit).await?;
-            if to.is_none() && !agent_checked {
-                // No transaction captured at all: is the capture job running? (Debezium asks
-                // once, the same way.)
-                agent_checked = true;
-                if !self.agent_running(conn, &q).await? {
-                    tracing::warn!(
-                        database = %self.config.database,
-                        "No change has been captured and SQL Server Agent is not running: its capture job fills the change tables, so no change will be read until it runs (start the SQL Server Agent service)."
-                    );
-                }
-            }
-            let Some(to) = to.filter(|to| !(increase && *to <= last_commit)) else {
-                // Nothing new: the incremental snapshot's chunks, a heartbeat when one is due,
-                // then wait.
-                if inc.active() {
-                    position = self
-                        .between_polls(conn, &mut inc, &current, last_commit, ctx)
-                        .await?;
-                }
-                if let Some(h) = &heartbeats {
-                    if last_beat.elapsed() >= self.config.common.heartbeat_period() {
-                        last_beat = std::time::Instant::now();
-                        self.heartbeat(conn, h, &position, ctx).await?;
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(poll) => {}
-                    _ = ctx.stopping() => return Ok(()),
-                }
-                continue;
-            };
-            let from_lsn = if increase && last_commit != Lsn::default() {
-                self.increment(conn, &q, last_commit).await?
-            } else {
-                last_commit
-            };
-            increase = true;
-            let tables = tables::read(
-                conn,
-                &self.config,
-                self.modes,
-                &self.source_schema,
-                Some(to),
-                true,
-            )
-            .await?;
-            self.announce(&tables, &mut known, to, &position, ctx)
-                .await?;
-            let progress = inc.progress();
-            let mut changes = super::changes::merge(&tables, from_lsn, self.config.fetch_size);
-            let mut reader = Reader {
-                conn: &mut *conn,
-                tables: &tables,
-                q: &q,
-                mode: self.config.query_mode,
-                skip_ops: self.skipped_operations(),
-                to,
-            };
-            let metadata = self.config.common.provide_transaction_metadata;
-            let mut out = Out::new(
-                ctx,
-                metadata,
-                &self.config.common.topic_prefix,
-                position.clone(),
-            );
-            out.resume(resumed_tx.take());
-            let switching = switches(&tables, (from_lsn, to));
-            let emit = Emitter {
-                source: self,
-                tables: &tables,
-                switches: std::sync::Mutex::new(switching.clone()),
-                progress,
-                watch: PollWatch::take(&mut inc),
-            };
-            sluice_kit::change_tables::deliver(
-                (&mut changes, &mut reader),
-                &mut cursor,
-                &mut out,
-                &emit,
-                ctx,
-            )
-            .await?;
-            // The signaling table's inserts, before the position that carries their effect.
-            emit.watch.finish(&mut inc, &captured_names(&tables));
-            // A switch in this poll without a change of the newer instance: its event now.
-            let at = self.switch_at(to);
-            let events: Vec<ChangeEvent> =
-                (emit.switches.into_inner().unwrap_or_default().into_iter())
-                    .filter_map(|i| self.schema_change(&tables[i], Alter, &at, &position))
-                    .collect();
-            // Everything up to `to` read: the next poll starts after it.
-            position = SqlServerOffset::at(to, true).position_with(inc.progress().as_deref());
-            let altered: Vec<&Table> = switching.iter().map(|&i| &tables[i]).collect();
-            self.remember(&altered, Alter, &position).await?;
-            ctx.emit(Batch {
-                events,
-                position: Some(position.clone()),
-            })
-            .await
-            .map_err(|_| SqlServerError::Stopped)?;
-            cursor.poll_ended();
-            last_commit = to;
-            // The incremental snapshot's chunks.
-            current = tables;
-            if inc.active() {
-                position = self
-                    .between_polls(conn, &mut inc, &current, to, ctx)
-                    .await?;
+        tracing::info!(database = %self.config.database, lsn = %from.commit_lsn, "Streaming from the change tables.");
+        Ok(Streaming {
+            q: Statements::new(&self.config.database),
+            last_commit: from.commit_lsn,
+            // A position inside a transaction: read it again from its commit LSN.
+            increase: from.change_lsn.is_none(),
+            cursor: Cursor::new(
+                from.change_lsn.map(|c| (from.commit_lsn, c)),
+                from.event_serial_no,
+            ),
+            resumed_tx: from.transaction.clone(),
+            position: from.position_with(inc.progress().as_deref()),
+            inc,
+            heartbeats: common.heartbeats(),
+            last_beat: std::time::Instant::now(),
+            agent_checked: false,
+            current,
+            known,
+        })
+    }
+
+    /// One poll of the change tables (Debezium's `executeIteration`): `true` when it read
+    /// changes; when there was nothing new, the incremental snapshot's chunks and a heartbeat
+    /// when one is due, and `false` (the caller waits `poll.interval.ms`).
+    pub(super) async fn iterate(
+        &self,
+        conn: &mut Conn,
+        s: &mut Streaming,
+        ctx: &mut SourceContext,
+    ) -> Result<bool, SqlServerError> {
+        let to = self.to_lsn(conn, &s.q, s.last_commit).await?;
+        if to.is_none() && !s.agent_checked {
+            // No transaction captured at all: is the capture job running? (Debezium asks
+            // once, the same way.)
+            s.agent_checked = true;
+            if !self.agent_running(conn, &s.q).await? {
+                tracing::warn!(
+                    database = %self.config.database,
+                    "No change has been captured and SQL Server Agent is not running: its capture job fills the change tables, so no change will be read until it runs (start the SQL Server Agent service)."
+                );
             }
         }
+        let Some(to) = to.filter(|to| !(s.increase && *to <= s.last_commit)) else {
+            if s.inc.active() {
+                s.position =
+                    (self.between_polls(conn, &mut s.inc, &s.current, s.last_commit, ctx)).await?;
+            }
+            if let Some(h) = &s.heartbeats {
+                if s.last_beat.elapsed() >= self.config.common.heartbeat_period() {
+                    s.last_beat = std::time::Instant::now();
+                    self.heartbeat(conn, h, &s.position, ctx).await?;
+                }
+            }
+            return Ok(false);
+        };
+        let from_lsn = if s.increase && s.last_commit != Lsn::default() {
+            self.increment(conn, &s.q, s.last_commit).await?
+        } else {
+            s.last_commit
+        };
+        s.increase = true;
+        let tables = tables::read(
+            conn,
+            &self.config,
+            self.modes,
+            &self.source_schema,
+            Some(to),
+            true,
+        )
+        .await?;
+        self.announce(&tables, &mut s.known, to, &s.position, ctx)
+            .await?;
+        self.poll(conn, s, &tables, (from_lsn, to), ctx).await?;
+        s.last_commit = to;
+        // The incremental snapshot's chunks.
+        s.current = tables;
+        if s.inc.active() {
+            s.position = self
+                .between_polls(conn, &mut s.inc, &s.current, to, ctx)
+                .await?;
+        }
+        Ok(true)
+    }
+
+    /// Delivers the changes of `tables` in `(from_lsn, to)`, and the position after them.
+    async fn poll(
+        &self,
+        conn: &mut Conn,
+        s: &mut Streaming,
+        tables: &[Table],
+        (from_lsn, to): (Lsn, Lsn),
+        ctx: &mut SourceContext,
+    ) -> Result<(), SqlServerError> {
+        let progress = s.inc.progress();
+        let mut changes = super::changes::merge(tables, from_lsn, self.config.fetch_size);
+        let mut reader = Reader {
+            conn: &mut *conn,
+            tables,
+            q: &s.q,
+            mode: self.config.query_mode,
+            skip_ops: self.skipped_operations(),
+            to,
+        };
+        let metadata = self.config.common.provide_transaction_metadata;
+        let mut out = Out::new(
+            ctx,
+            metadata,
+            &self.config.common.topic_prefix,
+            s.position.clone(),
+        );
+        out.resume(s.resumed_tx.take());
+        let switching = switches(tables, (from_lsn, to));
+        let emit = Emitter {
+            source: self,
+            tables,
+            switches: std::sync::Mutex::new(switching.clone()),
+            progress,
+            watch: PollWatch::take(&mut s.inc),
+        };
+        sluice_kit::change_tables::deliver(
+            (&mut changes, &mut reader),
+            &mut s.cursor,
+            &mut out,
+            &emit,
+            ctx,
+        )
+        .await?;
+        // The signaling table's inserts, before the position that carries their effect.
+        emit.watch.finish(&mut s.inc, &captured_names(tables));
+        // A switch in this poll without a change of the newer instance: its event now.
+        let at = self.switch_at(to);
+        let events: Vec<ChangeEvent> = (emit.switches.into_inner().unwrap_or_default().into_iter())
+            .filter_map(|i| self.schema_change(&tables[i], Alter, &at, &s.position))
+            .collect();
+        // Everything up to `to` read: the next poll starts after it.
+        s.position = SqlServerOffset::at(to, true).position_with(s.inc.progress().as_deref());
+        let altered: Vec<&Table> = switching.iter().map(|&i| &tables[i]).collect();
+        self.remember(&altered, Alter, &s.position).await?;
+        ctx.emit(Batch {
+            events,
+            position: Some(s.position.clone()),
+        })
+        .await
+        .map_err(|_| SqlServerError::Stopped)?;
+        s.cursor.poll_ended();
+        Ok(())
     }
 
     /// A heartbeat: `heartbeat.action.query` runs first (a failure is logged), then the

@@ -51,6 +51,20 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
     ) -> Result<Self, ChannelError> {
         let channels = Channels::open(common, ctx).await?;
         // A blocking snapshot a restart interrupted (or that had not started) runs again.
+        let mut inc = Self::routed(common, resumed, (table, qualifier));
+        inc.enabled = table || !channels.is_empty();
+        inc.channels = channels;
+        Ok(inc)
+    }
+
+    /// As [`Self::new`], for one of several partitions (a source's databases) whose `file`,
+    /// `http` and `kafka` channels the source reads once and routes
+    /// ([`crate::signal::route`], then [`Self::act`]).
+    pub fn routed(
+        common: &crate::config::SourceCommon,
+        resumed: Option<Progress<String>>,
+        (table, qualifier): (bool, &str),
+    ) -> Self {
         let (resumed, blocking) = match resumed {
             Some(mut p) => {
                 let blocking = p.blocking.take().map(|b| *b);
@@ -61,15 +75,15 @@ impl<L: PartialOrd + Clone + Send> Incremental<L> {
         if let Some(b) = &blocking {
             tracing::info!(id = %b.id, tables = ?b.tables, "A blocking snapshot not finished before the restart runs again.");
         }
-        Ok(Incremental {
+        Incremental {
             tracker: Tracker::new(resumed, common.notifications()),
-            enabled: table || !channels.is_empty(),
-            channels,
+            enabled: table,
+            channels: Channels::none(),
             window: None,
             chunk: common.incremental_chunk_size,
             qualifier: qualifier.to_owned(),
             blocking,
-        })
+        }
     }
 
     /// Whether anything can need a look between polls.

@@ -116,6 +116,17 @@ impl Channels {
         })
     }
 
+    /// No channel: for a partition whose signals the source routes to it.
+    pub fn none() -> Self {
+        Channels {
+            file: None,
+            http: None,
+            #[cfg(feature = "kafka-signals")]
+            kafka: None,
+            ready: VecDeque::new(),
+        }
+    }
+
     /// No channel at all: [`Self::next`] would wait forever.
     pub fn is_empty(&self) -> bool {
         self.file.is_none() && self.http.is_none() && !self.has_kafka()

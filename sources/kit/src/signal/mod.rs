@@ -183,6 +183,36 @@ pub fn select_captured(
     Ok(tables)
 }
 
+/// Which of a source's partitions (each its qualifier, the database name, and its captured
+/// tables) carry out `signal`, when one source reads several databases: a snapshot signal the
+/// databases whose tables its `data-collections` select (`db.schema.table` names one database,
+/// `schema.table` the table of that name in each); pausing, resuming and stopping without
+/// collections, every database; a log message, a no-op and a signal that selects nothing or
+/// is not understood, the first, which logs it or refuses it once.
+pub fn route(signal: &Signal, partitions: &[(&str, &[String])]) -> Vec<usize> {
+    let selecting = |collections: &[String]| -> Vec<usize> {
+        (partitions.iter().enumerate())
+            .filter(|(_, (qualifier, captured))| {
+                !Collections::new(collections, qualifier)
+                    .select(captured.iter())
+                    .is_empty()
+            })
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let all = || (0..partitions.len()).collect();
+    let targets: Vec<usize> = match interpret(signal) {
+        Ok(Some(Action::Execute { collections, .. })) => selecting(&collections),
+        Ok(Some(Action::Stop(Some(collections)))) => selecting(&collections),
+        Ok(Some(Action::Stop(None) | Action::Pause | Action::Resume)) => all(),
+        Ok(Some(Action::Log(_)) | None) | Err(_) => Vec::new(),
+    };
+    if targets.is_empty() && !partitions.is_empty() {
+        return vec![0];
+    }
+    targets
+}
+
 /// The signal an insert into the signaling table carries (its after image's `id`, `type`
 /// and `data` columns): the `source` channel of a source that turns the signaling table's
 /// rows into change events first. `None`: not an insert, or no `type`.
@@ -317,6 +347,36 @@ pub fn http_queue(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signals_go_to_the_databases_they_name() {
+        let signal = |kind: &str, data: &str| Signal {
+            id: "s".into(),
+            kind: kind.into(),
+            data: Some(data.into()),
+        };
+        let a = ["dbo.orders".to_owned(), "dbo.users".to_owned()];
+        let b = ["dbo.orders".to_owned()];
+        let parts: [(&str, &[String]); 2] = [("a", &a), ("b", &b)];
+        let exec = |c: &str| {
+            signal(
+                "execute-snapshot",
+                &format!(r#"{{"data-collections": ["{c}"]}}"#),
+            )
+        };
+        assert_eq!(route(&exec("b.dbo.orders"), &parts), [1]);
+        assert_eq!(route(&exec("dbo.orders"), &parts), [0, 1]);
+        assert_eq!(route(&exec("a.dbo.users"), &parts), [0]);
+        assert_eq!(route(&exec("b.dbo.users"), &parts), [0], "refused once");
+        let stop = r#"{"type": "incremental", "data-collections": ["b.dbo.orders"]}"#;
+        assert_eq!(route(&signal("stop-snapshot", stop), &parts), [1]);
+        let all = r#"{"type": "incremental"}"#;
+        assert_eq!(route(&signal("stop-snapshot", all), &parts), [0, 1]);
+        assert_eq!(route(&signal("pause-snapshot", "{}"), &parts), [0, 1]);
+        assert_eq!(route(&signal("log", r#"{"message": "hi"}"#), &parts), [0]);
+        assert_eq!(route(&signal("nonsense", "{}"), &parts), [0]);
+        assert!(route(&exec("x"), &[]).is_empty());
+    }
 
     fn signal(kind: &str, data: &str) -> Signal {
         Signal {

@@ -32,51 +32,70 @@ pub use engine::{lsn, Output, Session};
 pub const USER: &str = "sa";
 pub const PASSWORD: &str = "Sluice-Test-1";
 
-/// A running emulated server with one database.
+/// One database of a running emulated server (a server may hold several:
+/// [`SqlServer::start_many`]).
 pub struct SqlServer {
     pub port: u16,
     pub database: String,
     path: PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Arc<tempfile::TempDir>,
 }
+
+/// The databases of a server: their names and stores.
+type Stores = Arc<Vec<(String, PathBuf)>>;
 
 impl SqlServer {
     /// Starts a server on a free port with an empty database `database` (CDC not enabled).
     pub fn start(database: &str) -> SqlServer {
-        Self::start_with(database, None)
+        Self::start_with(&[database], None).remove(0)
+    }
+
+    /// A server on a free port with the empty databases `databases` (each its own store and
+    /// LSNs, as SQL Server's databases each have their log); one handle per database.
+    pub fn start_many(databases: &[&str]) -> Vec<SqlServer> {
+        Self::start_with(databases, None)
     }
 
     /// [`SqlServer::start`] forcing TLS, with a self-signed certificate for `localhost` and
     /// `127.0.0.1`, whose PEM file is returned.
     pub fn start_tls(database: &str) -> (SqlServer, PathBuf) {
         let (config, pem) = tls::self_signed();
-        let server = Self::start_with(database, Some(config));
+        let server = Self::start_with(&[database], Some(config)).remove(0);
         let path = server._dir.path().join("server.crt");
         std::fs::write(&path, pem).unwrap();
         (server, path)
     }
 
-    fn start_with(database: &str, tls: Option<Arc<rustls::ServerConfig>>) -> SqlServer {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
-        engine::create(&path, database).unwrap();
+    fn start_with(databases: &[&str], tls: Option<Arc<rustls::ServerConfig>>) -> Vec<SqlServer> {
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        let stores: Stores = Arc::new(
+            (databases.iter().enumerate())
+                .map(|(i, db)| {
+                    let path = dir.path().join(format!("store{i}.db"));
+                    engine::create(&path, db).unwrap();
+                    ((*db).to_string(), path)
+                })
+                .collect(),
+        );
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let (p, db) = (path.clone(), database.to_string());
+        let served = Arc::clone(&stores);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (p, db, tls) = (p.clone(), db.clone(), tls.clone());
+                let (stores, tls) = (Arc::clone(&served), tls.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &p, &db, tls);
+                    let _ = serve(stream, &stores, tls);
                 });
             }
         });
-        SqlServer {
-            port,
-            database: database.to_string(),
-            path,
-            _dir: dir,
-        }
+        (stores.iter())
+            .map(|(database, path)| SqlServer {
+                port,
+                database: database.clone(),
+                path: path.clone(),
+                _dir: Arc::clone(&dir),
+            })
+            .collect()
     }
 
     /// Runs T-SQL as a client would (same engine, no wire); the rows of its results as text
@@ -107,8 +126,7 @@ impl SqlServer {
 
 fn serve(
     mut stream: TcpStream,
-    path: &std::path::Path,
-    database: &str,
+    stores: &[(String, PathBuf)],
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
@@ -124,7 +142,7 @@ fn serve(
             tds::REPLY,
             &tds::prelogin_reply(tds::ENCRYPT_NOT_SUP),
         )?;
-        return session(&mut stream, path, database);
+        return session(&mut stream, stores);
     };
     tds::write_message(
         &mut stream,
@@ -136,15 +154,11 @@ fn serve(
         return Ok(());
     }
     let mut secure = tls::accept(stream, config)?;
-    session(&mut secure, path, database)
+    session(&mut secure, stores)
 }
 
 /// A session after the pre-login: the login, then requests until the client leaves.
-fn session(
-    stream: &mut (impl Read + Write),
-    path: &std::path::Path,
-    database: &str,
-) -> io::Result<()> {
+fn session(stream: &mut (impl Read + Write), stores: &[(String, PathBuf)]) -> io::Result<()> {
     let Some((kind, data)) = tds::read_message(stream)? else {
         return Ok(());
     };
@@ -154,7 +168,7 @@ fn session(
     let login = tds::parse_login(&data)?;
     let mut out = Vec::new();
     let wanted = if login.database.is_empty() {
-        database.to_string()
+        stores.first().map(|(db, _)| db.clone()).unwrap_or_default()
     } else {
         login.database.clone()
     };
@@ -166,14 +180,15 @@ fn session(
         );
         return tds::write_message(stream, tds::REPLY, &out);
     }
-    if !wanted.eq_ignore_ascii_case(database) {
+    let Some((database, path)) = (stores.iter()).find(|(db, _)| wanted.eq_ignore_ascii_case(db))
+    else {
         tds::error(
             &mut out,
             4060,
             &format!("Cannot open database \"{wanted}\" requested by the login. The login failed."),
         );
         return tds::write_message(stream, tds::REPLY, &out);
-    }
+    };
     tds::write_message(stream, tds::REPLY, &tds::login_reply(database))?;
     let mut session = Session::open(path, database).map_err(io::Error::other)?;
     while let Some((kind, data)) = tds::read_message(stream)? {
