@@ -321,6 +321,11 @@ impl SourceContext {
         let mut position = batch.resume_position().cloned();
         if let Some(partitions) = &mut self.partitions {
             position = position.map(|p| partitions.reached(p));
+            for event in &mut batch.events {
+                if let Some(p) = partitions.event_position(&event.position) {
+                    event.position = p;
+                }
+            }
         }
         if batch.events.is_empty() && position.is_none() {
             return Ok(());

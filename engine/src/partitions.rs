@@ -48,7 +48,8 @@ impl Partitions {
             None => {}
             Some(Some(parts)) => {
                 for (name, position) in parts {
-                    match names.iter().position(|n| *n == name) {
+                    // Database names, as the servers compare them, regardless of case.
+                    match names.iter().position(|n| n.eq_ignore_ascii_case(&name)) {
                         Some(i) => stored[i] = Some(position),
                         None => {
                             tracing::info!(partition = %name, "A stored partition the source no longer reads: its position is kept.");
@@ -91,30 +92,50 @@ impl Partitions {
         if let Some(slot) = self.latest.get_mut(self.current) {
             *slot = Some(position);
         }
-        let mut text = String::from(r#"{"partitions":{"#);
         let mut entries: Vec<(&str, &Position)> = (self.names.iter())
             .zip(&self.latest)
             .filter_map(|(n, p)| Some((n.as_str(), p.as_ref()?)))
             .chain(self.others.iter().map(|(n, p)| (n.as_str(), p)))
             .collect();
         entries.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, (name, position)) in entries.into_iter().enumerate() {
-            if k > 0 {
-                text.push(',');
-            }
-            text.push_str(&quoted(name));
-            text.push(':');
-            match position {
-                Position::Offset(n) => text.push_str(&n.to_string()),
-                Position::Opaque(s) if serde_json::from_str::<&RawValue>(s).is_ok() => {
-                    text.push_str(s)
-                }
-                Position::Opaque(s) => text.push_str(&quoted(s)),
-            }
-        }
-        text.push_str("}}");
-        Position::Opaque(Arc::from(text))
+        composite(&entries)
     }
+
+    /// An event's position as the current partition's alone (`{"partitions": {name: …}}`),
+    /// when there are several: events of two partitions at equal positions stay apart (the
+    /// sinks' replay ids). `None`: one partition, the position as it is.
+    pub(crate) fn event_position(&self, position: &Position) -> Option<Position> {
+        if self.names.len() < 2 {
+            return None;
+        }
+        let name = self.names.get(self.current)?;
+        Some(composite(&[(name, position)]))
+    }
+}
+
+/// `{"partitions": {…}}` of `entries`: objects as they are, numbers for offsets, other text as
+/// a JSON string (read back as it was).
+fn composite(entries: &[(&str, &Position)]) -> Position {
+    let mut text = String::from(r#"{"partitions":{"#);
+    for (k, (name, position)) in entries.iter().enumerate() {
+        if k > 0 {
+            text.push(',');
+        }
+        text.push_str(&quoted(name));
+        text.push(':');
+        match position {
+            Position::Offset(n) => text.push_str(&n.to_string()),
+            Position::Opaque(s) if is_object(s) => text.push_str(s),
+            Position::Opaque(s) => text.push_str(&quoted(s)),
+        }
+    }
+    text.push_str("}}");
+    Position::Opaque(Arc::from(text))
+}
+
+/// Whether `s` is a JSON object.
+fn is_object(s: &str) -> bool {
+    s.trim_start().starts_with('{') && serde_json::from_str::<&RawValue>(s).is_ok()
 }
 
 fn quoted(s: &str) -> String {
@@ -136,9 +157,10 @@ fn split(position: &Position) -> Option<Vec<(String, Position)>> {
     let parts = whole.partitions.into_iter().map(|(name, raw)| {
         let text = raw.get();
         let position = match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(serde_json::Value::Number(n)) if n.as_u64().is_some() => {
-                Position::Offset(n.as_u64().unwrap_or_default())
-            }
+            Ok(serde_json::Value::Number(n)) => match n.as_u64() {
+                Some(n) => Position::Offset(n),
+                None => Position::Opaque(Arc::from(text)),
+            },
             Ok(serde_json::Value::String(s)) => Position::Opaque(Arc::from(s)),
             _ => Position::Opaque(Arc::from(text)),
         };
@@ -194,6 +216,24 @@ mod tests {
         assert_eq!(p.stored(), Some(&plain));
         let e = Partitions::new(&names(&["a", "b"]), Some(&plain)).unwrap_err();
         assert!(e.to_string().contains("a, b"), "{e}");
+        let mut p = Partitions::new(&names(&["A", "b"]), Some(&stored)).unwrap();
+        assert_eq!(p.stored(), Some(&opaque(r#"{"y":2}"#)), "names in any case");
+        for text in ["123", r#""quoted""#, "[1]", "plain"] {
+            let again = Partitions::new(&names(&["A"]), Some(&p.reached(opaque(text)))).unwrap();
+            assert_eq!(
+                again.stored(),
+                Some(&opaque(text)),
+                "{text} read back as it was"
+            );
+        }
+        p.select(1);
+        assert_eq!(
+            p.event_position(&opaque(r#"{"lsn":1}"#))
+                .map(|p| p.to_string()),
+            Some(r#"{"partitions":{"b":{"lsn":1}}}"#.to_owned())
+        );
+        let one = Partitions::new(&names(&["a"]), None).unwrap();
+        assert_eq!(one.event_position(&Position::Offset(1)), None);
         let e = Partitions::new(&names(&["a", "b"]), Some(&Position::Offset(3))).unwrap_err();
         assert!(e.to_string().contains("remove the offsets file"), "{e}");
     }

@@ -39,6 +39,30 @@ fn table(server: &SqlServer) -> std::collections::BTreeMap<i64, String> {
         .collect()
 }
 
+/// Waits until the committed position holds, for each database of the output, a position
+/// after its last event (a whole poll: no change LSN).
+fn wait_committed(dir: &Path, child: &mut std::process::Child) {
+    wait_for(dir, "the offsets of every database", child, |lines| {
+        let Ok(text) = std::fs::read_to_string(dir.join("data/offsets.json")) else {
+            return false;
+        };
+        let file: Json = serde_json::from_str(&text).unwrap_or_default();
+        let position = file["pipelines"]["sqlserver_test"]["position"]
+            .as_str()
+            .unwrap_or("{}");
+        let position: Json = serde_json::from_str(position).unwrap_or_default();
+        lines.iter().all(|l| {
+            let source = &l["value"]["payload"]["source"];
+            let Some(db) = source["db"].as_str() else {
+                return true;
+            };
+            let stored = &position["partitions"][db];
+            stored["change_lsn"].is_null()
+                && stored["commit_lsn"].as_str() >= source["commit_lsn"].as_str()
+        })
+    });
+}
+
 #[test]
 fn each_database_is_snapshotted_in_turn_then_streamed_and_resumes_from_its_own_position() {
     let servers = two_databases("multi");
@@ -94,7 +118,7 @@ fn each_database_is_snapshotted_in_turn_then_streamed_and_resumes_from_its_own_p
 
     // Killed once the offsets were committed (every second); changes to both while down;
     // the restart reads them, and nothing again.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_committed(dir.path(), &mut child);
     child.kill().unwrap();
     child.wait().unwrap();
     let before = lines(dir.path()).len();
@@ -138,7 +162,7 @@ fn a_database_added_to_the_list_is_snapshotted_alone() {
     sales.sql("INSERT INTO dbo.t VALUES (10, N'ten')");
     wait_events(dir.path(), 4, &mut child);
     // Killed once the offsets were committed (every second).
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_committed(dir.path(), &mut child);
     child.kill().unwrap();
     child.wait().unwrap();
 

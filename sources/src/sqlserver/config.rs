@@ -193,6 +193,17 @@ impl SqlServerConfig {
                 })
     }
 
+    /// Whether this database has a signaling table for the `source` channel.
+    pub fn has_signal_table(&self) -> bool {
+        self.common.signal_channel("source")
+            && (self.common.signal_data_collection.as_deref()).is_some_and(|named| {
+                named.split(',').any(|one| {
+                    let parts: Vec<&str> = one.split('.').collect();
+                    parts.len() < 3 || parts[0].trim().eq_ignore_ascii_case(&self.database)
+                })
+            })
+    }
+
     /// The databases of `database.names`, in the order listed.
     pub fn database_names(&self) -> Vec<String> {
         self.database
@@ -266,6 +277,29 @@ impl DatabaseSource for SqlServerConfig {
                 ));
             }
         }
+        self.check_signal_tables(&names)
+    }
+}
+
+impl SqlServerConfig {
+    /// Each `signal.data.collection` entry names a table (`[<database>.]<schema>.<table>`)
+    /// of a database read.
+    fn check_signal_tables(&self, names: &[String]) -> Result<(), String> {
+        let Some(named) = self.common.signal_data_collection.as_deref() else {
+            return Ok(());
+        };
+        for one in named.split(',') {
+            let parts: Vec<&str> = one.split('.').map(str::trim).collect();
+            if parts.len() > 3 || parts.iter().any(|p| p.is_empty()) {
+                return Err(format!(
+                    "`signal.data.collection: {named}`: `{}` is not `<database>.<schema>.<table>`",
+                    one.trim()
+                ));
+            }
+            if parts.len() == 3 && !names.iter().any(|n| n.eq_ignore_ascii_case(parts[0])) {
+                return Err(format!("`signal.data.collection: {named}`: the database `{}` is not one of `database.names` ({})", parts[0], names.join(", ")));
+            }
+        }
         Ok(())
     }
 }
@@ -312,6 +346,15 @@ mod tests {
         c.database = "B".into();
         assert!(c.is_signal_table("DBO", "SIG") && !c.is_signal_table("dbo", "other"));
         let c = config("a", Some("dbo.sig"));
-        assert!(c.is_signal_table("dbo", "sig"));
+        assert!(c.is_signal_table("dbo", "sig") && c.has_signal_table());
+        let c = config("a,b", Some("b.dbo.sig"));
+        assert!(
+            !c.has_signal_table(),
+            "database `a,b` is the whole list, not `b`"
+        );
+        let e = config("a,b", Some("c.dbo.sig")).check().unwrap_err();
+        assert!(e.contains("the database `c` is not one of"), "{e}");
+        let e = config("a", Some("x.a.dbo.sig")).check().unwrap_err();
+        assert!(e.contains("is not `<database>.<schema>.<table>`"), "{e}");
     }
 }

@@ -42,10 +42,16 @@ impl SqlServer {
         })
     }
 
+    /// The first database listed (`database.names` lists one at least).
+    fn first(&self) -> Result<&SqlServerSource, SqlServerError> {
+        (self.databases.first())
+            .ok_or_else(|| SqlServerError::Setup("`database.names` lists no database".into()))
+    }
+
     /// Connects to every database and checks its CDC setup; the schema history opened once
     /// for all of them.
     async fn connect(&mut self) -> Result<Vec<Conn>, SqlServerError> {
-        let first = &self.databases[0].config;
+        let first = &self.first()?.config;
         let history = sluice_kit::change_tables::history::TableHistory::open(
             &first.common,
             &self.data_dir,
@@ -92,7 +98,7 @@ impl SqlServer {
         started: Vec<(usize, Conn, StreamFrom)>,
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
-        let first = &self.databases[0].config;
+        let first = &self.first()?.config;
         let mut channels = Channels::open(&first.common, ctx).await?;
         let mut streams: Vec<(usize, Conn, Streaming)> = Vec::with_capacity(started.len());
         for (i, mut conn, from) in started {
@@ -107,12 +113,23 @@ impl SqlServer {
             if ctx.is_stopping() {
                 return Ok(());
             }
-            self.route_signals(&mut channels, &mut streams);
+            let received = channels.take();
+            let routes = self.routes(&received, &streams);
             let mut any = false;
-            for (i, conn, s) in &mut streams {
+            for (k, (i, conn, s)) in streams.iter_mut().enumerate() {
+                // The database's signals just before its poll, whose positions carry them.
+                let names = s.captured();
+                for (signal, targets) in &routes {
+                    if targets.contains(&k) {
+                        s.incremental().act(signal, &names);
+                    }
+                }
                 ctx.select_partition(*i);
                 any |= self.databases[*i].iterate(conn, s, ctx).await?;
             }
+            // Marked read (the `kafka` channel's offset) once every database it is for has
+            // polled with it.
+            received.iter().for_each(|r| channels.handled(r));
             if !any {
                 tokio::select! {
                     _ = tokio::time::sleep(poll) => {}
@@ -122,29 +139,32 @@ impl SqlServer {
         }
     }
 
-    /// The channels' signals, each carried out by the databases it is for
+    /// The channels' signals, each with the streams (indices) that carry it out
     /// ([`sluice_kit::signal::route`]).
-    fn route_signals(&self, channels: &mut Channels, streams: &mut [(usize, Conn, Streaming)]) {
-        for received in channels.take() {
-            if let Some(signal) = received.signal() {
-                let captured: Vec<Vec<String>> =
-                    streams.iter().map(|(_, _, s)| s.captured()).collect();
-                let partitions: Vec<(&str, &[String])> = (streams.iter().zip(&captured))
-                    .map(|((i, _, _), names)| {
-                        (
-                            self.databases[*i].config.database.as_str(),
-                            names.as_slice(),
-                        )
-                    })
-                    .collect();
-                for k in sluice_kit::signal::route(&signal, &partitions) {
-                    if let (Some((_, _, s)), Some(names)) = (streams.get_mut(k), captured.get(k)) {
-                        s.incremental().act(&signal, names);
-                    }
-                }
-            }
-            channels.handled(&received);
+    fn routes(
+        &self,
+        received: &[sluice_kit::signal::Received],
+        streams: &[(usize, Conn, Streaming)],
+    ) -> Vec<(sluice_kit::signal::Signal, Vec<usize>)> {
+        if received.is_empty() {
+            return Vec::new();
         }
+        let captured: Vec<Vec<String>> = streams.iter().map(|(_, _, s)| s.captured()).collect();
+        let partitions: Vec<(&str, &[String])> = (streams.iter().zip(&captured))
+            .map(|((i, _, _), names)| {
+                (
+                    self.databases[*i].config.database.as_str(),
+                    names.as_slice(),
+                )
+            })
+            .collect();
+        (received.iter())
+            .filter_map(|r| r.signal())
+            .map(|signal| {
+                let targets = sluice_kit::signal::route(&signal, &partitions);
+                (signal, targets)
+            })
+            .collect()
     }
 }
 
@@ -154,7 +174,7 @@ impl Source for SqlServer {
         let names: Vec<String> = (self.databases.iter())
             .map(|d| d.config.database.clone())
             .collect();
-        let first = &self.databases[0].config;
+        let first = &self.first()?.config;
         let span = tracing::info_span!("sqlserver", host = %first.hostname, port = first.port, databases = %names.join(","));
         let _guard = span.enter();
         ctx.partition_by(&names)

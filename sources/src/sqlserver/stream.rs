@@ -105,9 +105,10 @@ impl SqlServerSource {
         ctx: &mut SourceContext,
     ) -> Result<Streaming, SqlServerError> {
         let common = &self.config.common;
-        let table_signals =
-            common.signal_channel("source") && common.signal_data_collection.is_some();
-        let qualifier = (table_signals, self.config.database.as_str());
+        let qualifier = (
+            self.config.has_signal_table(),
+            self.config.database.as_str(),
+        );
         let inc = if channels {
             Incremental::new(common, progress, qualifier, ctx).await?
         } else {
@@ -171,8 +172,8 @@ impl SqlServerSource {
         }
         let Some(to) = to.filter(|to| !(s.increase && *to <= s.last_commit)) else {
             if s.inc.active() {
-                s.position =
-                    (self.between_polls(conn, &mut s.inc, &s.current, s.last_commit, ctx)).await?;
+                let at = (s.last_commit, &s.position);
+                s.position = (self.between_polls(conn, &mut s.inc, &s.current, at, ctx)).await?;
             }
             if let Some(h) = &s.heartbeats {
                 if s.last_beat.elapsed() >= self.config.common.heartbeat_period() {
@@ -204,9 +205,8 @@ impl SqlServerSource {
         // The incremental snapshot's chunks.
         s.current = tables;
         if s.inc.active() {
-            s.position = self
-                .between_polls(conn, &mut s.inc, &s.current, to, ctx)
-                .await?;
+            let at = (to, &s.position);
+            s.position = (self.between_polls(conn, &mut s.inc, &s.current, at, ctx)).await?;
         }
         Ok(true)
     }
@@ -588,7 +588,7 @@ impl SqlServerSource {
         conn: &mut Conn,
         inc: &mut Incremental<Lsn>,
         tables: &[Table],
-        reached: Lsn,
+        (reached, last): (Lsn, &sluice_engine::Position),
         ctx: &mut SourceContext,
     ) -> Result<sluice_engine::Position, SqlServerError> {
         let names = captured_names(tables);
@@ -618,8 +618,11 @@ impl SqlServerSource {
         let find =
             |n: &str| (readable.iter().copied()).find(|t| format!("{}.{}", t.schema, t.name) == n);
         let events = inc.step(&mut chunks, (find, &names), &reached, at).await?;
-        // Always a batch, if only for its position: the progress may have changed.
+        // A batch, if only for its position, when the progress changed.
         let position = at(inc.progress().as_deref());
+        if events.is_empty() && position == *last {
+            return Ok(position);
+        }
         ctx.emit(Batch {
             events,
             position: Some(position.clone()),
