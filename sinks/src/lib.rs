@@ -13,6 +13,8 @@ pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod null;
+#[cfg(any(feature = "redis", feature = "nats"))]
+mod ordered;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
 #[cfg(feature = "redis")]

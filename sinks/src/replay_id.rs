@@ -48,7 +48,11 @@ fn identity(event: &ChangeEvent) -> [u8; 32] {
     let mut digest = Sha256::new();
     digest.update(event.topic.as_bytes());
     digest.update([0]);
-    digest.update(event.position.to_string().as_bytes());
+    // The position's text (an offset's digits), without making a string of an opaque one.
+    match &event.position {
+        Position::Opaque(text) => digest.update(text.as_bytes()),
+        Position::Offset(n) => digest.update(n.to_string().as_bytes()),
+    }
     digest.update([0]);
     optional(&mut digest, event.key.as_ref().map(|k| &k.value));
     digest.update([u8::from(event.value.is_none())]);
@@ -109,7 +113,13 @@ fn feed(digest: &mut Sha256, value: &Value) {
 
 /// Lower-case hex digits of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -140,6 +150,11 @@ mod tests {
             headers: Vec::new(),
             position: Position::Offset(position),
         }
+    }
+
+    #[test]
+    fn hex_is_lower_case_digits() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
     }
 
     #[test]

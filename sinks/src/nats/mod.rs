@@ -29,7 +29,7 @@ use crate::skipped::skip_or_fail;
 
 /// One message to publish.
 struct Message {
-    subject: String,
+    subject: async_nats::Subject,
     id: String,
     headers: Vec<(String, String)>,
     payload: bytes::Bytes,
@@ -44,6 +44,8 @@ pub struct NatsSink {
     encoder: Encoder,
     /// The messages' `Nats-Msg-Id`s.
     ids: ReplayIds,
+    /// The last topic's subject.
+    subject: Option<(std::sync::Arc<str>, async_nats::Subject)>,
 }
 
 /// Why publishing did not go through.
@@ -89,6 +91,7 @@ impl NatsSink {
             context: None,
             encoder,
             ids: ReplayIds::default(),
+            subject: None,
         })
     }
 
@@ -116,8 +119,17 @@ impl NatsSink {
                     )
                 })
                 .collect();
+            // Consecutive events mostly share a topic: its subject made once.
+            let subject = match &self.subject {
+                Some((topic, subject)) if *topic == event.topic => subject.clone(),
+                _ => {
+                    let subject = async_nats::Subject::from(self.config.subject_of(&event.topic));
+                    self.subject = Some((event.topic.clone(), subject.clone()));
+                    subject
+                }
+            };
             messages.push(Message {
-                subject: self.config.subject_of(&event.topic),
+                subject,
                 id,
                 headers,
                 payload: bytes::Bytes::from(std::mem::take(&mut value)),

@@ -1,25 +1,31 @@
 //! `redis`: events appended to Redis Streams, one stream per topic, as Debezium Server's Redis
 //! sink writes them (`XADD <topic> * <key> <value>`, or the fields `key` and `value` with
-//! `message.format: extended`). A batch goes in `MULTI`/`EXEC` blocks of `batch.size` entries and
-//! is acknowledged once every block was answered (and, with `wait.enabled`, every replica has
-//! it). A block the server could not take (the connection lost, out of memory, loading) is sent
-//! again after a backoff until it is taken: a slow or stopped server slows the pipeline, it
-//! loses nothing. A block whose `EXEC` was sent but not answered may have been applied: it is
-//! sent again, so an entry can appear twice (at least once, as Debezium's).
+//! `message.format: extended`). A batch goes in `MULTI`/`EXEC` blocks of `batch.size` entries,
+//! all sent at once on the connection (Redis runs them in order; with `appendfsync always` one
+//! write to disk serves many), and is acknowledged once every block was answered (and, with
+//! `wait.enabled`, every replica has it). Batches go out one after another while the next is
+//! encoded (`crate::ordered`). Blocks the server could not take (the connection lost, out of
+//! memory, loading) are sent again, from the first not taken, after a backoff until they are
+//! taken: a slow or stopped server slows the pipeline, it loses nothing. A block whose `EXEC` was
+//! sent but not answered may have been applied, and so may the blocks after one that failed:
+//! they are sent again, so an entry can appear twice (at least once, as Debezium's).
 
 mod config;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, RedisError};
-use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery};
+use sluice_engine::{BuildContext, ChangeEvent, ComponentError, Delivery};
 use sluice_engine::{Sink, SinkBatch};
 
 pub use config::{MessageFormat, RedisSinkConfig};
 
 use crate::format::{EncodeError, Encoder};
+use crate::ordered::Ordered;
 use crate::skipped::skip_or_fail;
 
 /// The longest field Redis takes when the server does not say (`proto-max-bulk-len`).
@@ -27,7 +33,7 @@ const DEFAULT_MAX_BULK: u64 = 512 * 1024 * 1024;
 
 /// One stream entry.
 struct Entry {
-    stream: String,
+    stream: Arc<str>,
     fields: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -39,15 +45,24 @@ enum Failure {
     Stop(ComponentError),
 }
 
-/// The running sink.
+/// The running sink: it encodes batches; its [`Writer`] sends them.
 pub struct RedisSink {
+    name: String,
+    config: RedisSinkConfig,
+    encoder: Encoder,
+    /// The longest field the server takes (read by the writer once connected).
+    max_bulk: Arc<AtomicU64>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
+    ordered: Ordered,
+}
+
+/// What sends the entries, one block after another, shared by the deliveries.
+struct Writer {
     name: String,
     config: RedisSinkConfig,
     client: Client,
     connection: Option<MultiplexedConnection>,
-    /// The longest field the server takes (read once connected).
-    max_bulk: u64,
-    encoder: Encoder,
+    max_bulk: Arc<AtomicU64>,
     /// When the memory guard last found the server under its threshold: it asks again after
     /// `MEMORY_RECHECK` (an `INFO` per block would halve the throughput).
     memory_ok_at: Option<std::time::Instant>,
@@ -98,14 +113,22 @@ impl RedisSink {
         })?;
         let encoder = Encoder::open(&config.format, &name)?;
         tracing::info!(sink = %name, address = %config.address, "Connected to Redis.");
-        Ok(RedisSink {
-            name,
+        let max_bulk = Arc::new(AtomicU64::new(DEFAULT_MAX_BULK));
+        let writer = Writer {
+            name: name.clone(),
             config: config.clone(),
             client,
             connection: None,
-            max_bulk: DEFAULT_MAX_BULK,
-            encoder,
+            max_bulk: Arc::clone(&max_bulk),
             memory_ok_at: None,
+        };
+        Ok(RedisSink {
+            name,
+            config: config.clone(),
+            encoder,
+            max_bulk,
+            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            ordered: Ordered::default(),
         })
     }
 
@@ -131,10 +154,10 @@ impl RedisSink {
                 false => self.config.null_value.clone().into_bytes(),
             };
             let longest = key.len().max(value.len()) as u64;
-            if longest > self.max_bulk {
+            let max_bulk = self.max_bulk.load(Ordering::Relaxed);
+            if longest > max_bulk {
                 let reason = format!(
-                    "an entry of {longest} bytes is over the server's `proto-max-bulk-len` ({} bytes); raise it on the server",
-                    self.max_bulk
+                    "an entry of {longest} bytes is over the server's `proto-max-bulk-len` ({max_bulk} bytes); raise it on the server"
                 );
                 self.failed(event, &reason)?;
                 continue;
@@ -144,7 +167,7 @@ impl RedisSink {
                 MessageFormat::Extended => vec![(b"key".to_vec(), key), (b"value".to_vec(), value)],
             };
             entries.push(Entry {
-                stream: event.topic.to_string(),
+                stream: Arc::clone(&event.topic),
                 fields,
             });
         }
@@ -156,7 +179,9 @@ impl RedisSink {
         let at = format!("stream `{}`", event.topic);
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
+}
 
+impl Writer {
     /// The connection, opened when there is none.
     async fn connection(&mut self) -> Result<MultiplexedConnection, Failure> {
         if let Some(conn) = &self.connection {
@@ -175,9 +200,10 @@ impl RedisSink {
             .await
             .ok()
             .flatten();
-        self.max_bulk = limit
+        let max_bulk = limit
             .and_then(|(_, v)| v.parse().ok())
             .unwrap_or(DEFAULT_MAX_BULK);
+        self.max_bulk.store(max_bulk, Ordering::Relaxed);
         self.connection = Some(conn.clone());
         Ok(conn)
     }
@@ -219,35 +245,56 @@ impl RedisSink {
         Ok(limit == 0 || used.saturating_mul(100) < limit.saturating_mul(threshold))
     }
 
-    /// One attempt at a block: `MULTI`, an `XADD` per entry, `EXEC`, then `WAIT` if asked.
-    async fn attempt(&mut self, block: &[Entry]) -> Result<(), Failure> {
-        let mut conn = self.connection().await?;
-        let fresh = self
-            .memory_ok_at
-            .is_some_and(|at| at.elapsed() < MEMORY_RECHECK);
-        match if fresh {
-            Ok(true)
-        } else {
-            self.memory_ok(&mut conn).await
-        } {
-            Ok(true) => {
-                if !fresh {
-                    self.memory_ok_at = Some(std::time::Instant::now());
+    /// One attempt at `blocks`: each `MULTI`, an `XADD` per entry, `EXEC`, all sent at once on
+    /// the connection (Redis runs them in order, and one `appendfsync` write serves many), then
+    /// `WAIT` if asked. How many blocks from the first were taken, and why the next was not.
+    async fn attempt(&mut self, blocks: &[&[Entry]]) -> (usize, Option<Failure>) {
+        let conn = match self.connection().await {
+            Ok(conn) => conn,
+            Err(f) => return (0, Some(f)),
+        };
+        if let Err(f) = self.memory_guard(&mut conn.clone()).await {
+            return (0, Some(f));
+        }
+        let pipes: Vec<redis::Pipeline> = blocks.iter().map(|b| self.pipe(b)).collect();
+        let sent = pipes.iter().map(|pipe| {
+            let mut conn = conn.clone();
+            async move {
+                pipe.query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut conn)
+                    .await
+            }
+        });
+        let answers = futures_util::future::join_all(sent).await;
+        for (taken, (block, answer)) in blocks.iter().zip(answers).enumerate() {
+            let replies = match answer {
+                Ok(replies) => replies,
+                Err(e) => return (taken, Some(self.dropped(&e))),
+            };
+            for (entry, reply) in block.iter().zip(&replies) {
+                if let Err(e) = reply {
+                    // `EXEC` ran the others: this one alone failed (a key of another type).
+                    let reason = format!("`XADD` failed: {}", describe(e, &self.config));
+                    if let Err(e) = self.failed_entry(entry, &reason) {
+                        return (taken, Some(Failure::Stop(e)));
+                    }
                 }
             }
-            Ok(false) => {
-                self.memory_ok_at = None;
-                return Err(Failure::Again(format!(
-                    "the server's used memory is above {}% of its limit (`memory.threshold.percentage`)",
-                    self.config.memory_threshold_percentage
-                )));
-            }
-            Err(e) => return Err(self.dropped(&e)),
         }
+        if self.config.wait_enabled {
+            if let Err(f) = self.wait(&mut conn.clone()).await {
+                // Every block is on the primary; the replicas are asked again with all of them.
+                return (0, Some(f));
+            }
+        }
+        (blocks.len(), None)
+    }
+
+    /// `MULTI`, an `XADD` per entry, `EXEC`.
+    fn pipe(&self, block: &[Entry]) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         pipe.atomic().ignore_errors();
         for entry in block {
-            let cmd = pipe.cmd("XADD").arg(&entry.stream);
+            let cmd = pipe.cmd("XADD").arg(entry.stream.as_ref());
             if let Some(n) = self.config.stream_maxlen {
                 cmd.arg("MAXLEN").arg("~").arg(n);
             }
@@ -256,21 +303,31 @@ impl RedisSink {
                 cmd.arg(field).arg(value);
             }
         }
-        let replies: Vec<redis::RedisResult<redis::Value>> = pipe
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| self.dropped(&e))?;
-        for (entry, reply) in block.iter().zip(&replies) {
-            if let Err(e) = reply {
-                // `EXEC` ran the others: this one alone failed (a key of another type).
-                let reason = format!("`XADD` failed: {}", describe(e, &self.config));
-                self.failed_entry(entry, &reason).map_err(Failure::Stop)?;
+        pipe
+    }
+
+    /// The memory guard: `Again` while the server's used memory is above the threshold.
+    async fn memory_guard(&mut self, conn: &mut MultiplexedConnection) -> Result<(), Failure> {
+        let fresh = self
+            .memory_ok_at
+            .is_some_and(|at| at.elapsed() < MEMORY_RECHECK);
+        if fresh {
+            return Ok(());
+        }
+        match self.memory_ok(conn).await {
+            Ok(true) => {
+                self.memory_ok_at = Some(std::time::Instant::now());
+                Ok(())
             }
+            Ok(false) => {
+                self.memory_ok_at = None;
+                Err(Failure::Again(format!(
+                    "the server's used memory is above {}% of its limit (`memory.threshold.percentage`)",
+                    self.config.memory_threshold_percentage
+                )))
+            }
+            Err(e) => Err(self.dropped(&e)),
         }
-        if self.config.wait_enabled {
-            self.wait(&mut conn).await?;
-        }
-        Ok(())
     }
 
     /// An entry the server refused, under `event.processing.failure.handling.mode`.
@@ -322,17 +379,22 @@ impl RedisSink {
         }
     }
 
-    /// Sends a block until the server takes it.
-    async fn send(&mut self, block: &[Entry]) -> Result<(), ComponentError> {
+    /// Sends the entries, in blocks of `batch.size`, until the server took them all: after a
+    /// failure, again from the first block not taken (the later ones, if Redis took them, come
+    /// again after it: at least once).
+    async fn send(&mut self, entries: &[Entry]) -> Result<(), ComponentError> {
         let mut backoff = Backoff {
             next: Duration::from_millis(self.config.retry_initial_delay_ms),
             max: Duration::from_millis(self.config.retry_max_delay_ms),
         };
+        let blocks: Vec<&[Entry]> = entries.chunks(self.config.batch_size.max(1)).collect();
+        let mut from = 0;
         loop {
-            match self.attempt(block).await {
-                Ok(()) => return Ok(()),
-                Err(Failure::Stop(e)) => return Err(e),
-                Err(Failure::Again(why)) => {
+            match self.attempt(&blocks[from..]).await {
+                (_, None) => return Ok(()),
+                (_, Some(Failure::Stop(e))) => return Err(e),
+                (taken, Some(Failure::Again(why))) => {
+                    from += taken;
                     let pause = backoff.pause();
                     tracing::warn!(sink = %self.name, address = %self.config.address, reason = %why, retry_in_ms = pause.as_millis() as u64, "Redis did not take the entries; trying again.");
                     tokio::time::sleep(pause).await;
@@ -435,16 +497,12 @@ impl Sink for RedisSink {
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         use tracing::Instrument;
         let span = tracing::debug_span!("redis", sink = %self.name, events = batch.len());
-        async {
-            let entries = self.entries(batch).await?;
-            let size = self.config.batch_size;
-            for block in entries.chunks(size) {
-                self.send(block).await?;
-            }
-            Ok(delivered())
-        }
-        .instrument(span)
-        .await
+        let entries = self.entries(batch).instrument(span.clone()).await?;
+        let writer = Arc::clone(&self.writer);
+        // Sent when the runtime awaits it: in order, while the next batch is encoded.
+        Ok(self
+            .ordered
+            .delivery(async move { writer.lock().await.send(&entries).await }.instrument(span)))
     }
 }
 
