@@ -196,7 +196,7 @@ fn validate(pipelines: &[PathBuf]) -> ExitCode {
 
 /// The admin endpoint's address and the pipeline's name from a pipeline file, or the exit
 /// code after the error line (an invalid file; no `admin:`).
-fn admin_of(pipeline: &Path) -> Result<(String, String), ExitCode> {
+fn admin_of(pipeline: &Path) -> Result<(String, Option<String>, String), ExitCode> {
     let config = load(pipeline).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(EXIT_INVALID)
@@ -209,16 +209,20 @@ fn admin_of(pipeline: &Path) -> Result<(String, String), ExitCode> {
         );
         return Err(ExitCode::from(EXIT_FAILED));
     };
-    Ok((admin.bind.clone(), config.name))
+    let token = admin.token().map_err(|e| {
+        eprintln!("error: {}: {e}", pipeline.display());
+        ExitCode::from(EXIT_INVALID)
+    })?;
+    Ok((admin.bind.clone(), token, config.name))
 }
 
 /// `sluice status`: a running pipeline's status, from its admin endpoint.
 fn show_status(pipeline: &Path) -> ExitCode {
-    let (bind, name) = match admin_of(pipeline) {
+    let (bind, token, name) = match admin_of(pipeline) {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match sluice_engine::runtime::admin::status(&bind, &name) {
+    match sluice_engine::runtime::admin::status((&bind, token.as_deref()), &name) {
         Ok(status) => {
             println!(
                 "{}",
@@ -243,11 +247,11 @@ fn show_status(pipeline: &Path) -> ExitCode {
 
 /// `sluice signal`: one signal to a running pipeline's admin endpoint.
 fn send_signal(pipeline: &Path, signal: &str) -> ExitCode {
-    let (bind, name) = match admin_of(pipeline) {
+    let (bind, token, name) = match admin_of(pipeline) {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match sluice_engine::runtime::admin::send_signal(&bind, &name, signal) {
+    match sluice_engine::runtime::admin::send_signal((&bind, token.as_deref()), &name, signal) {
         Ok(answer) => {
             println!("{answer}");
             ExitCode::SUCCESS

@@ -259,3 +259,64 @@ fn debeziums_metric_names_follow_the_snapshot_and_the_stream() {
         (log.lines().find(|l| l.contains("Snapshot read."))).unwrap_or_else(|| panic!("{log}"));
     assert!(line.contains("rows=50"), "{line}");
 }
+
+#[test]
+fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    let (path, port) = admin_pipeline(dir.path(), &db);
+    let open = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&format!("127.0.0.1:{port}"), &format!("0.0.0.0:{port}"));
+    std::fs::write(&path, &open).unwrap();
+    // No token: refused before anything runs, naming the fix.
+    let o = std::process::Command::new(sluice_test_support::pg::sluice())
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("listens beyond this machine: set `token`") && err.contains("admin"),
+        "{err}"
+    );
+    // A token from a file: requests without it are refused, the health checks are not, and
+    // `sluice status` sends it.
+    let secret = "3f9c2a7b1d8e4c6a9b0d2e4f6a8c0e1d";
+    std::fs::write(dir.path().join("token"), format!("{secret}\n")).unwrap();
+    let guarded = open.replace(
+        &format!("bind: \"0.0.0.0:{port}\""),
+        &format!(
+            "bind: \"0.0.0.0:{port}\", token.file: {}",
+            dir.path().join("token").display()
+        ),
+    );
+    std::fs::write(&path, guarded).unwrap();
+    let mut child = start(&path, &[]);
+    wait_for_status(port, "/health/live", 200);
+    let (status, body) = get(port, "/pipelines/sqlite_test");
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    assert_eq!(get(port, "/metrics").0, 401);
+    let o = std::process::Command::new(sluice_test_support::pg::sluice())
+        .arg("status")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("\"state\""),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.contains(secret), "the token is in no answer");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = sluice_test_support::pg::log_of(&child);
+    assert!(!log.contains(secret), "the token is in no log line:\n{log}");
+}

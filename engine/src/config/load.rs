@@ -271,6 +271,9 @@ where
         Some(node) => offsets_config(node).map_err(|e| e.with_path("offsets"))?,
         None => OffsetsConfig::default(),
     };
+    if let Some(admin) = &settings.admin {
+        admin.check().map_err(|e| located_key(root, "admin", e))?;
+    }
     let name = settings.name;
     let data_dir = settings
         .data_dir

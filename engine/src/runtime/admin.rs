@@ -10,6 +10,12 @@
 //!   (`{"status": "UP"|"DOWN", "checks": [...]}`);
 //! - `GET /metrics`: the process's metrics in Prometheus' text format.
 //!
+//! Access: the endpoint listens where `bind` says; an address other than this machine's own
+//! (`127.0.0.1`, `::1`, `localhost`) needs a `token` (or `token.file`), and then every request but
+//! the health checks carries `Authorization: Bearer <token>` (`401` without it). A `POST` must
+//! say `content-type: application/json` (`415`), so that no web page can post a form to it.
+//! Nothing answered holds a secret (the status has no configuration).
+//!
 //! The server reads one request per connection by hand (request line, headers,
 //! `Content-Length` body, 64 KiB at most) rather than pulling in a web framework; anything else
 //! gets a plain status line and a one-line reason.
@@ -32,11 +38,66 @@ const MAX_HEAD: usize = 16 * 1024;
 const MAX_HEADERS: usize = 100;
 
 /// `admin:` in a pipeline file.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdminConfig {
     /// Address to listen on, e.g. `127.0.0.1:8083`.
     pub bind: String,
+    /// The bearer token every request but the health checks must carry (`${VAR}` reads it
+    /// from the environment); required to listen on an address other than this machine's.
+    #[serde(default)]
+    pub token: Option<crate::config::Secret>,
+    /// A file whose first line is the token, instead of `token`.
+    #[serde(rename = "token.file", default)]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+impl AdminConfig {
+    /// The token, from `token` or `token.file` (`None`: no token asked for).
+    pub fn token(&self) -> Result<Option<String>, String> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(_), Some(_)) => {
+                return Err("admin: give `token` or `token.file`, not both".into())
+            }
+            (Some(t), None) => t.expose().trim().to_owned(),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map_err(|e| format!("admin: cannot read `token.file` `{}`: {e}", path.display()))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned(),
+            (None, None) => return Ok(None),
+        };
+        if token.len() < 16 {
+            return Err("admin: the token is shorter than 16 characters: use a long random one (`openssl rand -hex 32`)".into());
+        }
+        Ok(Some(token))
+    }
+
+    /// Checks that an endpoint reachable from other machines has a token.
+    pub fn check(&self) -> Result<(), String> {
+        let token = self.token()?;
+        if token.is_none() && !is_local(&self.bind) {
+            return Err(format!(
+                "admin: `bind: {}` listens beyond this machine: set `token` (or `token.file`) so that requests must carry `Authorization: Bearer <token>`, or bind 127.0.0.1",
+                self.bind
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `bind` (`host:port`) is this machine's own address only.
+fn is_local(bind: &str) -> bool {
+    let host = match bind.rsplit_once(':') {
+        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+        None => bind,
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Signals received over HTTP, waiting for the source (shared by restarts of the pipeline).
@@ -44,6 +105,8 @@ pub type SignalQueue = Arc<Mutex<mpsc::Receiver<String>>>;
 
 /// What the routes need.
 struct Routes {
+    /// The bearer token requests must carry (`None`: none asked for).
+    token: Option<String>,
     /// `/pipelines/{name}`.
     pipeline: String,
     signals: mpsc::Sender<String>,
@@ -80,6 +143,8 @@ pub async fn start(
     pipeline: &str,
     status: Status,
 ) -> Result<(SignalQueue, SocketAddr), std::io::Error> {
+    config.check().map_err(std::io::Error::other)?;
+    let token = config.token().map_err(std::io::Error::other)?;
     let listener = TcpListener::bind(&config.bind).await.map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -89,6 +154,7 @@ pub async fn start(
     let addr = listener.local_addr()?;
     let (tx, rx) = mpsc::channel::<String>(64);
     let routes = Arc::new(Routes {
+        token,
         pipeline: format!("/pipelines/{pipeline}"),
         signals: tx,
         status,
@@ -118,13 +184,15 @@ async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let (status, content_type, body) = match read_request(&mut reader).await {
-        Ok((method, target, body)) => route(routes, &method, &target, body),
+        Ok(request) => answer(routes, request),
         Err((status, reason)) => (status, "text/plain", format!("{reason}\n")),
     };
     let text = match status {
         200 => "OK",
         202 => "Accepted",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        415 => "Unsupported Media Type",
         404 => "Not Found",
         405 => "Method Not Allowed",
         411 => "Length Required",
@@ -132,12 +200,59 @@ async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
         431 => "Request Header Fields Too Large",
         _ => "Service Unavailable",
     };
+    let challenge = if status == 401 {
+        "www-authenticate: Bearer\r\n"
+    } else {
+        ""
+    };
     let response = format!(
-        "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\n{challenge}content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     write.write_all(response.as_bytes()).await?;
     write.shutdown().await
+}
+
+/// One request, as read.
+#[derive(Debug, Default)]
+struct Request {
+    method: String,
+    target: String,
+    body: Vec<u8>,
+    content_type: Option<String>,
+    authorization: Option<String>,
+}
+
+/// The answer to `request`, once it may be served: the token where one is asked for (the
+/// health checks need none), a JSON body for a `POST`.
+fn answer(routes: &Routes, request: Request) -> Answer {
+    let plain = |status: u16, reason: &str| (status, "text/plain", format!("{reason}\n"));
+    let health = request.target.starts_with("/health/");
+    if let (Some(token), false) = (&routes.token, health) {
+        let given = (request.authorization.as_deref())
+            .and_then(|a| {
+                a.strip_prefix("Bearer ")
+                    .or_else(|| a.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
+            return plain(401, "this endpoint needs `Authorization: Bearer <token>` (the pipeline's `admin.token`)");
+        }
+    }
+    if request.method == "POST" {
+        let json = (request.content_type.as_deref())
+            .and_then(|c| c.split(';').next())
+            .is_some_and(|c| c.trim().eq_ignore_ascii_case("application/json"));
+        if !json {
+            return plain(415, "send the body as `content-type: application/json`");
+        }
+    }
+    route(routes, &request.method, &request.target, request.body)
+}
+
+/// `a == b` in a time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// The answer to `method target` with `body`.
@@ -205,7 +320,7 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
 /// status and reason to answer.
 async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
-) -> Result<(String, String, Vec<u8>), (u16, String)> {
+) -> Result<Request, (u16, String)> {
     let bad = |reason: &str| (400, reason.to_owned());
     // The request line and the headers: at most MAX_HEAD bytes and MAX_HEADERS lines.
     let mut head = (&mut *reader).take(MAX_HEAD as u64);
@@ -218,6 +333,7 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     // The path, without a query string.
     let target = target.split('?').next().unwrap_or("");
     let mut length: Option<usize> = None;
+    let (mut content_type, mut authorization) = (None, None);
     let (mut complete, mut ended) = (false, false);
     for _ in 0..MAX_HEADERS {
         let mut header = String::new();
@@ -234,7 +350,14 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
             break;
         }
         if let Some((name, value)) = header.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
+            let name = name.trim();
+            if name.eq_ignore_ascii_case("content-type") {
+                content_type = Some(value.trim().to_owned());
+            }
+            if name.eq_ignore_ascii_case("authorization") {
+                authorization = Some(value.trim().to_owned());
+            }
+            if name.eq_ignore_ascii_case("content-length") {
                 length = Some(
                     value
                         .trim()
@@ -262,7 +385,13 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
             .await
             .map_err(|_| bad("the body is shorter than its content-length"))?;
     }
-    Ok((method.to_owned(), target.to_owned(), body))
+    Ok(Request {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        body,
+        content_type,
+        authorization,
+    })
 }
 
 /// A signal request's body as the line to queue.
@@ -314,12 +443,22 @@ fn call(bind: &str, pipeline: &str, request: &str) -> Result<(String, String), S
     Ok((status, body))
 }
 
-/// Sends `signal` to a running pipeline's endpoint (`sluice signal`); returns the server's
-/// answer, or a one-line reason.
-pub fn send_signal(bind: &str, pipeline: &str, signal: &str) -> Result<String, String> {
+/// The `authorization` header line of `token` (empty without one).
+fn bearer(token: Option<&str>) -> String {
+    token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"))
+}
+
+/// Sends `signal` to a running pipeline's endpoint (`sluice signal`, with the endpoint's
+/// `token`); returns the server's answer, or a one-line reason.
+pub fn send_signal(
+    (bind, token): (&str, Option<&str>),
+    pipeline: &str,
+    signal: &str,
+) -> Result<String, String> {
     check_signal(signal)?;
     let request = format!(
-        "POST /pipelines/{pipeline}/signals HTTP/1.1\r\nhost: {bind}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{signal}",
+        "POST /pipelines/{pipeline}/signals HTTP/1.1\r\nhost: {bind}\r\n{}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{signal}",
+        bearer(token),
         signal.len()
     );
     let (status, body) = call(bind, pipeline, &request)?;
@@ -332,10 +471,16 @@ pub fn send_signal(bind: &str, pipeline: &str, signal: &str) -> Result<String, S
     }
 }
 
-/// A running pipeline's status (`sluice status`), or a one-line reason.
-pub fn status(bind: &str, pipeline: &str) -> Result<serde_json::Value, String> {
-    let request =
-        format!("GET /pipelines/{pipeline} HTTP/1.1\r\nhost: {bind}\r\nconnection: close\r\n\r\n");
+/// A running pipeline's status (`sluice status`, with the endpoint's `token`), or a one-line
+/// reason.
+pub fn status(
+    (bind, token): (&str, Option<&str>),
+    pipeline: &str,
+) -> Result<serde_json::Value, String> {
+    let request = format!(
+        "GET /pipelines/{pipeline} HTTP/1.1\r\nhost: {bind}\r\n{}connection: close\r\n\r\n",
+        bearer(token)
+    );
     let (status, body) = call(bind, pipeline, &request)?;
     if status != "200" {
         return Err(format!("the endpoint at {bind} answered {status}: {body}"));
@@ -355,6 +500,7 @@ mod tests {
             Arc::new(std::sync::atomic::AtomicU64::new(0)),
         );
         let routes = Routes {
+            token: None,
             pipeline: "/pipelines/p".into(),
             signals: tx,
             status: Status::new("p", counters.0, counters.1),
@@ -367,7 +513,7 @@ mod tests {
         let (routes, _rx) = routes();
         let mut reader = BufReader::new(raw.as_bytes());
         match read_request(&mut reader).await {
-            Ok((method, target, body)) => route(&routes, &method, &target, body),
+            Ok(request) => answer(&routes, request),
             Err((status, reason)) => (status, "text/plain", reason),
         }
     }
@@ -376,7 +522,7 @@ mod tests {
     async fn requests_are_checked() {
         let body = r#"{"id":"s1","type":"log","data":{"message":"hi"}}"#;
         let ok = format!(
-            "POST /pipelines/p/signals HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /pipelines/p/signals HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         assert_eq!(ask(&ok).await.0, 202);
@@ -384,14 +530,16 @@ mod tests {
             ask("GET /pipelines/p/signals HTTP/1.1\r\n\r\n").await.0,
             405
         );
-        let wrong = "POST /pipelines/q/signals HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+        let form = ok.replace("application/json", "application/x-www-form-urlencoded");
+        assert_eq!(ask(&form).await.0, 415);
+        let wrong = "POST /pipelines/q/signals HTTP/1.1\r\ncontent-type: application/json\r\nContent-Length: 2\r\n\r\n{}";
         assert_eq!(ask(wrong).await.0, 404);
         assert_eq!(
             ask("POST /pipelines/p/signals HTTP/1.1\r\n\r\n").await.0,
             411
         );
         let (status, _, reason) =
-            ask("POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 8\r\n\r\n{\"id\":1}").await;
+            ask("POST /pipelines/p/signals HTTP/1.1\r\ncontent-type: application/json; charset=utf-8\r\nContent-Length: 8\r\n\r\n{\"id\":1}").await;
         assert_eq!(status, 400);
         assert!(reason.contains("string `id`"), "{reason}");
         let huge = "POST /pipelines/p/signals HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n";
@@ -409,6 +557,43 @@ mod tests {
         assert_eq!(
             ask("GET /health/live?verbose HTTP/1.1\r\n\r\n").await.0,
             200
+        );
+    }
+
+    #[tokio::test]
+    async fn a_token_guards_everything_but_the_health_checks() {
+        let (mut routes, _rx) = routes();
+        routes.token = Some("0123456789abcdef-token".into());
+        let get = |target: &str, auth: Option<&str>| Request {
+            method: "GET".into(),
+            target: target.into(),
+            authorization: auth.map(str::to_owned),
+            ..Request::default()
+        };
+        assert_eq!(answer(&routes, get("/pipelines/p", None)).0, 401);
+        assert_eq!(answer(&routes, get("/metrics", Some("Bearer nope"))).0, 401);
+        let right = Some("Bearer 0123456789abcdef-token");
+        assert_eq!(answer(&routes, get("/pipelines/p", right)).0, 200);
+        assert_eq!(answer(&routes, get("/health/live", None)).0, 200);
+        assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn binding_beyond_this_machine_needs_a_long_token() {
+        let config = |bind: &str, token: Option<&str>| AdminConfig {
+            bind: bind.into(),
+            token: token.map(|t| crate::config::Secret::from(t.to_owned())),
+            token_file: None,
+        };
+        for local in ["127.0.0.1:8083", "localhost:1", "[::1]:8083", "127.1.2.3:9"] {
+            assert_eq!(config(local, None).check(), Ok(()), "{local}");
+        }
+        let e = config("0.0.0.0:8083", None).check().unwrap_err();
+        assert!(e.contains("set `token`"), "{e}");
+        assert!(config("0.0.0.0:8083", Some("short")).check().is_err());
+        assert_eq!(
+            config("0.0.0.0:8083", Some("0123456789abcdef")).check(),
+            Ok(())
         );
     }
 
@@ -449,7 +634,7 @@ mod tests {
             let (routes, _rx) = routes();
             let _ = runtime.block_on(async {
                 let mut reader = BufReader::new(&raw[..]);
-                read_request(&mut reader).await.map(|(m, t, b)| route(&routes, &m, &t, b))
+                read_request(&mut reader).await.map(|r| answer(&routes, r))
             });
         }
     }
