@@ -69,6 +69,26 @@ enum Command {
         /// The running pipeline's file (YAML).
         pipeline: PathBuf,
     },
+    /// Watch the events a running pipeline's sinks are handed, after their transforms, through
+    /// its admin endpoint (`admin.bind`), one JSON line each (`{"sink", "topic", "key",
+    /// "value"}`, values without schemas), as `vector tap` shows them.
+    ///
+    /// The pipeline never waits for a tap: one that reads too slowly misses events, and says
+    /// how many on stderr. Exit codes: 0 the tap ended (limit reached, pipeline stopped);
+    /// 1 refused or unreachable; 3 invalid pipeline file.
+    Tap {
+        /// The running pipeline's file (YAML).
+        pipeline: PathBuf,
+        /// One sink's events only (by its `name`).
+        #[arg(long)]
+        sink: Option<String>,
+        /// Topics matching this regular expression only (anchored).
+        #[arg(long)]
+        topic: Option<String>,
+        /// Stop after this many events.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Make SQLite tables capture their changes (change tables filled by triggers), or stop it.
     ///
     /// Exit codes: 0 done; 1 refused (the reason on one line).
@@ -154,6 +174,15 @@ fn main() -> ExitCode {
         }
         Command::Signal { pipeline, signal } => send_signal(&pipeline, &signal),
         Command::Status { pipeline } => show_status(&pipeline),
+        Command::Tap {
+            pipeline,
+            sink,
+            topic,
+            limit,
+        } => tap(
+            &pipeline,
+            sluice_engine::runtime::tap_http::TapRequest { sink, topic, limit },
+        ),
         Command::Run {
             pipeline,
             stop_when_idle,
@@ -238,6 +267,28 @@ fn show_status(pipeline: &Path) -> ExitCode {
                 ExitCode::from(EXIT_FAILED)
             }
         }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// `sluice tap`: the events a running pipeline's sinks are handed, to stdout.
+fn tap(pipeline: &Path, request: sluice_engine::runtime::tap_http::TapRequest) -> ExitCode {
+    let (bind, token, name) = match admin_of(pipeline) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let followed = sluice_engine::runtime::tap_http::follow(
+        (&bind, token.as_deref()),
+        &name,
+        &request,
+        (&mut out, &mut err),
+    );
+    match followed {
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(EXIT_FAILED)

@@ -320,3 +320,76 @@ fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
     let log = sluice_test_support::pg::log_of(&child);
     assert!(!log.contains(secret), "the token is in no log line:\n{log}");
 }
+
+#[test]
+fn a_tap_shows_one_sinks_events_of_the_topics_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text); create table u (id integer primary key);",
+        &["t", "u"],
+    );
+    let (path, port) = admin_pipeline(dir.path(), &db);
+    let text = std::fs::read_to_string(&path).unwrap() + "  - type: \"null\"\n    name: quiet\n";
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_for_status(port, "/health/ready", 200);
+    let sluice = env!("CARGO_BIN_EXE_sluice");
+    // A sink the pipeline does not have: one line naming those it has.
+    let o = Command::new(sluice)
+        .args(["tap", "--sink", "nope"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no sink named `nope`: the sinks are file, quiet"),
+        "{err}"
+    );
+    // Three events of table t, as the file sink is handed them.
+    let tap = Command::new(sluice)
+        .args([
+            "tap",
+            "--sink",
+            "file",
+            "--topic",
+            "app\\.main\\.t",
+            "--limit",
+            "3",
+        ])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    for i in 1..=4 {
+        conn.execute_batch(&format!(
+            "insert into u values ({i}); insert into t values ({i}, 'v{i}');"
+        ))
+        .unwrap();
+    }
+    let o = tap.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tapped: Vec<Json> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(tapped.len(), 3, "{out}");
+    wait_lines(dir.path(), 8);
+    let file: Vec<Json> = lines(dir.path())
+        .into_iter()
+        .filter(|l| l["topic"] == "app.main.t")
+        .collect();
+    for (t, f) in tapped.iter().zip(&file) {
+        assert_eq!(t["sink"], "file");
+        assert_eq!(
+            (&t["topic"], &t["key"], &t["value"]),
+            (&f["topic"], &f["key"], &f["value"])
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

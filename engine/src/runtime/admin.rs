@@ -8,7 +8,9 @@
 //!   sink's writes are failing: `503` while it starts, restarts after a failure, retries a
 //!   sink, stops or has failed), as Quarkus' health checks answer them in Debezium Server
 //!   (`{"status": "UP"|"DOWN", "checks": [...]}`);
-//! - `GET /metrics`: the process's metrics in Prometheus' text format.
+//! - `GET /metrics`: the process's metrics in Prometheus' text format;
+//! - `GET /pipelines/{name}/tap?sink=..&topic=..&limit=..`: the events the sinks are handed,
+//!   after their transforms, one JSON line each as they come (`sluice tap`; [`super::tap`]).
 //!
 //! Access: the endpoint listens where `bind` says; an address other than this machine's own
 //! (`127.0.0.1`, `::1`, `localhost`) needs a `token` (or `token.file`), and then every request but
@@ -109,6 +111,8 @@ struct Routes {
     token: Option<String>,
     /// `/pipelines/{name}`.
     pipeline: String,
+    /// The pipeline's sinks, by name (what a tap may name).
+    sinks: Vec<String>,
     signals: mpsc::Sender<String>,
     status: Status,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
@@ -140,7 +144,7 @@ fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
 /// Binds the endpoint; the returned queue feeds the source.
 pub async fn start(
     config: &AdminConfig,
-    pipeline: &str,
+    (pipeline, sinks): (&str, Vec<String>),
     status: Status,
 ) -> Result<(SignalQueue, SocketAddr), std::io::Error> {
     config.check().map_err(std::io::Error::other)?;
@@ -156,6 +160,7 @@ pub async fn start(
     let routes = Arc::new(Routes {
         token,
         pipeline: format!("/pipelines/{pipeline}"),
+        sinks,
         signals: tx,
         status,
         metrics: prometheus(),
@@ -169,7 +174,7 @@ pub async fn start(
             };
             let routes = routes.clone();
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(10), serve(stream, &routes)).await;
+                let _ = serve(stream, &routes).await;
             });
         }
     });
@@ -178,15 +183,43 @@ pub async fn start(
 }
 
 /// An answer: status, content type, body.
-type Answer = (u16, &'static str, String);
+pub(super) type Answer = (u16, &'static str, String);
+
+/// How long reading a request and writing its answer may take (a tap streams longer).
+const EXCHANGE: Duration = Duration::from_secs(10);
 
 async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let (status, content_type, body) = match read_request(&mut reader).await {
-        Ok(request) => answer(routes, request),
+    let Ok(request) = tokio::time::timeout(EXCHANGE, read_request(&mut reader)).await else {
+        return Ok(());
+    };
+    let (status, content_type, body) = match request {
+        Ok(request) => match admit(routes, &request) {
+            Some(refusal) => refusal,
+            None if request.target == format!("{}/tap", routes.pipeline) => {
+                return super::tap_http::serve(routes_tap(routes), &request.query, reader, write)
+                    .await;
+            }
+            None => route(routes, &request.method, &request.target, request.body),
+        },
         Err((status, reason)) => (status, "text/plain", format!("{reason}\n")),
     };
+    tokio::time::timeout(EXCHANGE, respond(&mut write, (status, content_type, body)))
+        .await
+        .unwrap_or(Ok(()))
+}
+
+/// What a tap needs of the routes.
+fn routes_tap(routes: &Routes) -> (&super::tap::Taps, &[String]) {
+    (routes.status.taps(), &routes.sinks)
+}
+
+/// Writes `answer` and closes.
+pub(super) async fn respond(
+    write: &mut tokio::net::tcp::OwnedWriteHalf,
+    (status, content_type, body): Answer,
+) -> std::io::Result<()> {
     let text = match status {
         200 => "OK",
         202 => "Accepted",
@@ -218,14 +251,25 @@ async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
 struct Request {
     method: String,
     target: String,
+    /// What follows `?` in the target.
+    query: String,
     body: Vec<u8>,
     content_type: Option<String>,
     authorization: Option<String>,
 }
 
-/// The answer to `request`, once it may be served: the token where one is asked for (the
-/// health checks need none), a JSON body for a `POST`.
+/// The answer to `request`: refused (see [`admit`]) or routed.
+#[cfg(test)]
 fn answer(routes: &Routes, request: Request) -> Answer {
+    match admit(routes, &request) {
+        Some(refusal) => refusal,
+        None => route(routes, &request.method, &request.target, request.body),
+    }
+}
+
+/// Why `request` is not served (`None`: it is): the token where one is asked for (the health
+/// checks need none), a JSON body for a `POST`.
+fn admit(routes: &Routes, request: &Request) -> Option<Answer> {
     let plain = |status: u16, reason: &str| (status, "text/plain", format!("{reason}\n"));
     let health = request.target.starts_with("/health/");
     if let (Some(token), false) = (&routes.token, health) {
@@ -236,7 +280,7 @@ fn answer(routes: &Routes, request: Request) -> Answer {
             })
             .map(str::trim);
         if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
-            return plain(401, "this endpoint needs `Authorization: Bearer <token>` (the pipeline's `admin.token`)");
+            return Some(plain(401, "this endpoint needs `Authorization: Bearer <token>` (the pipeline's `admin.token`)"));
         }
     }
     if request.method == "POST" {
@@ -244,10 +288,13 @@ fn answer(routes: &Routes, request: Request) -> Answer {
             .and_then(|c| c.split(';').next())
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("application/json"));
         if !json {
-            return plain(415, "send the body as `content-type: application/json`");
+            return Some(plain(
+                415,
+                "send the body as `content-type: application/json`",
+            ));
         }
     }
-    route(routes, &request.method, &request.target, request.body)
+    None
 }
 
 /// `a == b` in a time that does not depend on where they differ.
@@ -288,7 +335,7 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
         return plain(
             404,
             format!(
-                "no such route: GET /metrics, /health/live, /health/ready, {}; POST {signals}",
+                "no such route: GET /metrics, /health/live, /health/ready, {0}, {0}/tap; POST {signals}",
                 routes.pipeline
             ),
         );
@@ -330,8 +377,8 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
         .map_err(|_| bad("unreadable request"))?;
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    // The path, without a query string.
-    let target = target.split('?').next().unwrap_or("");
+    // The path, and the query string apart.
+    let (target, query) = target.split_once('?').unwrap_or((target, ""));
     let mut length: Option<usize> = None;
     let (mut content_type, mut authorization) = (None, None);
     let (mut complete, mut ended) = (false, false);
@@ -388,6 +435,7 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     Ok(Request {
         method: method.to_owned(),
         target: target.to_owned(),
+        query: query.to_owned(),
         body,
         content_type,
         authorization,
@@ -502,6 +550,7 @@ mod tests {
         let routes = Routes {
             token: None,
             pipeline: "/pipelines/p".into(),
+            sinks: vec!["file".into()],
             signals: tx,
             status: Status::new("p", counters.0, counters.1),
             metrics: None,

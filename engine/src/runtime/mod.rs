@@ -18,6 +18,8 @@ pub mod admin;
 mod stages;
 pub mod status;
 mod supervisor;
+pub mod tap;
+pub mod tap_http;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -196,7 +198,14 @@ pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunErro
             Arc::new(std::sync::atomic::AtomicU64::new(crate::component::now_ms())),
         );
         let signals = match &plan.admin {
-            Some(admin) => Some(admin::start(admin, &plan.name, status.clone()).await?.0),
+            Some(admin) => {
+                let sinks: Vec<String> = plan.sinks.iter().map(|s| s.name.clone()).collect();
+                Some(
+                    admin::start(admin, (&plan.name, sinks), status.clone())
+                        .await?
+                        .0,
+                )
+            }
             None => None,
         };
         Supervisor::new(plan, options, slot, (signals, status)).start();

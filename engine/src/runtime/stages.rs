@@ -212,6 +212,7 @@ impl SinkStage {
                     let received: usize = items.iter().map(|i| i.events.len()).sum();
                     self.counters.received.increment(received as u64);
                     let parts = self.transform(&items, received)?;
+                    self.status.taps().offer(&self.name, &parts);
                     let delivery = match self.sink.write(&SinkBatch::new(&parts)).await {
                         Ok(delivery) => delivery,
                         Err(error) => Box::pin(std::future::ready(Err(error))),

@@ -54,6 +54,8 @@ pub struct Status {
     last_event_ms: Arc<AtomicU64>,
     /// Whether the current generation's source has reached its database.
     connected: Arc<std::sync::atomic::AtomicBool>,
+    /// The live views of the sinks' events (`sluice tap`).
+    taps: super::tap::Taps,
 }
 
 impl Status {
@@ -72,7 +74,13 @@ impl Status {
             emitted,
             last_event_ms,
             connected: Arc::default(),
+            taps: super::tap::Taps::default(),
         }
+    }
+
+    /// The live views of the sinks' events.
+    pub fn taps(&self) -> &super::tap::Taps {
+        &self.taps
     }
 
     /// The flag a new generation's source sets once it has reached its database (cleared
