@@ -39,6 +39,11 @@ if ! command -v odbcinst >/dev/null 2>&1 || ! odbcinst -q -d -n "PostgreSQL Unic
   apt-get update -qq && apt-get install -y -qq unixodbc-dev odbc-postgresql
 fi
 
+# Headless Chromium: the status page's test renders it in a real browser.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq chromium
+fi
+
 # Kafka-compatible broker for the Kafka tests: tansu (memory storage, no topic auto-create, no
 # transactions), installed once (about 20 minutes on 2 cores) and started on 127.0.0.1:9092.
 if ! tansu --version 2>/dev/null | grep -q "$TANSU_VERSION"; then

@@ -393,3 +393,67 @@ fn a_tap_shows_one_sinks_events_of_the_topics_asked_for() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The page at `url` as headless Chromium renders it once its script has run (Debian's
+/// `chromium`; `tests/run.sh` installs it).
+fn rendered(url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let o = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=4000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .expect("chromium (apt-get install chromium; tests/run.sh installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_status_page_shows_the_pipeline_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b');",
+        &["t"],
+    );
+    let (path, port) = admin_pipeline(dir.path(), &db);
+    let mut child = start(&path, &[]);
+    wait_for_status(port, "/health/ready", 200);
+    conn.execute_batch("insert into t values (3, 'c');")
+        .unwrap();
+    wait_lines(dir.path(), 3);
+    let dom = rendered(&format!("http://127.0.0.1:{port}/"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What the script filled in from the status: the name, the state, the events, the
+    // snapshot's rows by table, the throughput line.
+    assert!(
+        dom.contains(r#"<span id="name">sqlite_test</span>"#),
+        "{dom}"
+    );
+    assert!(dom.contains(r#"data-state="running""#), "{dom}");
+    assert!(dom.contains(r#"<td id="connected">yes</td>"#), "{dom}");
+    let events: u64 = dom
+        .split(r#"<td id="events">"#)
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no event count in {dom}"));
+    assert!(events >= 3, "{events}");
+    assert!(
+        dom.contains("main.t 2 rows") || dom.contains("t 2 rows"),
+        "{dom}"
+    );
+    assert!(dom.contains("<polyline"), "{dom}");
+}

@@ -280,6 +280,22 @@ impl DebeziumMetrics {
         }
     }
 
+    /// The snapshot's progress for the status: whether it runs or completed, and the rows read
+    /// so far by table (`null` before the source emitted anything).
+    pub fn snapshot_json(&self) -> serde_json::Value {
+        let Some(n) = &self.named else {
+            return serde_json::Value::Null;
+        };
+        let tables: serde_json::Map<String, serde_json::Value> = (n.rows.iter())
+            .map(|(t, (_, rows))| (t.clone(), serde_json::Value::from(*rows)))
+            .collect();
+        serde_json::json!({
+            "running": n.running,
+            "completed": !n.running && !tables.is_empty(),
+            "tables": tables,
+        })
+    }
+
     /// A new generation of stages reads from `queue`: `Connected` 1 again (the counts go on).
     pub fn generation(&mut self, queue: Arc<BoundedQueue>) {
         self.queue = queue;

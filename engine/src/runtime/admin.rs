@@ -8,6 +8,8 @@
 //!   sink's writes are failing: `503` while it starts, restarts after a failure, retries a
 //!   sink, stops or has failed), as Quarkus' health checks answer them in Debezium Server
 //!   (`{"status": "UP"|"DOWN", "checks": [...]}`);
+//! - `GET /`: a status page (plain HTML and a script that reads `/pipelines/{name}` every
+//!   second: state, throughput over the last five minutes, snapshot progress, errors);
 //! - `GET /metrics`: the process's metrics in Prometheus' text format;
 //! - `GET /pipelines/{name}/tap?sink=..&topic=..&limit=..`: the events the sinks are handed,
 //!   after their transforms, one JSON line each as they come (`sluice tap`; [`super::tap`]).
@@ -271,7 +273,8 @@ fn answer(routes: &Routes, request: Request) -> Answer {
 /// checks need none), a JSON body for a `POST`.
 fn admit(routes: &Routes, request: &Request) -> Option<Answer> {
     let plain = |status: u16, reason: &str| (status, "text/plain", format!("{reason}\n"));
-    let health = request.target.starts_with("/health/");
+    // The health checks, and the page (no data in it: its script asks with the token).
+    let health = request.target.starts_with("/health/") || request.target == "/";
     if let (Some(token), false) = (&routes.token, health) {
         let given = (request.authorization.as_deref())
             .and_then(|a| {
@@ -309,6 +312,7 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
         |status: u16, value: serde_json::Value| (status, "application/json", format!("{value}\n"));
     let signals = format!("{}/signals", routes.pipeline);
     let get = [
+        "/",
         "/metrics",
         "/health/live",
         "/health/ready",
@@ -335,7 +339,7 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
         return plain(
             404,
             format!(
-                "no such route: GET /metrics, /health/live, /health/ready, {0}, {0}/tap; POST {signals}",
+                "no such route: GET /, /metrics, /health/live, /health/ready, {0}, {0}/tap; POST {signals}",
                 routes.pipeline
             ),
         );
@@ -351,6 +355,7 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
                 "another metrics recorder is installed in this process".into(),
             ),
         },
+        "/" => (200, "text/html; charset=utf-8", page(&routes.pipeline)),
         "/health/live" => json(200, serde_json::json!({"status": "UP", "checks": []})),
         "/health/ready" => {
             let (up, data) = routes.status.readiness();
@@ -361,6 +366,16 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
         }
         _ => json(200, routes.status.json()),
     }
+}
+
+/// The status page of the pipeline at `path` (`/pipelines/<name>`).
+fn page(path: &str) -> String {
+    let name = path.strip_prefix("/pipelines/").unwrap_or(path);
+    // A JavaScript string literal that cannot end the script element.
+    let literal = serde_json::to_string(name)
+        .unwrap_or_else(|_| "\"\"".into())
+        .replace('<', "\\u003c");
+    include_str!("page/status.html").replace("\"__PIPELINE__\"", &literal)
 }
 
 /// Reads one request: its method, target and body (at most [`MAX_BODY`] bytes), or the
@@ -625,6 +640,16 @@ mod tests {
         assert_eq!(answer(&routes, get("/pipelines/p", right)).0, 200);
         assert_eq!(answer(&routes, get("/health/live", None)).0, 200);
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn the_page_names_its_pipeline_safely() {
+        let html = page("/pipelines/a</script>b");
+        assert!(
+            html.contains(r#"const PIPELINE = "a\u003c/script>b";"#),
+            "{html}"
+        );
+        assert!(!html.contains("__PIPELINE__"));
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub struct Status {
     connected: Arc<std::sync::atomic::AtomicBool>,
     /// The live views of the sinks' events (`sluice tap`).
     taps: super::tap::Taps,
+    /// The snapshot's progress, from Debezium's metrics (when the supervisor keeps them).
+    snapshot: Arc<Mutex<Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>>>,
 }
 
 impl Status {
@@ -75,7 +77,13 @@ impl Status {
             last_event_ms,
             connected: Arc::default(),
             taps: super::tap::Taps::default(),
+            snapshot: Arc::default(),
         }
+    }
+
+    /// The metrics the snapshot's progress is read from.
+    pub(crate) fn snapshot_from(&self, metrics: Arc<Mutex<crate::metrics::DebeziumMetrics>>) {
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(metrics);
     }
 
     /// The live views of the sinks' events.
@@ -188,6 +196,19 @@ impl Status {
             "committed": w.committed,
             "last_error": w.last_error,
             "failing_sinks": w.failing_sinks,
+            "snapshot": self.snapshot_json(),
+        })
+    }
+
+    /// The snapshot's progress (`null` without the metrics).
+    fn snapshot_json(&self) -> serde_json::Value {
+        let metrics = self
+            .snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        metrics.map_or(serde_json::Value::Null, |m| {
+            m.lock().unwrap_or_else(|p| p.into_inner()).snapshot_json()
         })
     }
 }

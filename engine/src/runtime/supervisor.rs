@@ -247,10 +247,13 @@ impl Supervisor {
                     (plan.admin.is_some()).then(|| {
                         let metrics = self.debezium.get_or_insert_with(|| {
                             let capacity = (limits.max_queue_size, max_bytes);
-                            Arc::new(Mutex::new(crate::metrics::DebeziumMetrics::new(
-                                source_queue.clone(),
-                                capacity,
-                            )))
+                            let metrics =
+                                Arc::new(Mutex::new(crate::metrics::DebeziumMetrics::new(
+                                    source_queue.clone(),
+                                    capacity,
+                                )));
+                            self.status.snapshot_from(metrics.clone());
+                            metrics
                         });
                         (metrics.lock().unwrap_or_else(|p| p.into_inner()))
                             .generation(source_queue.clone());
