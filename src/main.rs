@@ -2,6 +2,7 @@
 
 #[cfg(feature = "sqlite")]
 mod capture;
+mod import;
 #[cfg(feature = "sqlite")]
 mod quickstart;
 mod registry;
@@ -89,6 +90,21 @@ enum Command {
         #[arg(long)]
         limit: Option<u64>,
     },
+    /// Print the pipeline file equivalent to a Debezium connector's Kafka Connect
+    /// configuration (`{"name", "config"}` JSON as the REST API takes it, a flat JSON object,
+    /// or a `.properties` file).
+    ///
+    /// `connector.class` picks the source, the connector's properties carry over as they are
+    /// (Sluice takes Debezium's names), `transforms.*` become Sluice's transforms, the
+    /// converters the Kafka sink's format; what has no equivalent is refused, naming the
+    /// property. The file is checked as `validate` checks it. Exit codes: 0 printed; 3 refused.
+    Import {
+        /// The connector's configuration.
+        connector: PathBuf,
+        /// The Kafka brokers of the sink (the Connect worker's `bootstrap.servers`).
+        #[arg(long, default_value = "${KAFKA_BOOTSTRAP_SERVERS:-localhost:9092}")]
+        bootstrap_servers: String,
+    },
     /// Make SQLite tables capture their changes (change tables filled by triggers), or stop it.
     ///
     /// Exit codes: 0 done; 1 refused (the reason on one line).
@@ -174,6 +190,10 @@ fn main() -> ExitCode {
         }
         Command::Signal { pipeline, signal } => send_signal(&pipeline, &signal),
         Command::Status { pipeline } => show_status(&pipeline),
+        Command::Import {
+            connector,
+            bootstrap_servers,
+        } => import_connector(&connector, &bootstrap_servers),
         Command::Tap {
             pipeline,
             sink,
@@ -272,6 +292,38 @@ fn show_status(pipeline: &Path) -> ExitCode {
             ExitCode::from(EXIT_FAILED)
         }
     }
+}
+
+/// `sluice import`: the pipeline file of a Debezium connector's configuration, checked.
+fn import_connector(connector: &Path, bootstrap: &str) -> ExitCode {
+    let yaml = match import::pipeline(connector, bootstrap) {
+        Ok(yaml) => yaml,
+        Err(e) => {
+            eprintln!("error: {}: {e}", connector.display());
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    // Checked as `validate` checks a file, with the `${VAR}`s it reads set to placeholders.
+    let mut vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    for part in yaml.split("${").skip(1) {
+        let name = part.split(['}', ':']).next().unwrap_or_default();
+        vars.entry(name.to_owned())
+            .or_insert_with(|| "placeholder".into());
+    }
+    let checked = sluice_engine::config::parse_pipeline::<SourceSpec, TransformSpec, SinkSpec>(
+        Path::new("imported.yaml"),
+        &yaml,
+        vars,
+    );
+    if let Err(e) = checked {
+        eprintln!(
+            "error: {}: the imported pipeline does not validate: {e}",
+            connector.display()
+        );
+        return ExitCode::from(EXIT_INVALID);
+    }
+    print!("{yaml}");
+    ExitCode::SUCCESS
 }
 
 /// `sluice tap`: the events a running pipeline's sinks are handed, to stdout.

@@ -347,3 +347,86 @@ fn the_example_pipeline_runs_as_shipped() {
     .is_empty());
     pg::drop_db(&db);
 }
+
+/// `sluice import` of a Debezium PostgreSQL connector's Kafka Connect JSON (as registered with
+/// `POST /connectors`, the tutorial's shape with an `unwrap` SMT and schemaless JSON): the
+/// printed pipeline validates, runs unchanged, and its topic holds the flattened rows.
+#[test]
+fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
+    let db = pg::fresh_db("imported_connector");
+    pg::psql(
+        &db,
+        "create table customers (id int primary key, name text not null)",
+    );
+    pg::psql(
+        &db,
+        "insert into customers values (1, 'Sally'), (2, 'George')",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix("imported");
+    let bootstrap = broker::shared();
+    let connector = serde_json::json!({
+        "name": prefix,
+        "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "tasks.max": "1",
+            "database.hostname": pg::host(),
+            "database.port": pg::port(),
+            "database.user": "postgres",
+            "database.password": "${env:PGPASSWORD_UNUSED}",
+            "database.dbname": db,
+            "topic.prefix": prefix,
+            "plugin.name": "pgoutput",
+            "slot.name": db,
+            "publication.name": db,
+            "publication.autocreate.mode": "filtered",
+            "table.include.list": "public.customers",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "transforms": "unwrap",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.drop.tombstones": "false"
+        }
+    });
+    let file = dir.path().join("connector.json");
+    std::fs::write(&file, connector.to_string()).unwrap();
+    let o = std::process::Command::new(pg::sluice())
+        .args(["import", "--bootstrap-servers", &bootstrap])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let yaml = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        yaml.contains("  type: postgres\n") && yaml.contains("  - type: unwrap\n"),
+        "{yaml}"
+    );
+    assert!(
+        !yaml.contains("tasks.max") && !yaml.contains("converter"),
+        "{yaml}"
+    );
+    let path = dir.path().join("imported.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let o = std::process::Command::new(pg::sluice())
+        .args(["run", "--stop-when-idle", "3s"])
+        .arg(&path)
+        .current_dir(dir.path())
+        .env("PGPASSWORD_UNUSED", "")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let topic = format!("{prefix}.public.customers");
+    let records = broker::consume(&bootstrap, &[&topic], 2, Duration::from_secs(60));
+    let values: Vec<Json> = records.iter().map(|r| json(&r.value)).collect();
+    assert_eq!(
+        values,
+        [
+            serde_json::json!({"id": 1, "name": "Sally"}),
+            serde_json::json!({"id": 2, "name": "George"})
+        ],
+        "flattened by the unwrap transform, without schemas"
+    );
+    pg::drop_db(&db);
+}
