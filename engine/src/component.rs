@@ -144,7 +144,13 @@ pub struct SourceContext {
     signals: Option<crate::runtime::admin::SignalQueue>,
     /// The partitions' positions of a source that reads several ([`Self::partition_by`]).
     partitions: Option<crate::partitions::Partitions>,
+    /// The snapshot's tables, as the source announced them ([`Self::snapshot_tables`]).
+    snapshot_plan: SnapshotPlan,
 }
+
+/// The tables a snapshot reads, with the rows the database estimates each holds (shared by the
+/// source, the status and Debezium's metrics).
+pub type SnapshotPlan = Arc<std::sync::Mutex<Option<Vec<(String, Option<u64>)>>>>;
 
 impl std::fmt::Debug for SourceContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -173,6 +179,7 @@ pub(crate) struct SourceWiring {
     pub shutdown_tx: Arc<watch::Sender<bool>>,
     pub committed: watch::Receiver<Option<Position>>,
     pub signals: Option<crate::runtime::admin::SignalQueue>,
+    pub snapshot_plan: SnapshotPlan,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -203,6 +210,7 @@ impl SourceContext {
             committed: w.committed,
             signals: w.signals,
             partitions: None,
+            snapshot_plan: w.snapshot_plan,
         }
     }
 
@@ -251,6 +259,14 @@ impl SourceContext {
         let committed = self.resume_from.as_ref();
         self.partitions = Some(crate::partitions::Partitions::new(names, committed)?);
         Ok(())
+    }
+
+    /// A snapshot starts reading `tables` (`schema.table`, or `table` where the database has no
+    /// schemas), each with the rows the database estimates it holds (`None`: no estimate): the
+    /// status shows rows read against them, and Debezium's `TotalTableCount` and
+    /// `RemainingTableCount` follow.
+    pub fn snapshot_tables(&self, tables: Vec<(String, Option<u64>)>) {
+        *self.snapshot_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(tables);
     }
 
     /// Emits and resumes for partition `i` (of [`Self::partition_by`]'s names) from here on.

@@ -26,7 +26,7 @@ pub mod tls;
 
 pub use component::{
     delivered, BuildContext, BuildSink, BuildSource, BuildTransform, Delivery, Sink, SinkBatch,
-    Source, SourceContext, Stopped, Transform,
+    SnapshotPlan, Source, SourceContext, Stopped, Transform,
 };
 pub use error::{Classify, ComponentError, ErrorClass, FailureMode};
 pub use event::{Batch, ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};

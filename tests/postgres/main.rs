@@ -19,6 +19,7 @@ use sluice_test_support::moments;
 mod notifications;
 mod outbox;
 mod ownership;
+mod progress;
 mod resume;
 mod setup;
 mod values;

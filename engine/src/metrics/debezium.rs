@@ -84,7 +84,14 @@ pub struct DebeziumMetrics {
     queue: Arc<BoundedQueue>,
     capacity: (usize, usize),
     named: Option<Named>,
+    /// The snapshot's tables as the source announced them.
+    plan: crate::component::SnapshotPlan,
+    /// When the table counts were last set (twice a second at most: not per batch).
+    counted: Option<Instant>,
 }
+
+/// A planned table: its name, the rows read of it, the database's estimate.
+type Planned = (String, u64, Option<u64>);
 
 /// Debezium's `plugin` label for a `source.connector` value (its MBeans' connector type).
 fn plugin(connector: &str) -> &str {
@@ -114,7 +121,52 @@ impl DebeziumMetrics {
             queue,
             capacity,
             named: None,
+            plan: Default::default(),
+            counted: None,
         }
+    }
+
+    /// Reads the snapshot's tables from `plan` (`TotalTableCount`, `RemainingTableCount`,
+    /// the status's estimates).
+    pub fn with_plan(mut self, plan: crate::component::SnapshotPlan) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    /// The planned tables with the rows read of each and the database's estimate, and how
+    /// many are not read yet (the one being read counts as remaining).
+    fn planned(&self) -> Option<(Vec<Planned>, usize)> {
+        let plan = self
+            .plan
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let n = self.named.as_ref();
+        let rows_of = |table: &str| -> Option<u64> {
+            let rows = &n?.rows;
+            (rows.iter())
+                .find(|(label, _)| *label == table || label.ends_with(&format!(".{table}")))
+                .map(|(_, (_, r))| *r)
+        };
+        let current = n.and_then(|n| n.topic.as_ref().map(|(_, t)| t.clone()));
+        let running = n.is_some_and(|n| n.running);
+        let mut remaining = 0;
+        let tables = (plan.into_iter())
+            .map(|(table, estimate)| {
+                let rows = rows_of(&table);
+                let reading = running
+                    && current
+                        .as_deref()
+                        .is_some_and(|c| c == table || c.ends_with(&format!(".{table}")));
+                let done_reading = rows.is_some() && !reading;
+                let snapshot_done = n.is_some_and(|n| !n.running && !n.rows.is_empty());
+                if !done_reading && !snapshot_done {
+                    remaining += 1;
+                }
+                (table, rows.unwrap_or(0), estimate)
+            })
+            .collect();
+        Some((tables, remaining))
     }
 
     /// Counts `events`, as the source emitted them. The per-event work is kept small (the
@@ -262,7 +314,22 @@ impl DebeziumMetrics {
 
     /// Brings the time and queue gauges up to date (on every batch, and while idle).
     pub fn tick(&mut self) {
+        let due = self
+            .counted
+            .is_none_or(|t| t.elapsed() >= std::time::Duration::from_millis(500));
+        let planned = if due {
+            self.counted = Some(Instant::now());
+            self.planned()
+        } else {
+            None
+        };
         let Some(n) = &mut self.named else { return };
+        if let Some((tables, remaining)) = planned {
+            n.snapshot.gauge("TotalTableCount").set(tables.len() as f64);
+            n.snapshot
+                .gauge("RemainingTableCount")
+                .set(remaining as f64);
+        }
         let (events, bytes) = self.queue.depth();
         for c in [&mut n.snapshot, &mut n.streaming] {
             c.events_seen.set(c.counts[0] as f64);
@@ -289,11 +356,20 @@ impl DebeziumMetrics {
         let tables: serde_json::Map<String, serde_json::Value> = (n.rows.iter())
             .map(|(t, (_, rows))| (t.clone(), serde_json::Value::from(*rows)))
             .collect();
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "running": n.running,
             "completed": !n.running && !tables.is_empty(),
             "tables": tables,
-        })
+        });
+        if let Some((planned, remaining)) = self.planned() {
+            let estimated: serde_json::Map<String, serde_json::Value> = (planned.iter())
+                .map(|(t, _, e)| (t.clone(), serde_json::json!(e)))
+                .collect();
+            json["total_tables"] = planned.len().into();
+            json["remaining_tables"] = remaining.into();
+            json["estimated_rows"] = estimated.into();
+        }
+        json
     }
 
     /// A new generation of stages reads from `queue`: `Connected` 1 again (the counts go on).

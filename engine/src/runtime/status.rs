@@ -58,6 +58,8 @@ pub struct Status {
     taps: super::tap::Taps,
     /// The snapshot's progress, from Debezium's metrics (when the supervisor keeps them).
     snapshot: Arc<Mutex<Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>>>,
+    /// The snapshot's tables, as the source announced them.
+    plan: crate::component::SnapshotPlan,
 }
 
 impl Status {
@@ -78,7 +80,13 @@ impl Status {
             connected: Arc::default(),
             taps: super::tap::Taps::default(),
             snapshot: Arc::default(),
+            plan: Arc::default(),
         }
+    }
+
+    /// The snapshot's tables, shared with the source and the metrics.
+    pub(crate) fn snapshot_plan(&self) -> crate::component::SnapshotPlan {
+        Arc::clone(&self.plan)
     }
 
     /// The metrics the snapshot's progress is read from.

@@ -222,6 +222,7 @@ impl Supervisor {
             shutdown_tx: shutdown_tx.clone(),
             committed: self.committed_tx.subscribe(),
             signals: self.signals.clone(),
+            snapshot_plan: self.status.snapshot_plan(),
         });
 
         let mut futures: Vec<(String, StageFuture)> = Vec::new();
@@ -247,11 +248,12 @@ impl Supervisor {
                     (plan.admin.is_some()).then(|| {
                         let metrics = self.debezium.get_or_insert_with(|| {
                             let capacity = (limits.max_queue_size, max_bytes);
-                            let metrics =
-                                Arc::new(Mutex::new(crate::metrics::DebeziumMetrics::new(
-                                    source_queue.clone(),
-                                    capacity,
-                                )));
+                            let metrics = crate::metrics::DebeziumMetrics::new(
+                                source_queue.clone(),
+                                capacity,
+                            )
+                            .with_plan(self.status.snapshot_plan());
+                            let metrics = Arc::new(Mutex::new(metrics));
                             self.status.snapshot_from(metrics.clone());
                             metrics
                         });

@@ -137,6 +137,7 @@ pub(crate) async fn run(
             return Ok(0);
         }
     }
+    ctx.snapshot_tables(estimates(client, plan.tables).await);
     let units = plan_units(client, plan).await?;
     let threads = plan.threads.clamp(1, units.len().max(1));
     if threads > 1 {
@@ -205,6 +206,29 @@ pub(crate) async fn run(
     let rows = rows?;
     client.batch_execute("COMMIT").await.map_err(q)?;
     Ok(rows)
+}
+
+/// The snapshot's tables (`schema.table`) with the rows PostgreSQL's statistics estimate each
+/// holds (`pg_class.reltuples`; none for a table never analyzed or vacuumed).
+async fn estimates(client: &Client, tables: &[Arc<TableSchema>]) -> Vec<(String, Option<u64>)> {
+    let mut out = Vec::with_capacity(tables.len());
+    for t in tables {
+        let found = client
+            .query_opt(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = $1",
+                &[&t.oid],
+            )
+            .await;
+        let estimate = match found {
+            Ok(Some(row)) => row
+                .try_get::<_, i64>(0)
+                .ok()
+                .and_then(|n| u64::try_from(n).ok()),
+            _ => None,
+        };
+        out.push((format!("{}.{}", t.schema_name, t.table), estimate));
+    }
+    out
 }
 
 /// The `CREATE` schema change event of every table, at the snapshot's start.

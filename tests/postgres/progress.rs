@@ -1,0 +1,95 @@
+//! The snapshot's tables as the PostgreSQL source announces them: the status's estimated rows
+//! (`pg_class.reltuples`) and table counts, and Debezium's `TotalTableCount` and
+//! `RemainingTableCount`, through a running pipeline's admin endpoint.
+
+use serde_json::Value as Json;
+
+use super::common::*;
+
+/// `GET target` on `port`: the status code and the body.
+fn get(port: u16, target: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+/// The value of the Prometheus sample whose line starts with `name{` and holds `label`.
+fn sample(text: &str, name: &str, label: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn the_snapshot_says_its_tables_and_their_estimated_rows() {
+    let db = fresh_db("snapshot_plan");
+    psql(
+        &db,
+        "create table big (id int primary key); create table small (id int primary key)",
+    );
+    psql(
+        &db,
+        "insert into big select generate_series(1, 3000); insert into small values (1), (2)",
+    );
+    psql(&db, "analyze big");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = pipeline(dir.path(), &db, "", false);
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "\n",
+        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_lines(dir.path(), 3002, &mut child);
+    // The status once the snapshot is done and counted (the counts are set twice a second).
+    let t0 = std::time::Instant::now();
+    let (status, metrics) = loop {
+        let status: Json = get(port, &format!("/pipelines/{db}"))
+            .and_then(|(_, b)| serde_json::from_str(&b).ok())
+            .unwrap_or_default();
+        let metrics = get(port, "/metrics").map(|(_, b)| b).unwrap_or_default();
+        let remaining = sample(&metrics, "debezium_metrics_RemainingTableCount", "snapshot");
+        if status["snapshot"]["remaining_tables"] == 0 && remaining == Some(0.0) {
+            break (status, metrics);
+        }
+        assert!(t0.elapsed().as_secs() < 30, "{status}\n{metrics}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    stop(&child);
+    finish(child);
+    let snapshot = &status["snapshot"];
+    assert_eq!(snapshot["total_tables"], 2, "{snapshot}");
+    assert_eq!(snapshot["completed"], true, "{snapshot}");
+    assert_eq!(
+        snapshot["estimated_rows"]["public.big"], 3000,
+        "analyzed: {snapshot}"
+    );
+    assert!(
+        snapshot["estimated_rows"]["public.small"].is_null()
+            || snapshot["estimated_rows"]["public.small"].is_u64(),
+        "{snapshot}"
+    );
+    assert_eq!(
+        snapshot["tables"][format!("{db}.public.big")],
+        3000,
+        "{snapshot}"
+    );
+    assert_eq!(
+        sample(&metrics, "debezium_metrics_TotalTableCount", "snapshot"),
+        Some(2.0),
+        "{metrics}"
+    );
+    drop_db(&db);
+}
