@@ -76,27 +76,77 @@ fn read(path: &Path) -> Result<(String, BTreeMap<String, String>), String> {
     Ok((name, props))
 }
 
-/// A Java `.properties` text's entries (`key=value` or `key: value`, `#`/`!` comments,
-/// lines continued with a trailing backslash).
+/// A Java `.properties` text's entries, as `java.util.Properties.load` reads them: `#`/`!`
+/// comments, the key up to the first unescaped `=`, `:` or blank, backslash escapes (`\\`,
+/// `\=`, `\:`, `\ `, `\t`, `\n`, `\uXXXX`), lines continued by an odd number of trailing
+/// backslashes.
 fn properties(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let mut pending = String::new();
+    let mut logical = String::new();
     for line in text.lines() {
         let line = line.trim_start();
-        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
         {
             continue;
         }
-        if let Some(cont) = line.strip_suffix('\\') {
-            pending.push_str(cont);
+        let trailing = line.len() - line.trim_end_matches('\\').len();
+        if trailing % 2 == 1 {
+            logical.push_str(&line[..line.len() - 1]);
             continue;
         }
-        pending.push_str(line);
-        let entry = std::mem::take(&mut pending);
-        let at = entry.find(['=', ':']).unwrap_or(entry.len());
-        let (k, v) = entry.split_at(at);
-        let v = v.get(1..).unwrap_or("");
-        out.insert(k.trim().to_owned(), v.trim().to_owned());
+        logical.push_str(line);
+        let entry = std::mem::take(&mut logical);
+        let (key, value) = split_entry(&entry);
+        out.insert(unescape(key), unescape(value));
+    }
+    out
+}
+
+/// The key and the value of a logical line (the separator and the blanks around it dropped).
+fn split_entry(entry: &str) -> (&str, &str) {
+    let bytes = entry.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'=' | b':' | b' ' | b'\t' | b'\x0c' => break,
+            _ => i += 1,
+        }
+    }
+    let key = &entry[..i.min(entry.len())];
+    let mut rest = entry
+        .get(i..)
+        .unwrap_or("")
+        .trim_start_matches([' ', '\t', '\x0c']);
+    if let Some(r) = rest.strip_prefix(['=', ':']) {
+        rest = r.trim_start_matches([' ', '\t', '\x0c']);
+    }
+    (key, rest)
+}
+
+/// Java's escapes of a properties key or value.
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\x0c'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                if let Some(ch) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    out.push(ch);
+                }
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
     }
     out
 }
@@ -142,13 +192,21 @@ pub(crate) fn pipeline(path: &Path, bootstrap: &str) -> Result<String, String> {
         for (kind, settings) in transforms {
             out.push_str(&format!("  - type: {kind}\n"));
             for (k, v) in settings {
-                out.push_str(&format!("    {}: {}\n", quoted(&k), quoted(&v)));
+                out.push_str(&format!(
+                    "    {}: {}\n",
+                    quoted(&k),
+                    quoted(&provided(&k, &v)?)
+                ));
             }
         }
     }
     out.push_str("sinks:\n  - type: kafka\n");
     for (k, v) in sink {
-        out.push_str(&format!("    {}: {}\n", quoted(&k), quoted(&v)));
+        out.push_str(&format!(
+            "    {}: {}\n",
+            quoted(&k),
+            quoted(&provided(&k, &v)?)
+        ));
     }
     Ok(out)
 }
@@ -162,6 +220,11 @@ fn sink(
     let mut out = vec![("bootstrap.servers".to_owned(), bootstrap.to_owned())];
     let key = props.remove("key.converter");
     let value = props.remove("value.converter");
+    if let (Some(k), Some(v)) = (&key, &value) {
+        if k != v {
+            return Err(format!("`key.converter` {k} and `value.converter` {v} differ: the Kafka sink writes keys and values in one format"));
+        }
+    }
     let converter = value.as_deref().or(key.as_deref());
     match converter {
         None | Some("org.apache.kafka.connect.json.JsonConverter") => {
@@ -178,10 +241,16 @@ fn sink(
         }
         Some("io.confluent.connect.avro.AvroConverter" | "io.apicurio.registry.utils.converter.AvroConverter") => {
             out.push(("format".into(), "avro".into()));
-            let url = props
-                .remove("value.converter.schema.registry.url")
-                .or_else(|| props.remove("key.converter.schema.registry.url"))
-                .ok_or("`value.converter.schema.registry.url` is missing: the Avro converter needs the registry")?;
+            let value = props.remove("value.converter.schema.registry.url");
+            let key = props.remove("key.converter.schema.registry.url");
+            if let (Some(v), Some(k)) = (&value, &key) {
+                if v != k {
+                    return Err("`key.converter.schema.registry.url` and `value.converter.schema.registry.url` differ: the Kafka sink has one registry".into());
+                }
+            }
+            let url = value.or(key).ok_or(
+                "`value.converter.schema.registry.url` is missing: the Avro converter needs the registry",
+            )?;
             out.push(("schema.registry.url".into(), url));
         }
         Some("io.debezium.converters.CloudEventsConverter") => {
@@ -255,13 +324,15 @@ fn transforms(props: &mut BTreeMap<String, String>) -> Result<Vec<Transform>, St
 /// providers (`${file:...}`, `${vault:...}`) are refused, naming the property.
 fn provided(key: &str, value: &str) -> Result<String, String> {
     let value = value.replace("${env:", "${");
-    match value.find("${").map(|i| &value[i..]) {
-        Some(rest) if rest.contains(':') && rest.find(':') < rest.find('}') => Err(format!(
-            "`{key}` reads a Kafka Connect config provider ({}): put the value in an environment variable (`${{VAR}}`), or use the source's `.file` setting where it has one",
-            rest.split('}').next().unwrap_or(rest)
-        )),
-        _ => Ok(value),
+    for rest in value.split("${").skip(1) {
+        let inside = rest.split('}').next().unwrap_or(rest);
+        if inside.contains(':') && !inside.contains(":-") {
+            return Err(format!(
+                "`{key}` reads a Kafka Connect config provider (${{{inside}}}): put the value in an environment variable (`${{VAR}}`), or use the source's `.file` setting where it has one"
+            ));
+        }
     }
+    Ok(value)
 }
 
 /// A YAML double-quoted scalar of `s` (JSON's string escapes are YAML's).
@@ -275,11 +346,19 @@ mod tests {
 
     #[test]
     fn properties_read_as_java_reads_them() {
-        let p = properties("# c\n! c\na=1\nb : two words\nc=x\\\n  y\nd\n");
+        let p = properties(
+            "# c\n! c\na=1\nb : two words \nc=x\\\n  y\nd\ne f\ntable.include.list=public\\\\.orders\nk\\:ey=v\\=w\nu=\\u00e9\nslash=ends\\\\\nnext=1\n",
+        );
         assert_eq!(p["a"], "1");
-        assert_eq!(p["b"], "two words");
+        assert_eq!(p["b"], "two words ");
         assert_eq!(p["c"], "xy");
         assert_eq!(p["d"], "");
+        assert_eq!(p["e"], "f");
+        assert_eq!(p["table.include.list"], "public\\.orders");
+        assert_eq!(p["k:ey"], "v=w");
+        assert_eq!(p["u"], "é");
+        assert_eq!(p["slash"], "ends\\");
+        assert_eq!(p["next"], "1");
     }
 
     #[test]
@@ -310,6 +389,17 @@ mod tests {
         assert!(
             e.contains("`database.password` reads a Kafka Connect config provider"),
             "{e}"
+        );
+        let e =
+            write("connector.class=PostgresConnector\ndatabase.password=${env:A}${file:/x:y}\n")
+                .unwrap_err();
+        assert!(e.contains("config provider (${file:/x:y})"), "{e}");
+        let e = write("connector.class=PostgresConnector\nkey.converter=org.apache.kafka.connect.storage.StringConverter\nvalue.converter=org.apache.kafka.connect.json.JsonConverter\n").unwrap_err();
+        assert!(e.contains("differ"), "{e}");
+        let avro = write("connector.class=PostgresConnector\nkey.converter=io.confluent.connect.avro.AvroConverter\nvalue.converter=io.confluent.connect.avro.AvroConverter\nkey.converter.schema.registry.url=http://r:8081\nvalue.converter.schema.registry.url=http://r:8081\n").unwrap();
+        assert!(
+            avro.contains("\"format\": \"avro\"") && avro.contains("http://r:8081"),
+            "{avro}"
         );
         let env =
             write("connector.class=PostgresConnector\ndatabase.password=${env:PGPASS}\n").unwrap();

@@ -13,7 +13,7 @@ fn get(port: u16, target: &str) -> Option<(u16, String)> {
     let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
     write!(
         stream,
-        "GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = String::new();

@@ -25,7 +25,7 @@ fn get(port: u16, target: &str) -> (u16, String) {
         .unwrap();
     write!(
         stream,
-        "GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();

@@ -362,7 +362,7 @@ fn a_source_still_connecting_is_not_ready() {
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", admin)).ok()?;
         write!(
             stream,
-            "GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+            "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
         )
         .ok()?;
         let mut response = String::new();

@@ -88,6 +88,17 @@ pub struct DebeziumMetrics {
     plan: crate::component::SnapshotPlan,
     /// When the table counts were last set (twice a second at most: not per batch).
     counted: Option<Instant>,
+    /// Whether they were set once the snapshot had finished (then they no longer change).
+    final_counted: bool,
+}
+
+/// The last two parts of a dotted name (`schema.table` of `db.schema.table`).
+fn tail(name: &str) -> &str {
+    let mut dots = name.rmatch_indices('.').map(|(i, _)| i);
+    match (dots.next(), dots.next()) {
+        (Some(_), Some(i)) => &name[i + 1..],
+        _ => name,
+    }
 }
 
 /// A planned table: its name, the rows read of it, the database's estimate.
@@ -123,6 +134,7 @@ impl DebeziumMetrics {
             named: None,
             plan: Default::default(),
             counted: None,
+            final_counted: false,
         }
     }
 
@@ -134,38 +146,31 @@ impl DebeziumMetrics {
     }
 
     /// The planned tables with the rows read of each and the database's estimate, and how
-    /// many are not read yet (the one being read counts as remaining).
+    /// many are still to read: those not started, and the one being read while the snapshot
+    /// runs. A table is found by its `schema.table` (the rows' labels are `db.schema.table`).
     fn planned(&self) -> Option<(Vec<Planned>, usize)> {
-        let plan = self
-            .plan
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()?;
+        let guard = self.plan.lock().unwrap_or_else(|p| p.into_inner());
+        let plan = guard.as_ref()?;
         let n = self.named.as_ref();
-        let rows_of = |table: &str| -> Option<u64> {
-            let rows = &n?.rows;
-            (rows.iter())
-                .find(|(label, _)| *label == table || label.ends_with(&format!(".{table}")))
-                .map(|(_, (_, r))| *r)
-        };
-        let current = n.and_then(|n| n.topic.as_ref().map(|(_, t)| t.clone()));
+        let mut rows: HashMap<&str, u64> = HashMap::new();
+        for (label, (_, r)) in n.iter().flat_map(|n| n.rows.iter()) {
+            rows.insert(label.as_str(), *r);
+            rows.insert(tail(label), *r);
+        }
         let running = n.is_some_and(|n| n.running);
-        let mut remaining = 0;
-        let tables = (plan.into_iter())
+        let finished = n.is_some_and(|n| !n.running && !n.rows.is_empty());
+        let tables: Vec<Planned> = (plan.iter())
             .map(|(table, estimate)| {
-                let rows = rows_of(&table);
-                let reading = running
-                    && current
-                        .as_deref()
-                        .is_some_and(|c| c == table || c.ends_with(&format!(".{table}")));
-                let done_reading = rows.is_some() && !reading;
-                let snapshot_done = n.is_some_and(|n| !n.running && !n.rows.is_empty());
-                if !done_reading && !snapshot_done {
-                    remaining += 1;
-                }
-                (table, rows.unwrap_or(0), estimate)
+                let read = rows.get(table.as_str()).or_else(|| rows.get(tail(table)));
+                (table.clone(), read.copied().unwrap_or(0), *estimate)
             })
             .collect();
+        let not_started = tables.iter().filter(|(_, r, _)| *r == 0).count();
+        let remaining = match (finished, running) {
+            (true, _) => 0,
+            (false, true) => (not_started + 1).min(tables.len()),
+            (false, false) => tables.len(),
+        };
         Some((tables, remaining))
     }
 
@@ -314,9 +319,17 @@ impl DebeziumMetrics {
 
     /// Brings the time and queue gauges up to date (on every batch, and while idle).
     pub fn tick(&mut self) {
-        let due = self
-            .counted
-            .is_none_or(|t| t.elapsed() >= std::time::Duration::from_millis(500));
+        let finished = self
+            .named
+            .as_ref()
+            .is_some_and(|n| !n.running && !n.rows.is_empty());
+        let due = !(finished && self.final_counted)
+            && self
+                .counted
+                .is_none_or(|t| t.elapsed() >= std::time::Duration::from_millis(500));
+        if due && finished {
+            self.final_counted = true;
+        }
         let planned = if due {
             self.counted = Some(Instant::now());
             self.planned()
@@ -385,5 +398,15 @@ impl DebeziumMetrics {
         if let Some(n) = &self.named {
             n.connected.set(0.0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tail_tests {
+    #[test]
+    fn the_tail_is_schema_and_table() {
+        assert_eq!(super::tail("db.public.t"), "public.t");
+        assert_eq!(super::tail("public.t"), "public.t");
+        assert_eq!(super::tail("t"), "t");
     }
 }

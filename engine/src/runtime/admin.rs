@@ -35,6 +35,9 @@ use tokio::sync::{mpsc, Mutex};
 
 use super::status::Status;
 
+/// Connections served at once (taps included).
+const MAX_CONNECTIONS: usize = 32;
+
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024;
 /// Largest request line and headers accepted, in bytes and in header lines.
@@ -111,6 +114,8 @@ pub type SignalQueue = Arc<Mutex<mpsc::Receiver<String>>>;
 struct Routes {
     /// The bearer token requests must carry (`None`: none asked for).
     token: Option<String>,
+    /// The address listened on, as configured (a `Host` it may be asked by).
+    bind: String,
     /// `/pipelines/{name}`.
     pipeline: String,
     /// The pipeline's sinks, by name (what a tap may name).
@@ -161,12 +166,14 @@ pub async fn start(
     let (tx, rx) = mpsc::channel::<String>(64);
     let routes = Arc::new(Routes {
         token,
+        bind: config.bind.clone(),
         pipeline: format!("/pipelines/{pipeline}"),
         sinks,
         signals: tx,
         status,
         metrics: prometheus(),
     });
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -174,9 +181,15 @@ pub async fn start(
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
+            // At most MAX_CONNECTIONS at a time: more wait to be accepted (the pipeline's own
+            // connections keep their descriptors).
+            let Ok(permit) = Arc::clone(&connections).acquire_owned().await else {
+                return;
+            };
             let routes = routes.clone();
             tokio::spawn(async move {
                 let _ = serve(stream, &routes).await;
+                drop(permit);
             });
         }
     });
@@ -227,6 +240,7 @@ pub(super) async fn respond(
         202 => "Accepted",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         415 => "Unsupported Media Type",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -258,6 +272,7 @@ struct Request {
     body: Vec<u8>,
     content_type: Option<String>,
     authorization: Option<String>,
+    host: Option<String>,
 }
 
 /// The answer to `request`: refused (see [`admit`]) or routed.
@@ -284,6 +299,15 @@ fn admit(routes: &Routes, request: &Request) -> Option<Answer> {
             .map(str::trim);
         if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
             return Some(plain(401, "this endpoint needs `Authorization: Bearer <token>` (the pipeline's `admin.token`)"));
+        }
+    }
+    // Without a token the endpoint is this machine's: a request naming another host is a web
+    // page's (DNS rebinding), not a local client's.
+    if routes.token.is_none() {
+        if let Some(host) = &request.host {
+            if !is_local(host) && !is_local(&format!("{host}:0")) && *host != routes.bind {
+                return Some(plain(403, "this endpoint answers requests to this machine only (`Host` names another): bind it elsewhere with a `token`"));
+            }
         }
     }
     if request.method == "POST" {
@@ -358,7 +382,18 @@ fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
         "/" => (200, "text/html; charset=utf-8", page(&routes.pipeline)),
         "/health/live" => json(200, serde_json::json!({"status": "UP", "checks": []})),
         "/health/ready" => {
-            let (up, data) = routes.status.readiness();
+            let (up, mut data) = routes.status.readiness();
+            // Behind a token the health check answers anyone: the sinks' names, not their errors.
+            if routes.token.is_some() {
+                if let Some(failing) = data
+                    .get_mut("failing_sinks")
+                    .and_then(|f| f.as_object_mut())
+                {
+                    failing
+                        .values_mut()
+                        .for_each(|v| *v = serde_json::Value::Bool(true));
+                }
+            }
             let check = serde_json::json!({"name": "pipeline", "status": if up { "UP" } else { "DOWN" }, "data": data});
             let body =
                 serde_json::json!({"status": if up { "UP" } else { "DOWN" }, "checks": [check]});
@@ -392,10 +427,14 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
         .map_err(|_| bad("unreadable request"))?;
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    // The path, and the query string apart.
+    // The path (percent-decoded: the page asks for its pipeline's encoded name), and the query
+    // string apart.
     let (target, query) = target.split_once('?').unwrap_or((target, ""));
+    let target = super::tap_http::decode(target)
+        .ok_or_else(|| bad("the path is not percent-encoded UTF-8"))?;
+    let target = target.as_str();
     let mut length: Option<usize> = None;
-    let (mut content_type, mut authorization) = (None, None);
+    let (mut content_type, mut authorization, mut host) = (None, None, None);
     let (mut complete, mut ended) = (false, false);
     for _ in 0..MAX_HEADERS {
         let mut header = String::new();
@@ -418,6 +457,9 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
             }
             if name.eq_ignore_ascii_case("authorization") {
                 authorization = Some(value.trim().to_owned());
+            }
+            if name.eq_ignore_ascii_case("host") {
+                host = Some(value.trim().to_owned());
             }
             if name.eq_ignore_ascii_case("content-length") {
                 length = Some(
@@ -454,6 +496,7 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
         body,
         content_type,
         authorization,
+        host,
     })
 }
 
@@ -564,6 +607,7 @@ mod tests {
         );
         let routes = Routes {
             token: None,
+            bind: "127.0.0.1:8083".into(),
             pipeline: "/pipelines/p".into(),
             sinks: vec!["file".into()],
             signals: tx,
@@ -586,7 +630,7 @@ mod tests {
     async fn requests_are_checked() {
         let body = r#"{"id":"s1","type":"log","data":{"message":"hi"}}"#;
         let ok = format!(
-            "POST /pipelines/p/signals HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /pipelines/p/signals HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         assert_eq!(ask(&ok).await.0, 202);
@@ -640,6 +684,27 @@ mod tests {
         assert_eq!(answer(&routes, get("/pipelines/p", right)).0, 200);
         assert_eq!(answer(&routes, get("/health/live", None)).0, 200);
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
+    }
+
+    #[tokio::test]
+    async fn without_a_token_only_this_machines_names_are_answered() {
+        let ok = "GET /pipelines/p HTTP/1.1\r\nHost: 127.0.0.1:8083\r\n\r\n";
+        assert_eq!(ask(ok).await.0, 200);
+        assert_eq!(
+            ask(&ok.replace("127.0.0.1:8083", "localhost:8083")).await.0,
+            200
+        );
+        assert_eq!(
+            ask(&ok.replace("127.0.0.1:8083", "evil.example:8083"))
+                .await
+                .0,
+            403
+        );
+        assert_eq!(
+            ask("GET /pipelines/%70 HTTP/1.1\r\n\r\n").await.0,
+            200,
+            "decoded"
+        );
     }
 
     #[test]

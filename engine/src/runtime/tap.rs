@@ -107,6 +107,11 @@ impl Taps {
                 if l.topic.as_ref().is_some_and(|t| !t.is_match(&event.topic)) {
                     continue;
                 }
+                // A full buffer: missed without the cost of encoding it.
+                if l.lines.capacity() == 0 {
+                    l.missed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 // The file sink's line `{"topic":..,"key":..,"value":..}`, the sink's name first.
                 let mut encoded = Vec::with_capacity(256);
                 encoder.encode_line(event, true, &mut encoded);

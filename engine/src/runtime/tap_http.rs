@@ -48,7 +48,7 @@ fn wanted(query: &str, sinks: &[String]) -> Result<Wanted, String> {
 }
 
 /// `%XX` and `+` decoded (`None`: not UTF-8 or a bad escape).
-fn decode(text: &str) -> Option<String> {
+pub(super) fn decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -112,7 +112,10 @@ pub(super) async fn serve(
         tokio::select! {
             line = tap.lines.recv() => {
                 let Some(line) = line else { break };
-                write.write_all(&line).await?;
+                // A client that stops reading is let go (its tap missing nothing meanwhile).
+                tokio::time::timeout(Duration::from_secs(10), write.write_all(&line))
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
                 sent += 1;
             }
             // The client left (or sent more, which a tap does not read).

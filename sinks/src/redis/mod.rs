@@ -8,7 +8,10 @@
 //! memory, loading) are sent again, from the first not taken, after a backoff until they are
 //! taken: a slow or stopped server slows the pipeline, it loses nothing. A block whose `EXEC` was
 //! sent but not answered may have been applied, and so may the blocks after one that failed:
-//! they are sent again, so an entry can appear twice (at least once, as Debezium's).
+//! they are sent again, so an entry can appear twice (at least once, as Debezium's). After a
+//! failure the rest goes one block at a time; on the first attempt, a block the server refused
+//! (out of memory, loading) while it took a later one of the same batch puts that later one
+//! before the refused one's retry as well as after it.
 
 mod config;
 
@@ -389,12 +392,18 @@ impl Writer {
         };
         let blocks: Vec<&[Entry]> = entries.chunks(self.config.batch_size.max(1)).collect();
         let mut from = 0;
+        // After a failure, one block at a time: a block refused while later ones were taken
+        // can only happen on the first attempt.
+        let mut at_once = blocks.len();
         loop {
-            match self.attempt(&blocks[from..]).await {
+            let window = &blocks[from..(from + at_once).min(blocks.len())];
+            match self.attempt(window).await {
+                (taken, None) if from + taken < blocks.len() => from += taken,
                 (_, None) => return Ok(()),
                 (_, Some(Failure::Stop(e))) => return Err(e),
                 (taken, Some(Failure::Again(why))) => {
                     from += taken;
+                    at_once = 1;
                     let pause = backoff.pause();
                     tracing::warn!(sink = %self.name, address = %self.config.address, reason = %why, retry_in_ms = pause.as_millis() as u64, "Redis did not take the entries; trying again.");
                     tokio::time::sleep(pause).await;

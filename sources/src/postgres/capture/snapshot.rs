@@ -137,7 +137,7 @@ pub(crate) async fn run(
             return Ok(0);
         }
     }
-    ctx.snapshot_tables(estimates(client, plan.tables).await);
+    ctx.snapshot_tables(estimates(client, plan.tables).await.map_err(q)?);
     let units = plan_units(client, plan).await?;
     let threads = plan.threads.clamp(1, units.len().max(1));
     if threads > 1 {
@@ -209,26 +209,29 @@ pub(crate) async fn run(
 }
 
 /// The snapshot's tables (`schema.table`) with the rows PostgreSQL's statistics estimate each
-/// holds (`pg_class.reltuples`; none for a table never analyzed or vacuumed).
-async fn estimates(client: &Client, tables: &[Arc<TableSchema>]) -> Vec<(String, Option<u64>)> {
-    let mut out = Vec::with_capacity(tables.len());
-    for t in tables {
-        let found = client
-            .query_opt(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = $1",
-                &[&t.oid],
-            )
-            .await;
-        let estimate = match found {
-            Ok(Some(row)) => row
-                .try_get::<_, i64>(0)
-                .ok()
-                .and_then(|n| u64::try_from(n).ok()),
-            _ => None,
-        };
-        out.push((format!("{}.{}", t.schema_name, t.table), estimate));
-    }
-    out
+/// holds (`pg_class.reltuples`; none for a table never analyzed or vacuumed), in one query of
+/// the snapshot's transaction (a failure is the snapshot's: the transaction is aborted).
+async fn estimates(
+    client: &Client,
+    tables: &[Arc<TableSchema>],
+) -> Result<Vec<(String, Option<u64>)>, tokio_postgres::Error> {
+    let oids: Vec<u32> = tables.iter().map(|t| t.oid).collect();
+    let rows = client
+        .query(
+            "SELECT oid, reltuples::bigint FROM pg_class WHERE oid = ANY($1)",
+            &[&oids],
+        )
+        .await?;
+    let by_oid: std::collections::HashMap<u32, i64> = (rows.iter())
+        .filter_map(|r| Some((r.try_get::<_, u32>(0).ok()?, r.try_get::<_, i64>(1).ok()?)))
+        .collect();
+    Ok(tables
+        .iter()
+        .map(|t| {
+            let estimate = by_oid.get(&t.oid).and_then(|n| u64::try_from(*n).ok());
+            (format!("{}.{}", t.schema_name, t.table), estimate)
+        })
+        .collect())
 }
 
 /// The `CREATE` schema change event of every table, at the snapshot's start.
