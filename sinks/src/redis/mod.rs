@@ -48,7 +48,7 @@ enum Failure {
     Stop(ComponentError),
 }
 
-/// The running sink: it encodes batches; its [`Writer`] sends them.
+/// The running sink: it encodes batches; its writer sends them.
 pub struct RedisSink {
     name: String,
     config: RedisSinkConfig,
