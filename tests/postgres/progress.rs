@@ -6,22 +6,6 @@ use serde_json::Value as Json;
 
 use super::common::*;
 
-/// `GET target` on `port`: the status code and the body.
-fn get(port: u16, target: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-    write!(
-        stream,
-        "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
-}
-
 /// The value of the Prometheus sample whose line starts with `name{` and holds `label`.
 fn sample(text: &str, name: &str, label: &str) -> Option<f64> {
     text.lines()
@@ -56,10 +40,12 @@ fn the_snapshot_says_its_tables_and_their_estimated_rows() {
     // The status once the snapshot is done and counted (the counts are set twice a second).
     let t0 = std::time::Instant::now();
     let (status, metrics) = loop {
-        let status: Json = get(port, &format!("/pipelines/{db}"))
+        let status: Json = admin_get(port, &format!("/pipelines/{db}"))
             .and_then(|(_, b)| serde_json::from_str(&b).ok())
             .unwrap_or_default();
-        let metrics = get(port, "/metrics").map(|(_, b)| b).unwrap_or_default();
+        let metrics = admin_get(port, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
         let remaining = sample(&metrics, "debezium_metrics_RemainingTableCount", "snapshot");
         if status["snapshot"]["remaining_tables"] == 0 && remaining == Some(0.0) {
             break (status, metrics);

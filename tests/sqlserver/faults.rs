@@ -333,7 +333,6 @@ fn a_capture_instance_switch_is_an_alter_event_where_the_newer_instance_takes_ov
 /// connected.
 #[test]
 fn a_source_still_connecting_is_not_ready() {
-    use std::io::{Read, Write};
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -358,18 +357,7 @@ fn a_source_still_connecting_is_not_ready() {
         );
     std::fs::write(&path, text).unwrap();
     let mut child = start(&path, &[]);
-    let get = |target: &str| -> Option<(u16, String)> {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", admin)).ok()?;
-        write!(
-            stream,
-            "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
-    };
+    let get = |target: &str| sluice_test_support::pg::admin_get(admin, target);
     let t0 = std::time::Instant::now();
     let status: Json = loop {
         if let Some((200, body)) = get("/pipelines/sqlserver_test") {

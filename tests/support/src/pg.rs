@@ -348,3 +348,20 @@ pub fn fifo_pipeline(dir: &Path, file: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(&first_file, first_run).unwrap();
     (first_file, fifo)
 }
+
+/// `GET target` on a running pipeline's admin endpoint at 127.0.0.1:`port`: the status code
+/// and the body (`None` when it does not answer).
+pub fn admin_get(port: u16, target: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+}
