@@ -60,27 +60,35 @@ fn read(path: &Path) -> Result<(String, BTreeMap<String, String>), String> {
         let object = config
             .as_object()
             .ok_or_else(|| format!("{}: `config` is not an object", path.display()))?;
-        let mut props = BTreeMap::new();
-        for (k, v) in object {
-            let value = match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Null => continue,
-                other => other.to_string(),
-            };
-            props.insert(k.clone(), value);
-        }
-        return Ok((name.unwrap_or(&stem).to_owned(), props));
+        return Ok((name.unwrap_or(&stem).to_owned(), props_of(object)));
     }
     let props = properties(&text);
     let name = props.get("name").cloned().unwrap_or(stem);
     Ok((name, props))
 }
 
+/// A JSON object's members as Kafka Connect's string properties (numbers and booleans as
+/// their text; `null` left out).
+pub(crate) fn props_of(
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> BTreeMap<String, String> {
+    let mut props = BTreeMap::new();
+    for (k, v) in object {
+        let value = match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => continue,
+            other => other.to_string(),
+        };
+        props.insert(k.clone(), value);
+    }
+    props
+}
+
 /// A Java `.properties` text's entries, as `java.util.Properties.load` reads them: `#`/`!`
 /// comments, the key up to the first unescaped `=`, `:` or blank, backslash escapes (`\\`,
 /// `\=`, `\:`, `\ `, `\t`, `\n`, `\uXXXX`), lines continued by an odd number of trailing
 /// backslashes.
-fn properties(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn properties(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut logical = String::new();
     for line in text.lines() {
@@ -154,18 +162,49 @@ fn unescape(text: &str) -> String {
 /// The pipeline file of the connector at `path`, or the one line that says what cannot be
 /// carried over.
 pub(crate) fn pipeline(path: &Path, bootstrap: &str) -> Result<String, String> {
-    let (name, mut props) = read(path)?;
+    let (name, props) = read(path)?;
+    let worker = Worker {
+        bootstrap: bootstrap.to_owned(),
+        ..Worker::default()
+    };
+    let header = format!("Imported from {}", path.display());
+    yaml(&name, props, &worker, (&header, None))
+}
+
+/// What a Kafka Connect worker gives every connector: the brokers, the producer's settings
+/// (`producer.*`) and the converters' defaults (a connector's own override them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Worker {
+    /// `bootstrap.servers`.
+    pub(crate) bootstrap: String,
+    /// `producer.*`, without the prefix: the Kafka sink's `producer` settings.
+    pub(crate) producer: BTreeMap<String, String>,
+    /// `key.converter*` and `value.converter*`.
+    pub(crate) converters: BTreeMap<String, String>,
+}
+
+/// Whether Kafka Connect's worker setting `key` is a converter's.
+pub(crate) fn is_converter(key: &str) -> bool {
+    key.starts_with("key.converter") || key.starts_with("value.converter")
+}
+
+/// The pipeline file of connector `name` with `props` on `worker`, headed by the comment
+/// `header` and keeping its offsets under `data_dir` (the default when `None`), or the one
+/// line that says what cannot be carried over.
+pub(crate) fn yaml(
+    name: &str,
+    mut props: BTreeMap<String, String>,
+    worker: &Worker,
+    (header, data_dir): (&str, Option<&Path>),
+) -> Result<String, String> {
+    for (k, v) in &worker.converters {
+        props.entry(k.clone()).or_insert_with(|| v.clone());
+    }
     let class = props
         .remove("connector.class")
         .ok_or("`connector.class` is missing: it says which database the connector reads")?;
-    let source = CONNECTORS
-        .iter()
-        .find(|(c, _)| *c == class || c.rsplit('.').next() == Some(class.as_str()))
-        .map(|(_, s)| *s)
-        .ok_or_else(|| {
-            format!("`connector.class` {class} has no Sluice source: the sources are postgres, mysql, mariadb, sqlserver, db2")
-        })?;
-    let sink = sink(&mut props, bootstrap)?;
+    let source = source_of(&class)?;
+    let sink = sink(&mut props, &worker.bootstrap)?;
     let transforms = transforms(&mut props)?;
     for key in props.keys() {
         let connect = [
@@ -180,10 +219,16 @@ pub(crate) fn pipeline(path: &Path, bootstrap: &str) -> Result<String, String> {
         }
     }
     let mut out = format!(
-        "# Imported from {} (Debezium's {class}) by `sluice import`.\nname: {}\nsource:\n  type: {source}\n",
-        path.display(),
-        quoted(&name)
+        "# {header} (Debezium's {class}) by Sluice.\nname: {}\n",
+        quoted(name)
     );
+    if let Some(dir) = data_dir {
+        out.push_str(&format!(
+            "data_dir: {}\n",
+            quoted(&dir.display().to_string())
+        ));
+    }
+    out.push_str(&format!("source:\n  type: {source}\n"));
     for (k, v) in props.iter().filter(|(k, _)| !IGNORED.contains(&k.as_str())) {
         out.push_str(&format!("  {}: {}\n", quoted(k), quoted(&provided(k, v)?)));
     }
@@ -208,7 +253,33 @@ pub(crate) fn pipeline(path: &Path, bootstrap: &str) -> Result<String, String> {
             quoted(&provided(&k, &v)?)
         ));
     }
+    if !worker.producer.is_empty() {
+        out.push_str("    producer:\n");
+        for (k, v) in &worker.producer {
+            out.push_str(&format!(
+                "      {}: {}\n",
+                quoted(k),
+                quoted(&provided(&format!("producer.{k}"), v)?)
+            ));
+        }
+    }
     Ok(out)
+}
+
+/// The Sluice source of Debezium's connector `class` (full or simple name).
+pub(crate) fn source_of(class: &str) -> Result<&'static str, String> {
+    CONNECTORS
+        .iter()
+        .find(|(c, _)| *c == class || c.rsplit('.').next() == Some(class))
+        .map(|(_, s)| *s)
+        .ok_or_else(|| {
+            format!("`connector.class` {class} has no Sluice source: the sources are postgres, mysql, mariadb, sqlserver, db2")
+        })
+}
+
+/// Debezium's connector classes Sluice runs, with the source of each.
+pub(crate) fn connectors() -> &'static [(&'static str, &'static str)] {
+    CONNECTORS
 }
 
 /// The Kafka sink's settings: the brokers, and the format the converters say (taken out of

@@ -6,6 +6,7 @@ mod import;
 #[cfg(feature = "sqlite")]
 mod quickstart;
 mod registry;
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -105,6 +106,44 @@ enum Command {
         #[arg(long, default_value = "${KAFKA_BOOTSTRAP_SERVERS:-localhost:9092}")]
         bootstrap_servers: String,
     },
+    /// Run many pipelines in one process: the pipeline files of a directory (watched: a new
+    /// file starts its pipeline, a changed one restarts it from its committed position, a
+    /// removed one stops it) and the connectors registered through a Kafka Connect-compatible
+    /// REST API, which takes Debezium connector configurations unchanged (README, "Operate").
+    ///
+    /// One admin endpoint serves them all (status, signals, tap, the page, metrics). A
+    /// pipeline failing never stops the others. Stops every pipeline gracefully at SIGINT or
+    /// SIGTERM. Exit codes: 0 stopped; 1 could not start.
+    Serve {
+        /// The directory of pipeline files (`*.yaml`, `*.yml`), watched.
+        #[arg(long)]
+        pipelines: Option<PathBuf>,
+        /// The admin endpoint's address (beyond this machine it needs a token:
+        /// `--token-file` or `SLUICE_ADMIN_TOKEN`).
+        #[arg(long, default_value = "127.0.0.1:8083")]
+        bind: String,
+        /// A file whose first line is the endpoint's bearer token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Where the REST API's connectors and their offsets are kept.
+        #[arg(long, default_value = ".sluice/serve")]
+        data_dir: PathBuf,
+        /// The Kafka brokers the REST API's connectors write to (the worker's
+        /// `bootstrap.servers`; default `${KAFKA_BOOTSTRAP_SERVERS:-localhost:9092}`).
+        #[arg(long)]
+        bootstrap_servers: Option<String>,
+        /// A Kafka Connect worker's properties (`bootstrap.servers`, `producer.*`, the
+        /// converters) for the REST API's connectors.
+        #[arg(long)]
+        worker_config: Option<PathBuf>,
+        /// Bytes all pipelines' queues may hold together (each pipeline's
+        /// `max_queue_size_bytes` times its queues); a pipeline over it does not start.
+        #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+        max_queue_bytes: u64,
+        /// How often the directory is looked at.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        watch_interval: Duration,
+    },
     /// Make SQLite tables capture their changes (change tables filled by triggers), or stop it.
     ///
     /// Exit codes: 0 done; 1 refused (the reason on one line).
@@ -141,6 +180,10 @@ enum Command {
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
     DurationSpec::parse(text).map(|d| d.0)
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    sluice_engine::config::ByteSize::parse(text).map(|b| b.0)
 }
 
 fn load(path: &std::path::Path) -> Result<Pipeline, String> {
@@ -184,6 +227,34 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
+                    ExitCode::from(EXIT_FAILED)
+                }
+            }
+        }
+        Command::Serve {
+            pipelines,
+            bind,
+            token_file,
+            data_dir,
+            bootstrap_servers,
+            worker_config,
+            max_queue_bytes,
+            watch_interval,
+        } => {
+            let serve = serve::Serve {
+                pipelines,
+                bind,
+                token_file,
+                data_dir,
+                bootstrap_servers,
+                worker_config,
+                max_queue_bytes,
+                watch_interval,
+            };
+            match serve::run(serve) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
                     ExitCode::from(EXIT_FAILED)
                 }
             }

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod avro;
+mod connect;
 use sluice_test_support::{broker, pg, procstat, registry};
 mod e2e;
 mod history;

@@ -396,7 +396,7 @@ fn a_tap_shows_one_sinks_events_of_the_topics_asked_for() {
 
 /// The page at `url` as headless Chromium renders it once its script has run (Debian's
 /// `chromium`; `tests/run.sh` installs it).
-fn rendered(url: &str) -> String {
+pub(super) fn rendered(url: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
     let o = Command::new("chromium")
         .args([

@@ -21,6 +21,7 @@ mod capture;
 mod consistency;
 mod options;
 mod quickstart;
+mod serve;
 mod signals;
 
 fn sluice(args: &[&str]) -> Output {

@@ -185,20 +185,37 @@ impl RunError {
     }
 }
 
-/// Runs a pipeline to its end on a new actor system (blocks the calling thread).
+/// Runs a pipeline to its end on a new actor system (blocks the calling thread), with its own
+/// admin endpoint when it has one.
 pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunError> {
+    let status = status::Status::starting(&plan.name);
+    run_on(plan, options, status, None)
+}
+
+/// Runs a pipeline served by an endpoint outside it (`sluice serve`): it writes `status` and
+/// its source reads `signals`. Its own `admin` must be `None`.
+pub fn run_attached(
+    plan: PipelinePlan,
+    options: RunOptions,
+    (status, signals): (status::Status, admin::SignalQueue),
+) -> Result<RunReport, RunError> {
+    run_on(plan, options, status, Some(signals))
+}
+
+fn run_on(
+    plan: PipelinePlan,
+    options: RunOptions,
+    status: status::Status,
+    signals: Option<admin::SignalQueue>,
+) -> Result<RunReport, RunError> {
     let outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>> = Arc::new(Mutex::new(None));
     let system = actix::System::new();
     let slot = outcome.clone();
     let started = system.block_on(async move {
         use actix::Actor;
-        let status = status::Status::new(
-            &plan.name,
-            Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            Arc::new(std::sync::atomic::AtomicU64::new(crate::component::now_ms())),
-        );
-        let signals = match &plan.admin {
-            Some(admin) => {
+        let signals = match (&plan.admin, signals) {
+            (_, Some(signals)) => Some(signals),
+            (Some(admin), None) => {
                 let sinks: Vec<String> = plan.sinks.iter().map(|s| s.name.clone()).collect();
                 Some(
                     admin::start(admin, (&plan.name, sinks), status.clone())
@@ -206,7 +223,7 @@ pub fn run(plan: PipelinePlan, options: RunOptions) -> Result<RunReport, RunErro
                         .0,
                 )
             }
-            None => None,
+            (None, None) => None,
         };
         Supervisor::new(plan, options, slot, (signals, status)).start();
         Ok::<(), std::io::Error>(())

@@ -22,6 +22,8 @@ pub enum State {
     Stopped,
     /// Stopped by a failure it does not retry.
     Failed,
+    /// Stopped on request, to be resumed from its committed position (`sluice serve`).
+    Paused,
 }
 
 /// The last failure: what it said and when (milliseconds since the epoch).
@@ -82,6 +84,31 @@ impl Status {
             snapshot: Arc::default(),
             plan: Arc::default(),
         }
+    }
+
+    /// A starting pipeline `name` with counters of its own.
+    pub fn starting(name: &str) -> Self {
+        Status::new(
+            name,
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(crate::component::now_ms())),
+        )
+    }
+
+    /// The pipeline's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where the pipeline is now.
+    pub fn state(&self) -> State {
+        self.written.lock().unwrap_or_else(|p| p.into_inner()).state
+    }
+
+    /// The last failure, if any.
+    pub fn last_error(&self) -> Option<LastError> {
+        let w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        w.last_error.clone()
     }
 
     /// The snapshot's tables, shared with the source and the metrics.

@@ -48,7 +48,7 @@ fn wanted(query: &str, sinks: &[String]) -> Result<Wanted, String> {
 }
 
 /// `%XX` and `+` decoded (`None`: not UTF-8 or a bad escape).
-pub(super) fn decode(text: &str) -> Option<String> {
+pub(crate) fn decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -98,7 +98,7 @@ pub(super) async fn serve(
         Ok(found) => found,
         Err(reason) => {
             let answer = (400, "text/plain", format!("{reason}\n"));
-            return super::admin::respond(&mut write, answer).await;
+            return super::admin::http::respond(&mut write, answer).await;
         }
     };
     write

@@ -127,10 +127,12 @@ static LOGS: std::sync::Mutex<Option<std::collections::HashMap<u32, Log>>> =
     std::sync::Mutex::new(None);
 
 pub fn start(pipeline: &Path, args: &[&str]) -> Child {
-    let mut child = Command::new(sluice())
-        .arg("run")
-        .arg(pipeline)
-        .args(args)
+    spawn_logged(Command::new(sluice()).arg("run").arg(pipeline).args(args))
+}
+
+/// Starts `command` with its stderr kept for [`log_so_far`] and [`log_of`].
+pub fn spawn_logged(command: &mut Command) -> Child {
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -352,14 +354,30 @@ pub fn fifo_pipeline(dir: &Path, file: &Path) -> (PathBuf, PathBuf) {
 /// `GET target` on a running pipeline's admin endpoint at 127.0.0.1:`port`: the status code
 /// and the body (`None` when it does not answer).
 pub fn admin_get(port: u16, target: &str) -> Option<(u16, String)> {
+    admin_call(port, "GET", target, None)
+}
+
+/// `method target` on an admin endpoint at 127.0.0.1:`port`, as curl sends it (a JSON body
+/// when given, none otherwise): the status code and the body (`None`: no answer). The read
+/// waits up to 60 s (a Kafka Connect call may wait for a pipeline to stop).
+pub fn admin_call(
+    port: u16,
+    method: &str,
+    target: &str,
+    body: Option<&str>,
+) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    write!(
-        stream,
-        "GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let head = format!("{method} {target} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\naccept: */*\r\nconnection: close\r\n");
+    let request = match body {
+        Some(body) => format!(
+            "{head}content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        None => format!("{head}\r\n"),
+    };
+    stream.write_all(request.as_bytes()).ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let status = response.split_whitespace().nth(1)?.parse().ok()?;

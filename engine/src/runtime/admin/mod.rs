@@ -24,25 +24,29 @@
 //! `Content-Length` body, 64 KiB at most) rather than pulling in a web framework; anything else
 //! gets a plain status line and a one-line reason.
 
+mod client;
+pub mod http;
+mod routes;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Mutex};
 
+pub use client::{send_signal, status};
+pub use http::{Answer, Request};
+pub use routes::{Attached, Directory, Extension};
+
 use super::status::Status;
+use http::{plain, read_request, respond};
+use routes::{route, under, Routes, Under};
 
 /// Connections served at once (taps included).
 const MAX_CONNECTIONS: usize = 32;
-
-/// Largest request body accepted.
-const MAX_BODY: usize = 64 * 1024;
-/// Largest request line and headers accepted, in bytes and in header lines.
-const MAX_HEAD: usize = 16 * 1024;
-const MAX_HEADERS: usize = 100;
 
 /// `admin:` in a pipeline file.
 #[derive(Debug, Clone, Deserialize)]
@@ -108,25 +112,11 @@ fn is_local(bind: &str) -> bool {
 }
 
 /// Signals received over HTTP, waiting for the source (shared by restarts of the pipeline).
+/// Signals received over HTTP, waiting for the source (shared by restarts of the pipeline).
 pub type SignalQueue = Arc<Mutex<mpsc::Receiver<String>>>;
 
-/// What the routes need.
-struct Routes {
-    /// The bearer token requests must carry (`None`: none asked for).
-    token: Option<String>,
-    /// The address listened on, as configured (a `Host` it may be asked by).
-    bind: String,
-    /// `/pipelines/{name}`.
-    pipeline: String,
-    /// The pipeline's sinks, by name (what a tap may name).
-    sinks: Vec<String>,
-    signals: mpsc::Sender<String>,
-    status: Status,
-    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-}
-
-/// The process's Prometheus recorder, installed once (by the first pipeline with an admin
-/// endpoint), with its upkeep running; `None` when another recorder was installed first.
+/// The process's Prometheus recorder, installed once (by the first endpoint), with its upkeep
+/// running; `None` when another recorder was installed first.
 fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
     static HANDLE: std::sync::OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>> =
         std::sync::OnceLock::new();
@@ -148,12 +138,36 @@ fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
         .clone()
 }
 
-/// Binds the endpoint; the returned queue feeds the source.
+/// Binds the endpoint of one pipeline (`sluice run`); the returned queue feeds the source.
 pub async fn start(
     config: &AdminConfig,
     (pipeline, sinks): (&str, Vec<String>),
     status: Status,
 ) -> Result<(SignalQueue, SocketAddr), std::io::Error> {
+    let (attached, queue) = Attached::new(sinks, status);
+    let directory = Directory::default();
+    directory
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(pipeline.to_owned(), attached);
+    let addr = listen(config, directory, Serving::One(pipeline.to_owned())).await?;
+    Ok((queue, addr))
+}
+
+/// What an endpoint serves.
+pub enum Serving {
+    /// `sluice run`'s one pipeline, by name.
+    One(String),
+    /// `sluice serve`'s pipelines, with further routes.
+    Many(Option<Arc<dyn Extension>>),
+}
+
+/// Binds the endpoint for the pipelines of `directory` (which may change while it runs).
+pub async fn listen(
+    config: &AdminConfig,
+    directory: Directory,
+    serving: Serving,
+) -> Result<SocketAddr, std::io::Error> {
     config.check().map_err(std::io::Error::other)?;
     let token = config.token().map_err(std::io::Error::other)?;
     let listener = TcpListener::bind(&config.bind).await.map_err(|e| {
@@ -163,14 +177,16 @@ pub async fn start(
         )
     })?;
     let addr = listener.local_addr()?;
-    let (tx, rx) = mpsc::channel::<String>(64);
+    let (single, extension) = match serving {
+        Serving::One(name) => (Some(name), None),
+        Serving::Many(extension) => (None, extension),
+    };
     let routes = Arc::new(Routes {
         token,
         bind: config.bind.clone(),
-        pipeline: format!("/pipelines/{pipeline}"),
-        sinks,
-        signals: tx,
-        status,
+        pipelines: directory,
+        single,
+        extension,
         metrics: prometheus(),
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -188,109 +204,73 @@ pub async fn start(
             };
             let routes = routes.clone();
             tokio::spawn(async move {
-                let _ = serve(stream, &routes).await;
+                let _ = serve(stream, routes).await;
                 drop(permit);
             });
         }
     });
     tracing::info!(address = %addr, "Admin endpoint listening.");
-    Ok((Arc::new(Mutex::new(rx)), addr))
+    Ok(addr)
 }
 
-/// An answer: status, content type, body.
-pub(super) type Answer = (u16, &'static str, String);
-
-/// How long reading a request and writing its answer may take (a tap streams longer).
+/// How long reading a request and writing its answer may take (a tap streams longer; a
+/// Kafka Connect call that stops a pipeline waits for it).
 const EXCHANGE: Duration = Duration::from_secs(10);
 
-async fn serve(stream: TcpStream, routes: &Routes) -> std::io::Result<()> {
+async fn serve(stream: TcpStream, routes: Arc<Routes>) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let Ok(request) = tokio::time::timeout(EXCHANGE, read_request(&mut reader)).await else {
         return Ok(());
     };
-    let (status, content_type, body) = match request {
-        Ok(request) => match admit(routes, &request) {
-            Some(refusal) => refusal,
-            None if request.target == format!("{}/tap", routes.pipeline) => {
-                return super::tap_http::serve(routes_tap(routes), &request.query, reader, write)
-                    .await;
-            }
-            None => route(routes, &request.method, &request.target, request.body),
-        },
-        Err((status, reason)) => (status, "text/plain", format!("{reason}\n")),
+    let request = match request {
+        Ok(request) => request,
+        Err((status, reason)) => {
+            let answer = plain(status, reason);
+            return tokio::time::timeout(EXCHANGE, respond(&mut write, answer))
+                .await
+                .unwrap_or(Ok(()));
+        }
     };
-    tokio::time::timeout(EXCHANGE, respond(&mut write, (status, content_type, body)))
+    if let Some(refusal) = admit(&routes, &request) {
+        return tokio::time::timeout(EXCHANGE, respond(&mut write, refusal))
+            .await
+            .unwrap_or(Ok(()));
+    }
+    if let (Some(Under::Tap(name)), "GET") = (under(&request.target), request.method.as_str()) {
+        if let Some(pipeline) = routes.pipeline(name) {
+            let tap = (pipeline.status.taps(), pipeline.sinks.as_slice());
+            return super::tap_http::serve(tap, &request.query, reader, write).await;
+        }
+    }
+    let answer = match route(&routes, &request) {
+        Some(answer) => answer,
+        None => {
+            // Only routes with an extension get here; it may block (a pipeline stopping).
+            let routes = Arc::clone(&routes);
+            tokio::task::spawn_blocking(move || match &routes.extension {
+                Some(extension) => extension.answer(&request),
+                None => None,
+            })
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| plain(404, "no such route"))
+        }
+    };
+    tokio::time::timeout(EXCHANGE, respond(&mut write, answer))
         .await
         .unwrap_or(Ok(()))
 }
 
-/// What a tap needs of the routes.
-fn routes_tap(routes: &Routes) -> (&super::tap::Taps, &[String]) {
-    (routes.status.taps(), &routes.sinks)
-}
-
-/// Writes `answer` and closes.
-pub(super) async fn respond(
-    write: &mut tokio::net::tcp::OwnedWriteHalf,
-    (status, content_type, body): Answer,
-) -> std::io::Result<()> {
-    let text = match status {
-        200 => "OK",
-        202 => "Accepted",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        415 => "Unsupported Media Type",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        411 => "Length Required",
-        413 => "Payload Too Large",
-        431 => "Request Header Fields Too Large",
-        _ => "Service Unavailable",
-    };
-    let challenge = if status == 401 {
-        "www-authenticate: Bearer\r\n"
-    } else {
-        ""
-    };
-    let response = format!(
-        "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\n{challenge}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    write.write_all(response.as_bytes()).await?;
-    write.shutdown().await
-}
-
-/// One request, as read.
-#[derive(Debug, Default)]
-struct Request {
-    method: String,
-    target: String,
-    /// What follows `?` in the target.
-    query: String,
-    body: Vec<u8>,
-    content_type: Option<String>,
-    authorization: Option<String>,
-    host: Option<String>,
-}
-
-/// The answer to `request`: refused (see [`admit`]) or routed.
-#[cfg(test)]
-fn answer(routes: &Routes, request: Request) -> Answer {
-    match admit(routes, &request) {
-        Some(refusal) => refusal,
-        None => route(routes, &request.method, &request.target, request.body),
-    }
-}
-
 /// Why `request` is not served (`None`: it is): the token where one is asked for (the health
-/// checks need none), a JSON body for a `POST`.
+/// checks need none), this machine's `Host` without one, no other web page's calls, and JSON
+/// for a body.
 fn admit(routes: &Routes, request: &Request) -> Option<Answer> {
-    let plain = |status: u16, reason: &str| (status, "text/plain", format!("{reason}\n"));
     // The health checks, and the page (no data in it: its script asks with the token).
-    let health = request.target.starts_with("/health/") || request.target == "/";
-    if let (Some(token), false) = (&routes.token, health) {
+    let page = request.target == "/" && (routes.extension.is_none() || request.wants_html());
+    let open = request.target.starts_with("/health/") || page;
+    if let (Some(token), false) = (&routes.token, open) {
         let given = (request.authorization.as_deref())
             .and_then(|a| {
                 a.strip_prefix("Bearer ")
@@ -310,16 +290,25 @@ fn admit(routes: &Routes, request: &Request) -> Option<Answer> {
             }
         }
     }
-    if request.method == "POST" {
-        let json = (request.content_type.as_deref())
-            .and_then(|c| c.split(';').next())
-            .is_some_and(|c| c.trim().eq_ignore_ascii_case("application/json"));
-        if !json {
+    if request.method == "GET" {
+        return None;
+    }
+    // A browser says which page calls: another site's page may not change anything.
+    if let (Some(origin), Some(host)) = (&request.origin, &request.host) {
+        let from = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h);
+        if !from.eq_ignore_ascii_case(host) {
             return Some(plain(
-                415,
-                "send the body as `content-type: application/json`",
+                403,
+                "calls from another site's page are refused (`Origin` differs from `Host`)",
             ));
         }
+    }
+    // A body is JSON, and no form's (a form always sends its content type).
+    if (request.content_type.is_some() || !request.body.is_empty()) && !request.is_json() {
+        return Some(plain(
+            415,
+            "send the body as `content-type: application/json`",
+        ));
     }
     None
 }
@@ -327,185 +316,6 @@ fn admit(routes: &Routes, request: &Request) -> Option<Answer> {
 /// `a == b` in a time that does not depend on where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
-/// The answer to `method target` with `body`.
-fn route(routes: &Routes, method: &str, target: &str, body: Vec<u8>) -> Answer {
-    let plain = |status: u16, reason: String| (status, "text/plain", format!("{reason}\n"));
-    let json =
-        |status: u16, value: serde_json::Value| (status, "application/json", format!("{value}\n"));
-    let signals = format!("{}/signals", routes.pipeline);
-    let get = [
-        "/",
-        "/metrics",
-        "/health/live",
-        "/health/ready",
-        routes.pipeline.as_str(),
-    ];
-    if target == signals {
-        if method != "POST" {
-            return plain(405, format!("use POST {signals}"));
-        }
-        return match signal(body) {
-            Ok(line) => match routes.signals.try_send(line) {
-                Ok(()) => plain(202, "signal queued".into()),
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    plain(503, "too many signals waiting: retry later".into())
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    plain(503, "the pipeline is stopping".into())
-                }
-            },
-            Err((status, reason)) => plain(status, reason),
-        };
-    }
-    if !get.contains(&target) {
-        return plain(
-            404,
-            format!(
-                "no such route: GET /, /metrics, /health/live, /health/ready, {0}, {0}/tap; POST {signals}",
-                routes.pipeline
-            ),
-        );
-    }
-    if method != "GET" {
-        return plain(405, format!("use GET {target}"));
-    }
-    match target {
-        "/metrics" => match &routes.metrics {
-            Some(handle) => (200, "text/plain; version=0.0.4", handle.render()),
-            None => plain(
-                503,
-                "another metrics recorder is installed in this process".into(),
-            ),
-        },
-        "/" => (200, "text/html; charset=utf-8", page(&routes.pipeline)),
-        "/health/live" => json(200, serde_json::json!({"status": "UP", "checks": []})),
-        "/health/ready" => {
-            let (up, mut data) = routes.status.readiness();
-            // Behind a token the health check answers anyone: the sinks' names, not their errors.
-            if routes.token.is_some() {
-                if let Some(failing) = data
-                    .get_mut("failing_sinks")
-                    .and_then(|f| f.as_object_mut())
-                {
-                    failing
-                        .values_mut()
-                        .for_each(|v| *v = serde_json::Value::Bool(true));
-                }
-            }
-            let check = serde_json::json!({"name": "pipeline", "status": if up { "UP" } else { "DOWN" }, "data": data});
-            let body =
-                serde_json::json!({"status": if up { "UP" } else { "DOWN" }, "checks": [check]});
-            json(if up { 200 } else { 503 }, body)
-        }
-        _ => json(200, routes.status.json()),
-    }
-}
-
-/// The status page of the pipeline at `path` (`/pipelines/<name>`).
-fn page(path: &str) -> String {
-    let name = path.strip_prefix("/pipelines/").unwrap_or(path);
-    // A JavaScript string literal that cannot end the script element.
-    let literal = serde_json::to_string(name)
-        .unwrap_or_else(|_| "\"\"".into())
-        .replace('<', "\\u003c");
-    include_str!("page/status.html").replace("\"__PIPELINE__\"", &literal)
-}
-
-/// Reads one request: its method, target and body (at most [`MAX_BODY`] bytes), or the
-/// status and reason to answer.
-async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
-    reader: &mut R,
-) -> Result<Request, (u16, String)> {
-    let bad = |reason: &str| (400, reason.to_owned());
-    // The request line and the headers: at most MAX_HEAD bytes and MAX_HEADERS lines.
-    let mut head = (&mut *reader).take(MAX_HEAD as u64);
-    let mut line = String::new();
-    head.read_line(&mut line)
-        .await
-        .map_err(|_| bad("unreadable request"))?;
-    let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    // The path (percent-decoded: the page asks for its pipeline's encoded name), and the query
-    // string apart.
-    let (target, query) = target.split_once('?').unwrap_or((target, ""));
-    let target = super::tap_http::decode(target)
-        .ok_or_else(|| bad("the path is not percent-encoded UTF-8"))?;
-    let target = target.as_str();
-    let mut length: Option<usize> = None;
-    let (mut content_type, mut authorization, mut host) = (None, None, None);
-    let (mut complete, mut ended) = (false, false);
-    for _ in 0..MAX_HEADERS {
-        let mut header = String::new();
-        let n = head
-            .read_line(&mut header)
-            .await
-            .map_err(|_| bad("unreadable headers"))?;
-        if n == 0 {
-            ended = head.limit() > 0;
-            break;
-        }
-        if header == "\r\n" || header == "\n" {
-            complete = true;
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            let name = name.trim();
-            if name.eq_ignore_ascii_case("content-type") {
-                content_type = Some(value.trim().to_owned());
-            }
-            if name.eq_ignore_ascii_case("authorization") {
-                authorization = Some(value.trim().to_owned());
-            }
-            if name.eq_ignore_ascii_case("host") {
-                host = Some(value.trim().to_owned());
-            }
-            if name.eq_ignore_ascii_case("content-length") {
-                length = Some(
-                    value
-                        .trim()
-                        .parse()
-                        .map_err(|_| bad("bad content-length"))?,
-                );
-            }
-        }
-    }
-    if !complete && !ended {
-        return Err((
-            431,
-            format!("the request's head is over {MAX_HEAD} bytes or {MAX_HEADERS} lines"),
-        ));
-    }
-    let mut body = Vec::new();
-    if method == "POST" {
-        let length = length.ok_or((411, "a content-length is required".to_owned()))?;
-        if length > MAX_BODY {
-            return Err((413, format!("a request body is at most {MAX_BODY} bytes")));
-        }
-        body = vec![0u8; length];
-        reader
-            .read_exact(&mut body)
-            .await
-            .map_err(|_| bad("the body is shorter than its content-length"))?;
-    }
-    Ok(Request {
-        method: method.to_owned(),
-        target: target.to_owned(),
-        query: query.to_owned(),
-        body,
-        content_type,
-        authorization,
-        host,
-    })
-}
-
-/// A signal request's body as the line to queue.
-fn signal(body: Vec<u8>) -> Result<String, (u16, String)> {
-    let bad = |reason: &str| (400, reason.to_owned());
-    let text = String::from_utf8(body).map_err(|_| bad("the body is not UTF-8"))?;
-    check_signal(&text).map_err(|e| bad(&e))?;
-    Ok(text.replace(['\r', '\n'], " "))
 }
 
 /// A signal must be a JSON object with string `id` and `type` (what the source then does with
@@ -523,98 +333,36 @@ pub fn check_signal(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// One request to a running pipeline's endpoint at `bind`: the status code and the body, or
-/// a one-line reason.
-fn call(bind: &str, pipeline: &str, request: &str) -> Result<(String, String), String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(bind).map_err(|e| {
-        format!(
-            "cannot reach the admin endpoint at {bind} ({e}): is pipeline `{pipeline}` running?"
-        )
-    })?;
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("sending the request to {bind}: {e}"))?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| format!("reading the answer from {bind}: {e}"))?;
-    let status = response.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .trim()
-        .to_owned();
-    Ok((status, body))
-}
-
-/// The `authorization` header line of `token` (empty without one).
-fn bearer(token: Option<&str>) -> String {
-    token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"))
-}
-
-/// Sends `signal` to a running pipeline's endpoint (`sluice signal`, with the endpoint's
-/// `token`); returns the server's answer, or a one-line reason.
-pub fn send_signal(
-    (bind, token): (&str, Option<&str>),
-    pipeline: &str,
-    signal: &str,
-) -> Result<String, String> {
-    check_signal(signal)?;
-    let request = format!(
-        "POST /pipelines/{pipeline}/signals HTTP/1.1\r\nhost: {bind}\r\n{}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{signal}",
-        bearer(token),
-        signal.len()
-    );
-    let (status, body) = call(bind, pipeline, &request)?;
-    if status == "202" {
-        Ok(body)
-    } else {
-        Err(format!(
-            "the pipeline refused the signal ({status}): {body}"
-        ))
-    }
-}
-
-/// A running pipeline's status (`sluice status`, with the endpoint's `token`), or a one-line
-/// reason.
-pub fn status(
-    (bind, token): (&str, Option<&str>),
-    pipeline: &str,
-) -> Result<serde_json::Value, String> {
-    let request = format!(
-        "GET /pipelines/{pipeline} HTTP/1.1\r\nhost: {bind}\r\n{}connection: close\r\n\r\n",
-        bearer(token)
-    );
-    let (status, body) = call(bind, pipeline, &request)?;
-    if status != "200" {
-        return Err(format!("the endpoint at {bind} answered {status}: {body}"));
-    }
-    serde_json::from_str(&body)
-        .map_err(|e| format!("the endpoint at {bind} answered no status ({e})"))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::http::{MAX_HEAD, MAX_HEADERS};
     use super::*;
 
-    fn routes() -> (Routes, mpsc::Receiver<String>) {
-        let (tx, rx) = mpsc::channel(4);
+    fn routes() -> (Routes, SignalQueue) {
         let counters = (
             Arc::new(std::sync::atomic::AtomicU64::new(0)),
             Arc::new(std::sync::atomic::AtomicU64::new(0)),
         );
+        let status = Status::new("p", counters.0, counters.1);
+        let (attached, rx) = Attached::new(vec!["file".into()], status);
+        let pipelines = Directory::default();
+        pipelines.write().unwrap().insert("p".into(), attached);
         let routes = Routes {
             token: None,
             bind: "127.0.0.1:8083".into(),
-            pipeline: "/pipelines/p".into(),
-            sinks: vec!["file".into()],
-            signals: tx,
-            status: Status::new("p", counters.0, counters.1),
+            pipelines,
+            single: Some("p".into()),
+            extension: None,
             metrics: None,
         };
         (routes, rx)
+    }
+
+    /// The answer to `request`: refused or routed (no extension: every request is routed).
+    fn answer(routes: &Routes, request: Request) -> Answer {
+        admit(routes, &request)
+            .or_else(|| route(routes, &request))
+            .unwrap()
     }
 
     async fn ask(raw: &str) -> Answer {
@@ -622,7 +370,7 @@ mod tests {
         let mut reader = BufReader::new(raw.as_bytes());
         match read_request(&mut reader).await {
             Ok(request) => answer(&routes, request),
-            Err((status, reason)) => (status, "text/plain", reason),
+            Err((status, reason)) => plain(status, reason),
         }
     }
 
@@ -644,8 +392,25 @@ mod tests {
         assert_eq!(ask(wrong).await.0, 404);
         assert_eq!(
             ask("POST /pipelines/p/signals HTTP/1.1\r\n\r\n").await.0,
+            400,
+            "no body"
+        );
+        assert_eq!(
+            ask("POST /pipelines/p/signals HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n")
+                .await
+                .0,
             411
         );
+        let elsewhere = ok.replace(
+            "Host: 127.0.0.1",
+            "Host: 127.0.0.1\r\nOrigin: http://evil.example",
+        );
+        assert_eq!(ask(&elsewhere).await.0, 403, "another site's page");
+        let same = ok.replace(
+            "Host: 127.0.0.1",
+            "Host: 127.0.0.1\r\nOrigin: http://127.0.0.1",
+        );
+        assert_eq!(ask(&same).await.0, 202, "the status page's own");
         let (status, _, reason) =
             ask("POST /pipelines/p/signals HTTP/1.1\r\ncontent-type: application/json; charset=utf-8\r\nContent-Length: 8\r\n\r\n{\"id\":1}").await;
         assert_eq!(status, 400);
@@ -709,7 +474,7 @@ mod tests {
 
     #[test]
     fn the_page_names_its_pipeline_safely() {
-        let html = page("/pipelines/a</script>b");
+        let html = routes::page("a</script>b");
         assert!(
             html.contains(r#"const PIPELINE = "a\u003c/script>b";"#),
             "{html}"
@@ -741,17 +506,25 @@ mod tests {
     #[tokio::test]
     async fn health_and_status_follow_the_pipeline() {
         let (routes, _rx) = routes();
-        let get = |target: &str| route(&routes, "GET", target, Vec::new());
+        let call = |method: &str, target: &str| {
+            let request = Request {
+                method: method.into(),
+                target: target.into(),
+                ..Request::default()
+            };
+            route(&routes, &request).unwrap()
+        };
+        let get = |target: &str| call("GET", target);
+        let pipeline = routes.pipeline("p").unwrap().status;
         assert_eq!(get("/health/live").0, 200);
         let (status, _, body) = get("/health/ready");
         assert_eq!(status, 503, "starting: {body}");
         assert!(body.contains("\"starting\""), "{body}");
-        routes.status.set_state(State::Running);
+        pipeline.set_state(State::Running);
         let (status, _, body) = get("/health/ready");
         assert_eq!(status, 503, "the source not connected yet: {body}");
         assert!(body.contains("\"source_connected\":false"), "{body}");
-        routes
-            .status
+        pipeline
             .fresh_connected()
             .store(true, std::sync::atomic::Ordering::Relaxed);
         assert_eq!(get("/health/ready").0, 200);
@@ -759,7 +532,7 @@ mod tests {
         assert_eq!((status, content_type), (200, "application/json"));
         let j: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(j["state"], "running");
-        assert_eq!(route(&routes, "POST", "/health/live", Vec::new()).0, 405);
+        assert_eq!(call("POST", "/health/live").0, 405);
         assert_eq!(get("/nothing").0, 404);
         // No recorder in unit tests: said plainly.
         assert_eq!(get("/metrics").0, 503);

@@ -1,0 +1,444 @@
+//! The pipelines of `sluice serve`, each on a thread of its own: started, stopped and replaced
+//! by the directory watcher and the Kafka Connect API. One failing never stops another; their
+//! queues together stay under the process's limit.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use sluice_engine::runtime::admin::{Attached, Directory};
+use sluice_engine::runtime::status::{State, Status};
+use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
+
+use crate::import::Worker;
+use crate::registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
+
+/// What the pipelines share.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Where the API's connectors are kept (`connectors/<name>.json`) and their offsets
+    /// (`pipelines/<name>/`).
+    pub(crate) data_dir: PathBuf,
+    /// The Kafka Connect worker's settings the API's connectors write with.
+    pub(crate) worker: Worker,
+    /// Bytes all running pipelines' queues may hold together.
+    pub(crate) max_queue_bytes: u64,
+}
+
+/// What a pipeline should be doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub(crate) enum Target {
+    Running,
+    Paused,
+    Stopped,
+}
+
+/// Where a pipeline is defined.
+#[derive(Debug, Clone)]
+pub(crate) enum Origin {
+    /// A file of the watched directory.
+    File(PathBuf),
+    /// The API, with the connector's configuration as it was given.
+    Api(BTreeMap<String, String>),
+}
+
+/// Why a request is refused: not found (404), in conflict (409), invalid (400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    NotFound(String),
+    Conflict(String),
+    Invalid(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotFound(m) | Refusal::Conflict(m) | Refusal::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// One pipeline.
+struct Managed {
+    origin: Origin,
+    /// Its pipeline file's text (an API connector's as imported).
+    yaml: String,
+    target: Target,
+    status: Status,
+    /// Bytes its queues may hold.
+    queue_bytes: u64,
+    running: Option<Running>,
+}
+
+/// A pipeline's thread.
+struct Running {
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Running {
+    /// Asks for a graceful stop and waits for it (the pipeline's `shutdown_timeout` bounds it).
+    fn stop(self) {
+        let _ = self.stop.send(true);
+        if self.thread.join().is_err() {
+            tracing::error!("A pipeline's thread panicked while stopping.");
+        }
+    }
+}
+
+/// What the API shows of a pipeline.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    pub(crate) origin: Origin,
+    pub(crate) target: Target,
+    pub(crate) state: State,
+    pub(crate) trace: Option<String>,
+}
+
+/// The pipelines of one `sluice serve`.
+pub(crate) struct Manager {
+    settings: Settings,
+    pipelines: Mutex<BTreeMap<String, Managed>>,
+    /// Held by whatever changes pipelines (one change at a time; reading needs only the map).
+    changing: Mutex<()>,
+    directory: Directory,
+}
+
+/// A pipeline file's text, checked as `validate` checks it (and with no `admin` of its own),
+/// or what is wrong with it (one line).
+pub(crate) fn check(label: &Path, yaml: &str) -> Result<Pipeline, String> {
+    let env = std::env::vars().collect();
+    let config = sluice_engine::config::parse_pipeline::<SourceSpec, TransformSpec, SinkSpec>(
+        label, yaml, env,
+    )
+    .map_err(|e| e.to_string())?;
+    crate::registry::check_offsets(&config.offsets)
+        .map_err(|e| format!("{}: {e}", label.display()))?;
+    if config.admin.is_some() {
+        return Err(format!("{}: `admin`: under `sluice serve` the server's endpoint (`--bind`) serves every pipeline: remove `admin` from the file", label.display()));
+    }
+    Ok(config)
+}
+
+/// A pipeline file's text as a plan, or what is wrong with it (one line).
+fn plan_of(label: &Path, yaml: &str) -> Result<(Pipeline, PipelinePlan), String> {
+    let config = check(label, yaml)?;
+    let offsets = config.offsets.clone();
+    let mut plan = PipelinePlan::from_config(config.clone());
+    plan.offset_store = crate::registry::offset_store(&offsets)?;
+    Ok((config, plan))
+}
+
+impl Manager {
+    pub(crate) fn new(settings: Settings, directory: Directory) -> Self {
+        Manager {
+            settings,
+            pipelines: Mutex::default(),
+            changing: Mutex::default(),
+            directory,
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Managed>> {
+        self.pipelines.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn change(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.changing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The pipelines' names.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.map().keys().cloned().collect()
+    }
+
+    /// What the API shows of `name`.
+    pub(crate) fn view(&self, name: &str) -> Option<View> {
+        let map = self.map();
+        let m = map.get(name)?;
+        Some(View {
+            origin: m.origin.clone(),
+            target: m.target,
+            state: m.status.state(),
+            trace: m
+                .status
+                .last_error()
+                .map(|e| format!("{}: {}", e.stage, e.message)),
+        })
+    }
+
+    /// The name of the pipeline the file at `path` defines.
+    pub(crate) fn name_of_file(&self, path: &Path) -> Option<String> {
+        let map = self.map();
+        map.iter()
+            .find(|(_, m)| matches!(&m.origin, Origin::File(p) if p == path))
+            .map(|(n, _)| n.clone())
+    }
+
+    /// Adds or replaces the pipeline `name` defined by `origin` as `yaml` (checked), and
+    /// starts it unless it is paused or stopped; `Ok(true)`: it is new.
+    pub(crate) fn put(
+        &self,
+        name: &str,
+        origin: Origin,
+        yaml: String,
+        initial: Target,
+    ) -> Result<bool, Refusal> {
+        let _changing = self.change();
+        let label = label(&origin, name);
+        let (config, plan) = plan_of(&label, &yaml).map_err(Refusal::Invalid)?;
+        if config.name != name {
+            return Err(Refusal::Invalid(format!(
+                "{}: the pipeline is named `{}`, not `{name}`",
+                label.display(),
+                config.name
+            )));
+        }
+        if let Some(old) = self.map().get(name) {
+            if !same_origin(&old.origin, &origin) {
+                return Err(Refusal::Conflict(format!(
+                    "pipeline `{name}` already comes from {}",
+                    describe(&old.origin)
+                )));
+            }
+        }
+        let old = self.map().remove(name);
+        let created = old.is_none();
+        let (target, status) = match old {
+            Some(mut old) => {
+                if let Some(running) = old.running.take() {
+                    running.stop();
+                }
+                (old.target, old.status)
+            }
+            None => (initial, Status::starting(name)),
+        };
+        let queue_bytes = config.limits.max_queue_size_bytes * (1 + config.sinks.len() as u64);
+        let sinks: Vec<String> = config.sinks.iter().map(|s| s.name.clone()).collect();
+        let mut managed = Managed {
+            origin,
+            yaml,
+            target,
+            status,
+            queue_bytes,
+            running: None,
+        };
+        if target == Target::Running {
+            self.start(name, &mut managed, (plan, sinks));
+        } else {
+            self.attach(name, &managed, sinks);
+        }
+        self.map().insert(name.to_owned(), managed);
+        Ok(created)
+    }
+
+    /// Records a pipeline file that does not load, as a failed pipeline named `name` (its
+    /// file's stem when its name cannot be read), unless the file's earlier version runs.
+    pub(crate) fn broken(&self, name: &str, path: &Path, error: &str) {
+        let _changing = self.change();
+        let mut map = self.map();
+        if map.contains_key(name) {
+            return;
+        }
+        let status = Status::starting(name);
+        status.failed("config", error.to_owned(), State::Failed, 0);
+        let managed = Managed {
+            origin: Origin::File(path.to_owned()),
+            yaml: String::new(),
+            target: Target::Running,
+            status,
+            queue_bytes: 0,
+            running: None,
+        };
+        self.attach(name, &managed, Vec::new());
+        map.insert(name.to_owned(), managed);
+    }
+
+    /// Stops and forgets `name` (its offsets stay where they are).
+    pub(crate) fn remove(&self, name: &str) -> Result<(), Refusal> {
+        let _changing = self.change();
+        let managed = self.map().remove(name).ok_or_else(|| not_found(name))?;
+        if let Some(running) = managed.running {
+            running.stop();
+        }
+        self.directory
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        tracing::info!(pipeline = name, "Pipeline removed.");
+        Ok(())
+    }
+
+    /// Moves `name` to `target`: stops it (paused, stopped) or starts it again from its
+    /// committed position (running); `restart`: stops and starts it even when it runs.
+    pub(crate) fn set_target(
+        &self,
+        name: &str,
+        target: Target,
+        restart: bool,
+    ) -> Result<(), Refusal> {
+        let _changing = self.change();
+        let mut managed = self.map().remove(name).ok_or_else(|| not_found(name))?;
+        if restart || target != Target::Running || managed.running.is_none() {
+            if let Some(running) = managed.running.take() {
+                running.stop();
+            }
+        }
+        managed.target = target;
+        let result = match target {
+            Target::Running if managed.running.is_none() => {
+                let label = label(&managed.origin, name);
+                match plan_of(&label, &managed.yaml) {
+                    Ok((config, plan)) => {
+                        let sinks = config.sinks.iter().map(|s| s.name.clone()).collect();
+                        self.start(name, &mut managed, (plan, sinks));
+                        Ok(())
+                    }
+                    Err(e) => Err(Refusal::Invalid(e)),
+                }
+            }
+            Target::Running => Ok(()),
+            Target::Paused => {
+                managed.status.set_state(State::Paused);
+                Ok(())
+            }
+            Target::Stopped => {
+                managed.status.set_state(State::Stopped);
+                Ok(())
+            }
+        };
+        self.map().insert(name.to_owned(), managed);
+        result
+    }
+
+    /// Keeps an API connector's configuration and target (a file's pipeline has its file).
+    pub(crate) fn save(&self, name: &str) {
+        let saved = match self.map().get(name) {
+            Some(Managed {
+                origin: Origin::Api(config),
+                target,
+                ..
+            }) => (config.clone(), *target),
+            _ => return,
+        };
+        if let Err(e) = super::saved::save(&self.settings.data_dir, name, &saved) {
+            tracing::error!(pipeline = name, error = %e, "Cannot keep the connector's configuration: it will not come back after a restart.");
+        }
+    }
+
+    /// Forgets a removed API connector's configuration.
+    pub(crate) fn forget(&self, name: &str) {
+        if let Err(e) = super::saved::delete(&self.settings.data_dir, name) {
+            tracing::error!(pipeline = name, error = %e, "Cannot remove the connector's kept configuration.");
+        }
+    }
+
+    /// Stops every pipeline (all asked at once, then each waited for).
+    pub(crate) fn shutdown(&self) {
+        let _changing = self.change();
+        let running: Vec<Running> = self
+            .map()
+            .values_mut()
+            .filter_map(|m| m.running.take())
+            .collect();
+        for r in &running {
+            let _ = r.stop.send(true);
+        }
+        for r in running {
+            r.stop();
+        }
+    }
+
+    /// Publishes `managed` on the endpoint (signals go nowhere while it is not running).
+    fn attach(
+        &self,
+        name: &str,
+        managed: &Managed,
+        sinks: Vec<String>,
+    ) -> sluice_engine::runtime::admin::SignalQueue {
+        let (attached, queue) = Attached::new(sinks, managed.status.clone());
+        self.directory
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), attached);
+        queue
+    }
+
+    /// Starts `managed` on a thread of its own, unless the queues of the running pipelines
+    /// leave no room for its own (then it is failed, saying so).
+    fn start(&self, name: &str, managed: &mut Managed, (plan, sinks): (PipelinePlan, Vec<String>)) {
+        let others: u64 = (self.map().iter())
+            .filter(|(n, m)| *n != name && m.running.is_some())
+            .map(|(_, m)| m.queue_bytes)
+            .sum();
+        if others + managed.queue_bytes > self.settings.max_queue_bytes {
+            let message = format!(
+                "its queues may hold {} bytes and the running pipelines' {others}: over the server's --max-queue-bytes {}; lower its `max_queue_size_bytes` or raise the limit",
+                managed.queue_bytes, self.settings.max_queue_bytes
+            );
+            tracing::error!(pipeline = name, "Not started: {message}");
+            managed.status.failed("serve", message, State::Failed, 0);
+            self.attach(name, managed, sinks);
+            return;
+        }
+        let signals = self.attach(name, managed, sinks);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let options = RunOptions {
+            stop: Some(stopped),
+            ..RunOptions::default()
+        };
+        let status = managed.status.clone();
+        let pipeline = name.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name(format!("pipeline {name}"))
+            .spawn(move || {
+                let span = tracing::info_span!("pipeline", name = %pipeline);
+                let _entered = span.enter();
+                match runtime::run_attached(plan, options, (status, signals)) {
+                    Ok(report) => tracing::info!(events = report.events, "Pipeline stopped."),
+                    Err(e) => tracing::error!(error = %e, "Pipeline failed; the others go on."),
+                }
+            });
+        match spawned {
+            Ok(thread) => managed.running = Some(Running { stop, thread }),
+            Err(e) => {
+                let message = format!("cannot start a thread: {e}");
+                managed.status.failed("serve", message, State::Failed, 0);
+            }
+        }
+    }
+}
+
+/// What a pipeline's errors are said to come from: its file, or `connector <name>`.
+fn label(origin: &Origin, name: &str) -> PathBuf {
+    match origin {
+        Origin::File(path) => path.clone(),
+        Origin::Api(_) => PathBuf::from(format!("connector {name}")),
+    }
+}
+
+fn same_origin(a: &Origin, b: &Origin) -> bool {
+    match (a, b) {
+        (Origin::File(a), Origin::File(b)) => a == b,
+        (Origin::Api(_), Origin::Api(_)) => true,
+        _ => false,
+    }
+}
+
+/// Where a pipeline comes from, in words.
+pub(crate) fn describe(origin: &Origin) -> String {
+    match origin {
+        Origin::File(path) => format!("the file {}", path.display()),
+        Origin::Api(_) => "the REST API".into(),
+    }
+}
+
+fn not_found(name: &str) -> Refusal {
+    Refusal::NotFound(format!("Connector {name} not found"))
+}

@@ -1,0 +1,115 @@
+//! The API's connectors, kept across restarts of the server: `connectors/<name>.json` under
+//! the server's data directory (`{"name", "config", "state"}`), written whole and renamed into
+//! place.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::manager::Target;
+
+/// What is kept of a connector.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Kept {
+    name: String,
+    config: BTreeMap<String, String>,
+    state: Target,
+}
+
+/// A kept connector: its name, configuration and target.
+pub(crate) type KeptConnector = (String, BTreeMap<String, String>, Target);
+
+/// A connector's name must be usable as a file name: letters, digits, `.`, `_`, `-`, not
+/// starting with `.`.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    let fine = !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if fine {
+        Ok(())
+    } else {
+        Err(format!("connector name `{name}`: use 1 to 200 letters, digits, `.`, `_` or `-`, not starting with `.`"))
+    }
+}
+
+fn file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("connectors").join(format!("{name}.json"))
+}
+
+/// Keeps connector `name`'s configuration and target.
+pub(crate) fn save(
+    dir: &Path,
+    name: &str,
+    (config, state): &(BTreeMap<String, String>, Target),
+) -> std::io::Result<()> {
+    let path = file(dir, name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let kept = Kept {
+        name: name.to_owned(),
+        config: config.clone(),
+        state: *state,
+    };
+    let text = serde_json::to_vec_pretty(&kept).map_err(std::io::Error::other)?;
+    let temporary = path.with_extension("json.tmp");
+    std::fs::write(&temporary, text)?;
+    std::fs::rename(&temporary, &path)
+}
+
+/// Forgets connector `name` (nothing to forget is fine).
+pub(crate) fn delete(dir: &Path, name: &str) -> std::io::Result<()> {
+    match std::fs::remove_file(file(dir, name)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The connectors kept under `dir`, by name; a file that does not read is named with why.
+pub(crate) fn load(dir: &Path) -> (Vec<KeptConnector>, Vec<String>) {
+    let (mut found, mut problems) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir(dir.join("connectors")) else {
+        return (found, problems);
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        let read = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice::<Kept>(&bytes).map_err(|e| e.to_string()));
+        match read {
+            Ok(kept) => found.push((kept.name, kept.config, kept.state)),
+            Err(e) => problems.push(format!("{}: {e}", path.display())),
+        }
+    }
+    (found, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_connectors_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let config: BTreeMap<String, String> =
+            [("connector.class".to_owned(), "PostgresConnector".to_owned())].into();
+        save(dir.path(), "a", &(config.clone(), Target::Paused)).unwrap();
+        save(dir.path(), "b", &(config.clone(), Target::Running)).unwrap();
+        delete(dir.path(), "b").unwrap();
+        delete(dir.path(), "never").unwrap();
+        std::fs::write(dir.path().join("connectors/bad.json"), "{").unwrap();
+        let (found, problems) = load(dir.path());
+        assert_eq!(found, vec![("a".to_owned(), config, Target::Paused)]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(check_name("inventory-connector.v2").is_ok());
+        for bad in ["", ".hidden", "a/b", "a b", "..", "é"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}

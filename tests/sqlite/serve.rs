@@ -1,0 +1,246 @@
+//! `sluice serve` with a watched directory of SQLite pipelines: several at once, one failing
+//! while the others go on, a file changed (restarted from its committed position: nothing lost,
+//! nothing twice), one removed, pause/resume and restart through the Kafka Connect API, the
+//! page listing them all.
+
+use super::*;
+use sluice_test_support::pg::admin_call;
+
+/// A pipeline file `name` reading `db` into `<dir>/<name>.jsonl`.
+fn serve_pipeline(dir: &Path, name: &str, db: &Path, extra: &str) -> String {
+    format!(
+        "name: {name}\ndata_dir: {d}/data-{name}\noffsets: {{ flush_interval: 50ms }}\n\
+source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: {name}\n  poll.interval.ms: 20\n{extra}\
+sinks:\n  - type: file\n    path: {d}/{name}.jsonl\n    schemas.enable: false\n",
+        d = dir.display(),
+        db = db.display()
+    )
+}
+
+/// The ids of table `t`'s created rows in `<dir>/<name>.jsonl`, in order.
+fn created_ids(dir: &Path, name: &str) -> Vec<i64> {
+    let text = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap())
+        .filter(|l| l["value"]["op"] == "c")
+        .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
+        .collect()
+}
+
+fn wait_ids(dir: &Path, name: &str, want: &[i64]) {
+    let t0 = Instant::now();
+    loop {
+        let got = created_ids(dir, name);
+        if got == want {
+            return;
+        }
+        assert!(
+            got.len() <= want.len() && t0.elapsed() < Duration::from_secs(60),
+            "{name}: got {got:?}, want {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `method target` answers `status` (and `check` holds of the body).
+fn wait_answer(port: u16, target: &str, status: u16, check: impl Fn(&str) -> bool) -> String {
+    let t0 = Instant::now();
+    loop {
+        let answer = admin_call(port, "GET", target, None);
+        if let Some((s, body)) = &answer {
+            if *s == status && check(body) {
+                return body.clone();
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{target}: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn state(port: u16, name: &str) -> String {
+    let (s, body) = admin_call(port, "GET", &format!("/connectors/{name}/status"), None).unwrap();
+    assert_eq!(s, 200, "{body}");
+    let j: Json = serde_json::from_str(&body).unwrap();
+    j["connector"]["state"].as_str().unwrap().to_owned()
+}
+
+fn wait_state(port: u16, name: &str, want: &str) {
+    let target = format!("/connectors/{name}/status");
+    wait_answer(port, &target, 200, |b| {
+        serde_json::from_str::<Json>(b).is_ok_and(|j| j["connector"]["state"] == want)
+    });
+}
+
+fn insert(conn: &Connection, ids: std::ops::RangeInclusive<i64>) {
+    for id in ids {
+        conn.execute("insert into t values (?1, 'x')", [id])
+            .unwrap();
+    }
+}
+
+#[test]
+fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let watched = root.join("pipelines");
+    std::fs::create_dir(&watched).unwrap();
+    let mut dbs = Vec::new();
+    for name in ["a", "b"] {
+        let sub = root.join(format!("db-{name}"));
+        std::fs::create_dir(&sub).unwrap();
+        let (db, conn) = captured(
+            &sub,
+            "create table t (id integer primary key, v text);",
+            &["t"],
+        );
+        std::fs::write(
+            watched.join(format!("{name}.yaml")),
+            serve_pipeline(root, name, &db, ""),
+        )
+        .unwrap();
+        dbs.push((db, conn));
+    }
+    // A pipeline whose database is not there: it fails, the others go on.
+    let missing = root.join("missing.db");
+    std::fs::write(
+        watched.join("c.yaml"),
+        serve_pipeline(root, "c", &missing, ""),
+    )
+    .unwrap();
+    // A file that does not load: shown failed under its file's name, saying where.
+    std::fs::write(watched.join("broken.yaml"), "name: broken\nsource: [\n").unwrap();
+    let port = sluice_test_support::pg::free_port();
+    let mut child = sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "serve",
+                "--watch-interval",
+                "200ms",
+                "--bind",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg("--pipelines")
+            .arg(&watched)
+            .arg("--data-dir")
+            .arg(root.join("serve")),
+    );
+    wait_state(port, "a", "RUNNING");
+    wait_state(port, "b", "RUNNING");
+    wait_state(port, "c", "FAILED");
+    wait_state(port, "broken", "FAILED");
+    let status: Json = serde_json::from_str(
+        &admin_call(port, "GET", "/connectors/broken/status", None)
+            .unwrap()
+            .1,
+    )
+    .unwrap();
+    let trace = status["tasks"][0]["trace"].as_str().unwrap();
+    assert!(
+        trace.contains("broken.yaml:"),
+        "the file and where in it: {trace}"
+    );
+    let (s, list) = admin_call(port, "GET", "/connectors", None).unwrap();
+    assert_eq!((s, list.trim()), (200, r#"["a","b","broken","c"]"#));
+    let (s, body) = admin_call(port, "GET", "/health/ready", None).unwrap();
+    assert_eq!(s, 503, "c and broken are down: {body}");
+    assert!(
+        body.contains("\"pipeline:a\"") && body.contains("\"pipeline:c\""),
+        "{body}"
+    );
+
+    // Both capture; c's failure touches neither.
+    insert(&dbs[0].1, 1..=3);
+    insert(&dbs[1].1, 1..=2);
+    wait_ids(root, "a", &[1, 2, 3]);
+    wait_ids(root, "b", &[1, 2]);
+
+    // a's file changes: restarted from its committed position, rows written meanwhile kept.
+    let changed = serve_pipeline(root, "a", &dbs[0].0, "  poll.interval.ms: 30\n")
+        .replace("  poll.interval.ms: 20\n", "");
+    std::fs::write(watched.join("a.yaml"), changed).unwrap();
+    insert(&dbs[0].1, 4..=6);
+    wait_ids(root, "a", &[1, 2, 3, 4, 5, 6]);
+    let log_wait = Instant::now();
+    while !sluice_test_support::pg::log_so_far(&child)
+        .contains("restarted from its committed position")
+    {
+        assert!(
+            log_wait.elapsed() < Duration::from_secs(30),
+            "no restart logged"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Paused: nothing flows; resumed: what was written meanwhile, once.
+    let (s, _) = admin_call(port, "PUT", "/connectors/a/pause", None).unwrap();
+    assert_eq!(s, 202);
+    wait_state(port, "a", "PAUSED");
+    insert(&dbs[0].1, 7..=9);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(created_ids(root, "a"), vec![1, 2, 3, 4, 5, 6], "paused");
+    let (s, _) = admin_call(port, "PUT", "/connectors/a/resume", None).unwrap();
+    assert_eq!(s, 202);
+    wait_ids(root, "a", &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(state(port, "a"), "RUNNING");
+
+    // Restarted through the API, as curl -X POST sends it.
+    let (s, body) = admin_call(port, "POST", "/connectors/a/restart", None).unwrap();
+    assert_eq!(s, 204, "{body}");
+    insert(&dbs[0].1, 10..=10);
+    wait_ids(root, "a", &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    let (s, body) = admin_call(port, "DELETE", "/connectors/a", None).unwrap();
+    assert_eq!(s, 409, "a file's pipeline goes with its file: {body}");
+    assert!(body.contains("a.yaml"), "{body}");
+
+    // b's file removed: it stops, and is no connector any more.
+    std::fs::remove_file(watched.join("b.yaml")).unwrap();
+    wait_answer(port, "/connectors", 200, |b| !b.contains("\"b\""));
+    insert(&dbs[1].1, 3..=3);
+    // a still runs and shows the pipelines left on the page's list.
+    insert(&dbs[0].1, 11..=11);
+    wait_ids(root, "a", &(1..=11).collect::<Vec<_>>());
+    assert_eq!(
+        created_ids(root, "b"),
+        vec![1, 2],
+        "b stopped with its file"
+    );
+    let (s, list) = admin_call(port, "GET", "/pipelines", None).unwrap();
+    assert_eq!(s, 200);
+    let names: Vec<String> = serde_json::from_str::<Vec<Json>>(&list)
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["a", "broken", "c"]);
+    // The page lists them, and shows the one picked, in a real browser.
+    let dom = super::admin::rendered(&format!("http://127.0.0.1:{port}/#c"));
+    for listed in ["a (running)", "broken (failed)", "c (failed)"] {
+        assert!(dom.contains(listed), "{listed}: {dom}");
+    }
+    assert!(dom.contains(r#"<span id="name">c</span>"#), "{dom}");
+    assert!(dom.contains("missing.db"), "c's error: {dom}");
+
+    // SIGTERM: every pipeline stops gracefully and the server exits 0.
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let t0 = Instant::now();
+    let code = loop {
+        if let Some(code) = child.try_wait().unwrap() {
+            break code;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "serve did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = sluice_test_support::pg::log_of(&child);
+    assert!(code.success(), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
