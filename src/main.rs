@@ -284,6 +284,7 @@ fn main() -> ExitCode {
                 stop_when_idle,
                 handle_signals: true,
                 stop: None,
+                progress: progress_view(),
             };
             run(&pipeline, options)
         }
@@ -477,12 +478,38 @@ fn run(pipeline: &Path, options: RunOptions) -> ExitCode {
     }
 }
 
+/// Progress bars when stderr is a terminal, log lines otherwise.
+pub(crate) fn progress_view() -> sluice_engine::metrics::ProgressView {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        sluice_engine::metrics::ProgressView::Bars
+    } else {
+        sluice_engine::metrics::ProgressView::Log
+    }
+}
+
+/// Stderr for log lines: written above the progress bars when there are any.
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sluice_engine::metrics::progress::suspend(|| std::io::stderr().write(buf))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        sluice_engine::metrics::progress::suspend(|| std::io::stderr().write_all(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogWriter)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();

@@ -81,6 +81,7 @@ pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
         stop_when_idle: Some(Duration::from_secs(2)),
         handle_signals: true,
         stop: None,
+        progress: crate::progress_view(),
     };
     let report = runtime::run(plan, options);
     stop.store(true, Ordering::Relaxed);
@@ -173,7 +174,9 @@ fn show_progress(
                 })
                 .unwrap_or(0);
             if n != shown && !stop.load(Ordering::Relaxed) {
-                eprintln!("quickstart: {n} events in {} so far", events.display());
+                sluice_engine::metrics::progress::suspend(|| {
+                    eprintln!("quickstart: {n} events in {} so far", events.display())
+                });
                 shown = n;
             }
         }

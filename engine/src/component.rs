@@ -269,6 +269,11 @@ impl SourceContext {
         *self.snapshot_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(tables);
     }
 
+    /// Where [`Self::snapshot_tables`] writes, for a reader on a thread of its own.
+    pub fn snapshot_plan(&self) -> SnapshotPlan {
+        Arc::clone(&self.snapshot_plan)
+    }
+
     /// Emits and resumes for partition `i` (of [`Self::partition_by`]'s names) from here on.
     pub fn select_partition(&mut self, i: usize) {
         if let Some(p) = &mut self.partitions {

@@ -20,6 +20,7 @@ mod admin;
 mod capture;
 mod consistency;
 mod options;
+mod progress;
 mod quickstart;
 mod serve;
 mod signals;

@@ -45,6 +45,6 @@ impl ComponentCounters {
 }
 
 mod debezium;
-mod progress;
+pub mod progress;
 pub use debezium::DebeziumMetrics;
-pub use progress::SnapshotProgress;
+pub use progress::{ProgressView, SnapshotProgress};

@@ -135,6 +135,8 @@ pub struct RunOptions {
     pub handle_signals: bool,
     /// A graceful stop is requested when this becomes `true` (for embedding and tests).
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// How a snapshot's progress is shown (bars on a terminal, or log lines).
+    pub progress: crate::metrics::ProgressView,
 }
 
 /// What a finished run did.

@@ -71,12 +71,12 @@ pub(crate) async fn transform_stage(
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
-    (counters, debezium): (
+    (counters, debezium, mut progress): (
         ComponentCounters,
         Option<Arc<std::sync::Mutex<DebeziumMetrics>>>,
+        crate::metrics::SnapshotProgress,
     ),
 ) -> Result<(), ComponentError> {
-    let mut progress = crate::metrics::SnapshotProgress::default();
     let result = async {
         loop {
             match input
@@ -92,6 +92,7 @@ pub(crate) async fn transform_stage(
                     if let Some(d) = &debezium {
                         d.lock().unwrap_or_else(|p| p.into_inner()).tick();
                     }
+                    progress.tick();
                     continue;
                 }
                 Popped::Items(items) => {

@@ -261,6 +261,10 @@ impl Supervisor {
                             .generation(source_queue.clone());
                         metrics.clone()
                     }),
+                    crate::metrics::SnapshotProgress::new(
+                        self.options.progress,
+                        self.status.snapshot_plan(),
+                    ),
                 ),
             )),
         ));

@@ -1,0 +1,66 @@
+//! Snapshot progress: bars per table on a terminal (rows of the counted total, rate, ETA;
+//! each table a line once read), plain log lines when stderr is a pipe.
+
+use super::*;
+
+/// A database of two captured tables, `t` with `big` rows and `u` with 500, and its pipeline.
+fn two_tables(dir: &Path, big: i64) -> PathBuf {
+    let sql = format!(
+        "create table t (id integer primary key, v text); create table u (id integer primary key, v text);
+         with recursive n(i) as (select 1 union all select i + 1 from n where i < {big}) insert into t select i, 'x' from n;
+         with recursive n(i) as (select 1 union all select i + 1 from n where i < 500) insert into u select i, 'y' from n;"
+    );
+    let (db, _conn) = captured(dir, &sql, &["t", "u"]);
+    pipeline(dir, &db, "")
+}
+
+#[test]
+fn a_terminal_shows_a_bar_per_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = two_tables(dir.path(), 50_000);
+    let command = format!(
+        "{} run --stop-when-idle 1s {}",
+        env!("CARGO_BIN_EXE_sluice"),
+        path.display()
+    );
+    // `script` runs it on a pseudo-terminal and copies what it shows.
+    let o = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux)");
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{shown}");
+    // A bar against the counted rows, with its rate and time left.
+    let bar = shown.split(['\r', '\n']).find(|l| {
+        l.contains("app.main.t ")
+            && l.contains("/50,000")
+            && l.contains("rows/s")
+            && l.contains("ETA")
+    });
+    assert!(bar.is_some(), "no bar for app.main.t: {shown}");
+    // Each table, once read, a line.
+    assert!(shown.contains("app.main.t: 50000 rows read in"), "{shown}");
+    assert!(shown.contains("app.main.u: 500 rows read in"), "{shown}");
+    assert_eq!(lines(dir.path()).len(), 50_500);
+}
+
+#[test]
+fn a_pipe_gets_log_lines_and_no_bars() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = two_tables(dir.path(), 2_000);
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--stop-when-idle", "1s"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("Snapshot read.") && err.contains("rows=2500"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("rows read in") && !err.contains("ETA"),
+        "no bars on a pipe: {err}"
+    );
+}
