@@ -286,3 +286,50 @@ fn a_lock_the_user_may_not_take_is_one_line_with_the_grant() {
         &format!("DROP USER '{user}'@'%'; DROP USER '{user}'@'localhost'"),
     );
 }
+
+/// The snapshot announces its tables with the server's estimates
+/// (`information_schema.TABLES.TABLE_ROWS`): the status's `estimated_rows` and table counts.
+#[test]
+fn the_snapshot_says_its_tables_and_their_estimated_rows() {
+    let db = seeded("mysql_snapshot_plan");
+    mariadb::sql(&db, "ANALYZE TABLE a");
+    let dir = tempfile::tempdir().unwrap();
+    let port = sluice_test_support::pg::free_port();
+    let path = streaming_pipeline(
+        dir.path(),
+        mariadb::server().port,
+        &format!("  database.include.list: {db}\n"),
+    );
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "\n",
+        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = sluice_test_support::pg::start(&path, &[]);
+    sluice_test_support::pg::wait_lines(dir.path(), 5, &mut child);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        let status: Json = sluice_test_support::pg::admin_get(port, "/pipelines/mysql_test")
+            .and_then(|(_, b)| serde_json::from_str(&b).ok())
+            .unwrap_or_default();
+        if status["snapshot"]["remaining_tables"] == 0 {
+            break status;
+        }
+        assert!(t0.elapsed().as_secs() < 30, "{status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    sluice_test_support::pg::stop(&child);
+    sluice_test_support::pg::finish(child);
+    let snapshot = &status["snapshot"];
+    assert_eq!(snapshot["total_tables"], 2, "{snapshot}");
+    assert_eq!(
+        snapshot["estimated_rows"][format!("{db}.a")],
+        3,
+        "analyzed: {snapshot}"
+    );
+    assert!(
+        snapshot["estimated_rows"][format!("{db}.b")].is_u64(),
+        "{snapshot}"
+    );
+}

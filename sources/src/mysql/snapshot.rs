@@ -266,6 +266,7 @@ impl MysqlSource {
             .iter()
             .filter(|t| self.config.common.snapshots_table(&t.full_name()))
             .collect();
+        ctx.snapshot_tables(estimates(conn, &included).await?);
         let no_conditions = BTreeMap::new();
         let (rows, mut events) = self
             .read_rows(
@@ -333,6 +334,31 @@ impl MysqlSource {
         }
         Ok((reader.rows, reader.batch))
     }
+}
+
+/// `tables` (`db.table`) with the rows the server estimates each holds
+/// (`information_schema.TABLES.TABLE_ROWS`: InnoDB's estimate from its statistics).
+async fn estimates(
+    conn: &mut Conn,
+    tables: &[&Table],
+) -> Result<Vec<(String, Option<u64>)>, MysqlError> {
+    let known: Vec<(String, String, Option<u64>)> = conn
+        .query("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')")
+        .await
+        .map_err(|e| MysqlError::query("reading the tables' estimated rows", e))?;
+    let rows: std::collections::HashMap<(&str, &str), Option<u64>> = (known.iter())
+        .map(|(db, name, rows)| ((db.as_str(), name.as_str()), *rows))
+        .collect();
+    Ok(tables
+        .iter()
+        .map(|t| {
+            let estimate = rows
+                .get(&(t.db.as_str(), t.name.as_str()))
+                .copied()
+                .flatten();
+            (t.full_name(), estimate)
+        })
+        .collect())
 }
 
 /// How many times a snapshot starts over when a table changed structure while it was read.
