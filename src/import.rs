@@ -173,7 +173,7 @@ pub(crate) fn pipeline(path: &Path, bootstrap: &str) -> Result<String, String> {
 
 /// What a Kafka Connect worker gives every connector: the brokers, the producer's settings
 /// (`producer.*`) and the converters' defaults (a connector's own override them).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Worker {
     /// `bootstrap.servers`.
     pub(crate) bootstrap: String,
@@ -230,28 +230,20 @@ pub(crate) fn yaml(
     }
     out.push_str(&format!("source:\n  type: {source}\n"));
     for (k, v) in props.iter().filter(|(k, _)| !IGNORED.contains(&k.as_str())) {
-        out.push_str(&format!("  {}: {}\n", quoted(k), quoted(&provided(k, v)?)));
+        out.push_str(&format!("  {}: {}\n", quoted(k), value(k, v)?));
     }
     if !transforms.is_empty() {
         out.push_str("transforms:\n");
         for (kind, settings) in transforms {
             out.push_str(&format!("  - type: {kind}\n"));
             for (k, v) in settings {
-                out.push_str(&format!(
-                    "    {}: {}\n",
-                    quoted(&k),
-                    quoted(&provided(&k, &v)?)
-                ));
+                out.push_str(&format!("    {}: {}\n", quoted(&k), value(&k, &v)?));
             }
         }
     }
     out.push_str("sinks:\n  - type: kafka\n");
     for (k, v) in sink {
-        out.push_str(&format!(
-            "    {}: {}\n",
-            quoted(&k),
-            quoted(&provided(&k, &v)?)
-        ));
+        out.push_str(&format!("    {}: {}\n", quoted(&k), value(&k, &v)?));
     }
     if !worker.producer.is_empty() {
         out.push_str("    producer:\n");
@@ -259,7 +251,7 @@ pub(crate) fn yaml(
             out.push_str(&format!(
                 "      {}: {}\n",
                 quoted(k),
-                quoted(&provided(&format!("producer.{k}"), v)?)
+                value(&format!("producer.{k}"), v)?
             ));
         }
     }
@@ -406,6 +398,31 @@ fn provided(key: &str, value: &str) -> Result<String, String> {
     Ok(value)
 }
 
+/// Property `key`'s `value` as a YAML scalar: double-quoted, but plain when it reads a
+/// `${VAR}` (the pipeline file expands references in plain scalars only); a reference in a value
+/// that cannot be written plain is refused, naming the property.
+fn value(key: &str, value: &str) -> Result<String, String> {
+    let value = provided(key, value)?;
+    if !value.contains("${") {
+        return Ok(quoted(&value));
+    }
+    let leading = value.starts_with([
+        '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@',
+        '`', ' ', '\t',
+    ]);
+    let plain = !leading
+        && !value.ends_with([' ', '\t'])
+        && !value.contains(": ")
+        && !value.contains(" #")
+        && !value.ends_with(':')
+        && !value.chars().any(char::is_control);
+    if plain {
+        Ok(value)
+    } else {
+        Err(format!("`{key}` reads `${{...}}` in a value a pipeline file cannot hold unquoted: put the whole value in the environment variable"))
+    }
+}
+
 /// A YAML double-quoted scalar of `s` (JSON's string escapes are YAML's).
 fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
@@ -474,14 +491,47 @@ mod tests {
         );
         let env =
             write("connector.class=PostgresConnector\ndatabase.password=${env:PGPASS}\n").unwrap();
-        assert!(
-            env.contains("\"database.password\": \"${PGPASS}\""),
-            "{env}"
-        );
+        assert!(env.contains("\"database.password\": ${PGPASS}\n"), "{env}");
         let ok = write("connector.class=PostgresConnector\nname=inv\ntopic.prefix=x\n").unwrap();
         assert!(
             ok.contains("name: \"inv\"\nsource:\n  type: postgres\n  \"topic.prefix\": \"x\"\n"),
             "{ok}"
         );
+    }
+
+    /// A `${VAR}` is written where the pipeline file expands it: the loaded pipeline has the
+    /// variable's value.
+    #[test]
+    fn references_are_expanded_when_the_pipeline_loads() {
+        let props: BTreeMap<String, String> = [
+            ("connector.class", "PostgresConnector"),
+            ("database.dbname", "inventory"),
+            ("database.password", "${env:SLUICE_IMPORT_TEST_PW}"),
+            ("topic.prefix", "${SLUICE_IMPORT_TEST_PREFIX:-fallback}"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let worker = Worker {
+            bootstrap: "${SLUICE_IMPORT_TEST_BROKERS:-localhost:9092}".into(),
+            ..Worker::default()
+        };
+        let yaml = yaml("inv", props, &worker, ("Test", None)).unwrap();
+        let vars = [("SLUICE_IMPORT_TEST_PW".to_owned(), "s3cret".to_owned())].into();
+        let loaded = sluice_engine::config::parse_pipeline::<
+            crate::registry::SourceSpec,
+            crate::registry::TransformSpec,
+            crate::registry::SinkSpec,
+        >(Path::new("t.yaml"), &yaml, vars)
+        .unwrap();
+        let text = format!("{:?} {:?}", loaded.source, loaded.sinks);
+        assert!(text.contains("fallback"), "{text}");
+        assert!(
+            text.contains("localhost:9092") && !text.contains("SLUICE_IMPORT_TEST_BROKERS"),
+            "{text}"
+        );
+        assert!(!text.contains("SLUICE_IMPORT_TEST_PW"), "{yaml}");
+        let e = value("k", "a: ${X}").unwrap_err();
+        assert!(e.contains("`k`"), "{e}");
     }
 }

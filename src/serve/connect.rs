@@ -86,7 +86,7 @@ impl Connect {
             tracing::error!("Kept connector not restored: {problem}");
         }
         for (name, config, state) in found {
-            match self.register(&name, config, state) {
+            match self.register(&name, config, (state, true)) {
                 Ok(_) => tracing::info!(connector = %name, "Kept connector restored."),
                 Err((_, _, body)) => {
                     tracing::error!(connector = %name, "Kept connector not restored: {}", body.trim())
@@ -204,10 +204,7 @@ impl Connect {
             }
         };
         let config = crate::import::props_of(config);
-        if self.manager.view(&name).is_some() {
-            return error(409, format!("Connector {name} already exists"));
-        }
-        match self.register(&name, config, initial) {
+        match self.register(&name, config, (initial, true)) {
             Ok(_) => self.created(&name, 201),
             Err(answer) => answer,
         }
@@ -243,19 +240,20 @@ impl Connect {
                 }
             }
         }
-        match self.register(name, config, Target::Running) {
+        match self.register(name, config, (Target::Running, false)) {
             Ok(true) => self.created(name, 201),
             Ok(false) => self.created(name, 200),
             Err(answer) => answer,
         }
     }
 
-    /// Checks and (re)starts connector `name`, and keeps its configuration.
+    /// Checks and (re)starts connector `name` (`create`: only a new one), which keeps its
+    /// configuration.
     fn register(
         &self,
         name: &str,
         mut config: BTreeMap<String, String>,
-        initial: Target,
+        (initial, create): (Target, bool),
     ) -> Result<bool, Answer> {
         if let Some(given) = config.get("name") {
             if given != name {
@@ -274,15 +272,12 @@ impl Connect {
         };
         let yaml = crate::import::yaml(name, props, &settings.worker, (&header, Some(&data_dir)))
             .map_err(invalid)?;
-        let created = self
-            .manager
-            .put(name, Origin::Api(config), yaml, initial)
+        self.manager
+            .put(name, (Origin::Api(config), yaml), initial, create)
             .map_err(|r| match r {
                 Refusal::Invalid(e) => invalid(e),
                 other => refused(other),
-            })?;
-        self.manager.save(name);
-        Ok(created)
+            })
     }
 
     /// The connector's info, as a creation answers it.
@@ -294,22 +289,9 @@ impl Connect {
     }
 
     fn delete(&self, name: &str) -> Answer {
-        match self.manager.view(name).map(|v| v.origin) {
-            None => error(404, format!("Connector {name} not found")),
-            Some(Origin::File(path)) => error(
-                409,
-                format!(
-                    "Connector {name} is defined by the file {}: remove the file",
-                    path.display()
-                ),
-            ),
-            Some(Origin::Api(_)) => match self.manager.remove(name) {
-                Ok(()) => {
-                    self.manager.forget(name);
-                    empty(204)
-                }
-                Err(r) => refused(r),
-            },
+        match self.manager.remove(name, true) {
+            Ok(()) => empty(204),
+            Err(r) => refused(r),
         }
     }
 
@@ -319,10 +301,7 @@ impl Connect {
             return error(404, format!("Unknown connector {name}"));
         }
         match self.manager.set_target(name, target, false) {
-            Ok(()) => {
-                self.manager.save(name);
-                empty(status)
-            }
+            Ok(()) => empty(status),
             Err(r) => refused(r),
         }
     }
@@ -441,8 +420,11 @@ pub(crate) fn redacted<'a>(key: &str, value: &'a str) -> &'a str {
         || ["jaas", "private.key", "api.key", "apikey"]
             .iter()
             .any(|s| lower.contains(s));
-    let reference =
-        value.starts_with("${") && value.ends_with('}') && value.matches("${").count() == 1;
+    // A reference holds no secret; its default (`${VAR:-default}`) may.
+    let reference = value.starts_with("${")
+        && value.ends_with('}')
+        && value.matches("${").count() == 1
+        && !value.contains(":-");
     if secret && !reference && !value.is_empty() {
         HIDDEN
     } else {
@@ -576,6 +558,7 @@ mod tests {
         assert_eq!(redacted("database.password", "pw"), HIDDEN);
         assert_eq!(redacted("database.password", "${PGPASS}"), "${PGPASS}");
         assert_eq!(redacted("database.password", "${A}${B}"), HIDDEN);
+        assert_eq!(redacted("database.password", "${PGPASS:-hunter2}"), HIDDEN);
         assert_eq!(redacted("sasl.jaas.config", "x"), HIDDEN);
         assert_eq!(redacted("database.user", "postgres"), "postgres");
         assert_eq!(redacted("database.password", ""), "");

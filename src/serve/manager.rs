@@ -4,18 +4,19 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use sluice_engine::runtime::admin::{Attached, Directory};
+use sluice_engine::runtime::admin::{Attached, Directory, SignalQueue};
 use sluice_engine::runtime::status::{State, Status};
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
 
 use crate::import::Worker;
 use crate::registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
 
-/// What the pipelines share.
-#[derive(Debug, Clone)]
+/// What the pipelines share (no `Debug`: the worker's settings may hold secrets).
+#[derive(Clone)]
 pub(crate) struct Settings {
     /// Where the API's connectors are kept (`connectors/<name>.json`) and their offsets
     /// (`pipelines/<name>/`).
@@ -36,12 +37,22 @@ pub(crate) enum Target {
 }
 
 /// Where a pipeline is defined.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) enum Origin {
     /// A file of the watched directory.
     File(PathBuf),
     /// The API, with the connector's configuration as it was given.
     Api(BTreeMap<String, String>),
+}
+
+/// Without the configuration: it may hold secrets.
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::File(path) => f.debug_tuple("File").field(path).finish(),
+            Origin::Api(_) => f.write_str("Api(..)"),
+        }
+    }
 }
 
 /// Why a request is refused: not found (404), in conflict (409), invalid (400).
@@ -79,6 +90,11 @@ struct Running {
 }
 
 impl Running {
+    /// Whether its thread still runs (a finished or failed pipeline's queues are gone).
+    fn alive(&self) -> bool {
+        !self.thread.is_finished()
+    }
+
     /// Asks for a graceful stop and waits for it (the pipeline's `shutdown_timeout` bounds it).
     fn stop(self) {
         let _ = self.stop.send(true);
@@ -103,6 +119,8 @@ pub(crate) struct Manager {
     pipelines: Mutex<BTreeMap<String, Managed>>,
     /// Held by whatever changes pipelines (one change at a time; reading needs only the map).
     changing: Mutex<()>,
+    /// Set once the server stops: nothing starts any more.
+    closing: AtomicBool,
     directory: Directory,
 }
 
@@ -137,6 +155,7 @@ impl Manager {
             settings,
             pipelines: Mutex::default(),
             changing: Mutex::default(),
+            closing: AtomicBool::new(false),
             directory,
         }
     }
@@ -149,8 +168,13 @@ impl Manager {
         self.pipelines.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn change(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.changing.lock().unwrap_or_else(|p| p.into_inner())
+    /// The right to change pipelines (one change at a time), unless the server is stopping.
+    fn change(&self) -> Result<std::sync::MutexGuard<'_, ()>, Refusal> {
+        let guard = self.changing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.closing.load(Ordering::Relaxed) {
+            return Err(Refusal::Conflict("the server is stopping".into()));
+        }
+        Ok(guard)
     }
 
     /// The pipelines' names.
@@ -173,6 +197,11 @@ impl Manager {
         })
     }
 
+    /// Where pipeline `name` comes from.
+    pub(crate) fn origin_of(&self, name: &str) -> Option<Origin> {
+        self.map().get(name).map(|m| m.origin.clone())
+    }
+
     /// The name of the pipeline the file at `path` defines.
     pub(crate) fn name_of_file(&self, path: &Path) -> Option<String> {
         let map = self.map();
@@ -181,16 +210,26 @@ impl Manager {
             .map(|(n, _)| n.clone())
     }
 
+    /// Stops `name`'s thread, its entry staying in place meanwhile (the caller holds
+    /// `changing`).
+    fn stop_running(&self, name: &str) {
+        let running = self.map().get_mut(name).and_then(|m| m.running.take());
+        if let Some(running) = running {
+            running.stop();
+        }
+    }
+
     /// Adds or replaces the pipeline `name` defined by `origin` as `yaml` (checked), and
-    /// starts it unless it is paused or stopped; `Ok(true)`: it is new.
+    /// starts it unless it is paused or stopped (a new one: unless `initial` says so);
+    /// `create`: only if there is none of that name. `Ok(true)`: it is new.
     pub(crate) fn put(
         &self,
         name: &str,
-        origin: Origin,
-        yaml: String,
+        (origin, yaml): (Origin, String),
         initial: Target,
+        create: bool,
     ) -> Result<bool, Refusal> {
-        let _changing = self.change();
+        let _changing = self.change()?;
         let label = label(&origin, name);
         let (config, plan) = plan_of(&label, &yaml).map_err(Refusal::Invalid)?;
         if config.name != name {
@@ -200,33 +239,32 @@ impl Manager {
                 config.name
             )));
         }
-        if let Some(old) = self.map().get(name) {
-            if !same_origin(&old.origin, &origin) {
+        match self.origin_of(name) {
+            Some(_) if create => {
+                return Err(Refusal::Conflict(format!(
+                    "Connector {name} already exists"
+                )))
+            }
+            Some(old) if !same_origin(&old, &origin) => {
                 return Err(Refusal::Conflict(format!(
                     "pipeline `{name}` already comes from {}",
-                    describe(&old.origin)
-                )));
+                    describe(&old)
+                )))
             }
+            _ => {}
         }
-        let old = self.map().remove(name);
-        let created = old.is_none();
-        let (target, status) = match old {
-            Some(mut old) => {
-                if let Some(running) = old.running.take() {
-                    running.stop();
-                }
-                (old.target, old.status)
-            }
-            None => (initial, Status::starting(name)),
-        };
-        let queue_bytes = config.limits.max_queue_size_bytes * (1 + config.sinks.len() as u64);
+        self.stop_running(name);
+        let kept = (self.map().get(name)).map(|m| (m.target, m.status.clone()));
+        let created = kept.is_none();
+        let (target, status) = kept.unwrap_or_else(|| (initial, Status::starting(name)));
         let sinks: Vec<String> = config.sinks.iter().map(|s| s.name.clone()).collect();
+        let queues = 1 + config.sinks.len() as u64;
         let mut managed = Managed {
             origin,
             yaml,
             target,
             status,
-            queue_bytes,
+            queue_bytes: config.limits.max_queue_size_bytes.saturating_mul(queues),
             running: None,
         };
         if target == Target::Running {
@@ -235,13 +273,14 @@ impl Manager {
             self.attach(name, &managed, sinks);
         }
         self.map().insert(name.to_owned(), managed);
+        self.keep(name);
         Ok(created)
     }
 
-    /// Records a pipeline file that does not load, as a failed pipeline named `name` (its
-    /// file's stem when its name cannot be read), unless the file's earlier version runs.
+    /// Records a pipeline file that does not load, as a failed pipeline named after the file
+    /// (`name`), unless a pipeline of that name exists.
     pub(crate) fn broken(&self, name: &str, path: &Path, error: &str) {
-        let _changing = self.change();
+        let Ok(_changing) = self.change() else { return };
         let mut map = self.map();
         if map.contains_key(name) {
             return;
@@ -260,17 +299,35 @@ impl Manager {
         map.insert(name.to_owned(), managed);
     }
 
-    /// Stops and forgets `name` (its offsets stay where they are).
-    pub(crate) fn remove(&self, name: &str) -> Result<(), Refusal> {
-        let _changing = self.change();
-        let managed = self.map().remove(name).ok_or_else(|| not_found(name))?;
-        if let Some(running) = managed.running {
-            running.stop();
+    /// Stops and forgets `name` (its offsets stay where they are); `api`: only if it came
+    /// from the API (else `409`).
+    pub(crate) fn remove(&self, name: &str, api: bool) -> Result<(), Refusal> {
+        let _changing = self.change()?;
+        match self.origin_of(name) {
+            None => return Err(not_found(name)),
+            Some(Origin::File(path)) if api => {
+                return Err(Refusal::Conflict(format!(
+                    "Connector {name} is defined by the file {}: remove the file",
+                    path.display()
+                )))
+            }
+            _ => {}
         }
+        self.stop_running(name);
+        let removed = self.map().remove(name);
         self.directory
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
+        if let Some(Managed {
+            origin: Origin::Api(_),
+            ..
+        }) = removed
+        {
+            if let Err(e) = super::saved::delete(&self.settings.data_dir, name) {
+                tracing::error!(pipeline = name, error = %e, "Cannot remove the connector's kept configuration.");
+            }
+        }
         tracing::info!(pipeline = name, "Pipeline removed.");
         Ok(())
     }
@@ -283,43 +340,51 @@ impl Manager {
         target: Target,
         restart: bool,
     ) -> Result<(), Refusal> {
-        let _changing = self.change();
-        let mut managed = self.map().remove(name).ok_or_else(|| not_found(name))?;
-        if restart || target != Target::Running || managed.running.is_none() {
-            if let Some(running) = managed.running.take() {
-                running.stop();
+        let _changing = self.change()?;
+        let (yaml, origin, running) = match self.map().get_mut(name) {
+            Some(m) => {
+                m.target = target;
+                (m.yaml.clone(), m.origin.clone(), m.running.is_some())
             }
+            None => return Err(not_found(name)),
+        };
+        if restart || target != Target::Running {
+            self.stop_running(name);
         }
-        managed.target = target;
         let result = match target {
-            Target::Running if managed.running.is_none() => {
-                let label = label(&managed.origin, name);
-                match plan_of(&label, &managed.yaml) {
-                    Ok((config, plan)) => {
-                        let sinks = config.sinks.iter().map(|s| s.name.clone()).collect();
+            Target::Running if restart || !running => match plan_of(&label(&origin, name), &yaml) {
+                Ok((config, plan)) => {
+                    let sinks = config.sinks.iter().map(|s| s.name.clone()).collect();
+                    let taken = self.map().remove(name);
+                    if let Some(mut managed) = taken {
                         self.start(name, &mut managed, (plan, sinks));
-                        Ok(())
+                        self.map().insert(name.to_owned(), managed);
                     }
-                    Err(e) => Err(Refusal::Invalid(e)),
+                    Ok(())
                 }
-            }
+                Err(e) => Err(Refusal::Invalid(e)),
+            },
             Target::Running => Ok(()),
-            Target::Paused => {
-                managed.status.set_state(State::Paused);
-                Ok(())
-            }
-            Target::Stopped => {
-                managed.status.set_state(State::Stopped);
+            Target::Paused | Target::Stopped => {
+                let state = if target == Target::Paused {
+                    State::Paused
+                } else {
+                    State::Stopped
+                };
+                if let Some(m) = self.map().get(name) {
+                    m.status.set_state(state);
+                }
                 Ok(())
             }
         };
-        self.map().insert(name.to_owned(), managed);
+        self.keep(name);
         result
     }
 
-    /// Keeps an API connector's configuration and target (a file's pipeline has its file).
-    pub(crate) fn save(&self, name: &str) {
-        let saved = match self.map().get(name) {
+    /// Keeps an API connector's configuration and target (a file's pipeline has its file);
+    /// the caller holds `changing`.
+    fn keep(&self, name: &str) {
+        let kept = match self.map().get(name) {
             Some(Managed {
                 origin: Origin::Api(config),
                 target,
@@ -327,21 +392,15 @@ impl Manager {
             }) => (config.clone(), *target),
             _ => return,
         };
-        if let Err(e) = super::saved::save(&self.settings.data_dir, name, &saved) {
+        if let Err(e) = super::saved::save(&self.settings.data_dir, name, &kept) {
             tracing::error!(pipeline = name, error = %e, "Cannot keep the connector's configuration: it will not come back after a restart.");
         }
     }
 
-    /// Forgets a removed API connector's configuration.
-    pub(crate) fn forget(&self, name: &str) {
-        if let Err(e) = super::saved::delete(&self.settings.data_dir, name) {
-            tracing::error!(pipeline = name, error = %e, "Cannot remove the connector's kept configuration.");
-        }
-    }
-
-    /// Stops every pipeline (all asked at once, then each waited for).
+    /// Stops every pipeline (all asked at once, then each waited for); nothing starts after.
     pub(crate) fn shutdown(&self) {
-        let _changing = self.change();
+        let _changing = self.changing.lock().unwrap_or_else(|p| p.into_inner());
+        self.closing.store(true, Ordering::Relaxed);
         let running: Vec<Running> = self
             .map()
             .values_mut()
@@ -356,12 +415,7 @@ impl Manager {
     }
 
     /// Publishes `managed` on the endpoint (signals go nowhere while it is not running).
-    fn attach(
-        &self,
-        name: &str,
-        managed: &Managed,
-        sinks: Vec<String>,
-    ) -> sluice_engine::runtime::admin::SignalQueue {
+    fn attach(&self, name: &str, managed: &Managed, sinks: Vec<String>) -> SignalQueue {
         let (attached, queue) = Attached::new(sinks, managed.status.clone());
         self.directory
             .write()
@@ -374,10 +428,9 @@ impl Manager {
     /// leave no room for its own (then it is failed, saying so).
     fn start(&self, name: &str, managed: &mut Managed, (plan, sinks): (PipelinePlan, Vec<String>)) {
         let others: u64 = (self.map().iter())
-            .filter(|(n, m)| *n != name && m.running.is_some())
-            .map(|(_, m)| m.queue_bytes)
-            .sum();
-        if others + managed.queue_bytes > self.settings.max_queue_bytes {
+            .filter(|(n, m)| *n != name && m.running.as_ref().is_some_and(Running::alive))
+            .fold(0u64, |sum, (_, m)| sum.saturating_add(m.queue_bytes));
+        if others.saturating_add(managed.queue_bytes) > self.settings.max_queue_bytes {
             let message = format!(
                 "its queues may hold {} bytes and the running pipelines' {others}: over the server's --max-queue-bytes {}; lower its `max_queue_size_bytes` or raise the limit",
                 managed.queue_bytes, self.settings.max_queue_bytes
@@ -423,7 +476,7 @@ fn label(origin: &Origin, name: &str) -> PathBuf {
     }
 }
 
-fn same_origin(a: &Origin, b: &Origin) -> bool {
+pub(crate) fn same_origin(a: &Origin, b: &Origin) -> bool {
     match (a, b) {
         (Origin::File(a), Origin::File(b)) => a == b,
         (Origin::Api(_), Origin::Api(_)) => true,

@@ -7,7 +7,6 @@ mod manager;
 mod saved;
 mod watch;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,6 +95,9 @@ pub(crate) fn run(serve: Serve) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
+        // Before anything starts: a stop asked for while starting stops what started.
+        let stop = stop_requested();
+        tokio::pin!(stop);
         let connect = Arc::new(Connect::new(Arc::clone(&manager), serve.bind.clone()));
         let extension: Arc<dyn admin::Extension> = connect.clone();
         let address = admin::listen(&admin, directory, Serving::Many(Some(extension)))
@@ -107,15 +109,16 @@ pub(crate) fn run(serve: Serve) -> Result<(), String> {
         let restored = Arc::clone(&connect);
         let dir = serve.data_dir.clone();
         let _ = tokio::task::spawn_blocking(move || restored.restore(&dir)).await;
-        let mut watched = BTreeMap::new();
-        let stop = stop_requested();
-        tokio::pin!(stop);
+        // Shared with the blocking scans: what a scan that panicked had seen stays.
+        let watched = Arc::new(std::sync::Mutex::new(watch::Watched::default()));
         loop {
             if let Some(dir) = serve.pipelines.clone() {
-                let (m, w) = (Arc::clone(&manager), std::mem::take(&mut watched));
-                watched = tokio::task::spawn_blocking(move || watch::scan(&dir, w, &m))
-                    .await
-                    .unwrap_or_default();
+                let (m, w) = (Arc::clone(&manager), Arc::clone(&watched));
+                let _ = tokio::task::spawn_blocking(move || {
+                    let mut seen = w.lock().unwrap_or_else(|p| p.into_inner());
+                    watch::scan(&dir, &mut seen, &m);
+                })
+                .await;
             }
             tokio::select! {
                 _ = &mut stop => break,
@@ -128,21 +131,25 @@ pub(crate) fn run(serve: Serve) -> Result<(), String> {
     })
 }
 
-/// Resolves at SIGINT or SIGTERM.
-async fn stop_requested() {
+/// Resolves at SIGINT or SIGTERM (the handlers are installed when this is called).
+fn stop_requested() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let handlers = {
         use tokio::signal::unix::{signal, SignalKind};
-        if let (Ok(mut int), Ok(mut term)) = (
+        (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
-        ) {
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        if let (Ok(mut int), Ok(mut term)) = handlers {
             tokio::select! {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
             return;
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    let _ = tokio::signal::ctrl_c().await;
 }

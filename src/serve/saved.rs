@@ -38,15 +38,17 @@ fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join("connectors").join(format!("{name}.json"))
 }
 
-/// Keeps connector `name`'s configuration and target.
+/// Keeps connector `name`'s configuration and target: readable by this user only (it holds
+/// the connector's secrets), written whole, synced, then renamed into place.
 pub(crate) fn save(
     dir: &Path,
     name: &str,
     (config, state): &(BTreeMap<String, String>, Target),
 ) -> std::io::Result<()> {
+    use std::io::Write;
     let path = file(dir, name);
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+        private_dir(parent)?;
     }
     let kept = Kept {
         name: name.to_owned(),
@@ -54,9 +56,28 @@ pub(crate) fn save(
         state: *state,
     };
     let text = serde_json::to_vec_pretty(&kept).map_err(std::io::Error::other)?;
-    let temporary = path.with_extension("json.tmp");
-    std::fs::write(&temporary, text)?;
+    let temporary = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut out = options.open(&temporary)?;
+    out.write_all(&text)?;
+    out.sync_all()?;
+    drop(out);
     std::fs::rename(&temporary, &path)
+}
+
+/// `dir`, made readable by this user only when this makes it.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 /// Forgets connector `name` (nothing to forget is fine).
@@ -100,6 +121,13 @@ mod tests {
         let config: BTreeMap<String, String> =
             [("connector.class".to_owned(), "PostgresConnector".to_owned())].into();
         save(dir.path(), "a", &(config.clone(), Target::Paused)).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir.path().join("connectors/a.json")), 0o600);
+            assert_eq!(mode(&dir.path().join("connectors")), 0o700);
+        }
         save(dir.path(), "b", &(config.clone(), Target::Running)).unwrap();
         delete(dir.path(), "b").unwrap();
         delete(dir.path(), "never").unwrap();

@@ -16,7 +16,7 @@ fn serve(port: u16, dir: &std::path::Path, bootstrap: &str) -> Child {
     let worker = dir.join("connect-distributed.properties");
     std::fs::write(
         &worker,
-        format!("bootstrap.servers={bootstrap}\ngroup.id=connect-cluster\nkey.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter=org.apache.kafka.connect.json.JsonConverter\nkey.converter.schemas.enable=false\nvalue.converter.schemas.enable=false\noffset.storage.topic=connect-offsets\nproducer.linger.ms=5\n"),
+        "group.id=connect-cluster\nkey.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter=org.apache.kafka.connect.json.JsonConverter\nkey.converter.schemas.enable=false\nvalue.converter.schemas.enable=false\noffset.storage.topic=connect-offsets\nproducer.linger.ms=5\n",
     )
     .unwrap();
     let child = pg::spawn_logged(
@@ -25,7 +25,9 @@ fn serve(port: u16, dir: &std::path::Path, bootstrap: &str) -> Child {
             .arg("--worker-config")
             .arg(&worker)
             .arg("--data-dir")
-            .arg(dir.join("serve")),
+            .arg(dir.join("serve"))
+            // Neither the flag nor the worker's file: the default `${KAFKA_BOOTSTRAP_SERVERS}`.
+            .env("KAFKA_BOOTSTRAP_SERVERS", bootstrap),
     );
     let t0 = Instant::now();
     while admin_call(port, "GET", "/", None).is_none() {

@@ -58,11 +58,12 @@ impl Request {
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("application/json"))
     }
 
-    /// Whether the client asked for a web page (a browser's `Accept`).
+    /// Whether the client is a browser asking for a page (browsers accept XHTML too; Java's
+    /// `HttpURLConnection`, which names `text/html` by default, does not).
     pub(crate) fn wants_html(&self) -> bool {
         self.accept
             .as_deref()
-            .is_some_and(|a| a.contains("text/html"))
+            .is_some_and(|a| a.contains("text/html") && a.contains("application/xhtml+xml"))
     }
 }
 
@@ -94,11 +95,15 @@ pub(crate) async fn respond(
     } else {
         ""
     };
-    let body = if status == 204 { "" } else { body.as_str() };
-    let response = format!(
-        "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\n{challenge}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    // A 204 has no body, and says nothing of one.
+    let response = if status == 204 {
+        format!("HTTP/1.1 204 {text}\r\nconnection: close\r\n\r\n")
+    } else {
+        format!(
+            "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\n{challenge}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
     write.write_all(response.as_bytes()).await?;
     write.shutdown().await
 }

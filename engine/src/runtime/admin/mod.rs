@@ -255,7 +255,12 @@ async fn serve(stream: TcpStream, routes: Arc<Routes>) -> std::io::Result<()> {
             .await
             .ok()
             .flatten()
-            .unwrap_or_else(|| plain(404, "no such route"))
+            .unwrap_or_else(|| {
+                // Kafka Connect's way of saying it.
+                let message =
+                    serde_json::json!({"error_code": 404, "message": "HTTP 404 Not Found"});
+                http::json(404, &message)
+            })
         }
     };
     tokio::time::timeout(EXCHANGE, respond(&mut write, answer))
