@@ -57,8 +57,10 @@ enum Command {
     /// {"data-collections": ["public.orders"]}}`. Exit codes: 0 queued; 1 refused or
     /// unreachable; 3 invalid pipeline file.
     Signal {
-        /// The running pipeline's file (YAML).
+        /// The running pipeline's file (YAML); with `--server`, its file or its name.
         pipeline: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
         /// The signal, as JSON.
         signal: String,
     },
@@ -68,8 +70,10 @@ enum Command {
     /// Exit codes: 0 running and ready; 1 not running, not ready or unreachable; 3 invalid
     /// pipeline file.
     Status {
-        /// The running pipeline's file (YAML).
+        /// The running pipeline's file (YAML); with `--server`, its file or its name.
         pipeline: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Watch the events a running pipeline's sinks are handed, after their transforms, through
     /// its admin endpoint (`admin.bind`), one JSON line each (`{"sink", "topic", "key",
@@ -79,8 +83,10 @@ enum Command {
     /// how many on stderr. Exit codes: 0 the tap ended (limit reached, pipeline stopped);
     /// 1 refused or unreachable; 3 invalid pipeline file.
     Tap {
-        /// The running pipeline's file (YAML).
+        /// The running pipeline's file (YAML); with `--server`, its file or its name.
         pipeline: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
         /// One sink's events only (by its `name`).
         #[arg(long)]
         sink: Option<String>,
@@ -178,6 +184,17 @@ enum Command {
     },
 }
 
+/// Where a pipeline of `sluice serve` is reached (instead of its file's `admin`).
+#[derive(Debug, clap::Args)]
+struct ServerArgs {
+    /// The admin endpoint of a `sluice serve` running the pipeline (`127.0.0.1:8083`).
+    #[arg(long)]
+    server: Option<String>,
+    /// With `--server`: a file whose first line is its token (else `SLUICE_ADMIN_TOKEN`).
+    #[arg(long, requires = "server")]
+    token_file: Option<PathBuf>,
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     DurationSpec::parse(text).map(|d| d.0)
 }
@@ -259,19 +276,24 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Signal { pipeline, signal } => send_signal(&pipeline, &signal),
-        Command::Status { pipeline } => show_status(&pipeline),
+        Command::Signal {
+            pipeline,
+            signal,
+            server,
+        } => send_signal(&pipeline, &server, &signal),
+        Command::Status { pipeline, server } => show_status(&pipeline, &server),
         Command::Import {
             connector,
             bootstrap_servers,
         } => import_connector(&connector, &bootstrap_servers),
         Command::Tap {
             pipeline,
+            server,
             sink,
             topic,
             limit,
         } => tap(
-            &pipeline,
+            (&pipeline, &server),
             sluice_engine::runtime::tap_http::TapRequest { sink, topic, limit },
         ),
         Command::Run {
@@ -315,9 +337,37 @@ fn validate(pipelines: &[PathBuf]) -> ExitCode {
     }
 }
 
-/// The admin endpoint's address and the pipeline's name from a pipeline file, or the exit
-/// code after the error line (an invalid file; no `admin:`).
-fn admin_of(pipeline: &Path) -> Result<(String, Option<String>, String), ExitCode> {
+/// The admin endpoint's address, its token and the pipeline's name: from `--server` (the
+/// pipeline named, or its file's name) or from a pipeline file's `admin`; or the exit code after
+/// the error line (an invalid file; no `admin:`).
+fn admin_of(
+    pipeline: &Path,
+    server: &ServerArgs,
+) -> Result<(String, Option<String>, String), ExitCode> {
+    if let Some(bind) = &server.server {
+        let name = if pipeline.is_file() {
+            load(pipeline)
+                .map_err(|e| {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_INVALID)
+                })?
+                .name
+        } else {
+            pipeline.to_string_lossy().into_owned()
+        };
+        let admin = sluice_engine::runtime::admin::AdminConfig {
+            bind: bind.clone(),
+            token: std::env::var("SLUICE_ADMIN_TOKEN")
+                .ok()
+                .map(sluice_engine::config::Secret::from),
+            token_file: server.token_file.clone(),
+        };
+        let token = admin.token().map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_INVALID)
+        })?;
+        return Ok((bind.clone(), token, name));
+    }
     let config = load(pipeline).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(EXIT_INVALID)
@@ -338,8 +388,8 @@ fn admin_of(pipeline: &Path) -> Result<(String, Option<String>, String), ExitCod
 }
 
 /// `sluice status`: a running pipeline's status, from its admin endpoint.
-fn show_status(pipeline: &Path) -> ExitCode {
-    let (bind, token, name) = match admin_of(pipeline) {
+fn show_status(pipeline: &Path, server: &ServerArgs) -> ExitCode {
+    let (bind, token, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -399,8 +449,11 @@ fn import_connector(connector: &Path, bootstrap: &str) -> ExitCode {
 }
 
 /// `sluice tap`: the events a running pipeline's sinks are handed, to stdout.
-fn tap(pipeline: &Path, request: sluice_engine::runtime::tap_http::TapRequest) -> ExitCode {
-    let (bind, token, name) = match admin_of(pipeline) {
+fn tap(
+    (pipeline, server): (&Path, &ServerArgs),
+    request: sluice_engine::runtime::tap_http::TapRequest,
+) -> ExitCode {
+    let (bind, token, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -421,8 +474,8 @@ fn tap(pipeline: &Path, request: sluice_engine::runtime::tap_http::TapRequest) -
 }
 
 /// `sluice signal`: one signal to a running pipeline's admin endpoint.
-fn send_signal(pipeline: &Path, signal: &str) -> ExitCode {
-    let (bind, token, name) = match admin_of(pipeline) {
+fn send_signal(pipeline: &Path, server: &ServerArgs, signal: &str) -> ExitCode {
+    let (bind, token, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
         Err(code) => return code,
     };

@@ -254,6 +254,19 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
     insert(&dbs[0].1, 12..=12);
     wait_ids(root, "a", &(1..=12).collect::<Vec<_>>());
 
+    // The command line reaches a pipeline of the server by its name.
+    let server = format!("127.0.0.1:{port}");
+    let o = sluice(&["status", "a", "--server", &server]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        serde_json::from_str::<Json>(&out).unwrap()["name"],
+        "a",
+        "{out}"
+    );
+    let o = sluice(&["status", "nope", "--server", &server]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o).1);
+
     // SIGTERM: every pipeline stops gracefully and the server exits 0.
     let pid = child.id().to_string();
     assert!(Command::new("kill")
