@@ -141,6 +141,7 @@ impl Started {
     pub(super) async fn structure_read(
         &mut self,
         conn: &mut Conn,
+        captures: &(dyn Fn(&str, &str) -> bool + Sync),
     ) -> Result<Option<String>, MysqlError> {
         if self.locked && self.mode == LockingMode::Minimal {
             unlock(conn).await?;
@@ -149,7 +150,7 @@ impl Started {
         if !self.check {
             return Ok(None);
         }
-        structure_changed_since(conn, &self.file, self.pos).await
+        structure_changed_since(conn, (&self.file, self.pos), captures).await
     }
 
     /// The rows are read: `extended` releases its lock.
@@ -240,12 +241,13 @@ pub(super) async fn master_position(conn: &mut Conn) -> Result<(String, u64), My
     }
 }
 
-/// The first statement written to the binlog from `file`:`pos` to its end that changes a
-/// table's structure, if any.
+/// The first statement written to the binlog from `file`:`pos` to its end that changes the
+/// structure of a table the snapshot may read, if any (`captures(db, table)`: whether a table is
+/// captured; another table's `CREATE`/`ALTER`/`DROP TABLE` is no reason to start over).
 async fn structure_changed_since(
     conn: &mut Conn,
-    file: &str,
-    pos: u64,
+    (file, pos): (&str, u64),
+    captures: &(dyn Fn(&str, &str) -> bool + Sync),
 ) -> Result<Option<String>, MysqlError> {
     let (end_file, end_pos) = master_position(conn).await?;
     if end_file == file && end_pos <= pos {
@@ -279,7 +281,7 @@ async fn structure_changed_since(
                 let info: Option<Option<String>> = r.get(5);
                 kind.flatten().zip(info.flatten())
             });
-            if let Some(statement) = first_structure_change(listed) {
+            if let Some(statement) = first_structure_change(listed, captures) {
                 return Ok(Some(statement));
             }
             let next = page
@@ -303,12 +305,58 @@ const PAGE: usize = 1000;
 
 /// The first `Query` event of `events` (`SHOW BINLOG EVENTS`' `Event_type` and `Info`) whose
 /// statement changes a table's structure.
-fn first_structure_change(events: impl Iterator<Item = (String, String)>) -> Option<String> {
+fn first_structure_change(
+    events: impl Iterator<Item = (String, String)>,
+    captures: &(dyn Fn(&str, &str) -> bool + Sync),
+) -> Option<String> {
     events
         // `Query`, or `Query_compressed` (`log_bin_compress`).
         .filter(|(kind, _)| kind.starts_with("Query"))
         .map(|(_, info)| info)
-        .find(|info| super::schema::changes_structure(without_use(info)))
+        .find(|info| {
+            let statement = without_use(info);
+            super::schema::changes_structure(statement)
+                && concerns(
+                    session_of(info).as_deref().unwrap_or(""),
+                    statement,
+                    captures,
+                )
+        })
+}
+
+/// Whether a statement that changes a table's structure may change a captured one: unless it
+/// is a `CREATE`, `ALTER` or `DROP` of one table, named, not captured, and renames nothing.
+fn concerns(
+    session: &str,
+    statement: &str,
+    captures: &(dyn Fn(&str, &str) -> bool + Sync),
+) -> bool {
+    let upper = statement.to_ascii_uppercase();
+    let mut words = upper.split_whitespace();
+    let one_table = matches!(words.next(), Some("CREATE" | "ALTER" | "DROP"))
+        && upper.contains(" TABLE ")
+        && !upper.contains("RENAME")
+        && !(upper.starts_with("DROP") && upper.contains(','));
+    if !one_table {
+        return true;
+    }
+    match super::ddl::target_of(statement, session) {
+        Some((db, table)) => captures(&db, &table),
+        None => true,
+    }
+}
+
+/// The database a `Query` event's `use `db`;` names.
+fn session_of(info: &str) -> Option<String> {
+    let trimmed = info.trim_start();
+    if trimmed.len() <= 4 || !trimmed[..4].eq_ignore_ascii_case("use ") {
+        return None;
+    }
+    let statement = without_use(info);
+    let prefix = &trimmed[4..trimmed.len() - statement.len()];
+    let name = prefix.trim().trim_end_matches(';').trim();
+    let name = name.strip_prefix('`')?.strip_suffix('`')?;
+    Some(name.replace("``", "`"))
 }
 
 /// A `Query` event's text without the `use `db`; ` MariaDB puts before it.
@@ -350,20 +398,46 @@ mod tests {
             ("Query", "use `db`; TRUNCATE TABLE items"),
             ("Query", "GRANT SELECT ON *.* TO 'u'@'%'"),
         ]);
-        assert_eq!(first_structure_change(quiet.into_iter()), None);
+        let all = |_: &str, _: &str| true;
+        assert_eq!(first_structure_change(quiet.into_iter(), &all), None);
         let altered = events(&[
             ("Query", "BEGIN"),
             ("Query", "use `we;ird`; ALTER TABLE items ADD COLUMN c INT"),
             ("Query", "use `db`; DROP TABLE t"),
         ]);
         let compressed = events(&[("Query_compressed", "use `db`; DROP TABLE t")]);
-        assert!(first_structure_change(compressed.into_iter()).is_some());
+        assert!(first_structure_change(compressed.into_iter(), &all).is_some());
         assert_eq!(
-            first_structure_change(altered.into_iter()).as_deref(),
+            first_structure_change(altered.clone().into_iter(), &all).as_deref(),
             Some("use `we;ird`; ALTER TABLE items ADD COLUMN c INT")
         );
         let bare = events(&[("Query", "CREATE TABLE db.t (id INT)")]);
-        assert!(first_structure_change(bare.into_iter()).is_some());
+        assert!(first_structure_change(bare.clone().into_iter(), &all).is_some());
+        // Other databases' tables are no reason to start over; renames and lists may be.
+        let only_db = |d: &str, _: &str| d == "db";
+        assert_eq!(
+            first_structure_change(altered.into_iter(), &only_db).as_deref(),
+            Some("use `db`; DROP TABLE t")
+        );
+        let elsewhere = events(&[
+            ("Query", "use `other`; CREATE TABLE t (id INT)"),
+            ("Query", "use `db`; ALTER TABLE other.t ADD COLUMN c INT"),
+            ("Query", "use `other`; DROP TABLE IF EXISTS `t`"),
+        ]);
+        assert_eq!(
+            first_structure_change(elsewhere.into_iter(), &only_db),
+            None
+        );
+        let renamed = events(&[("Query", "use `other`; ALTER TABLE t RENAME TO db.t")]);
+        assert!(first_structure_change(renamed.into_iter(), &only_db).is_some());
+        let listed = events(&[("Query", "use `other`; DROP TABLE t, db.u")]);
+        assert!(first_structure_change(listed.into_iter(), &only_db).is_some());
+        assert!(first_structure_change(bare.into_iter(), &only_db).is_some());
+        assert_eq!(
+            session_of("use `we;ird`; ALTER TABLE t").as_deref(),
+            Some("we;ird")
+        );
+        assert_eq!(session_of("ALTER TABLE t"), None);
     }
 
     #[test]

@@ -389,7 +389,8 @@ impl MysqlSource {
                 .snapshot_schema(conn, schemas, (&started.file, started.pos), &position)
                 .await?;
             let tables = self.tables(conn, &schemas.model).await?;
-            match started.structure_read(conn).await? {
+            let captures = |db: &str, table: &str| self.config.selects(db, table);
+            match started.structure_read(conn, &captures).await? {
                 None => return Ok((started, tables, events)),
                 Some(statement) => {
                     tracing::warn!(attempt, %statement, "A table changed structure while the snapshot read the tables' structure; the snapshot starts over.");
