@@ -146,11 +146,43 @@ pub struct SourceContext {
     partitions: Option<crate::partitions::Partitions>,
     /// The snapshot's tables, as the source announced them ([`Self::snapshot_tables`]).
     snapshot_plan: SnapshotPlan,
+    /// What the source left out ([`Self::source_counters`]).
+    source_counters: Arc<SourceCounters>,
 }
 
 /// The tables a snapshot reads, with the rows the database estimates each holds (shared by the
 /// source, the status and Debezium's metrics).
 pub type SnapshotPlan = Arc<std::sync::Mutex<Option<Vec<(String, Option<u64>)>>>>;
+
+/// What only a source knows of the changes it did not emit, for Debezium's
+/// `NumberOfEventsFiltered` and `NumberOfErroneousEvents` (kept across restarts of the
+/// pipeline, as the other counts are).
+#[derive(Debug, Default)]
+pub struct SourceCounters {
+    filtered: AtomicU64,
+    erroneous: AtomicU64,
+}
+
+impl SourceCounters {
+    /// `n` changes read and left out: of tables (or transaction sources) not captured.
+    pub fn filtered(&self, n: u64) {
+        self.filtered
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `n` changes that could not be represented, skipped under
+    /// `event.processing.failure.handling.mode: warn` or `skip`.
+    pub fn erroneous(&self, n: u64) {
+        self.erroneous
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The counts so far: filtered, erroneous.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.filtered.load(Relaxed), self.erroneous.load(Relaxed))
+    }
+}
 
 impl std::fmt::Debug for SourceContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -180,6 +212,7 @@ pub(crate) struct SourceWiring {
     pub committed: watch::Receiver<Option<Position>>,
     pub signals: Option<crate::runtime::admin::SignalQueue>,
     pub snapshot_plan: SnapshotPlan,
+    pub source_counters: Arc<SourceCounters>,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -211,6 +244,7 @@ impl SourceContext {
             signals: w.signals,
             partitions: None,
             snapshot_plan: w.snapshot_plan,
+            source_counters: w.source_counters,
         }
     }
 
@@ -267,6 +301,12 @@ impl SourceContext {
     /// `RemainingTableCount` follow.
     pub fn snapshot_tables(&self, tables: Vec<(String, Option<u64>)>) {
         *self.snapshot_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(tables);
+    }
+
+    /// Where the source counts the changes it leaves out (Debezium's `NumberOfEventsFiltered`,
+    /// `NumberOfErroneousEvents`), for its readers to keep.
+    pub fn source_counters(&self) -> Arc<SourceCounters> {
+        Arc::clone(&self.source_counters)
     }
 
     /// Where [`Self::snapshot_tables`] writes, for a reader on a thread of its own.

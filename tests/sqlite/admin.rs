@@ -457,3 +457,50 @@ fn the_status_page_shows_the_pipeline_in_a_real_browser() {
     );
     assert!(dom.contains("<polyline"), "{dom}");
 }
+
+/// Debezium's `NumberOfErroneousEvents` counts the changes skipped under
+/// `event.processing.failure.handling.mode: warn`, in the snapshot and in the stream.
+#[test]
+fn skipped_changes_are_counted_as_erroneous_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, n integer); insert into t values (1, 10), (2, 'abc'), (3, 30);",
+        &["t"],
+    );
+    let (path, port) = admin_pipeline(dir.path(), &db);
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "  poll.interval.ms: 20\n",
+        "  poll.interval.ms: 20\n  event.processing.failure.handling.mode: warn\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_lines(dir.path(), 2);
+    conn.execute_batch("update t set n = 'x' where id = 1; insert into t values (4, 40);")
+        .unwrap();
+    wait_lines(dir.path(), 3);
+    let t0 = Instant::now();
+    let erroneous = loop {
+        let (_, metrics) = get(port, "/metrics");
+        let label = "context=\"streaming\"";
+        let line = metrics.lines().find(|l| {
+            l.starts_with("debezium_metrics_NumberOfErroneousEvents{") && l.contains(label)
+        });
+        if let Some(v) = line
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            if v >= 2.0 || t0.elapsed() > Duration::from_secs(10) {
+                break v;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{metrics}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        erroneous, 2.0,
+        "the snapshot's row 2 and the stream's update of row 1"
+    );
+}

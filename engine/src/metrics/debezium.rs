@@ -32,6 +32,8 @@ struct Context {
     queue_remaining: Gauge,
     queue_bytes: Gauge,
     queue_max_bytes: Gauge,
+    filtered: Gauge,
+    erroneous: Gauge,
     counts: [u64; 4],
     last: Option<Instant>,
 }
@@ -54,6 +56,8 @@ impl Context {
             queue_remaining: g("QueueRemainingCapacity"),
             queue_bytes: g("CurrentQueueSizeInBytes"),
             queue_max_bytes: g("MaxQueueSizeInBytes"),
+            filtered: g("NumberOfEventsFiltered"),
+            erroneous: g("NumberOfErroneousEvents"),
             counts: [0; 4],
             last: None,
             labels,
@@ -86,6 +90,8 @@ pub struct DebeziumMetrics {
     named: Option<Named>,
     /// The snapshot's tables as the source announced them.
     plan: crate::component::SnapshotPlan,
+    /// What the source left out.
+    counters: Arc<crate::component::SourceCounters>,
     /// When the table counts were last set (twice a second at most: not per batch).
     counted: Option<Instant>,
     /// Whether they were set once the snapshot had finished (then they no longer change).
@@ -133,6 +139,7 @@ impl DebeziumMetrics {
             capacity,
             named: None,
             plan: Default::default(),
+            counters: Arc::default(),
             counted: None,
             final_counted: false,
         }
@@ -142,6 +149,13 @@ impl DebeziumMetrics {
     /// the status's estimates).
     pub fn with_plan(mut self, plan: crate::component::SnapshotPlan) -> Self {
         self.plan = plan;
+        self
+    }
+
+    /// Reads what the source left out from `counters` (`NumberOfEventsFiltered`,
+    /// `NumberOfErroneousEvents`, streaming).
+    pub fn with_counters(mut self, counters: Arc<crate::component::SourceCounters>) -> Self {
+        self.counters = counters;
         self
     }
 
@@ -343,6 +357,9 @@ impl DebeziumMetrics {
                 .gauge("RemainingTableCount")
                 .set(remaining as f64);
         }
+        let (filtered, erroneous) = self.counters.counts();
+        n.streaming.filtered.set(filtered as f64);
+        n.streaming.erroneous.set(erroneous as f64);
         let (events, bytes) = self.queue.depth();
         for c in [&mut n.snapshot, &mut n.streaming] {
             c.events_seen.set(c.counts[0] as f64);

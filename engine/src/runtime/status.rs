@@ -62,6 +62,8 @@ pub struct Status {
     snapshot: Arc<Mutex<Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>>>,
     /// The snapshot's tables, as the source announced them.
     plan: crate::component::SnapshotPlan,
+    /// What the source left out.
+    source_counters: Arc<crate::component::SourceCounters>,
 }
 
 impl Status {
@@ -83,6 +85,7 @@ impl Status {
             taps: super::tap::Taps::default(),
             snapshot: Arc::default(),
             plan: Arc::default(),
+            source_counters: Arc::default(),
         }
     }
 
@@ -114,6 +117,11 @@ impl Status {
     /// The snapshot's tables, shared with the source and the metrics.
     pub(crate) fn snapshot_plan(&self) -> crate::component::SnapshotPlan {
         Arc::clone(&self.plan)
+    }
+
+    /// What the source left out, shared with the source and the metrics.
+    pub(crate) fn source_counters(&self) -> Arc<crate::component::SourceCounters> {
+        Arc::clone(&self.source_counters)
     }
 
     /// The metrics the snapshot's progress is read from.

@@ -223,6 +223,7 @@ impl Supervisor {
             committed: self.committed_tx.subscribe(),
             signals: self.signals.clone(),
             snapshot_plan: self.status.snapshot_plan(),
+            source_counters: self.status.source_counters(),
         });
 
         let mut futures: Vec<(String, StageFuture)> = Vec::new();
@@ -252,7 +253,8 @@ impl Supervisor {
                                 source_queue.clone(),
                                 capacity,
                             )
-                            .with_plan(self.status.snapshot_plan());
+                            .with_plan(self.status.snapshot_plan())
+                            .with_counters(self.status.source_counters());
                             let metrics = Arc::new(Mutex::new(metrics));
                             self.status.snapshot_from(metrics.clone());
                             metrics

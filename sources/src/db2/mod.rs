@@ -270,6 +270,7 @@ impl Db2Source {
 #[async_trait]
 impl Source for Db2Source {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        self.config.common.count_into(ctx);
         let span = tracing::info_span!("db2", database = %self.config.database);
         let _guard = span.enter();
         let resume: Option<Offset> = ctx

@@ -314,6 +314,7 @@ impl MysqlSource {
 #[async_trait]
 impl Source for MysqlSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        self.config.common.count_into(ctx);
         let span =
             tracing::info_span!("mysql", host = %self.config.hostname, port = self.config.port);
         let _guard = span.enter();

@@ -60,6 +60,7 @@ impl PostgresSource {
 #[async_trait]
 impl Source for PostgresSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        self.config.common.count_into(ctx);
         run(&self.config, ctx).await.map_err(ComponentError::from)
     }
 }

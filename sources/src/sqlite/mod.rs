@@ -301,9 +301,13 @@ impl SqliteSource {
                     })
                     .collect();
                 tracing::warn!(table = %table.name, column, reason, key = ?key, "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn).");
+                self.config.common.counters.erroneous(1);
                 Ok(())
             }
-            FailureMode::Skip => Ok(()),
+            FailureMode::Skip => {
+                self.config.common.counters.erroneous(1);
+                Ok(())
+            }
         }
     }
 
@@ -707,6 +711,7 @@ impl SqliteSource {
 #[async_trait]
 impl Source for SqliteSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        self.config.common.count_into(ctx);
         let resume: Option<Offset> = ctx
             .resume_from()
             .map(|p| Offset::parse(p, "sqlite"))

@@ -171,6 +171,9 @@ impl SqlServer {
 #[async_trait]
 impl Source for SqlServer {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        for d in &mut self.databases {
+            d.config.common.count_into(ctx);
+        }
         let names: Vec<String> = (self.databases.iter())
             .map(|d| d.config.database.clone())
             .collect();

@@ -1,7 +1,7 @@
 //! Snapshot progress (initial, blocking and incremental snapshots), as the source's events show
 //! it: per-table progress bars (rows, the estimated total the source announced, rate, ETA) when
 //! the run asks for them ([`ProgressView::Bars`]: `sluice run` on a terminal), else plain log
-//! lines: one every [`EVERY`] with the rows so far, the rate and the table being read, one when
+//! lines: one every 10 seconds with the rows so far, the rate and the table being read, one when
 //! the snapshot's last row passes. Worked out per batch (log lines: from its last event, two
 //! field reads), so it costs nothing measurable.
 

@@ -1,5 +1,5 @@
 //! The endpoint's HTTP/1.1, by hand: one request per connection (request line, headers, a
-//! `Content-Length` body of at most [`MAX_BODY`] bytes), one answer, then the connection
+//! `Content-Length` body of at most 64 KiB), one answer, then the connection
 //! closes.
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};

@@ -116,6 +116,10 @@ pub struct SourceCommon {
     /// column and key and skips it; `skip` skips it).
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub failure_mode: FailureMode,
+    /// Where the changes skipped under `failure_mode` are counted (Debezium's
+    /// `NumberOfErroneousEvents`): the running source's, set by [`Self::count_into`].
+    #[serde(skip)]
+    pub counters: std::sync::Arc<sluice_engine::component::SourceCounters>,
     /// Columns whose schemas carry their source type (`__debezium.source.column.type`, ...).
     #[serde(rename = "column.propagate.source.type", default)]
     pub column_propagate_source_type: RegexList,
@@ -245,6 +249,7 @@ impl Default for SourceCommon {
             tombstones_on_delete: true,
             skipped_operations: default_skipped(),
             failure_mode: FailureMode::default(),
+            counters: Default::default(),
             column_propagate_source_type: RegexList::default(),
             datatype_propagate_source_type: RegexList::default(),
             message_key_columns: None,
@@ -331,7 +336,15 @@ impl SourceCommon {
         key: impl FnOnce() -> String,
         error: &str,
     ) -> Result<(), String> {
-        unrepresentable(self.failure_mode, table, key, error)
+        unrepresentable(self.failure_mode, table, key, error)?;
+        self.counters.erroneous(1);
+        Ok(())
+    }
+
+    /// Counts what the source skips into the running pipeline's counters (`ctx`'s); a source
+    /// calls this before it hands its options to its readers.
+    pub fn count_into(&mut self, ctx: &sluice_engine::SourceContext) {
+        self.counters = ctx.source_counters();
     }
 
     /// The snapshotter these options describe, for the source named `source` (`history`: it
@@ -757,6 +770,7 @@ mod tests {
         for mode in [FailureMode::Warn, FailureMode::Skip] {
             common.failure_mode = mode;
             assert_eq!(common.unrepresentable("t", || "id=1".into(), "bad"), Ok(()));
+            assert!(common.counters.counts().1 > 0, "counted as erroneous");
         }
     }
 }

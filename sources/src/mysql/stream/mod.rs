@@ -567,6 +567,7 @@ impl MysqlSource {
         start: u64,
     ) -> Result<(), MysqlError> {
         if state.filtered {
+            self.config.common.counters.filtered(1);
             return Ok(());
         }
         if let Some(charsets) = &state.charsets {
@@ -581,7 +582,11 @@ impl MysqlSource {
         }
         let table = match state.mapped.get(&rows.table_id()) {
             Some(Mapped::Own(t)) => t.as_ref(),
-            Some(Mapped::Skip) => return Ok(()),
+            Some(Mapped::Skip) => {
+                // A table not captured (Debezium's filtered event).
+                self.config.common.counters.filtered(1);
+                return Ok(());
+            }
             _ => {
                 let (db, name) = (tme.database_name(), tme.table_name());
                 let late = || state.late.iter().find(|t| t.db == db && t.name == name);

@@ -119,6 +119,8 @@ pub(crate) struct TableSchema {
     modes: Modes,
     /// `event.processing.failure.handling.mode`.
     failure_mode: FailureMode,
+    /// Where skipped changes are counted.
+    counters: std::sync::Arc<sluice_engine::component::SourceCounters>,
     /// `source` strings shared by all of this table's events.
     shared: [Arc<str>; 4],
 }
@@ -297,6 +299,7 @@ impl TableSchema {
             key_columns,
             modes,
             failure_mode: config.common.failure_mode,
+            counters: config.common.counters.clone(),
         }
     }
 
@@ -401,7 +404,9 @@ impl TableSchema {
             Err(_) => "(unreadable)".to_owned(),
         };
         let table = format!("{}.{}", self.schema_name, self.table);
-        sluice_kit::config::unrepresentable(self.failure_mode, &table, key, &error)
+        sluice_kit::config::unrepresentable(self.failure_mode, &table, key, &error)?;
+        self.counters.erroneous(1);
+        Ok(())
     }
 
     /// The `source` struct.
