@@ -105,6 +105,17 @@ fn metrics_health_and_status_follow_a_running_pipeline() {
     assert_eq!(status["events"], 102, "{status}");
     assert!(!status["committed"].is_null(), "{status}");
     assert!(status["last_error"].is_null(), "{status}");
+    // The queues' fill against their limits, and the position each sink has taken: the
+    // file sink has everything, so its position is the last event's (the committed one's or
+    // later).
+    assert_eq!(status["queues"]["source"]["max_events"], 8192, "{status}");
+    assert!(status["queues"]["sink:file"]["events"].is_u64(), "{status}");
+    let acknowledged = &status["sinks"]["file"]["acknowledged"];
+    assert!(acknowledged["seq"].is_u64(), "{status}");
+    assert!(
+        acknowledged["seq"].as_u64() >= status["committed"]["seq"].as_u64(),
+        "{status}"
+    );
     assert_eq!(get(port, "/pipelines/other").0, 404);
     // `sluice status` reads the same.
     let o = sluice(&["status", path.to_str().unwrap()]);

@@ -289,6 +289,10 @@ impl SinkStage {
         for item in &done.items {
             self.acker.ack(item.seq);
         }
+        let last = done.items.last().and_then(|i| i.events.last());
+        if let Some(event) = last {
+            self.status.sink_acknowledged(&self.name, &event.position);
+        }
         let n: usize = done.parts.iter().map(|p| p.len()).sum();
         self.counters.sent.increment(n as u64);
     }

@@ -47,6 +47,9 @@ struct Written {
     failing_sinks: std::collections::BTreeMap<String, LastError>,
 }
 
+/// A generation's queues and their limits (events, bytes).
+type Queues = (Vec<Arc<crate::queue::BoundedQueue>>, (usize, usize));
+
 /// A pipeline's status, shared by its supervisor and the admin endpoint.
 #[derive(Clone)]
 pub struct Status {
@@ -64,6 +67,10 @@ pub struct Status {
     plan: crate::component::SnapshotPlan,
     /// What the source left out.
     source_counters: Arc<crate::component::SourceCounters>,
+    /// The current generation's queues, with their limits (events, bytes).
+    queues: Arc<Mutex<Queues>>,
+    /// The position of the last event each sink has durably taken.
+    acknowledged: Arc<Mutex<std::collections::BTreeMap<String, crate::Position>>>,
 }
 
 impl Status {
@@ -86,6 +93,8 @@ impl Status {
             snapshot: Arc::default(),
             plan: Arc::default(),
             source_counters: Arc::default(),
+            queues: Arc::default(),
+            acknowledged: Arc::default(),
         }
     }
 
@@ -122,6 +131,56 @@ impl Status {
     /// What the source left out, shared with the source and the metrics.
     pub(crate) fn source_counters(&self) -> Arc<crate::component::SourceCounters> {
         Arc::clone(&self.source_counters)
+    }
+
+    /// A new generation's queues (the source's, then one per sink), each holding at most
+    /// `limits` (events, bytes).
+    pub(crate) fn set_queues(
+        &self,
+        queues: Vec<Arc<crate::queue::BoundedQueue>>,
+        limits: (usize, usize),
+    ) {
+        *self.queues.lock().unwrap_or_else(|p| p.into_inner()) = (queues, limits);
+    }
+
+    /// Sink `name` has durably taken everything up to `position`.
+    pub(crate) fn sink_acknowledged(&self, name: &str, position: &crate::Position) {
+        let mut acknowledged = self.acknowledged.lock().unwrap_or_else(|p| p.into_inner());
+        match acknowledged.get_mut(name) {
+            Some(p) => p.clone_from(position),
+            None => {
+                acknowledged.insert(name.to_owned(), position.clone());
+            }
+        }
+    }
+
+    /// Each queue's fill and limits, by name (`source`, `sink:<name>`).
+    fn queues_json(&self) -> serde_json::Value {
+        let guard = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let (queues, (max_events, max_bytes)) = &*guard;
+        let mut out = serde_json::Map::new();
+        for queue in queues {
+            let (events, bytes) = queue.depth();
+            out.insert(
+                queue.name().to_owned(),
+                serde_json::json!({"events": events, "bytes": bytes, "max_events": max_events, "max_bytes": max_bytes}),
+            );
+        }
+        serde_json::Value::Object(out)
+    }
+
+    /// Each sink's acknowledged position.
+    fn sinks_json(&self) -> serde_json::Value {
+        let acknowledged = self.acknowledged.lock().unwrap_or_else(|p| p.into_inner());
+        let sinks = (acknowledged.iter())
+            .map(|(name, p)| {
+                (
+                    name.clone(),
+                    serde_json::json!({"acknowledged": position_json(p)}),
+                )
+            })
+            .collect();
+        serde_json::Value::Object(sinks)
     }
 
     /// The metrics the snapshot's progress is read from.
@@ -211,11 +270,7 @@ impl Status {
 
     /// The committed position moved.
     pub fn committed(&self, position: &crate::Position) {
-        let value = match position {
-            crate::Position::Offset(n) => serde_json::Value::from(*n),
-            crate::Position::Opaque(text) => serde_json::from_str(text)
-                .unwrap_or_else(|_| serde_json::Value::String(text.to_string())),
-        };
+        let value = position_json(position);
         self.write(|w| w.committed = Some(value));
     }
 
@@ -240,6 +295,8 @@ impl Status {
             "last_error": w.last_error,
             "failing_sinks": w.failing_sinks,
             "snapshot": self.snapshot_json(),
+            "queues": self.queues_json(),
+            "sinks": self.sinks_json(),
         })
     }
 
@@ -253,6 +310,15 @@ impl Status {
         metrics.map_or(serde_json::Value::Null, |m| {
             m.lock().unwrap_or_else(|p| p.into_inner()).snapshot_json()
         })
+    }
+}
+
+/// A position as the offsets file holds it: a number, or the source's JSON.
+fn position_json(position: &crate::Position) -> serde_json::Value {
+    match position {
+        crate::Position::Offset(n) => serde_json::Value::from(*n),
+        crate::Position::Opaque(text) => serde_json::from_str(text)
+            .unwrap_or_else(|_| serde_json::Value::String(text.to_string())),
     }
 }
 

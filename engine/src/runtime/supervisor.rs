@@ -207,6 +207,7 @@ impl Supervisor {
         let (sink_stages, sink_queues) = build_sinks(plan, &acker, max_bytes, &self.status)?;
         let mut queues = vec![source_queue.clone()];
         queues.extend(sink_queues);
+        (self.status).set_queues(queues.clone(), (limits.max_queue_size, max_bytes));
         let source_ctx = SourceContext::new(SourceWiring {
             pipeline: plan.name.clone(),
             data_dir: plan.data_dir.clone(),
