@@ -131,6 +131,16 @@ enum Command {
         /// A file whose first line is the endpoint's bearer token.
         #[arg(long)]
         token_file: Option<PathBuf>,
+        /// HTTPS: the endpoint's certificate chain (PEM), with `--tls-key`.
+        #[arg(long, requires = "tls_key")]
+        tls_certificate: Option<PathBuf>,
+        /// HTTPS: the endpoint's private key (PEM).
+        #[arg(long, requires = "tls_certificate")]
+        tls_key: Option<PathBuf>,
+        /// HTTPS with client certificates: the CAs (PEM) that must have signed a client's
+        /// certificate (then no token is needed beyond this machine).
+        #[arg(long, requires = "tls_certificate")]
+        tls_client_ca: Option<PathBuf>,
         /// Where the REST API's connectors and their offsets are kept.
         #[arg(long, default_value = ".sluice/serve")]
         data_dir: PathBuf,
@@ -252,6 +262,9 @@ fn main() -> ExitCode {
             pipelines,
             bind,
             token_file,
+            tls_certificate,
+            tls_key,
+            tls_client_ca,
             data_dir,
             bootstrap_servers,
             worker_config,
@@ -262,6 +275,7 @@ fn main() -> ExitCode {
                 pipelines,
                 bind,
                 token_file,
+                tls: (tls_certificate, tls_key, tls_client_ca),
                 data_dir,
                 bootstrap_servers,
                 worker_config,
@@ -356,11 +370,11 @@ fn admin_of(
             pipeline.to_string_lossy().into_owned()
         };
         let admin = sluice_engine::runtime::admin::AdminConfig {
-            bind: bind.clone(),
             token: std::env::var("SLUICE_ADMIN_TOKEN")
                 .ok()
                 .map(sluice_engine::config::Secret::from),
             token_file: server.token_file.clone(),
+            ..sluice_engine::runtime::admin::AdminConfig::plain(bind)
         };
         let token = admin.token().map_err(|e| {
             eprintln!("error: {e}");
@@ -380,6 +394,15 @@ fn admin_of(
         );
         return Err(ExitCode::from(EXIT_FAILED));
     };
+    if admin.tls_certificate.is_some() {
+        eprintln!(
+            "error: {}: the admin endpoint serves HTTPS (`tls.certificate`), and `sluice status`, `signal` and `tap` speak plain HTTP: use curl --cacert (and --cert/--key) on https://{}/pipelines/{}",
+            pipeline.display(),
+            admin.bind,
+            config.name
+        );
+        return Err(ExitCode::from(EXIT_FAILED));
+    }
     let token = admin.token().map_err(|e| {
         eprintln!("error: {}: {e}", pipeline.display());
         ExitCode::from(EXIT_INVALID)

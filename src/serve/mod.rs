@@ -26,6 +26,8 @@ pub(crate) struct Serve {
     pub(crate) bind: String,
     /// The endpoint's token, from a file.
     pub(crate) token_file: Option<PathBuf>,
+    /// HTTPS: the certificate, the key, the client certificates' CAs.
+    pub(crate) tls: (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>),
     /// Where the API's connectors and their offsets are kept.
     pub(crate) data_dir: PathBuf,
     /// The Kafka brokers of the API's connectors (overrides the worker configuration's).
@@ -76,11 +78,14 @@ fn worker(serve: &Serve) -> Result<Worker, String> {
 /// Runs until SIGINT/SIGTERM, then stops every pipeline gracefully.
 pub(crate) fn run(serve: Serve) -> Result<(), String> {
     let admin = AdminConfig {
-        bind: serve.bind.clone(),
         token: std::env::var("SLUICE_ADMIN_TOKEN")
             .ok()
             .map(sluice_engine::config::Secret::from),
         token_file: serve.token_file.clone(),
+        tls_certificate: serve.tls.0.clone(),
+        tls_key: serve.tls.1.clone(),
+        tls_client_ca: serve.tls.2.clone(),
+        ..AdminConfig::plain(&serve.bind)
     };
     admin.check()?;
     let settings = Settings {
@@ -103,8 +108,13 @@ pub(crate) fn run(serve: Serve) -> Result<(), String> {
         let address = admin::listen(&admin, directory, Serving::Many(Some(extension)))
             .await
             .map_err(|e| e.to_string())?;
+        let scheme = if admin.tls_certificate.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         eprintln!(
-            "sluice: serving on http://{address} (Kafka Connect REST API, status page, metrics)"
+            "sluice: serving on {scheme}://{address} (Kafka Connect REST API, status page, metrics)"
         );
         let restored = Arc::clone(&connect);
         let dir = serve.data_dir.clone();

@@ -515,3 +515,83 @@ fn skipped_changes_are_counted_as_erroneous_events() {
         "the snapshot's row 2 and the stream's update of row 1"
     );
 }
+
+/// `curl` against the endpoint: its exit code and what it printed (`args` before the URL).
+fn curl(args: &[&str], url: &str) -> (Option<i32>, String) {
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+/// HTTPS with client certificates: curl (an independent client) is answered only with a
+/// certificate the configured CA signed; plain HTTP gets no answer; the command line says to
+/// use curl.
+#[test]
+fn the_endpoint_serves_https_and_asks_for_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    sluice_test_support::certs::ca(&certs, "ca");
+    sluice_test_support::certs::server_certificate(&certs, "ca");
+    sluice_test_support::certs::client_certificate(&certs, "ca", "operator");
+    sluice_test_support::certs::ca(&certs, "other");
+    sluice_test_support::certs::client_certificate(&certs, "other", "stranger");
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key); insert into t values (1);",
+        &["t"],
+    );
+    let (path, port) = admin_pipeline(dir.path(), &db);
+    let c = certs.display();
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        &format!("admin: {{ bind: \"127.0.0.1:{port}\" }}"),
+        &format!("admin: {{ bind: \"127.0.0.1:{port}\", tls.certificate: {c}/server.pem, tls.key: {c}/server.key, tls.client.ca: {c}/ca.pem }}"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_lines(dir.path(), 1);
+    let url = format!("https://127.0.0.1:{port}/pipelines/sqlite_test");
+    let ca = format!("{c}/ca.pem");
+    let (cert, key) = (format!("{c}/operator.pem"), format!("{c}/operator.key"));
+    let t0 = Instant::now();
+    let (code, body) = loop {
+        let answer = curl(&["--cacert", &ca, "--cert", &cert, "--key", &key], &url);
+        if answer.0 == Some(0) || t0.elapsed() > Duration::from_secs(20) {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(code, Some(0), "{body}");
+    let status: Json = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["name"], "sqlite_test", "{body}");
+    // No certificate, or one another CA signed: no answer.
+    assert_ne!(curl(&["--cacert", &ca], &url).0, Some(0));
+    let (stranger, stranger_key) = (format!("{c}/stranger.pem"), format!("{c}/stranger.key"));
+    assert_ne!(
+        curl(
+            &["--cacert", &ca, "--cert", &stranger, "--key", &stranger_key],
+            &url
+        )
+        .0,
+        Some(0)
+    );
+    // Plain HTTP: no HTTP answer.
+    let (plain_code, plain) = curl(&[], &format!("http://127.0.0.1:{port}/health/live"));
+    assert!(plain_code != Some(0) || !plain.contains("UP"), "{plain}");
+    // The command line speaks plain HTTP, and says so.
+    let o = sluice(&["status", path.to_str().unwrap()]);
+    let line = error_line(&o);
+    assert!(
+        line.contains("serves HTTPS") && line.contains("curl"),
+        "{line}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -286,3 +286,68 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
     assert!(code.success(), "{log}");
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// `sluice serve --tls-*`: the Kafka Connect API over HTTPS, for clients with a certificate.
+#[test]
+fn serve_speaks_https_to_clients_with_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path();
+    sluice_test_support::certs::ca(certs, "ca");
+    sluice_test_support::certs::server_certificate(certs, "ca");
+    sluice_test_support::certs::client_certificate(certs, "ca", "operator");
+    let c = |f: &str| certs.join(f).display().to_string();
+    let port = sluice_test_support::pg::free_port();
+    // Beyond this machine with client certificates and no token: allowed.
+    let mut child = sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--bind", &format!("0.0.0.0:{port}")])
+            .args([
+                "--tls-certificate",
+                &c("server.pem"),
+                "--tls-key",
+                &c("server.key"),
+            ])
+            .args(["--tls-client-ca", &c("ca.pem")])
+            .arg("--data-dir")
+            .arg(certs.join("serve")),
+    );
+    let url = format!("https://127.0.0.1:{port}/connectors");
+    let with_cert = [
+        "--cacert",
+        &c("ca.pem"),
+        "--cert",
+        &c("operator.pem"),
+        "--key",
+        &c("operator.key"),
+    ];
+    let t0 = Instant::now();
+    let answer = loop {
+        let o = Command::new("curl")
+            .args(["-sS", "--max-time", "10"])
+            .args(with_cert)
+            .arg(&url)
+            .output()
+            .unwrap();
+        if o.status.success() || t0.elapsed() > Duration::from_secs(20) {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        answer.status.success(),
+        "{}",
+        sluice_test_support::pg::log_so_far(&child)
+    );
+    assert_eq!(String::from_utf8_lossy(&answer.stdout).trim(), "[]");
+    let without = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert", &c("ca.pem")])
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        !without.status.success(),
+        "no client certificate, no answer"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -7,8 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::tap::Taps;
 
@@ -90,7 +89,7 @@ pub(super) async fn serve(
     (taps, sinks): (&Taps, &[String]),
     query: &str,
     mut reader: impl AsyncRead + Unpin,
-    mut write: OwnedWriteHalf,
+    mut write: impl AsyncWrite + Unpin,
 ) -> std::io::Result<()> {
     let listening = wanted(query, sinks)
         .and_then(|w| Ok((taps.listen(w.sink.clone(), w.topic.as_deref())?, w.limit)));

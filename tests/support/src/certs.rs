@@ -86,3 +86,47 @@ pub fn server_certificate(dir: &Path, ca: &str) {
         ],
     );
 }
+
+/// `<name>.pem` and `<name>.key`: a client certificate (common name `name`) signed by CA `ca`.
+pub fn client_certificate(dir: &Path, ca: &str, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={name}"),
+        ],
+    );
+    std::fs::write(
+        dir.join("client-ext.cnf"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            "client-ext.cnf",
+        ],
+    );
+}

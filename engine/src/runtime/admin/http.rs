@@ -69,7 +69,7 @@ impl Request {
 
 /// Writes `answer` and closes.
 pub(crate) async fn respond(
-    write: &mut tokio::net::tcp::OwnedWriteHalf,
+    write: &mut (impl tokio::io::AsyncWrite + Unpin),
     (status, content_type, body): Answer,
 ) -> std::io::Result<()> {
     let text = match status {

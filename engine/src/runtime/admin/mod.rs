@@ -27,6 +27,7 @@
 mod client;
 pub mod http;
 mod routes;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tokio::io::BufReader;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Mutex};
 
 pub use client::{send_signal, status};
@@ -61,6 +62,16 @@ pub struct AdminConfig {
     /// A file whose first line is the token, instead of `token`.
     #[serde(rename = "token.file", default)]
     pub token_file: Option<std::path::PathBuf>,
+    /// HTTPS: the endpoint's certificate chain (PEM), with `tls.key`.
+    #[serde(rename = "tls.certificate", default)]
+    pub tls_certificate: Option<std::path::PathBuf>,
+    /// HTTPS: the endpoint's private key (PEM).
+    #[serde(rename = "tls.key", default)]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// HTTPS with client certificates: the CAs (PEM) whose certificates a client must present
+    /// (then no token is needed beyond this machine).
+    #[serde(rename = "tls.client.ca", default)]
+    pub tls_client_ca: Option<std::path::PathBuf>,
 }
 
 impl AdminConfig {
@@ -86,16 +97,46 @@ impl AdminConfig {
         Ok(Some(token))
     }
 
-    /// Checks that an endpoint reachable from other machines has a token.
+    /// An endpoint of `bind` with no token and no TLS.
+    pub fn plain(bind: &str) -> Self {
+        AdminConfig {
+            bind: bind.to_owned(),
+            token: None,
+            token_file: None,
+            tls_certificate: None,
+            tls_key: None,
+            tls_client_ca: None,
+        }
+    }
+
+    /// Checks that an endpoint reachable from other machines has a token or asks for client
+    /// certificates, and that its TLS settings go together.
     pub fn check(&self) -> Result<(), String> {
         let token = self.token()?;
-        if token.is_none() && !is_local(&self.bind) {
+        match (&self.tls_certificate, &self.tls_key, &self.tls_client_ca) {
+            (Some(_), None, _) | (None, Some(_), _) => {
+                return Err("admin: give `tls.certificate` and `tls.key` together".into())
+            }
+            (None, None, Some(_)) => {
+                return Err("admin: `tls.client.ca` needs `tls.certificate` and `tls.key` (client certificates are asked for over TLS)".into())
+            }
+            _ => {}
+        }
+        if token.is_none() && self.tls_client_ca.is_none() && !is_local(&self.bind) {
             return Err(format!(
-                "admin: `bind: {}` listens beyond this machine: set `token` (or `token.file`) so that requests must carry `Authorization: Bearer <token>`, or bind 127.0.0.1",
+                "admin: `bind: {}` listens beyond this machine: set `token` (or `token.file`) so that requests must carry `Authorization: Bearer <token>`, or `tls.client.ca` so that they present a client certificate, or bind 127.0.0.1",
                 self.bind
             ));
         }
         Ok(())
+    }
+
+    /// The TLS acceptor of `tls.*` (`None`: plain HTTP), or what is wrong with the files.
+    pub fn acceptor(&self) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+        let (Some(certificate), Some(key)) = (&self.tls_certificate, &self.tls_key) else {
+            return Ok(None);
+        };
+        tls::acceptor(certificate, key, self.tls_client_ca.as_deref()).map(Some)
     }
 }
 
@@ -170,6 +211,7 @@ pub async fn listen(
 ) -> Result<SocketAddr, std::io::Error> {
     config.check().map_err(std::io::Error::other)?;
     let token = config.token().map_err(std::io::Error::other)?;
+    let acceptor = config.acceptor().map_err(std::io::Error::other)?;
     let listener = TcpListener::bind(&config.bind).await.map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -202,9 +244,22 @@ pub async fn listen(
             let Ok(permit) = Arc::clone(&connections).acquire_owned().await else {
                 return;
             };
-            let routes = routes.clone();
+            let (routes, acceptor) = (routes.clone(), acceptor.clone());
             tokio::spawn(async move {
-                let _ = serve(stream, routes).await;
+                let _ = match acceptor {
+                    // The handshake within the time a request gets.
+                    Some(acceptor) => {
+                        match tokio::time::timeout(EXCHANGE, acceptor.accept(stream)).await {
+                            Ok(Ok(tls)) => serve(tls, routes).await,
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, "Admin endpoint: TLS handshake refused.");
+                                Ok(())
+                            }
+                            Err(_) => Ok(()),
+                        }
+                    }
+                    None => serve(stream, routes).await,
+                };
                 drop(permit);
             });
         }
@@ -217,8 +272,11 @@ pub async fn listen(
 /// Kafka Connect call that stops a pipeline waits for it).
 const EXCHANGE: Duration = Duration::from_secs(10);
 
-async fn serve(stream: TcpStream, routes: Arc<Routes>) -> std::io::Result<()> {
-    let (read, mut write) = stream.into_split();
+async fn serve<S>(stream: S, routes: Arc<Routes>) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (read, mut write) = tokio::io::split(stream);
     let mut reader = BufReader::new(read);
     let Ok(request) = tokio::time::timeout(EXCHANGE, read_request(&mut reader)).await else {
         return Ok(());
@@ -490,9 +548,8 @@ mod tests {
     #[test]
     fn binding_beyond_this_machine_needs_a_long_token() {
         let config = |bind: &str, token: Option<&str>| AdminConfig {
-            bind: bind.into(),
             token: token.map(|t| crate::config::Secret::from(t.to_owned())),
-            token_file: None,
+            ..AdminConfig::plain(bind)
         };
         for local in ["127.0.0.1:8083", "localhost:1", "[::1]:8083", "127.1.2.3:9"] {
             assert_eq!(config(local, None).check(), Ok(()), "{local}");
@@ -504,6 +561,27 @@ mod tests {
             config("0.0.0.0:8083", Some("0123456789abcdef")).check(),
             Ok(())
         );
+        // Client certificates instead of a token; TLS settings go together.
+        let tls = |ca: Option<&str>, cert: bool| AdminConfig {
+            tls_certificate: cert.then(|| "s.pem".into()),
+            tls_key: cert.then(|| "s.key".into()),
+            tls_client_ca: ca.map(Into::into),
+            ..AdminConfig::plain("0.0.0.0:8083")
+        };
+        assert_eq!(tls(Some("ca.pem"), true).check(), Ok(()));
+        assert!(tls(None, true)
+            .check()
+            .unwrap_err()
+            .contains("tls.client.ca"));
+        assert!(tls(Some("ca.pem"), false)
+            .check()
+            .unwrap_err()
+            .contains("needs `tls.certificate`"));
+        let half = AdminConfig {
+            tls_certificate: Some("s.pem".into()),
+            ..AdminConfig::plain("127.0.0.1:1")
+        };
+        assert!(half.check().unwrap_err().contains("together"));
     }
 
     use super::super::status::State;
