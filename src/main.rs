@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sluice_engine::config::{load_pipeline, DurationSpec};
+use sluice_engine::runtime::admin::Endpoint;
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
 
 use registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
@@ -194,7 +195,8 @@ enum Command {
     },
 }
 
-/// Where a pipeline of `sluice serve` is reached (instead of its file's `admin`).
+/// Where a pipeline of `sluice serve` is reached (instead of its file's `admin`), and what an
+/// HTTPS endpoint is trusted with and shown.
 #[derive(Debug, clap::Args)]
 struct ServerArgs {
     /// The admin endpoint of a `sluice serve` running the pipeline (`127.0.0.1:8083`).
@@ -203,6 +205,31 @@ struct ServerArgs {
     /// With `--server`: a file whose first line is its token (else `SLUICE_ADMIN_TOKEN`).
     #[arg(long, requires = "server")]
     token_file: Option<PathBuf>,
+    /// HTTPS: the CAs (PEM) the endpoint's certificate is checked against (default with a
+    /// pipeline file: its `admin.tls.certificate`).
+    #[arg(long)]
+    cacert: Option<PathBuf>,
+    /// HTTPS: the client certificate (PEM) an endpoint with `tls.client.ca` asks for.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// HTTPS: the client certificate's key (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    /// The HTTPS client configuration, trusting `--cacert` or else `served` (the endpoint's
+    /// own certificate file); `None`: plain HTTP.
+    fn tls(
+        &self,
+        served: Option<&Path>,
+    ) -> Result<Option<sluice_engine::runtime::admin::ClientTls>, String> {
+        let Some(trusted) = self.cacert.as_deref().or(served) else {
+            return Ok(None);
+        };
+        let identity = self.cert.as_deref().zip(self.key.as_deref());
+        sluice_engine::runtime::admin::Endpoint::https(trusted, identity).map(Some)
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -354,10 +381,11 @@ fn validate(pipelines: &[PathBuf]) -> ExitCode {
 /// The admin endpoint's address, its token and the pipeline's name: from `--server` (the
 /// pipeline named, or its file's name) or from a pipeline file's `admin`; or the exit code after
 /// the error line (an invalid file; no `admin:`).
-fn admin_of(
-    pipeline: &Path,
-    server: &ServerArgs,
-) -> Result<(String, Option<String>, String), ExitCode> {
+fn admin_of(pipeline: &Path, server: &ServerArgs) -> Result<(Endpoint, String), ExitCode> {
+    let invalid = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_INVALID)
+    };
     if let Some(bind) = &server.server {
         let name = if pipeline.is_file() {
             load(pipeline)
@@ -376,11 +404,14 @@ fn admin_of(
             token_file: server.token_file.clone(),
             ..sluice_engine::runtime::admin::AdminConfig::plain(bind)
         };
-        let token = admin.token().map_err(|e| {
-            eprintln!("error: {e}");
-            ExitCode::from(EXIT_INVALID)
-        })?;
-        return Ok((bind.clone(), token, name));
+        let token = admin.token().map_err(invalid)?;
+        let tls = server.tls(None).map_err(invalid)?;
+        let endpoint = Endpoint {
+            bind: bind.clone(),
+            token,
+            tls,
+        };
+        return Ok((endpoint, name));
     }
     let config = load(pipeline).map_err(|e| {
         eprintln!("error: {e}");
@@ -394,29 +425,28 @@ fn admin_of(
         );
         return Err(ExitCode::from(EXIT_FAILED));
     };
-    if admin.tls_certificate.is_some() {
-        eprintln!(
-            "error: {}: the admin endpoint serves HTTPS (`tls.certificate`), and `sluice status`, `signal` and `tap` speak plain HTTP: use curl --cacert (and --cert/--key) on https://{}/pipelines/{}",
-            pipeline.display(),
-            admin.bind,
-            config.name
-        );
-        return Err(ExitCode::from(EXIT_FAILED));
-    }
     let token = admin.token().map_err(|e| {
         eprintln!("error: {}: {e}", pipeline.display());
         ExitCode::from(EXIT_INVALID)
     })?;
-    Ok((admin.bind.clone(), token, config.name))
+    let tls = server
+        .tls(admin.tls_certificate.as_deref())
+        .map_err(invalid)?;
+    let endpoint = Endpoint {
+        bind: admin.bind.clone(),
+        token,
+        tls,
+    };
+    Ok((endpoint, config.name))
 }
 
 /// `sluice status`: a running pipeline's status, from its admin endpoint.
 fn show_status(pipeline: &Path, server: &ServerArgs) -> ExitCode {
-    let (bind, token, name) = match admin_of(pipeline, server) {
+    let (endpoint, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match sluice_engine::runtime::admin::status((&bind, token.as_deref()), &name) {
+    match sluice_engine::runtime::admin::status(&endpoint, &name) {
         Ok(status) => {
             println!(
                 "{}",
@@ -476,17 +506,13 @@ fn tap(
     (pipeline, server): (&Path, &ServerArgs),
     request: sluice_engine::runtime::tap_http::TapRequest,
 ) -> ExitCode {
-    let (bind, token, name) = match admin_of(pipeline, server) {
+    let (endpoint, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
         Err(code) => return code,
     };
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
-    let followed = sluice_engine::runtime::tap_http::follow(
-        (&bind, token.as_deref()),
-        &name,
-        &request,
-        (&mut out, &mut err),
-    );
+    let followed =
+        sluice_engine::runtime::tap_http::follow(&endpoint, &name, &request, (&mut out, &mut err));
     match followed {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
@@ -498,11 +524,11 @@ fn tap(
 
 /// `sluice signal`: one signal to a running pipeline's admin endpoint.
 fn send_signal(pipeline: &Path, server: &ServerArgs, signal: &str) -> ExitCode {
-    let (bind, token, name) = match admin_of(pipeline, server) {
+    let (endpoint, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match sluice_engine::runtime::admin::send_signal((&bind, token.as_deref()), &name, signal) {
+    match sluice_engine::runtime::admin::send_signal(&endpoint, &name, signal) {
         Ok(answer) => {
             println!("{answer}");
             ExitCode::SUCCESS

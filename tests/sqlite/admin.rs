@@ -531,8 +531,8 @@ fn curl(args: &[&str], url: &str) -> (Option<i32>, String) {
 }
 
 /// HTTPS with client certificates: curl (an independent client) is answered only with a
-/// certificate the configured CA signed; plain HTTP gets no answer; the command line says to
-/// use curl.
+/// certificate the configured CA signed; plain HTTP gets no answer; `sluice status` and
+/// `signal` go over HTTPS with `--cacert`, `--cert`, `--key`.
 #[test]
 fn the_endpoint_serves_https_and_asks_for_client_certificates() {
     let dir = tempfile::tempdir().unwrap();
@@ -550,11 +550,11 @@ fn the_endpoint_serves_https_and_asks_for_client_certificates() {
     );
     let (path, port) = admin_pipeline(dir.path(), &db);
     let c = certs.display();
-    let text = std::fs::read_to_string(&path).unwrap().replace(
+    let file = std::fs::read_to_string(&path).unwrap().replace(
         &format!("admin: {{ bind: \"127.0.0.1:{port}\" }}"),
         &format!("admin: {{ bind: \"127.0.0.1:{port}\", tls.certificate: {c}/server.pem, tls.key: {c}/server.key, tls.client.ca: {c}/ca.pem }}"),
     );
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, file).unwrap();
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 1);
     let url = format!("https://127.0.0.1:{port}/pipelines/sqlite_test");
@@ -585,11 +585,31 @@ fn the_endpoint_serves_https_and_asks_for_client_certificates() {
     // Plain HTTP: no HTTP answer.
     let (plain_code, plain) = curl(&[], &format!("http://127.0.0.1:{port}/health/live"));
     assert!(plain_code != Some(0) || !plain.contains("UP"), "{plain}");
-    // The command line speaks plain HTTP, and says so.
-    let o = sluice(&["status", path.to_str().unwrap()]);
+    // The command line speaks HTTPS too: with the CA and the client certificate it is
+    // answered, without the certificate it is refused (one line).
+    let p = path.to_str().unwrap();
+    let tls = [
+        "--cacert",
+        ca.as_str(),
+        "--cert",
+        cert.as_str(),
+        "--key",
+        key.as_str(),
+    ];
+    let o = sluice(&[&["status", p][..], &tls[..]].concat());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        serde_json::from_str::<Json>(&out).unwrap()["name"],
+        "sqlite_test"
+    );
+    let signal = r#"{"id": "s-1", "type": "log", "data": {"message": "over TLS"}}"#;
+    let o = sluice(&[&["signal", p, signal][..], &tls[..]].concat());
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = sluice(&["status", p, "--cacert", &ca]);
     let line = error_line(&o);
     assert!(
-        line.contains("serves HTTPS") && line.contains("curl"),
+        line.contains("reading the answer") || line.contains("sending the request"),
         "{line}"
     );
     child.kill().unwrap();

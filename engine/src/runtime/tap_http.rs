@@ -150,7 +150,7 @@ pub struct TapRequest {
 /// event's line to `out` as it comes, the count of missed events to `missed`; returns the
 /// events written once the tap ends, or a one-line reason.
 pub fn follow(
-    (bind, token): (&str, Option<&str>),
+    endpoint: &super::admin::Endpoint,
     pipeline: &str,
     request: &TapRequest,
     (out, missed): (&mut dyn std::io::Write, &mut dyn std::io::Write),
@@ -166,12 +166,9 @@ pub fn follow(
     if let Some(l) = request.limit {
         query.push(format!("limit={l}"));
     }
-    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
-    let mut stream = std::net::TcpStream::connect(bind).map_err(|e| {
-        format!(
-            "cannot reach the admin endpoint at {bind} ({e}): is pipeline `{pipeline}` running?"
-        )
-    })?;
+    let (bind, auth) = (&endpoint.bind, endpoint.bearer());
+    // A tap waits as long as no event comes.
+    let mut stream = endpoint.connect(pipeline, None)?;
     write!(
         stream,
         "GET /pipelines/{pipeline}/tap?{} HTTP/1.1\r\nhost: {bind}\r\n{auth}connection: close\r\n\r\n",
@@ -206,6 +203,8 @@ pub fn follow(
         line.clear();
         match reader.read_line(&mut line) {
             Ok(0) => return Ok(events),
+            // A TLS peer that closed without its close_notify: the tap ended all the same.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(events),
             Ok(_) if line.starts_with("{\"missed\":") => {
                 let _ = missed.write_all(line.as_bytes());
             }

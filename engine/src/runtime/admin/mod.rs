@@ -38,7 +38,7 @@ use tokio::io::BufReader;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Mutex};
 
-pub use client::{send_signal, status};
+pub use client::{send_signal, status, ClientTls, Connection, Endpoint};
 pub use http::{Answer, Request};
 pub use routes::{Attached, Directory, Extension};
 
