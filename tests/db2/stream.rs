@@ -723,3 +723,40 @@ fn a_table_altered_while_the_source_was_down_is_announced_at_the_restart() {
         "g@example.org"
     );
 }
+
+/// The snapshot announces its tables (without row estimates): the status's table count.
+#[test]
+fn the_snapshot_says_its_tables() {
+    let db = Db2::start("plan", true);
+    customers(&db);
+    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1001, 'Sally')");
+    db.add_table("DB2INST1", "CUSTOMERS");
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sluice_test_support::pg::free_port();
+    let path = pipeline(dir.path(), &db, "");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "name: db2_test\n",
+        &format!("name: db2_test\nadmin: {{ bind: \"127.0.0.1:{admin}\" }}\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 1, &mut child);
+    let t0 = std::time::Instant::now();
+    let snapshot = loop {
+        let status: Json = sluice_test_support::pg::admin_get(admin, "/pipelines/db2_test")
+            .and_then(|(_, b)| serde_json::from_str(&b).ok())
+            .unwrap_or_default();
+        if status["snapshot"]["remaining_tables"] == 0 {
+            break status["snapshot"].clone();
+        }
+        assert!(t0.elapsed().as_secs() < 30, "{status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(snapshot["total_tables"], 1, "{snapshot}");
+    assert!(
+        snapshot["estimated_rows"]["DB2INST1.CUSTOMERS"].is_null(),
+        "{snapshot}"
+    );
+}

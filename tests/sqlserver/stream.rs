@@ -438,3 +438,38 @@ fn skipped_operations_are_left_out_by_the_query() {
         .collect();
     assert_eq!(ops, ["c", "d", "tombstone", "c"]);
 }
+
+/// The snapshot announces its tables (without row estimates): the status's table counts and
+/// Debezium's `TotalTableCount`.
+#[test]
+fn the_snapshot_says_its_tables() {
+    let server = SqlServer::start("planDB");
+    server.sql("CREATE TABLE dbo.a (id int PRIMARY KEY); CREATE TABLE dbo.b (id int PRIMARY KEY)");
+    server.sql("INSERT INTO dbo.a VALUES (1); INSERT INTO dbo.b VALUES (2)");
+    server.enable_cdc(&["dbo.a", "dbo.b"]);
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sluice_test_support::pg::free_port();
+    let path = pipeline(dir.path(), &server, "");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "name: sqlserver_test\n",
+        &format!("name: sqlserver_test\nadmin: {{ bind: \"127.0.0.1:{admin}\" }}\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut child = start(&path, &[]);
+    wait_events(dir.path(), 2, &mut child);
+    let t0 = std::time::Instant::now();
+    let snapshot = loop {
+        let status: Json = sluice_test_support::pg::admin_get(admin, "/pipelines/sqlserver_test")
+            .and_then(|(_, b)| serde_json::from_str(&b).ok())
+            .unwrap_or_default();
+        if status["snapshot"]["remaining_tables"] == 0 {
+            break status["snapshot"].clone();
+        }
+        assert!(t0.elapsed().as_secs() < 30, "{status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(snapshot["total_tables"], 2, "{snapshot}");
+    assert!(snapshot["estimated_rows"]["dbo.a"].is_null(), "{snapshot}");
+}

@@ -125,6 +125,12 @@ impl SqlServerSource {
                     .snapshots_table(&format!("{}.{}", t.schema, t.name))
             })
             .collect();
+        // The tables, without a row estimate (none is read from the server's statistics).
+        ctx.snapshot_tables(
+            (read.iter())
+                .map(|t| (format!("{}.{}", t.schema, t.name), None))
+                .collect(),
+        );
         let started = SourceTimestamps::now();
         let at = At {
             ts_ms: started.millis(),
