@@ -300,28 +300,12 @@ fn the_snapshot_says_its_tables_and_their_estimated_rows() {
         mariadb::server().port,
         &format!("  database.include.list: {db}\n"),
     );
-    let text = std::fs::read_to_string(&path).unwrap().replacen(
-        "\n",
-        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-        1,
-    );
-    std::fs::write(&path, text).unwrap();
+    sluice_test_support::pg::with_admin(&path, port);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 5, &mut child);
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        let status: Json = sluice_test_support::pg::admin_get(port, "/pipelines/mysql_test")
-            .and_then(|(_, b)| serde_json::from_str(&b).ok())
-            .unwrap_or_default();
-        if status["snapshot"]["remaining_tables"] == 0 {
-            break status;
-        }
-        assert!(t0.elapsed().as_secs() < 30, "{status}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let snapshot = sluice_test_support::pg::snapshot_done(port, "mysql_test");
     sluice_test_support::pg::stop(&child);
     sluice_test_support::pg::finish(child);
-    let snapshot = &status["snapshot"];
     assert_eq!(snapshot["total_tables"], 2, "{snapshot}");
     assert_eq!(
         snapshot["estimated_rows"][format!("{db}.a")],
@@ -345,12 +329,7 @@ fn changes_of_tables_not_captured_are_counted_as_filtered() {
         mariadb::server().port,
         &format!("  table.include.list: {db}\\.a\n"),
     );
-    let text = std::fs::read_to_string(&path).unwrap().replacen(
-        "\n",
-        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-        1,
-    );
-    std::fs::write(&path, text).unwrap();
+    sluice_test_support::pg::with_admin(&path, port);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     mariadb::sql(

@@ -450,24 +450,10 @@ fn the_snapshot_says_its_tables() {
     let dir = tempfile::tempdir().unwrap();
     let admin = sluice_test_support::pg::free_port();
     let path = pipeline(dir.path(), &server, "");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "name: sqlserver_test\n",
-        &format!("name: sqlserver_test\nadmin: {{ bind: \"127.0.0.1:{admin}\" }}\n"),
-    );
-    std::fs::write(&path, text).unwrap();
+    sluice_test_support::pg::with_admin(&path, admin);
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 2, &mut child);
-    let t0 = std::time::Instant::now();
-    let snapshot = loop {
-        let status: Json = sluice_test_support::pg::admin_get(admin, "/pipelines/sqlserver_test")
-            .and_then(|(_, b)| serde_json::from_str(&b).ok())
-            .unwrap_or_default();
-        if status["snapshot"]["remaining_tables"] == 0 {
-            break status["snapshot"].clone();
-        }
-        assert!(t0.elapsed().as_secs() < 30, "{status}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let snapshot = sluice_test_support::pg::snapshot_done(admin, "sqlserver_test");
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(snapshot["total_tables"], 2, "{snapshot}");

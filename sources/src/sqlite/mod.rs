@@ -385,7 +385,7 @@ impl SqliteSource {
             .iter()
             .filter(|t| self.config.common.snapshots_table(&t.name))
             .collect();
-        announce(&tx, &read, &out.plan);
+        table::announce(&tx, &read, &out.plan);
         for table in read {
             let mut stmt = self.snapshot_statement(&tx, table)?;
             let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
@@ -569,26 +569,6 @@ impl Out {
     fn send(&self, batch: Batch) -> bool {
         !self.stop.load(Ordering::Relaxed) && self.tx.blocking_send(batch).is_ok()
     }
-}
-
-/// Announces the snapshot's tables with their rows (counted in the snapshot's transaction:
-/// SQLite keeps no estimate; a count that fails leaves that table without one).
-fn announce(
-    tx: &rusqlite::Transaction<'_>,
-    tables: &[&Table],
-    plan: &sluice_engine::component::SnapshotPlan,
-) {
-    let counted = (tables.iter())
-        .map(|t| {
-            let sql = format!("SELECT count(*) FROM {}", capture::quote(&t.name));
-            let rows = tx.query_row(&sql, [], |r| r.get::<_, i64>(0)).ok();
-            (
-                format!("main.{}", t.name),
-                rows.and_then(|n| u64::try_from(n).ok()),
-            )
-        })
-        .collect();
-    *plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(counted);
 }
 
 impl SqliteSource {

@@ -131,3 +131,23 @@ pub(super) fn build(
         envelope,
     })
 }
+
+/// Announces the snapshot's tables with their rows (counted in the snapshot's transaction:
+/// SQLite keeps no estimate; a count that fails leaves that table without one).
+pub(super) fn announce(
+    tx: &rusqlite::Transaction<'_>,
+    tables: &[&Table],
+    plan: &sluice_engine::component::SnapshotPlan,
+) {
+    let counted = (tables.iter())
+        .map(|t| {
+            let sql = format!("SELECT count(*) FROM {}", super::capture::quote(&t.name));
+            let rows = tx.query_row(&sql, [], |r| r.get::<_, i64>(0)).ok();
+            (
+                format!("main.{}", t.name),
+                rows.and_then(|n| u64::try_from(n).ok()),
+            )
+        })
+        .collect();
+    *plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(counted);
+}

@@ -45,50 +45,25 @@ pub fn ca(dir: &Path, name: &str) {
 
 /// `server.pem` and `server.key` for 127.0.0.1 and localhost, signed by CA `ca`.
 pub fn server_certificate(dir: &Path, ca: &str) {
-    openssl(
+    signed(
         dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
+        (ca, "server", "/CN=localhost"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
     );
 }
 
 /// `<name>.pem` and `<name>.key`: a client certificate (common name `name`) signed by CA `ca`.
 pub fn client_certificate(dir: &Path, ca: &str, name: &str) {
+    signed(
+        dir,
+        (ca, name, &format!("/CN={name}")),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    );
+}
+
+/// `<name>.pem` and `<name>.key` with `subject` and the X.509 extensions `extensions`, signed
+/// by CA `ca`.
+fn signed(dir: &Path, (ca, name, subject): (&str, &str, &str), extensions: &str) {
     openssl(
         dir,
         &[
@@ -101,14 +76,11 @@ pub fn client_certificate(dir: &Path, ca: &str, name: &str) {
             "-out",
             &format!("{name}.csr"),
             "-subj",
-            &format!("/CN={name}"),
+            subject,
         ],
     );
-    std::fs::write(
-        dir.join("client-ext.cnf"),
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
-    )
-    .unwrap();
+    let ext = format!("{name}-ext.cnf");
+    std::fs::write(dir.join(&ext), extensions).unwrap();
     openssl(
         dir,
         &[
@@ -126,7 +98,7 @@ pub fn client_certificate(dir: &Path, ca: &str, name: &str) {
             "-days",
             "2",
             "-extfile",
-            "client-ext.cnf",
+            &ext,
         ],
     );
 }

@@ -383,3 +383,30 @@ pub fn admin_call(
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
 }
+
+/// Gives the pipeline file at `path` an admin endpoint on 127.0.0.1:`port` (after its first
+/// line).
+pub fn with_admin(path: &Path, port: u16) {
+    let text = std::fs::read_to_string(path).unwrap().replacen(
+        "\n",
+        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
+        1,
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// Waits (30 s at most) until pipeline `name`'s status at 127.0.0.1:`port` says its snapshot
+/// has no table left to read; returns the status's `snapshot`.
+pub fn snapshot_done(port: u16, name: &str) -> Json {
+    let t0 = std::time::Instant::now();
+    loop {
+        let status: Json = admin_get(port, &format!("/pipelines/{name}"))
+            .and_then(|(_, b)| serde_json::from_str(&b).ok())
+            .unwrap_or_default();
+        if status["snapshot"]["remaining_tables"] == 0 {
+            return status["snapshot"].clone();
+        }
+        assert!(t0.elapsed().as_secs() < 30, "{status}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
