@@ -724,25 +724,34 @@ fn a_table_altered_while_the_source_was_down_is_announced_at_the_restart() {
     );
 }
 
-/// The snapshot announces its tables (without row estimates): the status's table count.
+/// The snapshot announces its tables with the rows the catalog's statistics count
+/// (`SYSCAT.TABLES.CARD` after `RUNSTATS`, `SYSIBM.SYSTABLES.CARDF` on z/OS), none for a table
+/// `RUNSTATS` has not seen: the status's table count and estimates.
 #[test]
 fn the_snapshot_says_its_tables() {
-    let db = Db2::start("plan", true);
-    customers(&db);
-    db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1001, 'Sally')");
-    db.add_table("DB2INST1", "CUSTOMERS");
-    let dir = tempfile::tempdir().unwrap();
-    let admin = sluice_test_support::pg::free_port();
-    let path = pipeline(dir.path(), &db, "");
-    sluice_test_support::pg::with_admin(&path, admin);
-    let mut child = start(&path, &[]);
-    wait_events(dir.path(), 1, &mut child);
-    let snapshot = sluice_test_support::pg::snapshot_done(admin, "db2_test");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(snapshot["total_tables"], 1, "{snapshot}");
-    assert!(
-        snapshot["estimated_rows"]["DB2INST1.CUSTOMERS"].is_null(),
-        "{snapshot}"
-    );
+    for (name, platform) in [("plan", ""), ("plan_zos", "  db2.platform: ZOS\n")] {
+        let db = Db2::start(name, true);
+        customers(&db);
+        db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1001, 'Sally'), (1002, 'George'), (1003, 'Edward')");
+        db.sql("CREATE TABLE \"DB2INST1\".\"ORDERS\" (\"ID\" integer PRIMARY KEY); INSERT INTO \"DB2INST1\".\"ORDERS\" VALUES (1)");
+        db.sql("CALL sysproc.admin_cmd('RUNSTATS ON TABLE DB2INST1.CUSTOMERS')");
+        db.add_table("DB2INST1", "CUSTOMERS");
+        db.add_table("DB2INST1", "ORDERS");
+        let dir = tempfile::tempdir().unwrap();
+        let admin = sluice_test_support::pg::free_port();
+        let path = pipeline(dir.path(), &db, platform);
+        sluice_test_support::pg::with_admin(&path, admin);
+        let mut child = start(&path, &[]);
+        wait_events(dir.path(), 4, &mut child);
+        let snapshot = sluice_test_support::pg::snapshot_done(admin, "db2_test");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(snapshot["total_tables"], 2, "{platform}{snapshot}");
+        let estimates = &snapshot["estimated_rows"];
+        assert_eq!(estimates["DB2INST1.CUSTOMERS"], 3, "{platform}{snapshot}");
+        assert!(
+            estimates["DB2INST1.ORDERS"].is_null(),
+            "{platform}{snapshot}"
+        );
+    }
 }

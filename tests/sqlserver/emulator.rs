@@ -145,3 +145,21 @@ fn change_tables_fill_at_commit_with_one_commit_lsn_per_transaction() {
     );
     assert_eq!(changes.last().unwrap(), "5", "{changes:?}");
 }
+
+/// `sys.partitions` answers another client as the source reads it: a clustered index's
+/// (`index_id` 1) or a heap's (0) row count per table, following the rows written.
+#[test]
+fn tsql_reads_the_row_counts_of_sys_partitions() {
+    let server = SqlServer::start("partitionsdb");
+    server.sql("CREATE TABLE dbo.keyed (id int PRIMARY KEY); CREATE TABLE dbo.heap (v int)");
+    server.sql("INSERT INTO dbo.keyed VALUES (1); INSERT INTO dbo.heap VALUES (1); INSERT INTO dbo.heap VALUES (2)");
+    let counts = |server: &SqlServer| {
+        tsql(
+            server,
+            "SELECT OBJECT_NAME(p.object_id), p.index_id, p.rows FROM sys.partitions AS p ORDER BY 1",
+        )
+    };
+    assert_eq!(counts(&server)[1..], ["heap\t0\t2", "keyed\t1\t1"]);
+    server.sql("DELETE FROM dbo.heap WHERE v = 1; INSERT INTO dbo.keyed VALUES (2)");
+    assert_eq!(counts(&server)[1..], ["heap\t0\t1", "keyed\t1\t2"]);
+}

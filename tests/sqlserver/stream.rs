@@ -439,23 +439,25 @@ fn skipped_operations_are_left_out_by_the_query() {
     assert_eq!(ops, ["c", "d", "tombstone", "c"]);
 }
 
-/// The snapshot announces its tables (without row estimates): the status's table counts and
-/// Debezium's `TotalTableCount`.
+/// The snapshot announces its tables with the rows the server counts in each
+/// (`sys.partitions`): the status's table counts, estimates and Debezium's `TotalTableCount`;
+/// a table without a key (a heap) is counted too.
 #[test]
 fn the_snapshot_says_its_tables() {
     let server = SqlServer::start("planDB");
-    server.sql("CREATE TABLE dbo.a (id int PRIMARY KEY); CREATE TABLE dbo.b (id int PRIMARY KEY)");
-    server.sql("INSERT INTO dbo.a VALUES (1); INSERT INTO dbo.b VALUES (2)");
+    server.sql("CREATE TABLE dbo.a (id int PRIMARY KEY); CREATE TABLE dbo.b (id int)");
+    server.sql("INSERT INTO dbo.a VALUES (1); INSERT INTO dbo.b VALUES (2); INSERT INTO dbo.b VALUES (3); INSERT INTO dbo.b VALUES (4)");
     server.enable_cdc(&["dbo.a", "dbo.b"]);
     let dir = tempfile::tempdir().unwrap();
     let admin = sluice_test_support::pg::free_port();
     let path = pipeline(dir.path(), &server, "");
     sluice_test_support::pg::with_admin(&path, admin);
     let mut child = start(&path, &[]);
-    wait_events(dir.path(), 2, &mut child);
+    wait_events(dir.path(), 4, &mut child);
     let snapshot = sluice_test_support::pg::snapshot_done(admin, "sqlserver_test");
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(snapshot["total_tables"], 2, "{snapshot}");
-    assert!(snapshot["estimated_rows"]["dbo.a"].is_null(), "{snapshot}");
+    assert_eq!(snapshot["estimated_rows"]["dbo.a"], 1, "{snapshot}");
+    assert_eq!(snapshot["estimated_rows"]["dbo.b"], 3, "{snapshot}");
 }

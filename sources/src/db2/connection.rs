@@ -378,6 +378,17 @@ impl Statements {
         format!("select r.SOURCE_OWNER, r.SOURCE_TABLE, r.CD_OWNER, r.CD_TABLE, r.CD_NEW_SYNCHPOINT, r.CD_OLD_SYNCHPOINT, r.SYNCHPOINT, t.TBSPACEID, t.TABLEID , CAST((t.TBSPACEID * 65536 +  t.TABLEID )AS INTEGER ) from {c}.IBMSNAP_REGISTER r left JOIN SYSCAT.TABLES t ON r.SOURCE_OWNER  = t.TABSCHEMA AND r.SOURCE_TABLE = t.TABNAME  WHERE r.SOURCE_OWNER <> ''")
     }
 
+    /// The rows the catalog's statistics count in each table of `schemas`: schema, table and
+    /// `CARD` (`CARDF` on z/OS), which `RUNSTATS` sets and which is -1 until it has run.
+    pub(crate) fn row_estimates(&self, schemas: &[&str]) -> String {
+        let list: Vec<String> = schemas.iter().map(|s| literal(s)).collect();
+        let list = list.join(", ");
+        if self.zos {
+            return format!("SELECT CREATOR, NAME, CARDF FROM SYSIBM.SYSTABLES WHERE TYPE = 'T' AND CREATOR IN ({list})");
+        }
+        format!("SELECT TABSCHEMA, TABNAME, CARD FROM SYSCAT.TABLES WHERE TYPE = 'T' AND TABSCHEMA IN ({list})")
+    }
+
     /// A table's columns from the catalog: name, type, length, scale, nullability, key
     /// position, in column order (Debezium reads them through JDBC's `getColumns` and
     /// `GET_LIST_OF_KEY_COLUMNS`, which reads `SYSCAT.COLUMNS` too).

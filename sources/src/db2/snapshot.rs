@@ -7,7 +7,7 @@ use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, SourceContext, Struct};
 
 use super::config::IsolationMode;
-use super::connection::{quote, Conn};
+use super::connection::{quote, text, Conn};
 
 /// Rows the ODBC thread reads ahead of the snapshot at most.
 const SNAPSHOT_CHUNK: usize = 512;
@@ -54,12 +54,7 @@ impl Db2Source {
                     .snapshots_table(&format!("{}.{}", t.schema, t.name))
             })
             .collect();
-        // The tables, without a row estimate (none is read from the server's statistics).
-        ctx.snapshot_tables(
-            (read.iter())
-                .map(|t| (format!("{}.{}", t.schema, t.name), None))
-                .collect(),
-        );
+        ctx.snapshot_tables(self.estimates(conn, &read).await?);
         let started = SourceTimestamps::now();
         let at = At {
             ts_ms: started.millis(),
@@ -248,5 +243,74 @@ impl Reader<'_> {
             self.source.emit(ctx, events, self.position.clone()).await?;
         }
         Ok(())
+    }
+}
+
+impl Db2Source {
+    /// `tables` (`schema.table`) with the rows the catalog's statistics count in each
+    /// (`SYSCAT.TABLES.CARD`; none for a table `RUNSTATS` has not seen), read in the
+    /// snapshot's transaction.
+    async fn estimates(
+        &self,
+        conn: &Conn,
+        tables: &[&Table],
+    ) -> Result<Vec<(String, Option<u64>)>, Db2Error> {
+        let mut schemas: Vec<&str> = tables.iter().map(|t| t.schema.as_str()).collect();
+        schemas.sort_unstable();
+        schemas.dedup();
+        let mut counted = std::collections::HashMap::new();
+        if !schemas.is_empty() {
+            let q = super::connection::Statements::new(&self.config);
+            let found = conn
+                .rows(
+                    "reading the tables' statistics (CARD)",
+                    &q.row_estimates(&schemas),
+                    &[],
+                )
+                .await?;
+            for row in &found {
+                let (Some(schema), Some(name)) = (text(row, 0), text(row, 1)) else {
+                    continue;
+                };
+                counted.insert(
+                    format!("{}.{}", schema.trim_end(), name.trim_end()),
+                    text(row, 2).and_then(|n| cardinality(&n)),
+                );
+            }
+        }
+        Ok(tables
+            .iter()
+            .map(|t| {
+                let name = format!("{}.{}", t.schema, t.name);
+                let estimate = counted.get(&name).copied().flatten();
+                (name, estimate)
+            })
+            .collect())
+    }
+}
+
+/// A `CARD` (an integer) or `CARDF` (a float) as a row count; none for -1 (no statistics).
+fn cardinality(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<i64>() {
+        return u64::try_from(n).ok();
+    }
+    let f = text.parse::<f64>().ok()?;
+    // A count of rows far below 2^53: exact as a float; -1 and any fraction are no count.
+    (f >= 0.0 && f.fract() == 0.0 && f < 9.0e15).then_some(f as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cardinality;
+
+    #[test]
+    fn cardinalities() {
+        assert_eq!(cardinality("1234"), Some(1234));
+        assert_eq!(cardinality("-1"), None);
+        assert_eq!(cardinality("-1.0E0"), None);
+        assert_eq!(cardinality("3.0E0"), Some(3));
+        assert_eq!(cardinality(" 42 "), Some(42));
+        assert_eq!(cardinality("many"), None);
     }
 }

@@ -182,6 +182,17 @@ impl Statements {
         )
     }
 
+    /// The rows SQL Server counts in each table (@P1 and @P2 the database name): schema,
+    /// table and the `rows` of its heap or clustered index over all partitions
+    /// (`sys.partitions`, kept by the server as rows are written; approximate while
+    /// transactions are open). Tables the login may not see are left out.
+    pub(crate) fn row_estimates(&self) -> String {
+        format!(
+            "SELECT OBJECT_SCHEMA_NAME(p.object_id, DB_ID(@P1)), OBJECT_NAME(p.object_id, DB_ID(@P2)), SUM(p.rows) FROM {}.sys.partitions AS p WHERE p.index_id IN (0, 1) GROUP BY p.object_id",
+            self.db
+        )
+    }
+
     /// `GET_CAPTURED_COLUMNS`.
     pub(crate) fn captured_columns(&self) -> String {
         format!(

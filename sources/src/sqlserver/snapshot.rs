@@ -125,12 +125,7 @@ impl SqlServerSource {
                     .snapshots_table(&format!("{}.{}", t.schema, t.name))
             })
             .collect();
-        // The tables, without a row estimate (none is read from the server's statistics).
-        ctx.snapshot_tables(
-            (read.iter())
-                .map(|t| (format!("{}.{}", t.schema, t.name), None))
-                .collect(),
-        );
+        ctx.snapshot_tables(self.estimates(conn, &read).await?);
         let started = SourceTimestamps::now();
         let at = At {
             ts_ms: started.millis(),
@@ -372,5 +367,45 @@ impl Reader<'_> {
             .map_err(|_| SqlServerError::Stopped)?;
         }
         Ok(())
+    }
+}
+
+impl SqlServerSource {
+    /// `tables` (`schema.table`) with the rows the server counts in each (`sys.partitions`),
+    /// read in the snapshot's transaction.
+    async fn estimates(
+        &self,
+        conn: &mut Conn,
+        tables: &[&Table],
+    ) -> Result<Vec<(String, Option<u64>)>, SqlServerError> {
+        let q = super::connection::Statements::new(&self.config.database);
+        let db = self.config.database.as_str();
+        let found = rows(
+            conn,
+            "reading the tables' row counts (sys.partitions)",
+            &q.row_estimates(),
+            &[&db, &db],
+        )
+        .await?;
+        let mut counted = std::collections::HashMap::new();
+        for row in &found {
+            let text = |i| row.try_get::<&str, _>(i).ok().flatten();
+            let (Some(schema), Some(name)) = (text(0), text(1)) else {
+                continue;
+            };
+            let n = row.try_get::<i64, _>(2).ok().flatten();
+            counted.insert(
+                format!("{schema}.{name}"),
+                n.and_then(|n| u64::try_from(n).ok()),
+            );
+        }
+        Ok(tables
+            .iter()
+            .map(|t| {
+                let name = format!("{}.{}", t.schema, t.name);
+                let estimate = counted.get(&name).copied().flatten();
+                (name, estimate)
+            })
+            .collect())
     }
 }

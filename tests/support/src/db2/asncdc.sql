@@ -66,14 +66,40 @@ CREATE TABLE asncdc.ibmsnap_uow (
   ibmsnap_applyqual char(18)
 );
 
--- SYSCAT.TABLES: a table's id is (TBSPACEID, TABLEID); here from its oid.
+-- SYSCAT.TABLES: a table's id is (TBSPACEID, TABLEID); here from its oid. CARD, the rows
+-- RUNSTATS counted (-1 before it ran): PostgreSQL's statistics (reltuples, -1 until the table
+-- is analyzed; ADMIN_CMD's RUNSTATS below analyzes it).
 CREATE VIEW syscat.tables AS
   SELECT n.nspname::varchar(128) AS tabschema, c.relname::varchar(128) AS tabname,
          CASE c.relkind WHEN 'v' THEN 'V' ELSE 'T' END::char(1) AS type,
          (2 + (c.oid::bigint / 65536) % 1000)::smallint AS tbspaceid,
-         (c.oid::bigint % 65536 % 32768)::smallint AS tableid
+         (c.oid::bigint % 65536 % 32768)::smallint AS tableid,
+         (CASE WHEN c.relkind = 'v' OR c.reltuples < 0 THEN -1 ELSE c.reltuples END)::bigint AS card
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'p', 'v');
+
+-- SYSPROC.ADMIN_CMD, its RUNSTATS ON TABLE schema.table (unquoted names in upper case, as Db2
+-- folds them): the table's statistics collected.
+CREATE SCHEMA sysproc;
+CREATE PROCEDURE sysproc.admin_cmd(command varchar) LANGUAGE plpgsql AS $$
+DECLARE
+  m text[];
+  part text;
+  parts text[] := '{}';
+BEGIN
+  m := regexp_match(command, '^\s*RUNSTATS\s+ON\s+TABLE\s+((?:"[^"]+"|[^\s."]+)(?:\.(?:"[^"]+"|[^\s."]+))?)', 'i');
+  IF m IS NULL THEN
+    RAISE EXCEPTION 'ADMIN_CMD: only RUNSTATS ON TABLE is emulated: %', command;
+  END IF;
+  FOR part IN SELECT x[1] FROM regexp_matches(m[1], '("[^"]+"|[^."]+)', 'g') AS x LOOP
+    parts := parts || CASE WHEN part LIKE '"%"' THEN substr(part, 2, length(part) - 2) ELSE upper(part) END;
+  END LOOP;
+  IF array_length(parts, 1) = 1 THEN
+    EXECUTE format('ANALYZE %I', parts[1]);
+  ELSE
+    EXECUTE format('ANALYZE %I.%I', parts[1], parts[2]);
+  END IF;
+END $$;
 
 -- SYSCAT.COLUMNS with Db2's type names: PostgreSQL's types, and domains named after Db2's
 -- types PostgreSQL lacks (DECFLOAT, GRAPHIC, VARGRAPHIC, DBCLOB, CLOB, BLOB, VARBINARY).
@@ -125,7 +151,8 @@ CREATE VIEW syscat.columns AS
 -- and SYSIBM.SYSCOLUMNS (1-based COLNO, COLTYPE in z/OS's eight-character names, KEYSEQ 0 off
 -- the key), over the same catalog as SYSCAT's.
 CREATE VIEW sysibm.systables AS
-  SELECT tabschema AS creator, tabname AS name, type, tbspaceid AS dbid, tableid AS obid
+  SELECT tabschema AS creator, tabname AS name, type, tbspaceid AS dbid, tableid AS obid,
+         card::double precision AS cardf
   FROM syscat.tables;
 
 CREATE VIEW sysibm.syscolumns AS

@@ -1,6 +1,7 @@
 //! The emulated server's store: a SQLite database (WAL, one connection per client session, so
 //! a transaction reads a snapshot and writers are serialised), tables named `"schema.table"`,
-//! the catalog views the source reads (`INFORMATION_SCHEMA.*`, `sys.objects`, `sys.databases`),
+//! the catalog views the source reads (`INFORMATION_SCHEMA.*`, `sys.objects`, `sys.databases`,
+//! `sys.partitions`),
 //! and SQL Server's CDC: `sys.sp_cdc_enable_db`/`enable_table`/`disable_table`, change tables
 //! `cdc.<capture_instance>_CT` filled by triggers, `cdc.change_tables`, `cdc.captured_columns`,
 //! `cdc.lsn_time_mapping`. The capture job is played at commit: every change of a transaction
@@ -59,6 +60,7 @@ CREATE TABLE IF NOT EXISTS "INFORMATION_SCHEMA.COLUMNS" (TABLE_CATALOG nvarchar(
 CREATE TABLE IF NOT EXISTS "INFORMATION_SCHEMA.KEY_COLUMN_USAGE" (CONSTRAINT_NAME nvarchar(128), TABLE_SCHEMA nvarchar(128), TABLE_NAME nvarchar(128), COLUMN_NAME nvarchar(128), ORDINAL_POSITION int);
 CREATE TABLE IF NOT EXISTS "INFORMATION_SCHEMA.TABLE_CONSTRAINTS" (CONSTRAINT_NAME nvarchar(128), TABLE_SCHEMA nvarchar(128), TABLE_NAME nvarchar(128), CONSTRAINT_TYPE varchar(11));
 CREATE TABLE IF NOT EXISTS "INFORMATION_SCHEMA.TABLES" (TABLE_CATALOG nvarchar(128), TABLE_SCHEMA nvarchar(128), TABLE_NAME nvarchar(128), TABLE_TYPE varchar(10));
+CREATE VIEW IF NOT EXISTS "sys.partitions" AS SELECT 0 AS partition_id, 0 AS object_id, 0 AS index_id, 0 AS partition_number, 0 AS hobt_id, 0 AS rows WHERE 0;
 "#;
 
 pub(super) const CDC_SETUP: &str = r#"
@@ -499,6 +501,7 @@ impl Session {
                  DELETE FROM \"INFORMATION_SCHEMA.TABLE_CONSTRAINTS\"; DELETE FROM \"INFORMATION_SCHEMA.TABLES\";",
             )
             .map_err(sql_err)?;
+        let mut partitions = Vec::new();
         for table in tables {
             let Some((schema, name)) = table.split_once('.') else {
                 continue;
@@ -562,6 +565,7 @@ impl Session {
                     keys.push((pk, column));
                 }
             }
+            partitions.push(partition(&table, schema, name, !keys.is_empty()));
             if !keys.is_empty() {
                 keys.sort();
                 let constraint = format!("PK_{name}");
@@ -581,6 +585,18 @@ impl Session {
                 }
             }
         }
+        // `sys.partitions`: a view counting each table's rows when it is read.
+        partitions.push(
+            "SELECT 0 AS partition_id, 0 AS object_id, 0 AS index_id, 0 AS partition_number, \
+             0 AS hobt_id, 0 AS rows WHERE 0"
+                .into(),
+        );
+        self.conn
+            .execute_batch(&format!(
+                "DROP VIEW IF EXISTS \"sys.partitions\"; CREATE VIEW \"sys.partitions\" AS {}",
+                partitions.join(" UNION ALL ")
+            ))
+            .map_err(sql_err)?;
         Ok(())
     }
 
@@ -600,6 +616,22 @@ impl Session {
         }
         Ok(out)
     }
+}
+
+/// The `sys.partitions` row of `table` (`"schema.name"`): the heap's (`index_id` 0) or, with a
+/// primary key, the clustered index's (1), whose `rows` SQL Server keeps (here counted).
+fn partition(table: &str, schema: &str, name: &str, clustered: bool) -> String {
+    let literal = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    format!(
+        "SELECT o.object_id * 100 + 1 AS partition_id, o.object_id, {} AS index_id, \
+         1 AS partition_number, o.object_id * 100 + 1 AS hobt_id, \
+         (SELECT count(*) FROM {}) AS rows \
+         FROM \"sys.objects\" o WHERE o.schema_name = {} AND o.name = {}",
+        i32::from(clustered),
+        quote(table),
+        literal(schema),
+        literal(name)
+    )
 }
 
 pub(super) fn value_text(v: &Value) -> String {
