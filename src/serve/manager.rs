@@ -254,8 +254,17 @@ impl Manager {
             _ => {}
         }
         self.stop_running(name);
-        let kept = (self.map().get(name)).map(|m| (m.target, m.status.clone()));
+        let kept = (self.map().get(name)).map(|m| (m.target, m.status.clone(), m.yaml.is_empty()));
         let created = kept.is_none();
+        // A file's pipeline (new, or its file did not load so far) paused or stopped through
+        // the API before the server restarted.
+        let kept = match (&origin, kept) {
+            (Origin::File(_), None) => self.kept_target(name).map(|t| (t, Status::starting(name))),
+            (Origin::File(_), Some((_, status, true))) => {
+                self.kept_target(name).map(|t| (t, status))
+            }
+            (_, kept) => kept.map(|(target, status, _)| (target, status)),
+        };
         let (target, status) = kept.unwrap_or_else(|| (initial, Status::starting(name)));
         let sinks: Vec<String> = config.sinks.iter().map(|s| s.name.clone()).collect();
         let queues = 1 + config.sinks.len() as u64;
@@ -319,14 +328,12 @@ impl Manager {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
-        if let Some(Managed {
-            origin: Origin::Api(_),
-            ..
-        }) = removed
-        {
-            if let Err(e) = super::saved::delete(&self.settings.data_dir, name) {
-                tracing::error!(pipeline = name, error = %e, "Cannot remove the connector's kept configuration.");
-            }
+        let forgotten = match removed.map(|m| m.origin) {
+            Some(Origin::Api(_)) => super::saved::delete(&self.settings.data_dir, name),
+            _ => super::saved::save_target(&self.settings.data_dir, name, Target::Running),
+        };
+        if let Err(e) = forgotten {
+            tracing::error!(pipeline = name, error = %e, "Cannot forget what was kept of the pipeline.");
         }
         tracing::info!(pipeline = name, "Pipeline removed.");
         Ok(())
@@ -381,19 +388,36 @@ impl Manager {
         result
     }
 
-    /// Keeps an API connector's configuration and target (a file's pipeline has its file);
-    /// the caller holds `changing`.
+    /// Keeps an API connector's configuration and target, a file pipeline's target (its file
+    /// has the rest); the caller holds `changing`.
     fn keep(&self, name: &str) {
+        let dir = &self.settings.data_dir;
         let kept = match self.map().get(name) {
             Some(Managed {
                 origin: Origin::Api(config),
                 target,
                 ..
-            }) => (config.clone(), *target),
-            _ => return,
+            }) => super::saved::save(dir, name, &(config.clone(), *target)),
+            Some(Managed {
+                origin: Origin::File(_),
+                target,
+                ..
+            }) => super::saved::save_target(dir, name, *target),
+            None => return,
         };
-        if let Err(e) = super::saved::save(&self.settings.data_dir, name, &kept) {
-            tracing::error!(pipeline = name, error = %e, "Cannot keep the connector's configuration: it will not come back after a restart.");
+        if let Err(e) = kept {
+            tracing::error!(pipeline = name, error = %e, "Cannot keep the pipeline's state: it will not come back after a restart.");
+        }
+    }
+
+    /// The target a file pipeline was left in by the API, if not running.
+    fn kept_target(&self, name: &str) -> Option<Target> {
+        match super::saved::kept_target(&self.settings.data_dir, name) {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::error!(pipeline = name, error = %e, "Cannot read the pipeline's kept state: it runs.");
+                None
+            }
         }
     }
 

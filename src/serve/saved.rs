@@ -1,6 +1,6 @@
 //! The API's connectors, kept across restarts of the server: `connectors/<name>.json` under
 //! the server's data directory (`{"name", "config", "state"}`), written whole and renamed into
-//! place.
+//! place; and the targets of file pipelines paused or stopped through the API (`targets/`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,6 +88,52 @@ pub(crate) fn delete(dir: &Path, name: &str) -> std::io::Result<()> {
     }
 }
 
+/// Where a file pipeline's target is kept: `targets/<name>` with every byte but letters,
+/// digits, `.`, `_` and `-` written `%XX` (a pipeline's name is any text).
+fn target_file(dir: &Path, name: &str) -> PathBuf {
+    let mut file = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || (matches!(b, b'_' | b'-' | b'.') && !file.is_empty()) {
+            file.push(char::from(b));
+        } else {
+            file.push_str(&format!("%{b:02X}"));
+        }
+    }
+    dir.join("targets").join(file)
+}
+
+/// Keeps the target of a pipeline whose definition is a file (paused or stopped through the
+/// API, it stays so across restarts of the server); running, the default, is kept as nothing.
+pub(crate) fn save_target(dir: &Path, name: &str, target: Target) -> std::io::Result<()> {
+    let path = target_file(dir, name);
+    if target == Target::Running {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    }
+    if let Some(parent) = path.parent() {
+        private_dir(parent)?;
+    }
+    let text = serde_json::to_vec(&target).map_err(std::io::Error::other)?;
+    let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&temporary, text)?;
+    std::fs::rename(&temporary, &path)
+}
+
+/// The kept target of the file pipeline `name`, if it is not running; a file that does not
+/// read says why.
+pub(crate) fn kept_target(dir: &Path, name: &str) -> Result<Option<Target>, String> {
+    let path = target_file(dir, name);
+    match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+    }
+}
+
 /// The connectors kept under `dir`, by name; a file that does not read is named with why.
 pub(crate) fn load(dir: &Path) -> (Vec<KeptConnector>, Vec<String>) {
     let (mut found, mut problems) = (Vec::new(), Vec::new());
@@ -139,5 +185,29 @@ mod tests {
         for bad in ["", ".hidden", "a/b", "a b", "..", "é"] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn file_pipelines_targets_are_kept_under_any_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = ["orders", "../up", ".", "a/b c", "é", "orders."];
+        for name in names {
+            assert_eq!(kept_target(dir.path(), name), Ok(None));
+            save_target(dir.path(), name, Target::Paused).unwrap();
+        }
+        let files = std::fs::read_dir(dir.path().join("targets"))
+            .unwrap()
+            .count();
+        assert_eq!(files, names.len(), "one file each, all in targets/");
+        for name in names {
+            assert_eq!(kept_target(dir.path(), name), Ok(Some(Target::Paused)));
+        }
+        save_target(dir.path(), "orders", Target::Stopped).unwrap();
+        assert_eq!(kept_target(dir.path(), "orders"), Ok(Some(Target::Stopped)));
+        save_target(dir.path(), "orders", Target::Running).unwrap();
+        save_target(dir.path(), "never", Target::Running).unwrap();
+        assert_eq!(kept_target(dir.path(), "orders"), Ok(None));
+        std::fs::write(target_file(dir.path(), "bad"), "{").unwrap();
+        assert!(kept_target(dir.path(), "bad").is_err());
     }
 }

@@ -115,20 +115,7 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
     // A file that does not load: shown failed under its file's name, saying where.
     std::fs::write(watched.join("broken.yaml"), "name: broken\nsource: [\n").unwrap();
     let port = sluice_test_support::pg::free_port();
-    let mut child = sluice_test_support::pg::spawn_logged(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "serve",
-                "--watch-interval",
-                "200ms",
-                "--bind",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .arg("--pipelines")
-            .arg(&watched)
-            .arg("--data-dir")
-            .arg(root.join("serve")),
-    );
+    let child = serve(port, &watched, &root.join("serve"));
     wait_state(port, "a", "RUNNING");
     wait_state(port, "b", "RUNNING");
     wait_state(port, "c", "FAILED");
@@ -268,6 +255,24 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o).1);
 
     // SIGTERM: every pipeline stops gracefully and the server exits 0.
+    terminate(child);
+}
+
+/// `sluice serve` on `port`, watching `watched`, keeping its state in `data`.
+fn serve(port: u16, watched: &Path, data: &Path) -> Child {
+    sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--watch-interval", "200ms"])
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .arg("--pipelines")
+            .arg(watched)
+            .arg("--data-dir")
+            .arg(data),
+    )
+}
+
+/// SIGTERM: the server stops its pipelines gracefully and exits 0 (checked).
+fn terminate(mut child: Child) {
     let pid = child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -285,6 +290,79 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
     let log = sluice_test_support::pg::log_of(&child);
     assert!(code.success(), "{log}");
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// A file's pipeline paused or stopped through the API stays so when the server restarts (as
+/// Kafka Connect keeps a connector's target state); resumed, it runs again after restarts; its
+/// file removed and written again, it starts afresh as running.
+#[test]
+fn a_file_pipeline_paused_through_the_api_stays_paused_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let watched = root.join("pipelines");
+    std::fs::create_dir(&watched).unwrap();
+    let (db, conn) = captured(
+        root,
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    let file = watched.join("kept.yaml");
+    std::fs::write(&file, serve_pipeline(root, "kept", &db, "")).unwrap();
+    let data = root.join("serve");
+    let port = sluice_test_support::pg::free_port();
+    let put = |verb: &str, status: u16| {
+        let (s, body) = admin_call(port, "PUT", &format!("/connectors/kept/{verb}"), None).unwrap();
+        assert_eq!(s, status, "{verb}: {body}");
+    };
+    let child = serve(port, &watched, &data);
+    wait_state(port, "kept", "RUNNING");
+    insert(&conn, 1..=2);
+    wait_ids(root, "kept", &[1, 2]);
+    put("pause", 202);
+    wait_state(port, "kept", "PAUSED");
+    terminate(child);
+
+    // Restarted: still paused, nothing read.
+    insert(&conn, 3..=4);
+    let child = serve(port, &watched, &data);
+    wait_state(port, "kept", "PAUSED");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        created_ids(root, "kept"),
+        [1, 2],
+        "paused across the restart"
+    );
+    put("stop", 204);
+    wait_state(port, "kept", "STOPPED");
+    terminate(child);
+    let child = serve(port, &watched, &data);
+    wait_state(port, "kept", "STOPPED");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        created_ids(root, "kept"),
+        [1, 2],
+        "stopped across the restart"
+    );
+
+    // Resumed: on from its position; running across a restart.
+    put("resume", 202);
+    wait_ids(root, "kept", &[1, 2, 3, 4]);
+    terminate(child);
+    insert(&conn, 5..=5);
+    let child = serve(port, &watched, &data);
+    wait_state(port, "kept", "RUNNING");
+    wait_ids(root, "kept", &[1, 2, 3, 4, 5]);
+
+    // Paused, its file removed and written again: a new pipeline, running.
+    put("pause", 202);
+    wait_state(port, "kept", "PAUSED");
+    std::fs::remove_file(&file).unwrap();
+    wait_answer(port, "/connectors", 200, |b| !b.contains("\"kept\""));
+    std::fs::write(&file, serve_pipeline(root, "kept", &db, "")).unwrap();
+    wait_state(port, "kept", "RUNNING");
+    insert(&conn, 6..=6);
+    wait_ids(root, "kept", &[1, 2, 3, 4, 5, 6]);
+    terminate(child);
 }
 
 /// `sluice serve --tls-*`: the Kafka Connect API over HTTPS, for clients with a certificate.
