@@ -29,6 +29,7 @@ const TRANSFORMS: &[(&str, &str)] = &[
     ("org.apache.kafka.connect.transforms.RegexRouter", "route"),
     ("io.debezium.transforms.ByLogicalTableRouter", "reroute"),
     ("io.debezium.transforms.outbox.EventRouter", "outbox"),
+    ("io.debezium.transforms.Filter", "filter"),
 ];
 
 /// Kafka Connect's settings a pipeline has no use for (the worker runs tasks; Sluice runs one
@@ -354,7 +355,7 @@ fn transforms(props: &mut BTreeMap<String, String>) -> Result<Vec<Transform>, St
             .find(|(c, _)| *c == class)
             .map(|(_, k)| *k)
             .ok_or_else(|| {
-                format!("`{prefix}type` {class} has no Sluice transform: ExtractNewRecordState, RegexRouter, ByLogicalTableRouter and EventRouter do (write others as Sluice transforms by hand)")
+                format!("`{prefix}type` {class} has no Sluice transform: ExtractNewRecordState, RegexRouter, ByLogicalTableRouter, EventRouter and Filter do (write others as Sluice transforms by hand)")
             })?;
         let keys: Vec<String> = (props.keys())
             .filter(|k| k.starts_with(&prefix))
@@ -371,6 +372,9 @@ fn transforms(props: &mut BTreeMap<String, String>) -> Result<Vec<Transform>, St
             }
             settings.push((name, value));
         }
+        if kind == "filter" {
+            settings = filter_settings(&prefix, settings)?;
+        }
         out.push((kind, settings));
     }
     let stray: Vec<String> = (props.keys())
@@ -379,6 +383,41 @@ fn transforms(props: &mut BTreeMap<String, String>) -> Result<Vec<Transform>, St
         .collect();
     if let Some(k) = stray.first() {
         return Err(format!("`{k}`: its transform is not in `transforms`"));
+    }
+    Ok(out)
+}
+
+/// Debezium's Filter SMT settings as the `filter` transform's: `condition` (a JSR 223
+/// expression such as `value.op == 'u' && value.after.id > 2`, taken when Sluice's predicate
+/// language reads it: paths, comparisons, `&&`, `||`, `!`), `null.handling.mode`; `language`
+/// checked and dropped. `topic.regex` (records of other topics pass unfiltered) is refused.
+fn filter_settings(
+    prefix: &str,
+    settings: Vec<(String, String)>,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (name, value) in settings {
+        match name.as_str() {
+            "language" => {
+                if !matches!(value.as_str(), "jsr223.groovy" | "jsr223.graal.js") {
+                    return Err(format!("`{prefix}language` {value}: the Filter SMT's languages are jsr223.groovy and jsr223.graal.js"));
+                }
+            }
+            "condition" => {
+                sluice_transforms::filter::parse(&value).map_err(|e| {
+                    format!("`{prefix}condition` {value:?}: Sluice's filter does not read it ({e}); write it with paths (value.after.x, value.op, topic), comparisons, &&, || and !")
+                })?;
+                out.push((name, value));
+            }
+            "null.handling.mode" => out.push((name, value)),
+            "topic.regex" => {
+                return Err(format!("`{prefix}topic.regex`: Sluice's filter applies to every record; add `topic =~ '<regex>'` to the condition the other way round (`!(topic =~ '<regex>') || (...)`)"));
+            }
+            _ => return Err(format!("`{prefix}{name}` is not a Filter SMT property")),
+        }
+    }
+    if !out.iter().any(|(n, _)| n == "condition") {
+        return Err(format!("`{prefix}condition` is missing"));
     }
     Ok(out)
 }
@@ -460,11 +499,22 @@ mod tests {
         let e =
             write("connector.class=io.debezium.connector.oracle.OracleConnector\n").unwrap_err();
         assert!(e.contains("has no Sluice source"), "{e}");
-        let e = write("connector.class=PostgresConnector\ntransforms=f\ntransforms.f.type=io.debezium.transforms.Filter\n").unwrap_err();
+        let e = write("connector.class=PostgresConnector\ntransforms=f\ntransforms.f.type=io.debezium.transforms.ContentBasedRouter\n").unwrap_err();
         assert!(
-            e.contains("`transforms.f.type` io.debezium.transforms.Filter has no Sluice transform"),
+            e.contains("`transforms.f.type` io.debezium.transforms.ContentBasedRouter has no Sluice transform"),
             "{e}"
         );
+        let filter = "connector.class=PostgresConnector\ntransforms=f\ntransforms.f.type=io.debezium.transforms.Filter\ntransforms.f.language=jsr223.groovy\n";
+        let e = write(&format!(
+            "{filter}transforms.f.condition=value.op.equals('u')\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("`transforms.f.condition`"), "{e}");
+        let e = write(&format!(
+            "{filter}transforms.f.condition=value.op == 'u'\ntransforms.f.topic.regex=a.*\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("`transforms.f.topic.regex`"), "{e}");
         let e = write("connector.class=PostgresConnector\nvalue.converter=com.example.X\n")
             .unwrap_err();
         assert!(e.contains("`value.converter` com.example.X"), "{e}");

@@ -349,8 +349,9 @@ fn the_example_pipeline_runs_as_shipped() {
 }
 
 /// `sluice import` of a Debezium PostgreSQL connector's Kafka Connect JSON (as registered with
-/// `POST /connectors`, the tutorial's shape with an `unwrap` SMT and schemaless JSON): the
-/// printed pipeline validates, runs unchanged, and its topic holds the flattened rows.
+/// `POST /connectors`, the tutorial's shape with an `unwrap` SMT and schemaless JSON, and a
+/// Filter SMT with a Groovy condition): the printed pipeline validates, runs unchanged, and its
+/// topic holds the flattened rows the condition keeps.
 #[test]
 fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
     let db = pg::fresh_db("imported_connector");
@@ -360,7 +361,7 @@ fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
     );
     pg::psql(
         &db,
-        "insert into customers values (1, 'Sally'), (2, 'George')",
+        "insert into customers values (1, 'Sally'), (2, 'George'), (3, 'Ann')",
     );
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("imported");
@@ -385,7 +386,10 @@ fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
             "key.converter.schemas.enable": "false",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter.schemas.enable": "false",
-            "transforms": "unwrap",
+            "transforms": "keep,unwrap",
+            "transforms.keep.type": "io.debezium.transforms.Filter",
+            "transforms.keep.language": "jsr223.groovy",
+            "transforms.keep.condition": "value.op == 'r' && value.after.id != 2",
             "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
             "transforms.unwrap.drop.tombstones": "false"
         }
@@ -400,7 +404,9 @@ fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
     let yaml = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        yaml.contains("  type: postgres\n") && yaml.contains("  - type: unwrap\n"),
+        yaml.contains("  type: postgres\n")
+            && yaml.contains("  - type: filter\n")
+            && yaml.contains("  - type: unwrap\n"),
         "{yaml}"
     );
     assert!(
@@ -424,9 +430,9 @@ fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
         values,
         [
             serde_json::json!({"id": 1, "name": "Sally"}),
-            serde_json::json!({"id": 2, "name": "George"})
+            serde_json::json!({"id": 3, "name": "Ann"})
         ],
-        "flattened by the unwrap transform, without schemas"
+        "George filtered out by Debezium's Filter SMT's condition, the rest flattened by the unwrap transform, without schemas"
     );
     pg::drop_db(&db);
 }
