@@ -65,6 +65,9 @@ pub trait OffsetStore: Send + Sync {
     fn load(&self, pipeline: &str) -> Result<Option<Position>, OffsetError>;
     /// Durably records `position` for `pipeline`.
     fn commit(&self, pipeline: &str, position: &Position) -> Result<(), OffsetError>;
+    /// Durably forgets `pipeline`'s committed position: it starts again as a new pipeline
+    /// (with its snapshot mode's snapshot). Nothing to forget is fine.
+    fn reset(&self, pipeline: &str) -> Result<(), OffsetError>;
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -170,6 +173,15 @@ impl OffsetStore for FileOffsetStore {
         );
         self.write(&file)
     }
+
+    fn reset(&self, pipeline: &str) -> Result<(), OffsetError> {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.read()?;
+        if file.pipelines.remove(pipeline).is_none() {
+            return Ok(());
+        }
+        self.write(&file)
+    }
 }
 
 /// Offsets in memory only.
@@ -195,6 +207,14 @@ impl OffsetStore for MemoryOffsetStore {
             .insert(pipeline.to_owned(), position.clone());
         Ok(())
     }
+
+    fn reset(&self, pipeline: &str) -> Result<(), OffsetError> {
+        self.offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(pipeline);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -215,6 +235,19 @@ mod tests {
             Some(Position::Opaque("{\"lsn\":7}".into()))
         );
         assert!(!dir.path().join("offsets.json.tmp").exists());
+        reopened.reset("a")?;
+        reopened.reset("never")?;
+        let again = FileOffsetStore::open(dir.path())?;
+        assert_eq!(again.load("a")?, None, "reset: forgotten");
+        assert_eq!(
+            again.load("b")?,
+            Some(Position::Opaque("{\"lsn\":7}".into())),
+            "another pipeline's kept"
+        );
+        let memory = MemoryOffsetStore::default();
+        memory.commit("a", &Position::Offset(1))?;
+        memory.reset("a")?;
+        assert_eq!(memory.load("a")?, None);
         Ok(())
     }
 

@@ -30,16 +30,17 @@ pub(crate) struct Connect {
     worker_id: String,
 }
 
-fn error(status: u16, message: impl Into<String>) -> Answer {
+pub(super) fn error(status: u16, message: impl Into<String>) -> Answer {
     let message: String = message.into();
     http::json(status, &json!({"error_code": status, "message": message}))
 }
 
-fn refused(refusal: Refusal) -> Answer {
+pub(super) fn refused(refusal: Refusal) -> Answer {
     match refusal {
         Refusal::NotFound(m) => error(404, m),
         Refusal::Conflict(m) => error(409, m),
         Refusal::Invalid(m) => error(400, m),
+        Refusal::Failed(m) => error(500, m),
     }
 }
 
@@ -106,6 +107,7 @@ impl Connect {
                 None => error(404, format!("Connector {name} not found")),
             },
             (["config"], "PUT") => self.put_config(name, &request.body),
+            (["config"], "PATCH") => self.patch_config(name, &request.body),
             (["status"], "GET") => match self.manager.view(name) {
                 Some(view) => http::json(200, &self.status(name, &view, false)),
                 None => error(404, format!("No status found for connector {name}")),
@@ -139,6 +141,7 @@ impl Connect {
                 None => error(404, format!("Unknown connector: {name}")),
             },
             (["tasks", id, "restart"], "POST") => error(404, format!("Unknown task: {name}-{id}")),
+            (["offsets"], _) => super::offsets::answer(&self.manager, name, method, &request.body),
             ([] | ["config" | "status" | "tasks" | "pause" | "resume" | "stop" | "restart"], _) => {
                 error(405, "HTTP 405 Method Not Allowed")
             }
@@ -243,6 +246,43 @@ impl Connect {
         match self.register(name, config, (Target::Running, false)) {
             Ok(true) => self.created(name, 201),
             Ok(false) => self.created(name, 200),
+            Err(answer) => answer,
+        }
+    }
+
+    /// `PATCH /connectors/{name}/config` (Kafka Connect 3.9): the given properties replace
+    /// theirs, a `null` removes one, the rest stay; the connector restarts from its position.
+    fn patch_config(&self, name: &str, body: &[u8]) -> Answer {
+        let patch: serde_json::Map<String, Value> = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return error(400, format!("the body is not a JSON object: {e}")),
+        };
+        let mut config = match self.manager.view(name).map(|v| v.origin) {
+            None => return error(404, format!("Connector {name} not found")),
+            Some(Origin::File(path)) => {
+                return error(
+                    409,
+                    format!(
+                        "Connector {name} is defined by the file {}: edit the file",
+                        path.display()
+                    ),
+                )
+            }
+            Some(Origin::Api(config)) => config,
+        };
+        let (removed, set): (Vec<_>, Vec<_>) = patch.into_iter().partition(|(_, v)| v.is_null());
+        for (key, _) in removed {
+            config.remove(&key);
+        }
+        let set: serde_json::Map<String, Value> = set.into_iter().collect();
+        for (key, value) in crate::import::props_of(&set) {
+            // A secret shown hidden and sent back unchanged keeps its value.
+            if value != HIDDEN || !config.contains_key(&key) {
+                config.insert(key, value);
+            }
+        }
+        match self.register(name, config, (Target::Running, false)) {
+            Ok(_) => self.created(name, 200),
             Err(answer) => answer,
         }
     }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sluice_engine::runtime::admin::{Attached, Directory, SignalQueue};
 use sluice_engine::runtime::status::{State, Status};
 use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
+use sluice_engine::Position;
 
 use crate::import::Worker;
 use crate::registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
@@ -55,18 +56,23 @@ impl std::fmt::Debug for Origin {
     }
 }
 
-/// Why a request is refused: not found (404), in conflict (409), invalid (400).
+/// Why a request is refused: not found (404), in conflict (409), invalid (400), or what
+/// it needed failed (500).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
     NotFound(String),
     Conflict(String),
     Invalid(String),
+    Failed(String),
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::NotFound(m) | Refusal::Conflict(m) | Refusal::Invalid(m) => f.write_str(m),
+            Refusal::NotFound(m)
+            | Refusal::Conflict(m)
+            | Refusal::Invalid(m)
+            | Refusal::Failed(m) => f.write_str(m),
         }
     }
 }
@@ -386,6 +392,48 @@ impl Manager {
         };
         self.keep(name);
         result
+    }
+
+    /// The committed position of `name`, from the offset store its pipeline names.
+    pub(crate) fn committed(&self, name: &str) -> Result<Option<Position>, Refusal> {
+        let store = self.offset_store(name)?;
+        (store.load(name)).map_err(|e| Refusal::Failed(e.to_string()))
+    }
+
+    /// Sets (`Some`) or forgets (`None`: it starts as a new pipeline, with its snapshot) the
+    /// committed position of `name`, which must be stopped (as Kafka Connect asks).
+    pub(crate) fn set_committed(
+        &self,
+        name: &str,
+        position: Option<&Position>,
+    ) -> Result<(), Refusal> {
+        let _changing = self.change()?;
+        match self.map().get(name) {
+            None => return Err(not_found(name)),
+            Some(m) if m.target == Target::Stopped && !m.running.as_ref().is_some_and(Running::alive) => {}
+            Some(_) => return Err(Refusal::Invalid(format!("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"))),
+        }
+        let store = self.offset_store(name)?;
+        let done = match position {
+            Some(position) => store.commit(name, position),
+            None => store.reset(name),
+        };
+        done.map_err(|e| Refusal::Failed(e.to_string()))?;
+        tracing::info!(pipeline = name, position = ?position.map(ToString::to_string), "Committed position changed through the API.");
+        Ok(())
+    }
+
+    /// The offset store pipeline `name`'s configuration names.
+    fn offset_store(
+        &self,
+        name: &str,
+    ) -> Result<std::sync::Arc<dyn sluice_engine::offsets::OffsetStore>, Refusal> {
+        let (origin, yaml) = match self.map().get(name) {
+            Some(m) => (m.origin.clone(), m.yaml.clone()),
+            None => return Err(not_found(name)),
+        };
+        let (_, plan) = plan_of(&label(&origin, name), &yaml).map_err(Refusal::Invalid)?;
+        (plan.open_offset_store()).map_err(|e| Refusal::Failed(e.to_string()))
     }
 
     /// Keeps an API connector's configuration and target, a file pipeline's target (its file

@@ -4,6 +4,7 @@
 
 mod connect;
 mod manager;
+mod offsets;
 mod saved;
 mod watch;
 

@@ -212,6 +212,37 @@ fn a_debezium_connector_registered_through_the_rest_api_runs() {
     );
     let third: Json = serde_json::from_slice(records[2].value.as_ref().unwrap()).unwrap();
     assert_eq!(third["__op"], "c", "the changed configuration: {third}");
+    // PATCH: the properties given change, a null removes one, the rest (the secret) stay.
+    let patch = serde_json::json!({"transforms.unwrap.add.fields": null, "status.update.interval.ms": "5000"});
+    let (status, info) = call(
+        port,
+        "PATCH",
+        &format!("/connectors/{name}/config"),
+        Some(&patch),
+    );
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(
+        info["config"]["status.update.interval.ms"], "5000",
+        "{info}"
+    );
+    assert!(
+        info["config"]["transforms.unwrap.add.fields"].is_null(),
+        "{info}"
+    );
+    assert_eq!(info["config"]["database.password"], "[hidden]");
+    wait_running(port, &name);
+    pg::psql(&db, "insert into customers values (33, 'Pat')");
+    let records = broker::consume(&bootstrap, &[&topic], 4, Duration::from_secs(60));
+    assert_eq!(
+        ids(&records),
+        [1, 2, 3, 33],
+        "restarted from its committed position"
+    );
+    let patched: Json = serde_json::from_slice(records[3].value.as_ref().unwrap()).unwrap();
+    assert!(
+        patched.get("__op").is_none(),
+        "the field is gone with its property: {patched}"
+    );
     let saved =
         std::fs::read_to_string(dir.path().join(format!("serve/connectors/{name}.json"))).unwrap();
     assert!(
@@ -229,8 +260,8 @@ fn a_debezium_connector_registered_through_the_rest_api_runs() {
     );
     wait_running(port, &name);
     pg::psql(&db, "insert into customers values (4, 'Bob')");
-    let records = broker::consume(&bootstrap, &[&topic], 4, Duration::from_secs(60));
-    assert_eq!(ids(&records), [1, 2, 3, 4]);
+    let records = broker::consume(&bootstrap, &[&topic], 5, Duration::from_secs(60));
+    assert_eq!(ids(&records), [1, 2, 3, 33, 4]);
 
     // Paused and resumed: nothing lost.
     assert_eq!(
@@ -244,8 +275,8 @@ fn a_debezium_connector_registered_through_the_rest_api_runs() {
         call(port, "PUT", &format!("/connectors/{name}/resume"), None).0,
         202
     );
-    let records = broker::consume(&bootstrap, &[&topic], 5, Duration::from_secs(60));
-    assert_eq!(ids(&records), [1, 2, 3, 4, 5]);
+    let records = broker::consume(&bootstrap, &[&topic], 6, Duration::from_secs(60));
+    assert_eq!(ids(&records), [1, 2, 3, 33, 4, 5]);
 
     let (status, _) = call(port, "DELETE", &format!("/connectors/{name}"), None);
     assert_eq!(status, 204);

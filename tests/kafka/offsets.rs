@@ -66,3 +66,42 @@ fn offsets_in_kafka_survive_the_loss_of_the_data_directory() {
     assert!(!broker::consume(&bootstrap, &[&topic], 1, Duration::from_secs(30)).is_empty());
     pg::drop_db(&db);
 }
+
+/// The store's reset (what `DELETE /connectors/{name}/offsets` does): a tombstone in the
+/// compacted topic, so the pipeline has no position, also for a store opened afresh, while
+/// another pipeline's stays.
+#[test]
+fn a_reset_forgets_a_pipelines_position_in_kafka() {
+    use sluice_engine::offsets::OffsetStore;
+    use sluice_engine::Position;
+    use sluice_sinks::kafka::offsets::{KafkaOffsetStore, KafkaOffsetsConfig};
+
+    let config = KafkaOffsetsConfig {
+        bootstrap_servers: Some(broker::shared()),
+        topic: unique_prefix("offsets-reset"),
+        replication_factor: -1,
+        properties: sluice_engine::config::Properties(
+            [("broker.address.family".to_owned(), "v4".to_owned())].into(),
+        ),
+    };
+    let store = KafkaOffsetStore::open(&config).unwrap();
+    store
+        .commit("a", &Position::Opaque(r#"{"lsn":7}"#.into()))
+        .unwrap();
+    store.commit("b", &Position::Offset(3)).unwrap();
+    assert_eq!(
+        store.load("a").unwrap(),
+        Some(Position::Opaque(r#"{"lsn":7}"#.into()))
+    );
+    store.reset("a").unwrap();
+    assert_eq!(store.load("a").unwrap(), None);
+    let again = KafkaOffsetStore::open(&config).unwrap();
+    assert_eq!(
+        again.load("a").unwrap(),
+        None,
+        "forgotten for a new reader too"
+    );
+    assert_eq!(again.load("b").unwrap(), Some(Position::Offset(3)));
+    again.commit("a", &Position::Offset(9)).unwrap();
+    assert_eq!(again.load("a").unwrap(), Some(Position::Offset(9)));
+}

@@ -87,6 +87,26 @@ impl std::fmt::Debug for PipelinePlan {
 }
 
 impl PipelinePlan {
+    /// The offset store the plan names: the one built outside the engine, else the engine's
+    /// `file` (under `data_dir`) or `memory` store.
+    pub fn open_offset_store(
+        &self,
+    ) -> Result<Arc<dyn crate::offsets::OffsetStore>, crate::offsets::OffsetError> {
+        use crate::offsets::{FileOffsetStore, MemoryOffsetStore, OffsetError, OffsetStore};
+        match (&self.offset_store, self.offsets.store.as_str()) {
+            (Some(store), _) => Ok(store.clone()),
+            (None, "file") => {
+                FileOffsetStore::open(&self.data_dir).map(|s| Arc::new(s) as Arc<dyn OffsetStore>)
+            }
+            (None, "memory") => Ok(Arc::new(MemoryOffsetStore::default())),
+            (None, other) => Err(OffsetError::Remote {
+                store: other.to_owned(),
+                message: "no component of this program provides this offset store".into(),
+                retryable: false,
+            }),
+        }
+    }
+
     /// A plan from a loaded configuration.
     pub fn from_config<S, T, K>(config: PipelineConfig<S, T, K>) -> Self
     where

@@ -178,7 +178,7 @@ pub(crate) async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
         return Err((411, "send the body with a content-length".to_owned()));
     }
     let length = match (method, length) {
-        ("POST" | "PUT", Some(length)) => length,
+        ("POST" | "PUT" | "PATCH", Some(length)) => length,
         _ => 0,
     };
     if length > MAX_BODY {

@@ -215,8 +215,24 @@ impl OffsetStore for KafkaOffsetStore {
             committed_at_ms,
         })
         .map_err(|e| self.fail(e.to_string(), false))?;
+        self.send(
+            BaseRecord::to(&self.topic)
+                .key(pipeline)
+                .payload(value.as_slice()),
+        )
+    }
+
+    fn reset(&self, pipeline: &str) -> Result<(), OffsetError> {
+        // A tombstone: the topic is compacted, and `load` reads it as no position.
+        self.send(BaseRecord::<str, [u8]>::to(&self.topic).key(pipeline))
+    }
+}
+
+impl KafkaOffsetStore {
+    /// Sends `record` and waits for its acknowledgement.
+    fn send(&self, record: BaseRecord<'_, str, [u8]>) -> Result<(), OffsetError> {
         self.producer
-            .send(BaseRecord::to(&self.topic).key(pipeline).payload(&value))
+            .send(record)
             .map_err(|(e, _): (KafkaError, _)| {
                 self.fail(format!("cannot send the commit: {e}"), true)
             })?;
