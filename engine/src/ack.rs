@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::event::Position;
 
@@ -15,6 +16,8 @@ use crate::event::Position;
 struct Entry {
     position: Option<Position>,
     remaining: u32,
+    /// When the source emitted it.
+    registered: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +57,7 @@ impl AckTracker {
         s.pending.push_back(Entry {
             position,
             remaining: sinks,
+            registered: Instant::now(),
         });
         if sinks == 0 {
             Self::advance(&mut s);
@@ -95,6 +99,12 @@ impl AckTracker {
     pub fn in_flight(&self) -> usize {
         self.lock().pending.len()
     }
+
+    /// How long the oldest batch not yet acknowledged by every sink has waited (zero when
+    /// there is none).
+    pub fn oldest_pending(&self) -> Duration {
+        (self.lock().pending.front()).map_or(Duration::ZERO, |e| e.registered.elapsed())
+    }
 }
 
 #[cfg(test)]
@@ -115,9 +125,12 @@ mod tests {
         t.ack(c);
         t.ack(b);
         assert_eq!(t.acked(), None);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(t.oldest_pending() >= Duration::from_millis(20), "a waits");
         t.ack(a);
         assert_eq!(t.acked(), Some(Position::Offset(30)));
         assert_eq!(t.in_flight(), 0);
+        assert_eq!(t.oldest_pending(), Duration::ZERO);
     }
 
     proptest! {

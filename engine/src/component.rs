@@ -410,6 +410,8 @@ impl SourceContext {
             self.last_event_ms.store(now_ms(), Ordering::Relaxed);
             self.counters.received.increment(n as u64);
             self.counters.sent.increment(n as u64);
+            self.counters.bytes_received.increment(bytes as u64);
+            self.counters.bytes_sent.increment(bytes as u64);
         }
         Ok(())
     }

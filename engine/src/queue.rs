@@ -73,10 +73,23 @@ pub struct BoundedQueue {
 impl BoundedQueue {
     /// A queue holding at most `max_events` events and `max_bytes` bytes.
     pub fn new(name: impl Into<String>, max_events: usize, max_bytes: usize) -> Arc<Self> {
+        Self::of_pipeline("", name, max_events, max_bytes)
+    }
+
+    /// A queue of pipeline `pipeline` (its gauges' `pipeline` label), as [`Self::new`].
+    pub fn of_pipeline(
+        pipeline: &str,
+        name: impl Into<String>,
+        max_events: usize,
+        max_bytes: usize,
+    ) -> Arc<Self> {
         let name = name.into();
+        let labels = [("pipeline", pipeline.to_owned()), ("queue", name.clone())];
+        metrics::gauge!(crate::metrics::QUEUE_MAX_EVENTS, &labels).set(max_events.max(1) as f64);
+        metrics::gauge!(crate::metrics::QUEUE_MAX_BYTES, &labels).set(max_bytes.max(1) as f64);
         Arc::new(BoundedQueue {
-            events_gauge: metrics::gauge!(crate::metrics::QUEUE_EVENTS, "queue" => name.clone()),
-            bytes_gauge: metrics::gauge!(crate::metrics::QUEUE_BYTES, "queue" => name.clone()),
+            events_gauge: metrics::gauge!(crate::metrics::QUEUE_EVENTS, &labels),
+            bytes_gauge: metrics::gauge!(crate::metrics::QUEUE_BYTES, &labels),
             name,
             max_events: max_events.max(1),
             max_bytes: max_bytes.max(1),

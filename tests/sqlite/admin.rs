@@ -54,7 +54,7 @@ fn wait_for_status(port: u16, target: &str, status: u16) -> String {
 }
 
 /// The value of the Prometheus sample whose line starts with `name{` and holds `label`.
-fn sample(text: &str, name: &str, label: &str) -> f64 {
+pub(super) fn sample(text: &str, name: &str, label: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
         .and_then(|l| l.rsplit(' ').next())
@@ -308,7 +308,11 @@ fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
         ),
     );
     std::fs::write(&path, guarded).unwrap();
-    let mut child = start(&path, &[]);
+    let mut child = sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&path),
+    );
     wait_for_status(port, "/health/live", 200);
     let (status, body) = get(port, "/pipelines/sqlite_test");
     assert_eq!(status, 401, "{body}");
@@ -330,6 +334,48 @@ fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
     child.wait().unwrap();
     let log = sluice_test_support::pg::log_of(&child);
     assert!(!log.contains(secret), "the token is in no log line:\n{log}");
+
+    // A token from the environment (`${VAR}`): the same, for the run and the command line.
+    // (In block style: `${...}` is a plain scalar, which a flow mapping's braces would end.)
+    let from_env = open.replace(
+        &format!("admin: {{ bind: \"0.0.0.0:{port}\" }}"),
+        &format!("admin:\n  bind: \"0.0.0.0:{port}\"\n  token: ${{SLUICE_TEST_ADMIN_TOKEN}}"),
+    );
+    assert!(from_env.contains("SLUICE_TEST_ADMIN_TOKEN"), "{from_env}");
+    std::fs::write(&path, from_env).unwrap();
+    let env_secret = "b7e1c94d0a2f3e5d6c8b9a0f1e2d3c4b";
+    let mut child = sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&path)
+            .env("SLUICE_TEST_ADMIN_TOKEN", env_secret),
+    );
+    wait_for_status(port, "/health/live", 200);
+    assert_eq!(get(port, "/pipelines/sqlite_test").0, 401);
+    let (code, answer) = curl(
+        &["-H", &format!("Authorization: Bearer {env_secret}")],
+        &format!("http://127.0.0.1:{port}/pipelines/sqlite_test"),
+    );
+    assert_eq!(code, Some(0), "{answer}");
+    assert!(answer.contains("\"state\""), "{answer}");
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("status")
+        .arg(&path)
+        .env("SLUICE_TEST_ADMIN_TOKEN", env_secret)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("\"state\""),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = sluice_test_support::pg::log_of(&child);
+    assert!(
+        !log.contains(env_secret),
+        "the token is in no log line:\n{log}"
+    );
 }
 
 #[test]

@@ -24,6 +24,7 @@ mod progress;
 mod quickstart;
 mod serve;
 mod signals;
+mod snapshot_metrics;
 
 fn sluice(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sluice"))

@@ -69,7 +69,7 @@ fn state(port: u16, name: &str) -> String {
     j["connector"]["state"].as_str().unwrap().to_owned()
 }
 
-fn wait_state(port: u16, name: &str, want: &str) {
+pub(super) fn wait_state(port: u16, name: &str, want: &str) {
     let target = format!("/connectors/{name}/status");
     wait_answer(port, &target, 200, |b| {
         serde_json::from_str::<Json>(b).is_ok_and(|j| j["connector"]["state"] == want)
@@ -259,7 +259,7 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
 }
 
 /// `sluice serve` on `port`, watching `watched`, keeping its state in `data`.
-fn serve(port: u16, watched: &Path, data: &Path) -> Child {
+pub(super) fn serve(port: u16, watched: &Path, data: &Path) -> Child {
     sluice_test_support::pg::spawn_logged(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["serve", "--watch-interval", "200ms"])
@@ -272,7 +272,7 @@ fn serve(port: u16, watched: &Path, data: &Path) -> Child {
 }
 
 /// SIGTERM: the server stops its pipelines gracefully and exits 0 (checked).
-fn terminate(mut child: Child) {
+pub(super) fn terminate(mut child: Child) {
     let pid = child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -428,4 +428,259 @@ fn serve_speaks_https_to_clients_with_certificates() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The ops of `<dir>/<name>.jsonl`'s events with their row ids, in order.
+fn ops(dir: &Path, name: &str) -> Vec<(String, i64)> {
+    let text = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap())
+        .filter(|l| l["value"].is_object())
+        .map(|l| {
+            let v = &l["value"];
+            let row = if v["after"].is_object() {
+                &v["after"]
+            } else {
+                &v["before"]
+            };
+            (
+                v["op"].as_str().unwrap().to_owned(),
+                row["id"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Kafka Connect's offsets API over a pipeline's committed position: read while it runs; set
+/// back to an earlier position (the changes after it come again) and forgotten (a new snapshot)
+/// once it is stopped, refused while it runs.
+#[test]
+fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let watched = root.join("pipelines");
+    std::fs::create_dir(&watched).unwrap();
+    let (db, conn) = captured(
+        root,
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    std::fs::write(watched.join("o.yaml"), serve_pipeline(root, "o", &db, "")).unwrap();
+    let port = sluice_test_support::pg::free_port();
+    let child = serve(port, &watched, &root.join("serve"));
+    wait_state(port, "o", "RUNNING");
+    let offsets = |port: u16| -> Json {
+        let (s, body) = admin_call(port, "GET", "/connectors/o/offsets", None).unwrap();
+        assert_eq!(s, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    insert(&conn, 1..=2);
+    wait_ids(root, "o", &[1, 2]);
+    let t0 = Instant::now();
+    let early = loop {
+        let shown = offsets(port);
+        if let Some(entry) = shown["offsets"].get(0) {
+            break entry.clone();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{shown}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(early["partition"], serde_json::json!({"pipeline": "o"}));
+    assert!(early["offset"].is_object(), "{early}");
+    insert(&conn, 3..=4);
+    wait_ids(root, "o", &[1, 2, 3, 4]);
+    let t0 = Instant::now();
+    while offsets(port)["offsets"][0] == early {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the position never moved"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Running: changing its offsets is refused, as Kafka Connect refuses it.
+    let patch = serde_json::json!({"offsets": [early]}).to_string();
+    let (s, body) = admin_call(port, "PATCH", "/connectors/o/offsets", Some(&patch)).unwrap();
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("must be in the STOPPED state"), "{body}");
+    let (s, _) = admin_call(port, "DELETE", "/connectors/o/offsets", None).unwrap();
+    assert_eq!(s, 400);
+    let (s, _) = admin_call(port, "GET", "/connectors/nope/offsets", None).unwrap();
+    assert_eq!(s, 404);
+
+    // Stopped and set back: resumed, the changes after the earlier position come again.
+    assert_eq!(
+        admin_call(port, "PUT", "/connectors/o/stop", None)
+            .unwrap()
+            .0,
+        204
+    );
+    let (s, body) = admin_call(port, "PATCH", "/connectors/o/offsets", Some(&patch)).unwrap();
+    assert_eq!(
+        (s, body.contains("altered successfully")),
+        (200, true),
+        "{body}"
+    );
+    assert_eq!(offsets(port)["offsets"][0], early);
+    assert_eq!(
+        admin_call(port, "PUT", "/connectors/o/resume", None)
+            .unwrap()
+            .0,
+        202
+    );
+    wait_ids(root, "o", &[1, 2, 3, 4, 3, 4]);
+
+    // Stopped and reset: resumed, it starts as a new pipeline, with a snapshot of every row.
+    assert_eq!(
+        admin_call(port, "PUT", "/connectors/o/stop", None)
+            .unwrap()
+            .0,
+        204
+    );
+    let (s, body) = admin_call(port, "DELETE", "/connectors/o/offsets", None).unwrap();
+    assert_eq!(
+        (s, body.contains("reset successfully")),
+        (200, true),
+        "{body}"
+    );
+    assert_eq!(offsets(port), serde_json::json!({"offsets": []}));
+    assert_eq!(
+        admin_call(port, "PUT", "/connectors/o/resume", None)
+            .unwrap()
+            .0,
+        202
+    );
+    let t0 = Instant::now();
+    loop {
+        let read: Vec<i64> = (ops(root, "o").into_iter())
+            .filter(|(op, _)| op == "r")
+            .map(|(_, id)| id)
+            .collect();
+        if read == [1, 2, 3, 4] {
+            break;
+        }
+        assert!(
+            read.len() < 4 && t0.elapsed() < Duration::from_secs(30),
+            "{read:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let bad = r#"{"offsets": [{"partition": {"server": "o"}, "offset": null}]}"#;
+    assert_eq!(
+        admin_call(port, "PUT", "/connectors/o/stop", None)
+            .unwrap()
+            .0,
+        204
+    );
+    let (s, body) = admin_call(port, "PATCH", "/connectors/o/offsets", Some(bad)).unwrap();
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("unknown partition"), "{body}");
+    terminate(child);
+}
+
+/// `sluice serve` beyond this machine with `--token-file`: requests without the token are
+/// refused, the command line sends it (`--token-file`, `SLUICE_ADMIN_TOKEN`); and
+/// `--max-queue-bytes` keeps a pipeline whose queues would go over it from starting, saying so,
+/// while the other runs.
+#[test]
+fn serve_asks_for_its_token_and_bounds_all_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let watched = root.join("pipelines");
+    std::fs::create_dir(&watched).unwrap();
+    let (db, _conn) = captured(
+        root,
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    // Queues of 2 MiB and of 8 MiB (the source's and one sink's each) under a 9 MiB bound.
+    std::fs::write(
+        watched.join("small.yaml"),
+        serve_pipeline(root, "small", &db, "")
+            .replace("offsets:", "max_queue_size_bytes: 1MiB\noffsets:"),
+    )
+    .unwrap();
+    std::fs::write(
+        watched.join("large.yaml"),
+        serve_pipeline(root, "large", &db, ""),
+    )
+    .unwrap();
+    let secret = "5d2c9e8f7a6b4c3d2e1f0a9b8c7d6e5f";
+    let token = root.join("token");
+    std::fs::write(&token, format!("{secret}\n")).unwrap();
+    let port = sluice_test_support::pg::free_port();
+    let child = sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--watch-interval", "200ms"])
+            .args(["--bind", &format!("0.0.0.0:{port}")])
+            .args(["--max-queue-bytes", "9MiB"])
+            .arg("--token-file")
+            .arg(&token)
+            .arg("--pipelines")
+            .arg(&watched)
+            .arg("--data-dir")
+            .arg(root.join("serve")),
+    );
+    let server = format!("127.0.0.1:{port}");
+    let t0 = Instant::now();
+    let statuses = loop {
+        let o = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "-H"])
+            .arg(format!("Authorization: Bearer {secret}"))
+            .arg(format!("http://{server}/connectors?expand=status"))
+            .output()
+            .unwrap();
+        let body: Json = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        let state = |n: &str| {
+            body[n]["status"]["connector"]["state"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        };
+        let states = [state("small"), state("large")];
+        if states.contains(&"FAILED".to_owned()) && states.contains(&"RUNNING".to_owned()) {
+            break body;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{body}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let failed = ["small", "large"]
+        .into_iter()
+        .find(|n| statuses[*n]["status"]["connector"]["state"] == "FAILED")
+        .unwrap();
+    let trace = statuses[failed]["status"]["tasks"][0]["trace"]
+        .as_str()
+        .unwrap_or("");
+    assert!(trace.contains("--max-queue-bytes"), "{statuses}");
+    // Without the token: refused.
+    let (s, body) = admin_call(port, "GET", "/connectors", None).unwrap();
+    assert_eq!(s, 401, "{body}");
+    // The command line with the token, from a file and from the environment.
+    let running = if failed == "small" { "large" } else { "small" };
+    let o = sluice(&[
+        "status",
+        running,
+        "--server",
+        &server,
+        "--token-file",
+        &token.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["status", running, "--server", &server])
+        .env("SLUICE_ADMIN_TOKEN", secret)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert!(!text(&o).0.contains(secret));
+    let o = sluice(&["status", running, "--server", &server]);
+    assert!(!o.status.success(), "no token, no status");
+    assert!(
+        text(&o).1.contains("401") || text(&o).1.to_lowercase().contains("token"),
+        "{}",
+        text(&o).1
+    );
+    terminate(child);
 }

@@ -8,8 +8,9 @@
 //! `postgres`, `mysql`, `sql_server`, ...), the logical name (`name`), whether it is a snapshot
 //! row (`snapshot` `true`/`first`/`last`: context `snapshot`, else `streaming`), its table and
 //! its time (`ts_ms`, for `MilliSecondsBehindSource`). Queue metrics are the source queue's.
-//! What a source alone knows (`TotalTableCount`, `RemainingTableCount`, chunk ids, binlog
-//! file) is not here.
+//! What a source alone knows comes through the kit: the snapshot's tables (`TotalTableCount`,
+//! `RemainingTableCount`) and what it left out (`NumberOfEventsFiltered`,
+//! `NumberOfErroneousEvents`); chunk ids and the binlog file are strings, not exported.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,6 +80,14 @@ struct Named {
     behind: Gauge,
     rows: HashMap<String, (Gauge, u64)>,
     running: bool,
+    /// The last snapshot stopped before its end.
+    aborted: bool,
+    snapshot_aborted: Gauge,
+    snapshot_seconds: Gauge,
+    /// When the last snapshot started, and when it ended (completed or aborted).
+    snapshot_time: Option<(Instant, Option<Instant>)>,
+    /// `MilliSecondsBehindSource` as last set.
+    behind_ms: Option<i64>,
     /// The last snapshot row's topic and its table's name.
     topic: Option<(Arc<str>, String)>,
 }
@@ -172,7 +181,7 @@ impl DebeziumMetrics {
             rows.insert(tail(label), *r);
         }
         let running = n.is_some_and(|n| n.running);
-        let finished = n.is_some_and(|n| !n.running && !n.rows.is_empty());
+        let finished = n.is_some_and(|n| !n.running && !n.aborted && !n.rows.is_empty());
         let tables: Vec<Planned> = (plan.iter())
             .map(|(table, estimate)| {
                 let read = rows.get(table.as_str()).or_else(|| rows.get(tail(table)));
@@ -237,12 +246,17 @@ impl DebeziumMetrics {
         let named = Named {
             snapshot_running: snapshot.gauge("SnapshotRunning"),
             snapshot_completed: snapshot.gauge("SnapshotCompleted"),
+            snapshot_aborted: snapshot.gauge("SnapshotAborted"),
+            snapshot_seconds: snapshot.gauge("SnapshotDurationInSeconds"),
+            snapshot_time: None,
+            behind_ms: None,
             connected: streaming.gauge("Connected"),
             behind: streaming.gauge("MilliSecondsBehindSource"),
             snapshot,
             streaming,
             rows: HashMap::new(),
             running: false,
+            aborted: false,
             topic: None,
         };
         named.connected.set(1.0);
@@ -255,8 +269,11 @@ impl DebeziumMetrics {
         let Some(n) = &mut self.named else { return };
         if !n.running {
             n.running = true;
+            n.aborted = false;
             n.snapshot_running.set(1.0);
             n.snapshot_completed.set(0.0);
+            n.snapshot_aborted.set(0.0);
+            n.snapshot_time = Some((Instant::now(), None));
         }
         let mut i = 0;
         while i < events.len() {
@@ -297,9 +314,7 @@ impl DebeziumMetrics {
         n.snapshot.last = Some(Instant::now());
         let ended = events.last().and_then(|e| text(e.source_field("snapshot"))) == Some("last");
         if ended {
-            n.running = false;
-            n.snapshot_running.set(0.0);
-            n.snapshot_completed.set(1.0);
+            n.snapshot_ended(true);
         }
     }
 
@@ -307,9 +322,7 @@ impl DebeziumMetrics {
     fn streamed(&mut self, events: &[ChangeEvent]) {
         let Some(n) = &mut self.named else { return };
         if n.running {
-            n.running = false;
-            n.snapshot_running.set(0.0);
-            n.snapshot_completed.set(1.0);
+            n.snapshot_ended(true);
         }
         let c = &mut n.streaming;
         for event in events {
@@ -327,8 +340,15 @@ impl DebeziumMetrics {
         c.last = Some(Instant::now());
         if let Some(Value::Int64(ts)) = events.last().and_then(|e| e.source_field("ts_ms")) {
             let now = crate::component::now_ms() as i64;
-            n.behind.set(now.saturating_sub(*ts).max(0) as f64);
+            let behind = now.saturating_sub(*ts).max(0);
+            n.behind.set(behind as f64);
+            n.behind_ms = Some(behind);
         }
+    }
+
+    /// `MilliSecondsBehindSource` as last set (`None` before a streamed change).
+    pub fn behind_ms(&self) -> Option<i64> {
+        self.named.as_ref().and_then(|n| n.behind_ms)
     }
 
     /// Brings the time and queue gauges up to date (on every batch, and while idle).
@@ -336,7 +356,7 @@ impl DebeziumMetrics {
         let finished = self
             .named
             .as_ref()
-            .is_some_and(|n| !n.running && !n.rows.is_empty());
+            .is_some_and(|n| !n.running && !n.aborted && !n.rows.is_empty());
         let due = !(finished && self.final_counted)
             && self
                 .counted
@@ -351,6 +371,11 @@ impl DebeziumMetrics {
             None
         };
         let Some(n) = &mut self.named else { return };
+        if let Some((started, ended)) = n.snapshot_time {
+            let until = ended.unwrap_or_else(Instant::now);
+            n.snapshot_seconds
+                .set(until.duration_since(started).as_secs() as f64);
+        }
         if let Some((tables, remaining)) = planned {
             n.snapshot.gauge("TotalTableCount").set(tables.len() as f64);
             n.snapshot
@@ -388,7 +413,8 @@ impl DebeziumMetrics {
             .collect();
         let mut json = serde_json::json!({
             "running": n.running,
-            "completed": !n.running && !tables.is_empty(),
+            "completed": !n.running && !n.aborted && !tables.is_empty(),
+            "aborted": n.aborted,
             "tables": tables,
         });
         if let Some((planned, remaining)) = self.planned() {
@@ -410,10 +436,29 @@ impl DebeziumMetrics {
         }
     }
 
-    /// The source stopped: `Connected` 0.
+    /// The source stopped: `Connected` 0; a snapshot it was reading is aborted.
     pub fn disconnected(&mut self) {
-        if let Some(n) = &self.named {
+        if let Some(n) = &mut self.named {
             n.connected.set(0.0);
+            if n.running {
+                n.snapshot_ended(false);
+            }
+        }
+        self.tick();
+    }
+}
+
+impl Named {
+    /// The snapshot ended: completed, or aborted (`SnapshotAborted`); its duration stops.
+    fn snapshot_ended(&mut self, completed: bool) {
+        self.running = false;
+        self.aborted = !completed;
+        self.snapshot_running.set(0.0);
+        self.snapshot_completed
+            .set(if completed { 1.0 } else { 0.0 });
+        self.snapshot_aborted.set(if completed { 0.0 } else { 1.0 });
+        if let Some((_, ended)) = &mut self.snapshot_time {
+            ended.get_or_insert_with(Instant::now);
         }
     }
 }

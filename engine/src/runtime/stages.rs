@@ -105,18 +105,22 @@ pub(crate) async fn transform_stage(
                         progress.observe(&item.events);
                         let received = item.events.len();
                         counters.received.increment(received as u64);
+                        counters.bytes_received.increment(item.bytes as u64);
                         let (events, bytes) = if chain.is_empty() {
                             (item.events, item.bytes)
                         } else {
+                            let started = std::time::Instant::now();
                             let owned =
                                 Arc::try_unwrap(item.events).unwrap_or_else(|a| (*a).clone());
                             let out = apply_chain(&mut chain, owned).inspect_err(|_| {
                                 counters.failed.increment(received as u64);
                             })?;
                             let bytes = out.iter().map(ChangeEvent::estimated_size).sum();
+                            counters.batch_took(started.elapsed());
                             (Arc::new(out), bytes)
                         };
                         counters.sent.increment(events.len() as u64);
+                        counters.bytes_sent.increment(bytes as u64);
                         for output in &outputs {
                             let queued = QueueItem {
                                 seq: item.seq,
@@ -165,9 +169,16 @@ pub(crate) struct SinkStage {
 }
 
 /// A written batch waiting for its delivery.
+/// What a sink is handed at once: shared runs of events.
+type Parts = Vec<Arc<Vec<ChangeEvent>>>;
+
 struct InFlight {
     items: Vec<QueueItem>,
-    parts: Vec<Arc<Vec<ChangeEvent>>>,
+    parts: Parts,
+    /// Estimated bytes of `parts`.
+    bytes: usize,
+    /// When its write began.
+    started: std::time::Instant,
     delivery: Delivery,
 }
 
@@ -211,9 +222,14 @@ impl SinkStage {
                 Popped::Idle => {}
                 Popped::Items(items) => {
                     let received: usize = items.iter().map(|i| i.events.len()).sum();
+                    let received_bytes: usize = items.iter().map(|i| i.bytes).sum();
                     self.counters.received.increment(received as u64);
-                    let parts = self.transform(&items, received)?;
+                    self.counters
+                        .bytes_received
+                        .increment(received_bytes as u64);
+                    let (parts, bytes) = self.transform(&items, (received, received_bytes))?;
                     self.status.taps().offer(&self.name, &parts);
+                    let started = std::time::Instant::now();
                     let delivery = match self.sink.write(&SinkBatch::new(&parts)).await {
                         Ok(delivery) => delivery,
                         Err(error) => Box::pin(std::future::ready(Err(error))),
@@ -221,6 +237,8 @@ impl SinkStage {
                     in_flight.push_back(InFlight {
                         items,
                         parts,
+                        bytes,
+                        started,
                         delivery,
                     });
                     while in_flight.len() >= MAX_IN_FLIGHT {
@@ -234,20 +252,23 @@ impl SinkStage {
         }
     }
 
+    /// The sink's own transforms over `items` (`received` events, bytes): the parts to write
+    /// and their estimated bytes.
     fn transform(
         &mut self,
         items: &[QueueItem],
-        received: usize,
-    ) -> Result<Vec<Arc<Vec<ChangeEvent>>>, ComponentError> {
+        (received, bytes): (usize, usize),
+    ) -> Result<(Parts, usize), ComponentError> {
         if self.chain.is_empty() {
-            return Ok(items.iter().map(|i| i.events.clone()).collect());
+            return Ok((items.iter().map(|i| i.events.clone()).collect(), bytes));
         }
         let mut out = Vec::with_capacity(received);
         for item in items {
             let owned = Arc::try_unwrap(item.events.clone()).unwrap_or_else(|a| (*a).clone());
             out.extend(apply_chain(&mut self.chain, owned)?);
         }
-        Ok(vec![Arc::new(out)])
+        let bytes = out.iter().map(ChangeEvent::estimated_size).sum();
+        Ok((vec![Arc::new(out)], bytes))
     }
 
     /// Acknowledges a delivered batch; after a failure, rewrites it and everything after it.
@@ -295,6 +316,8 @@ impl SinkStage {
         }
         let n: usize = done.parts.iter().map(|p| p.len()).sum();
         self.counters.sent.increment(n as u64);
+        self.counters.bytes_sent.increment(done.bytes as u64);
+        self.counters.batch_took(done.started.elapsed());
     }
 
     /// Writes and awaits one batch, retrying with backoff; `failed` is the error of the first

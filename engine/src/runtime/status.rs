@@ -45,6 +45,8 @@ struct Written {
     started_ms: u64,
     /// Sinks whose writes fail (retried with backoff): their last error.
     failing_sinks: std::collections::BTreeMap<String, LastError>,
+    /// How long the oldest event read but not yet durable in every sink has waited.
+    commit_lag_ms: u64,
 }
 
 /// A generation's queues and their limits (events, bytes).
@@ -85,6 +87,7 @@ impl Status {
                 committed: None,
                 started_ms: crate::component::now_ms(),
                 failing_sinks: Default::default(),
+                commit_lag_ms: 0,
             })),
             emitted,
             last_event_ms,
@@ -268,6 +271,12 @@ impl Status {
         (ready, data)
     }
 
+    /// How long the oldest event read but not yet durable in every sink has waited.
+    pub fn commit_lag(&self, lag: std::time::Duration) {
+        let ms = u64::try_from(lag.as_millis()).unwrap_or(u64::MAX);
+        self.write(|w| w.commit_lag_ms = ms);
+    }
+
     /// The committed position moved.
     pub fn committed(&self, position: &crate::Position) {
         let value = position_json(position);
@@ -292,12 +301,25 @@ impl Status {
             "ms_since_last_event": now.saturating_sub(last),
             "uptime_ms": now.saturating_sub(w.started_ms),
             "committed": w.committed,
+            "commit_lag_ms": w.commit_lag_ms,
+            "ms_behind_source": self.behind_ms(),
             "last_error": w.last_error,
             "failing_sinks": w.failing_sinks,
             "snapshot": self.snapshot_json(),
             "queues": self.queues_json(),
             "sinks": self.sinks_json(),
         })
+    }
+
+    /// How far behind the database the last streamed change was when it was read
+    /// (Debezium's `MilliSecondsBehindSource`; `null` before one or without the metrics).
+    fn behind_ms(&self) -> Option<i64> {
+        let metrics = self
+            .snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        metrics.and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).behind_ms())
     }
 
     /// The snapshot's progress (`null` without the metrics).

@@ -18,7 +18,7 @@ use crate::component::{now_ms, BuildContext, SourceContext, SourceWiring};
 use crate::error::{Classify, ComponentError, ErrorClass};
 use crate::event::Position;
 use crate::metrics::{self, ComponentCounters};
-use crate::offsets::{FileOffsetStore, MemoryOffsetStore, OffsetStore};
+use crate::offsets::OffsetStore;
 use crate::queue::BoundedQueue;
 
 /// A stage finished (successfully, with an error, or aborted).
@@ -124,6 +124,10 @@ impl Supervisor {
             return Ok(());
         };
         let acked = generation.acker.acked();
+        let lag = generation.acker.oldest_pending();
+        ::metrics::gauge!(metrics::COMMIT_LAG, "pipeline" => self.plan.name.clone())
+            .set(lag.as_secs_f64());
+        self.status.commit_lag(lag);
         if acked.is_some() && acked != self.committed {
             if let (Some(store), Some(position)) = (&self.store, &acked) {
                 store.commit(&self.plan.name, position)?;
@@ -198,7 +202,8 @@ impl Supervisor {
             .map(|t| t.build(&build_ctx("transforms")))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ("transforms".to_owned(), e))?;
-        let source_queue = BoundedQueue::new("source", limits.max_queue_size, max_bytes);
+        let source_queue =
+            BoundedQueue::of_pipeline(&plan.name, "source", limits.max_queue_size, max_bytes);
         let acker = Arc::new(AckTracker::new(self.committed.clone()));
         let (shutdown_tx, _) = watch::channel(self.stopping);
         let shutdown_tx = Arc::new(shutdown_tx);
@@ -244,10 +249,14 @@ impl Supervisor {
                 queues[1..].to_vec(),
                 limits,
                 (
-                    ComponentCounters::new(&plan.name, "transforms"),
-                    // Debezium's names, when an admin endpoint serves the metrics; kept
-                    // across generations (their counts go on).
-                    (plan.admin.is_some()).then(|| {
+                    match plan.transforms.is_empty() {
+                        true => ComponentCounters::new(&plan.name, "transforms"),
+                        false => ComponentCounters::timed(&plan.name, "transforms"),
+                    },
+                    // Debezium's names, when an admin endpoint serves the metrics (its own, or
+                    // the server's it is attached to); kept across generations (their counts
+                    // go on).
+                    (plan.admin.is_some() || self.signals.is_some()).then(|| {
                         let metrics = self.debezium.get_or_insert_with(|| {
                             let capacity = (limits.max_queue_size, max_bytes);
                             let metrics = crate::metrics::DebeziumMetrics::new(
@@ -300,7 +309,16 @@ impl Supervisor {
         }
     }
 
+    /// The generation's source is gone (also when its stages were cut off before they could
+    /// say so): Debezium's `Connected` 0, a snapshot it was reading aborted.
+    fn source_gone(&self) {
+        if let Some(d) = &self.debezium {
+            d.lock().unwrap_or_else(|p| p.into_inner()).disconnected();
+        }
+    }
+
     fn on_failure(&mut self, stage: String, error: ComponentError, ctx: &mut Context<Self>) {
+        self.source_gone();
         if let Err(e) = self.commit() {
             tracing::error!(error = %e, "Committing offsets failed.");
         }
@@ -354,6 +372,7 @@ impl Supervisor {
     }
 
     fn finish_ok(&mut self, ctx: &mut Context<Self>) {
+        self.source_gone();
         self.status.set_state(State::Stopped);
         let result = self.commit().map(|()| RunReport {
             events: self.emitted.load(Ordering::Relaxed),
@@ -427,20 +446,7 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let store: Result<Arc<dyn OffsetStore>, _> =
-            match (&self.plan.offset_store, self.plan.offsets.store.as_str()) {
-                (Some(store), _) => Ok(store.clone()),
-                (None, "file") => FileOffsetStore::open(&self.plan.data_dir)
-                    .map(|s| Arc::new(s) as Arc<dyn OffsetStore>),
-                (None, "memory") => {
-                    Ok(Arc::new(MemoryOffsetStore::default()) as Arc<dyn OffsetStore>)
-                }
-                (None, other) => Err(crate::offsets::OffsetError::Remote {
-                    store: other.to_owned(),
-                    message: "no component of this program provides this offset store".into(),
-                    retryable: false,
-                }),
-            };
+        let store = self.plan.open_offset_store();
         let loaded = store.and_then(|s| s.load(&self.plan.name).map(|p| (s, p)));
         match loaded {
             Ok((store, position)) => {
@@ -567,7 +573,8 @@ fn build_sinks(
             .map(|t| t.build(&ctx))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| (sink.name.clone(), e))?;
-        let queue = BoundedQueue::new(
+        let queue = BoundedQueue::of_pipeline(
+            &plan.name,
             format!("sink:{}", sink.name),
             limits.max_queue_size,
             max_bytes,
@@ -581,7 +588,7 @@ fn build_sinks(
             acker: acker.clone(),
             limits,
             retry: sink.retry,
-            counters: ComponentCounters::new(&plan.name, &format!("sink:{}", sink.name)),
+            counters: ComponentCounters::timed(&plan.name, &format!("sink:{}", sink.name)),
             status: status.clone(),
             failing: false,
         });

@@ -163,7 +163,14 @@ fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
         std::sync::OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+            let builder = metrics_exporter_prometheus::PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(crate::metrics::BATCH_SECONDS.into()),
+                    crate::metrics::BATCH_BUCKETS,
+                )
+                .map_err(|e| tracing::warn!(error = %e, "No Prometheus metrics: the histograms' buckets are refused."))
+                .ok()?;
+            let handle = builder
                 .install_recorder()
                 .map_err(|e| tracing::warn!(error = %e, "No Prometheus metrics: another metrics recorder is installed."))
                 .ok()?;
