@@ -404,6 +404,9 @@ fn filter_settings(
                 }
             }
             "condition" => {
+                if value.contains("=~") || value.contains("!~") {
+                    return Err(format!("`{prefix}condition` {value:?}: Groovy's `=~` finds a match anywhere in the text, Sluice's filter matches the whole value: write the filter in the pipeline with `=~ '.*<regex>.*'`"));
+                }
                 sluice_transforms::filter::parse(&value).map_err(|e| {
                     format!("`{prefix}condition` {value:?}: Sluice's filter does not read it ({e}); write it with paths (value.after.x, value.op, topic), comparisons, &&, || and !")
                 })?;
@@ -510,6 +513,11 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("`transforms.f.condition`"), "{e}");
+        let e = write(&format!(
+            "{filter}transforms.f.condition=value.after.email =~ '@corp'\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("matches the whole value"), "{e}");
         let e = write(&format!(
             "{filter}transforms.f.condition=value.op == 'u'\ntransforms.f.topic.regex=a.*\n"
         ))

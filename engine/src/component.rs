@@ -157,13 +157,58 @@ pub type SnapshotPlan = Arc<std::sync::Mutex<Option<Vec<(String, Option<u64>)>>>
 /// What only a source knows of the changes it did not emit, for Debezium's
 /// `NumberOfEventsFiltered` and `NumberOfErroneousEvents` (kept across restarts of the
 /// pipeline, as the other counts are).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SourceCounters {
     filtered: AtomicU64,
     erroneous: AtomicU64,
+    /// The connector type and logical name its events' `source` block carries.
+    identity: std::sync::OnceLock<(String, String)>,
+    /// The sequence number of the batch that ended the snapshot (`u64::MAX`: none said).
+    snapshot_through: AtomicU64,
+    /// The sequence number of the last batch emitted (`u64::MAX`: none yet).
+    last_seq: AtomicU64,
+}
+
+impl Default for SourceCounters {
+    fn default() -> Self {
+        SourceCounters {
+            filtered: AtomicU64::new(0),
+            erroneous: AtomicU64::new(0),
+            identity: std::sync::OnceLock::new(),
+            snapshot_through: AtomicU64::new(u64::MAX),
+            last_seq: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl SourceCounters {
+    /// The connector type and logical name (`source.connector`, `source.name`), once known.
+    pub fn identity(&self) -> Option<&(String, String)> {
+        self.identity.get()
+    }
+
+    /// The sequence number of the batch that ended the snapshot, if the source said so since
+    /// [`Self::forget_snapshot_end`].
+    pub fn snapshot_through(&self) -> Option<u64> {
+        let seq = self
+            .snapshot_through
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (seq != u64::MAX).then_some(seq)
+    }
+
+    /// Forgets where the snapshot ended, once that was seen (or belongs to an earlier
+    /// snapshot).
+    pub fn snapshot_end_seen(&self) {
+        (self.snapshot_through).store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Forgets where the snapshot ended and the last batch (a new generation numbers its
+    /// batches afresh).
+    pub fn forget_snapshot_end(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.snapshot_through.store(u64::MAX, Relaxed);
+        self.last_seq.store(u64::MAX, Relaxed);
+    }
     /// `n` changes read and left out: of tables (or transaction sources) not captured.
     pub fn filtered(&self, n: u64) {
         self.filtered
@@ -254,6 +299,24 @@ impl SourceContext {
         if !self.connected.swap(true, Ordering::Relaxed) {
             tracing::debug!(pipeline = %self.pipeline, "The source is connected.");
         }
+    }
+
+    /// The connector type and logical name the source's events carry in their `source` block
+    /// (`postgresql`, `mysql`, ... and the `topic.prefix`): Debezium's metrics are named after
+    /// them from here on (`Connected` before any event). Sources call it when connected.
+    pub fn identify(&self, connector: &str, logical_name: &str) {
+        let _ =
+            (self.source_counters.identity).set((connector.to_owned(), logical_name.to_owned()));
+    }
+
+    /// The snapshot's last batch has been emitted (also when its last table had no row to
+    /// mark `last`): Debezium's `SnapshotCompleted` follows once the pipeline has handled it.
+    pub fn snapshot_completed(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.source_counters;
+        let last = c.last_seq.load(Relaxed);
+        c.snapshot_through
+            .store(if last == u64::MAX { 0 } else { last }, Relaxed);
     }
 
     /// Signals received by the admin endpoint (`http` channel), one JSON object per entry;
@@ -397,6 +460,7 @@ impl SourceContext {
             _ => batch.events.iter().map(ChangeEvent::estimated_size).sum(),
         };
         let seq = self.acker.register(position, self.sinks);
+        (self.source_counters.last_seq).store(seq, Ordering::Relaxed);
         self.queue
             .push(QueueItem {
                 seq,

@@ -28,6 +28,9 @@ pub(crate) struct Connect {
     manager: Arc<Manager>,
     /// `host:port` of the endpoint (Kafka Connect's `worker_id`).
     worker_id: String,
+    /// Held by the calls that read a connector's configuration to write it back (`PUT` and
+    /// `PATCH` config) and those that add or remove one: one at a time.
+    writing: std::sync::Mutex<()>,
 }
 
 pub(super) fn error(status: u16, message: impl Into<String>) -> Answer {
@@ -77,7 +80,11 @@ impl Extension for Connect {
 
 impl Connect {
     pub(crate) fn new(manager: Arc<Manager>, worker_id: String) -> Self {
-        Connect { manager, worker_id }
+        Connect {
+            manager,
+            worker_id,
+            writing: std::sync::Mutex::default(),
+        }
     }
 
     /// The API's connectors kept by an earlier run of the server, registered again.
@@ -184,6 +191,7 @@ impl Connect {
 
     /// `POST /connectors`: `{"name", "config", "initial_state"}`.
     fn create(&self, body: &[u8]) -> Answer {
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         let request: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => return error(400, format!("the body is not JSON: {e}")),
@@ -215,6 +223,7 @@ impl Connect {
 
     /// `PUT /connectors/{name}/config`: 201 when new, 200 when changed.
     fn put_config(&self, name: &str, body: &[u8]) -> Answer {
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         let config: serde_json::Map<String, Value> = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => return error(400, format!("the body is not a JSON object: {e}")),
@@ -253,6 +262,7 @@ impl Connect {
     /// `PATCH /connectors/{name}/config` (Kafka Connect 3.9): the given properties replace
     /// theirs, a `null` removes one, the rest stay; the connector restarts from its position.
     fn patch_config(&self, name: &str, body: &[u8]) -> Answer {
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         let patch: serde_json::Map<String, Value> = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => return error(400, format!("the body is not a JSON object: {e}")),
@@ -329,6 +339,7 @@ impl Connect {
     }
 
     fn delete(&self, name: &str) -> Answer {
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         match self.manager.remove(name, true) {
             Ok(()) => empty(204),
             Err(r) => refused(r),

@@ -407,13 +407,14 @@ impl Manager {
         name: &str,
         position: Option<&Position>,
     ) -> Result<(), Refusal> {
+        // Opened first (a remote store may take a while), the state checked under the lock.
+        let store = self.offset_store(name)?;
         let _changing = self.change()?;
         match self.map().get(name) {
             None => return Err(not_found(name)),
             Some(m) if m.target == Target::Stopped && !m.running.as_ref().is_some_and(Running::alive) => {}
             Some(_) => return Err(Refusal::Invalid(format!("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"))),
         }
-        let store = self.offset_store(name)?;
         let done = match position {
             Some(position) => store.commit(name, position),
             None => store.reset(name),
@@ -432,7 +433,12 @@ impl Manager {
             Some(m) => (m.origin.clone(), m.yaml.clone()),
             None => return Err(not_found(name)),
         };
-        let (_, plan) = plan_of(&label(&origin, name), &yaml).map_err(Refusal::Invalid)?;
+        let (config, plan) = plan_of(&label(&origin, name), &yaml).map_err(Refusal::Invalid)?;
+        if config.offsets.store == "memory" {
+            return Err(Refusal::Invalid(format!(
+                "pipeline `{name}` keeps its offsets in memory (`offsets.store: memory`): there are none to read or change between its runs"
+            )));
+        }
         (plan.open_offset_store()).map_err(|e| Refusal::Failed(e.to_string()))
     }
 
@@ -455,6 +461,19 @@ impl Manager {
         };
         if let Err(e) = kept {
             tracing::error!(pipeline = name, error = %e, "Cannot keep the pipeline's state: it will not come back after a restart.");
+        }
+    }
+
+    /// Forgets the kept targets of file pipelines not here after the first look at the
+    /// directory (their file was removed or renamed while the server was down).
+    pub(crate) fn prune_targets(&self) {
+        let Ok(_changing) = self.change() else { return };
+        let names: Vec<String> = (self.map().iter())
+            .filter(|(_, m)| matches!(m.origin, Origin::File(_)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for problem in super::saved::prune_targets(&self.settings.data_dir, &names) {
+            tracing::error!("Cannot forget a kept pipeline state: {problem}");
         }
     }
 

@@ -122,15 +122,22 @@ pub(crate) fn run(serve: Serve) -> Result<(), String> {
         let _ = tokio::task::spawn_blocking(move || restored.restore(&dir)).await;
         // Shared with the blocking scans: what a scan that panicked had seen stays.
         let watched = Arc::new(std::sync::Mutex::new(watch::Watched::default()));
+        let mut first = true;
         loop {
-            if let Some(dir) = serve.pipelines.clone() {
-                let (m, w) = (Arc::clone(&manager), Arc::clone(&watched));
-                let _ = tokio::task::spawn_blocking(move || {
+            let (m, w) = (Arc::clone(&manager), Arc::clone(&watched));
+            let dir = serve.pipelines.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Some(dir) = dir {
                     let mut seen = w.lock().unwrap_or_else(|p| p.into_inner());
                     watch::scan(&dir, &mut seen, &m);
-                })
-                .await;
-            }
+                }
+                // The kept states of files gone while the server was down go too.
+                if first {
+                    m.prune_targets();
+                }
+            })
+            .await;
+            first = false;
             tokio::select! {
                 _ = &mut stop => break,
                 _ = tokio::time::sleep(serve.watch_interval) => {}

@@ -134,6 +134,24 @@ pub(crate) fn kept_target(dir: &Path, name: &str) -> Result<Option<Target>, Stri
     }
 }
 
+/// Forgets the kept targets of file pipelines other than `names` (their files went while the
+/// server was down); what cannot be removed is named with why.
+pub(crate) fn prune_targets(dir: &Path, names: &[String]) -> Vec<String> {
+    let keep: Vec<PathBuf> = names.iter().map(|n| target_file(dir, n)).collect();
+    let Ok(entries) = std::fs::read_dir(dir.join("targets")) else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if !keep.contains(&path) {
+            if let Err(e) = std::fs::remove_file(&path) {
+                problems.push(format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    problems
+}
+
 /// The connectors kept under `dir`, by name; a file that does not read is named with why.
 pub(crate) fn load(dir: &Path) -> (Vec<KeptConnector>, Vec<String>) {
     let (mut found, mut problems) = (Vec::new(), Vec::new());
@@ -209,5 +227,16 @@ mod tests {
         assert_eq!(kept_target(dir.path(), "orders"), Ok(None));
         std::fs::write(target_file(dir.path(), "bad"), "{").unwrap();
         assert!(kept_target(dir.path(), "bad").is_err());
+        let problems = prune_targets(dir.path(), &["../up".to_owned(), "é".to_owned()]);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(kept_target(dir.path(), "../up"), Ok(Some(Target::Paused)));
+        assert_eq!(kept_target(dir.path(), "é"), Ok(Some(Target::Paused)));
+        assert_eq!(kept_target(dir.path(), "a/b c"), Ok(None), "pruned");
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("targets"))
+                .unwrap()
+                .count(),
+            2
+        );
     }
 }

@@ -79,3 +79,56 @@ fn the_snapshot_says_its_tables_and_their_estimated_rows() {
     );
     drop_db(&db);
 }
+
+/// A blocking snapshot asked for by a signal while streaming, on a terminal: a bar for its
+/// table against the announced estimate while it is read, then the table's line.
+#[test]
+fn a_terminal_shows_a_blocking_snapshots_bar() {
+    let db = fresh_db("blocking_bars");
+    psql(&db, "create table items (id int primary key, v text)");
+    psql(
+        &db,
+        "insert into items select g, 'x' from generate_series(1, 20000) g; analyze items",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let signals = dir.path().join("signals.jsonl");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &format!(
+            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
+            signals.display()
+        ),
+        false,
+    );
+    std::fs::write(
+        &signals,
+        "{\"id\": \"b-1\", \"type\": \"execute-snapshot\", \"data\": {\"data-collections\": [\"public.items\"], \"type\": \"blocking\"}}\n",
+    )
+    .unwrap();
+    let command = format!(
+        "{} run --stop-when-idle 5s {}",
+        sluice().display(),
+        path.display()
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux)");
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{shown}");
+    let bar = shown
+        .split(['\r', '\n'])
+        .find(|l| l.contains("dbserver1.public.items ") && l.contains("rows/s"));
+    assert!(bar.is_some(), "no bar for the blocking snapshot: {shown}");
+    assert!(
+        shown.contains("dbserver1.public.items: 20000 rows read in"),
+        "{shown}"
+    );
+    let reads = lines(dir.path())
+        .iter()
+        .filter(|l| l["value"]["op"] == "r")
+        .count();
+    assert_eq!(reads, 20_000);
+    drop_db(&db);
+}

@@ -74,6 +74,26 @@ fn metrics_health_and_status_follow_a_running_pipeline() {
     let child = start(&path, &[]);
     wait_for_status(port, "/health/ready", 200);
     assert_eq!(get(port, "/health/live").0, 200);
+    // Before any event (the table is empty, snapshot and all): Debezium's `Connected`.
+    let t0 = Instant::now();
+    let connected = loop {
+        let (_, metrics) = get(port, "/metrics");
+        if metrics.contains("debezium_metrics_Connected{") || t0.elapsed() > Duration::from_secs(10)
+        {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        sample(
+            &connected,
+            "debezium_metrics_Connected",
+            "plugin=\"sqlite\",name=\"app\",context=\"streaming\""
+        ),
+        1.0,
+        "{connected}"
+    );
+    assert_eq!(lines(dir.path()).len(), 0, "no event yet");
     let sent = |metrics: &str| sample(metrics, "sluice_events_sent_total", "component=\"source\"");
     conn.execute_batch("insert into t values (1, 'a'); insert into t values (2, 'b');")
         .unwrap();

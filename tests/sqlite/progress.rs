@@ -64,3 +64,40 @@ fn a_pipe_gets_log_lines_and_no_bars() {
         "no bars on a pipe: {err}"
     );
 }
+
+/// An incremental snapshot (started by a signal while streaming) on a terminal: a bar for its
+/// table while it is read, then the table's line. (SQLite has no blocking snapshots.)
+#[test]
+fn a_terminal_shows_an_incremental_snapshots_bar() {
+    let kind = "incremental";
+    let (dir, signals, path) = super::signals::file_signals(20_000, 500);
+    std::fs::write(
+            &signals,
+            format!("{{\"id\": \"p-1\", \"type\": \"execute-snapshot\", \"data\": {{\"data-collections\": [\"main.t\"], \"type\": \"{kind}\"}}}}\n"),
+        )
+        .unwrap();
+    let command = format!(
+        "{} run --stop-when-idle 5s {}",
+        env!("CARGO_BIN_EXE_sluice"),
+        path.display()
+    );
+    let o = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux)");
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{kind}: {shown}");
+    let bar = shown
+        .split(['\r', '\n'])
+        .find(|l| l.contains("app.main.t ") && l.contains("rows/s"));
+    assert!(bar.is_some(), "no bar for the {kind} snapshot: {shown}");
+    assert!(
+        shown.contains("app.main.t: 20000 rows read in"),
+        "{kind}: {shown}"
+    );
+    let reads = lines(dir.path())
+        .iter()
+        .filter(|l| l["value"]["op"] == "r")
+        .count();
+    assert_eq!(reads, 20_000, "{kind}");
+}

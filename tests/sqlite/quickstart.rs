@@ -43,6 +43,9 @@ fn the_quickstart_runs_to_completion_and_resumes() {
             matches!(op, Some("u" | "d")),
             "the console shows only customer updates and deletes: {e}"
         );
+        let table =
+            (value["source"]["table"].as_str()).or(value["payload"]["source"]["table"].as_str());
+        assert_eq!(table, Some("customers"), "only customers': {e}");
     }
     let events: Vec<Json> = std::fs::read_to_string(qs.join("events.jsonl"))
         .unwrap()

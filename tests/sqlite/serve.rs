@@ -294,7 +294,8 @@ pub(super) fn terminate(mut child: Child) {
 
 /// A file's pipeline paused or stopped through the API stays so when the server restarts (as
 /// Kafka Connect keeps a connector's target state); resumed, it runs again after restarts; its
-/// file removed and written again, it starts afresh as running.
+/// file removed and written again (while the server runs, or is down), it starts afresh as
+/// running.
 #[test]
 fn a_file_pipeline_paused_through_the_api_stays_paused_across_restarts() {
     let dir = tempfile::tempdir().unwrap();
@@ -362,6 +363,18 @@ fn a_file_pipeline_paused_through_the_api_stays_paused_across_restarts() {
     wait_state(port, "kept", "RUNNING");
     insert(&conn, 6..=6);
     wait_ids(root, "kept", &[1, 2, 3, 4, 5, 6]);
+
+    // Paused, its file removed while the server is down: its state is forgotten at the start,
+    // and the file written again later runs.
+    put("pause", 202);
+    wait_state(port, "kept", "PAUSED");
+    terminate(child);
+    std::fs::remove_file(&file).unwrap();
+    let child = serve(port, &watched, &data);
+    wait_answer(port, "/connectors", 200, |b| b.trim() == "[]");
+    std::thread::sleep(Duration::from_millis(1000));
+    std::fs::write(&file, serve_pipeline(root, "kept", &db, "")).unwrap();
+    wait_state(port, "kept", "RUNNING");
     terminate(child);
 }
 
@@ -476,7 +489,11 @@ fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
         assert_eq!(s, 200, "{body}");
         serde_json::from_str(&body).unwrap()
     };
-    insert(&conn, 1..=2);
+    // One transaction: the position read next is after both rows.
+    conn.execute_batch(
+        "begin; insert into t values (1, 'x'); insert into t values (2, 'x'); commit;",
+    )
+    .unwrap();
     wait_ids(root, "o", &[1, 2]);
     let t0 = Instant::now();
     let early = loop {
@@ -489,7 +506,10 @@ fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
     };
     assert_eq!(early["partition"], serde_json::json!({"pipeline": "o"}));
     assert!(early["offset"].is_object(), "{early}");
-    insert(&conn, 3..=4);
+    conn.execute_batch(
+        "begin; insert into t values (3, 'x'); insert into t values (4, 'x'); commit;",
+    )
+    .unwrap();
     wait_ids(root, "o", &[1, 2, 3, 4]);
     let t0 = Instant::now();
     while offsets(port)["offsets"][0] == early {

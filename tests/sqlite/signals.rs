@@ -100,7 +100,7 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
 /// A captured table `t` of `rows` rows and a pipeline that streams it (no snapshot) with the
 /// `file` signal channel on `signals.jsonl`, chunks of `chunk` rows and sink notifications on
 /// `app.notifications`.
-fn file_signals(rows: u32, chunk: u32) -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(super) fn file_signals(rows: u32, chunk: u32) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let (db, _conn) = captured(
         dir.path(),

@@ -131,12 +131,10 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
 
     // Held mid-way: running, some rows read, the table still to finish.
     let snapshot = "context=\"snapshot\"";
-    let m = metrics_until(port, "the snapshot running", |m| {
-        m.lines().any(|l| {
-            l.starts_with("debezium_metrics_SnapshotRunning{")
-                && l.contains(snapshot)
-                && l.ends_with(" 1")
-        }) && m.contains("debezium_metrics_RemainingTableCount{")
+    let m = metrics_until(port, "the snapshot running, held", |m| {
+        value(m, "debezium_metrics_SnapshotRunning", snapshot) == Some(1.0)
+            && m.contains("debezium_metrics_RemainingTableCount{")
+            && value(m, "sluice_queue_events", "queue=\"sink:http\"").is_some_and(|n| n > 0.0)
     });
     let rows = sample(&m, "debezium_metrics_RowsScanned", "table=");
     assert!(rows > 0.0 && rows < 200.0, "rows read so far: {rows}\n{m}");
@@ -179,6 +177,10 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
     assert!(s["commit_lag_ms"].as_u64().unwrap() >= 500, "{s}");
     let rows_now = sample(&m, "debezium_metrics_RowsScanned", "table=");
     assert!(rows_now < 200.0, "still held: {rows_now}");
+    // Its duration grows while it runs.
+    metrics_until(port, "a second of snapshot", |m| {
+        value(m, "debezium_metrics_SnapshotDurationInSeconds", snapshot).is_some_and(|s| s >= 1.0)
+    });
 
     // Stopped mid-snapshot: aborted, no longer running, not connected.
     let (code, body) = admin_call(port, "PUT", "/connectors/slow/stop", None).unwrap();
@@ -202,6 +204,8 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
         sample(&m, "debezium_metrics_Connected", "context=\"streaming\""),
         0.0
     );
+    let took = sample(&m, "debezium_metrics_SnapshotDurationInSeconds", snapshot);
+    assert!(took >= 1.0, "the aborted snapshot's duration: {took}");
     let s = status(port);
     assert_eq!(
         (&s["snapshot"]["aborted"], &s["snapshot"]["completed"]),
@@ -228,7 +232,8 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
     let m = metrics_until(port, "no table left", |m| {
         value(m, "debezium_metrics_RemainingTableCount", snapshot) == Some(0.0)
     });
-    assert!(sample(&m, "debezium_metrics_SnapshotDurationInSeconds", snapshot) >= 0.0);
+    // Read again whole: its rows counted afresh, not added to the aborted read's.
+    assert_eq!(sample(&m, "debezium_metrics_RowsScanned", "table="), 200.0);
     let sink = "component=\"sink:http\"";
     let m = metrics_until(port, "the sink's batches", |m| {
         value(m, "sluice_events_sent_total", sink).is_some_and(|n| n >= 200.0)

@@ -105,6 +105,8 @@ pub struct DebeziumMetrics {
     counted: Option<Instant>,
     /// Whether they were set once the snapshot had finished (then they no longer change).
     final_counted: bool,
+    /// The sequence number of the last batch observed in this generation.
+    seen: Option<u64>,
 }
 
 /// The last two parts of a dotted name (`schema.table` of `db.schema.table`).
@@ -151,6 +153,7 @@ impl DebeziumMetrics {
             counters: Arc::default(),
             counted: None,
             final_counted: false,
+            seen: None,
         }
     }
 
@@ -201,7 +204,8 @@ impl DebeziumMetrics {
     /// metrics' cost is measured by `tests/bench/metrics_overhead.sh`): a batch whose first and
     /// last events are of one phase is counted whole, snapshot rows by runs of one topic,
     /// streamed changes by kind.
-    pub fn observe(&mut self, events: &[ChangeEvent]) {
+    pub fn observe(&mut self, seq: u64, events: &[ChangeEvent]) {
+        self.seen = Some(seq);
         let (Some(first), Some(last)) = (events.first(), events.last()) else {
             return;
         };
@@ -223,6 +227,7 @@ impl DebeziumMetrics {
                     .count()
             };
             if snapshot {
+                self.snapshot_starts(seq);
                 self.snapshot_rows(&events[i..end]);
             } else {
                 self.streamed(&events[i..end]);
@@ -240,6 +245,12 @@ impl DebeziumMetrics {
         ) else {
             return false;
         };
+        self.name_as(connector, name);
+        true
+    }
+
+    /// Names the gauges after connector type `connector` and logical name `name`.
+    fn name_as(&mut self, connector: &str, name: &str) {
         let plugin = plugin(connector);
         let snapshot = Context::new(plugin, name, "snapshot");
         let streaming = Context::new(plugin, name, "streaming");
@@ -261,20 +272,50 @@ impl DebeziumMetrics {
         };
         named.connected.set(1.0);
         self.named = Some(named);
-        true
+    }
+
+    /// A snapshot row in batch `seq`: a snapshot starts unless one runs. Its counts start over
+    /// (an earlier, aborted read of the tables is not added to them); where an earlier
+    /// snapshot ended is forgotten.
+    fn snapshot_starts(&mut self, seq: u64) {
+        let Some(n) = &mut self.named else { return };
+        if n.running {
+            return;
+        }
+        if self.counters.snapshot_through().is_some_and(|t| t < seq) {
+            self.counters.snapshot_end_seen();
+        }
+        n.running = true;
+        n.aborted = false;
+        n.snapshot_running.set(1.0);
+        n.snapshot_completed.set(0.0);
+        n.snapshot_aborted.set(0.0);
+        n.snapshot_time = Some((Instant::now(), None));
+        for (gauge, rows) in n.rows.values_mut() {
+            *rows = 0;
+            gauge.set(0.0);
+        }
+        self.counted = None;
+        self.final_counted = false;
+    }
+
+    /// The source said its snapshot ended with a batch already handled: completed (also when
+    /// no row was marked `last`, its last table being empty).
+    fn snapshot_end(&mut self) {
+        let (Some(n), Some(seen)) = (&mut self.named, self.seen) else {
+            return;
+        };
+        if self.counters.snapshot_through().is_some_and(|t| t <= seen) {
+            self.counters.snapshot_end_seen();
+            if n.running {
+                n.snapshot_ended(true);
+            }
+        }
     }
 
     /// Snapshot rows: counted, by table in runs of one topic.
     fn snapshot_rows(&mut self, events: &[ChangeEvent]) {
         let Some(n) = &mut self.named else { return };
-        if !n.running {
-            n.running = true;
-            n.aborted = false;
-            n.snapshot_running.set(1.0);
-            n.snapshot_completed.set(0.0);
-            n.snapshot_aborted.set(0.0);
-            n.snapshot_time = Some((Instant::now(), None));
-        }
         let mut i = 0;
         while i < events.len() {
             let topic = &events[i].topic;
@@ -353,6 +394,14 @@ impl DebeziumMetrics {
 
     /// Brings the time and queue gauges up to date (on every batch, and while idle).
     pub fn tick(&mut self) {
+        if self.named.is_none() {
+            // The source said who it is before its first event.
+            let counters = self.counters.clone();
+            if let Some((connector, name)) = counters.identity() {
+                self.name_as(connector, name);
+            }
+        }
+        self.snapshot_end();
         let finished = self
             .named
             .as_ref()
@@ -431,6 +480,8 @@ impl DebeziumMetrics {
     /// A new generation of stages reads from `queue`: `Connected` 1 again (the counts go on).
     pub fn generation(&mut self, queue: Arc<BoundedQueue>) {
         self.queue = queue;
+        self.seen = None;
+        self.counters.forget_snapshot_end();
         if let Some(n) = &self.named {
             n.connected.set(1.0);
         }

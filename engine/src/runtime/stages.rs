@@ -100,7 +100,7 @@ pub(crate) async fn transform_stage(
                         if let Some(d) = &debezium {
                             d.lock()
                                 .unwrap_or_else(|p| p.into_inner())
-                                .observe(&item.events);
+                                .observe(item.seq, &item.events);
                         }
                         progress.observe(&item.events);
                         let received = item.events.len();

@@ -124,6 +124,10 @@ impl Supervisor {
             return Ok(());
         };
         let acked = generation.acker.acked();
+        // The time gauges move while the stages wait (a sink holding the pipeline back).
+        if let Some(d) = &self.debezium {
+            d.lock().unwrap_or_else(|p| p.into_inner()).tick();
+        }
         let lag = generation.acker.oldest_pending();
         ::metrics::gauge!(metrics::COMMIT_LAG, "pipeline" => self.plan.name.clone())
             .set(lag.as_secs_f64());

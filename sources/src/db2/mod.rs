@@ -290,6 +290,7 @@ impl Source for Db2Source {
         let conn = Conn::connect(&self.config, self.config.isolation.odbc()).await?;
         self.check_setup(&conn).await?;
         ctx.connected();
+        ctx.identify("db2", &self.config.common.topic_prefix);
         let stored = sluice_kit::snapshot::Stored {
             offset: resume.is_some(),
             snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),

@@ -85,6 +85,7 @@ impl Db2Source {
         let done = Db2Offset::at(max, true);
         let events = std::mem::take(&mut reader.batch);
         self.emit(ctx, events, done.position()).await?;
+        ctx.snapshot_completed();
         tracing::info!(rows = reader.rows, tables = read.len(), lsn = %max, "Snapshot completed.");
         Ok(done)
     }
@@ -261,13 +262,18 @@ impl Db2Source {
         let mut counted = std::collections::HashMap::new();
         if !schemas.is_empty() {
             let q = super::connection::Statements::new(&self.config);
+            // Estimates only inform the progress: without them the snapshot goes on.
             let found = conn
                 .rows(
                     "reading the tables' statistics (CARD)",
                     &q.row_estimates(&schemas),
                     &[],
                 )
-                .await?;
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "No row estimates for the snapshot's tables.");
+                    Vec::new()
+                });
             for row in &found {
                 let (Some(schema), Some(name)) = (text(row, 0), text(row, 1)) else {
                     continue;

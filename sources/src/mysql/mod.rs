@@ -327,6 +327,7 @@ impl Source for MysqlSource {
         let mut conn = self.connect().await?;
         let case_insensitive = self.check_server(&mut conn).await?;
         ctx.connected();
+        ctx.identify(self.flavour.name(), &self.config.common.topic_prefix);
         schemas.model.set_case_insensitive(case_insensitive);
         let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;
         let stored = sluice_kit::snapshot::Stored {
@@ -355,6 +356,7 @@ impl Source for MysqlSource {
                 Err(MysqlError::Stopped) => return Ok(()),
                 done => done?,
             };
+            ctx.snapshot_completed();
             tracing::info!(rows, "Snapshot completed.");
             (tables, at)
         } else {

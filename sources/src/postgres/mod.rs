@@ -414,6 +414,7 @@ async fn snapshot_tables(
         notifications: what.notifications,
     };
     let rows = snapshot::run(client, &plan, ctx).await?;
+    ctx.snapshot_completed();
     tracing::info!(rows, tables = what.tables.len(), "Snapshot completed.");
     Ok(())
 }
@@ -455,6 +456,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
     let client = info.connect("sluice").await?;
     check_setup(&client, &info).await?;
     ctx.connected();
+    ctx.identify("postgresql", &config.common.topic_prefix);
     let mut types = TypeResolver::default();
     let defs = captured_tables(&client, config, &mut types).await?;
     if defs.is_empty() {

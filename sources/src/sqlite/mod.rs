@@ -715,6 +715,7 @@ impl Source for SqliteSource {
         // The database opens: the source is ready (the reader thread opens its own connection).
         drop(reader.open()?);
         ctx.connected();
+        ctx.identify("sqlite", &self.config.common.topic_prefix);
         let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx)
             .await
             .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;

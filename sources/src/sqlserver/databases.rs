@@ -178,12 +178,14 @@ impl Source for SqlServer {
             .map(|d| d.config.database.clone())
             .collect();
         let first = &self.first()?.config;
+        let prefix = first.common.topic_prefix.clone();
         let span = tracing::info_span!("sqlserver", host = %first.hostname, port = first.port, databases = %names.join(","));
         let _guard = span.enter();
         ctx.partition_by(&names)
             .map_err(|e| ComponentError::fatal(format!("sqlserver: {e}")))?;
         let conns = self.connect().await?;
         ctx.connected();
+        ctx.identify("sqlserver", &prefix);
         let done = async {
             let mut started = self.start(conns, ctx).await?;
             if started.is_empty() || ctx.is_stopping() {
