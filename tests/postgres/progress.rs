@@ -132,3 +132,43 @@ fn a_terminal_shows_a_blocking_snapshots_bar() {
     assert_eq!(reads, 20_000);
     drop_db(&db);
 }
+
+/// A snapshot whose last table is empty (no row to mark `last`) is completed once the source
+/// says so: Debezium's `SnapshotCompleted`, no table left, with no streamed change after it.
+#[test]
+fn a_snapshot_ending_with_an_empty_table_completes() {
+    let db = fresh_db("empty_last");
+    psql(
+        &db,
+        "create table a_rows (id int primary key); create table z_empty (id int primary key); insert into a_rows values (1), (2), (3)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = pipeline(dir.path(), &db, "", false);
+    with_admin(&path, port);
+    let mut child = start(&path, &[]);
+    wait_lines(dir.path(), 3, &mut child);
+    let t0 = std::time::Instant::now();
+    let metrics = loop {
+        let metrics = admin_get(port, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        if sample(&metrics, "debezium_metrics_SnapshotCompleted", "snapshot") == Some(1.0) {
+            break metrics;
+        }
+        assert!(t0.elapsed().as_secs() < 20, "{metrics}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(
+        sample(&metrics, "debezium_metrics_SnapshotRunning", "snapshot"),
+        Some(0.0)
+    );
+    let status: Json = admin_get(port, &format!("/pipelines/{db}"))
+        .and_then(|(_, b)| serde_json::from_str(&b).ok())
+        .unwrap_or_default();
+    assert_eq!(status["snapshot"]["completed"], true, "{status}");
+    assert_eq!(lines(dir.path()).len(), 3, "no streamed change");
+    stop(&child);
+    finish(child);
+    drop_db(&db);
+}
