@@ -278,6 +278,22 @@ fn a_debezium_connector_registered_through_the_rest_api_runs() {
     let records = broker::consume(&bootstrap, &[&topic], 6, Duration::from_secs(60));
     assert_eq!(ids(&records), [1, 2, 3, 33, 4, 5]);
 
+    // Restarted (as curl -X POST sends it, and with its tasks): on from its position.
+    let restart = format!("/connectors/{name}/restart");
+    assert_eq!(call(port, "POST", &restart, None).0, 204);
+    let (status, body) = call(
+        port,
+        "POST",
+        &format!("{restart}?includeTasks=true&onlyFailed=false"),
+        None,
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["connector"]["state"], "RESTARTING", "{body}");
+    wait_running(port, &name);
+    pg::psql(&db, "insert into customers values (6, 'Max')");
+    let records = broker::consume(&bootstrap, &[&topic], 7, Duration::from_secs(60));
+    assert_eq!(ids(&records), [1, 2, 3, 33, 4, 5, 6]);
+
     let (status, _) = call(port, "DELETE", &format!("/connectors/{name}"), None);
     assert_eq!(status, 204);
     let (status, gone) = call(port, "GET", &format!("/connectors/{name}"), None);

@@ -681,3 +681,46 @@ fn the_endpoint_serves_https_and_asks_for_client_certificates() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The endpoint's limits against a running pipeline: a body over 64 KiB is refused (`413`)
+/// before it is read, a body that is not JSON is refused (`415`: no form posts from other
+/// sites), and a client that stops sending mid-request is dropped after 10 s.
+#[test]
+fn requests_are_bounded_in_size_and_time_and_bodies_are_json() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    let (path, port) = admin_pipeline(dir.path(), &db);
+    let mut child = start(&path, &[]);
+    wait_for_status(port, "/health/live", 200);
+    let exchange = |request: &str| {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    };
+    let big = exchange("POST /pipelines/sqlite_test/signals HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 70000\r\n\r\n{");
+    assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+    let form = exchange("POST /pipelines/sqlite_test/signals HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 3\r\n\r\na=b");
+    assert!(form.starts_with("HTTP/1.1 415"), "{form}");
+    // Half a request, then nothing: the connection is closed, unanswered, after 10 s.
+    let t0 = Instant::now();
+    let stalled = exchange("GET /pipelines/sqlite_test HTTP/1.1\r\nhost: 127.0.0.1\r\n");
+    let waited = t0.elapsed();
+    assert!(stalled.is_empty(), "{stalled}");
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(25),
+        "closed after {waited:?}"
+    );
+    assert_eq!(get(port, "/health/live").0, 200, "still serving");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
