@@ -301,6 +301,23 @@ fn a_debezium_connector_registered_through_the_rest_api_runs() {
         (status, &gone["message"]),
         (404, &Json::from(format!("Connector {name} not found")))
     );
+
+    // Registered again by `PUT .../config` (201: new): its offsets stayed, it goes on.
+    let (status, info) = call(
+        port,
+        "PUT",
+        &format!("/connectors/{name}/config"),
+        Some(&config),
+    );
+    assert_eq!(status, 201, "{info}");
+    wait_running(port, &name);
+    pg::psql(&db, "insert into customers values (7, 'Ida')");
+    let records = broker::consume(&bootstrap, &[&topic], 8, Duration::from_secs(60));
+    assert_eq!(ids(&records), [1, 2, 3, 33, 4, 5, 6, 7]);
+    assert_eq!(
+        call(port, "DELETE", &format!("/connectors/{name}"), None).0,
+        204
+    );
     terminate(child);
     pg::drop_db(&db);
 }

@@ -724,3 +724,36 @@ fn requests_are_bounded_in_size_and_time_and_bodies_are_json() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// An incremental snapshot's rows, by table, in the status (`snapshot.incremental`).
+#[test]
+fn the_status_counts_an_incremental_snapshots_rows() {
+    let (dir, signals, path) = super::signals::file_signals(120, 50);
+    let port = sluice_test_support::pg::free_port();
+    sluice_test_support::pg::with_admin(&path, port);
+    let mut child = start(&path, &[]);
+    wait_for_status(port, "/health/ready", 200);
+    std::fs::write(
+        &signals,
+        "{\"id\": \"i-1\", \"type\": \"execute-snapshot\", \"data\": {\"data-collections\": [\"main.t\"]}}\n",
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let snapshot = loop {
+        let (_, body) = get(port, "/pipelines/sqlite_test");
+        let status: Json = serde_json::from_str(&body).unwrap_or_default();
+        if status["snapshot"]["incremental"]["app.main.t"] == 120 {
+            break status["snapshot"].clone();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{status}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(snapshot["running"], false, "{snapshot}");
+    let reads = lines(dir.path())
+        .iter()
+        .filter(|l| l["value"]["source"]["snapshot"] == "incremental")
+        .count();
+    assert_eq!(reads, 120);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

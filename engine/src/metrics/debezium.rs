@@ -90,6 +90,8 @@ struct Named {
     behind_ms: Option<i64>,
     /// The last snapshot row's topic and its table's name.
     topic: Option<(Arc<str>, String)>,
+    /// Rows read by incremental snapshots, by table (`db.schema.table`), for the status.
+    incremental: HashMap<String, u64>,
 }
 
 /// Debezium's metrics of one pipeline's source.
@@ -120,6 +122,19 @@ fn tail(name: &str) -> &str {
 
 /// A planned table: its name, the rows read of it, the database's estimate.
 type Planned = (String, u64, Option<u64>);
+
+/// An event's table as `db.schema.table` (or `db.table`), from its `source` block.
+fn table_of(event: &ChangeEvent) -> String {
+    [
+        event.source_field("db"),
+        event.source_field("schema"),
+        event.source_field("table"),
+    ]
+    .into_iter()
+    .filter_map(text)
+    .collect::<Vec<_>>()
+    .join(".")
+}
 
 /// Debezium's `plugin` label for a `source.connector` value (its MBeans' connector type).
 fn plugin(connector: &str) -> &str {
@@ -269,6 +284,7 @@ impl DebeziumMetrics {
             running: false,
             aborted: false,
             topic: None,
+            incremental: HashMap::new(),
         };
         named.connected.set(1.0);
         self.named = Some(named);
@@ -330,16 +346,7 @@ impl DebeziumMetrics {
             }
             let same = n.topic.as_ref().is_some_and(|(t, _)| t == topic);
             if !same {
-                let table = [
-                    events[i].source_field("db"),
-                    events[i].source_field("schema"),
-                    events[i].source_field("table"),
-                ]
-                .into_iter()
-                .filter_map(text)
-                .collect::<Vec<_>>()
-                .join(".");
-                n.topic = Some((topic.clone(), table));
+                n.topic = Some((topic.clone(), table_of(&events[i])));
             }
             let table = n.topic.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
             let (gauge, rows) = n.rows.entry(table.clone()).or_insert_with(|| {
@@ -371,6 +378,13 @@ impl DebeziumMetrics {
                 Some(Op::Create) => 1,
                 Some(Op::Update) => 2,
                 Some(Op::Delete) => 3,
+                // An incremental snapshot's row (among the stream's): counted by table.
+                Some(Op::Read) => {
+                    if text(event.source_field("snapshot")) == Some("incremental") {
+                        *n.incremental.entry(table_of(event)).or_insert(0) += 1;
+                    }
+                    0
+                }
                 Some(_) => 0,
                 // Tombstones, heartbeats, schema changes: not change events.
                 None => continue,
@@ -464,6 +478,7 @@ impl DebeziumMetrics {
             "running": n.running,
             "completed": !n.running && !n.aborted && !tables.is_empty(),
             "aborted": n.aborted,
+            "incremental": n.incremental,
             "tables": tables,
         });
         if let Some((planned, remaining)) = self.planned() {
