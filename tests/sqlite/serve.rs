@@ -480,7 +480,19 @@ fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
         "create table t (id integer primary key, v text);",
         &["t"],
     );
-    std::fs::write(watched.join("o.yaml"), serve_pipeline(root, "o", &db, "")).unwrap();
+    // The change rows stay after they are acknowledged, so that an earlier position can be
+    // read again (by default the source purges them at once).
+    std::fs::write(
+        watched.join("o.yaml"),
+        serve_pipeline(
+            root,
+            "o",
+            &db,
+            "  purge.committed.changes: false
+",
+        ),
+    )
+    .unwrap();
     let port = sluice_test_support::pg::free_port();
     let child = serve(port, &watched, &root.join("serve"));
     wait_state(port, "o", "RUNNING");
@@ -489,21 +501,28 @@ fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
         assert_eq!(s, 200, "{body}");
         serde_json::from_str(&body).unwrap()
     };
-    // One transaction: the position read next is after both rows.
+    // The position committed once the (empty) snapshot is done, then once both rows (one
+    // transaction) are.
+    let next_offset = |after: &Json| {
+        let t0 = Instant::now();
+        loop {
+            let shown = offsets(port);
+            if let Some(entry) = shown["offsets"].get(0) {
+                if entry != after {
+                    return entry.clone();
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "{shown}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let initial = next_offset(&Json::Null);
     conn.execute_batch(
         "begin; insert into t values (1, 'x'); insert into t values (2, 'x'); commit;",
     )
     .unwrap();
     wait_ids(root, "o", &[1, 2]);
-    let t0 = Instant::now();
-    let early = loop {
-        let shown = offsets(port);
-        if let Some(entry) = shown["offsets"].get(0) {
-            break entry.clone();
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "{shown}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let early = next_offset(&initial);
     assert_eq!(early["partition"], serde_json::json!({"pipeline": "o"}));
     assert!(early["offset"].is_object(), "{early}");
     conn.execute_batch(
@@ -511,14 +530,7 @@ fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
     )
     .unwrap();
     wait_ids(root, "o", &[1, 2, 3, 4]);
-    let t0 = Instant::now();
-    while offsets(port)["offsets"][0] == early {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the position never moved"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    next_offset(&early);
 
     // Running: changing its offsets is refused, as Kafka Connect refuses it.
     let patch = serde_json::json!({"offsets": [early]}).to_string();
