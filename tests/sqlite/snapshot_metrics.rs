@@ -1,7 +1,8 @@
 //! The metrics while a snapshot is read, held mid-way by a sink that does not answer yet
 //! (backpressure stops the source): Debezium's snapshot gauges, Sluice's queues against their
 //! limits, the commit lag growing; the pipeline stopped mid-snapshot (an aborted snapshot);
-//! then the sink answers and the snapshot, read again, completes.
+//! then the sink answers and the snapshot, read again, completes. A snapshot slowed by its sink
+//! logs its progress every 10 s on a pipe.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -21,22 +22,27 @@ struct Gate {
 
 impl Gate {
     fn start() -> Gate {
+        Self::answering(false, Duration::ZERO)
+    }
+
+    /// A receiver open or not, answering each request after `delay`.
+    fn answering(open: bool, delay: Duration) -> Gate {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let open = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(AtomicBool::new(open));
         let shared = open.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let open = shared.clone();
-                std::thread::spawn(move || answer(stream, &open));
+                std::thread::spawn(move || answer(stream, &open, delay));
             }
         });
         Gate { port, open }
     }
 }
 
-/// Answers the requests of one connection, each once the gate is open.
-fn answer(stream: TcpStream, open: &AtomicBool) {
+/// Answers the requests of one connection, each once the gate is open (and `delay` after).
+fn answer(stream: TcpStream, open: &AtomicBool, delay: Duration) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -63,6 +69,7 @@ fn answer(stream: TcpStream, open: &AtomicBool) {
         while !open.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
+        std::thread::sleep(delay);
         if writer
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             .is_err()
@@ -255,4 +262,47 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
     });
     assert!(!lag.is_empty());
     terminate(child);
+}
+
+/// A snapshot that takes a while (a sink answering each event after 40 ms), its stderr a pipe:
+/// a progress line every 10 s with the rows so far and the table being read, then its end.
+#[test]
+fn a_long_snapshot_on_a_pipe_logs_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (db, _conn) = captured(
+        root,
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 300) insert into t select v, 'row' from g;",
+        &["t"],
+    );
+    let gate = Gate::answering(true, Duration::from_millis(40));
+    let path = root.join("slow.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "name: slow\ndata_dir: {d}/data\nmax_batch_size: 4\nmax_queue_size: 8\n\
+source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
+sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
+            d = root.display(),
+            db = db.display(),
+            port = gate.port
+        ),
+    )
+    .unwrap();
+    let o = sluice(&["run", "--stop-when-idle", "2s", path.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let progress = err
+        .lines()
+        .find(|l| l.contains("Snapshot in progress."))
+        .unwrap_or_else(|| panic!("no progress line:\n{err}"));
+    assert!(
+        progress.contains("reading=app.main.t") && progress.contains("rows="),
+        "{progress}"
+    );
+    assert!(
+        err.contains("Snapshot read.") && err.contains("rows=300"),
+        "{err}"
+    );
 }
