@@ -14,22 +14,28 @@ fn two_tables(dir: &Path, big: i64) -> PathBuf {
     pipeline(dir, &db, "")
 }
 
-#[test]
-fn a_terminal_shows_a_bar_per_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = two_tables(dir.path(), 50_000);
+/// `sluice run --stop-when-idle IDLE PIPELINE` on a pseudo-terminal (`script` runs it and
+/// copies what it shows); what it showed, once it ended cleanly.
+fn on_a_terminal(path: &Path, idle: &str) -> String {
     let command = format!(
-        "{} run --stop-when-idle 1s {}",
+        "{} run --stop-when-idle {idle} {}",
         env!("CARGO_BIN_EXE_sluice"),
         path.display()
     );
-    // `script` runs it on a pseudo-terminal and copies what it shows.
     let o = Command::new("script")
         .args(["-qfec", &command, "/dev/null"])
         .output()
         .expect("script (util-linux)");
     let shown = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{shown}");
+    shown
+}
+
+#[test]
+fn a_terminal_shows_a_bar_per_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = two_tables(dir.path(), 50_000);
+    let shown = on_a_terminal(&path, "1s");
     // A bar against the counted rows, with its rate and time left.
     let bar = shown.split(['\r', '\n']).find(|l| {
         l.contains("app.main.t ")
@@ -76,17 +82,7 @@ fn a_terminal_shows_an_incremental_snapshots_bar() {
             format!("{{\"id\": \"p-1\", \"type\": \"execute-snapshot\", \"data\": {{\"data-collections\": [\"main.t\"], \"type\": \"{kind}\"}}}}\n"),
         )
         .unwrap();
-    let command = format!(
-        "{} run --stop-when-idle 5s {}",
-        env!("CARGO_BIN_EXE_sluice"),
-        path.display()
-    );
-    let o = Command::new("script")
-        .args(["-qfec", &command, "/dev/null"])
-        .output()
-        .expect("script (util-linux)");
-    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "{kind}: {shown}");
+    let shown = on_a_terminal(&path, "5s");
     let bar = shown
         .split(['\r', '\n'])
         .find(|l| l.contains("app.main.t ") && l.contains("rows/s"));

@@ -193,11 +193,7 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
     let (code, body) = admin_call(port, "PUT", "/connectors/slow/stop", None).unwrap();
     assert_eq!(code, 204, "{body}");
     let m = metrics_until(port, "the snapshot aborted", |m| {
-        m.lines().any(|l| {
-            l.starts_with("debezium_metrics_SnapshotAborted{")
-                && l.contains(snapshot)
-                && l.ends_with(" 1")
-        })
+        value(m, "debezium_metrics_SnapshotAborted", snapshot) == Some(1.0)
     });
     assert_eq!(
         sample(&m, "debezium_metrics_SnapshotRunning", snapshot),
@@ -225,11 +221,7 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
     let (code, _) = admin_call(port, "PUT", "/connectors/slow/resume", None).unwrap();
     assert_eq!(code, 202);
     let m = metrics_until(port, "the snapshot completed", |m| {
-        m.lines().any(|l| {
-            l.starts_with("debezium_metrics_SnapshotCompleted{")
-                && l.contains(snapshot)
-                && l.ends_with(" 1")
-        })
+        value(m, "debezium_metrics_SnapshotCompleted", snapshot) == Some(1.0)
     });
     assert_eq!(
         sample(&m, "debezium_metrics_SnapshotAborted", snapshot),
