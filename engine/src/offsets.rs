@@ -36,6 +36,16 @@ pub enum OffsetError {
         /// Whether retrying may help.
         retryable: bool,
     },
+    /// Another running pipeline holds the data directory.
+    #[error(
+        "data_dir {path} is in use by {holder}: two running pipelines cannot share one data_dir; stop that one, or give this one a `data_dir` of its own"
+    )]
+    InUse {
+        /// The directory.
+        path: PathBuf,
+        /// Who holds it, as its lock file says (`pipeline orders, process 4242`).
+        holder: String,
+    },
     /// The file exists but is not an offsets file.
     #[error("offset store {path} is corrupt ({detail}); move it away to start from scratch")]
     Corrupt {
@@ -50,7 +60,7 @@ impl Classify for OffsetError {
     fn class(&self) -> ErrorClass {
         match self {
             OffsetError::Io { source, .. } => source.class(),
-            OffsetError::Corrupt { .. } => ErrorClass::Fatal,
+            OffsetError::Corrupt { .. } | OffsetError::InUse { .. } => ErrorClass::Fatal,
             OffsetError::Remote {
                 retryable: true, ..
             } => ErrorClass::Retryable,
@@ -184,6 +194,54 @@ impl OffsetStore for FileOffsetStore {
     }
 }
 
+/// A running pipeline's hold on its data directory: an exclusive lock on `<data_dir>/lock`
+/// (advisory, `flock`), which the kernel lifts when the holder closes it or its process ends,
+/// also on kill -9. Two pipelines sharing a data directory would overwrite each other's
+/// offsets, so the second is refused, in this process (`sluice serve`) or another.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+impl DataDirLock {
+    /// Takes the lock of `data_dir` (created if missing) for `pipeline`, or says who holds it.
+    pub fn acquire(data_dir: &Path, pipeline: &str) -> Result<Self, OffsetError> {
+        let path = data_dir.join("lock");
+        let io = |source| OffsetError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(data_dir).map_err(io)?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.trim();
+                return Err(OffsetError::InUse {
+                    path: data_dir.to_owned(),
+                    holder: if holder.is_empty() {
+                        "another pipeline".to_owned()
+                    } else {
+                        holder.to_owned()
+                    },
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
+        }
+        let holder = format!("pipeline {pipeline}, process {}\n", std::process::id());
+        file.set_len(0).map_err(io)?;
+        file.write_all(holder.as_bytes()).map_err(io)?;
+        Ok(DataDirLock { _file: file })
+    }
+}
+
 /// Offsets in memory only.
 #[derive(Debug, Default)]
 pub struct MemoryOffsetStore {
@@ -248,6 +306,27 @@ mod tests {
         memory.commit("a", &Position::Offset(1))?;
         memory.reset("a")?;
         assert_eq!(memory.load("a")?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_data_dir_is_held_by_one_pipeline_at_a_time() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let data_dir = dir.path().join("orders");
+        let held = DataDirLock::acquire(&data_dir, "orders")?;
+        let err = DataDirLock::acquire(&data_dir, "copy")
+            .err()
+            .ok_or("a second lock was granted")?;
+        assert_eq!(err.class(), ErrorClass::Fatal);
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("pipeline orders, process {}", std::process::id())),
+            "{text}"
+        );
+        assert!(text.contains("`data_dir` of its own"), "{text}");
+        drop(held);
+        let again = DataDirLock::acquire(&data_dir, "copy")?;
+        drop(again);
         Ok(())
     }
 

@@ -408,13 +408,16 @@ impl Manager {
         position: Option<&Position>,
     ) -> Result<(), Refusal> {
         // Opened first (a remote store may take a while), the state checked under the lock.
-        let store = self.offset_store(name)?;
+        let plan = self.offsets_plan(name)?;
+        let store = (plan.open_offset_store()).map_err(|e| Refusal::Failed(e.to_string()))?;
         let _changing = self.change()?;
         match self.map().get(name) {
             None => return Err(not_found(name)),
             Some(m) if m.target == Target::Stopped && !m.running.as_ref().is_some_and(Running::alive) => {}
             Some(_) => return Err(Refusal::Invalid(format!("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"))),
         }
+        // Nobody else (another process, another pipeline with the same data_dir) runs on it.
+        let _held = (plan.lock_data_dir()).map_err(|e| Refusal::Invalid(e.to_string()))?;
         let done = match position {
             Some(position) => store.commit(name, position),
             None => store.reset(name),
@@ -429,6 +432,11 @@ impl Manager {
         &self,
         name: &str,
     ) -> Result<std::sync::Arc<dyn sluice_engine::offsets::OffsetStore>, Refusal> {
+        (self.offsets_plan(name)?.open_offset_store()).map_err(|e| Refusal::Failed(e.to_string()))
+    }
+
+    /// Pipeline `name`'s plan, refused when it keeps no offsets between its runs.
+    fn offsets_plan(&self, name: &str) -> Result<PipelinePlan, Refusal> {
         let (origin, yaml) = match self.map().get(name) {
             Some(m) => (m.origin.clone(), m.yaml.clone()),
             None => return Err(not_found(name)),
@@ -439,7 +447,7 @@ impl Manager {
                 "pipeline `{name}` keeps its offsets in memory (`offsets.store: memory`): there are none to read or change between its runs"
             )));
         }
-        (plan.open_offset_store()).map_err(|e| Refusal::Failed(e.to_string()))
+        Ok(plan)
     }
 
     /// Keeps an API connector's configuration and target, a file pipeline's target (its file

@@ -19,6 +19,7 @@ use sluice_test_support::procstat;
 mod admin;
 mod capture;
 mod consistency;
+mod data_dir;
 mod options;
 mod progress;
 mod quickstart;

@@ -7,7 +7,7 @@ use super::*;
 use sluice_test_support::pg::admin_call;
 
 /// A pipeline file `name` reading `db` into `<dir>/<name>.jsonl`.
-fn serve_pipeline(dir: &Path, name: &str, db: &Path, extra: &str) -> String {
+pub(super) fn serve_pipeline(dir: &Path, name: &str, db: &Path, extra: &str) -> String {
     format!(
         "name: {name}\ndata_dir: {d}/data-{name}\noffsets: {{ flush_interval: 50ms }}\n\
 source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: {name}\n  poll.interval.ms: 20\n{extra}\
@@ -18,7 +18,7 @@ sinks:\n  - type: file\n    path: {d}/{name}.jsonl\n    schemas.enable: false\n"
 }
 
 /// The ids of table `t`'s created rows in `<dir>/<name>.jsonl`, in order.
-fn created_ids(dir: &Path, name: &str) -> Vec<i64> {
+pub(super) fn created_ids(dir: &Path, name: &str) -> Vec<i64> {
     let text = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap_or_default();
     let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
     complete
@@ -29,7 +29,7 @@ fn created_ids(dir: &Path, name: &str) -> Vec<i64> {
         .collect()
 }
 
-fn wait_ids(dir: &Path, name: &str, want: &[i64]) {
+pub(super) fn wait_ids(dir: &Path, name: &str, want: &[i64]) {
     let t0 = Instant::now();
     loop {
         let got = created_ids(dir, name);
@@ -45,7 +45,12 @@ fn wait_ids(dir: &Path, name: &str, want: &[i64]) {
 }
 
 /// Waits until `method target` answers `status` (and `check` holds of the body).
-fn wait_answer(port: u16, target: &str, status: u16, check: impl Fn(&str) -> bool) -> String {
+pub(super) fn wait_answer(
+    port: u16,
+    target: &str,
+    status: u16,
+    check: impl Fn(&str) -> bool,
+) -> String {
     let t0 = Instant::now();
     loop {
         let answer = admin_call(port, "GET", target, None);
@@ -76,7 +81,7 @@ pub(super) fn wait_state(port: u16, name: &str, want: &str) {
     });
 }
 
-fn insert(conn: &Connection, ids: std::ops::RangeInclusive<i64>) {
+pub(super) fn insert(conn: &Connection, ids: std::ops::RangeInclusive<i64>) {
     for id in ids {
         conn.execute("insert into t values (?1, 'x')", [id])
             .unwrap();

@@ -107,6 +107,17 @@ impl PipelinePlan {
         }
     }
 
+    /// The hold on `data_dir` a run of this plan takes while it runs, when its offsets are
+    /// kept there (the `file` store); `None` otherwise.
+    pub fn lock_data_dir(
+        &self,
+    ) -> Result<Option<crate::offsets::DataDirLock>, crate::offsets::OffsetError> {
+        if self.offset_store.is_some() || self.offsets.store != "file" {
+            return Ok(None);
+        }
+        crate::offsets::DataDirLock::acquire(&self.data_dir, &self.name).map(Some)
+    }
+
     /// A plan from a loaded configuration.
     pub fn from_config<S, T, K>(config: PipelineConfig<S, T, K>) -> Self
     where

@@ -52,6 +52,8 @@ pub struct Supervisor {
     options: RunOptions,
     outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
     store: Option<Arc<dyn OffsetStore>>,
+    /// The hold on `data_dir` while the pipeline runs (file offsets), let go when it ends.
+    data_dir_lock: Option<crate::offsets::DataDirLock>,
     committed: Option<Position>,
     committed_tx: watch::Sender<Option<Position>>,
     emitted: Arc<AtomicU64>,
@@ -92,6 +94,7 @@ impl Supervisor {
             options,
             outcome,
             store: None,
+            data_dir_lock: None,
             committed: None,
             committed_tx,
             emitted,
@@ -114,6 +117,7 @@ impl Supervisor {
         if let Ok(mut slot) = self.outcome.lock() {
             *slot = Some(result);
         }
+        self.data_dir_lock = None;
         ctx.stop();
         actix::System::current().stop();
     }
@@ -450,15 +454,20 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let store = self.plan.open_offset_store();
-        let loaded = store.and_then(|s| s.load(&self.plan.name).map(|p| (s, p)));
+        let loaded = self.plan.lock_data_dir().and_then(|lock| {
+            let store = self.plan.open_offset_store()?;
+            let position = store.load(&self.plan.name)?;
+            Ok((lock, store, position))
+        });
         match loaded {
-            Ok((store, position)) => {
+            Ok((lock, store, position)) => {
+                self.data_dir_lock = lock;
                 self.store = Some(store);
                 self.committed = position;
                 let _ = self.committed_tx.send(self.committed.clone());
             }
             Err(e) => {
+                (self.status).failed("offsets", e.to_string(), State::Failed, 0);
                 self.finish(Err(e.into()), ctx);
                 return;
             }
