@@ -172,3 +172,29 @@ fn a_snapshot_ending_with_an_empty_table_completes() {
     finish(child);
     drop_db(&db);
 }
+
+/// A snapshot whose last batch ends with its notifications (to the sink), stderr a pipe: the
+/// log says when it was read (the end is the batch's last snapshot row, not its last event;
+/// missed, the progress would stay open and say "in progress" every 10 s while streaming).
+#[test]
+fn a_snapshot_ending_with_notifications_logs_its_end() {
+    let db = fresh_db("read_notes");
+    psql(
+        &db,
+        "create table items (id int primary key); insert into items select generate_series(1, 5)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "  notification.enabled.channels: sink\n  notification.sink.topic.name: dbz-notifications\n";
+    let path = pipeline(dir.path(), &db, extra, false);
+    let mut child = start(&path, &[]);
+    // Five rows, then the notifications (started, a table's scan started and done, completed).
+    wait_lines(dir.path(), 8, &mut child);
+    stop(&child);
+    let log = finish(child);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("Snapshot read.") && l.contains("rows=")),
+        "no end of the snapshot in the log:\n{log}"
+    );
+    drop_db(&db);
+}

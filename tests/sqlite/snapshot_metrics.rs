@@ -2,7 +2,7 @@
 //! (backpressure stops the source): Debezium's snapshot gauges, Sluice's queues against their
 //! limits, the commit lag growing; the pipeline stopped mid-snapshot (an aborted snapshot);
 //! then the sink answers and the snapshot, read again, completes. A snapshot slowed by its sink
-//! logs its progress every 10 s on a pipe.
+//! logs its progress every 10 s on a pipe, also while it holds the snapshot back entirely.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -297,4 +297,66 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
         err.contains("Snapshot read.") && err.contains("rows=300"),
         "{err}"
     );
+}
+
+/// A snapshot its sink holds back entirely (no row passes for over 10 s), its stderr a pipe:
+/// the progress line still comes, with the rows read so far; the sink answers, the end comes.
+#[test]
+fn a_snapshot_held_by_its_sink_still_logs_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (db, _conn) = captured(
+        root,
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 300) insert into t select v, 'row' from g;",
+        &["t"],
+    );
+    let gate = Gate::start();
+    let path = root.join("held.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "name: held\ndata_dir: {d}/data\nmax_batch_size: 4\nmax_queue_size: 8\n\
+source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
+sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
+            d = root.display(),
+            db = db.display(),
+            port = gate.port
+        ),
+    )
+    .unwrap();
+    let child = sluice_test_support::pg::spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("run")
+            .arg(&path),
+    );
+    let t0 = Instant::now();
+    let line = loop {
+        let log = sluice_test_support::pg::log_so_far(&child);
+        if let Some(line) = log.lines().find(|l| l.contains("Snapshot in progress.")) {
+            break line.to_owned();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no progress line:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!gate.open.load(Ordering::Relaxed));
+    let rows: u64 = (line.split("rows=").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(rows > 0 && rows < 300, "{line}");
+    assert!(line.contains("reading=app.main.t"), "{line}");
+    gate.open.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    while !sluice_test_support::pg::log_so_far(&child).contains("Snapshot read.") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the snapshot did not end"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    terminate(child);
 }

@@ -96,4 +96,4 @@ impl ComponentCounters {
 mod debezium;
 pub mod progress;
 pub use debezium::DebeziumMetrics;
-pub use progress::{ProgressView, SnapshotProgress};
+pub use progress::{ProgressView, SharedProgress, SnapshotProgress};

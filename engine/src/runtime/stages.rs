@@ -71,10 +71,10 @@ pub(crate) async fn transform_stage(
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
-    (counters, debezium, mut progress): (
+    (counters, debezium, progress): (
         ComponentCounters,
         Option<Arc<std::sync::Mutex<DebeziumMetrics>>>,
-        crate::metrics::SnapshotProgress,
+        crate::metrics::SharedProgress,
     ),
 ) -> Result<(), ComponentError> {
     let result = async {
@@ -92,7 +92,7 @@ pub(crate) async fn transform_stage(
                     if let Some(d) = &debezium {
                         d.lock().unwrap_or_else(|p| p.into_inner()).tick();
                     }
-                    progress.tick();
+                    (progress.lock().unwrap_or_else(|p| p.into_inner())).tick();
                     continue;
                 }
                 Popped::Items(items) => {
@@ -102,7 +102,7 @@ pub(crate) async fn transform_stage(
                                 .unwrap_or_else(|p| p.into_inner())
                                 .observe(item.seq, &item.events);
                         }
-                        progress.observe(&item.events);
+                        (progress.lock().unwrap_or_else(|p| p.into_inner())).observe(&item.events);
                         let received = item.events.len();
                         counters.received.increment(received as u64);
                         counters.bytes_received.increment(item.bytes as u64);

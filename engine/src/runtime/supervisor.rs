@@ -44,6 +44,9 @@ struct Generation {
     arbiters: Vec<Arbiter>,
     live: usize,
     failure: Option<(String, ComponentError)>,
+    /// The snapshot's progress, shared with the transform stage: ticked by the flush clock
+    /// too, so a snapshot a sink holds back still says where it is.
+    progress: crate::metrics::SharedProgress,
 }
 
 /// Owns a pipeline's lifecycle.
@@ -132,6 +135,11 @@ impl Supervisor {
         if let Some(d) = &self.debezium {
             d.lock().unwrap_or_else(|p| p.into_inner()).tick();
         }
+        (generation
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()))
+        .clock();
         let lag = generation.acker.oldest_pending();
         ::metrics::gauge!(metrics::COMMIT_LAG, "pipeline" => self.plan.name.clone())
             .set(lag.as_secs_f64());
@@ -240,6 +248,10 @@ impl Supervisor {
             source_counters: self.status.source_counters(),
         });
 
+        let progress = Arc::new(Mutex::new(crate::metrics::SnapshotProgress::new(
+            self.options.progress,
+            self.status.snapshot_plan(),
+        )));
         let mut futures: Vec<(String, StageFuture)> = Vec::new();
         futures.push((
             "source".to_owned(),
@@ -281,10 +293,7 @@ impl Supervisor {
                             .generation(source_queue.clone());
                         metrics.clone()
                     }),
-                    crate::metrics::SnapshotProgress::new(
-                        self.options.progress,
-                        self.status.snapshot_plan(),
-                    ),
+                    progress.clone(),
                 ),
             )),
         ));
@@ -303,6 +312,7 @@ impl Supervisor {
             arbiters,
             live,
             failure: None,
+            progress,
         })
     }
 

@@ -1,9 +1,10 @@
 //! Snapshot progress (initial, blocking and incremental snapshots), as the source's events show
 //! it: per-table progress bars (rows, the estimated total the source announced, rate, ETA) when
 //! the run asks for them ([`ProgressView::Bars`]: `sluice run` on a terminal), else plain log
-//! lines: one every 10 seconds with the rows so far, the rate and the table being read, one when
-//! the snapshot's last row passes. Worked out per batch (log lines: from its last event, two
-//! field reads), so it costs nothing measurable.
+//! lines: one every 10 seconds with the rows so far, the rate and the table being read (also
+//! while a sink holds the snapshot back and no row passes: the pipeline's clock ticks it), one
+//! when the snapshot's last row passes. Worked out per batch (log lines: from its last event,
+//! two field reads), so it costs nothing measurable.
 
 mod bars;
 
@@ -17,6 +18,12 @@ pub use bars::suspend;
 
 /// Time between progress lines.
 const EVERY: Duration = Duration::from_secs(10);
+/// Events at the end of a batch looked at for its last snapshot row.
+const TAIL: usize = 8;
+
+/// A pipeline's snapshot progress, shared by its transform stage (which counts the rows) and
+/// its supervisor (whose clock ticks it).
+pub type SharedProgress = Arc<std::sync::Mutex<SnapshotProgress>>;
 
 /// How snapshot progress is shown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,6 +42,9 @@ pub struct SnapshotProgress {
     started: Option<Instant>,
     logged: Option<Instant>,
     table: Option<Arc<str>>,
+    /// The rows seen last were an incremental snapshot's (which says no end: its lines come
+    /// only with its rows).
+    incremental: bool,
     bars: Option<bars::Bars>,
 }
 
@@ -65,42 +75,65 @@ impl SnapshotProgress {
             bars.observe(events);
             return;
         }
-        let Some(last) = events.last() else { return };
-        let Some(phase) = phase(last) else { return };
+        // The batch's last snapshot row: a snapshot's last batch may end with its notifications
+        // (a table's scan done, the snapshot completed); a few events at most are looked at.
+        let tail = events.iter().rev().take(TAIL);
+        let Some((last, phase)) = tail.filter_map(|e| phase(e).map(|p| (e, p))).next() else {
+            return;
+        };
         let now = Instant::now();
         let started = *self.started.get_or_insert(now);
         self.rows += events.len() as u64;
         self.table = Some(last.topic.clone());
-        let rate = |rows: u64| rows as f64 / now.duration_since(started).as_secs_f64().max(0.001);
+        self.incremental = phase == "incremental";
         if phase == "last" {
+            let seconds = now.duration_since(started).as_secs_f64();
             tracing::info!(
                 rows = self.rows,
-                seconds = format!("{:.1}", now.duration_since(started).as_secs_f64()),
-                rows_per_second = format!("{:.0}", rate(self.rows)),
+                seconds = format!("{seconds:.1}"),
+                rows_per_second = format!("{:.0}", self.rows as f64 / seconds.max(0.001)),
                 "Snapshot read."
             );
             *self = SnapshotProgress::default();
             return;
         }
-        if self.logged.is_none_or(|t| now.duration_since(t) >= EVERY) {
-            if self.logged.is_some() {
-                tracing::info!(
-                    rows = self.rows,
-                    rows_per_second = format!("{:.0}", rate(self.rows)),
-                    reading = %self.table.as_deref().unwrap_or(""),
-                    incremental = phase == "incremental",
-                    "Snapshot in progress."
-                );
-            }
-            self.logged = Some(now);
+        self.log_every(now);
+    }
+
+    /// The line of the last 10 seconds, if not written yet (the first one starts the clock).
+    fn log_every(&mut self, now: Instant) {
+        let Some(started) = self.started else { return };
+        if self.logged.is_some_and(|t| now.duration_since(t) < EVERY) {
+            return;
         }
+        if self.logged.is_some() {
+            let seconds = now.duration_since(started).as_secs_f64().max(0.001);
+            tracing::info!(
+                rows = self.rows,
+                rows_per_second = format!("{:.0}", self.rows as f64 / seconds),
+                reading = %self.table.as_deref().unwrap_or(""),
+                incremental = self.incremental,
+                "Snapshot in progress."
+            );
+        }
+        self.logged = Some(now);
     }
 
     /// No event came for a while: an incremental snapshot's bars that saw no row for some
-    /// seconds are done.
+    /// seconds are done; an initial or blocking snapshot under way still says where it is.
     pub fn tick(&mut self) {
-        if let Some(bars) = &mut self.bars {
-            bars.tick();
+        match &mut self.bars {
+            Some(bars) => bars.tick(),
+            None => self.clock(),
+        }
+    }
+
+    /// Time passes, events or not (a sink may hold the pipeline back): an initial or blocking
+    /// snapshot under way says where it is every 10 seconds (log lines only; bars stay as
+    /// they are).
+    pub fn clock(&mut self) {
+        if self.bars.is_none() && !self.incremental {
+            self.log_every(Instant::now());
         }
     }
 }
