@@ -413,6 +413,32 @@ fn an_imported_debezium_connector_runs_as_the_pipeline_it_prints() {
         !yaml.contains("tasks.max") && !yaml.contains("converter"),
         "{yaml}"
     );
+    // The same connector as Kafka Connect's standalone `.properties` file (a comment, `:` and
+    // `=` separators, a continued line, an escaped `=`): the same pipeline.
+    let mut text = format!("# {prefix}, as connect-standalone reads it\nname: {prefix}\n");
+    for (key, value) in connector["config"].as_object().unwrap() {
+        let value = value.as_str().unwrap().replace('=', "\\=");
+        match key.as_str() {
+            "transforms.keep.condition" => {
+                let (head, tail) = value.split_at(value.find("&&").unwrap());
+                text.push_str(&format!("{key} = {head}\\\n    {tail}\n"));
+            }
+            _ => text.push_str(&format!("{key}={value}\n")),
+        }
+    }
+    let properties = dir.path().join("connector.properties");
+    std::fs::write(&properties, text).unwrap();
+    let o = std::process::Command::new(pg::sluice())
+        .args(["import", "--bootstrap-servers", &bootstrap])
+        .arg(&properties)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The same pipeline; only the header comment names the other file.
+    let body = |y: &str| y.split_once('\n').map(|(_, rest)| rest.to_owned());
+    let imported = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(imported.contains("connector.properties"), "{imported}");
+    assert_eq!(body(&imported), body(&yaml), "from .properties");
     let path = dir.path().join("imported.yaml");
     std::fs::write(&path, &yaml).unwrap();
     let o = std::process::Command::new(pg::sluice())
