@@ -54,12 +54,12 @@ fn the_same_pipeline_run_twice_is_refused_and_the_first_goes_on() {
     assert_eq!(after[0]["value"]["op"], "c");
 }
 
-/// Waits until the created rows of `<dir>/out.jsonl` are `want`, in order.
+/// Waits until the rows read or created in `<dir>/out.jsonl` are `want`, in order.
 fn wait_created(dir: &Path, want: &[i64]) {
     let t0 = Instant::now();
     loop {
         let got: Vec<i64> = (lines(dir).iter())
-            .filter(|l| l["value"]["op"] == "c")
+            .filter(|l| l["value"]["op"] == "c" || l["value"]["op"] == "r")
             .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
             .collect();
         if got == want {

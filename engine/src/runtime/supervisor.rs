@@ -61,6 +61,8 @@ pub struct Supervisor {
     committed_tx: watch::Sender<Option<Position>>,
     emitted: Arc<AtomicU64>,
     last_event_ms: Arc<AtomicU64>,
+    /// When the committed position last moved (`--stop-when-idle` counts it as activity).
+    last_commit_ms: u64,
     next_generation: u64,
     current: Option<Generation>,
     /// Signals from the admin endpoint, handed to every generation's source.
@@ -102,6 +104,7 @@ impl Supervisor {
             committed_tx,
             emitted,
             last_event_ms,
+            last_commit_ms: 0,
             next_generation: 0,
             current: None,
             signals,
@@ -151,6 +154,7 @@ impl Supervisor {
                     .increment(1);
             }
             self.committed = acked;
+            self.last_commit_ms = now_ms();
             if let Some(position) = &self.committed {
                 self.status.committed(position);
             }
@@ -505,7 +509,14 @@ impl Actor for Supervisor {
         if let Some(idle) = self.options.stop_when_idle {
             let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
             ctx.run_interval(tick, move |act, ctx| {
-                let quiet = now_ms().saturating_sub(act.last_event_ms.load(Ordering::Relaxed));
+                // What is acknowledged is committed first (a source may wait for its position
+                // to be committed before it goes on: SQLite's first snapshot), and a commit
+                // counts as the pipeline moving. A failing commit is the flush clock's to handle.
+                if act.commit().is_err() {
+                    return;
+                }
+                let last = (act.last_event_ms.load(Ordering::Relaxed)).max(act.last_commit_ms);
+                let quiet = now_ms().saturating_sub(last);
                 let drained = act
                     .current
                     .as_ref()

@@ -53,24 +53,6 @@ pub fn clock(conn: &Connection) -> rusqlite::Result<i64> {
     })
 }
 
-/// The sequence just before the oldest change still kept for `tables` (changes are purged
-/// only once delivered), or `None` when their change tables are empty.
-pub fn before_oldest(conn: &Connection, tables: &[&str]) -> rusqlite::Result<Option<i64>> {
-    let mut oldest: Option<i64> = None;
-    for table in tables {
-        let first: Option<i64> = conn.query_row(
-            &format!("select min(seq) from {}", quote(&change_table(table))),
-            [],
-            |r| r.get(0),
-        )?;
-        oldest = match (oldest, first) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-    Ok(oldest.map(|s| s - 1))
-}
-
 /// The change table of `table`.
 pub fn change_table(table: &str) -> String {
     format!("_sluice_ct_{table}")

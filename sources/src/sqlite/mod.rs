@@ -2,8 +2,8 @@
 //!
 //! The snapshot reads every captured table in one read transaction, together with the
 //! sequence number of the last change (`_sluice_clock`), so snapshot and stream meet with no gap
-//! and no duplicate. The stream then polls the change tables for changes after that number,
-//! merged across tables in sequence (commit) order. Positions are
+//! and no duplicate ([`snapshot`]). The stream then polls the change tables for changes after
+//! that number, merged across tables in sequence (commit) order. Positions are
 //! `{"seq": N, "snapshot_completed": bool}`; change rows up to the committed position are
 //! purged.
 
@@ -12,6 +12,7 @@ mod config;
 pub mod demo;
 mod heartbeat;
 mod incremental;
+mod snapshot;
 mod table;
 pub mod types;
 
@@ -311,131 +312,6 @@ impl SqliteSource {
         }
     }
 
-    /// The snapshot's SELECT of `table`: `snapshot.select.statement.overrides.main.<table>`
-    /// (which must return the captured columns in their order), or all its captured columns.
-    fn snapshot_statement<'c>(
-        &self,
-        tx: &'c rusqlite::Transaction<'_>,
-        table: &Table,
-    ) -> Result<rusqlite::Statement<'c>, ComponentError> {
-        let sql = match self
-            .config
-            .common
-            .snapshot_overrides
-            .get(&format!("main.{}", table.name))
-        {
-            Some(custom) => custom.clone(),
-            None => format!("select {} from {}", table.select_list(), quote(&table.name)),
-        };
-        let stmt = tx
-            .prepare(&sql)
-            .map_err(|e| sql_error("snapshot query", e))?;
-        if stmt.column_count() != table.columns.len() {
-            return Err(fatal(format!(
-                "the snapshot SELECT of `main.{}` returns {} columns; it must return the {} captured ones ({}) in that order",
-                table.name,
-                stmt.column_count(),
-                table.columns.len(),
-                table.select_list()
-            )));
-        }
-        Ok(stmt)
-    }
-
-    /// Reads every table in one read transaction; returns where the stream starts: the
-    /// committed sequence when there is one (an interrupted snapshot, `always`), else just
-    /// before the oldest change not purged yet (none is purged before it is delivered), when
-    /// that is earlier than this snapshot's sequence. So a change made since an earlier,
-    /// cut-off run (a row it emitted and that was deleted since) is streamed after the snapshot
-    /// (it may come twice; none is lost).
-    fn snapshot(
-        &self,
-        conn: &mut Connection,
-        tables: &[Table],
-        out: &Out,
-        resume: Option<i64>,
-    ) -> Result<Option<i64>, ComponentError> {
-        let mut cut = out.cut.clone();
-        let tx = conn.transaction().map_err(|e| sql_error("BEGIN", e))?;
-        let read_at =
-            capture::clock(&tx).map_err(|e| sql_error("reading the change sequence", e))?;
-        let start = match resume {
-            Some(r) => Some(r),
-            None => {
-                let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
-                capture::before_oldest(&tx, &names)
-                    .map_err(|e| sql_error("reading the oldest kept change", e))?
-            }
-        };
-        let seq = start.map_or(read_at, |r| r.min(read_at));
-        let position = Offset {
-            at: Point {
-                seq,
-                snapshot_completed: false,
-            },
-            incremental: None,
-        }
-        .position();
-        // A row is held back until the next one is read, so the last row can be marked `last`.
-        let mut pending: Option<(&Table, Option<Struct>, bool)> = None;
-        let mut batch = Vec::new();
-        let mut rows = 0u64;
-        // `snapshot.include.collection.list`: the tables whose rows are read (all streamed).
-        let read: Vec<&Table> = tables
-            .iter()
-            .filter(|t| self.config.common.snapshots_table(&t.name))
-            .collect();
-        table::announce(&tx, &read, &out.plan);
-        for table in read {
-            let mut stmt = self.snapshot_statement(&tx, table)?;
-            let mut result = stmt.query([]).map_err(|e| sql_error("snapshot query", e))?;
-            while let Some(row) = result.next().map_err(|e| sql_error("snapshot read", e))? {
-                let Some(after) = self.image(table, row, 0)? else {
-                    continue;
-                };
-                if let Some((t, prev, first)) = pending.replace((table, after, rows == 0)) {
-                    let mut event = self.event(
-                        t,
-                        Op::Read,
-                        None,
-                        prev,
-                        None,
-                        if first { "first" } else { "true" },
-                    );
-                    event.position = position.clone();
-                    batch.push(event);
-                }
-                rows += 1;
-                if cut.is_full(&batch) {
-                    cut.taken();
-                    let events = std::mem::take(&mut batch);
-                    if !out.send(Batch {
-                        events,
-                        position: Some(position.clone()),
-                    }) {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-        drop(tx);
-        let done = at(seq, None);
-        // The very last row is `last`, as Debezium marks it, even when it is also the first.
-        if let Some((t, last, _)) = pending {
-            let mut event = self.event(t, Op::Read, None, last, None, "last");
-            event.position = done.clone();
-            batch.push(event);
-        }
-        if !out.send(Batch {
-            events: batch,
-            position: Some(done),
-        }) {
-            return Ok(None);
-        }
-        tracing::info!(rows, tables = tables.len(), seq, "Snapshot completed.");
-        Ok(Some(seq))
-    }
-
     /// Changes after `after`, merged across tables in sequence order; the new position.
     fn poll(
         &self,
@@ -562,6 +438,8 @@ struct Out {
     stop: Arc<AtomicBool>,
     /// The snapshot's tables and their rows, announced before they are read.
     plan: sluice_engine::component::SnapshotPlan,
+    /// The committed position (a first snapshot waits for its own).
+    committed: tokio::sync::watch::Receiver<Option<Position>>,
 }
 
 impl Out {
@@ -705,6 +583,7 @@ impl Source for SqliteSource {
             cut: BatchCut::for_limits(ctx.limits()),
             stop: stop.clone(),
             plan: ctx.snapshot_plan(),
+            committed: ctx.committed(),
         };
         let reader = SqliteSource {
             config: self.config.clone(),
