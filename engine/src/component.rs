@@ -141,6 +141,7 @@ pub struct SourceContext {
     shutdown: watch::Receiver<bool>,
     shutdown_tx: Arc<watch::Sender<bool>>,
     committed: watch::Receiver<Option<Position>>,
+    commit_soon: Arc<tokio::sync::Notify>,
     signals: Option<crate::runtime::admin::SignalQueue>,
     /// The partitions' positions of a source that reads several ([`Self::partition_by`]).
     partitions: Option<crate::partitions::Partitions>,
@@ -255,6 +256,8 @@ pub(crate) struct SourceWiring {
     pub connected: Arc<std::sync::atomic::AtomicBool>,
     pub shutdown_tx: Arc<watch::Sender<bool>>,
     pub committed: watch::Receiver<Option<Position>>,
+    /// Asks the supervisor to commit as soon as what was emitted is acknowledged.
+    pub commit_soon: Arc<tokio::sync::Notify>,
     pub signals: Option<crate::runtime::admin::SignalQueue>,
     pub snapshot_plan: SnapshotPlan,
     pub source_counters: Arc<SourceCounters>,
@@ -286,6 +289,7 @@ impl SourceContext {
             connected: w.connected,
             shutdown_tx: w.shutdown_tx,
             committed: w.committed,
+            commit_soon: w.commit_soon,
             signals: w.signals,
             partitions: None,
             snapshot_plan: w.snapshot_plan,
@@ -404,6 +408,13 @@ impl SourceContext {
     /// replication slot).
     pub fn committed(&self) -> watch::Receiver<Option<Position>> {
         self.committed.clone()
+    }
+
+    /// A handle that asks for a commit as soon as everything emitted before is acknowledged,
+    /// instead of at the next `offsets.flush_interval` (for a source that waits for a position
+    /// of its own to be committed, [`Self::committed`] showing it); usable from any thread.
+    pub fn commit_soon(&self) -> Arc<tokio::sync::Notify> {
+        self.commit_soon.clone()
     }
 
     /// Events emitted so far by this pipeline run.

@@ -102,6 +102,31 @@ fn a_first_snapshot_does_not_repeat_the_changes_recorded_before_it() {
     assert_eq!(seen, want);
 }
 
+/// The first snapshot's sequence is committed as soon as the sink has it (the source asks for
+/// it), not at the next flush: with an hour between flushes the snapshot still starts at once.
+#[test]
+fn a_first_snapshot_does_not_wait_for_the_flush_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b');",
+        &["t"],
+    );
+    let path = pipeline(dir.path(), &db, "");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("flush_interval: 50ms", "flush_interval: 1h"),
+    )
+    .unwrap();
+    let mut child = start(&path, &[]);
+    wait_lines(dir.path(), 2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(dir.path().join("data/offsets.json")).unwrap();
+    assert!(text.contains(r#"\"snapshot_completed\":false"#), "{text}");
+}
+
 #[test]
 fn a_stream_started_without_changes_resumes_from_where_it_started() {
     let dir = tempfile::tempdir().unwrap();

@@ -63,6 +63,8 @@ pub struct Supervisor {
     last_event_ms: Arc<AtomicU64>,
     /// When the committed position last moved (`--stop-when-idle` counts it as activity).
     last_commit_ms: u64,
+    /// Sources' requests for a commit as soon as possible ([`SourceContext::commit_soon`]).
+    commit_soon: Arc<tokio::sync::Notify>,
     next_generation: u64,
     current: Option<Generation>,
     /// Signals from the admin endpoint, handed to every generation's source.
@@ -105,6 +107,7 @@ impl Supervisor {
             emitted,
             last_event_ms,
             last_commit_ms: 0,
+            commit_soon: Arc::new(tokio::sync::Notify::new()),
             next_generation: 0,
             current: None,
             signals,
@@ -126,6 +129,17 @@ impl Supervisor {
         self.data_dir_lock = None;
         ctx.stop();
         actix::System::current().stop();
+    }
+
+    /// Commits, stopping the pipeline when the store fails for good.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if let Err(e) = self.commit() {
+            tracing::error!(error = %e, "Committing offsets failed.");
+            if matches!(&e, RunError::Offsets(o) if o.class() == ErrorClass::Fatal) {
+                self.abort_generation();
+                self.finish(Err(e), ctx);
+            }
+        }
     }
 
     /// Persists the acknowledged position if it moved.
@@ -247,6 +261,7 @@ impl Supervisor {
             connected: self.status.fresh_connected(),
             shutdown_tx: shutdown_tx.clone(),
             committed: self.committed_tx.subscribe(),
+            commit_soon: self.commit_soon.clone(),
             signals: self.signals.clone(),
             snapshot_plan: self.status.snapshot_plan(),
             source_counters: self.status.source_counters(),
@@ -498,11 +513,14 @@ impl Actor for Supervisor {
             });
         }
         ctx.run_interval(self.plan.offsets.flush_interval.0, |act, ctx| {
-            if let Err(e) = act.commit() {
-                tracing::error!(error = %e, "Committing offsets failed.");
-                if matches!(&e, RunError::Offsets(o) if o.class() == ErrorClass::Fatal) {
-                    act.abort_generation();
-                    act.finish(Err(e), ctx);
+            act.flush(ctx)
+        });
+        let (asked, me) = (self.commit_soon.clone(), ctx.address());
+        actix::spawn(async move {
+            loop {
+                asked.notified().await;
+                if me.try_send(CommitSoon(0)).is_err() {
+                    return;
                 }
             }
         });
@@ -528,6 +546,24 @@ impl Actor for Supervisor {
             });
         }
         self.start_generation(ctx);
+    }
+}
+
+/// A source asked for a commit as soon as what it emitted is acknowledged (the attempt: it is
+/// looked at every 5 ms, for a second at most; the flush clock goes on anyway).
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+struct CommitSoon(u32);
+
+impl Handler<CommitSoon> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, CommitSoon(attempt): CommitSoon, ctx: &mut Self::Context) {
+        let pending = (self.current.as_ref()).is_some_and(|g| g.acker.in_flight() > 0);
+        if pending && attempt < 200 {
+            ctx.notify_later(CommitSoon(attempt + 1), Duration::from_millis(5));
+            return;
+        }
+        self.flush(ctx);
     }
 }
 

@@ -438,8 +438,9 @@ struct Out {
     stop: Arc<AtomicBool>,
     /// The snapshot's tables and their rows, announced before they are read.
     plan: sluice_engine::component::SnapshotPlan,
-    /// The committed position (a first snapshot waits for its own).
+    /// The committed position (a first snapshot waits for its own, asking for it at once).
     committed: tokio::sync::watch::Receiver<Option<Position>>,
+    commit_soon: Arc<tokio::sync::Notify>,
 }
 
 impl Out {
@@ -584,6 +585,7 @@ impl Source for SqliteSource {
             stop: stop.clone(),
             plan: ctx.snapshot_plan(),
             committed: ctx.committed(),
+            commit_soon: ctx.commit_soon(),
         };
         let reader = SqliteSource {
             config: self.config.clone(),

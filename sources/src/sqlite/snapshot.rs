@@ -2,8 +2,8 @@
 //! last change, so that snapshot and stream meet with no gap and no duplicate.
 //!
 //! A first snapshot (no committed position) pins its sequence before its first row goes out:
-//! a batch with no event at `{"seq": N, "snapshot_completed": false}`, waited for until it is
-//! committed. A snapshot cut off later (kill -9) may have delivered rows that change or go before
+//! a batch with no event at `{"seq": N, "snapshot_completed": false}`, committed as soon as
+//! the sinks have it ([`sluice_engine::SourceContext::commit_soon`]) and waited for. A snapshot cut off later (kill -9) may have delivered rows that change or go before
 //! the next start; that start finds the pinned sequence and streams every change after it, so a
 //! row deleted meanwhile is deleted downstream too. Changes before a first snapshot are in it
 //! and are not streamed again, as with Debezium's connectors.
@@ -153,6 +153,7 @@ impl SqliteSource {
         if !out.send(batch) {
             return false;
         }
+        out.commit_soon.notify_one();
         tracing::debug!(seq, "Waiting for the snapshot's sequence to be committed.");
         while !out.stop.load(Ordering::Relaxed) {
             if out.committed.borrow().as_ref() == Some(&pinned) {
