@@ -61,7 +61,8 @@ pub struct Supervisor {
     committed_tx: watch::Sender<Option<Position>>,
     emitted: Arc<AtomicU64>,
     last_event_ms: Arc<AtomicU64>,
-    /// When the committed position last moved (`--stop-when-idle` counts it as activity).
+    /// When a commit a source asked for ([`CommitSoon`]) last moved the committed position
+    /// (`--stop-when-idle` counts it as activity).
     last_commit_ms: u64,
     /// Sources' requests for a commit as soon as possible ([`SourceContext::commit_soon`]).
     commit_soon: Arc<tokio::sync::Notify>,
@@ -168,7 +169,6 @@ impl Supervisor {
                     .increment(1);
             }
             self.committed = acked;
-            self.last_commit_ms = now_ms();
             if let Some(position) = &self.committed {
                 self.status.committed(position);
             }
@@ -519,20 +519,17 @@ impl Actor for Supervisor {
         actix::spawn(async move {
             loop {
                 asked.notified().await;
-                if me.try_send(CommitSoon(0)).is_err() {
+                if !me.connected() {
                     return;
                 }
+                me.do_send(CommitSoon(0));
             }
         });
         if let Some(idle) = self.options.stop_when_idle {
             let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
             ctx.run_interval(tick, move |act, ctx| {
-                // What is acknowledged is committed first (a source may wait for its position
-                // to be committed before it goes on: SQLite's first snapshot), and a commit
-                // counts as the pipeline moving. A failing commit is the flush clock's to handle.
-                if act.commit().is_err() {
-                    return;
-                }
+                // A commit a source asked for counts as the pipeline moving (SQLite's first
+                // snapshot waits for one before its first row).
                 let last = (act.last_event_ms.load(Ordering::Relaxed)).max(act.last_commit_ms);
                 let quiet = now_ms().saturating_sub(last);
                 let drained = act
@@ -549,8 +546,9 @@ impl Actor for Supervisor {
     }
 }
 
-/// A source asked for a commit as soon as what it emitted is acknowledged (the attempt: it is
-/// looked at every 5 ms, for a second at most; the flush clock goes on anyway).
+/// A source asked for a commit as soon as what it emitted is acknowledged (the attempt: tried
+/// every 5 ms until the committed position moves, for a second at most; the source may ask
+/// again, and the flush clock goes on anyway).
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "()")]
 struct CommitSoon(u32);
@@ -558,12 +556,16 @@ struct CommitSoon(u32);
 impl Handler<CommitSoon> for Supervisor {
     type Result = ();
     fn handle(&mut self, CommitSoon(attempt): CommitSoon, ctx: &mut Self::Context) {
-        let pending = (self.current.as_ref()).is_some_and(|g| g.acker.in_flight() > 0);
-        if pending && attempt < 200 {
-            ctx.notify_later(CommitSoon(attempt + 1), Duration::from_millis(5));
+        if self.current.is_none() || self.stopping {
             return;
         }
+        let before = self.committed.clone();
         self.flush(ctx);
+        if self.committed != before {
+            self.last_commit_ms = now_ms();
+        } else if attempt < 200 {
+            ctx.notify_later(CommitSoon(attempt + 1), Duration::from_millis(5));
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! and are not streamed again, as with Debezium's connectors.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use sluice_engine::{Batch, ComponentError, Op, Struct};
@@ -153,11 +153,17 @@ impl SqliteSource {
         if !out.send(batch) {
             return false;
         }
-        out.commit_soon.notify_one();
         tracing::debug!(seq, "Waiting for the snapshot's sequence to be committed.");
-        while !out.stop.load(Ordering::Relaxed) {
+        // Asked for at once, then again every half second (a sink that takes a while to
+        // connect); given up when the source stops or is cut off (its channel closed).
+        let mut asked: Option<Instant> = None;
+        while !out.stop.load(Ordering::Relaxed) && !out.tx.is_closed() {
             if out.committed.borrow().as_ref() == Some(&pinned) {
                 return true;
+            }
+            if asked.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
+                out.commit_soon.notify_one();
+                asked = Some(Instant::now());
             }
             std::thread::sleep(Duration::from_millis(10));
         }
