@@ -2,8 +2,8 @@
 //!
 //! The snapshot reads every captured table in one read transaction, together with the
 //! sequence number of the last change (`_sluice_clock`), so snapshot and stream meet with no gap
-//! and no duplicate ([`snapshot`]). The stream then polls the change tables for changes after
-//! that number, merged across tables in sequence (commit) order. Positions are
+//! and no duplicate (the `snapshot` module). The stream then polls the change tables for
+//! changes after that number, merged across tables in sequence (commit) order. Positions are
 //! `{"seq": N, "snapshot_completed": bool}`; change rows up to the committed position are
 //! purged.
 

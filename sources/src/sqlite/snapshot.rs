@@ -1,12 +1,13 @@
 //! The snapshot: every captured table read in one read transaction, with the sequence of the
-//! last change, so that snapshot and stream meet with no gap and no duplicate.
+//! last change, so that a first snapshot and the stream meet with no gap and no duplicate.
 //!
 //! A first snapshot (no committed position) pins its sequence before its first row goes out:
 //! a batch with no event at `{"seq": N, "snapshot_completed": false}`, committed as soon as
-//! the sinks have it ([`sluice_engine::SourceContext::commit_soon`]) and waited for. A snapshot cut off later (kill -9) may have delivered rows that change or go before
-//! the next start; that start finds the pinned sequence and streams every change after it, so a
-//! row deleted meanwhile is deleted downstream too. Changes before a first snapshot are in it
-//! and are not streamed again, as with Debezium's connectors.
+//! the sinks have it ([`sluice_engine::SourceContext::commit_soon`]) and waited for. A snapshot
+//! cut off later (kill -9) may have delivered rows that change or go before the next start; that
+//! start finds the pinned sequence and streams every change after it, so a row deleted
+//! meanwhile is deleted downstream too. Changes before a first snapshot are in it and are not
+//! streamed again, as with Debezium's connectors.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
