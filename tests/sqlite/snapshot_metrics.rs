@@ -261,27 +261,8 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
 #[test]
 fn a_long_snapshot_on_a_pipe_logs_its_progress() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let (db, _conn) = captured(
-        root,
-        "create table t (id integer primary key, v text);
-         with recursive g(v) as (select 1 union all select v + 1 from g where v < 300) insert into t select v, 'row' from g;",
-        &["t"],
-    );
     let gate = Gate::answering(true, Duration::from_millis(40));
-    let path = root.join("slow.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "name: slow\ndata_dir: {d}/data\nmax_batch_size: 4\nmax_queue_size: 8\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
-sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
-            d = root.display(),
-            db = db.display(),
-            port = gate.port
-        ),
-    )
-    .unwrap();
+    let path = slow_table_pipeline(dir.path(), "slow", &gate);
     let o = sluice(&["run", "--stop-when-idle", "2s", path.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -304,27 +285,8 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
 #[test]
 fn a_snapshot_held_by_its_sink_still_logs_its_progress() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let (db, _conn) = captured(
-        root,
-        "create table t (id integer primary key, v text);
-         with recursive g(v) as (select 1 union all select v + 1 from g where v < 300) insert into t select v, 'row' from g;",
-        &["t"],
-    );
     let gate = Gate::start();
-    let path = root.join("held.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "name: held\ndata_dir: {d}/data\nmax_batch_size: 4\nmax_queue_size: 8\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
-sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
-            d = root.display(),
-            db = db.display(),
-            port = gate.port
-        ),
-    )
-    .unwrap();
+    let path = slow_table_pipeline(dir.path(), "held", &gate);
     let child = sluice_test_support::pg::spawn_logged(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("run")
@@ -359,4 +321,29 @@ sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
         std::thread::sleep(Duration::from_millis(100));
     }
     terminate(child);
+}
+
+/// A table of 300 rows in `root` and pipeline `name` reading it into `gate`, in batches of 4
+/// through queues of 8 (so the sink sets the snapshot's pace); the pipeline file.
+fn slow_table_pipeline(root: &Path, name: &str, gate: &Gate) -> PathBuf {
+    let (db, _conn) = captured(
+        root,
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 300) insert into t select v, 'row' from g;",
+        &["t"],
+    );
+    let path = root.join(format!("{name}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name: {name}\ndata_dir: {d}/data\nmax_batch_size: 4\nmax_queue_size: 8\n\
+source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
+sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
+            d = root.display(),
+            db = db.display(),
+            port = gate.port
+        ),
+    )
+    .unwrap();
+    path
 }

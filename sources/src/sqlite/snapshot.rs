@@ -68,14 +68,7 @@ impl SqliteSource {
             None if self.pin(read_at, out) => read_at,
             None => return Ok(None),
         };
-        let position = Offset {
-            at: Point {
-                seq,
-                snapshot_completed: false,
-            },
-            incremental: None,
-        }
-        .position();
+        let position = reading(seq);
         // A row is held back until the next one is read, so the last row can be marked `last`.
         let mut pending: Option<(&Table, Option<Struct>, bool)> = None;
         let mut batch = Vec::new();
@@ -139,14 +132,7 @@ impl SqliteSource {
     /// Sends the position of a snapshot read at `seq` ahead of its rows and waits until it is
     /// committed (every sink has what came before it); `false`: the source is stopping.
     fn pin(&self, seq: i64, out: &Out) -> bool {
-        let pinned = Offset {
-            at: Point {
-                seq,
-                snapshot_completed: false,
-            },
-            incremental: None,
-        }
-        .position();
+        let pinned = reading(seq);
         let batch = Batch {
             events: Vec::new(),
             position: Some(pinned.clone()),
@@ -170,4 +156,16 @@ impl SqliteSource {
         }
         false
     }
+}
+
+/// The position of a snapshot under way that streams from change `seq` once it is read.
+fn reading(seq: i64) -> sluice_engine::Position {
+    Offset {
+        at: Point {
+            seq,
+            snapshot_completed: false,
+        },
+        incremental: None,
+    }
+    .position()
 }
