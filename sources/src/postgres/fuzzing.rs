@@ -146,8 +146,17 @@ mod tests {
         assert_eq!(parse_time("99999999999999:00:00"), None);
         assert_eq!(parse_timestamptz("2020-01-01 00:00:00+99999999999"), None);
         // The largest timestamp the server writes is past what microseconds since 1970 hold in
-        // 64 bits (year 294247): refused (an error for the failure mode), not wrapped around.
+        // 64 bits (year 294247): refused as microseconds (an error for the failure mode), not
+        // wrapped around; its parts (and so milliseconds, and the zoned text) hold it.
         assert_eq!(parse_timestamp("294276-12-31 23:59:59.999999"), None);
+        let last =
+            sluice_kit::values::temporal::parse_timestamp_parts("294276-12-31 23:59:59.999999")
+                .unwrap();
+        assert_eq!(last.millis(), Some(9_224_318_015_999_999));
+        assert_eq!(
+            &*sluice_kit::values::temporal::format_zoned_timestamp_parts(last, 6),
+            "+294276-12-31T23:59:59.999999Z"
+        );
         assert!(parse_timestamp("294246-12-31 23:59:59.999999").is_some());
         assert!(parse_date("5874897-12-31").is_some());
         assert!(parse_time("24:00:00").is_some());

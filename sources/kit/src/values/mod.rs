@@ -4,6 +4,7 @@
 
 pub mod decimal;
 pub mod geometry;
+pub mod integer;
 pub mod temporal;
 
 use std::sync::Arc;

@@ -133,18 +133,61 @@ fn split_offset(text: &str) -> Option<(&str, i64)> {
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]` → microseconds since the epoch (no zone).
 pub fn parse_timestamp(text: &str) -> Option<i64> {
+    parse_timestamp_parts(text)?.micros()
+}
+
+/// Microseconds in a day.
+const DAY_MICROS: i64 = 86_400_000_000;
+
+/// A timestamp as days since the epoch and microseconds of the day: every timestamp a database
+/// holds, also those past what microseconds since 1970 hold in 64 bits (PostgreSQL's last
+/// years, 294247 to 294276).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampParts {
+    /// Days since 1970-01-01.
+    pub days: i64,
+    /// Microseconds of the day (0 to a day, exclusive).
+    pub micros_of_day: i64,
+}
+
+impl TimestampParts {
+    /// Microseconds since the epoch; `None` past 64 bits.
+    pub fn micros(self) -> Option<i64> {
+        self.days
+            .checked_mul(DAY_MICROS)?
+            .checked_add(self.micros_of_day)
+    }
+
+    /// Milliseconds since the epoch (floored); `None` past 64 bits.
+    pub fn millis(self) -> Option<i64> {
+        self.days
+            .checked_mul(86_400_000)?
+            .checked_add(self.micros_of_day.div_euclid(1000))
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff][ BC]` → its [`TimestampParts`].
+pub fn parse_timestamp_parts(text: &str) -> Option<TimestampParts> {
     let (body, bc) = match text.strip_suffix(" BC") {
         Some(b) => (b, true),
         None => (text, false),
     };
     let (date, time) = body.split_once(' ')?;
     let days = parse_date_era(date, bc)?;
-    days.checked_mul(86_400_000_000)?
-        .checked_add(parse_time(time)?)
+    let micros_of_day = parse_time(time)?;
+    (micros_of_day < DAY_MICROS).then_some(TimestampParts {
+        days,
+        micros_of_day,
+    })
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM]` → microseconds since the epoch, UTC.
 pub fn parse_timestamptz(text: &str) -> Option<i64> {
+    parse_timestamptz_parts(text)?.micros()
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM][ BC]` → its [`TimestampParts`] in UTC.
+pub fn parse_timestamptz_parts(text: &str) -> Option<TimestampParts> {
     let (body, bc) = match text.strip_suffix(" BC") {
         Some(b) => (b, true),
         None => (text, false),
@@ -152,9 +195,11 @@ pub fn parse_timestamptz(text: &str) -> Option<i64> {
     let (date, time) = body.split_once(' ')?;
     let (time, offset) = split_offset(time)?;
     let days = parse_date_era(date, bc)?;
-    days.checked_mul(86_400_000_000)?
-        .checked_add(parse_time(time)?)?
-        .checked_sub(offset * 1_000_000)
+    let utc = parse_time(time)?.checked_sub(offset.checked_mul(1_000_000)?)?;
+    Some(TimestampParts {
+        days: days.checked_add(utc.div_euclid(DAY_MICROS))?,
+        micros_of_day: utc.rem_euclid(DAY_MICROS),
+    })
 }
 
 /// `HH:MM:SS[.ffffff]+HH` → (microseconds of the UTC day).
@@ -217,9 +262,41 @@ pub fn format_zoned_timestamp(micros: i64, digits: u32) -> std::sync::Arc<str> {
     zoned_timestamp(micros, digits).as_str().into()
 }
 
+/// Microseconds since the epoch → ISO-8601 UTC with the fraction's trailing zeros left out,
+/// and no fraction on a whole second (Java's `ISO_OFFSET_DATE_TIME`: Debezium's
+/// `ZonedTimestamp` of a value read without a fraction width, as its MySQL connector's
+/// snapshot reads a `TIMESTAMP(n)`).
+pub fn format_zoned_timestamp_trimmed(micros: i64) -> std::sync::Arc<str> {
+    let text = zoned_timestamp(micros, 6);
+    let text = text.as_str();
+    let Some((whole, fraction)) = text.strip_suffix('Z').and_then(|t| t.rsplit_once('.')) else {
+        return text.into();
+    };
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.is_empty() {
+        format!("{whole}Z").into()
+    } else {
+        format!("{whole}.{fraction}Z").into()
+    }
+}
+
+/// [`TimestampParts`] (UTC) → ISO-8601 UTC with `digits` fraction digits (Debezium's
+/// `ZonedTimestamp`), also past what microseconds since 1970 hold in 64 bits.
+pub fn format_zoned_timestamp_parts(parts: TimestampParts, digits: u32) -> std::sync::Arc<str> {
+    zoned_timestamp_parts(parts.days, parts.micros_of_day, digits)
+        .as_str()
+        .into()
+}
+
 fn zoned_timestamp(micros: i64, digits: u32) -> Ascii {
-    let days = micros.div_euclid(86_400_000_000);
-    let of_day = micros.rem_euclid(86_400_000_000);
+    zoned_timestamp_parts(
+        micros.div_euclid(DAY_MICROS),
+        micros.rem_euclid(DAY_MICROS),
+        digits,
+    )
+}
+
+fn zoned_timestamp_parts(days: i64, of_day: i64, digits: u32) -> Ascii {
     let (y, m, d) = civil_from_days(days);
     let secs = of_day / 1_000_000;
     let mut out = Ascii::new();
@@ -423,6 +500,19 @@ pub fn timestamp_value_nanos(nanos: i64, precision: u32, mode: TimePrecisionMode
     }
 }
 
+/// A timestamp's [`TimestampParts`] as [`timestamp_schema`] says; `None` when its unit since
+/// the epoch does not fit 64 bits (microseconds past year 294247).
+pub fn timestamp_value_parts(
+    parts: TimestampParts,
+    precision: u32,
+    mode: TimePrecisionMode,
+) -> Option<Value> {
+    Some(match (mode, precision) {
+        (TimePrecisionMode::Connect, _) | (_, 0..=3) => Value::Int64(parts.millis()?),
+        _ => Value::Int64(parts.micros()?),
+    })
+}
+
 /// Microseconds since the epoch as [`timestamp_schema`] says.
 pub fn timestamp_value(micros: i64, precision: u32, mode: TimePrecisionMode) -> Value {
     match (mode, precision) {
@@ -455,6 +545,18 @@ pub fn interval_value(text: &str, mode: IntervalMode) -> Option<Value> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn trimmed_zoned_timestamps_are_javas_iso_offset_date_time() {
+        // Debezium 3.6.3's ZonedTimestamp of a java.sql.Timestamp (its MySQL snapshot).
+        let at = |m: i64| format_zoned_timestamp_trimmed(m).to_string();
+        assert_eq!(at(1_000_000), "1970-01-01T00:00:01Z");
+        assert_eq!(at(1_120_000), "1970-01-01T00:00:01.12Z");
+        assert_eq!(at(1_123_000), "1970-01-01T00:00:01.123Z");
+        assert_eq!(at(1_000_100), "1970-01-01T00:00:01.0001Z");
+        assert_eq!(at(-1), "1969-12-31T23:59:59.999999Z");
+        assert_eq!(at(253_402_300_799_000_000), "9999-12-31T23:59:59Z");
+    }
 
     #[test]
     fn dates_and_times() {

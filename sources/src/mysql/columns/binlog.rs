@@ -8,6 +8,7 @@ use mysql_async::Value as V;
 use sluice_engine::Value;
 use sluice_kit::values::binary_value;
 use sluice_kit::values::decimal::unscaled_bytes;
+use sluice_kit::values::integer::of_width;
 use sluice_kit::values::temporal::{days_from_civil, format_zoned_timestamp, timestamp_value};
 
 use super::{Charset, Column, Kind, Modes};
@@ -49,7 +50,11 @@ impl Column {
         };
         Ok(match &self.kind {
             Kind::Excluded => Value::Null,
-            Kind::Int { .. } => self.int(int().ok_or_else(bad)?)?,
+            // The column's bits, whatever the reader did with the sign: MEDIUMINT arrives
+            // zero-extended, an unsigned value without signedness metadata as a negative one.
+            Kind::Int { bits, unsigned, .. } => {
+                self.int(of_width(int().ok_or_else(bad)?, *bits, *unsigned))?
+            }
             Kind::UnsignedDecimal => {
                 let i = int().ok_or_else(bad)?;
                 let u = if i < 0 { i + (1i128 << 64) } else { i };

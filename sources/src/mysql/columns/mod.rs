@@ -15,7 +15,7 @@ use sluice_engine::{Schema, SchemaType, Value};
 use sluice_kit::values::decimal::unscaled_bytes;
 use sluice_kit::values::geometry;
 use sluice_kit::values::temporal::{
-    date_schema, format_zoned_timestamp, parse_date, parse_timestamp, time_schema,
+    date_schema, format_zoned_timestamp_trimmed, parse_date, parse_timestamp, time_schema,
     timestamp_schema, timestamp_value,
 };
 use sluice_kit::values::{
@@ -326,12 +326,6 @@ impl Column {
                 (Kind::Binary(pad), schema)
             }
             "date" => (Kind::Date, date_schema(modes.time, optional).build()),
-            "time" if matches!(d.fsp, Some(1 | 2)) => {
-                return Err(format!(
-                    "column `{}` is a `{}`: mysql_common (the binlog parser) decodes negative TIME(1) and TIME(2) values wrongly, so the mysql source does not read them yet (TIME, TIME(3) to TIME(6) it does)",
-                    d.name, d.column_type
-                ))
-            }
             "time" => {
                 let fsp = d.fsp.unwrap_or(0);
                 (
@@ -481,10 +475,11 @@ impl Column {
             Kind::DateTime(fsp) => {
                 timestamp_value(parse_timestamp(text).ok_or_else(bad)?, *fsp, modes.time)
             }
-            // The session's time zone is UTC.
-            Kind::Timestamp(fsp) => Value::String(format_zoned_timestamp(
+            // The session's time zone is UTC. Read as text (snapshots), Debezium's connector
+            // gets a `java.sql.Timestamp` and writes the fraction trimmed, none on a whole
+            // second; from the binlog it gets the column's width (`binlog_temporal`).
+            Kind::Timestamp(_) => Value::String(format_zoned_timestamp_trimmed(
                 parse_timestamp(text).ok_or_else(bad)?,
-                *fsp,
             )),
             Kind::Year => Value::Int32(text.parse().map_err(|_| bad())?),
             // Read from their bytes above.
@@ -494,9 +489,7 @@ impl Column {
         })
     }
 
-    /// An integer as the column's schema holds it: an unsigned column's value as sent when
-    /// the binlog has no signedness metadata (a negative number of the column's width) is
-    /// read back as the unsigned one.
+    /// An integer as the column's schema holds it (`Err` when out of its range).
     fn int(&self, v: i128) -> Result<Value, String> {
         let Kind::Int {
             bits,
@@ -505,11 +498,6 @@ impl Column {
         } = self.kind
         else {
             return Err(format!("column `{}`: not an integer column", self.name));
-        };
-        let v = if unsigned && v < 0 {
-            v + (1i128 << bits)
-        } else {
-            v
         };
         let out_of_range = || {
             if unsigned && bits == 64 {
@@ -751,16 +739,8 @@ mod tests {
         assert!(v(&required, b"0000-00-00 00:00:00")
             .unwrap_err()
             .contains("zero date"));
-        assert!(Column::new(
-            &Described {
-                fsp: Some(2),
-                ..described("time", "time(2)")
-            },
-            false,
-            MODES
-        )
-        .unwrap_err()
-        .contains("TIME(2)"));
+        let unknown = Column::new(&described("vector", "vector(3)"), false, MODES).unwrap_err();
+        assert!(unknown.contains("vector"), "{unknown}");
         assert_eq!(listed_values("enum('a'"), None);
         let e = col("enum", "enum('small','medium')", None);
         assert_eq!(e.schema.parameter("allowed"), Some("small,medium"));

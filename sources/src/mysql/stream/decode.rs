@@ -59,6 +59,8 @@ impl<'a> Layout<'a> {
             at += 1;
             values.push(Some(if null {
                 BinlogValue::Value(mysql_async::Value::NULL)
+            } else if kind == ColumnType::MYSQL_TYPE_TIME2 && matches!(meta.first(), Some(1 | 2)) {
+                BinlogValue::Value(time2_hundredths(buf.parse(4)?))
             } else {
                 buf.parse::<BinlogValue<'b>>((kind, meta, unsigned, false))?
                     .into_owned()
@@ -66,6 +68,33 @@ impl<'a> Layout<'a> {
         }
         Ok(values)
     }
+}
+
+/// A `TIME(1)` or `TIME(2)` of the binlog (`TIME2` with one byte of hundredths), as MySQL's
+/// `my_time_packed_from_binary` reads it: a negative time with a fraction keeps its fraction
+/// in reverse order (mysql_common computes that borrow in unsigned arithmetic, which wraps).
+fn time2_hundredths(bytes: &[u8]) -> mysql_async::Value {
+    let [a, b, c, hundredths] = [0, 1, 2, 3].map(|i| bytes.get(i).copied().unwrap_or(0));
+    let mut int_part = (i64::from(a) << 16 | i64::from(b) << 8 | i64::from(c)) - 0x80_0000;
+    let mut fraction = i64::from(hundredths);
+    if int_part < 0 && fraction != 0 {
+        int_part += 1;
+        fraction -= 0x100;
+    }
+    let packed = (int_part << 24) + fraction * 10_000;
+    let (negative, packed) = (packed < 0, packed.unsigned_abs());
+    let hms = packed >> 24;
+    let hours = (hms >> 12) % (1 << 10);
+    // Each part is below its modulus: the conversions cannot fail.
+    let part = |v: u64| u8::try_from(v).unwrap_or(u8::MAX);
+    mysql_async::Value::Time(
+        negative,
+        u32::try_from(hours / 24).unwrap_or(0),
+        part(hours % 24),
+        part((hms >> 6) % (1 << 6)),
+        part(hms % (1 << 6)),
+        u32::try_from(packed % (1 << 24)).unwrap_or(0),
+    )
 }
 
 /// The rows of `rows` (as mapped by `tme`): each row's before and after image, or `None`
@@ -173,6 +202,39 @@ mod tests {
             let present = vec![true; n];
             let _ = layout.image(&present, &mut buf);
         }
+    }
+
+    #[test]
+    fn time2_hundredths_read_negative_fractions_as_mysql_does() {
+        // TIME(2) '-00:00:01.25' and '-838:59:59.00', '12:34:56.50': MySQL's encoding
+        // (`my_time_packed_to_binary`): the packed value's integer part shifted (floored), its
+        // remainder (truncated) in hundredths as one wrapped byte.
+        let encode = |negative: bool, h: i64, m: i64, s: i64, hundredths: i64| {
+            let int_part = (h << 12) | (m << 6) | s;
+            let packed = (int_part << 24) + hundredths * 10_000;
+            let packed = if negative { -packed } else { packed };
+            let stored = u32::try_from((packed >> 24) + 0x80_0000).unwrap();
+            let fraction = ((packed % (1 << 24)) / 10_000) as i8 as u8;
+            let b = stored.to_be_bytes();
+            [b[1], b[2], b[3], fraction]
+        };
+        use mysql_async::Value::Time;
+        assert_eq!(
+            time2_hundredths(&encode(true, 0, 0, 1, 25)),
+            Time(true, 0, 0, 0, 1, 250_000)
+        );
+        assert_eq!(
+            time2_hundredths(&encode(true, 838, 59, 59, 0)),
+            Time(true, 34, 22, 59, 59, 0)
+        );
+        assert_eq!(
+            time2_hundredths(&encode(false, 12, 34, 56, 50)),
+            Time(false, 0, 12, 34, 56, 500_000)
+        );
+        assert_eq!(
+            time2_hundredths(&encode(true, 0, 0, 0, 1)),
+            Time(true, 0, 0, 0, 0, 10_000)
+        );
     }
 
     #[test]

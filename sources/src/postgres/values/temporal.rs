@@ -6,8 +6,9 @@ use sluice_engine::Value;
 
 use crate::postgres::values::types::{Modes, PgKind, ReadPath};
 use sluice_kit::values::temporal::{
-    format_zoned_time, format_zoned_timestamp, interval_value, parse_date, parse_time,
-    parse_timestamp, parse_timestamptz, parse_timetz, time_value, timestamp_value,
+    format_zoned_time, format_zoned_timestamp_parts, interval_value, parse_date, parse_time,
+    parse_timestamp_parts, parse_timestamptz_parts, parse_timetz, time_value, timestamp_value,
+    timestamp_value_parts,
 };
 
 /// pgjdbc's timestamps for `infinity` and `-infinity` (`PGStatement.DATE_POSITIVE_INFINITY`
@@ -56,19 +57,18 @@ pub(crate) fn value(kind: &PgKind, modes: Modes, path: ReadPath, text: &str) -> 
             time_value(micros, *p, modes.time)
         }
         PgKind::TimeTz(_) => Value::from(format_zoned_time(parse_timetz(text)?)),
-        PgKind::Timestamp(p) => {
-            let micros = match infinity(text) {
-                Some(true) => TIMESTAMP_INFINITY.0,
-                Some(false) => TIMESTAMP_INFINITY.1,
-                None => parse_timestamp(text)?,
-            };
-            timestamp_value(micros, *p, modes.time)
-        }
+        PgKind::Timestamp(p) => match infinity(text) {
+            Some(true) => timestamp_value(TIMESTAMP_INFINITY.0, *p, modes.time),
+            Some(false) => timestamp_value(TIMESTAMP_INFINITY.1, *p, modes.time),
+            // Milliseconds hold the server's last years; microseconds do not (an error).
+            None => timestamp_value_parts(parse_timestamp_parts(text)?, *p, modes.time)?,
+        },
         // Debezium writes the words.
         PgKind::TimestampTz(_) if infinity(text).is_some() => Value::from(text),
-        PgKind::TimestampTz(p) => {
-            Value::String(format_zoned_timestamp(parse_timestamptz(text)?, *p))
-        }
+        PgKind::TimestampTz(p) => Value::String(format_zoned_timestamp_parts(
+            parse_timestamptz_parts(text)?,
+            *p,
+        )),
         PgKind::Interval => interval_value(text, modes.interval)?,
         _ => return None,
     })
