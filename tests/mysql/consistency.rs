@@ -46,8 +46,13 @@ pub(super) fn table_state(db: &str) -> BTreeMap<i64, Json> {
 /// transaction every tenth step (at most ~800 steps: the text is one argument of the client,
 /// which Linux caps at 128 KiB).
 pub(super) fn writer_sql(steps: usize, seeded: usize) -> String {
+    writer_steps(1..=steps, seeded)
+}
+
+/// [`writer_sql`]'s `steps` (a range of step numbers: each step's note is its own).
+pub(super) fn writer_steps(steps: std::ops::RangeInclusive<usize>, seeded: usize) -> String {
     let mut sql = String::new();
-    for i in 1..=steps {
+    for i in steps {
         let tx = i % 10 == 0;
         if tx {
             sql.push_str("BEGIN;");
@@ -100,6 +105,27 @@ pub(super) fn wait_for_note(dir: &std::path::Path, note: &str, child: &mut std::
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Inserts a row noted `note` and waits until the stream has created it: everything written
+/// before it has been streamed. (A note of the writer's own can also come in a snapshot's
+/// rows, read at a later position than the stream's backlog.)
+pub(super) fn stream_through(
+    db: &str,
+    dir: &std::path::Path,
+    note: &str,
+    child: &mut std::process::Child,
+) {
+    mariadb::sql(
+        db,
+        &format!("INSERT INTO items (n, note) VALUES (0, '{note}')"),
+    );
+    sluice_test_support::pg::wait_for(dir, &format!("the stream's `{note}`"), child, |events| {
+        events.iter().any(|e| {
+            let p = &e["value"]["payload"];
+            p["op"] == "c" && p["after"]["note"] == note
+        })
+    });
 }
 
 #[test]
@@ -190,10 +216,67 @@ fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
     let child = sluice_test_support::pg::start(&path, &["--stop-when-idle", "3s"]);
     sluice_test_support::pg::finish(child);
     let events = sluice_test_support::pg::lines(dir.path());
-    // The snapshot was taken again, from the start (its rows may repeat the first run's; a
-    // row the first run read and the writer deleted meanwhile is not in it): the second
-    // run's events replay to the table.
-    assert_eq!(replay(&events[before..]), table_state(&db));
+    // The snapshot was taken again and the binlog read again from the first snapshot's
+    // position, committed before its first row: a row the first run read and the writer
+    // deleted meanwhile is deleted downstream too, so the whole output replays to the table.
+    assert_eq!(replay(&events), table_state(&db));
+}
+
+/// Kills at random moments, most inside the initial snapshot (each run lives under a second),
+/// under a writer of inserts, updates and deletes in transactions: the whole output, replayed,
+/// is the table (no deleted row alive, none missing). `SLUICE_TEST_KILLS` sets how many
+/// (10 by default; the long mode runs 50).
+#[test]
+fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
+    let kills: usize = std::env::var("SLUICE_TEST_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let seeded = 30_000;
+    let db = seeded_table("mysql_kill_random", seeded);
+    let dir = tempfile::tempdir().unwrap();
+    let path = consistency_pipeline(dir.path(), &db);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut step = 1;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                mariadb::sql(&db, &writer_steps(step..=step + 49, seeded));
+                step += 50;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let out = dir.path().join("out.jsonl");
+    let size = || std::fs::metadata(&out).map_or(0, |m| m.len());
+    let mut moments = sluice_test_support::moments::Moments::from_clock();
+    for _ in 0..kills {
+        let before = size();
+        let mut child = sluice_test_support::pg::start(&path, &[]);
+        let t0 = Instant::now();
+        while size() == before {
+            assert!(child.try_wait().unwrap().is_none(), "the pipeline stopped");
+            assert!(t0.elapsed() < Duration::from_secs(60), "no output");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(moments.below(400)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let child = sluice_test_support::pg::start(&path, &["--stop-when-idle", "3s"]);
+    sluice_test_support::pg::finish(child);
+    let replayed = replay(&sluice_test_support::pg::lines(dir.path()));
+    let table = table_state(&db);
+    let alive = replayed.keys().filter(|k| !table.contains_key(k)).count();
+    let missing = table.keys().filter(|k| !replayed.contains_key(k)).count();
+    assert!(
+        alive == 0 && missing == 0,
+        "{alive} deleted rows alive downstream, {missing} rows missing"
+    );
+    assert_eq!(replayed, table);
 }
 
 /// The rows of `table`'s events of kind `op` in `events`, by key.

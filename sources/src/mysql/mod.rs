@@ -33,6 +33,7 @@ use sluice_engine::{
     SourceContext, Struct, Value,
 };
 use sluice_kit::position::Resume;
+use sluice_kit::snapshot::Start;
 
 pub use config::{MariadbConfig, MysqlConfig};
 
@@ -344,6 +345,12 @@ impl Source for MysqlSource {
         let Some(plan) = plan else {
             return Ok(());
         };
+        // A snapshot cut off earlier whose position the binlog still holds: a new snapshot
+        // goes out at it and the stream resumes there (the kit's rule, `snapshot::Start`).
+        let cut_off = resume
+            .as_ref()
+            .filter(|r| plan.data && !r.at.snapshot_completed && lost.is_none())
+            .map(|r| r.at.clone());
         // A new snapshot (`when_needed` after a purge): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
         // A running incremental snapshot goes on where the committed position left it.
@@ -352,13 +359,25 @@ impl Source for MysqlSource {
             .and_then(|r| r.incremental.clone())
             .and_then(|p| serde_json::from_value(p).ok());
         let (tables, from) = if plan.data {
-            let (rows, tables, at) = match self.snapshot(&mut conn, &mut schemas, ctx).await {
+            let snapshot = self.snapshot(&mut conn, &mut schemas, cut_off, ctx).await;
+            let (rows, tables, start) = match snapshot {
                 Err(MysqlError::Stopped) => return Ok(()),
                 done => done?,
             };
             ctx.snapshot_completed();
             tracing::info!(rows, "Snapshot completed.");
-            (tables, at)
+            match start {
+                Start::Pin(at) => (tables, at),
+                // The stream reads the binlog again from the cut-off snapshot's position,
+                // with the tables' structure as the history had it there.
+                Start::Resume(at) => {
+                    let case_insensitive = schemas.model.case_insensitive();
+                    schemas.model = ddl::Model::new(None);
+                    schemas.model.set_case_insensitive(case_insensitive);
+                    self.recover(&mut schemas, &at)?;
+                    (self.tables(&mut conn, &schemas.model).await?, at)
+                }
+            }
         } else {
             let fresh = resume.is_none();
             let at = match resume {

@@ -54,6 +54,14 @@ fn file_order(name: &str) -> (u64, &str) {
     (digits, name)
 }
 
+/// Where a history record's `position` is in the binlog (records without one first).
+fn position_order(position: &Json) -> Option<((u64, &str), u64)> {
+    Some((
+        file_order(position["file"].as_str()?),
+        position["pos"].as_u64()?,
+    ))
+}
+
 /// Whether the history record at `position` happened at or before the offset `at`.
 fn at_or_before(position: &Json, at: &MysqlOffset) -> bool {
     let (Some(file), Some(pos)) = (position["file"].as_str(), position["pos"].as_u64()) else {
@@ -164,7 +172,11 @@ impl MysqlSource {
         schemas: &mut Schemas,
         at: &MysqlOffset,
     ) -> Result<(), MysqlError> {
-        let records = schemas.history.records()?;
+        let mut records = schemas.history.records()?;
+        // In the order of their positions (a stable sort): a snapshot taken again after a
+        // cut-off one records its structure before the stream reads again (and records) the
+        // statements made between the two snapshots.
+        records.sort_by(|a, b| position_order(&a.position).cmp(&position_order(&b.position)));
         if records.is_empty() {
             return Err(
                 sluice_kit::history::HistoryError::Missing(schemas.history.describe()).into(),

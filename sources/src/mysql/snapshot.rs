@@ -11,6 +11,7 @@ use sluice_engine::event::{BatchCut, EnvelopeSchema, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
 
 use sluice_kit::shape::{ColumnSpec, Shape};
+use sluice_kit::snapshot::Start;
 
 use super::columns::{Column, Described, Modes};
 use super::ddl::Model;
@@ -245,23 +246,44 @@ impl MysqlSource {
     }
 
     /// Reads the snapshot and sends its rows; returns how many, the tables, and where the
-    /// stream goes on.
+    /// stream goes on. `cut_off`: the stored position of a snapshot cut off earlier (still in
+    /// the binlog), which the rows go out at and the stream resumes from
+    /// ([`sluice_kit::snapshot::Start`]); without one the snapshot's own position is committed
+    /// before its first row.
     pub(super) async fn snapshot(
         &self,
         conn: &mut Conn,
         schemas: &mut Schemas,
+        cut_off: Option<MysqlOffset>,
         ctx: &mut SourceContext,
-    ) -> Result<(u64, Vec<Table>, MysqlOffset), MysqlError> {
-        let (mut started, tables, batch) = self.start_snapshot(conn, schemas).await?;
+    ) -> Result<(u64, Vec<Table>, Start<MysqlOffset>), MysqlError> {
+        let (mut started, tables, mut batch) = self.start_snapshot(conn, schemas).await?;
         let (file, pos) = (started.file.clone(), started.pos);
         tracing::info!(%file, pos, "Consistent snapshot started.");
+        let start = Start::of(cut_off, MysqlOffset::at(&file, pos, false));
         let at = |completed| {
             Offset {
-                at: MysqlOffset::at(&file, pos, completed),
+                at: MysqlOffset {
+                    snapshot_completed: completed,
+                    ..start.position().clone()
+                },
                 incremental: None,
             }
             .position()
         };
+        match &start {
+            Start::Pin(_) => sluice_kit::snapshot::pin(ctx, at(false))
+                .await
+                .map_err(|_| MysqlError::Stopped)?,
+            Start::Resume(from) => {
+                tracing::info!(file = %from.file, pos = from.pos, "An earlier snapshot was cut off: this one goes out at its position, and the binlog is read again from there, so the changes made since (deletes too) follow.");
+            }
+        }
+        // The schema events go out at the snapshot's start too: a position after a cut-off
+        // snapshot's would be committed past the changes still to be read again.
+        for e in &mut batch {
+            e.position = at(false);
+        }
         let included: Vec<&Table> = tables
             .iter()
             .filter(|t| self.config.common.snapshots_table(&t.full_name()))
@@ -292,8 +314,17 @@ impl MysqlSource {
                 position: Some(done),
             })
             .await;
-        let from = MysqlOffset::at(&file, pos, true);
-        Ok((rows, tables, from))
+        let start = match start {
+            Start::Pin(at) => Start::Pin(MysqlOffset {
+                snapshot_completed: true,
+                ..at
+            }),
+            Start::Resume(at) => Start::Resume(MysqlOffset {
+                snapshot_completed: true,
+                ..at
+            }),
+        };
+        Ok((rows, tables, start))
     }
 }
 

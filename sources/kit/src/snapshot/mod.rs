@@ -4,6 +4,9 @@
 
 use serde::Deserialize;
 
+mod start;
+pub use start::{pin, Start};
+
 /// Debezium's `source.snapshot` of a snapshot row: `last` for the last table's last row,
 /// `first` for the first table's first one, `first_in_data_collection` and
 /// `last_in_data_collection` for the others' first and last, else `true`.

@@ -1,0 +1,102 @@
+//! Where a snapshot's rows go out and where the stream after it starts: the rule that makes a
+//! snapshot cut off (kill -9, a crash) lose nothing, kept here so that no source has to
+//! remember it.
+//!
+//! A snapshot's rows reflect the tables at the position it reads at; the stream starts there.
+//! If a first snapshot is cut off after some rows went out, the next start takes a new
+//! snapshot at a later position: a row delivered by the first and deleted in between is in
+//! neither the second snapshot nor the stream after it, so its delete would never arrive.
+//! Hence, as Debezium's PostgreSQL connector (whose slot keeps the position) and Sluice's
+//! SQLite source do:
+//! - a **first** snapshot commits the position it reads at before its first row goes out
+//!   ([`pin`]: a batch with no event, committed as soon as every sink has what came before it);
+//! - a snapshot taken **again** after one was cut off (a stored position whose snapshot is not
+//!   completed and can still be read from the log) leaves that stored position in place: its
+//!   rows go out at it, and the stream after it starts there, so the changes made between the
+//!   two snapshots (the deletes among them) follow. Changes the new snapshot already holds may
+//!   come again: at least once, never lost.
+
+use std::time::Duration;
+
+use sluice_engine::{Batch, Position, SourceContext, Stopped};
+
+/// Where a snapshot's rows go out and the stream after it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start<P> {
+    /// A first snapshot (or one whose earlier position is gone from the log): its own
+    /// position, committed before its first row ([`pin`]).
+    Pin(P),
+    /// A snapshot taken again after one was cut off at this stored position: the rows go out
+    /// at it and the stream starts from it.
+    Resume(P),
+}
+
+impl<P> Start<P> {
+    /// Decides where a snapshot read at `read_at` starts; `cut_off`: the stored position of a
+    /// snapshot that did not complete and whose position the log still holds.
+    pub fn of(cut_off: Option<P>, read_at: P) -> Self {
+        match cut_off {
+            Some(stored) => Start::Resume(stored),
+            None => Start::Pin(read_at),
+        }
+    }
+
+    /// The position the rows go out at and the stream starts from.
+    pub fn position(&self) -> &P {
+        match self {
+            Start::Pin(p) | Start::Resume(p) => p,
+        }
+    }
+
+    /// Whether the stream starts before the snapshot's own position (a snapshot taken again).
+    pub fn resumes(&self) -> bool {
+        matches!(self, Start::Resume(_))
+    }
+}
+
+/// How often a source asks again for the commit it waits for (a sink that takes a while to
+/// connect acknowledges late).
+const ASK_EVERY: Duration = Duration::from_millis(500);
+
+/// Commits `position` before a first snapshot's first row: sends it in a batch with no event
+/// and waits until it is committed (every sink has what came before it), asking the runtime
+/// to commit at once. `Err(Stopped)`: the pipeline stops meanwhile.
+pub async fn pin(ctx: &mut SourceContext, position: Position) -> Result<(), Stopped> {
+    ctx.emit(Batch {
+        events: Vec::new(),
+        position: Some(position.clone()),
+    })
+    .await?;
+    tracing::debug!(%position, "Waiting for the snapshot's position to be committed.");
+    let mut committed = ctx.committed();
+    let ask = ctx.commit_soon();
+    loop {
+        if committed.borrow_and_update().as_ref() == Some(&position) {
+            return Ok(());
+        }
+        ask.notify_one();
+        tokio::select! {
+            changed = committed.changed() => changed.map_err(|_| Stopped)?,
+            () = tokio::time::sleep(ASK_EVERY) => {}
+            () = ctx.stopping() => return Err(Stopped),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_off_snapshot_keeps_its_stored_position() {
+        assert_eq!(Start::of(Some(3), 9), Start::Resume(3));
+        assert!(Start::of(Some(3), 9).resumes());
+        assert_eq!(*Start::of(Some(3), 9).position(), 3);
+    }
+
+    #[test]
+    fn a_first_snapshot_pins_its_own_position() {
+        assert_eq!(Start::of(None, 9), Start::Pin(9));
+        assert!(!Start::of(None::<u64>, 9).resumes());
+    }
+}
