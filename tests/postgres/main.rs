@@ -6,6 +6,7 @@
 
 mod bad_signals;
 mod blocking;
+mod boundary;
 mod cloudevents;
 mod columns;
 use sluice_test_support::pg as common;

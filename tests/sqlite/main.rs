@@ -17,6 +17,7 @@ use sluice_test_support::moments::Moments;
 use sluice_test_support::procstat;
 
 mod admin;
+mod boundary;
 mod capture;
 mod consistency;
 mod data_dir;

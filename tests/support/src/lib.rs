@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 #![allow(missing_docs)]
 
+pub mod boundary;
 pub mod broker;
 pub mod certs;
 pub mod db2;

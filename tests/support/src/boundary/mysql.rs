@@ -1,0 +1,472 @@
+//! The boundary scenario's MySQL/MariaDB backend: the private MariaDB with the binlog on
+//! ([`crate::mariadb`]), every type at its limits, read back with the `mariadb` client.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use super::{text, Backend, Column};
+use crate::mariadb;
+
+/// One database of the shared private MariaDB.
+pub struct Mysql {
+    db: String,
+}
+
+impl Mysql {
+    /// A fresh database named after `test`.
+    pub fn new(test: &str) -> Mysql {
+        Mysql {
+            db: mariadb::database(test),
+        }
+    }
+}
+
+/// `n` times `unit`.
+fn times(unit: &str, n: usize) -> String {
+    unit.repeat(n)
+}
+
+fn integers() -> Vec<Column> {
+    let mut out = Vec::new();
+    for (name, bits) in [
+        ("tinyint", 8u32),
+        ("smallint", 16),
+        ("mediumint", 24),
+        ("int", 32),
+        ("bigint", 64),
+    ] {
+        let min = -(1i128 << (bits - 1));
+        let max = (1i128 << (bits - 1)) - 1;
+        let (min, max, umax) = (
+            min.to_string(),
+            max.to_string(),
+            ((1u128 << bits) - 1).to_string(),
+        );
+        let (minus, plus) = (
+            (-1i128 << (bits - 2)).to_string(),
+            (1i128 << (bits - 2)).to_string(),
+        );
+        out.push(Column::new(
+            &format!("s_{name}"),
+            name,
+            &[&min, "-1", "0", "1", &max, "NULL", &minus, &plus],
+        ));
+        out.push(Column::new(
+            &format!("u_{name}"),
+            &format!("{name} unsigned"),
+            &["0", "1", &umax, "NULL", &max, &plus],
+        ));
+    }
+    out
+}
+
+fn numbers() -> Vec<Column> {
+    let nines_65_30 = format!("{}.{}", times("9", 35), times("9", 30));
+    let neg_65_30 = format!("-{nines_65_30}");
+    let tiny_65_30 = format!("0.{}1", times("0", 29));
+    vec![
+        Column::new(
+            "d65",
+            "decimal(65,30)",
+            &[&nines_65_30, &neg_65_30, "0", &tiny_65_30, "-1", "NULL"],
+        ),
+        Column::new(
+            "d10",
+            "decimal(10,0)",
+            &["9999999999", "-9999999999", "0", "1", "NULL"],
+        ),
+        Column::new(
+            "d52",
+            "decimal(5,2)",
+            &["999.99", "-999.99", "0.00", "-0.01", "0.01", "NULL"],
+        ),
+        Column::new(
+            "f",
+            "float",
+            &[
+                "3.40282e38",
+                "-3.40282e38",
+                "1.17549e-38",
+                "0",
+                "-1.5",
+                "NULL",
+                "1",
+            ],
+        ),
+        Column::new(
+            "dbl",
+            "double",
+            &[
+                "1.7976931348623157e308",
+                "-1.7976931348623157e308",
+                "2.2250738585072014e-308",
+                "4.9e-324",
+                "0",
+                "-0e0",
+                "NULL",
+                "0.1",
+            ],
+        ),
+        Column::new("b1", "bit(1)", &["b'0'", "b'1'", "NULL"]),
+        Column::new(
+            "b8",
+            "bit(8)",
+            &["b'0'", "b'11111111'", "b'10000000'", "NULL"],
+        ),
+        Column::new(
+            "b17",
+            "bit(17)",
+            &[
+                "b'0'",
+                "b'11111111111111111'",
+                "b'10000000000000001'",
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "b64",
+            "bit(64)",
+            &[
+                "b'0'",
+                &format!("b'{}'", times("1", 64)),
+                &format!("b'1{}'", times("0", 63)),
+                "NULL",
+            ],
+        ),
+    ]
+}
+
+fn temporal() -> Vec<Column> {
+    let mut out = vec![
+        Column::new("y", "year", &["1901", "2155", "0000", "2000", "NULL"]),
+        Column::new(
+            "dt",
+            "date",
+            &[
+                "'1000-01-01'",
+                "'9999-12-31'",
+                "'2024-02-29'",
+                "'1970-01-01'",
+                "NULL",
+            ],
+        ),
+    ];
+    for fsp in [0usize, 1, 3, 6] {
+        let f = |digit: &str| {
+            if fsp == 0 {
+                String::new()
+            } else {
+                format!(".{}", times(digit, fsp))
+            }
+        };
+        out.push(Column::new(
+            &format!("t{fsp}"),
+            &format!("time({fsp})"),
+            &[
+                &format!(
+                    "'-838:59:59{}'",
+                    if fsp == 0 {
+                        String::new()
+                    } else {
+                        format!(".{}", times("0", fsp))
+                    }
+                ),
+                &format!("'838:59:59{}'", f("0")),
+                "'00:00:00'",
+                &format!("'12:34:56{}'", f("5")),
+                "'-00:00:01'",
+                "NULL",
+                // Negative with a fraction: stored with the fraction's bits reversed.
+                &format!("'-12:34:56{}'", f("5")),
+                &format!("'-00:00:00{}'", f("1")),
+            ],
+        ));
+        out.push(Column::new(
+            &format!("dtm{fsp}"),
+            &format!("datetime({fsp})"),
+            &[
+                "'1000-01-01 00:00:00'",
+                &format!("'9999-12-31 23:59:59{}'", f("9")),
+                &format!("'2024-02-29 12:00:00{}'", f("0")),
+                "'1970-01-01 00:00:00'",
+                &format!("'1969-12-31 23:59:59{}'", f("9")),
+                "NULL",
+            ],
+        ));
+        out.push(Column::new(
+            &format!("ts{fsp}"),
+            &format!("timestamp({fsp}) NULL"),
+            &[
+                "'1970-01-01 00:00:01'",
+                &format!("'2038-01-19 03:14:07{}'", f("9")),
+                &format!("'2024-02-29 00:00:00{}'", f("0")),
+                &format!("'2000-01-01 00:00:00{}'", f("1")),
+                "NULL",
+            ],
+        ));
+    }
+    out
+}
+
+fn strings() -> Vec<Column> {
+    let long_utf8 = format!("'{}'", times("ñ", 255));
+    let long_4byte = format!("'{}'", times("😀", 255));
+    let blob = format!("X'{}'", times("00FF", 1000));
+    let set_all = format!(
+        "'{}'",
+        (1..=64)
+            .map(|i| format!("m{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let set_members: String = (1..=64)
+        .map(|i| format!("'m{i}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    vec![
+        Column::new(
+            "c",
+            "char(10) character set utf8mb4",
+            &["''", "'a'", "'éèê😀'", "'0123456789'", "NULL"],
+        ),
+        Column::new(
+            "vc",
+            "varchar(255) character set utf8mb4",
+            &["''", &long_utf8, &long_4byte, "' lead and trail '", "NULL"],
+        ),
+        Column::new(
+            "l1",
+            "varchar(10) character set latin1",
+            &["''", "'Ÿçé'", "'plain'", "NULL"],
+        ),
+        Column::new(
+            "tx",
+            "text character set utf8mb4",
+            &["''", "'a\u{0301} combined'", "'😀'", "NULL"],
+        ),
+        Column::new(
+            "bn",
+            "binary(4)",
+            &["X'00000000'", "X'FFFFFFFF'", "X'01'", "''", "NULL"],
+        ),
+        Column::new(
+            "vb",
+            "varbinary(16)",
+            &["''", "X'00'", "X'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF'", "NULL"],
+        ),
+        Column::new("bl", "blob", &["''", &blob, "X'00'", "NULL"]),
+        Column::new(
+            "e",
+            "enum('first','ü','last')",
+            &["'first'", "'last'", "'ü'", "NULL"],
+        ),
+        Column::new(
+            "st",
+            &format!("set({set_members})"),
+            &["''", "'m1'", &set_all, "'m64'", "NULL"],
+        ),
+        Column::new(
+            "j",
+            "json",
+            &[
+                "'{}'",
+                "'[]'",
+                "'{\"a\": [1, {\"b\": \"ü😀\"}], \"n\": null}'",
+                "'[[[[[[1]]]]]]'",
+                "'\"x\"'",
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "g",
+            "geometry",
+            &[
+                "ST_GeomFromText('POINT(0 0)')",
+                "ST_GeomFromText('LINESTRING(-180 -90, 180 90)')",
+                "ST_GeomFromText('POINT(1.5 -2.25)', 4326)",
+                "NULL",
+            ],
+        ),
+    ]
+}
+
+/// The fraction digits of a type like `time(3)`.
+fn fsp(sql_type: &str) -> usize {
+    sql_type
+        .split_once('(')
+        .and_then(|(_, r)| r.split(')').next())
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Backend for Mysql {
+    fn name(&self) -> &str {
+        "mysql (MariaDB)"
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        let mut out = integers();
+        out.extend(numbers());
+        out.extend(temporal());
+        out.extend(strings());
+        out
+    }
+
+    fn create(&self, columns: &[Column]) {
+        let defs: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{} {}", c.name, c.sql_type))
+            .collect();
+        self.execute(&format!(
+            "CREATE TABLE boundary (id INT PRIMARY KEY, touch INT NOT NULL, {}) DEFAULT CHARSET=utf8mb4",
+            defs.join(", ")
+        ));
+    }
+
+    fn execute(&self, sql: &str) {
+        mariadb::sql(
+            &self.db,
+            &format!("SET NAMES utf8mb4; SET time_zone = '+00:00'; {sql}"),
+        );
+    }
+
+    fn pipeline(&self, dir: &Path) -> PathBuf {
+        let text = format!(
+            "name: boundary\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\noffsets: {{ flush_interval: 50ms }}\n\
+source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  \
+topic.prefix: b\n  include.schema.changes: false\n  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n\
+sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
+            d = dir.display(),
+            port = mariadb::server().port,
+            id = 900_000 + std::process::id() % 90_000,
+            db = self.db,
+        );
+        let path = dir.join("pipeline.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn client_rows(
+        &self,
+        ids: std::ops::RangeInclusive<i64>,
+        columns: &[Column],
+    ) -> Vec<Vec<Option<String>>> {
+        let exprs: Vec<String> = columns
+            .iter()
+            .map(|c| {
+                let t = c.sql_type.to_ascii_lowercase();
+                if t.starts_with("bit") {
+                    format!("CAST({} AS UNSIGNED)", c.name)
+                } else if t.starts_with("binary")
+                    || t.starts_with("varbinary")
+                    || t.starts_with("blob")
+                {
+                    format!("HEX({})", c.name)
+                } else if t.starts_with("geometry") {
+                    format!("CONCAT(ST_SRID({n}), ':', HEX(ST_AsWKB({n})))", n = c.name)
+                } else {
+                    c.name.clone()
+                }
+            })
+            .collect();
+        let out = mariadb::sql(
+            &self.db,
+            &format!(
+                "SET NAMES utf8mb4; SET time_zone = '+00:00'; SELECT {} FROM boundary WHERE id BETWEEN {} AND {} ORDER BY id",
+                exprs.join(", "),
+                ids.start(),
+                ids.end()
+            ),
+        );
+        out.lines()
+            .map(|l| {
+                l.split('\t')
+                    .map(|f| (f != "NULL").then(|| f.to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn check(
+        &self,
+        column: &Column,
+        value: &Json,
+        schema: &Json,
+        client: &str,
+    ) -> Result<(), String> {
+        let t = column.sql_type.to_ascii_lowercase();
+        let scale = || -> u32 {
+            schema["parameters"]["scale"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0)
+        };
+        let int = || {
+            value
+                .as_i64()
+                .ok_or_else(|| format!("{value} is not an integer"))
+        };
+        if t.starts_with("bigint unsigned") {
+            return text::equal(client, &text::decimal(value, scale())?);
+        }
+        if t.starts_with("bit(1)") {
+            return text::equal(
+                client,
+                if value == &Json::Bool(true) {
+                    "1"
+                } else if value == &Json::Bool(false) {
+                    "0"
+                } else {
+                    "?"
+                },
+            );
+        }
+        if t.starts_with("bit") {
+            let bytes = text::bytes(value)?;
+            // io.debezium.data.Bits: little-endian bytes.
+            let n = bytes
+                .iter()
+                .rev()
+                .fold(0u128, |n, b| n << 8 | u128::from(*b));
+            return text::equal(client, &n.to_string());
+        }
+        let first = t.split(['(', ' ']).next().unwrap_or_default();
+        match first {
+            "tinyint" | "smallint" | "mediumint" | "int" | "bigint" => {
+                text::equal(client, &int()?.to_string())
+            }
+            "decimal" => text::equal(client, &text::decimal(value, scale())?),
+            "float" => text::same_float(client, value, 1e-5),
+            "double" => text::same_float(client, value, 0.0),
+            "year" => text::equal(client, &format!("{:04}", int()?)),
+            "date" => text::equal(client, &text::date(int()?)),
+            "time" => text::equal(client, &text::time(int()?, fsp(&t))),
+            "datetime" => {
+                let n = int()?;
+                let micros = if fsp(&t) <= 3 { n * 1000 } else { n };
+                text::equal(client, &text::timestamp(micros, fsp(&t)))
+            }
+            "timestamp" => {
+                let ours = value.as_str().ok_or("not a string")?;
+                let mut printed = client.replacen(' ', "T", 1);
+                printed.push('Z');
+                text::equal(&text::trim_fraction(&printed), &text::trim_fraction(ours))
+            }
+            "binary" | "varbinary" | "blob" => {
+                text::equal(client, &text::hex(&text::bytes(value)?))
+            }
+            "geometry" => {
+                let wkb = text::hex(&text::bytes(&value["wkb"])?);
+                let srid = value["srid"].as_i64().unwrap_or(0);
+                text::equal(client, &format!("{srid}:{wkb}"))
+            }
+            _ => text::equal(
+                client,
+                value
+                    .as_str()
+                    .ok_or_else(|| format!("{value} is not a string"))?,
+            ),
+        }
+    }
+}
