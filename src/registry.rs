@@ -25,6 +25,22 @@ sluice_engine::components! {
         #[cfg(feature = "db2")]
         Db2(sluice_sources::db2::Db2Config),
     }
+    not built {
+        #[cfg(not(feature = "datagen"))]
+        "datagen" => "datagen",
+        #[cfg(not(feature = "postgres"))]
+        "postgres" => "postgres",
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => "sqlite",
+        #[cfg(not(feature = "mysql"))]
+        "mysql" => "mysql",
+        #[cfg(not(feature = "mysql"))]
+        "mariadb" => "mysql",
+        #[cfg(not(feature = "sqlserver"))]
+        "sqlserver" => "sqlserver",
+        #[cfg(not(feature = "db2"))]
+        "db2" => "db2",
+    }
 }
 
 sluice_engine::components! {
@@ -62,6 +78,20 @@ sluice_engine::components! {
         Rabbitmq(sluice_sinks::rabbitmq::RabbitmqSinkConfig),
         #[cfg(feature = "jdbc")]
         Jdbc(sluice_sinks::jdbc::JdbcSinkConfig),
+    }
+    not built {
+        #[cfg(not(feature = "kafka"))]
+        "kafka" => "kafka",
+        #[cfg(not(feature = "http"))]
+        "http" => "http",
+        #[cfg(not(feature = "redis"))]
+        "redis" => "redis",
+        #[cfg(not(feature = "nats"))]
+        "nats" => "nats",
+        #[cfg(not(feature = "rabbitmq"))]
+        "rabbitmq" => "rabbitmq",
+        #[cfg(not(feature = "jdbc"))]
+        "jdbc" => "jdbc",
     }
 }
 

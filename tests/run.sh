@@ -33,10 +33,15 @@ if ! command -v tsql >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq freetds-bin
 fi
 
-# unixODBC and the PostgreSQL ODBC driver: the db2 source reads Db2 over ODBC, and its tests
-# reach the emulated ASN capture (on the local PostgreSQL) through the PostgreSQL driver.
+# The PostgreSQL ODBC driver (registered in /etc/odbcinst.ini): the db2 source reads Db2 over
+# ODBC (its driver manager compiled in), and its tests reach the emulated ASN capture (on the
+# local PostgreSQL) through the PostgreSQL driver. The sqlite3 shell: the boundary scenario's
+# independent reader of SQLite.
 if ! command -v odbcinst >/dev/null 2>&1 || ! odbcinst -q -d -n "PostgreSQL Unicode" >/dev/null 2>&1; then
-  apt-get update -qq && apt-get install -y -qq unixodbc-dev odbc-postgresql
+  apt-get update -qq && apt-get install -y -qq unixodbc odbc-postgresql
+fi
+if ! command -v sqlite3 >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq sqlite3
 fi
 
 # Headless Chromium: the status page's test renders it in a real browser.
@@ -72,7 +77,7 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   for _ in $(seq 1 120); do (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break; sleep 0.5; done
 fi
 
-cargo test --workspace --locked --features db2
+cargo test --workspace --locked
 
 # Tests that restart the PostgreSQL server cannot share it with the parallel suite: run alone.
-cargo test --locked --features db2 --test postgres -- --ignored --test-threads=1 server_restart
+cargo test --locked --test postgres -- --ignored --test-threads=1 server_restart

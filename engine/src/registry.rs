@@ -117,6 +117,12 @@ pub fn unchecked<T>(_: &T) -> Result<(), String> {
 ///         #[cfg(feature = "postgres")]
 ///         Postgres(PostgresConfig),
 ///     }
+///     // The kinds a build may leave out, with the feature that brings each in: a pipeline
+///     // naming one is told so instead of "unknown type".
+///     not built {
+///         #[cfg(not(feature = "postgres"))]
+///         "postgres" => "postgres",
+///     }
 /// }
 /// ```
 #[macro_export]
@@ -125,6 +131,23 @@ macro_rules! components {
         $(#[$doc:meta])*
         $vis:vis enum $name:ident: $role:literal, $build:ident, $trait:ident {
             $( $(#[$attr:meta])* $variant:ident($config:ty), )+
+        }
+    ) => {
+        $crate::components! {
+            $(#[$doc])*
+            $vis enum $name: $role, $build, $trait {
+                $( $(#[$attr])* $variant($config), )+
+            }
+            not built {}
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $vis:vis enum $name:ident: $role:literal, $build:ident, $trait:ident {
+            $( $(#[$attr:meta])* $variant:ident($config:ty), )+
+        }
+        not built {
+            $( $(#[$absent_attr:meta])* $absent:literal => $feature:literal, )*
         }
     ) => {
         $(#[$doc])*
@@ -137,6 +160,9 @@ macro_rules! components {
             const ROLE: &'static str = $role;
             const KINDS: &'static [&'static str] = &[
                 $( $(#[$attr])* <$config as $crate::registry::Component>::KIND, )+
+            ];
+            const NOT_BUILT: &'static [(&'static str, &'static str)] = &[
+                $( $(#[$absent_attr])* ($absent, $feature), )*
             ];
             fn from_node(
                 kind: &str,

@@ -16,7 +16,7 @@ WORK=$(mktemp -d)
 DB=sluice_db2_bench
 PG="psql -X -q -v ON_ERROR_STOP=1 -U postgres -h ${SLUICE_TEST_PG_HOST:-127.0.0.1} -p ${SLUICE_TEST_PG_PORT:-5432}"
 SLUICE=${SLUICE_BIN:-$ROOT/target/release/sluice}
-[ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet --features db2)
+[ -n "${SLUICE_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 cleanup() { rm -rf "$WORK"; $PG -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null || true; }
 trap cleanup EXIT
 $PG -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"

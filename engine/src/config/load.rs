@@ -308,6 +308,16 @@ fn component<C: ComponentSpec>(node: &Node, skip: &[&str]) -> Result<C, ConfigEr
 }
 
 fn unknown_kind<C: ComponentSpec>(kind: &str, loc: Loc) -> ConfigError {
+    if let Some((_, feature)) = C::NOT_BUILT.iter().find(|(k, _)| *k == kind) {
+        return ConfigError::at(
+            loc,
+            format!(
+                "the {} type `{kind}` is not in this build of sluice: build it with `cargo build --release --features {feature}`",
+                C::ROLE
+            ),
+        )
+        .with_path("type");
+    }
     let hint = did_you_mean(kind, C::KINDS)
         .map(|s| format!(" (did you mean `{s}`?)"))
         .unwrap_or_default();
@@ -443,5 +453,39 @@ mod template_tests {
             "a: $${source.db}"
         );
         assert_eq!(escape_source_templates("a: ${HOME}"), "a: ${HOME}");
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    /// Sources of a lean build: `postgres` built, `db2` left out.
+    struct Lean;
+
+    impl ComponentSpec for Lean {
+        const ROLE: &'static str = "source";
+        const KINDS: &'static [&'static str] = &["postgres"];
+        const NOT_BUILT: &'static [(&'static str, &'static str)] = &[("db2", "db2")];
+        fn from_node(_: &str, _: &Node, _: &[&str]) -> Result<Option<Self>, ConfigError> {
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn a_kind_left_out_of_the_build_says_how_to_build_it() {
+        let loc = Loc { line: 3, column: 9 };
+        let e = unknown_kind::<Lean>("db2", loc);
+        assert_eq!(
+            e.message,
+            "the source type `db2` is not in this build of sluice: build it with `cargo build --release --features db2`"
+        );
+        let e = unknown_kind::<Lean>("postgress", loc);
+        assert!(
+            e.message
+                .starts_with("unknown source type `postgress` (did you mean `postgres`?)"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -39,6 +39,8 @@ pub trait ComponentSpec: Sized {
     const ROLE: &'static str;
     /// Every accepted `type` value.
     const KINDS: &'static [&'static str];
+    /// The kinds this build left out, with the cargo feature that brings each in.
+    const NOT_BUILT: &'static [(&'static str, &'static str)] = &[];
     /// Deserializes the component of kind `kind` from `node`, ignoring the keys in `skip`
     /// (the tag and keys common to every component of the role). `Ok(None)`: unknown kind.
     fn from_node(kind: &str, node: &Node, skip: &[&str]) -> Result<Option<Self>, ConfigError>;

@@ -225,8 +225,9 @@ fn open(string: &str, target: &str) -> Result<odbc_api::Connection<'static>, Db2
         login_timeout_sec: Some(30),
         ..ConnectionOptions::default()
     };
+    let string = super::driver::resolve(env, string);
     let conn = env
-        .connect_with_connection_string(string, options)
+        .connect_with_connection_string(&string, options)
         .map_err(|e| Db2Error::query(format!("connecting to {target}"), e))?;
     conn.set_autocommit(false)
         .map_err(|e| Db2Error::query("turning autocommit off", e))?;

@@ -8,6 +8,7 @@
 
 mod config;
 mod connection;
+mod driver;
 mod error;
 mod incremental;
 mod lsn;
