@@ -222,63 +222,6 @@ fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
     assert_eq!(replay(&events), table_state(&db));
 }
 
-/// Kills at random moments, most inside the initial snapshot (each run lives under a second),
-/// under a writer of inserts, updates and deletes in transactions: the whole output, replayed,
-/// is the table (no deleted row alive, none missing). `SLUICE_TEST_KILLS` sets how many
-/// (10 by default; the long mode runs 50).
-#[test]
-fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
-    let kills: usize = std::env::var("SLUICE_TEST_KILLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(10);
-    let seeded = 30_000;
-    let db = seeded_table("mysql_kill_random", seeded);
-    let dir = tempfile::tempdir().unwrap();
-    let path = consistency_pipeline(dir.path(), &db);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut step = 1;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                mariadb::sql(&db, &writer_steps(step..=step + 49, seeded));
-                step += 50;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
-    let out = dir.path().join("out.jsonl");
-    let size = || std::fs::metadata(&out).map_or(0, |m| m.len());
-    let mut moments = sluice_test_support::moments::Moments::from_clock();
-    for _ in 0..kills {
-        let before = size();
-        let mut child = sluice_test_support::pg::start(&path, &[]);
-        let t0 = Instant::now();
-        while size() == before {
-            assert!(child.try_wait().unwrap().is_none(), "the pipeline stopped");
-            assert!(t0.elapsed() < Duration::from_secs(60), "no output");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        std::thread::sleep(Duration::from_millis(moments.below(400)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
-    let child = sluice_test_support::pg::start(&path, &["--stop-when-idle", "3s"]);
-    sluice_test_support::pg::finish(child);
-    let replayed = replay(&sluice_test_support::pg::lines(dir.path()));
-    let table = table_state(&db);
-    let alive = replayed.keys().filter(|k| !table.contains_key(k)).count();
-    let missing = table.keys().filter(|k| !replayed.contains_key(k)).count();
-    assert!(
-        alive == 0 && missing == 0,
-        "{alive} deleted rows alive downstream, {missing} rows missing"
-    );
-    assert_eq!(replayed, table);
-}
-
 /// The rows of `table`'s events of kind `op` in `events`, by key.
 fn keys_of(events: &[Json], table: &str, op: &str) -> Vec<i64> {
     events

@@ -11,7 +11,6 @@ use serde_json::Value as Json;
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{assert_same_events, normalize};
 
-mod boundary;
 mod charsets;
 mod columns;
 mod consistency;
@@ -20,6 +19,7 @@ mod flavour;
 mod heartbeat;
 mod incremental;
 mod mariadb_ddl;
+mod scenarios;
 mod schema;
 mod snapshots;
 mod spatial;

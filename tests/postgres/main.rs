@@ -6,9 +6,9 @@
 
 mod bad_signals;
 mod blocking;
-mod boundary;
 mod cloudevents;
 mod columns;
+mod scenarios;
 use sluice_test_support::pg as common;
 mod conformance;
 mod consistency;

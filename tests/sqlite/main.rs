@@ -17,13 +17,13 @@ use sluice_test_support::moments::Moments;
 use sluice_test_support::procstat;
 
 mod admin;
-mod boundary;
 mod capture;
 mod consistency;
 mod data_dir;
 mod options;
 mod progress;
 mod quickstart;
+mod scenarios;
 mod serve;
 mod signals;
 mod snapshot_metrics;

@@ -307,10 +307,16 @@ impl Source for Db2Source {
         else {
             return Ok(());
         };
+        // A snapshot cut off earlier: a new snapshot goes out at its position and the stream
+        // resumes there (the kit's `snapshot::Start`).
+        let cut_off = resume
+            .as_ref()
+            .filter(|r| plan.data && !r.at.snapshot_completed)
+            .map(|r| r.at.clone());
         let resume = if plan.data { None } else { resume };
         let progress = resume.as_ref().and_then(|r| r.incremental.clone());
         let from = if plan.data {
-            match self.snapshot(&conn, ctx).await {
+            match self.snapshot(&conn, cut_off, ctx).await {
                 Err(Db2Error::Stopped) => return Ok(()),
                 done => done?,
             }

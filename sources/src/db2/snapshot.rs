@@ -5,6 +5,7 @@
 
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, SourceContext, Struct};
+use sluice_kit::snapshot::Start;
 
 use super::config::IsolationMode;
 use super::connection::{quote, text, Conn};
@@ -21,15 +22,24 @@ impl Db2Source {
     pub(super) async fn snapshot(
         &self,
         conn: &Conn,
+        cut_off: Option<Db2Offset>,
         ctx: &mut SourceContext,
     ) -> Result<Db2Offset, Db2Error> {
-        let done = self.read_all(conn, ctx).await;
+        let done = self.read_all(conn, cut_off, ctx).await;
         // The transaction only read (and locked): it ends the same way whatever happened.
         let _ = conn.end("ending the snapshot's transaction").await;
         done
     }
 
-    async fn read_all(&self, conn: &Conn, ctx: &mut SourceContext) -> Result<Db2Offset, Db2Error> {
+    /// Reads every captured table; `cut_off`: the stored position of a snapshot cut off
+    /// earlier, which the rows go out at and the stream resumes from (else the snapshot's own
+    /// position is committed before its first row: [`sluice_kit::snapshot::Start`]).
+    async fn read_all(
+        &self,
+        conn: &Conn,
+        cut_off: Option<Db2Offset>,
+        ctx: &mut SourceContext,
+    ) -> Result<Db2Offset, Db2Error> {
         let tables = tables::read(conn, &self.reading()).await?;
         // The signaling table, when the configuration does not select it, is only streamed.
         let tables: Vec<Table> = tables.into_iter().filter(|t| t.captured).collect();
@@ -45,7 +55,17 @@ impl Db2Source {
             }
         }
         let max = self.max_lsn(conn).await?.unwrap_or_default();
-        let reading = Db2Offset::at(max, false);
+        let read_at = Db2Offset::at(max, false);
+        let start = Start::of(cut_off, read_at.clone());
+        let reading = Db2Offset {
+            snapshot_completed: false,
+            ..start.position().clone()
+        };
+        if let Start::Pin(_) = start {
+            sluice_kit::snapshot::pin(ctx, reading.position())
+                .await
+                .map_err(|_| Db2Error::Stopped)?;
+        }
         let read: Vec<&Table> = tables
             .iter()
             .filter(|t| {
@@ -63,10 +83,11 @@ impl Db2Source {
             change_lsn: None,
         };
         let all: Vec<&Table> = tables.iter().collect();
+        // The structure as the snapshot read it, at its own position.
         self.remember(
             &all,
             sluice_kit::history::ChangeKind::Create,
-            &reading.position(),
+            &read_at.position(),
         )
         .await?;
         let mut reader = Reader {
@@ -82,7 +103,10 @@ impl Db2Source {
             let place = (i == 0, i + 1 == read.len());
             reader.table(conn, (table, None), place, ctx).await?;
         }
-        let done = Db2Offset::at(max, true);
+        let done = Db2Offset {
+            snapshot_completed: true,
+            ..reading
+        };
         let events = std::mem::take(&mut reader.batch);
         self.emit(ctx, events, done.position()).await?;
         ctx.snapshot_completed();

@@ -240,11 +240,17 @@ impl SqlServerSource {
         else {
             return Ok(None);
         };
+        // A snapshot cut off earlier whose position the change tables still hold: a new
+        // snapshot goes out at it and the stream resumes there (the kit's `snapshot::Start`).
+        let cut_off = resume
+            .as_ref()
+            .filter(|r| plan.data && !r.at.snapshot_completed && lost.is_none())
+            .map(|r| r.at.clone());
         // A new snapshot (`when_needed` after a cleanup): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
         let progress = resume.as_ref().and_then(|r| r.incremental.clone());
         let from = if plan.data {
-            self.snapshot(conn, ctx).await?
+            self.snapshot(conn, cut_off, ctx).await?
         } else {
             match resume {
                 Some(r) => {

@@ -6,6 +6,7 @@
 use futures_util::TryStreamExt;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext};
+use sluice_kit::snapshot::Start;
 
 use super::connection::{quote, rows, run, Conn};
 use super::error::SqlServerError;
@@ -18,6 +19,7 @@ impl SqlServerSource {
     pub(super) async fn snapshot(
         &self,
         conn: &mut Conn,
+        cut_off: Option<SqlServerOffset>,
         ctx: &mut SourceContext,
     ) -> Result<SqlServerOffset, SqlServerError> {
         let mode = self.config.isolation;
@@ -41,7 +43,7 @@ impl SqlServerSource {
             "BEGIN TRANSACTION",
         )
         .await?;
-        let done = self.read_all(conn, ctx).await;
+        let done = self.read_all(conn, cut_off, ctx).await;
         // The transaction only read: it ends the same way whatever happened.
         let _ = run(
             conn,
@@ -58,9 +60,13 @@ impl SqlServerSource {
         done
     }
 
+    /// Reads every captured table; `cut_off`: the stored position of a snapshot cut off
+    /// earlier, which the rows go out at and the stream resumes from (else the snapshot's own
+    /// position is committed before its first row: [`sluice_kit::snapshot::Start`]).
     async fn read_all(
         &self,
         conn: &mut Conn,
+        cut_off: Option<SqlServerOffset>,
         ctx: &mut SourceContext,
     ) -> Result<SqlServerOffset, SqlServerError> {
         let max = self.max_lsn(conn).await?;
@@ -110,13 +116,17 @@ impl SqlServerSource {
             )
             .await?;
         }
+        let read_at = SqlServerOffset::at(max, false);
+        let start = Start::of(cut_off, read_at.clone());
         let reading = SqlServerOffset {
-            commit_lsn: max,
-            change_lsn: None,
-            event_serial_no: None,
             snapshot_completed: false,
-            transaction: None,
+            ..start.position().clone()
         };
+        if let Start::Pin(_) = start {
+            sluice_kit::snapshot::pin(ctx, reading.position())
+                .await
+                .map_err(|_| SqlServerError::Stopped)?;
+        }
         let read: Vec<&Table> = tables
             .iter()
             .filter(|t| {
@@ -135,10 +145,11 @@ impl SqlServerSource {
             event_serial_no: None,
         };
         let all: Vec<&Table> = tables.iter().collect();
+        // The structure as the snapshot read it, at its own position.
         self.remember(
             &all,
             sluice_kit::history::ChangeKind::Create,
-            &reading.position(),
+            &read_at.position(),
         )
         .await?;
         let schema_changes = self.schema_changes(&tables, &at, &reading.position());

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 #![allow(missing_docs)]
 
-pub mod boundary;
 pub mod broker;
 pub mod certs;
 pub mod db2;
@@ -17,4 +16,5 @@ pub mod procstat;
 pub mod rabbitmq;
 pub mod redis;
 pub mod registry;
+pub mod scenario;
 pub mod sqlserver;

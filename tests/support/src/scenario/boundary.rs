@@ -10,15 +10,9 @@
 //! Every disagreement is collected (source, column, type, literal, what differs) and the
 //! scenario fails listing them all, so one run names every wrong value.
 
-pub mod mysql;
-pub mod postgres;
-pub mod sqlite;
-pub mod text;
-
-use std::path::{Path, PathBuf};
-
 use serde_json::Value as Json;
 
+use super::{text, Backend};
 use crate::pg;
 
 /// One column of the boundary table: its SQL type and the values it takes, as SQL literals
@@ -45,66 +39,6 @@ impl Column {
     }
 }
 
-/// What the scenario needs of one source and its database.
-pub trait Backend {
-    /// The source's name, in messages.
-    fn name(&self) -> &str;
-    /// The columns under test, each with its values.
-    fn columns(&self) -> Vec<Column>;
-    /// Makes table `boundary` (`id` integer primary key, `touch` integer, then `columns`)
-    /// and whatever its capture needs.
-    fn create(&self, columns: &[Column]);
-    /// Runs SQL statements separated by `;` (each its own transaction).
-    fn execute(&self, sql: &str);
-    /// A pipeline that snapshots `boundary`, then streams it, into `dir/out.jsonl` with
-    /// schemas on.
-    fn pipeline(&self, dir: &Path) -> PathBuf;
-    /// The database's own client's text of `columns` for rows `ids` (`None`: NULL), in order.
-    fn client_rows(
-        &self,
-        ids: std::ops::RangeInclusive<i64>,
-        columns: &[Column],
-    ) -> Vec<Vec<Option<String>>>;
-    /// Whether the event's `value` (of field schema `schema`) is the client's text of it;
-    /// `Err` says how it differs.
-    fn check(
-        &self,
-        column: &Column,
-        value: &Json,
-        schema: &Json,
-        client: &str,
-    ) -> Result<(), String>;
-    /// The INSERT of one row (`literals` in `columns`' order).
-    fn insert(&self, id: i64, columns: &[Column], literals: &[&str]) -> String {
-        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
-        format!(
-            "INSERT INTO boundary (id, touch, {}) VALUES ({id}, 0, {})",
-            names.join(", "),
-            literals.join(", ")
-        )
-    }
-}
-
-/// Runs a database client with `input` on its standard input (statements too long for an
-/// argument); its output.
-pub fn piped(command: &mut std::process::Command, input: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = command
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the database client");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = format!("{input};\n");
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    let out = child.wait_with_output().expect("the database client");
-    writer.join().unwrap();
-    out
-}
-
 /// The events of one row, by op.
 #[derive(Default)]
 struct RowEvents {
@@ -116,23 +50,45 @@ struct RowEvents {
 
 /// Runs the scenario against `backend`; panics listing every disagreement.
 pub fn run(backend: &dyn Backend) {
-    let columns = backend.columns();
+    let columns = backend.boundary_columns();
     let rows = columns.iter().map(|c| c.values.len()).max().unwrap_or(0);
     let rows_i = i64::try_from(rows).unwrap();
-    backend.create(&columns);
+    let (int, _) = backend.types();
+    backend.prepare_boundary();
+    let mut defs = vec![
+        ("id".to_owned(), int.to_owned()),
+        ("touch".to_owned(), int.to_owned()),
+    ];
+    defs.extend(columns.iter().map(|c| (c.name.clone(), c.sql_type.clone())));
+    backend.create("boundary", &defs);
+    let (table, id, touch) = (
+        backend.table("boundary"),
+        backend.column("id"),
+        backend.column("touch"),
+    );
+    let names: Vec<String> = columns.iter().map(|c| backend.column(&c.name)).collect();
     let inserts = |first: i64| -> String {
         (0..rows)
             .map(|k| {
                 let literals: Vec<&str> = columns.iter().map(|c| c.literal(k)).collect();
-                backend.insert(first + i64::try_from(k).unwrap(), &columns, &literals)
+                format!(
+                    "INSERT INTO {table} ({id}, {touch}, {}) VALUES ({}, 0, {})",
+                    names.join(", "),
+                    first + i64::try_from(k).unwrap(),
+                    literals.join(", ")
+                )
             })
             .collect::<Vec<_>>()
             .join(";\n")
     };
     backend.execute(&inserts(1));
-    let client = backend.client_rows(1..=rows_i, &columns);
+    let exprs: Vec<String> = columns.iter().map(|c| backend.client_expr(c)).collect();
+    let client = backend.query(&format!(
+        "SELECT {} FROM {table} WHERE {id} BETWEEN 1 AND {rows_i} ORDER BY {id}",
+        exprs.join(", ")
+    ));
     let dir = tempfile::tempdir().unwrap();
-    let path = backend.pipeline(dir.path());
+    let path = backend.pipeline(dir.path(), "");
     let mut child = pg::start(&path, &[]);
     let count = |events: &[Json], op: &str| {
         events
@@ -145,9 +101,9 @@ pub fn run(backend: &dyn Backend) {
     });
     backend.execute(&inserts(rows_i + 1));
     backend.execute(&format!(
-        "UPDATE boundary SET touch = 1 WHERE id > {rows_i}"
+        "UPDATE {table} SET {touch} = 1 WHERE {id} > {rows_i}"
     ));
-    backend.execute(&format!("DELETE FROM boundary WHERE id > {rows_i}"));
+    backend.execute(&format!("DELETE FROM {table} WHERE {id} > {rows_i}"));
     pg::wait_for(dir.path(), "the streamed deletes", &mut child, |e| {
         count(e, "d") >= rows
     });
@@ -165,13 +121,13 @@ pub fn run(backend: &dyn Backend) {
 }
 
 /// The events of each row id.
-fn by_row(events: &[Json]) -> std::collections::BTreeMap<i64, RowEvents> {
+fn by_row(events: &[Json], id: &str) -> std::collections::BTreeMap<i64, RowEvents> {
     let mut rows: std::collections::BTreeMap<i64, RowEvents> = Default::default();
     for e in events {
         let payload = &e["value"]["payload"];
         let op = payload["op"].as_str().unwrap_or_default();
         let image = if op == "d" { "before" } else { "after" };
-        let Some(id) = payload[image]["id"].as_i64() else {
+        let Some(id) = payload[image][id].as_i64() else {
             continue;
         };
         let row = rows.entry(id).or_default();
@@ -194,7 +150,7 @@ fn compare(
     events: &[Json],
     client: &[Vec<Option<String>>],
 ) -> Vec<String> {
-    let by_row = by_row(events);
+    let by_row = by_row(events, &backend.field("id"));
     let mut problems = Vec::new();
     let missing = RowEvents::default();
     for k in 1..=rows {
@@ -220,7 +176,8 @@ fn compare(
             let literal = column.literal(usize::try_from(k - 1).unwrap());
             let what =
                 |msg: String| format!("{} ({}) = {literal}: {msg}", column.name, column.sql_type);
-            let name = column.name.as_str();
+            let field = backend.field(&column.name);
+            let name = field.as_str();
             let schema = fields.get(name).cloned().unwrap_or(Json::Null);
             let ours = &read[name];
             for (image, other) in [

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::{text, Backend, Column};
+use super::{rows_of, text, Backend, Column};
 use crate::mariadb;
 
 /// One database of the shared private MariaDB.
@@ -305,25 +305,6 @@ impl Backend for Mysql {
         "mysql (MariaDB)"
     }
 
-    fn columns(&self) -> Vec<Column> {
-        let mut out = integers();
-        out.extend(numbers());
-        out.extend(temporal());
-        out.extend(strings());
-        out
-    }
-
-    fn create(&self, columns: &[Column]) {
-        let defs: Vec<String> = columns
-            .iter()
-            .map(|c| format!("{} {}", c.name, c.sql_type))
-            .collect();
-        self.execute(&format!(
-            "CREATE TABLE boundary (id INT PRIMARY KEY, touch INT NOT NULL, {}) DEFAULT CHARSET=utf8mb4",
-            defs.join(", ")
-        ));
-    }
-
     fn execute(&self, sql: &str) {
         mariadb::sql(
             &self.db,
@@ -331,15 +312,44 @@ impl Backend for Mysql {
         );
     }
 
-    fn pipeline(&self, dir: &Path) -> PathBuf {
+    fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        let out = mariadb::sql(
+            &self.db,
+            &format!("SET NAMES utf8mb4; SET time_zone = '+00:00'; {sql}"),
+        );
+        rows_of(&out, "NULL")
+    }
+
+    fn create(&self, name: &str, columns: &[(String, String)]) {
+        let defs: Vec<String> = columns.iter().map(|(c, t)| format!("{c} {t}")).collect();
+        let key = columns.first().map(|(c, _)| c.as_str()).unwrap_or("id");
+        self.execute(&format!(
+            "CREATE TABLE {name} ({}, PRIMARY KEY ({key})) DEFAULT CHARSET=utf8mb4",
+            defs.join(", ")
+        ));
+    }
+
+    fn collection(&self, name: &str) -> String {
+        format!("{}.{name}", self.db)
+    }
+
+    fn types(&self) -> (&str, &str) {
+        ("INT", "VARCHAR(40)")
+    }
+
+    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
+        use std::hash::{Hash, Hasher};
+        // A replica id of the pipeline's own: the tests of a process stream in parallel.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        dir.hash(&mut h);
         let text = format!(
-            "name: boundary\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\noffsets: {{ flush_interval: 50ms }}\n\
+            "name: scenario\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\n\
 source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  \
-topic.prefix: b\n  include.schema.changes: false\n  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n\
+topic.prefix: b\n  include.schema.changes: false\n  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n{extra}\
 sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
             d = dir.display(),
             port = mariadb::server().port,
-            id = 900_000 + std::process::id() % 90_000,
+            id = 2_000_000 + h.finish() % 1_000_000,
             db = self.db,
         );
         let path = dir.join("pipeline.yaml");
@@ -347,45 +357,25 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         path
     }
 
-    fn client_rows(
-        &self,
-        ids: std::ops::RangeInclusive<i64>,
-        columns: &[Column],
-    ) -> Vec<Vec<Option<String>>> {
-        let exprs: Vec<String> = columns
-            .iter()
-            .map(|c| {
-                let t = c.sql_type.to_ascii_lowercase();
-                if t.starts_with("bit") {
-                    format!("CAST({} AS UNSIGNED)", c.name)
-                } else if t.starts_with("binary")
-                    || t.starts_with("varbinary")
-                    || t.starts_with("blob")
-                {
-                    format!("HEX({})", c.name)
-                } else if t.starts_with("geometry") {
-                    format!("CONCAT(ST_SRID({n}), ':', HEX(ST_AsWKB({n})))", n = c.name)
-                } else {
-                    c.name.clone()
-                }
-            })
-            .collect();
-        let out = mariadb::sql(
-            &self.db,
-            &format!(
-                "SET NAMES utf8mb4; SET time_zone = '+00:00'; SELECT {} FROM boundary WHERE id BETWEEN {} AND {} ORDER BY id",
-                exprs.join(", "),
-                ids.start(),
-                ids.end()
-            ),
-        );
-        out.lines()
-            .map(|l| {
-                l.split('\t')
-                    .map(|f| (f != "NULL").then(|| f.to_owned()))
-                    .collect()
-            })
-            .collect()
+    fn boundary_columns(&self) -> Vec<Column> {
+        let mut out = integers();
+        out.extend(numbers());
+        out.extend(temporal());
+        out.extend(strings());
+        out
+    }
+
+    fn client_expr(&self, c: &Column) -> String {
+        let t = c.sql_type.to_ascii_lowercase();
+        if t.starts_with("bit") {
+            format!("CAST({} AS UNSIGNED)", c.name)
+        } else if t.starts_with("binary") || t.starts_with("varbinary") || t.starts_with("blob") {
+            format!("HEX({})", c.name)
+        } else if t.starts_with("geometry") {
+            format!("CONCAT(ST_SRID({n}), ':', HEX(ST_AsWKB({n})))", n = c.name)
+        } else {
+            c.name.clone()
+        }
     }
 
     fn check(

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value as Json;
 
-use super::{text, Backend, Column};
+use super::{rows_of, text, Backend, Column};
 use crate::pg;
 
 /// One fresh database.
@@ -411,64 +411,58 @@ impl Backend for Postgres {
         "postgres"
     }
 
-    fn columns(&self) -> Vec<Column> {
+    fn execute(&self, sql: &str) {
+        self.psql(sql);
+    }
+
+    fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        rows_of(&self.psql(sql), "\\N")
+    }
+
+    fn create(&self, name: &str, columns: &[(String, String)]) {
+        let defs: Vec<String> = columns.iter().map(|(c, t)| format!("{c} {t}")).collect();
+        let key = columns.first().map(|(c, _)| c.as_str()).unwrap_or("id");
+        // Whole before images: the scenarios compare every column of an update's `before`.
+        self.execute(&format!(
+            "CREATE TABLE {name} ({}, PRIMARY KEY ({key})); ALTER TABLE {name} REPLICA IDENTITY FULL",
+            defs.join(", ")
+        ));
+    }
+
+    fn collection(&self, name: &str) -> String {
+        format!("public.{name}")
+    }
+
+    fn types(&self) -> (&str, &str) {
+        ("integer", "varchar(40)")
+    }
+
+    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
+        let path = pg::pipeline(dir, &self.db, extra, true);
+        let text = std::fs::read_to_string(&path).unwrap().replace(
+            "offsets: { flush_interval: 50ms }\n",
+            "offsets: { flush_interval: 20ms }\nmax_batch_size: 256\n",
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn boundary_columns(&self) -> Vec<Column> {
         let mut out = numbers();
         out.extend(temporal());
         out.extend(strings());
         out
     }
 
-    fn create(&self, columns: &[Column]) {
-        let defs: Vec<String> = columns
-            .iter()
-            .map(|c| format!("{} {}", c.name, c.sql_type))
-            .collect();
-        self.execute(&format!(
-            "CREATE TYPE boundary_mood AS ENUM ('first', 'ü', 'last');\
-             CREATE TABLE boundary (id integer PRIMARY KEY, touch integer NOT NULL, {});\
-             ALTER TABLE boundary REPLICA IDENTITY FULL",
-            defs.join(", ")
-        ));
+    fn prepare_boundary(&self) {
+        self.execute("CREATE TYPE boundary_mood AS ENUM ('first', 'ü', 'last')");
     }
 
-    fn execute(&self, sql: &str) {
-        self.psql(sql);
-    }
-
-    fn pipeline(&self, dir: &Path) -> PathBuf {
-        pg::pipeline(
-            dir,
-            &self.db,
-            "  table.include.list: public.boundary\n",
-            true,
-        )
-    }
-
-    fn client_rows(
-        &self,
-        ids: std::ops::RangeInclusive<i64>,
-        columns: &[Column],
-    ) -> Vec<Vec<Option<String>>> {
-        let exprs: Vec<String> = columns
-            .iter()
-            .map(|c| match c.sql_type.as_str() {
-                "bytea" => format!("encode({}, 'hex')", c.name),
-                _ => c.name.clone(),
-            })
-            .collect();
-        let out = self.psql(&format!(
-            "SELECT {} FROM boundary WHERE id BETWEEN {} AND {} ORDER BY id",
-            exprs.join(", "),
-            ids.start(),
-            ids.end()
-        ));
-        out.lines()
-            .map(|l| {
-                l.split('\t')
-                    .map(|f| (f != "\\N").then(|| f.to_owned()))
-                    .collect()
-            })
-            .collect()
+    fn client_expr(&self, c: &Column) -> String {
+        match c.sql_type.as_str() {
+            "bytea" => format!("encode({}, 'hex')", c.name),
+            _ => c.name.clone(),
+        }
     }
 
     fn check(

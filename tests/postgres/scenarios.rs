@@ -1,0 +1,24 @@
+//! The scenarios every source runs (`sluice_test_support::scenario`), against PostgreSQL:
+//! every type at its limits read the same by the snapshot, the replication stream and `psql`;
+//! kill -9 at random moments under a writer; blocking snapshots in the middle of a writer.
+
+use sluice_test_support::scenario::{self, postgres::Postgres};
+
+#[test]
+fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_client() {
+    scenario::boundary::run(&Postgres::new("pg_boundary"));
+}
+
+#[test]
+fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
+    scenario::kill::run(
+        &Postgres::new("pg_kill_random"),
+        scenario::rounds("SLUICE_TEST_KILLS", 10),
+    );
+}
+
+#[test]
+fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
+    let rounds = scenario::rounds("SLUICE_TEST_BLOCKING_ROUNDS", 3);
+    scenario::blocking::run(&Postgres::new("pg_blocking_writer"), rounds);
+}

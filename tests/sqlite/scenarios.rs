@@ -1,0 +1,16 @@
+//! The scenarios every source runs (`sluice_test_support::scenario`), against SQLite in
+//! capture mode: every declared type at its limits read the same by the snapshot, the change
+//! tables and the `sqlite3` shell; kill -9 at random moments under a writer. (SQLite has no
+//! blocking snapshots: the kill scenario's blocking signal is refused, the rest goes on.)
+
+use sluice_test_support::scenario::{self, sqlite::Sqlite};
+
+#[test]
+fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_client() {
+    scenario::boundary::run(&Sqlite::new());
+}
+
+#[test]
+fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
+    scenario::kill::run(&Sqlite::new(), scenario::rounds("SLUICE_TEST_KILLS", 10));
+}

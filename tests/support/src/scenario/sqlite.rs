@@ -1,0 +1,298 @@
+//! The boundary scenario's SQLite backend: a database file in capture mode (`sluice capture
+//! enable`), every declared type at its limits, read back with the `sqlite3` shell.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value as Json;
+
+use super::{rows_of, text, Backend, Column};
+use crate::pg;
+
+/// A database file in a directory of its own.
+pub struct Sqlite {
+    dir: tempfile::TempDir,
+}
+
+impl Sqlite {
+    pub fn new() -> Sqlite {
+        Sqlite {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("boundary.db")
+    }
+
+    /// The `sqlite3` shell's tab-separated text of `sql`, NULL as `NULL`.
+    fn shell(&self, sql: &str) -> String {
+        // Waits for the pipeline's reads instead of failing with "database is locked".
+        let sql = format!(".timeout 20000\n{sql}");
+        let sql = sql.as_str();
+        let out = super::piped(
+            Command::new("sqlite3")
+                .args([
+                    "-batch",
+                    "-noheader",
+                    "-separator",
+                    "\t",
+                    "-nullvalue",
+                    "NULL",
+                ])
+                .arg(self.db()),
+            sql,
+        );
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Default for Sqlite {
+    fn default() -> Self {
+        Sqlite::new()
+    }
+}
+
+/// Microseconds of a time of day `HH:MM:SS[.f]`.
+fn micros_of_day(printed: &str) -> Option<i64> {
+    let (hms, fraction) = printed.split_once('.').unwrap_or((printed, ""));
+    let f: Vec<i64> = hms
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let mut micros = (f.first()? * 3600 + f.get(1)? * 60 + f.get(2)?) * 1_000_000;
+    if !fraction.is_empty() {
+        micros += format!("{fraction:0<6}")[..6].parse::<i64>().ok()?;
+    }
+    Some(micros)
+}
+
+fn columns() -> Vec<Column> {
+    vec![
+        Column::new(
+            "i",
+            "INTEGER",
+            &[
+                "-9223372036854775808",
+                "-1",
+                "0",
+                "1",
+                "9223372036854775807",
+                "NULL",
+            ],
+        ),
+        Column::new("i2", "SMALLINT", &["-32768", "-1", "0", "32767", "NULL"]),
+        Column::new(
+            "i4",
+            "INT",
+            &["-2147483648", "-1", "0", "2147483647", "NULL"],
+        ),
+        Column::new("bo", "BOOLEAN", &["0", "1", "NULL"]),
+        Column::new(
+            "r",
+            "REAL",
+            &[
+                "1.7976931348623157e308",
+                "-1.7976931348623157e308",
+                "4.9e-324",
+                "2.2250738585072014e-308",
+                "0.1",
+                "-1.5",
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "dc",
+            "DECIMAL(10,2)",
+            &["99999999.99", "-99999999.99", "0", "0.01", "-0.01", "NULL"],
+        ),
+        Column::new(
+            "d",
+            "DATE",
+            &[
+                "'0001-01-01'",
+                "'9999-12-31'",
+                "'2024-02-29'",
+                "'1970-01-01'",
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "t",
+            "TIME",
+            &["'00:00:00'", "'23:59:59.999'", "'12:00:00.000'", "NULL"],
+        ),
+        Column::new(
+            "ts",
+            "DATETIME",
+            &[
+                "'0001-01-01 00:00:00'",
+                "'9999-12-31 23:59:59.999'",
+                "'2024-02-29 12:00:00'",
+                "'1969-12-31 23:59:59.999'",
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "tx",
+            "TEXT",
+            &[
+                "''",
+                "'éèê'",
+                "'😀😀'",
+                &format!("'{}'", "x".repeat(100_000)),
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "vc",
+            "VARCHAR(20)",
+            &["''", "' lead and trail '", "'a\u{0301}'", "NULL"],
+        ),
+        Column::new(
+            "b",
+            "BLOB",
+            &[
+                "x''",
+                "x'00'",
+                &format!("x'{}'", "00FF".repeat(1000)),
+                "NULL",
+            ],
+        ),
+        Column::new(
+            "j",
+            "JSON",
+            &["'{}'", "'{\"a\":[1,{\"b\":\"ü😀\"}]}'", "NULL"],
+        ),
+    ]
+}
+
+impl Backend for Sqlite {
+    fn name(&self) -> &str {
+        "sqlite"
+    }
+
+    fn execute(&self, sql: &str) {
+        self.shell(sql);
+    }
+
+    fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        rows_of(&self.shell(sql), "NULL")
+    }
+
+    fn create(&self, name: &str, columns: &[(String, String)]) {
+        let defs: Vec<String> = columns.iter().map(|(c, t)| format!("{c} {t}")).collect();
+        let key = columns.first().map(|(c, _)| c.as_str()).unwrap_or("id");
+        self.execute(&format!(
+            "CREATE TABLE {name} ({}, PRIMARY KEY ({key}))",
+            defs.join(", ")
+        ));
+        let out = Command::new(pg::sluice())
+            .args(["capture", "enable"])
+            .arg(self.db())
+            .arg(name)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn collection(&self, name: &str) -> String {
+        format!("main.{name}")
+    }
+
+    fn types(&self) -> (&str, &str) {
+        ("INTEGER", "TEXT")
+    }
+
+    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
+        let text = format!(
+            "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
+source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: b\n  poll.interval.ms: 20\n{extra}\
+sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
+            d = dir.display(),
+            db = self.db().display()
+        );
+        let path = dir.join("pipeline.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn boundary_columns(&self) -> Vec<Column> {
+        columns()
+    }
+
+    fn client_expr(&self, c: &Column) -> String {
+        match c.sql_type.as_str() {
+            "BLOB" => format!(
+                "CASE WHEN {n} IS NULL THEN NULL ELSE hex({n}) END",
+                n = c.name
+            ),
+            // quote(): every digit of a REAL (the shell prints 15).
+            "REAL" | "DECIMAL(10,2)" => {
+                format!(
+                    "CASE WHEN {n} IS NULL THEN NULL ELSE quote({n}) END",
+                    n = c.name
+                )
+            }
+            _ => c.name.clone(),
+        }
+    }
+
+    fn check(
+        &self,
+        column: &Column,
+        value: &Json,
+        schema: &Json,
+        client: &str,
+    ) -> Result<(), String> {
+        let int = || {
+            value
+                .as_i64()
+                .ok_or_else(|| format!("{value} is not an integer"))
+        };
+        match column.sql_type.as_str() {
+            "INTEGER" | "SMALLINT" | "INT" => text::equal(client, &int()?.to_string()),
+            "BOOLEAN" => text::equal(
+                client,
+                if value.as_bool().ok_or("not a boolean")? {
+                    "1"
+                } else {
+                    "0"
+                },
+            ),
+            "REAL" => text::same_float(client, value, 0.0),
+            "DECIMAL(10,2)" => {
+                let scale = schema["parameters"]["scale"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                text::same_float(client, &Json::from(text::decimal(value, scale)?), 0.0)
+            }
+            "DATE" => text::equal(client, &text::date(int()?)),
+            "TIME" => {
+                let theirs = micros_of_day(client).ok_or("not a time")?;
+                text::equal(&theirs.to_string(), &(int()? * 1000).to_string())
+            }
+            "DATETIME" => {
+                let digits = client.split_once('.').map_or(0, |(_, f)| f.len());
+                text::equal(client, &text::timestamp(int()? * 1000, digits))
+            }
+            "BLOB" => text::equal(client, &text::hex(&text::bytes(value)?)),
+            _ => text::equal(
+                client,
+                value
+                    .as_str()
+                    .ok_or_else(|| format!("{value} is not a string"))?,
+            ),
+        }
+    }
+}
