@@ -422,6 +422,37 @@ impl SourceContext {
         self.emitted.load(Ordering::Relaxed)
     }
 
+    /// Emits `position` in a batch with no event and waits until the pipeline has committed
+    /// it (every sink holds everything emitted before it), asking the runtime to commit at
+    /// once and again every half second (a sink that takes a while to connect acknowledges
+    /// late): a position the source needs stored before it goes on, such as a first
+    /// snapshot's before its first row. With partitions, the pipeline position that holds it.
+    /// `Err(Stopped)`: the pipeline stops meanwhile.
+    pub async fn commit_position(&mut self, position: Position) -> Result<(), Stopped> {
+        let target = match &mut self.partitions {
+            Some(partitions) => partitions.reached(position.clone()),
+            None => position.clone(),
+        };
+        self.emit(Batch {
+            events: Vec::new(),
+            position: Some(position),
+        })
+        .await?;
+        let mut committed = self.committed.clone();
+        let ask = self.commit_soon.clone();
+        loop {
+            if committed.borrow_and_update().as_ref() == Some(&target) {
+                return Ok(());
+            }
+            ask.notify_one();
+            tokio::select! {
+                changed = committed.changed() => changed.map_err(|_| Stopped)?,
+                () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                () = self.stopping() => return Err(Stopped),
+            }
+        }
+    }
+
     /// Emits a batch, waiting while downstream queues are full (backpressure).
     pub async fn emit(&mut self, batch: Batch) -> Result<(), Stopped> {
         self.emit_sized(batch, None).await

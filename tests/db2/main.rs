@@ -14,6 +14,7 @@ use sluice_test_support::db2::Db2;
 use sluice_test_support::pg::{lines, start, wait_for};
 
 mod incremental;
+mod scenarios;
 mod stream;
 mod types;
 mod zos;

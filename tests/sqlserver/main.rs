@@ -16,6 +16,7 @@ mod databases;
 mod emulator;
 mod faults;
 mod incremental;
+mod scenarios;
 mod stream;
 mod tls;
 mod types;

@@ -415,15 +415,23 @@ fn write_java_float(v: f64, single: Option<f32>, out: &mut Vec<u8>) {
                 out.extend_from_slice(&d[point..]);
             }
         }
+    } else if digits.len() == 1 {
+        // Java writes at least two significant digits, the two closest to the value: for a
+        // value the one digit does not state exactly (Float.MIN_VALUE, 1.4E-45, whose
+        // shortest form is 1e-45), `1.4`, not `1.0`, read back as another double.
+        let two = match single {
+            Some(f) => format!("{:.1e}", f.abs()),
+            None => format!("{:.1e}", abs),
+        };
+        let (mantissa, exponent) = two.split_once('e').unwrap_or((two.as_str(), "0"));
+        out.extend_from_slice(mantissa.as_bytes());
+        out.push(b'E');
+        out.extend_from_slice(exponent.as_bytes());
     } else {
         let d = digits.as_bytes();
         out.push(d[0]);
         out.push(b'.');
-        if d.len() > 1 {
-            out.extend_from_slice(&d[1..]);
-        } else {
-            out.push(b'0');
-        }
+        out.extend_from_slice(&d[1..]);
         out.push(b'E');
         out.extend_from_slice(itoa::Buffer::new().format(exp - 1).as_bytes());
     }
@@ -483,6 +491,19 @@ mod tests {
         let mut out = Vec::new();
         write_java_float(f64::from(0.1f32), Some(0.1f32), &mut out);
         assert_eq!(out, b"0.1");
+    }
+
+    #[test]
+    fn one_digit_values_get_javas_two_closest_digits() {
+        // Java 17's Double.toString(Double.MIN_VALUE) and Float.toString(Float.MIN_VALUE):
+        // the shortest forms (5e-324, 1e-45) read back as other doubles.
+        assert_eq!(java(f64::from_bits(1)), "4.9E-324");
+        assert_eq!(java(-f64::from_bits(1)), "-4.9E-324");
+        let mut out = Vec::new();
+        let min = f32::from_bits(1);
+        write_java_float(f64::from(min), Some(min), &mut out);
+        assert_eq!(out, b"1.4E-45");
+        assert_eq!(java(2e-300), "2.0E-300");
     }
 
     #[test]

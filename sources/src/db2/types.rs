@@ -147,9 +147,12 @@ impl Kind {
                 let micros = temporal::parse_time(&t.replace('.', ":")).ok_or_else(bad)?;
                 temporal::time_value(micros, 0, m.time)
             }
+            // Days and the time of day: Db2's years 1 to 9999 fit milliseconds and
+            // microseconds; nanoseconds hold 1677–2262 only (outside, an error).
             Kind::Timestamp { precision } => {
-                let nanos = timestamp_nanos(t).ok_or_else(bad)?;
-                temporal::timestamp_value_nanos(nanos, precision, m.time)
+                let (days, nanos) = timestamp_parts(t).ok_or_else(bad)?;
+                temporal::timestamp_value_day_nanos(days, nanos, precision, m.time)
+                    .ok_or_else(bad)?
             }
             Kind::Binary => return Err(bad()),
         })
@@ -166,8 +169,9 @@ pub(crate) fn timestamp_text(nanos: i64) -> String {
 }
 
 /// A timestamp's text (`YYYY-MM-DD HH:MM:SS[.f…]`, or Db2's `YYYY-MM-DD-HH.MM.SS[.f…]`) as
-/// nanoseconds since the epoch (fractions past nine digits cut, as Debezium's nanoseconds are).
-pub(crate) fn timestamp_nanos(text: &str) -> Option<i64> {
+/// days since the epoch and nanoseconds of the day (fractions past nine digits cut, as
+/// Debezium's nanoseconds are).
+pub(crate) fn timestamp_parts(text: &str) -> Option<(i64, i64)> {
     let (date, time) = match text.split_once(' ') {
         Some(parts) => parts,
         None => (text.get(..10)?, text.get(11..)?),
@@ -199,8 +203,13 @@ pub(crate) fn timestamp_nanos(text: &str) -> Option<i64> {
         .take(9)
         .collect();
     let nanos: i64 = digits.parse().ok()?;
-    days.checked_mul(86_400_000_000_000)?
-        .checked_add((h * 3600 + m * 60 + s) * 1_000_000_000 + nanos)
+    Some((days, (h * 3600 + m * 60 + s) * 1_000_000_000 + nanos))
+}
+
+/// [`timestamp_parts`] as nanoseconds since the epoch (1677–2262).
+pub(crate) fn timestamp_nanos(text: &str) -> Option<i64> {
+    let (days, nanos) = timestamp_parts(text)?;
+    days.checked_mul(86_400_000_000_000)?.checked_add(nanos)
 }
 
 /// A DECFLOAT's text (`1.5E+3`, `-0.00120`) as plain decimal text with trailing zeros cut

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use sluice_engine::{Schema, SchemaType, Value};
-use sluice_kit::values::temporal::{
-    date_schema, time_schema, time_value_nanos, timestamp_schema, timestamp_value_nanos,
-};
+use sluice_kit::values::temporal::{date_schema, time_schema, time_value_nanos, timestamp_schema};
 use sluice_kit::values::{
     binary_schema, binary_value, decimal_column_schema, decimal_value, named, BinaryMode,
     DecimalMode, TimePrecisionMode,
@@ -338,19 +336,10 @@ pub(crate) fn epoch_millis(data: &ColumnData<'_>) -> Option<i64> {
 /// range fits), in nanoseconds for 7 (1677–2262 only: int64 nanoseconds hold no more; a value
 /// outside is an error, not a wrapped number).
 fn timestamp(days: i64, nanos: i64, p: u32, modes: Modes) -> Result<Value, String> {
-    if p > 6 && modes.time != TimePrecisionMode::Connect {
-        return days
-            .checked_mul(NANOS_PER_DAY)
-            .and_then(|d| d.checked_add(nanos))
-            .map(|n| timestamp_value_nanos(n, p, modes.time))
-            .ok_or_else(|| {
-                "a datetime2(7) outside 1677–2262, which Debezium's NanoTimestamp (int64 nanoseconds) cannot hold".to_string()
-            });
-    }
-    let micros = days * 86_400_000_000 + nanos / 1000;
-    Ok(sluice_kit::values::temporal::timestamp_value(
-        micros, p, modes.time,
-    ))
+    sluice_kit::values::temporal::timestamp_value_day_nanos(days, nanos, p, modes.time)
+        .ok_or_else(|| {
+            "a datetime2(7) outside 1677–2262, which Debezium's NanoTimestamp (int64 nanoseconds) cannot hold".to_string()
+        })
 }
 
 /// A key column's value as the text an incremental snapshot keeps of it and writes back into

@@ -16,9 +16,7 @@
 //!   two snapshots (the deletes among them) follow. Changes the new snapshot already holds may
 //!   come again: at least once, never lost.
 
-use std::time::Duration;
-
-use sluice_engine::{Batch, Position, SourceContext, Stopped};
+use sluice_engine::{Position, SourceContext, Stopped};
 
 /// Where a snapshot's rows go out and the stream after it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,33 +52,13 @@ impl<P> Start<P> {
     }
 }
 
-/// How often a source asks again for the commit it waits for (a sink that takes a while to
-/// connect acknowledges late).
-const ASK_EVERY: Duration = Duration::from_millis(500);
-
 /// Commits `position` before a first snapshot's first row: sends it in a batch with no event
 /// and waits until it is committed (every sink has what came before it), asking the runtime
-/// to commit at once. `Err(Stopped)`: the pipeline stops meanwhile.
+/// to commit at once ([`SourceContext::commit_position`]). `Err(Stopped)`: the pipeline stops
+/// meanwhile.
 pub async fn pin(ctx: &mut SourceContext, position: Position) -> Result<(), Stopped> {
-    ctx.emit(Batch {
-        events: Vec::new(),
-        position: Some(position.clone()),
-    })
-    .await?;
     tracing::debug!(%position, "Waiting for the snapshot's position to be committed.");
-    let mut committed = ctx.committed();
-    let ask = ctx.commit_soon();
-    loop {
-        if committed.borrow_and_update().as_ref() == Some(&position) {
-            return Ok(());
-        }
-        ask.notify_one();
-        tokio::select! {
-            changed = committed.changed() => changed.map_err(|_| Stopped)?,
-            () = tokio::time::sleep(ASK_EVERY) => {}
-            () = ctx.stopping() => return Err(Stopped),
-        }
-    }
+    ctx.commit_position(position).await
 }
 
 #[cfg(test)]

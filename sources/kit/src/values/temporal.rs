@@ -153,16 +153,19 @@ pub struct TimestampParts {
 impl TimestampParts {
     /// Microseconds since the epoch; `None` past 64 bits.
     pub fn micros(self) -> Option<i64> {
-        self.days
-            .checked_mul(DAY_MICROS)?
-            .checked_add(self.micros_of_day)
+        // In 128 bits first: the day's start may be past 64 bits where the instant is not.
+        i64::try_from(
+            i128::from(self.days) * i128::from(DAY_MICROS) + i128::from(self.micros_of_day),
+        )
+        .ok()
     }
 
     /// Milliseconds since the epoch (floored); `None` past 64 bits.
     pub fn millis(self) -> Option<i64> {
-        self.days
-            .checked_mul(86_400_000)?
-            .checked_add(self.micros_of_day.div_euclid(1000))
+        i64::try_from(
+            i128::from(self.days) * 86_400_000 + i128::from(self.micros_of_day.div_euclid(1000)),
+        )
+        .ok()
     }
 }
 
@@ -511,6 +514,32 @@ pub fn timestamp_value_parts(
         (TimePrecisionMode::Connect, _) | (_, 0..=3) => Value::Int64(parts.millis()?),
         _ => Value::Int64(parts.micros()?),
     })
+}
+
+/// A timestamp of `days` since the epoch and `nanos_of_day` as [`timestamp_schema`] says for
+/// `precision` (nanoseconds past 6 digits, where the mode keeps them); `None` when its unit
+/// since the epoch does not fit 64 bits (nanoseconds outside 1677–2262, say): an error for the
+/// failure mode, never a wrapped value.
+pub fn timestamp_value_day_nanos(
+    days: i64,
+    nanos_of_day: i64,
+    precision: u32,
+    mode: TimePrecisionMode,
+) -> Option<Value> {
+    if precision > 6 && mode != TimePrecisionMode::Connect {
+        // In 128 bits first: the day's start may be past 64 bits where the instant is not.
+        let nanos = i128::from(days) * 86_400_000_000_000 + i128::from(nanos_of_day);
+        return Some(timestamp_value_nanos(
+            i64::try_from(nanos).ok()?,
+            precision,
+            mode,
+        ));
+    }
+    let parts = TimestampParts {
+        days,
+        micros_of_day: nanos_of_day.div_euclid(1000),
+    };
+    timestamp_value_parts(parts, precision, mode)
 }
 
 /// Microseconds since the epoch as [`timestamp_schema`] says.

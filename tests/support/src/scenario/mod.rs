@@ -12,10 +12,12 @@
 
 pub mod blocking;
 pub mod boundary;
+pub mod db2;
 pub mod kill;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
+pub mod sqlserver;
 pub mod text;
 
 use std::collections::BTreeMap;

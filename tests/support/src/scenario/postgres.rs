@@ -290,30 +290,35 @@ fn strings() -> Vec<Column> {
 impl Postgres {
     /// `psql`'s unaligned, tab-separated text of `sql`, NULL as `\N`.
     fn psql(&self, sql: &str) -> String {
-        // The statements on standard input: a long one does not fit an argument.
-        let out = super::piped(
-            Command::new("psql")
-                .args(["-X", "-q", "-A", "-t", "-F", "\t", "-P", "null=\\N"])
-                .args(["-v", "ON_ERROR_STOP=1", "-U", "postgres", "-h", &pg::host()])
-                .args(["-p", &pg::port(), "-d", &self.db, "-f", "-"])
-                .env("PGTZ", "UTC")
-                .env(
-                    "PGOPTIONS",
-                    "-c intervalstyle=iso_8601 -c extra_float_digits=3",
-                ),
-            sql,
-        );
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        psql(&self.db, sql)
     }
 }
 
+/// `psql`'s unaligned, tab-separated text of `sql` in database `db`, NULL as `\\N`, in UTC.
+pub(super) fn psql(db: &str, sql: &str) -> String {
+    // The statements on standard input: a long one does not fit an argument.
+    let out = super::piped(
+        Command::new("psql")
+            .args(["-X", "-q", "-A", "-t", "-F", "\t", "-P", "null=\\N"])
+            .args(["-v", "ON_ERROR_STOP=1", "-U", "postgres", "-h", &pg::host()])
+            .args(["-p", &pg::port(), "-d", db, "-f", "-"])
+            .env("PGTZ", "UTC")
+            .env(
+                "PGOPTIONS",
+                "-c intervalstyle=iso_8601 -c extra_float_digits=3",
+            ),
+        sql,
+    );
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A year written the way PostgreSQL does (`BC` for years before 1).
-fn pg_date(days: i64) -> String {
+pub(super) fn pg_date(days: i64) -> String {
     let (y, m, d) = text::civil(days);
     if y <= 0 {
         format!("{:04}-{m:02}-{d:02} BC", 1 - y)
@@ -324,7 +329,7 @@ fn pg_date(days: i64) -> String {
 
 /// PostgreSQL's timestamp text of `n` units of `1/per_second` s since the epoch: the
 /// fraction without trailing zeros, `BC` last.
-fn pg_timestamp(n: i64, per_second: i64) -> String {
+pub(super) fn pg_timestamp(n: i64, per_second: i64) -> String {
     let day = 86_400 * per_second;
     let days = n.div_euclid(day);
     let of_day = n.rem_euclid(day) * (1_000_000 / per_second);
@@ -337,7 +342,7 @@ fn pg_timestamp(n: i64, per_second: i64) -> String {
 }
 
 /// PostgreSQL's time text: `HH:MM:SS` and the fraction without trailing zeros.
-fn pg_time(micros: i64) -> String {
+pub(super) fn pg_time(micros: i64) -> String {
     let t = text::time(micros, 6);
     let t = t.trim_end_matches('0');
     t.trim_end_matches('.').to_owned()
@@ -493,7 +498,7 @@ impl Backend for Postgres {
                     .unwrap_or(0);
                 text::equal(client, &text::decimal(value, scale)?)
             }
-            "real" => text::same_float(client, value, 0.0),
+            "real" => text::same_float32(client, value),
             "double precision" => text::same_float(client, value, 0.0),
             "boolean" | "bit" if t == "boolean" || t == "bit(1)" => {
                 let b = value.as_bool().ok_or("not a boolean")?;

@@ -204,6 +204,56 @@ pub fn same_float(printed: &str, value: &Json, relative: f64) -> Result<(), Stri
     }
 }
 
+/// Whether two decimal texts are the same number (trailing fraction zeros aside).
+pub fn same_decimal(theirs: &str, ours: &str) -> Result<(), String> {
+    let norm = |t: &str| {
+        let t = t.trim().trim_start_matches('+');
+        let t = if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            t
+        };
+        let t = t.strip_prefix("-").map_or(t.to_owned(), |d| {
+            if d.trim_start_matches(['0', '.']).is_empty() {
+                d.to_owned()
+            } else {
+                format!("-{d}")
+            }
+        });
+        // Leading zeros of the integer part (`.5` and `0.5` alike).
+        let t = t.trim_start_matches('0').to_owned();
+        if t.is_empty() || t.starts_with('.') {
+            format!("0{t}")
+        } else {
+            t
+        }
+    };
+    if norm(theirs) == norm(ours) {
+        Ok(())
+    } else {
+        Err(format!("read as {ours:?}"))
+    }
+}
+
+/// Whether a printed number and an event's float32 value are the same `float` (both read and
+/// narrowed to 32 bits: a float32's JSON text may be any decimal that narrows to it).
+pub fn same_float32(printed: &str, value: &Json) -> Result<(), String> {
+    let theirs: f64 = printed
+        .parse()
+        .map_err(|_| format!("{printed:?} is not a number"))?;
+    let ours = match value {
+        Json::Number(n) => n.as_f64().ok_or("not an f64")?,
+        Json::String(s) => s.parse().map_err(|_| format!("{s:?} is not a number"))?,
+        other => return Err(format!("{other} is not a number")),
+    };
+    let (theirs, ours) = (theirs as f32, ours as f32);
+    if theirs.to_bits() == ours.to_bits() || (theirs.is_nan() && ours.is_nan()) {
+        Ok(())
+    } else {
+        Err(format!("{theirs:e} against {ours:e} as float"))
+    }
+}
+
 /// `Err` when `ours` is not `theirs`.
 pub fn equal(theirs: &str, ours: &str) -> Result<(), String> {
     if theirs == ours {

@@ -113,7 +113,11 @@ pub fn tokenize(sql: &str) -> Result<Vec<Tok>, String> {
                 && (chars[i].is_ascii_digit()
                     || chars[i] == '.'
                     || chars[i] == 'e'
-                    || chars[i] == 'E')
+                    || chars[i] == 'E'
+                    // An exponent's sign (`1.4e-45`).
+                    || (matches!(chars[i], '-' | '+')
+                        && matches!(chars[i - 1], 'e' | 'E')
+                        && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
             {
                 i += 1;
             }

@@ -1,0 +1,23 @@
+//! The scenarios every source runs (`sluice_test_support::scenario`), against the emulated Db2
+//! (ASN capture on PostgreSQL): every type at its limits read the same by the snapshot, the
+//! change-data tables and `psql`; kill -9 at random moments under a writer; blocking snapshots
+//! in the middle of a writer.
+
+use sluice_test_support::scenario::{self, db2::Db2Backend};
+
+#[test]
+fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_client() {
+    scenario::boundary::run(&Db2Backend::new("boundary"));
+}
+
+#[test]
+fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
+    let kills = scenario::rounds("SLUICE_TEST_KILLS", 10);
+    scenario::kill::run(&Db2Backend::new("kill_random"), kills);
+}
+
+#[test]
+fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
+    let rounds = scenario::rounds("SLUICE_TEST_BLOCKING_ROUNDS", 3);
+    scenario::blocking::run(&Db2Backend::new("blocking_writer"), rounds);
+}

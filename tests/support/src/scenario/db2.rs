@@ -1,0 +1,280 @@
+//! The scenarios' Db2 backend: the **emulated** ASN capture on a fresh PostgreSQL database
+//! ([`crate::db2`]; no Db2 server runs here), tables in schema `DB2INST1` with upper-case
+//! names as Db2 folds them, put in capture mode with `ASNCDC.ADDTABLE`, Sluice reading through
+//! the PostgreSQL ODBC driver; values read back with `psql`, a client independent of that path.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use super::postgres::{pg_date, pg_time, pg_timestamp, psql};
+use super::{rows_of, text, Backend, Column};
+use crate::db2::Db2;
+
+/// One emulated Db2 database, capture started.
+pub struct Db2Backend {
+    db: Db2,
+}
+
+impl Db2Backend {
+    /// A fresh database named after `test`, its schema `DB2INST1` made.
+    pub fn new(test: &str) -> Db2Backend {
+        let db = Db2::start(test, true);
+        db.sql("CREATE SCHEMA \"DB2INST1\"");
+        Db2Backend { db }
+    }
+
+    fn database(&self) -> &str {
+        &self.db.database
+    }
+}
+
+impl Backend for Db2Backend {
+    fn name(&self) -> &str {
+        "db2 (emulated)"
+    }
+
+    fn execute(&self, sql: &str) {
+        psql(self.database(), sql);
+    }
+
+    fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        rows_of(&psql(self.database(), sql), "\\N")
+    }
+
+    fn create(&self, name: &str, columns: &[(String, String)]) {
+        let defs: Vec<String> = columns
+            .iter()
+            .map(|(c, t)| format!("{} {t}", self.column(c)))
+            .collect();
+        let key = columns
+            .first()
+            .map(|(c, _)| self.column(c))
+            .unwrap_or_default();
+        self.execute(&format!(
+            "CREATE TABLE {} ({}, PRIMARY KEY ({key}))",
+            self.table(name),
+            defs.join(", ")
+        ));
+        self.db.add_table("DB2INST1", &name.to_ascii_uppercase());
+    }
+
+    fn table(&self, name: &str) -> String {
+        format!("\"DB2INST1\".\"{}\"", name.to_ascii_uppercase())
+    }
+
+    fn column(&self, name: &str) -> String {
+        format!("\"{}\"", name.to_ascii_uppercase())
+    }
+
+    fn field(&self, name: &str) -> String {
+        name.to_ascii_uppercase()
+    }
+
+    fn collection(&self, name: &str) -> String {
+        format!("DB2INST1.{}", name.to_ascii_uppercase())
+    }
+
+    fn types(&self) -> (&str, &str) {
+        ("integer", "varchar(40)")
+    }
+
+    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
+        let text = format!(
+            "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
+source:\n  type: db2\n  odbc.connection.string: \"{conn}\"\n  database.password: unused\n  database.dbname: TESTDB\n  topic.prefix: db2server\n  poll.interval.ms: 20\n  include.schema.changes: false\n{extra}\
+sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
+            d = dir.display(),
+            conn = self.db.connection_string(),
+        );
+        let path = dir.join("pipeline.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn boundary_columns(&self) -> Vec<Column> {
+        let big = format!("{}.{}", "9".repeat(21), "9".repeat(10));
+        let neg = format!("-{big}");
+        vec![
+            Column::new("i2", "smallint", &["-32768", "-1", "0", "32767", "NULL"]),
+            Column::new(
+                "i4",
+                "integer",
+                &["-2147483648", "-1", "0", "2147483647", "NULL"],
+            ),
+            Column::new(
+                "i8",
+                "bigint",
+                &["-9223372036854775808", "0", "9223372036854775807", "NULL"],
+            ),
+            Column::new(
+                "r",
+                "real",
+                &["3.4028235e38", "-3.4028235e38", "1.4e-45", "0", "NULL"],
+            ),
+            Column::new(
+                "d",
+                "double precision",
+                &["1.7976931348623157e308", "4.9e-324", "-0.5", "NULL"],
+            ),
+            Column::new(
+                "dc",
+                "decimal(31,10)",
+                &[&big, &neg, "0", "0.0000000001", "NULL"],
+            ),
+            Column::new(
+                "df",
+                "decfloat",
+                &[
+                    "12.50",
+                    "-0.001",
+                    "0",
+                    "123456789012345678901234567890",
+                    "NULL",
+                ],
+            ),
+            Column::new("c", "char(10)", &["''", "'a'", "'éèê😀'", "NULL"]),
+            Column::new(
+                "vc",
+                "varchar(255)",
+                &[
+                    "''",
+                    &format!("'{}'", "ñ".repeat(255)),
+                    &format!("'{}'", "😀".repeat(100)),
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "cl",
+                "clob",
+                &["''", &format!("'{}'", "x".repeat(50_000)), "NULL"],
+            ),
+            Column::new(
+                "bl",
+                "blob",
+                &[
+                    "'\\x'",
+                    "'\\x00'",
+                    &format!("'\\x{}'", "00ff".repeat(1000)),
+                    "NULL",
+                ],
+            ),
+            Column::new("vb", "varbinary", &["'\\xffff'", "'\\x'", "NULL"]),
+            Column::new("bo", "boolean", &["true", "false", "NULL"]),
+            Column::new(
+                "dt",
+                "date",
+                &[
+                    "'0001-01-01'",
+                    "'9999-12-31'",
+                    "'2024-02-29'",
+                    "'1970-01-01'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "t",
+                "time",
+                &["'00:00:00'", "'23:59:59'", "'12:34:56'", "NULL"],
+            ),
+            Column::new(
+                "ts0",
+                "timestamp(0)",
+                &[
+                    "'0001-01-01 00:00:00'",
+                    "'9999-12-31 23:59:59'",
+                    "'1969-12-31 23:59:59'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "ts3",
+                "timestamp(3)",
+                &[
+                    "'0001-01-01 00:00:00'",
+                    "'9999-12-31 23:59:59.999'",
+                    "'2024-02-29 12:00:00.000'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "ts6",
+                "timestamp",
+                &[
+                    "'0001-01-01 00:00:00'",
+                    "'9999-12-31 23:59:59.999999'",
+                    "'1969-12-31 23:59:59.999999'",
+                    "NULL",
+                ],
+            ),
+            Column::new("x", "xml", &["'<a/>'", "'<a b=\"ü\">😀</a>'", "NULL"]),
+        ]
+    }
+
+    fn client_expr(&self, c: &Column) -> String {
+        let name = self.column(&c.name);
+        match c.sql_type.as_str() {
+            "blob" | "varbinary" => format!("encode({name}, 'hex')"),
+            _ => name,
+        }
+    }
+
+    fn check(
+        &self,
+        column: &Column,
+        value: &Json,
+        schema: &Json,
+        client: &str,
+    ) -> Result<(), String> {
+        let t = column.sql_type.as_str();
+        let int = || {
+            value
+                .as_i64()
+                .ok_or_else(|| format!("{value} is not an integer"))
+        };
+        let string = || {
+            value
+                .as_str()
+                .ok_or_else(|| format!("{value} is not a string"))
+        };
+        match t {
+            "smallint" | "integer" | "bigint" => text::equal(client, &int()?.to_string()),
+            "real" => text::same_float32(client, value),
+            "double precision" => text::same_float(client, value, 0.0),
+            "decimal(31,10)" => {
+                let scale = schema["parameters"]["scale"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                text::equal(client, &text::decimal(value, scale)?)
+            }
+            // io.debezium.data.VariableScaleDecimal: its scale and unscaled bytes, trailing
+            // zeros stripped as Debezium's connector does (`12.50` is `12.5`): the same number.
+            "decfloat" => {
+                let scale = value["scale"]
+                    .as_u64()
+                    .and_then(|s| u32::try_from(s).ok())
+                    .ok_or("no scale")?;
+                text::same_decimal(client, &text::decimal(&value["value"], scale)?)
+            }
+            "blob" | "varbinary" => text::equal(
+                &client.to_ascii_uppercase(),
+                &text::hex(&text::bytes(value)?),
+            ),
+            "boolean" => text::equal(
+                client,
+                if value.as_bool().ok_or("not a boolean")? {
+                    "t"
+                } else {
+                    "f"
+                },
+            ),
+            "date" => text::equal(client, &pg_date(int()?)),
+            // io.debezium.time.Time: milliseconds of the day.
+            "time" => text::equal(client, &pg_time(int()? * 1000)),
+            "timestamp(0)" | "timestamp(3)" => text::equal(client, &pg_timestamp(int()?, 1000)),
+            "timestamp" => text::equal(client, &pg_timestamp(int()?, 1_000_000)),
+            _ => text::equal(client, string()?),
+        }
+    }
+}

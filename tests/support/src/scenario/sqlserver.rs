@@ -1,0 +1,422 @@
+//! The scenarios' SQL Server backend: the **emulated** SQL Server of [`crate::sqlserver`] (no
+//! SQL Server runs here), tables in `dbo` with CDC enabled, values read back with FreeTDS's
+//! `tsql`, a SQL Server client independent of Sluice's.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value as Json;
+
+use super::{text, Backend, Column};
+use crate::sqlserver::{SqlServer, PASSWORD, USER};
+
+/// One emulated server with one database.
+pub struct SqlServerBackend {
+    server: SqlServer,
+}
+
+impl SqlServerBackend {
+    /// A server with a database named after `test`, CDC enabled on it.
+    pub fn new(test: &str) -> SqlServerBackend {
+        let database: String = test.chars().filter(char::is_ascii_alphanumeric).collect();
+        let server = SqlServer::start(&database);
+        server.sql("EXEC sys.sp_cdc_enable_db");
+        SqlServerBackend { server }
+    }
+
+    /// `tsql`'s output lines for `sql` (tab-separated, a header line first).
+    fn tsql(&self, sql: &str) -> Vec<String> {
+        let mut child = Command::new("tsql")
+            .args(["-H", "127.0.0.1", "-p", &self.server.port.to_string()])
+            .args([
+                "-U",
+                USER,
+                "-P",
+                PASSWORD,
+                "-D",
+                &self.server.database,
+                "-o",
+                "q",
+            ])
+            .env("TDSVER", "7.4")
+            .env("LANG", "C.UTF-8")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tsql (Debian package freetds-bin)");
+        let mut stdin = child.stdin.take().unwrap();
+        let input = format!("{sql}\ngo\nexit\n");
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "tsql failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text.lines()
+            .map(|l| l.trim_end_matches(['\r', '\n']).to_string())
+            .filter(|l| {
+                !l.trim().is_empty()
+                    && !l.starts_with("locale")
+                    && !l.contains("rows affected")
+                    && !l.contains("row affected")
+            })
+            .collect()
+    }
+}
+
+/// Microseconds of a `hh:mm:ss[.fffffff]` text; the nanoseconds past them.
+fn clock_nanos(clock: &str) -> Option<i64> {
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let f: Vec<i64> = hms
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let digits: String = fraction
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(9)
+        .collect();
+    Some(
+        (f.first()? * 3600 + f.get(1)? * 60 + f.get(2)?) * 1_000_000_000
+            + digits.parse::<i64>().ok()?,
+    )
+}
+
+/// `yyyy-mm-dd hh:mm:ss[.f]` → (days since the epoch, nanoseconds of the day).
+fn stamp(printed: &str) -> Option<(i64, i64)> {
+    let (date, clock) = printed.trim().split_once(' ')?;
+    let mut p = date.split('-');
+    let (y, m, d): (i64, i64, i64) = (
+        p.next()?.parse().ok()?,
+        p.next()?.parse().ok()?,
+        p.next()?.parse().ok()?,
+    );
+    // Days from civil (Howard Hinnant).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146_097 + doe - 719_468, clock_nanos(clock)?))
+}
+
+impl Backend for SqlServerBackend {
+    fn name(&self) -> &str {
+        "sqlserver (emulated)"
+    }
+
+    fn execute(&self, sql: &str) {
+        self.server.sql(sql);
+    }
+
+    fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        self.tsql(sql)
+            .into_iter()
+            .skip(1)
+            .map(|l| {
+                l.split('\t')
+                    .map(|f| (f != "NULL").then(|| f.to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn create(&self, name: &str, columns: &[(String, String)]) {
+        let defs: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, (c, t))| {
+                if i == 0 {
+                    format!("{c} {t} PRIMARY KEY")
+                } else {
+                    format!("{c} {t}")
+                }
+            })
+            .collect();
+        self.execute(&format!("CREATE TABLE dbo.{name} ({})", defs.join(", ")));
+        self.server.sql(&format!(
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'{name}', @role_name = NULL"
+        ));
+    }
+
+    fn table(&self, name: &str) -> String {
+        format!("dbo.{name}")
+    }
+
+    fn collection(&self, name: &str) -> String {
+        format!("{}.dbo.{name}", self.server.database)
+    }
+
+    fn transaction(&self, statements: &[String]) -> String {
+        format!(
+            "BEGIN TRANSACTION; {}; COMMIT TRANSACTION",
+            statements.join("; ")
+        )
+    }
+
+    fn types(&self) -> (&str, &str) {
+        ("int", "nvarchar(40)")
+    }
+
+    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
+        let text = format!(
+            "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
+source:\n  type: sqlserver\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: {USER}\n  database.password: {PASSWORD}\n  database.names: {db}\n  topic.prefix: server1\n  poll.interval.ms: 20\n  include.schema.changes: false\n{extra}\
+sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
+            d = dir.display(),
+            port = self.server.port,
+            db = self.server.database,
+        );
+        let path = dir.join("pipeline.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn boundary_columns(&self) -> Vec<Column> {
+        // Decimals quoted (SQL Server converts them): the emulator's store is SQLite, which
+        // would read a bare literal of 38 digits as a double.
+        let big = format!("'{}.{}'", "9".repeat(28), "9".repeat(10));
+        let neg = format!("'-{}.{}'", "9".repeat(28), "9".repeat(10));
+        vec![
+            Column::new("bt", "bit", &["0", "1", "NULL"]),
+            Column::new("ti", "tinyint", &["0", "1", "255", "NULL"]),
+            Column::new("si", "smallint", &["-32768", "-1", "0", "32767", "NULL"]),
+            Column::new(
+                "i",
+                "int",
+                &["-2147483648", "-1", "0", "2147483647", "NULL"],
+            ),
+            Column::new(
+                "bi",
+                "bigint",
+                &[
+                    "-9223372036854775808",
+                    "-1",
+                    "0",
+                    "9223372036854775807",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "r",
+                "real",
+                &["3.4028235e38", "-3.4028235e38", "1.4e-45", "0", "NULL"],
+            ),
+            Column::new(
+                "f",
+                "float",
+                &[
+                    "1.7976931348623157e308",
+                    "-1.7976931348623157e308",
+                    "4.9e-324",
+                    "-0.5",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "dc",
+                "decimal(38,10)",
+                &[&big, &neg, "'0'", "'0.0000000001'", "NULL"],
+            ),
+            Column::new(
+                "m",
+                "money",
+                &[
+                    // The TDS client decodes money as a double: exact within ±450 billion,
+                    // refused past it (an error for the failure mode, never a rounded value).
+                    "'449999999999.9999'",
+                    "'-449999999999.9999'",
+                    "'0'",
+                    "'0.0001'",
+                    "NULL",
+                ],
+            ),
+            Column::new("c", "char(10)", &["''", "'a'", "'0123456789'", "NULL"]),
+            Column::new(
+                "vc",
+                "varchar(255)",
+                &["''", &format!("'{}'", "x".repeat(255)), "'ÿé'", "NULL"],
+            ),
+            Column::new(
+                "nvc",
+                "nvarchar(255)",
+                &[
+                    "N''",
+                    &format!("N'{}'", "ñ".repeat(255)),
+                    "N'😀 snow ☃'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "nmax",
+                "nvarchar(max)",
+                &["N''", &format!("N'{}'", "x".repeat(50_000)), "NULL"],
+            ),
+            Column::new(
+                "vb",
+                "varbinary(16)",
+                &["0x", "0x00", "0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF", "NULL"],
+            ),
+            Column::new(
+                "g",
+                "uniqueidentifier",
+                &[
+                    "'00000000-0000-0000-0000-000000000000'",
+                    "'FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "dt",
+                "date",
+                &[
+                    "'0001-01-01'",
+                    "'9999-12-31'",
+                    "'2024-02-29'",
+                    "'1970-01-01'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "t0",
+                "time(0)",
+                &["'00:00:00'", "'23:59:59'", "'12:34:56'", "NULL"],
+            ),
+            Column::new(
+                "t7",
+                "time(7)",
+                &[
+                    "'00:00:00.0000000'",
+                    "'23:59:59.9999999'",
+                    "'12:00:00.0000001'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "d3",
+                "datetime2(3)",
+                &[
+                    "'0001-01-01 00:00:00.000'",
+                    "'9999-12-31 23:59:59.999'",
+                    "'2024-02-29 12:00:00.000'",
+                    "NULL",
+                ],
+            ),
+            // NanoTimestamp: the range 64 bits of nanoseconds since 1970 hold.
+            Column::new(
+                "d7",
+                "datetime2(7)",
+                &[
+                    "'1677-09-21 00:12:44.0000000'",
+                    "'2262-04-11 23:47:16.8547758'",
+                    "'1969-12-31 23:59:59.9999999'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "dtm",
+                "datetime",
+                &[
+                    "'1753-01-01 00:00:00.000'",
+                    "'9999-12-31 23:59:59.997'",
+                    "'2024-02-29 12:00:00.003'",
+                    "NULL",
+                ],
+            ),
+            Column::new(
+                "sdt",
+                "smalldatetime",
+                &["'1900-01-01 00:00:00'", "'2079-06-06 23:59:00'", "NULL"],
+            ),
+        ]
+    }
+
+    fn client_expr(&self, c: &Column) -> String {
+        match c.sql_type.as_str() {
+            // The server's text of the value (tsql prints dates to the minute in its locale).
+            t if ["date", "time", "datetime", "smalldatetime"]
+                .iter()
+                .any(|p| t.starts_with(p)) =>
+            {
+                format!("CAST({} AS nvarchar(40))", c.name)
+            }
+            _ => c.name.clone(),
+        }
+    }
+
+    fn check(
+        &self,
+        column: &Column,
+        value: &Json,
+        schema: &Json,
+        client: &str,
+    ) -> Result<(), String> {
+        let t = column.sql_type.as_str();
+        let int = || {
+            value
+                .as_i64()
+                .ok_or_else(|| format!("{value} is not an integer"))
+        };
+        let base = t.split('(').next().unwrap_or(t);
+        let scaled = |n: i64, per_second: i64| -> Result<(), String> {
+            let (days, nanos) = stamp(client).ok_or("not a timestamp")?;
+            let day = 86_400 * per_second;
+            let theirs = i128::from(days) * i128::from(day)
+                + i128::from(nanos / (1_000_000_000 / per_second));
+            text::equal(&theirs.to_string(), &n.to_string())
+        };
+        match base {
+            "bit" => text::equal(
+                client,
+                if value.as_bool().ok_or("not a boolean")? {
+                    "1"
+                } else {
+                    "0"
+                },
+            ),
+            "tinyint" | "smallint" | "int" | "bigint" => text::equal(client, &int()?.to_string()),
+            "real" => text::same_float32(client, value),
+            "float" => text::same_float(client, value, 0.0),
+            "decimal" | "money" => {
+                let scale = schema["parameters"]["scale"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                text::same_decimal(client, &text::decimal(value, scale)?)
+            }
+            "varbinary" => text::equal(
+                &client.to_ascii_uppercase(),
+                &text::hex(&text::bytes(value)?),
+            ),
+            "date" => {
+                let (days, _) = stamp(&format!("{client} 00:00:00")).ok_or("not a date")?;
+                text::equal(&days.to_string(), &int()?.to_string())
+            }
+            "time" => {
+                let theirs = clock_nanos(client).ok_or("not a time")?;
+                // Time (ms) to precision 3, MicroTime to 6, NanoTime past it.
+                let per = match t {
+                    "time(0)" => 1_000_000,
+                    _ => 1,
+                };
+                text::equal(&(theirs / per).to_string(), &int()?.to_string())
+            }
+            "datetime2" if t == "datetime2(7)" => scaled(int()?, 1_000_000_000),
+            "datetime2" | "datetime" | "smalldatetime" => scaled(int()?, 1000),
+            _ => text::equal(
+                client.trim_end(),
+                value
+                    .as_str()
+                    .ok_or_else(|| format!("{value} is not a string"))?
+                    .trim_end(),
+            ),
+        }
+    }
+}
