@@ -12,17 +12,34 @@ fn fixtures() -> std::path::PathBuf {
 /// Runs the columns fixture's setup, snapshot and changes through a pipeline with `source`
 /// extra lines and `transforms` (YAML at top level), and compares with `expected`.
 fn golden(name: &str, source: &str, transforms: &str, expected: &str) {
+    golden_of(
+        ("columns_setup.sql", "columns_changes.sql", 4),
+        name,
+        source,
+        transforms,
+        expected,
+    );
+}
+
+/// [`golden`] with another fixture's setup and changes, and its snapshot's rows.
+fn golden_of(
+    (setup, changes, snapshot_rows): (&str, &str, usize),
+    name: &str,
+    source: &str,
+    transforms: &str,
+    expected: &str,
+) {
     let read = |f: &str| std::fs::read_to_string(fixtures().join(f)).unwrap();
     let db = fresh_db(name);
-    psql(&db, &read("columns_setup.sql"));
+    psql(&db, &read(setup));
     let dir = tempfile::tempdir().unwrap();
     let file = pipeline(dir.path(), &db, source, true);
     let mut yaml = std::fs::read_to_string(&file).unwrap();
     yaml.push_str(transforms);
     std::fs::write(&file, yaml).unwrap();
     let mut child = start(&file, &[]);
-    wait_lines(dir.path(), 4, &mut child);
-    psql(&db, &read("columns_changes.sql"));
+    wait_lines(dir.path(), snapshot_rows, &mut child);
+    psql(&db, &read(changes));
     let theirs = read(expected);
     wait_lines(dir.path(), theirs.lines().count(), &mut child);
     stop(&child);
@@ -54,6 +71,20 @@ column.mask.hash.SHA-256.with.salt.CzQMA0cB5K: public.gold.email\n  column.mask.
 column.truncate.to.4.chars: public.gold.notes\n  message.key.columns: 'public.gold:n,id'\n",
         "transforms:\n  - type: route\n    regex: 'dbserver1\\.public\\.(.*)'\n    replacement: 'cdc.$1'\n",
         "columns_a.jsonl",
+    );
+}
+
+/// `column.mask.hash.v2` on columns of named types (`xml`, `json`, `uuid`): Debezium marks
+/// them `masked` (their names kept) and passes their values unhashed; `text` and `varchar`
+/// are hashed (the latter cut to its length).
+#[test]
+fn hash_masks_of_named_types_match_debezium() {
+    golden_of(
+        ("masked_setup.sql", "masked_changes.sql", 2),
+        "columns_masked",
+        "  table.include.list: public.masked\n  column.mask.hash.v2.SHA-256.with.salt.salt: public.masked.x,public.masked.j,public.masked.u,public.masked.t,public.masked.v\n",
+        "",
+        "masked.jsonl",
     );
 }
 

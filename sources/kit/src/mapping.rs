@@ -221,6 +221,13 @@ impl ColumnMapper {
         }
     }
 
+    /// Whether Debezium marks a column of any type this mapper's rule names (`masked`), while
+    /// it maps the values of character columns only: a masked or hashed `xml`, `json` or
+    /// `uuid` column keeps its values and its named schema, with `masked: "true"` added.
+    pub fn marks_every_type(&self) -> bool {
+        matches!(self, ColumnMapper::Mask(_) | ColumnMapper::Hash(..))
+    }
+
     /// The schema parameter Debezium adds to a mapped column.
     pub fn parameter(&self) -> (&'static str, String) {
         match self {

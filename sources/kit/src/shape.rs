@@ -90,17 +90,20 @@ impl SourceCommon {
                 }
                 continue;
             }
-            // Text columns only, as Debezium; a key column stays as it is (it is the key).
-            let mapper = (c.text && c.primary_key.is_none())
+            // A key column stays as it is (it is the key). Values of text columns only, as
+            // Debezium; a mask or hash rule marks a column of another type all the same.
+            let rule = (c.primary_key.is_none())
                 .then(|| self.column_rules.mapper(&full, c.length))
-                .flatten();
-            let schema = match &mapper {
+                .flatten()
+                .filter(|m| c.text || m.marks_every_type());
+            let schema = match &rule {
                 Some(m) => {
                     let (name, value) = m.parameter();
                     c.schema.to_builder().parameter(name, value).build()
                 }
                 None => c.schema.clone(),
             };
+            let mapper = rule.filter(|_| c.text);
             row = row.field(c.name.as_str(), schema);
             kept.push(i);
             mappers.push(mapper);

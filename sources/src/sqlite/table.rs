@@ -73,14 +73,18 @@ pub(super) fn build(
         }
         let kind = types::kind(&col.decltype);
         let mut schema = types::schema(&col.decltype, !col.not_null && !is_key);
-        // Text columns only, as Debezium; a key column stays as it is (it is the key).
-        let mapper = (kind == Kind::String && !is_key)
+        // A key column stays as it is (it is the key). Values of text columns only, as
+        // Debezium; a mask or hash rule marks a column of another type all the same.
+        let text = kind == Kind::String;
+        let rule = (!is_key)
             .then(|| common.column_rules.mapper(&full, None))
-            .flatten();
-        if let Some(m) = &mapper {
+            .flatten()
+            .filter(|m| text || m.marks_every_type());
+        if let Some(m) = &rule {
             let (name, value) = m.parameter();
             schema = schema.to_builder().parameter(name, value).build();
         }
+        let mapper = rule.filter(|_| text);
         row = row.field(col.name.as_str(), schema);
         columns.push((col.name.clone(), kind));
         mappers.push(mapper);

@@ -34,8 +34,9 @@ struct Column {
     name: String,
     kind: PgKind,
     schema: Arc<Schema>,
-    /// Column mask / hash / truncate (value only, with its schema parameter).
-    mapper: Option<(ColumnMapper, Arc<Schema>)>,
+    /// Column mask / hash / truncate (value only): the value field's schema with its
+    /// parameter, and the mapper when the values are mapped (character columns only).
+    mapper: Option<(Option<ColumnMapper>, Arc<Schema>)>,
 }
 
 /// Whether `column.propagate.source.type` or `datatype.propagate.source.type` selects `c`.
@@ -179,19 +180,16 @@ fn column(
     let schema = schema_of(&c.kind, modes, optional, default);
     let length =
         (matches!(c.type_oid, 1042 | 1043) && c.typmod >= 4).then(|| (c.typmod - 4) as usize);
-    let mapper = is_character(c)
-        .then(|| {
-            config
-                .common
-                .column_rules
-                .mapper(&format!("{full_table}.{}", c.name), length)
-        })
-        .flatten()
-        .map(|m| {
-            let (k, v) = m.parameter();
-            let mapped = schema.to_builder().parameter(k, v).build();
-            (m, mapped)
-        });
+    // Values of character columns only, as Debezium; a mask or hash rule marks a column of
+    // another type (`xml`, `json`, `uuid`: their named schema kept) all the same.
+    let rule = (config.common.column_rules)
+        .mapper(&format!("{full_table}.{}", c.name), length)
+        .filter(|m| is_character(c) || m.marks_every_type());
+    let mapper = rule.map(|m| {
+        let (k, v) = m.parameter();
+        let mapped = schema.to_builder().parameter(k, v).build();
+        (Some(m).filter(|_| is_character(c)), mapped)
+    });
     let schema = if mapper.is_none() && propagates(config, full_table, c) {
         source_type_parameters(schema, c)
     } else {
@@ -356,8 +354,8 @@ impl TableSchema {
         for &i in &self.value_columns {
             let value = self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null))?;
             values.push(match &self.columns[i].mapper {
-                Some((mapper, _)) => mapper.apply(&value).unwrap_or(value),
-                None => value,
+                Some((Some(mapper), _)) => mapper.apply(&value).unwrap_or(value),
+                _ => value,
             });
         }
         Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
