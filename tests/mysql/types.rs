@@ -142,3 +142,39 @@ fn the_deprecated_deserialization_mode_sets_the_failure_mode() {
         .collect();
     assert_eq!(ids, [2], "{log}");
 }
+
+/// TIMESTAMP(n) as real Debezium 3.6.3's MySQL connector writes it (tests/fixtures/debezium/
+/// mysql/reference-timestamps.jsonl, against MariaDB 10.11): trimmed in the snapshot (none on
+/// a whole second: `…01Z`), to the column's width from the binlog (`…01.000Z`); DATETIME(3)
+/// milliseconds alike in both.
+#[test]
+fn timestamps_are_written_as_debezium_writes_them_in_the_snapshot_and_the_binlog() {
+    let server = mariadb::server();
+    let db = mariadb::database("tsfix");
+    let read = |f: &str| std::fs::read_to_string(format!("{FIXTURES}/{f}")).unwrap();
+    mariadb::sql(&db, &read("timestamps.sql"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = captured_pipeline(dir.path(), server.port, &db);
+    let mut child = run::start(&path, &[]);
+    run::wait_lines(dir.path(), 3, &mut child);
+    mariadb::sql(&db, &read("timestamps-changes.sql"));
+    run::wait_lines(dir.path(), 6, &mut child);
+    run::stop(&child);
+    run::finish(child);
+    let values = |text: &str| -> Vec<(String, Json)> {
+        text.lines()
+            .map(|l| {
+                let j: Json = serde_json::from_str(l).unwrap();
+                let p = &j["value"]["payload"];
+                let after = &p["after"];
+                (
+                    p["op"].as_str().unwrap().to_owned(),
+                    serde_json::json!([after["t0"], after["t3"], after["t6"], after["d3"]]),
+                )
+            })
+            .collect()
+    };
+    let ours = values(&std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap());
+    let theirs = values(&read("reference-timestamps.jsonl"));
+    assert_eq!(ours, theirs);
+}
