@@ -255,6 +255,9 @@ fn load(path: &std::path::Path) -> Result<Pipeline, String> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts (the environment is the process's).
+    #[cfg(feature = "mysql")]
+    sluice_sources::mysql::bound_client_buffers();
     let cli = Cli::parse();
     init_tracing();
     match cli.command {

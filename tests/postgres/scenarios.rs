@@ -22,3 +22,10 @@ fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
     let rounds = scenario::rounds("SLUICE_TEST_BLOCKING_ROUNDS", 3);
     scenario::blocking::run(&Postgres::new("pg_blocking_writer"), rounds);
 }
+
+/// 60 rows of 5 MB (each more than a 4 MiB queue) through the snapshot and one transaction
+/// updating every row (whole before and after images): peak RSS under 256 MiB.
+#[test]
+fn rows_of_megabytes_pass_in_bounded_memory() {
+    scenario::memory::run(&Postgres::new("pg_big_rows"), (60, 5_000_000), 256);
+}

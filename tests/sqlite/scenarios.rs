@@ -14,3 +14,10 @@ fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_cl
 fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
     scenario::kill::run(&Sqlite::new(), scenario::rounds("SLUICE_TEST_KILLS", 10));
 }
+
+/// 60 rows of 5 MB (each more than a 4 MiB queue) through the snapshot and one transaction
+/// updating every row (whole before and after images): peak RSS under 256 MiB.
+#[test]
+fn rows_of_megabytes_pass_in_bounded_memory() {
+    scenario::memory::run(&Sqlite::new(), (60, 5_000_000), 256);
+}

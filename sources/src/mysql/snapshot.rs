@@ -511,7 +511,10 @@ impl Reader<'_> {
         // A row is held until the next one is read, so the table's last one can be marked.
         let mut held: Option<(Struct, bool)> = None;
         while let Some(row) = result.next().await.map_err(q)? {
-            let Some(after) = self.source.text_row(table, &row, places.as_deref())? else {
+            let after = self.source.text_row(table, &row, places.as_deref())?;
+            // The row's bytes are let go before the event may wait for room in a full queue.
+            drop(row);
+            let Some(after) = after else {
                 continue;
             };
             let first = held.is_none();

@@ -262,7 +262,15 @@ impl MysqlSource {
                     continue;
                 }
             };
-            self.on_event(&mut state, &stream, &event, ctx).await?;
+            let batch_full = self.on_event(&mut state, &stream, &event, ctx).await?;
+            // The event (a rows event of whole before and after images may be megabytes) is
+            // let go before the batch waits for room in a full queue.
+            drop(event);
+            if batch_full {
+                let at = (state.out.batch.last())
+                    .map_or_else(|| state.out.sent.clone(), |e| e.position.clone());
+                state.out.send(at, ctx).await;
+            }
         }
     }
 
@@ -383,7 +391,7 @@ impl MysqlSource {
         stream: &mysql_async::BinlogStream,
         event: &mysql_async::binlog::events::Event,
         ctx: &mut SourceContext,
-    ) -> Result<(), MysqlError> {
+    ) -> Result<bool, MysqlError> {
         let header = event.header();
         let end = u64::from(header.log_pos());
         let start = end.saturating_sub(u64::from(header.event_size()));
@@ -399,7 +407,7 @@ impl MysqlSource {
                 .is_some_and(|g| !self.config.captures_gtid_source(gtid_source(g)));
             state.begin(&header, start, true, self.flavour.name());
             state.last_end = end;
-            return Ok(());
+            return Ok(false);
         }
         let data = event.read_data().map_err(|e| {
             MysqlError::Value(format!(
@@ -407,6 +415,7 @@ impl MysqlSource {
                 state.file
             ))
         })?;
+        let mut batch_full = false;
         let positioned = !matches!(
             data,
             Some(EventData::FormatDescriptionEvent(_) | EventData::RotateEvent(_))
@@ -463,21 +472,15 @@ impl MysqlSource {
                     )));
                 };
                 self.on_rows(state, &header, tme, &rows, start).await?;
-                if state.out.cut.is_full(&state.out.batch) {
-                    let at = state
-                        .out
-                        .batch
-                        .last()
-                        .map_or_else(|| state.out.sent.clone(), |e| e.position.clone());
-                    state.out.send(at, ctx).await;
-                }
+                batch_full = state.out.cut.is_full(&state.out.batch);
             }
             _ => {}
         }
         if positioned && end > 0 {
             state.last_end = end;
         }
-        Ok(())
+        // A full batch goes out once the caller has let the event go.
+        Ok(batch_full)
     }
 
     /// A query event: a transaction's BEGIN or COMMIT, or a statement (a DDL changes the

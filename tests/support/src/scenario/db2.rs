@@ -79,6 +79,10 @@ impl Backend for Db2Backend {
         ("integer", "varchar(40)")
     }
 
+    fn large_text_type(&self) -> &str {
+        "clob"
+    }
+
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
         let text = format!(
             "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\

@@ -4,7 +4,8 @@
 //! - [`kill`]: kill -9 at random moments (initial, incremental and blocking snapshots, the
 //!   stream) under a writer loses nothing;
 //! - [`blocking`]: blocking snapshots signalled in the middle of a writer, the output equal to
-//!   the table every time.
+//!   the table every time;
+//! - [`memory`]: rows of megabytes through the snapshot and one transaction, in bounded memory.
 //!
 //! A backend is one database of one source: how to run SQL there, read it back with the
 //! database's own client, name tables and columns, make a table captured, and write the
@@ -14,6 +15,7 @@ pub mod blocking;
 pub mod boundary;
 pub mod db2;
 pub mod kill;
+pub mod memory;
 pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
@@ -59,6 +61,12 @@ pub trait Backend: Sync {
     }
     /// The SQL types of an integer column and of a short text column.
     fn types(&self) -> (&str, &str);
+    /// The SQL type of a text column of megabytes.
+    fn large_text_type(&self) -> &str;
+    /// SQL for a text of `n` times the character `c`.
+    fn repeated(&self, n: usize, c: char) -> String {
+        format!("repeat('{c}', {n})")
+    }
     /// A pipeline that snapshots the captured tables, then streams them, into
     /// `dir/out.jsonl` (schemas on), with `extra` source lines.
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf;

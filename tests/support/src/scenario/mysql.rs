@@ -337,6 +337,10 @@ impl Backend for Mysql {
         ("INT", "VARCHAR(40)")
     }
 
+    fn large_text_type(&self) -> &str {
+        "LONGTEXT"
+    }
+
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
         use std::hash::{Hash, Hasher};
         // A replica id of the pipeline's own: the tests of a process stream in parallel.

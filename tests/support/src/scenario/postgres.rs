@@ -442,6 +442,10 @@ impl Backend for Postgres {
         ("integer", "varchar(40)")
     }
 
+    fn large_text_type(&self) -> &str {
+        "text"
+    }
+
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
         let path = pg::pipeline(dir, &self.db, extra, true);
         let text = std::fs::read_to_string(&path).unwrap().replace(

@@ -213,6 +213,14 @@ impl Backend for Sqlite {
         ("INTEGER", "TEXT")
     }
 
+    fn large_text_type(&self) -> &str {
+        "TEXT"
+    }
+
+    fn repeated(&self, n: usize, c: char) -> String {
+        format!("replace(hex(zeroblob({})), '0', '{c}')", n / 2)
+    }
+
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
         let text = format!(
             "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
