@@ -106,7 +106,16 @@ fn metrics_health_and_status_follow_a_running_pipeline() {
     )
     .unwrap();
     wait_lines(dir.path(), 102);
-    let (_, second) = get(port, "/metrics");
+    // The sink counts an event once it is acknowledged, a moment after it is in the file.
+    let t0 = Instant::now();
+    let second = loop {
+        let (_, metrics) = get(port, "/metrics");
+        let sink = sample(&metrics, "sluice_events_sent_total", "component=\"sink:");
+        if sink >= 102.0 || t0.elapsed() > Duration::from_secs(10) {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(sent(&second) >= sent(&first) + 100.0, "{second}");
     let sink = sample(&second, "sluice_events_sent_total", "component=\"sink:");
     assert!(sink >= 102.0, "{second}");

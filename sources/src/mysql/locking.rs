@@ -244,7 +244,7 @@ pub(super) async fn master_position(conn: &mut Conn) -> Result<(String, u64), My
 /// The first statement written to the binlog from `file`:`pos` to its end that changes the
 /// structure of a table the snapshot may read, if any (`captures(db, table)`: whether a table is
 /// captured; another table's `CREATE`/`ALTER`/`DROP TABLE` is no reason to start over).
-async fn structure_changed_since(
+pub(super) async fn structure_changed_since(
     conn: &mut Conn,
     (file, pos): (&str, u64),
     captures: &(dyn Fn(&str, &str) -> bool + Sync),

@@ -283,6 +283,38 @@ impl MysqlSource {
 }
 
 impl MysqlSource {
+    /// `at`, the position of a snapshot cut off earlier, when the binlog can be read again
+    /// from there with the tables' structure as the history had it: the history is kept, and
+    /// the server writes the full row metadata or no captured table changed structure since
+    /// (without it the rows in between would not decode with the current tables). Otherwise `None`, said in a warning: the new snapshot streams from its
+    /// own position, and a row the cut-off snapshot delivered and that was deleted meanwhile
+    /// stays downstream.
+    async fn resumable(
+        &self,
+        conn: &mut mysql_async::Conn,
+        schemas: &schema::Schemas,
+        at: MysqlOffset,
+    ) -> Result<Option<MysqlOffset>, MysqlError> {
+        let why = if !Self::has_history(schemas)? {
+            Some("the schema history is missing".to_owned())
+        } else if self.full_metadata(conn).await?.is_some() {
+            // Each TABLE_MAP names its columns: rows of an older structure decode as they were.
+            None
+        } else {
+            let captures = |db: &str, table: &str| self.config.selects(db, table);
+            locking::structure_changed_since(conn, (&at.file, at.pos), &captures)
+                .await?
+                .map(|statement| format!("a captured table changed structure since: {statement}"))
+        };
+        match why {
+            None => Ok(Some(at)),
+            Some(why) => {
+                tracing::warn!(file = %at.file, pos = at.pos, reason = %why, "A snapshot was cut off, but the binlog cannot be read again from its position: the new snapshot streams from its own, so rows the first one delivered and that were deleted meanwhile may stay downstream.");
+                Ok(None)
+            }
+        }
+    }
+
     /// Whether the committed position `resume` can be read again: `Some(why)` when its binlog
     /// file is gone; `true` when it resumes from its GTID position instead (`type: mariadb`,
     /// when the files left hold every transaction after it).
@@ -351,6 +383,10 @@ impl Source for MysqlSource {
             .as_ref()
             .filter(|r| plan.data && !r.at.snapshot_completed && lost.is_none())
             .map(|r| r.at.clone());
+        let cut_off = match cut_off {
+            Some(at) => self.resumable(&mut conn, &schemas, at).await?,
+            None => None,
+        };
         // A new snapshot (`when_needed` after a purge): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
         // A running incremental snapshot goes on where the committed position left it.

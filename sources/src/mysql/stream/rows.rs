@@ -154,7 +154,7 @@ impl MysqlSource {
 
     /// The collations' character sets when the server writes the full row metadata
     /// (`binlog_row_metadata=FULL`), `None` otherwise.
-    pub(super) async fn full_metadata(
+    pub(in crate::mysql) async fn full_metadata(
         &self,
         conn: &mut mysql_async::Conn,
     ) -> Result<Option<Charsets>, MysqlError> {
