@@ -177,10 +177,11 @@ pub fn parse_timestamp_parts(text: &str) -> Option<TimestampParts> {
     };
     let (date, time) = body.split_once(' ')?;
     let days = parse_date_era(date, bc)?;
-    let micros_of_day = parse_time(time)?;
-    (micros_of_day < DAY_MICROS).then_some(TimestampParts {
-        days,
-        micros_of_day,
+    // `24:00:00` (and a leap second's `23:59:60`) is the next day's first instant, as before.
+    let micros = parse_time(time)?;
+    Some(TimestampParts {
+        days: days.checked_add(micros.div_euclid(DAY_MICROS))?,
+        micros_of_day: micros.rem_euclid(DAY_MICROS),
     })
 }
 
@@ -574,6 +575,17 @@ pub fn interval_value(text: &str, mode: IntervalMode) -> Option<Value> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn midnight_at_24_is_the_next_days_first_instant() {
+        assert_eq!(
+            parse_timestamp("2024-01-01 24:00:00"),
+            parse_timestamp("2024-01-02 00:00:00")
+        );
+        let last = parse_timestamp_parts("294276-12-31 23:59:59.999999");
+        assert_eq!(last.and_then(TimestampParts::micros), None);
+        assert!(last.and_then(TimestampParts::millis).is_some());
+    }
 
     #[test]
     fn trimmed_zoned_timestamps_are_javas_iso_offset_date_time() {
