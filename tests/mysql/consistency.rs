@@ -46,13 +46,8 @@ pub(super) fn table_state(db: &str) -> BTreeMap<i64, Json> {
 /// transaction every tenth step (at most ~800 steps: the text is one argument of the client,
 /// which Linux caps at 128 KiB).
 pub(super) fn writer_sql(steps: usize, seeded: usize) -> String {
-    writer_steps(1..=steps, seeded)
-}
-
-/// [`writer_sql`]'s `steps` (a range of step numbers: each step's note is its own).
-pub(super) fn writer_steps(steps: std::ops::RangeInclusive<usize>, seeded: usize) -> String {
     let mut sql = String::new();
-    for i in steps {
+    for i in 1..=steps {
         let tx = i % 10 == 0;
         if tx {
             sql.push_str("BEGIN;");
@@ -192,21 +187,26 @@ fn kill_9_during_the_stream_loses_nothing() {
     );
 }
 
-#[test]
-fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
-    let db = seeded_table("mysql_kill_snapshot", 50_000);
-    let dir = tempfile::tempdir().unwrap();
-    let path = consistency_pipeline(dir.path(), &db);
-    let mut child = sluice_test_support::pg::start(&path, &[]);
-    // Killed as soon as the first megabyte is out (the snapshot reads ~300k rows/s: the file's
-    // size is watched, not its lines).
+/// Runs `path` and kills it as soon as the first megabyte of its snapshot is out (the snapshot
+/// reads ~300k rows/s: the file's size is watched, not its lines).
+fn kill_in_the_snapshot(dir: &std::path::Path, path: &std::path::Path) {
+    let mut child = sluice_test_support::pg::start(path, &[]);
     let t0 = Instant::now();
-    while std::fs::metadata(dir.path().join("out.jsonl")).map_or(0, |m| m.len()) < 1 << 20 {
+    while std::fs::metadata(dir.join("out.jsonl")).map_or(0, |m| m.len()) < 1 << 20 {
+        assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
         assert!(t0.elapsed() < Duration::from_secs(60), "no snapshot output");
         std::thread::sleep(Duration::from_millis(2));
     }
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+#[test]
+fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
+    let db = seeded_table("mysql_kill_snapshot", 50_000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = consistency_pipeline(dir.path(), &db);
+    kill_in_the_snapshot(dir.path(), &path);
     let before = sluice_test_support::pg::lines(dir.path()).len();
     assert!(
         before < 50_000,
@@ -241,15 +241,7 @@ fn a_table_altered_after_a_cut_off_snapshot_takes_a_new_snapshot_from_its_own_po
         "restart: { max_retries: 0 }\n",
         "restart: { max_retries: 0 }\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
     );
-    let mut child = sluice_test_support::pg::start(&path, &[]);
-    let t0 = Instant::now();
-    while std::fs::metadata(dir.path().join("out.jsonl")).map_or(0, |m| m.len()) < 1 << 20 {
-        assert!(child.try_wait().unwrap().is_none(), "sluice stopped");
-        assert!(t0.elapsed() < Duration::from_secs(60), "no snapshot output");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_in_the_snapshot(dir.path(), &path);
     server.sql(
         "altered",
         "UPDATE items SET n = n + 1 WHERE id = 1; ALTER TABLE items ADD COLUMN extra INT; \

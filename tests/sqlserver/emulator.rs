@@ -2,53 +2,14 @@
 //! client reads from it is what the tests mean, so the emulator is checked against more than
 //! the client Sluice uses.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use sluice_test_support::sqlserver::SqlServer;
 
-use sluice_test_support::sqlserver::{SqlServer, PASSWORD, USER};
-
-/// Runs `sql` through `tsql`; its output lines (tab-separated, a header line per result).
+/// Runs `sql` through `tsql` ([`SqlServer::tsql`]); its output lines, trailing blanks cut.
 fn tsql(server: &SqlServer, sql: &str) -> Vec<String> {
-    let mut child = Command::new("tsql")
-        .args([
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &server.port.to_string(),
-            "-U",
-            USER,
-            "-P",
-            PASSWORD,
-        ])
-        .args(["-D", &server.database, "-o", "q"])
-        .env("TDSVER", "7.4")
-        .env("LANG", "C.UTF-8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tsql (Debian package freetds-bin) must be installed");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{sql}\ngo\nexit\n").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "tsql failed: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text.lines()
+    server
+        .tsql(sql)
+        .into_iter()
         .map(|l| l.trim_end().to_string())
-        .filter(|l| {
-            !l.is_empty()
-                && !l.starts_with("locale")
-                && !l.contains("rows affected")
-                && !l.contains("row affected")
-        })
         .collect()
 }
 

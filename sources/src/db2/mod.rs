@@ -26,6 +26,7 @@ use sluice_engine::{
     SourceContext, Struct, Value,
 };
 use sluice_kit::position::Resume;
+use sluice_kit::snapshot::Start;
 
 pub use config::Db2Config;
 use connection::{Conn, Row, Statements};
@@ -309,10 +310,7 @@ impl Source for Db2Source {
         };
         // A snapshot cut off earlier: a new snapshot goes out at its position and the stream
         // resumes there (the kit's `snapshot::Start`).
-        let cut_off = resume
-            .as_ref()
-            .filter(|r| plan.data && !r.at.snapshot_completed)
-            .map(|r| r.at.clone());
+        let cut_off = Start::cut_off(&plan, stored, resume.as_ref().map(|r| r.at.clone()));
         let resume = if plan.data { None } else { resume };
         let progress = resume.as_ref().and_then(|r| r.incremental.clone());
         let from = if plan.data {

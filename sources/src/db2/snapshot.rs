@@ -56,16 +56,14 @@ impl Db2Source {
         }
         let max = self.max_lsn(conn).await?.unwrap_or_default();
         let read_at = Db2Offset::at(max, false);
-        let start = Start::of(cut_off, read_at.clone());
-        let reading = Db2Offset {
+        let under_way = |at: &Db2Offset| Db2Offset {
             snapshot_completed: false,
-            ..start.position().clone()
+            ..at.clone()
         };
-        if let Start::Pin(_) = start {
-            sluice_kit::snapshot::pin(ctx, reading.position())
-                .await
-                .map_err(|_| Db2Error::Stopped)?;
-        }
+        let start = Start::begin(ctx, cut_off, read_at.clone(), |at| under_way(at).position())
+            .await
+            .map_err(|_| Db2Error::Stopped)?;
+        let reading = under_way(start.position());
         let read: Vec<&Table> = tables
             .iter()
             .filter(|t| {

@@ -379,10 +379,7 @@ impl Source for MysqlSource {
         };
         // A snapshot cut off earlier whose position the binlog still holds: a new snapshot
         // goes out at it and the stream resumes there (the kit's rule, `snapshot::Start`).
-        let cut_off = resume
-            .as_ref()
-            .filter(|r| plan.data && !r.at.snapshot_completed && lost.is_none())
-            .map(|r| r.at.clone());
+        let cut_off = Start::cut_off(&plan, stored, resume.as_ref().map(|r| r.at.clone()));
         let cut_off = match cut_off {
             Some(at) => self.resumable(&mut conn, &schemas, at).await?,
             None => None,
@@ -407,9 +404,6 @@ impl Source for MysqlSource {
                 // The stream reads the binlog again from the cut-off snapshot's position,
                 // with the tables' structure as the history had it there.
                 Start::Resume(at) => {
-                    let case_insensitive = schemas.model.case_insensitive();
-                    schemas.model = ddl::Model::new(None);
-                    schemas.model.set_case_insensitive(case_insensitive);
                     self.recover(&mut schemas, &at)?;
                     (self.tables(&mut conn, &schemas.model).await?, at)
                 }

@@ -29,6 +29,15 @@ pub(super) struct Schemas {
     history: SchemaHistory,
 }
 
+impl Schemas {
+    /// Forgets every table of the model, keeping how the server compares table names.
+    pub(super) fn clear_model(&mut self) {
+        let case_insensitive = self.model.case_insensitive();
+        self.model = Model::new(None);
+        self.model.set_case_insensitive(case_insensitive);
+    }
+}
+
 /// Where a history record was made: Debezium's offset fields (`snapshot: INITIAL` for the
 /// snapshot's statements, the next event's position and the writer's id for a streamed one).
 pub(super) fn history_position(at: &At, next_pos: u64) -> Json {
@@ -165,13 +174,15 @@ impl MysqlSource {
         })
     }
 
-    /// Rebuilds the model from the history as it was at `at`; `Err` when the history is
-    /// missing (the snapshotter decided already whether that may happen).
+    /// Rebuilds the model from the history as it was at `at` (from no table: what the model
+    /// held is forgotten); `Err` when the history is missing (the snapshotter decided already
+    /// whether that may happen).
     pub(super) fn recover(
         &self,
         schemas: &mut Schemas,
         at: &MysqlOffset,
     ) -> Result<(), MysqlError> {
+        schemas.clear_model();
         let mut records = schemas.history.records()?;
         // In the order of their positions (a stable sort): a snapshot taken again after a
         // cut-off one records its structure before the stream reads again (and records) the

@@ -260,7 +260,20 @@ impl MysqlSource {
         let (mut started, tables, mut batch) = self.start_snapshot(conn, schemas).await?;
         let (file, pos) = (started.file.clone(), started.pos);
         tracing::info!(%file, pos, "Consistent snapshot started.");
-        let start = Start::of(cut_off, MysqlOffset::at(&file, pos, false));
+        let under_way = |at: &MysqlOffset| {
+            Offset {
+                at: MysqlOffset {
+                    snapshot_completed: false,
+                    ..at.clone()
+                },
+                incremental: None,
+            }
+            .position()
+        };
+        let read_at = MysqlOffset::at(&file, pos, false);
+        let start = Start::begin(ctx, cut_off, read_at, under_way)
+            .await
+            .map_err(|_| MysqlError::Stopped)?;
         let at = |completed| {
             Offset {
                 at: MysqlOffset {
@@ -271,14 +284,6 @@ impl MysqlSource {
             }
             .position()
         };
-        match &start {
-            Start::Pin(_) => sluice_kit::snapshot::pin(ctx, at(false))
-                .await
-                .map_err(|_| MysqlError::Stopped)?,
-            Start::Resume(from) => {
-                tracing::info!(file = %from.file, pos = from.pos, "An earlier snapshot was cut off: this one goes out at its position, and the binlog is read again from there, so the changes made since (deletes too) follow.");
-            }
-        }
         // The schema events go out at the snapshot's start too: a position after a cut-off
         // snapshot's would be committed past the changes still to be read again.
         for e in &mut batch {
@@ -314,16 +319,10 @@ impl MysqlSource {
                 position: Some(done),
             })
             .await;
-        let start = match start {
-            Start::Pin(at) => Start::Pin(MysqlOffset {
-                snapshot_completed: true,
-                ..at
-            }),
-            Start::Resume(at) => Start::Resume(MysqlOffset {
-                snapshot_completed: true,
-                ..at
-            }),
-        };
+        let start = start.map(|at| MysqlOffset {
+            snapshot_completed: true,
+            ..at
+        });
         Ok((rows, tables, start))
     }
 }
@@ -413,9 +412,7 @@ impl MysqlSource {
                 incremental: None,
             }
             .position();
-            let case_insensitive = schemas.model.case_insensitive();
-            schemas.model = Model::new(None);
-            schemas.model.set_case_insensitive(case_insensitive);
+            schemas.clear_model();
             let events = self
                 .snapshot_schema(conn, schemas, (&started.file, started.pos), &position)
                 .await?;

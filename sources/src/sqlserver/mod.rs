@@ -23,6 +23,7 @@ use sluice_engine::{
     ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, SourceContext, Struct, Value,
 };
 use sluice_kit::position::Resume;
+use sluice_kit::snapshot::Start;
 use tiberius::ColumnData;
 
 pub use config::SqlServerConfig;
@@ -242,10 +243,7 @@ impl SqlServerSource {
         };
         // A snapshot cut off earlier whose position the change tables still hold: a new
         // snapshot goes out at it and the stream resumes there (the kit's `snapshot::Start`).
-        let cut_off = resume
-            .as_ref()
-            .filter(|r| plan.data && !r.at.snapshot_completed && lost.is_none())
-            .map(|r| r.at.clone());
+        let cut_off = Start::cut_off(&plan, stored, resume.as_ref().map(|r| r.at.clone()));
         // A new snapshot (`when_needed` after a cleanup): the stored position is not resumed.
         let resume = if plan.data { None } else { resume };
         let progress = resume.as_ref().and_then(|r| r.incremental.clone());

@@ -117,16 +117,14 @@ impl SqlServerSource {
             .await?;
         }
         let read_at = SqlServerOffset::at(max, false);
-        let start = Start::of(cut_off, read_at.clone());
-        let reading = SqlServerOffset {
+        let under_way = |at: &SqlServerOffset| SqlServerOffset {
             snapshot_completed: false,
-            ..start.position().clone()
+            ..at.clone()
         };
-        if let Start::Pin(_) = start {
-            sluice_kit::snapshot::pin(ctx, reading.position())
-                .await
-                .map_err(|_| SqlServerError::Stopped)?;
-        }
+        let start = Start::begin(ctx, cut_off, read_at.clone(), |at| under_way(at).position())
+            .await
+            .map_err(|_| SqlServerError::Stopped)?;
+        let reading = under_way(start.position());
         let read: Vec<&Table> = tables
             .iter()
             .filter(|t| {

@@ -18,6 +18,8 @@
 
 use sluice_engine::{Position, SourceContext, Stopped};
 
+use super::{Plan, Stored};
+
 /// Where a snapshot's rows go out and the stream after it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start<P> {
@@ -39,6 +41,35 @@ impl<P> Start<P> {
         }
     }
 
+    /// The stored position a snapshot about to be taken resumes: `stored_at`, when the `plan`
+    /// reads the data and the `stored` offset is a snapshot's that did not complete and whose
+    /// position the log still holds; else `None` (the snapshot's own position is pinned).
+    pub fn cut_off(plan: &Plan, stored: Stored, stored_at: Option<P>) -> Option<P> {
+        let cut =
+            plan.data && stored.offset && !stored.snapshot_completed && stored.position_available;
+        stored_at.filter(|_| cut)
+    }
+
+    /// Begins a snapshot read at `read_at`: decides where it starts ([`Self::of`]) and, for a
+    /// first snapshot, commits that position before the first row goes out ([`pin`]);
+    /// `under_way(p)`: the pipeline position of `p` while a snapshot is under way.
+    /// `Err(Stopped)`: the pipeline stops meanwhile.
+    pub async fn begin(
+        ctx: &mut SourceContext,
+        cut_off: Option<P>,
+        read_at: P,
+        under_way: impl Fn(&P) -> Position,
+    ) -> Result<Self, Stopped> {
+        let start = Start::of(cut_off, read_at);
+        match &start {
+            Start::Pin(at) => pin(ctx, under_way(at)).await?,
+            Start::Resume(at) => {
+                tracing::info!(position = %under_way(at), "An earlier snapshot was cut off: this one goes out at its position and the log is read again from there, so the changes made since (deletes too) follow.");
+            }
+        }
+        Ok(start)
+    }
+
     /// The position the rows go out at and the stream starts from.
     pub fn position(&self) -> &P {
         match self {
@@ -46,9 +77,12 @@ impl<P> Start<P> {
         }
     }
 
-    /// Whether the stream starts before the snapshot's own position (a snapshot taken again).
-    pub fn resumes(&self) -> bool {
-        matches!(self, Start::Resume(_))
+    /// The same start with its position mapped (marked completed, say).
+    pub fn map<Q>(self, f: impl FnOnce(P) -> Q) -> Start<Q> {
+        match self {
+            Start::Pin(p) => Start::Pin(f(p)),
+            Start::Resume(p) => Start::Resume(f(p)),
+        }
     }
 }
 
@@ -68,13 +102,43 @@ mod tests {
     #[test]
     fn a_cut_off_snapshot_keeps_its_stored_position() {
         assert_eq!(Start::of(Some(3), 9), Start::Resume(3));
-        assert!(Start::of(Some(3), 9).resumes());
         assert_eq!(*Start::of(Some(3), 9).position(), 3);
+        assert_eq!(Start::of(Some(3), 9).map(|p| p + 1), Start::Resume(4));
     }
 
     #[test]
     fn a_first_snapshot_pins_its_own_position() {
         assert_eq!(Start::of(None, 9), Start::Pin(9));
-        assert!(!Start::of(None::<u64>, 9).resumes());
+    }
+
+    #[test]
+    fn only_a_cut_off_snapshot_still_in_the_log_is_resumed() {
+        let data = Plan {
+            data: true,
+            schema: true,
+            stream: true,
+        };
+        let cut = Stored {
+            offset: true,
+            snapshot_completed: false,
+            position_available: true,
+            history_available: true,
+        };
+        assert_eq!(Start::cut_off(&data, cut, Some(3)), Some(3));
+        let done = Stored {
+            snapshot_completed: true,
+            ..cut
+        };
+        assert_eq!(Start::cut_off(&data, done, Some(3)), None);
+        let gone = Stored {
+            position_available: false,
+            ..cut
+        };
+        assert_eq!(Start::cut_off(&data, gone, Some(3)), None);
+        let stream_only = Plan {
+            data: false,
+            ..data
+        };
+        assert_eq!(Start::cut_off(&stream_only, cut, Some(3)), None);
     }
 }

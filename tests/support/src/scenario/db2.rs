@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use super::postgres::{pg_date, pg_time, pg_timestamp, psql};
-use super::{rows_of, text, Backend, Column};
+use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
 use crate::db2::Db2;
 
 /// One emulated Db2 database, capture started.
@@ -43,19 +43,9 @@ impl Backend for Db2Backend {
     }
 
     fn create(&self, name: &str, columns: &[(String, String)]) {
-        let defs: Vec<String> = columns
-            .iter()
-            .map(|(c, t)| format!("{} {t}", self.column(c)))
-            .collect();
-        let key = columns
-            .first()
-            .map(|(c, _)| self.column(c))
-            .unwrap_or_default();
-        self.execute(&format!(
-            "CREATE TABLE {} ({}, PRIMARY KEY ({key}))",
-            self.table(name),
-            defs.join(", ")
-        ));
+        self.execute(&create_table_sql(&self.table(name), columns, |c| {
+            self.column(c)
+        }));
         self.db.add_table("DB2INST1", &name.to_ascii_uppercase());
     }
 
@@ -84,16 +74,11 @@ impl Backend for Db2Backend {
     }
 
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let text = format!(
-            "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: db2\n  odbc.connection.string: \"{conn}\"\n  database.password: unused\n  database.dbname: TESTDB\n  topic.prefix: db2server\n  poll.interval.ms: 20\n  include.schema.changes: false\n{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-            d = dir.display(),
+        let source = format!(
+            "  type: db2\n  odbc.connection.string: \"{conn}\"\n  database.password: unused\n  database.dbname: TESTDB\n  topic.prefix: db2server\n  poll.interval.ms: 20\n  include.schema.changes: false\n",
             conn = self.db.connection_string(),
         );
-        let path = dir.join("pipeline.yaml");
-        std::fs::write(&path, text).unwrap();
-        path
+        pipeline_file(dir, &source, extra)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {
@@ -231,27 +216,13 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         client: &str,
     ) -> Result<(), String> {
         let t = column.sql_type.as_str();
-        let int = || {
-            value
-                .as_i64()
-                .ok_or_else(|| format!("{value} is not an integer"))
-        };
-        let string = || {
-            value
-                .as_str()
-                .ok_or_else(|| format!("{value} is not a string"))
-        };
         match t {
-            "smallint" | "integer" | "bigint" => text::equal(client, &int()?.to_string()),
+            "smallint" | "integer" | "bigint" => {
+                text::equal(client, &text::int(value)?.to_string())
+            }
             "real" => text::same_float32(client, value),
             "double precision" => text::same_float(client, value, 0.0),
-            "decimal(31,10)" => {
-                let scale = schema["parameters"]["scale"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                text::equal(client, &text::decimal(value, scale)?)
-            }
+            "decimal(31,10)" => text::equal(client, &text::decimal(value, text::scale(schema))?),
             // io.debezium.data.VariableScaleDecimal: its scale and unscaled bytes, trailing
             // zeros stripped as Debezium's connector does (`12.50` is `12.5`): the same number.
             "decfloat" => {
@@ -273,12 +244,14 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
                     "f"
                 },
             ),
-            "date" => text::equal(client, &pg_date(int()?)),
+            "date" => text::equal(client, &pg_date(text::int(value)?)),
             // io.debezium.time.Time: milliseconds of the day.
-            "time" => text::equal(client, &pg_time(int()? * 1000)),
-            "timestamp(0)" | "timestamp(3)" => text::equal(client, &pg_timestamp(int()?, 1000)),
-            "timestamp" => text::equal(client, &pg_timestamp(int()?, 1_000_000)),
-            _ => text::equal(client, string()?),
+            "time" => text::equal(client, &pg_time(text::int(value)? * 1000)),
+            "timestamp(0)" | "timestamp(3)" => {
+                text::equal(client, &pg_timestamp(text::int(value)?, 1000))
+            }
+            "timestamp" => text::equal(client, &pg_timestamp(text::int(value)?, 1_000_000)),
+            _ => text::equal(client, text::string(value)?),
         }
     }
 }

@@ -17,29 +17,68 @@ pub struct Peaks {
     pub total_mib: u64,
 }
 
-/// The number of events of `op` in `dir/out.jsonl`, counted without parsing the lines (rows of
-/// megabytes).
-fn count(dir: &std::path::Path, op: &str) -> usize {
-    let text = std::fs::read(dir.join("out.jsonl")).unwrap_or_default();
-    let needle = format!("\"op\":\"{op}\"");
-    text.split(|b| *b == b'\n')
-        .filter(|line| line.windows(needle.len()).any(|w| w == needle.as_bytes()))
-        .count()
+/// Counts the events of each op in a growing `out.jsonl`, reading only what was written since
+/// the last look and without parsing the lines (rows of megabytes).
+struct Counts {
+    file: std::fs::File,
+    /// The start of the line not complete yet.
+    read: u64,
+    /// `r`, `c`, `u`, `d` events so far.
+    ops: std::collections::HashMap<u8, usize>,
 }
 
-/// Waits until `n` events of `op` are out.
-fn wait(dir: &std::path::Path, op: &str, n: usize, child: &mut std::process::Child) {
-    let t0 = Instant::now();
-    while count(dir, op) < n {
-        if child.try_wait().unwrap().is_some() {
-            panic!("sluice stopped: {}", pg::log_of(child));
+impl Counts {
+    fn open(dir: &std::path::Path, child: &mut std::process::Child) -> Counts {
+        let t0 = Instant::now();
+        loop {
+            if let Ok(file) = std::fs::File::open(dir.join("out.jsonl")) {
+                return Counts {
+                    file,
+                    read: 0,
+                    ops: Default::default(),
+                };
+            }
+            if child.try_wait().unwrap().is_some() {
+                panic!("sluice stopped: {}", pg::log_of(child));
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "no output file");
+            std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(600),
-            "{} of {n} `{op}` events",
-            count(dir, op)
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    /// The events of `op` so far.
+    fn of(&mut self, op: char) -> usize {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut new = Vec::new();
+        let _ = self.file.seek(SeekFrom::Start(self.read));
+        let _ = self.file.read_to_end(&mut new);
+        let complete = new.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        const NEEDLE: &[u8] = b"\"op\":\"";
+        for line in new[..complete].split(|b| *b == b'\n') {
+            let at = line.windows(NEEDLE.len()).position(|w| w == NEEDLE);
+            if let Some(&kind) = at.and_then(|i| line.get(i + NEEDLE.len())) {
+                *self.ops.entry(kind).or_default() += 1;
+            }
+        }
+        self.read += complete as u64;
+        let key = u8::try_from(op).unwrap_or(0);
+        self.ops.get(&key).copied().unwrap_or(0)
+    }
+
+    /// Waits until `n` events of `op` are out.
+    fn wait(&mut self, op: char, n: usize, child: &mut std::process::Child) {
+        let t0 = Instant::now();
+        while self.of(op) < n {
+            if child.try_wait().unwrap().is_some() {
+                panic!("sluice stopped: {}", pg::log_of(child));
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(600),
+                "{} of {n} `{op}` events",
+                self.of(op)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 }
 
@@ -70,12 +109,13 @@ pub fn run(backend: &dyn Backend, (rows, row_bytes): (usize, usize), bound_mib: 
     let dir = tempfile::tempdir().unwrap();
     let path = backend.pipeline(dir.path(), "");
     let mut child = pg::start(&path, &[]);
-    wait(dir.path(), "r", rows, &mut child);
+    let mut counts = Counts::open(dir.path(), &mut child);
+    counts.wait('r', rows, &mut child);
     let snapshot_mib = procstat::peak_rss_mib(child.id());
     backend.execute(
         &backend.transaction(&[format!("UPDATE {table} SET {v} = {}", fill(row_bytes, 'z'))]),
     );
-    wait(dir.path(), "u", rows, &mut child);
+    counts.wait('u', rows, &mut child);
     let total_mib = procstat::peak_rss_mib(child.id());
     pg::stop(&child);
     pg::finish(child);

@@ -110,6 +110,37 @@ pub fn piped(command: &mut std::process::Command, input: &str) -> std::process::
     out
 }
 
+/// The pipeline file the scenarios run (`dir/pipeline.yaml`): the source of `source` lines
+/// (its `type` and connection, each indented as a key of `source:`) and `extra` lines, into
+/// `dir/out.jsonl` with schemas, offsets committed every 20 ms, batches of 256 events at most.
+pub fn pipeline_file(dir: &Path, source: &str, extra: &str) -> PathBuf {
+    let text = format!(
+        "name: scenario\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\n\
+source:\n{source}{extra}sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
+        d = dir.display(),
+    );
+    let path = dir.join("pipeline.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `CREATE TABLE table (columns…, PRIMARY KEY (first))`, each column named by `column`.
+pub fn create_table_sql(
+    table: &str,
+    columns: &[(String, String)],
+    column: impl Fn(&str) -> String,
+) -> String {
+    let defs: Vec<String> = columns
+        .iter()
+        .map(|(c, t)| format!("{} {t}", column(c)))
+        .collect();
+    let key = columns.first().map(|(c, _)| column(c)).unwrap_or_default();
+    format!(
+        "CREATE TABLE {table} ({}, PRIMARY KEY ({key}))",
+        defs.join(", ")
+    )
+}
+
 /// A client's tab-separated output as rows, `null` standing for NULL.
 pub fn rows_of(text: &str, null: &str) -> Vec<Vec<Option<String>>> {
     text.lines()

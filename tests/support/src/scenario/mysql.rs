@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::{rows_of, text, Backend, Column};
+use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
 use crate::mariadb;
 
 /// One database of the shared private MariaDB.
@@ -321,12 +321,8 @@ impl Backend for Mysql {
     }
 
     fn create(&self, name: &str, columns: &[(String, String)]) {
-        let defs: Vec<String> = columns.iter().map(|(c, t)| format!("{c} {t}")).collect();
-        let key = columns.first().map(|(c, _)| c.as_str()).unwrap_or("id");
-        self.execute(&format!(
-            "CREATE TABLE {name} ({}, PRIMARY KEY ({key})) DEFAULT CHARSET=utf8mb4",
-            defs.join(", ")
-        ));
+        let sql = create_table_sql(name, columns, str::to_owned);
+        self.execute(&format!("{sql} DEFAULT CHARSET=utf8mb4"));
     }
 
     fn collection(&self, name: &str) -> String {
@@ -346,19 +342,14 @@ impl Backend for Mysql {
         // A replica id of the pipeline's own: the tests of a process stream in parallel.
         let mut h = std::collections::hash_map::DefaultHasher::new();
         dir.hash(&mut h);
-        let text = format!(
-            "name: scenario\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\n\
-source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  \
-topic.prefix: b\n  include.schema.changes: false\n  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-            d = dir.display(),
+        let source = format!(
+            "  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  \
+topic.prefix: b\n  include.schema.changes: false\n  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n",
             port = mariadb::server().port,
             id = 2_000_000 + h.finish() % 1_000_000,
             db = self.db,
         );
-        let path = dir.join("pipeline.yaml");
-        std::fs::write(&path, text).unwrap();
-        path
+        pipeline_file(dir, &source, extra)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {
@@ -390,19 +381,8 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         client: &str,
     ) -> Result<(), String> {
         let t = column.sql_type.to_ascii_lowercase();
-        let scale = || -> u32 {
-            schema["parameters"]["scale"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0)
-        };
-        let int = || {
-            value
-                .as_i64()
-                .ok_or_else(|| format!("{value} is not an integer"))
-        };
         if t.starts_with("bigint unsigned") {
-            return text::equal(client, &text::decimal(value, scale())?);
+            return text::equal(client, &text::decimal(value, text::scale(schema))?);
         }
         if t.starts_with("bit(1)") {
             return text::equal(
@@ -428,16 +408,16 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         let first = t.split(['(', ' ']).next().unwrap_or_default();
         match first {
             "tinyint" | "smallint" | "mediumint" | "int" | "bigint" => {
-                text::equal(client, &int()?.to_string())
+                text::equal(client, &text::int(value)?.to_string())
             }
-            "decimal" => text::equal(client, &text::decimal(value, scale())?),
+            "decimal" => text::equal(client, &text::decimal(value, text::scale(schema))?),
             "float" => text::same_float(client, value, 1e-5),
             "double" => text::same_float(client, value, 0.0),
-            "year" => text::equal(client, &format!("{:04}", int()?)),
-            "date" => text::equal(client, &text::date(int()?)),
-            "time" => text::equal(client, &text::time(int()?, fsp(&t))),
+            "year" => text::equal(client, &format!("{:04}", text::int(value)?)),
+            "date" => text::equal(client, &text::date(text::int(value)?)),
+            "time" => text::equal(client, &text::time(text::int(value)?, fsp(&t))),
             "datetime" => {
-                let n = int()?;
+                let n = text::int(value)?;
                 let micros = if fsp(&t) <= 3 { n * 1000 } else { n };
                 text::equal(client, &text::timestamp(micros, fsp(&t)))
             }
@@ -455,12 +435,7 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
                 let srid = value["srid"].as_i64().unwrap_or(0);
                 text::equal(client, &format!("{srid}:{wkb}"))
             }
-            _ => text::equal(
-                client,
-                value
-                    .as_str()
-                    .ok_or_else(|| format!("{value} is not a string"))?,
-            ),
+            _ => text::equal(client, text::string(value)?),
         }
     }
 }

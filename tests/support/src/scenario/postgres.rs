@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value as Json;
 
-use super::{rows_of, text, Backend, Column};
+use super::{create_table_sql, rows_of, text, Backend, Column};
 use crate::pg;
 
 /// One fresh database.
@@ -425,13 +425,9 @@ impl Backend for Postgres {
     }
 
     fn create(&self, name: &str, columns: &[(String, String)]) {
-        let defs: Vec<String> = columns.iter().map(|(c, t)| format!("{c} {t}")).collect();
-        let key = columns.first().map(|(c, _)| c.as_str()).unwrap_or("id");
+        let sql = create_table_sql(name, columns, str::to_owned);
         // Whole before images: the scenarios compare every column of an update's `before`.
-        self.execute(&format!(
-            "CREATE TABLE {name} ({}, PRIMARY KEY ({key})); ALTER TABLE {name} REPLICA IDENTITY FULL",
-            defs.join(", ")
-        ));
+        self.execute(&format!("{sql}; ALTER TABLE {name} REPLICA IDENTITY FULL"));
     }
 
     fn collection(&self, name: &str) -> String {
@@ -482,26 +478,12 @@ impl Backend for Postgres {
         client: &str,
     ) -> Result<(), String> {
         let t = column.sql_type.as_str();
-        let int = || {
-            value
-                .as_i64()
-                .ok_or_else(|| format!("{value} is not an integer"))
-        };
-        let string = || {
-            value
-                .as_str()
-                .ok_or_else(|| format!("{value} is not a string"))
-        };
         let base = t.split('(').next().unwrap_or(t);
         match base {
-            "smallint" | "integer" | "bigint" => text::equal(client, &int()?.to_string()),
-            "numeric" => {
-                let scale = schema["parameters"]["scale"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                text::equal(client, &text::decimal(value, scale)?)
+            "smallint" | "integer" | "bigint" => {
+                text::equal(client, &text::int(value)?.to_string())
             }
+            "numeric" => text::equal(client, &text::decimal(value, text::scale(schema))?),
             "real" => text::same_float32(client, value),
             "double precision" => text::same_float(client, value, 0.0),
             "boolean" | "bit" if t == "boolean" || t == "bit(1)" => {
@@ -524,9 +506,9 @@ impl Backend for Postgres {
                 let bits = format!("{bits:0>width$}");
                 text::equal(client, &bits[bits.len() - width..])
             }
-            "date" => text::equal(client, &pg_date(int()?)),
+            "date" => text::equal(client, &pg_date(text::int(value)?)),
             "time" => {
-                let n = int()?;
+                let n = text::int(value)?;
                 let micros = if t == "time(0)" || t == "time(3)" {
                     n * 1000
                 } else {
@@ -540,7 +522,7 @@ impl Backend for Postgres {
                 } else {
                     1_000_000
                 };
-                text::equal(client, &pg_timestamp(int()?, per_second))
+                text::equal(client, &pg_timestamp(text::int(value)?, per_second))
             }
             "timestamptz" => {
                 // psql in UTC: `2024-02-29 06:30:00+00`, `… BC` last.
@@ -564,10 +546,16 @@ impl Backend for Postgres {
                     ""
                 };
                 let printed = text::trim_fraction(&format!("{sign}{date}T{time}Z"));
-                text::equal(&printed, &text::trim_fraction(string()?))
+                text::equal(&printed, &text::trim_fraction(text::string(value)?))
             }
-            "timetz" => text::equal(&timetz_in_utc(client)?, &text::trim_fraction(string()?)),
-            "interval" => text::equal(&interval_micros(client)?.to_string(), &int()?.to_string()),
+            "timetz" => text::equal(
+                &timetz_in_utc(client)?,
+                &text::trim_fraction(text::string(value)?),
+            ),
+            "interval" => text::equal(
+                &interval_micros(client)?.to_string(),
+                &text::int(value)?.to_string(),
+            ),
             "bytea" => text::equal(
                 &client.to_ascii_uppercase(),
                 &text::hex(&text::bytes(value)?),
@@ -588,7 +576,7 @@ impl Backend for Postgres {
                     .collect();
                 text::equal(client, &format!("{{{}}}", items.join(",")))
             }
-            _ => text::equal(client, string()?),
+            _ => text::equal(client, text::string(value)?),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value as Json;
 
-use super::{rows_of, text, Backend, Column};
+use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
 use crate::pg;
 
 /// A database file in a directory of its own.
@@ -56,20 +56,6 @@ impl Default for Sqlite {
     fn default() -> Self {
         Sqlite::new()
     }
-}
-
-/// Microseconds of a time of day `HH:MM:SS[.f]`.
-fn micros_of_day(printed: &str) -> Option<i64> {
-    let (hms, fraction) = printed.split_once('.').unwrap_or((printed, ""));
-    let f: Vec<i64> = hms
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let mut micros = (f.first()? * 3600 + f.get(1)? * 60 + f.get(2)?) * 1_000_000;
-    if !fraction.is_empty() {
-        micros += format!("{fraction:0<6}")[..6].parse::<i64>().ok()?;
-    }
-    Some(micros)
 }
 
 fn columns() -> Vec<Column> {
@@ -186,12 +172,7 @@ impl Backend for Sqlite {
     }
 
     fn create(&self, name: &str, columns: &[(String, String)]) {
-        let defs: Vec<String> = columns.iter().map(|(c, t)| format!("{c} {t}")).collect();
-        let key = columns.first().map(|(c, _)| c.as_str()).unwrap_or("id");
-        self.execute(&format!(
-            "CREATE TABLE {name} ({}, PRIMARY KEY ({key}))",
-            defs.join(", ")
-        ));
+        self.execute(&create_table_sql(name, columns, str::to_owned));
         let out = Command::new(pg::sluice())
             .args(["capture", "enable"])
             .arg(self.db())
@@ -222,16 +203,11 @@ impl Backend for Sqlite {
     }
 
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let text = format!(
-            "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: b\n  poll.interval.ms: 20\n{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-            d = dir.display(),
+        let source = format!(
+            "  type: sqlite\n  database.path: {db}\n  topic.prefix: b\n  poll.interval.ms: 20\n",
             db = self.db().display()
         );
-        let path = dir.join("pipeline.yaml");
-        std::fs::write(&path, text).unwrap();
-        path
+        pipeline_file(dir, &source, extra)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {
@@ -262,13 +238,8 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         schema: &Json,
         client: &str,
     ) -> Result<(), String> {
-        let int = || {
-            value
-                .as_i64()
-                .ok_or_else(|| format!("{value} is not an integer"))
-        };
         match column.sql_type.as_str() {
-            "INTEGER" | "SMALLINT" | "INT" => text::equal(client, &int()?.to_string()),
+            "INTEGER" | "SMALLINT" | "INT" => text::equal(client, &text::int(value)?.to_string()),
             "BOOLEAN" => text::equal(
                 client,
                 if value.as_bool().ok_or("not a boolean")? {
@@ -278,29 +249,22 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
                 },
             ),
             "REAL" => text::same_float(client, value, 0.0),
-            "DECIMAL(10,2)" => {
-                let scale = schema["parameters"]["scale"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                text::same_float(client, &Json::from(text::decimal(value, scale)?), 0.0)
-            }
-            "DATE" => text::equal(client, &text::date(int()?)),
+            "DECIMAL(10,2)" => text::same_float(
+                client,
+                &Json::from(text::decimal(value, text::scale(schema))?),
+                0.0,
+            ),
+            "DATE" => text::equal(client, &text::date(text::int(value)?)),
             "TIME" => {
-                let theirs = micros_of_day(client).ok_or("not a time")?;
-                text::equal(&theirs.to_string(), &(int()? * 1000).to_string())
+                let theirs = text::clock_nanos(client).ok_or("not a time")? / 1000;
+                text::equal(&theirs.to_string(), &(text::int(value)? * 1000).to_string())
             }
             "DATETIME" => {
                 let digits = client.split_once('.').map_or(0, |(_, f)| f.len());
-                text::equal(client, &text::timestamp(int()? * 1000, digits))
+                text::equal(client, &text::timestamp(text::int(value)? * 1000, digits))
             }
             "BLOB" => text::equal(client, &text::hex(&text::bytes(value)?)),
-            _ => text::equal(
-                client,
-                value
-                    .as_str()
-                    .ok_or_else(|| format!("{value} is not a string"))?,
-            ),
+            _ => text::equal(client, text::string(value)?),
         }
     }
 }

@@ -2,13 +2,11 @@
 //! SQL Server runs here), tables in `dbo` with CDC enabled, values read back with FreeTDS's
 //! `tsql`, a SQL Server client independent of Sluice's.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value as Json;
 
-use super::{text, Backend, Column};
+use super::{pipeline_file, text, Backend, Column};
 use crate::sqlserver::{SqlServer, PASSWORD, USER};
 
 /// One emulated server with one database.
@@ -24,87 +22,6 @@ impl SqlServerBackend {
         server.sql("EXEC sys.sp_cdc_enable_db");
         SqlServerBackend { server }
     }
-
-    /// `tsql`'s output lines for `sql` (tab-separated, a header line first).
-    fn tsql(&self, sql: &str) -> Vec<String> {
-        let mut child = Command::new("tsql")
-            .args(["-H", "127.0.0.1", "-p", &self.server.port.to_string()])
-            .args([
-                "-U",
-                USER,
-                "-P",
-                PASSWORD,
-                "-D",
-                &self.server.database,
-                "-o",
-                "q",
-            ])
-            .env("TDSVER", "7.4")
-            .env("LANG", "C.UTF-8")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tsql (Debian package freetds-bin)");
-        let mut stdin = child.stdin.take().unwrap();
-        let input = format!("{sql}\ngo\nexit\n");
-        let writer = std::thread::spawn(move || {
-            let _ = stdin.write_all(input.as_bytes());
-        });
-        let out = child.wait_with_output().unwrap();
-        writer.join().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "tsql failed: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text.lines()
-            .map(|l| l.trim_end_matches(['\r', '\n']).to_string())
-            .filter(|l| {
-                !l.trim().is_empty()
-                    && !l.starts_with("locale")
-                    && !l.contains("rows affected")
-                    && !l.contains("row affected")
-            })
-            .collect()
-    }
-}
-
-/// Microseconds of a `hh:mm:ss[.fffffff]` text; the nanoseconds past them.
-fn clock_nanos(clock: &str) -> Option<i64> {
-    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
-    let f: Vec<i64> = hms
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let digits: String = fraction
-        .chars()
-        .chain(std::iter::repeat('0'))
-        .take(9)
-        .collect();
-    Some(
-        (f.first()? * 3600 + f.get(1)? * 60 + f.get(2)?) * 1_000_000_000
-            + digits.parse::<i64>().ok()?,
-    )
-}
-
-/// `yyyy-mm-dd hh:mm:ss[.f]` → (days since the epoch, nanoseconds of the day).
-fn stamp(printed: &str) -> Option<(i64, i64)> {
-    let (date, clock) = printed.trim().split_once(' ')?;
-    let mut p = date.split('-');
-    let (y, m, d): (i64, i64, i64) = (
-        p.next()?.parse().ok()?,
-        p.next()?.parse().ok()?,
-        p.next()?.parse().ok()?,
-    );
-    // Days from civil (Howard Hinnant).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    Some((era * 146_097 + doe - 719_468, clock_nanos(clock)?))
 }
 
 impl Backend for SqlServerBackend {
@@ -117,7 +34,8 @@ impl Backend for SqlServerBackend {
     }
 
     fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
-        self.tsql(sql)
+        self.server
+            .tsql(sql)
             .into_iter()
             .skip(1)
             .map(|l| {
@@ -174,17 +92,12 @@ impl Backend for SqlServerBackend {
     }
 
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let text = format!(
-            "name: scenario\ndata_dir: {d}/data\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: sqlserver\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: {USER}\n  database.password: {PASSWORD}\n  database.names: {db}\n  topic.prefix: server1\n  poll.interval.ms: 20\n  include.schema.changes: false\n{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-            d = dir.display(),
+        let source = format!(
+            "  type: sqlserver\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: {USER}\n  database.password: {PASSWORD}\n  database.names: {db}\n  topic.prefix: server1\n  poll.interval.ms: 20\n  include.schema.changes: false\n",
             port = self.server.port,
             db = self.server.database,
         );
-        let path = dir.join("pipeline.yaml");
-        std::fs::write(&path, text).unwrap();
-        path
+        pipeline_file(dir, &source, extra)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {
@@ -367,14 +280,9 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
         client: &str,
     ) -> Result<(), String> {
         let t = column.sql_type.as_str();
-        let int = || {
-            value
-                .as_i64()
-                .ok_or_else(|| format!("{value} is not an integer"))
-        };
         let base = t.split('(').next().unwrap_or(t);
         let scaled = |n: i64, per_second: i64| -> Result<(), String> {
-            let (days, nanos) = stamp(client).ok_or("not a timestamp")?;
+            let (days, nanos) = text::stamp(client).ok_or("not a timestamp")?;
             let day = 86_400 * per_second;
             let theirs = i128::from(days) * i128::from(day)
                 + i128::from(nanos / (1_000_000_000 / per_second));
@@ -389,42 +297,34 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
                     "0"
                 },
             ),
-            "tinyint" | "smallint" | "int" | "bigint" => text::equal(client, &int()?.to_string()),
+            "tinyint" | "smallint" | "int" | "bigint" => {
+                text::equal(client, &text::int(value)?.to_string())
+            }
             "real" => text::same_float32(client, value),
             "float" => text::same_float(client, value, 0.0),
             "decimal" | "money" => {
-                let scale = schema["parameters"]["scale"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                text::same_decimal(client, &text::decimal(value, scale)?)
+                text::same_decimal(client, &text::decimal(value, text::scale(schema))?)
             }
             "varbinary" => text::equal(
                 &client.to_ascii_uppercase(),
                 &text::hex(&text::bytes(value)?),
             ),
             "date" => {
-                let (days, _) = stamp(&format!("{client} 00:00:00")).ok_or("not a date")?;
-                text::equal(&days.to_string(), &int()?.to_string())
+                let (days, _) = text::stamp(&format!("{client} 00:00:00")).ok_or("not a date")?;
+                text::equal(&days.to_string(), &text::int(value)?.to_string())
             }
             "time" => {
-                let theirs = clock_nanos(client).ok_or("not a time")?;
+                let theirs = text::clock_nanos(client).ok_or("not a time")?;
                 // Time (ms) to precision 3, MicroTime to 6, NanoTime past it.
                 let per = match t {
                     "time(0)" => 1_000_000,
                     _ => 1,
                 };
-                text::equal(&(theirs / per).to_string(), &int()?.to_string())
+                text::equal(&(theirs / per).to_string(), &text::int(value)?.to_string())
             }
-            "datetime2" if t == "datetime2(7)" => scaled(int()?, 1_000_000_000),
-            "datetime2" | "datetime" | "smalldatetime" => scaled(int()?, 1000),
-            _ => text::equal(
-                client.trim_end(),
-                value
-                    .as_str()
-                    .ok_or_else(|| format!("{value} is not a string"))?
-                    .trim_end(),
-            ),
+            "datetime2" if t == "datetime2(7)" => scaled(text::int(value)?, 1_000_000_000),
+            "datetime2" | "datetime" | "smalldatetime" => scaled(text::int(value)?, 1000),
+            _ => text::equal(client.trim_end(), text::string(value)?.trim_end()),
         }
     }
 }

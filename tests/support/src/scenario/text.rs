@@ -38,11 +38,31 @@ pub fn trim_fraction(text: &str) -> String {
     }
 }
 
+/// An integer value.
+pub fn int(value: &Json) -> Result<i64, String> {
+    value
+        .as_i64()
+        .ok_or_else(|| format!("{value} is not an integer"))
+}
+
+/// A string value.
+pub fn string(value: &Json) -> Result<&str, String> {
+    value
+        .as_str()
+        .ok_or_else(|| format!("{value} is not a string"))
+}
+
+/// The scale a Connect `Decimal` field's schema gives (0 when it gives none).
+pub fn scale(schema: &Json) -> u32 {
+    schema["parameters"]["scale"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The bytes of a base64 string value.
 pub fn bytes(value: &Json) -> Result<Vec<u8>, String> {
-    let text = value
-        .as_str()
-        .ok_or_else(|| format!("{value} is not a string"))?;
+    let text = string(value)?;
     base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| format!("{text:?} is not base64: {e}"))
@@ -173,6 +193,42 @@ fn push_fraction(out: &mut String, micros: u64, digits: usize) {
             out.push('0');
         }
     }
+}
+
+/// Nanoseconds of the day of a `hh:mm:ss[.fffffffff]` text.
+pub fn clock_nanos(clock: &str) -> Option<i64> {
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let f: Vec<i64> = hms
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let digits: String = fraction
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(9)
+        .collect();
+    Some(
+        (f.first()? * 3600 + f.get(1)? * 60 + f.get(2)?) * 1_000_000_000
+            + digits.parse::<i64>().ok()?,
+    )
+}
+
+/// `yyyy-mm-dd hh:mm:ss[.f]` → (days since the epoch, nanoseconds of the day).
+pub fn stamp(printed: &str) -> Option<(i64, i64)> {
+    let (date, clock) = printed.trim().split_once(' ')?;
+    let mut p = date.split('-');
+    let (y, m, d): (i64, i64, i64) = (
+        p.next()?.parse().ok()?,
+        p.next()?.parse().ok()?,
+        p.next()?.parse().ok()?,
+    );
+    // Days from civil (Howard Hinnant).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146_097 + doe - 719_468, clock_nanos(clock)?))
 }
 
 /// Whether two numbers printed differently are the same floating-point value, to

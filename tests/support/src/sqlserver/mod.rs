@@ -107,6 +107,45 @@ impl SqlServer {
             .unwrap_or_else(|e| panic!("emulated SQL Server refused {sql}: {e}"))
     }
 
+    /// Runs `sql` through FreeTDS's `tsql` (Debian's `freetds-bin`), a SQL Server client
+    /// independent of Sluice's, over the wire: its output, tab-separated with a header line per
+    /// result, without the lines of its own (prompts' locale, row counts, blank lines).
+    pub fn tsql(&self, sql: &str) -> Vec<String> {
+        let mut child = std::process::Command::new("tsql")
+            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", USER, "-P", PASSWORD, "-D", &self.database, "-o", "q"])
+            .env("TDSVER", "7.4")
+            .env("LANG", "C.UTF-8")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("tsql (Debian package freetds-bin) must be installed");
+        let mut stdin = child.stdin.take().unwrap();
+        let input = format!("{sql}\ngo\nexit\n");
+        // Written from a thread: a long statement and a long output do not wait on each other.
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "tsql failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text.lines()
+            .map(|l| l.trim_end_matches('\r').to_string())
+            .filter(|l| {
+                !l.trim().is_empty()
+                    && !l.starts_with("locale")
+                    && !l.contains("rows affected")
+                    && !l.contains("row affected")
+            })
+            .collect()
+    }
+
     /// A session kept open (a transaction across several calls).
     pub fn session(&self) -> Session {
         Session::open(&self.path, &self.database).unwrap()
