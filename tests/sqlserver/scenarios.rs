@@ -25,7 +25,6 @@ fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
 /// 60 rows of 5 MB (each more than a 4 MiB queue) through the snapshot and one transaction
 /// updating every row (whole before and after images): peak RSS under 256 MiB.
 #[test]
-#[ignore = "issue 41, not done: a change-table poll holds all its rows (into_first_result) and the kit merges them by LSN: 846 MiB peak for 60 rows of 5 MB; reading by bytes is next"]
 fn rows_of_megabytes_pass_in_bounded_memory() {
     scenario::memory::run(&SqlServerBackend::new("bigrows"), (60, 5_000_000), 256);
 }

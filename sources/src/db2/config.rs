@@ -56,8 +56,9 @@ pub struct Db2Config {
     /// How long to wait between polls when nothing was captured (milliseconds, default 1000).
     #[serde(rename = "poll.interval.ms", default = "default_poll")]
     pub poll_interval_ms: u64,
-    /// Change rows read per table at a time (`streaming.fetch.size`, default 1024; 0: a poll's
-    /// rows at once).
+    /// Change rows read per table at a time at most (`streaming.fetch.size`, default 1024),
+    /// fewer when rows are large: a poll's pieces hold about `max_queue_size_bytes` together.
+    /// 0: a poll's rows at once, held in memory whatever their size (Debezium's default).
     #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
     pub fetch_size: usize,
     /// `streaming.query.timespan.seconds`: a poll reads at most this many seconds of

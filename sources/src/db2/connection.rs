@@ -77,14 +77,30 @@ impl Chunks {
     }
 }
 
+/// How many rows a chunk holds: it is sent once it has `rows` rows or `bytes` bytes (so a row
+/// larger than `bytes` travels alone).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChunkSize {
+    pub rows: usize,
+    pub bytes: usize,
+}
+
+impl ChunkSize {
+    /// The whole result in one chunk.
+    const WHOLE: ChunkSize = ChunkSize {
+        rows: usize::MAX,
+        bytes: usize::MAX,
+    };
+}
+
 /// A job for the ODBC thread.
 enum Job {
-    /// Rows of a query, sent in chunks of at most `chunk` rows (0: all at once).
+    /// Rows of a query, sent in chunks of at most `chunk`.
     Rows {
         what: String,
         sql: String,
         params: Vec<Lsn>,
-        chunk: usize,
+        chunk: ChunkSize,
         reply: mpsc::Sender<Result<Chunk, Db2Error>>,
     },
     /// A statement without results.
@@ -161,7 +177,7 @@ impl Conn {
         sql: &str,
         params: &[Lsn],
     ) -> Result<Vec<Row>, Db2Error> {
-        let mut chunks = self.cursor(what, sql, params, 0)?;
+        let mut chunks = self.cursor(what, sql, params, ChunkSize::WHOLE)?;
         let mut out = Vec::new();
         while let Some(rows) = chunks.next().await? {
             out.extend(rows);
@@ -169,13 +185,14 @@ impl Conn {
         Ok(out)
     }
 
-    /// The rows of `sql` in chunks of `chunk` rows (the query runs on as they are taken).
+    /// The rows of `sql` in chunks of at most `chunk` (the query runs on as they are taken:
+    /// the ODBC thread holds one chunk ahead).
     pub(crate) fn cursor(
         &self,
         what: &str,
         sql: &str,
         params: &[Lsn],
-        chunk: usize,
+        chunk: ChunkSize,
     ) -> Result<Chunks, Db2Error> {
         let (reply, rx) = mpsc::channel(1);
         self.send(Job::Rows {
@@ -245,10 +262,12 @@ fn work(conn: &odbc_api::Connection<'static>, job: Job) {
             reply,
         } => {
             let mut rows = Vec::new();
-            let limit = if chunk == 0 { usize::MAX } else { chunk };
+            let mut bytes = 0;
             let done = each_row(conn, &what, &sql, &params, |row| {
+                bytes += row_bytes(&row);
                 rows.push(row);
-                if rows.len() >= limit {
+                if rows.len() >= chunk.rows || bytes >= chunk.bytes {
+                    bytes = 0;
                     // The source stopped taking rows: the query ends.
                     let more = Chunk::More(std::mem::take(&mut rows));
                     return Ok(reply.blocking_send(Ok(more)).is_ok());
@@ -322,6 +341,11 @@ fn each_row(
         }
     }
     Ok(())
+}
+
+/// The bytes a row's cells hold.
+pub(crate) fn row_bytes(row: &Row) -> usize {
+    row.iter().map(|c| c.as_ref().map_or(1, Vec::len)).sum()
 }
 
 /// The text of a cell.

@@ -8,9 +8,10 @@ use sluice_engine::{ChangeEvent, Op, SourceContext, Struct};
 use sluice_kit::snapshot::Start;
 
 use super::config::IsolationMode;
-use super::connection::{quote, text, Conn};
+use super::connection::{quote, text, ChunkSize, Conn};
 
-/// Rows the ODBC thread reads ahead of the snapshot at most.
+/// Rows the ODBC thread reads ahead of the snapshot at most (fewer when they hold more than a
+/// batch's bytes).
 const SNAPSHOT_CHUNK: usize = 512;
 use super::error::Db2Error;
 use super::lsn::{Db2Offset, Lsn};
@@ -198,7 +199,11 @@ impl Reader<'_> {
             quote(&table.name)
         );
         let what = format!("reading the rows of {}.{}", table.schema, table.name);
-        let mut chunks = conn.cursor(&what, &sql, &[], SNAPSHOT_CHUNK)?;
+        let chunk = ChunkSize {
+            rows: SNAPSHOT_CHUNK,
+            bytes: ctx.limits().max_batch_bytes(),
+        };
+        let mut chunks = conn.cursor(&what, &sql, &[], chunk)?;
         let mut pending: Option<(Struct, bool)> = None;
         while let Some(rows) = chunks.next().await? {
             for cells in rows {

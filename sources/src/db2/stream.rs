@@ -17,9 +17,9 @@ use async_trait::async_trait;
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
 use sluice_kit::change_tables::merge::Key;
-use sluice_kit::change_tables::{Cursor, Merge, Pieces, Stopped, TxOut};
+use sluice_kit::change_tables::{Cursor, Merge, PieceLimits, Pieces, Stopped, TxOut};
 
-use super::connection::{lsn_at, text, Conn, Row, Statements};
+use super::connection::{lsn_at, row_bytes, text, Conn, Row, Statements};
 use super::error::Db2Error;
 use super::incremental::{Chunks, Progress};
 use super::lsn::{Db2Offset, Lsn};
@@ -88,6 +88,10 @@ impl Pieces for Reader<'_> {
         }
         Ok(out)
     }
+
+    fn row_bytes(row: &Row) -> usize {
+        row_bytes(row)
+    }
 }
 
 impl Db2Source {
@@ -119,6 +123,8 @@ impl Db2Source {
         let heartbeats = self.config.common.heartbeats();
         let mut last_beat = std::time::Instant::now();
         let mut warned = false;
+        // The largest change row of the last poll: the next one's pieces start at that size.
+        let mut row_hint = None;
         let mut current = tables::read(conn, &self.reading()).await?;
         // The structures the schema history last recorded (a table altered while the source
         // was down is announced at the first poll), else the current ones.
@@ -177,7 +183,8 @@ impl Db2Source {
             let progress = inc.progress();
             // Every table from the poll's lower bound: no registration bounds its reading.
             let bounds = vec![(Lsn::default(), None); tables.len()];
-            let mut merge = Merge::new(&bounds, from_lsn, Lsn::default(), self.config.fetch_size);
+            let limits = PieceLimits::new(ctx.limits(), self.config.fetch_size, row_hint);
+            let mut merge = Merge::new(&bounds, from_lsn, Lsn::default(), limits);
             let mut reader = Reader {
                 conn,
                 tables: &tables,
@@ -206,6 +213,7 @@ impl Db2Source {
                 ctx,
             )
             .await?;
+            row_hint = merge.row_hint();
             // Debezium ends each poll's transaction, so that a table can leave capture mode.
             conn.end("ending the poll").await?;
             // The signaling table's inserts, before the position that carries their effect.

@@ -1,9 +1,11 @@
 //! How the kit's merge reads SQL Server's change tables: a piece of a change table is
 //! Debezium's change query (`data.query.mode`) from the last row's (commit LSN, change LSN,
-//! operation), `SELECT TOP n` at `streaming.fetch.size`.
+//! operation), `SELECT TOP n`: at most `streaming.fetch.size` rows, fewer when the rows are
+//! large (the kit's [`PieceLimits`]).
 
 use async_trait::async_trait;
 use sluice_kit::change_tables::merge::Key;
+use sluice_kit::change_tables::PieceLimits;
 use tiberius::{Row, ToSql};
 
 use super::config::QueryMode;
@@ -30,11 +32,11 @@ pub(super) struct Reader<'a> {
     pub to: Lsn,
 }
 
-/// The merge of `tables` from `from`, `fetch` rows per piece.
-pub(super) fn merge<'a>(tables: &[Table], from: Lsn, fetch: usize) -> Merge<'a> {
+/// The merge of `tables` from `from`, in pieces of at most `limits`.
+pub(super) fn merge<'a>(tables: &[Table], from: Lsn, limits: PieceLimits) -> Merge<'a> {
     let bounds: Vec<(Lsn, Option<Lsn>)> =
         tables.iter().map(|t| (t.start_lsn, t.stop_lsn)).collect();
-    Merge::new(&bounds, from, Lsn::default(), fetch)
+    Merge::new(&bounds, from, Lsn::default(), limits)
 }
 
 #[async_trait]
@@ -87,5 +89,20 @@ impl sluice_kit::change_tables::Pieces for Reader<'_> {
             });
         }
         Ok(out)
+    }
+
+    fn row_bytes(row: &Row) -> usize {
+        row.cells().map(|(_, cell)| cell_bytes(cell)).sum()
+    }
+}
+
+/// About the bytes a cell holds: a string's or a binary's length, 16 for other values.
+fn cell_bytes(cell: &tiberius::ColumnData<'_>) -> usize {
+    use tiberius::ColumnData;
+    match cell {
+        ColumnData::String(Some(s)) => s.len(),
+        ColumnData::Binary(Some(b)) => b.len(),
+        ColumnData::Xml(Some(x)) => x.as_ref().to_string().len(),
+        _ => 16,
     }
 }

@@ -67,8 +67,9 @@ pub struct SqlServerConfig {
         default = "default_max_transactions"
     )]
     pub max_iteration_transactions: u32,
-    /// Change rows read per table at a time (`streaming.fetch.size`, default 1024; 0: a poll's
-    /// rows at once, Debezium's default, which holds them all in memory).
+    /// Change rows read per table at a time at most (`streaming.fetch.size`, default 1024),
+    /// fewer when rows are large: a poll's pieces hold about `max_queue_size_bytes` together.
+    /// 0: a poll's rows at once, held in memory whatever their size (Debezium's default).
     #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
     pub fetch_size: usize,
     /// `data.query.mode`: `direct` (Debezium's default since 3.4: the change tables queried

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use sluice_engine::event::SourceTimestamps;
 use sluice_engine::{Batch, ChangeEvent, Op, SourceContext, Struct};
-use sluice_kit::change_tables::{Stopped, TxOut};
+use sluice_kit::change_tables::{PieceLimits, Stopped, TxOut};
 use sluice_kit::history::ChangeKind::Alter;
 use tiberius::{ColumnData, Row};
 
@@ -58,6 +58,8 @@ pub(super) struct Streaming {
     /// The captured tables (their ids) the stream knows: a table entering or leaving capture
     /// mode is announced.
     known: std::collections::BTreeSet<String>,
+    /// The largest change row of the last poll: the next one's pieces start at that size.
+    row_hint: Option<usize>,
 }
 
 impl Streaming {
@@ -146,6 +148,7 @@ impl SqlServerSource {
             agent_checked: false,
             current,
             known,
+            row_hint: None,
         })
     }
 
@@ -221,7 +224,8 @@ impl SqlServerSource {
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
         let progress = s.inc.progress();
-        let mut changes = super::changes::merge(tables, from_lsn, self.config.fetch_size);
+        let limits = PieceLimits::new(ctx.limits(), self.config.fetch_size, s.row_hint);
+        let mut changes = super::changes::merge(tables, from_lsn, limits);
         let mut reader = Reader {
             conn: &mut *conn,
             tables,
@@ -254,6 +258,7 @@ impl SqlServerSource {
             ctx,
         )
         .await?;
+        s.row_hint = changes.row_hint();
         // The signaling table's inserts, before the position that carries their effect.
         emit.watch.finish(&mut s.inc, &captured_names(tables));
         // A switch in this poll without a change of the newer instance: its event now.

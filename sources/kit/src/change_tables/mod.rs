@@ -27,5 +27,5 @@ pub mod snapshots;
 pub use cursor::Cursor;
 pub use deliver::{deliver, Emit};
 pub use lsn::{ChangeOffset, Lsn};
-pub use merge::{Change, Merge, Pieces};
+pub use merge::{Change, Merge, PieceLimits, Pieces};
 pub use out::{Stopped, TxOut};
