@@ -9,6 +9,13 @@ fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_cl
     scenario::boundary::run(&Mysql::new("mysql_boundary"));
 }
 
+/// Property test of the binlog row decoder: values drawn across each type's whole range
+/// (seeded; `SLUICE_TEST_SEED` draws them again, `SLUICE_TEST_VALUES` sets how many).
+#[test]
+fn values_drawn_across_each_types_range_read_the_same_in_the_snapshot_the_stream_and_the_client() {
+    scenario::generated::run(&Mysql::new("mysql_generated"));
+}
+
 #[test]
 fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
     scenario::kill::run(

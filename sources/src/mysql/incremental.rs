@@ -247,7 +247,7 @@ impl MysqlSource {
             )
         };
         let list: Vec<String> = (table.shape.kept.iter())
-            .map(|&i| quote(&table.columns[i].name))
+            .map(|&i| table.columns[i].select_expr())
             .collect();
         let mut sql = format!(
             "SELECT {} FROM {}.{} WHERE {} <= {}",

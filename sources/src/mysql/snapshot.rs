@@ -472,7 +472,7 @@ impl Reader<'_> {
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
         let list: Vec<String> = (table.shape.kept.iter())
-            .map(|&i| quote(&table.columns[i].name))
+            .map(|&i| table.columns[i].select_expr())
             .collect();
         let full = table.full_name();
         let custom = (self.source.config.common.snapshot_overrides.get(&full))

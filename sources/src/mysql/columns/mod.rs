@@ -255,6 +255,18 @@ fn integer(data_type: &str, unsigned: bool, modes: Modes, optional: bool) -> (Ki
 }
 
 impl Column {
+    /// The column in a snapshot's select list: a `FLOAT` read as `DOUBLE`, since MariaDB's
+    /// text protocol prints a float with 6 significant digits (`-1.08254e-10` for
+    /// `-1.08253594e-10`), another value than the binlog's; as a double it is exact, and
+    /// parsed as a float again it is the stored value.
+    pub(super) fn select_expr(&self) -> String {
+        let name = super::quote(&self.name);
+        match self.kind {
+            Kind::Float32 => format!("CAST({name} AS DOUBLE) AS {name}"),
+            _ => name,
+        }
+    }
+
     /// Whether its values are bytes (not text in a character set): a key value of it is
     /// written back as a hex literal.
     pub(super) fn is_binary(&self) -> bool {

@@ -40,10 +40,18 @@ impl Db2 {
     }
 
     /// The ODBC connection string Sluice is given (`odbc.connection.string`): results read
-    /// through a cursor in blocks (`UseDeclareFetch`), as IBM's CLI driver reads Db2's.
+    /// through a cursor in blocks of 100 rows (`UseDeclareFetch`), as IBM's CLI driver reads
+    /// Db2's in query blocks.
     pub fn connection_string(&self) -> String {
+        self.connection_string_fetching(100)
+    }
+
+    /// [`Self::connection_string`] with blocks of `rows` rows. PostgreSQL's driver counts a
+    /// block in rows, IBM's CLI driver in bytes (a query block, LOBs apart): rows of megabytes
+    /// are read with blocks of one row to stand for it.
+    pub fn connection_string_fetching(&self, rows: usize) -> String {
         format!(
-            "Driver={{{DRIVER}}};Server={};Port={};Database={};Uid=postgres;Pwd=${{password}};UseDeclareFetch=1;Fetch=100;",
+            "Driver={{{DRIVER}}};Server={};Port={};Database={};Uid=postgres;Pwd=${{password}};UseDeclareFetch=1;Fetch={rows};",
             host(),
             port(),
             self.database

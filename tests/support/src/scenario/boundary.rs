@@ -50,7 +50,11 @@ struct RowEvents {
 
 /// Runs the scenario against `backend`; panics listing every disagreement.
 pub fn run(backend: &dyn Backend) {
-    let columns = backend.boundary_columns();
+    run_columns(backend, &backend.boundary_columns(), "boundary");
+}
+
+/// Runs the scenario on `columns` in a table named `table`; panics listing every disagreement.
+pub fn run_columns(backend: &dyn Backend, columns: &[Column], table: &str) {
     let rows = columns.iter().map(|c| c.values.len()).max().unwrap_or(0);
     let rows_i = i64::try_from(rows).unwrap();
     let (int, _) = backend.types();
@@ -60,9 +64,9 @@ pub fn run(backend: &dyn Backend) {
         ("touch".to_owned(), int.to_owned()),
     ];
     defs.extend(columns.iter().map(|c| (c.name.clone(), c.sql_type.clone())));
-    backend.create("boundary", &defs);
+    backend.create(table, &defs);
     let (table, id, touch) = (
-        backend.table("boundary"),
+        backend.table(table),
         backend.column("id"),
         backend.column("touch"),
     );
@@ -110,7 +114,7 @@ pub fn run(backend: &dyn Backend) {
     pg::stop(&child);
     pg::finish(child);
     let events = pg::lines(dir.path());
-    let problems = compare(backend, &columns, rows_i, &events, &client);
+    let problems = compare(backend, columns, rows_i, &events, &client);
     assert!(
         problems.is_empty(),
         "{}: {} disagreement(s):\n{}",

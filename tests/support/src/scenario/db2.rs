@@ -14,6 +14,8 @@ use crate::db2::Db2;
 /// One emulated Db2 database, capture started.
 pub struct Db2Backend {
     db: Db2,
+    /// Rows the ODBC driver reads in a block.
+    fetch: usize,
 }
 
 impl Db2Backend {
@@ -21,7 +23,16 @@ impl Db2Backend {
     pub fn new(test: &str) -> Db2Backend {
         let db = Db2::start(test, true);
         db.sql("CREATE SCHEMA \"DB2INST1\"");
-        Db2Backend { db }
+        Db2Backend { db, fetch: 100 }
+    }
+
+    /// [`Self::new`] with the driver reading blocks of one row
+    /// ([`Db2::connection_string_fetching`]): for rows of megabytes.
+    pub fn for_large_rows(test: &str) -> Db2Backend {
+        Db2Backend {
+            fetch: 1,
+            ..Db2Backend::new(test)
+        }
     }
 
     fn database(&self) -> &str {
@@ -76,7 +87,7 @@ impl Backend for Db2Backend {
     fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
         let source = format!(
             "  type: db2\n  odbc.connection.string: \"{conn}\"\n  database.password: unused\n  database.dbname: TESTDB\n  topic.prefix: db2server\n  poll.interval.ms: 20\n  include.schema.changes: false\n",
-            conn = self.db.connection_string(),
+            conn = self.db.connection_string_fetching(self.fetch),
         );
         pipeline_file(dir, &source, extra)
     }

@@ -5,6 +5,8 @@
 //!   stream) under a writer loses nothing;
 //! - [`blocking`]: blocking snapshots signalled in the middle of a writer, the output equal to
 //!   the table every time;
+//! - [`generated`]: the same with values drawn across each type's whole range (MySQL's binlog
+//!   decoder, PostgreSQL's pgoutput and COPY readers);
 //! - [`memory`]: rows of megabytes through the snapshot and one transaction, in bounded memory.
 //!
 //! A backend is one database of one source: how to run SQL there, read it back with the
@@ -14,6 +16,7 @@
 pub mod blocking;
 pub mod boundary;
 pub mod db2;
+pub mod generated;
 pub mod kill;
 pub mod memory;
 pub mod mysql;
@@ -73,6 +76,11 @@ pub trait Backend: Sync {
 
     /// The boundary scenario's columns, each with its values.
     fn boundary_columns(&self) -> Vec<Column>;
+    /// Columns of the boundary table's types with values drawn across each type's whole
+    /// range ([`generated`]); none for a source whose decoders the scenario does not draw for.
+    fn generated_columns(&self, _draw: &mut generated::Draw) -> Vec<Column> {
+        Vec::new()
+    }
     /// Whatever the boundary table's types need first (an enum type).
     fn prepare_boundary(&self) {}
     /// The client's expression for a boundary column (its bytes as hex, say).

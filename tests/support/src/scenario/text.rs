@@ -38,6 +38,14 @@ pub fn trim_fraction(text: &str) -> String {
     }
 }
 
+/// The fraction digits a type like `time(3)` names (`None`: none named).
+pub fn precision(sql_type: &str) -> Option<usize> {
+    sql_type
+        .split_once('(')
+        .and_then(|(_, r)| r.split(')').next())
+        .and_then(|d| d.parse().ok())
+}
+
 /// An integer value.
 pub fn int(value: &Json) -> Result<i64, String> {
     value
