@@ -273,19 +273,7 @@ pub fn sql_at(port: u16, db: &str, sql: &str) -> String {
     let out = if sql.len() < 100_000 {
         cmd.args(["-e", sql]).output().expect("mariadb client")
     } else {
-        use std::io::Write;
-        let mut child = cmd
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("mariadb client");
-        let mut stdin = child.stdin.take().expect("the client's stdin");
-        let script = sql.to_owned();
-        let writer = std::thread::spawn(move || stdin.write_all(script.as_bytes()));
-        let out = child.wait_with_output().expect("mariadb client");
-        writer.join().expect("writer").expect("the script written");
-        out
+        crate::scenario::piped(&mut cmd, sql.trim_end().trim_end_matches(';'))
     };
     assert!(
         out.status.success(),
