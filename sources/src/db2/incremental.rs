@@ -7,27 +7,26 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
 use sluice_kit::change_tables::snapshots::{
     chunk_columns, condition, integer_literal, key_after, number_literal,
 };
+use sluice_kit::change_tables::source::{At, ChangeTableSource, Dialect};
 use sluice_kit::incremental::{ChunkSource, Read};
 
 use super::connection::{literal, quote, text, Conn};
 use super::error::Db2Error;
 use super::lsn::Lsn;
-use super::tables::Table;
 use super::types::Kind;
-use super::{At, Db2Source};
+use super::{Db2Dialect, Table};
 
 /// The progress of an incremental snapshot: key values as text.
-pub(super) type Progress = sluice_kit::incremental::Progress<String>;
+type Progress = sluice_kit::incremental::Progress<String>;
 
 /// The source's side of the kit's chunks.
-pub(super) struct Chunks<'a> {
-    pub source: &'a Db2Source,
-    pub conn: &'a Conn,
+pub(crate) struct Chunks<'a> {
+    pub source: &'a ChangeTableSource<Db2Dialect>,
+    pub conn: &'a mut Conn,
 }
 
 /// A column chunks are read by: its position among the table's captured columns, quoted, and
@@ -138,7 +137,7 @@ impl Chunks<'_> {
     ) -> Result<Read<String, Lsn>, Db2Error> {
         let keys = key_columns(table, p).map_err(Db2Error::Setup)?;
         let name = format!("{}.{}", table.schema, table.name);
-        let at = self.source.max_lsn(self.conn).await?.unwrap_or_default();
+        let at = self.source.dialect.chunk_lsn(self.conn).await?;
         let from = format!("{}.{}", quote(&table.schema), quote(&table.name));
         let condition = condition(p, &name, "").map(|c| format!("({c})"));
         let what = format!("reading a chunk of {name}");
@@ -195,19 +194,14 @@ impl Chunks<'_> {
             names.join(", ")
         );
         let found = self.conn.rows(&what, &sql, &[]).await?;
-        let source = At {
-            ts_ms: SourceTimestamps::now().millis(),
-            snapshot: "incremental",
-            commit_lsn: at,
-            change_lsn: None,
-        };
+        let source = At::now("incremental", at);
         let mut out = Vec::with_capacity(found.len());
         for cells in &found {
             let key = (keys.iter()).map(|k| text(cells, table.shape.kept[k.at]));
             let Some(key) = key.collect::<Option<Vec<String>>>() else {
                 return Ok(Read::Refused(format!("{name}: a key value that is NULL")));
             };
-            let event = match self.source.row(table, cells) {
+            let event = match self.source.dialect.decode(table, cells, 0) {
                 Ok(after) => Some(self.source.event(
                     table,
                     (Op::Read, None, Some(after)),
@@ -215,11 +209,7 @@ impl Chunks<'_> {
                     sluice_engine::Position::Offset(0),
                 )),
                 Err(e) => {
-                    self.source
-                        .config
-                        .common
-                        .unrepresentable(&name, String::new, &e)
-                        .map_err(Db2Error::Setup)?;
+                    self.source.unrepresentable(table, &e)?;
                     None
                 }
             };

@@ -4,37 +4,15 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::EnvelopeSchema;
 use sluice_engine::Schema;
-use sluice_kit::history::TableDef;
-use sluice_kit::shape::{ColumnSpec, Shape};
+use sluice_kit::change_tables::source::{CapturedTable, Column, TableParts};
+use sluice_kit::shape::ColumnSpec;
 
 use super::config::Db2Config;
 use super::connection::{quote, text, Conn, Statements};
 use super::error::Db2Error;
 use super::types::{Described, Kind, Modes};
-
-/// A captured table and its change-data table.
-pub(crate) struct Table {
-    pub schema: String,
-    pub name: String,
-    /// `"CD_OWNER"."CD_TABLE"`.
-    pub cd: String,
-    /// The captured columns, in the table's order, with their kinds.
-    pub columns: Vec<(String, Kind)>,
-    pub shape: Shape,
-    pub envelope: EnvelopeSchema,
-    pub topic: Arc<str>,
-    /// `source.schema` and `source.table`.
-    pub values: (sluice_engine::Value, sluice_engine::Value),
-    /// `"schema"."table"`, as Db2's schema change events name it.
-    pub id: String,
-    pub def: TableDef,
-    /// Whether its changes are events (the configuration selects it).
-    pub captured: bool,
-    /// Whether it is the signaling table the `source` channel reads.
-    pub signals: bool,
-}
+use super::Table;
 
 /// What the source reads the tables with.
 pub(crate) struct Reading<'a> {
@@ -98,9 +76,6 @@ async fn build(
         .rows(&what, &q.table_columns(schema, table), &[])
         .await?;
     let mut columns = Vec::new();
-    let mut specs = Vec::new();
-    let mut defs = Vec::new();
-    let mut keys: Vec<(usize, String)> = Vec::new();
     for (position, row) in described.iter().enumerate() {
         let name = text(row, 0).unwrap_or_default();
         let int = |i: usize| text(row, i).and_then(|t| t.trim().parse::<i64>().ok());
@@ -124,58 +99,31 @@ async fn build(
             ))
         })?;
         let optional = nullable && key.is_none();
-        specs.push(ColumnSpec {
-            name: name.clone(),
-            schema: kind.schema(r.modes, optional),
-            primary_key: key,
-            text: kind.is_text(),
-            length: usize::try_from(d.length).ok().filter(|l| *l > 0),
+        columns.push(Column {
+            spec: ColumnSpec {
+                name: name.clone(),
+                schema: kind.schema(r.modes, optional),
+                primary_key: key,
+                text: kind.is_text(),
+                length: usize::try_from(d.length).ok().filter(|l| *l > 0),
+            },
+            def: super::types::column_def(&name, &d, position + 1, optional),
+            kind,
         });
-        defs.push(super::types::column_def(&name, &d, position + 1, optional));
-        if let Some(k) = key {
-            keys.push((k, name.clone()));
-        }
-        columns.push((name, kind));
     }
-    keys.sort();
     if columns.is_empty() {
         return Err(Db2Error::Setup(format!(
             "{full}: {catalog} lists no column (is the table there?)"
         )));
     }
-    let shape = r
-        .config
-        .common
-        .shape(&full, &specs)
-        .map_err(Db2Error::Setup)?;
-    let prefix = format!("{}.{full}", r.config.common.topic_prefix);
-    let envelope = EnvelopeSchema::new(
-        &prefix,
-        shape.key_schema.clone(),
-        shape.row.clone(),
-        r.source_schema.clone(),
-    );
-    Ok(Table {
+    let parts = TableParts {
         captured: r.config.selects(schema, table),
         signals: r.config.is_signal_table(schema, table),
-        values: (
-            sluice_engine::Value::from(schema),
-            sluice_engine::Value::from(table),
-        ),
-        schema: schema.to_owned(),
-        name: table.to_owned(),
-        cd,
+        schema,
+        name: table,
+        change_table: cd,
         columns,
-        shape,
-        envelope,
-        topic: prefix.into(),
-        id: sluice_kit::history::table_id(&[schema, table]),
-        def: TableDef {
-            default_charset_name: None,
-            primary_key_column_names: keys.into_iter().map(|(_, k)| k).collect(),
-            columns: defs,
-            attributes: Vec::new(),
-            comment: None,
-        },
-    })
+        database: None,
+    };
+    CapturedTable::build(parts, &r.config.common, r.source_schema).map_err(Db2Error::Setup)
 }

@@ -1,27 +1,23 @@
 //! How the kit's merge reads SQL Server's change tables: a piece of a change table is
 //! Debezium's change query (`data.query.mode`) from the last row's (commit LSN, change LSN,
 //! operation), `SELECT TOP n`: at most `streaming.fetch.size` rows, fewer when the rows are
-//! large (the kit's [`PieceLimits`]).
+//! large (the kit's `PieceLimits`).
 
 use async_trait::async_trait;
 use sluice_kit::change_tables::merge::Key;
-use sluice_kit::change_tables::PieceLimits;
 use tiberius::{Row, ToSql};
 
 use super::config::QueryMode;
 use super::connection::{lsn_at, rows, Conn, Statements};
 use super::error::SqlServerError;
 use super::lsn::Lsn;
-use super::tables::Table;
+use super::Table;
 
 /// One change table row.
-pub(super) type Change = sluice_kit::change_tables::Change<Lsn, Row>;
-
-/// The merge of a poll's change tables.
-pub(super) type Merge<'a> = sluice_kit::change_tables::Merge<Reader<'a>>;
+pub(crate) type Change = sluice_kit::change_tables::Change<Lsn, Row>;
 
 /// A poll's change queries on the connection.
-pub(super) struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     pub conn: &'a mut Conn,
     pub tables: &'a [Table],
     pub q: &'a Statements,
@@ -30,13 +26,6 @@ pub(super) struct Reader<'a> {
     pub skip_ops: Vec<i32>,
     /// The poll's upper bound (inclusive).
     pub to: Lsn,
-}
-
-/// The merge of `tables` from `from`, in pieces of at most `limits`.
-pub(super) fn merge<'a>(tables: &[Table], from: Lsn, limits: PieceLimits) -> Merge<'a> {
-    let bounds: Vec<(Lsn, Option<Lsn>)> =
-        tables.iter().map(|t| (t.start_lsn, t.stop_lsn)).collect();
-    Merge::new(&bounds, from, Lsn::default(), limits)
 }
 
 #[async_trait]
@@ -54,9 +43,13 @@ impl sluice_kit::change_tables::Pieces for Reader<'_> {
     ) -> Result<Vec<Change>, SqlServerError> {
         let t = &self.tables[i];
         let columns: Vec<String> = t.columns.iter().map(|(c, _)| c.clone()).collect();
-        let sql = self
-            .q
-            .changes(self.mode, &t.instance, &columns, top, &self.skip_ops);
+        let sql = self.q.changes(
+            self.mode,
+            &t.change_table.name,
+            &columns,
+            top,
+            &self.skip_ops,
+        );
         let (f, z, to) = (&from.0[..], &seq.0[..], &self.to.0[..]);
         let params: Vec<&dyn ToSql> = match self.mode {
             QueryMode::Direct => vec![&f, &z, &op, &f, &z, &f, &to],
@@ -65,7 +58,7 @@ impl sluice_kit::change_tables::Pieces for Reader<'_> {
         };
         let what = format!(
             "reading the changes of {}.{} (capture instance {})",
-            t.schema, t.name, t.instance
+            t.schema, t.name, t.change_table.name
         );
         let found = rows(self.conn, &what, &sql, &params).await?;
         let mut out = Vec::with_capacity(found.len());

@@ -50,9 +50,12 @@ pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError>
     let address = format!("{}:{}", c.hostname, c.port);
     let timeout = Duration::from_millis(c.connect_timeout_ms.max(1));
     let connecting = async {
-        let tcp = TcpStream::connect(&address)
-            .await
-            .map_err(|e| SqlServerError::query(format!("connecting to {address}"), e.into()))?;
+        let tcp = TcpStream::connect(&address).await.map_err(|e| {
+            SqlServerError::query(
+                format!("connecting to {address}"),
+                tiberius::error::Error::from(e),
+            )
+        })?;
         let _ = tcp.set_nodelay(true);
         Client::connect(config, tcp.compat_write())
             .await

@@ -13,10 +13,14 @@ use async_trait::async_trait;
 use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
 use sluice_kit::signal::Channels;
 
-use super::connection::{self, Conn};
+use sluice_kit::change_tables::source::Dialect;
+
+use super::connection::Conn;
 use super::error::SqlServerError;
-use super::stream::Streaming;
-use super::{SqlServerConfig, SqlServerSource, StreamFrom};
+use super::{SqlServerConfig, SqlServerDialect, SqlServerSource};
+
+type Streaming = sluice_kit::change_tables::source::Streaming<SqlServerDialect>;
+type StreamFrom = sluice_kit::change_tables::source::StreamFrom<SqlServerDialect>;
 
 /// The `sqlserver` source.
 pub struct SqlServer {
@@ -33,7 +37,7 @@ impl SqlServer {
             .map(|name| {
                 let mut one = config.clone();
                 one.database = name;
-                SqlServerSource::new(one)
+                SqlServerSource::new(SqlServerDialect::new(one), crate::VERSION)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SqlServer {
@@ -51,19 +55,12 @@ impl SqlServer {
     /// Connects to every database and checks its CDC setup; the schema history opened once
     /// for all of them.
     async fn connect(&mut self) -> Result<Vec<Conn>, SqlServerError> {
-        let first = &self.first()?.config;
-        let history = sluice_kit::change_tables::history::TableHistory::open(
-            &first.common,
-            &self.data_dir,
-            "sqlserver-schema-history.jsonl",
-        )
-        .await?;
-        let history = Arc::new(history);
+        let mut history: Option<Arc<_>> = None;
         let mut conns = Vec::with_capacity(self.databases.len());
         for d in &mut self.databases {
-            d.history = Some(Arc::clone(&history));
-            let mut conn = connection::connect(&d.config).await?;
-            d.check_cdc(&mut conn).await?;
+            history = Some(d.open_history(&self.data_dir, history).await?);
+            let mut conn = d.dialect.connect().await?;
+            d.dialect.check_setup(&mut conn).await?;
             conns.push(conn);
         }
         Ok(conns)
@@ -79,7 +76,7 @@ impl SqlServer {
         let mut started = Vec::new();
         for (i, (d, mut conn)) in self.databases.iter().zip(conns).enumerate() {
             ctx.select_partition(i);
-            let span = tracing::info_span!("database", name = %d.config.database);
+            let span = tracing::info_span!("database", name = %d.dialect.config.database);
             let from = tracing::Instrument::instrument(d.start(&mut conn, ctx), span).await?;
             if let Some(from) = from {
                 started.push((i, conn, from));
@@ -98,7 +95,7 @@ impl SqlServer {
         started: Vec<(usize, Conn, StreamFrom)>,
         ctx: &mut SourceContext,
     ) -> Result<(), SqlServerError> {
-        let first = &self.first()?.config;
+        let first = &self.first()?.dialect.config;
         let mut channels = Channels::open(&first.common, ctx).await?;
         let mut streams: Vec<(usize, Conn, Streaming)> = Vec::with_capacity(started.len());
         for (i, mut conn, from) in started {
@@ -153,7 +150,7 @@ impl SqlServer {
         let partitions: Vec<(&str, &[String])> = (streams.iter().zip(&captured))
             .map(|((i, _, _), names)| {
                 (
-                    self.databases[*i].config.database.as_str(),
+                    self.databases[*i].dialect.config.database.as_str(),
                     names.as_slice(),
                 )
             })
@@ -172,12 +169,12 @@ impl SqlServer {
 impl Source for SqlServer {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
         for d in &mut self.databases {
-            d.config.common.count_into(ctx);
+            d.count_into(ctx);
         }
         let names: Vec<String> = (self.databases.iter())
-            .map(|d| d.config.database.clone())
+            .map(|d| d.dialect.config.database.clone())
             .collect();
-        let first = &self.first()?.config;
+        let first = &self.first()?.dialect.config;
         let prefix = first.common.topic_prefix.clone();
         let span = tracing::info_span!("sqlserver", host = %first.hostname, port = first.port, databases = %names.join(","));
         let _guard = span.enter();

@@ -7,26 +7,25 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::SourceTimestamps;
 use sluice_engine::Op;
 use sluice_kit::change_tables::snapshots::{
     chunk_columns, condition, hex_literal, integer_literal, key_after, number_literal,
 };
+use sluice_kit::change_tables::source::{At, Dialect};
 use sluice_kit::incremental::{ChunkSource, Read};
 use tiberius::ColumnData;
 
 use super::connection::{quote, rows, run, Conn};
-use super::error::SqlServerError;
+use super::error::{SqlServerError, TdsError};
 use super::lsn::Lsn;
-use super::tables::Table;
 use super::types::{key_text, Kind};
-use super::{At, SqlServerSource};
+use super::{SqlServerSource, Table};
 
 /// The progress of an incremental snapshot: key values as text.
-pub(super) type Progress = sluice_kit::incremental::Progress<String>;
+type Progress = sluice_kit::incremental::Progress<String>;
 
 /// The source's side of the kit's chunks.
-pub(super) struct Chunks<'a> {
+pub(crate) struct Chunks<'a> {
     pub source: &'a SqlServerSource,
     pub conn: &'a mut Conn,
 }
@@ -152,7 +151,7 @@ impl ChunkSource for Chunks<'_> {
             // stream.
             Err(SqlServerError::Query {
                 context,
-                source: tiberius::error::Error::Server(e),
+                source: TdsError(tiberius::error::Error::Server(e)),
             }) if !p.conditions.is_empty() || p.surrogate_key.is_some() => {
                 Ok(Read::Refused(format!("{context}: {}", e.message())))
             }
@@ -170,14 +169,15 @@ impl Chunks<'_> {
     ) -> Result<Read<String, Lsn>, SqlServerError> {
         let keys = key_columns(table, p).map_err(SqlServerError::Setup)?;
         let name = format!("{}.{}", table.schema, table.name);
-        let at = self.source.max_transaction_lsn(self.conn).await?;
+        let db = &self.source.dialect.config.database;
+        let at = self.source.dialect.max_transaction_lsn(self.conn).await?;
         let from = format!(
             "{}.{}.{}",
-            quote(&self.source.config.database),
+            quote(db),
             quote(&table.schema),
             quote(&table.name)
         );
-        let condition = condition(p, &name, &self.source.config.database).map(|c| format!("({c})"));
+        let condition = condition(p, &name, db).map(|c| format!("({c})"));
         let what = format!("reading a chunk of {name}");
         let names: Vec<&str> = keys.iter().map(|k| k.quoted.as_str()).collect();
         let max = match &p.max_key {
@@ -238,20 +238,14 @@ impl Chunks<'_> {
             names.join(", ")
         );
         let found = rows(self.conn, &what, &sql, &[]).await?;
-        let source = At {
-            ts_ms: SourceTimestamps::now().millis(),
-            snapshot: "incremental",
-            commit_lsn: at,
-            change_lsn: None,
-            event_serial_no: None,
-        };
+        let source = At::now("incremental", at);
         let mut out = Vec::with_capacity(found.len());
         for row in &found {
             let cells: Vec<&ColumnData<'_>> = row.cells().map(|(_, d)| d).collect();
             let Some(key) = key_of(table, &keys, &cells) else {
                 return Ok(Read::Refused(format!("{name}: a key value that is NULL")));
             };
-            let event = match self.source.row(table, &cells) {
+            let event = match self.source.dialect.decode(table, row, 0) {
                 Ok(after) => Some(self.source.event(
                     table,
                     (Op::Read, None, Some(after)),
@@ -259,11 +253,7 @@ impl Chunks<'_> {
                     sluice_engine::Position::Offset(0),
                 )),
                 Err(e) => {
-                    self.source
-                        .config
-                        .common
-                        .unrepresentable(&name, String::new, &e)
-                        .map_err(SqlServerError::Setup)?;
+                    self.source.unrepresentable(table, &e)?;
                     None
                 }
             };

@@ -1,11 +1,8 @@
-//! SQL Server log sequence numbers (`binary(10)`, printed `00000027:00000758:0003`) and the
-//! source's position in the change tables: the kit's change-table types at 10 bytes.
+//! SQL Server log sequence numbers (`binary(10)`, printed `00000027:00000758:0003`): the
+//! kit's change-table LSN at 10 bytes.
 
 /// A 10-byte LSN.
 pub(crate) type Lsn = sluice_kit::change_tables::Lsn<10>;
-
-/// Where the source is (Debezium's SQL Server offsets).
-pub(crate) type SqlServerOffset = sluice_kit::change_tables::ChangeOffset<10>;
 
 #[cfg(test)]
 mod tests {

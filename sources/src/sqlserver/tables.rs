@@ -5,66 +5,47 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sluice_engine::event::EnvelopeSchema;
 use sluice_engine::Schema;
-use sluice_kit::history::TableDef;
-use sluice_kit::shape::{ColumnSpec, Shape};
+use sluice_kit::change_tables::source::{CapturedTable, Column, TableParts};
+use sluice_kit::shape::ColumnSpec;
 
 use super::config::SqlServerConfig;
 use super::connection::{lsn_at, rows, Conn, Statements};
 use super::error::SqlServerError;
 use super::lsn::Lsn;
 use super::types::{Described, Kind, Modes};
+use super::Table;
 
-/// A captured table and its capture instance.
-pub(crate) struct Table {
-    pub schema: String,
+/// What the source reads the tables with.
+pub(crate) struct Reading<'a> {
+    pub config: &'a SqlServerConfig,
+    pub modes: Modes,
+    pub source_schema: &'a Arc<Schema>,
+    pub q: &'a Statements,
+}
+
+/// A capture instance as `cdc.change_tables` lists it: where a table's changes are.
+pub(crate) struct Instance {
+    schema: String,
+    table: String,
     pub name: String,
-    pub instance: String,
+    object_id: i32,
     /// The capture instance's first LSN.
     pub start_lsn: Lsn,
     /// Where a newer capture instance of the table starts: this one's changes from there on
     /// are the newer one's to give.
     pub stop_lsn: Option<Lsn>,
-    /// The columns the change table holds, in its order, with their kinds.
-    pub columns: Vec<(String, Kind)>,
-    /// What the events carry of them.
-    pub shape: Shape,
-    pub envelope: EnvelopeSchema,
-    pub topic: Arc<str>,
-    /// `source.schema` and `source.table`.
-    pub values: (sluice_engine::Value, sluice_engine::Value),
-    /// `"db"."schema"."table"`, as schema change events name it.
-    pub id: String,
-    /// Its structure, as schema change events describe it.
-    pub def: TableDef,
-    /// Whether its changes are events (the configuration selects it).
-    pub captured: bool,
-    /// Whether it is the signaling table the `source` channel reads.
-    pub signals: bool,
-}
-
-/// A capture instance as `cdc.change_tables` lists it.
-struct Instance {
-    schema: String,
-    table: String,
-    name: String,
-    object_id: i32,
-    start_lsn: Lsn,
-    stop_lsn: Option<Lsn>,
 }
 
 /// The captured tables whose capture instances started at or before `upto` (`None`: all):
 /// the newest instance of each, and with `all` the older ones too (with their stop LSN) (the newest, as Debezium reads while no schema change is pending).
 pub(crate) async fn read(
     conn: &mut Conn,
-    config: &SqlServerConfig,
-    modes: Modes,
-    source_schema: &Arc<Schema>,
+    r: &Reading<'_>,
     upto: Option<Lsn>,
     all: bool,
 ) -> Result<Vec<Table>, SqlServerError> {
-    let q = Statements::new(&config.database);
+    let (config, q) = (r.config, r.q);
     let db = config.database.as_str();
     let what = "listing the change tables (cdc.change_tables)";
     let listed = match &upto {
@@ -119,14 +100,14 @@ pub(crate) async fn read(
             chosen.push(newest);
         }
     }
-    let captured = captured_columns(conn, &q).await?;
+    let captured = captured_columns(conn, q).await?;
     let mut out = Vec::new();
     for instance in chosen {
         let columns = captured
             .get(&instance.object_id)
             .cloned()
             .unwrap_or_default();
-        out.push(build(conn, config, &q, modes, source_schema, instance, &columns).await?);
+        out.push(build(conn, r, instance, &columns).await?);
     }
     Ok(out)
 }
@@ -159,10 +140,7 @@ async fn captured_columns(
 
 async fn build(
     conn: &mut Conn,
-    config: &SqlServerConfig,
-    q: &Statements,
-    modes: Modes,
-    source_schema: &Arc<Schema>,
+    r: &Reading<'_>,
     instance: Instance,
     captured: &[String],
 ) -> Result<Table, SqlServerError> {
@@ -170,120 +148,95 @@ async fn build(
     let described = rows(
         conn,
         &format!("reading the columns of {full}"),
-        &q.table_columns(),
+        &r.q.table_columns(),
         &[&instance.schema.as_str(), &instance.table.as_str()],
     )
     .await?;
     let mut columns = Vec::new();
-    let mut specs = Vec::new();
-    let mut defs = Vec::new();
-    let mut keys: Vec<(usize, String)> = Vec::new();
     for (position, row) in described.iter().enumerate() {
-        let get = |e| SqlServerError::query(format!("reading the columns of {full}"), e);
-        let name: String = row
-            .try_get::<&str, _>(0)
-            .map_err(get)?
+        let name: String = (row.try_get::<&str, _>(0))
+            .map_err(|e| SqlServerError::query(format!("reading the columns of {full}"), e))?
             .unwrap_or_default()
             .to_owned();
         if !captured.iter().any(|c| c == &name) {
             continue;
         }
-        let int = |i: usize| -> Result<Option<i64>, SqlServerError> {
-            // The views type these columns int, tinyint or smallint.
-            match row
-                .get_column_data(i)
-                .map_err(|e| SqlServerError::query("reading the catalog", e))?
-            {
-                tiberius::ColumnData::U8(v) => Ok(v.map(i64::from)),
-                tiberius::ColumnData::I16(v) => Ok(v.map(i64::from)),
-                tiberius::ColumnData::I32(v) => Ok(v.map(i64::from)),
-                tiberius::ColumnData::I64(v) => Ok(*v),
-                other => Err(SqlServerError::Setup(format!(
-                    "the catalog sent {other:?} for a number"
-                ))),
-            }
-        };
-        let d = Described {
-            data_type: row
-                .try_get::<&str, _>(1)
-                .map_err(get)?
-                .unwrap_or_default()
-                .to_owned(),
-            char_len: int(2)?,
-            precision: int(3)?,
-            scale: int(4)?,
-            datetime_precision: int(5)?,
-        };
-        let nullable = row
-            .try_get::<&str, _>(6)
-            .map_err(get)?
-            .is_some_and(|n| n.eq_ignore_ascii_case("YES"));
-        let key = int(7)?.map(|k| usize::try_from(k).unwrap_or(0));
-        let kind = Kind::of(&d).map_err(|e| {
-            SqlServerError::Setup(format!(
-                "column `{full}.{name}`: {e}; leave it out with `column.exclude.list`"
-            ))
-        })?;
-        specs.push(ColumnSpec {
-            name: name.clone(),
-            schema: kind.schema(modes, nullable && key.is_none()),
-            primary_key: key,
-            text: kind.is_text(),
-            length: d.char_len.and_then(|l| usize::try_from(l).ok()),
-        });
-        defs.push(super::types::column_def(
-            &name,
-            &d,
-            position + 1,
-            nullable && key.is_none(),
-        ));
-        if let Some(k) = key {
-            keys.push((k, name.clone()));
-        }
-        columns.push((name, kind));
+        columns.push(column(row, &full, name, position, r.modes)?);
     }
-    keys.sort();
     if columns.is_empty() {
         return Err(SqlServerError::Setup(format!(
             "the capture instance `{}` of {full} has no column Sluice can read",
             instance.name
         )));
     }
-    let shape = config
-        .common
-        .shape(&full, &specs)
-        .map_err(SqlServerError::Setup)?;
-    let prefix = format!("{}.{}.{full}", config.common.topic_prefix, config.database);
-    let envelope = EnvelopeSchema::new(
-        &prefix,
-        shape.key_schema.clone(),
-        shape.row.clone(),
-        source_schema.clone(),
-    );
-    let (instance_schema, instance_table) = (instance.schema.clone(), instance.table.clone());
-    Ok(Table {
-        captured: config.selects(&instance.schema, &instance.table),
-        signals: config.is_signal_table(&instance.schema, &instance.table),
-        values: (
-            sluice_engine::Value::from(instance.schema.as_str()),
-            sluice_engine::Value::from(instance.table.as_str()),
-        ),
-        schema: instance.schema,
-        name: instance.table,
-        instance: instance.name,
-        start_lsn: instance.start_lsn,
-        stop_lsn: instance.stop_lsn,
+    let (schema, table) = (instance.schema.clone(), instance.table.clone());
+    let parts = TableParts {
+        captured: r.config.selects(&schema, &table),
+        signals: r.config.is_signal_table(&schema, &table),
+        schema: &schema,
+        name: &table,
+        change_table: instance,
         columns,
-        shape,
-        envelope,
-        topic: prefix.into(),
-        id: sluice_kit::history::table_id(&[&config.database, &instance_schema, &instance_table]),
-        def: TableDef {
-            default_charset_name: None,
-            primary_key_column_names: keys.into_iter().map(|(_, k)| k).collect(),
-            columns: defs,
-            attributes: Vec::new(),
-            comment: None,
+        database: Some(&r.config.database),
+    };
+    CapturedTable::build(parts, &r.config.common, r.source_schema).map_err(SqlServerError::Setup)
+}
+
+/// A column as `INFORMATION_SCHEMA.COLUMNS` (the query's `row`) describes it.
+fn column(
+    row: &tiberius::Row,
+    full: &str,
+    name: String,
+    position: usize,
+    modes: Modes,
+) -> Result<Column<Kind>, SqlServerError> {
+    let get = |e| SqlServerError::query(format!("reading the columns of {full}"), e);
+    let int = |i: usize| -> Result<Option<i64>, SqlServerError> {
+        // The views type these columns int, tinyint or smallint.
+        match row
+            .get_column_data(i)
+            .map_err(|e| SqlServerError::query("reading the catalog", e))?
+        {
+            tiberius::ColumnData::U8(v) => Ok(v.map(i64::from)),
+            tiberius::ColumnData::I16(v) => Ok(v.map(i64::from)),
+            tiberius::ColumnData::I32(v) => Ok(v.map(i64::from)),
+            tiberius::ColumnData::I64(v) => Ok(*v),
+            other => Err(SqlServerError::Setup(format!(
+                "the catalog sent {other:?} for a number"
+            ))),
+        }
+    };
+    let d = Described {
+        data_type: row
+            .try_get::<&str, _>(1)
+            .map_err(get)?
+            .unwrap_or_default()
+            .to_owned(),
+        char_len: int(2)?,
+        precision: int(3)?,
+        scale: int(4)?,
+        datetime_precision: int(5)?,
+    };
+    let nullable = row
+        .try_get::<&str, _>(6)
+        .map_err(get)?
+        .is_some_and(|n| n.eq_ignore_ascii_case("YES"));
+    let key = int(7)?.map(|k| usize::try_from(k).unwrap_or(0));
+    let kind = Kind::of(&d).map_err(|e| {
+        SqlServerError::Setup(format!(
+            "column `{full}.{name}`: {e}; leave it out with `column.exclude.list`"
+        ))
+    })?;
+    let optional = nullable && key.is_none();
+    Ok(Column {
+        spec: ColumnSpec {
+            name: name.clone(),
+            schema: kind.schema(modes, optional),
+            primary_key: key,
+            text: kind.is_text(),
+            length: d.char_len.and_then(|l| usize::try_from(l).ok()),
         },
+        def: super::types::column_def(&name, &d, position + 1, optional),
+        kind,
     })
 }

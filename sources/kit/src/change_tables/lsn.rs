@@ -93,16 +93,44 @@ impl<'de, const N: usize> Deserialize<'de> for Lsn<N> {
     }
 }
 
+/// What the change-table core needs of a server's LSN: ordered, copied, printed and stored as
+/// Debezium prints it, zero before anything was captured.
+pub trait ChangeLsn:
+    Copy
+    + Ord
+    + Default
+    + fmt::Display
+    + fmt::Debug
+    + Send
+    + Sync
+    + Serialize
+    + serde::de::DeserializeOwned
+    + 'static
+{
+    /// The next LSN; `None` past the largest.
+    fn increment(self) -> Option<Self>;
+    /// Whether it is the zero LSN (nothing captured yet).
+    fn is_zero(&self) -> bool;
+}
+
+impl<const N: usize> ChangeLsn for Lsn<N> {
+    fn increment(self) -> Option<Self> {
+        Lsn::increment(self)
+    }
+    fn is_zero(&self) -> bool {
+        Lsn::is_zero(self)
+    }
+}
+
 /// Where a change-table source is, as Debezium's SQL Server and Db2 offsets say it: the last
 /// change delivered (`commit_lsn`, `change_lsn`, `event_serial_no`: the events at that pair
 /// already delivered), or, after a snapshot or a poll with nothing to deliver, only
 /// `commit_lsn` (everything up to it read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(bound(serialize = "", deserialize = ""))]
-pub struct ChangeOffset<const N: usize> {
-    pub commit_lsn: Lsn<N>,
+pub struct ChangeOffset<L> {
+    pub commit_lsn: L,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change_lsn: Option<Lsn<N>>,
+    pub change_lsn: Option<L>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_serial_no: Option<i64>,
     pub snapshot_completed: bool,
@@ -111,9 +139,9 @@ pub struct ChangeOffset<const N: usize> {
     pub transaction: Option<crate::records::transaction::TxState>,
 }
 
-impl<const N: usize> ChangeOffset<N> {
+impl<L: ChangeLsn> ChangeOffset<L> {
     /// Everything up to `commit_lsn` read.
-    pub fn at(commit_lsn: Lsn<N>, snapshot_completed: bool) -> Self {
+    pub fn at(commit_lsn: L, snapshot_completed: bool) -> Self {
         ChangeOffset {
             commit_lsn,
             change_lsn: None,
@@ -179,6 +207,9 @@ mod tests {
             text,
             r#"{"commit_lsn":"00000001","change_lsn":"00000002","event_serial_no":2,"snapshot_completed":true}"#
         );
-        assert_eq!(serde_json::from_str::<ChangeOffset<4>>(&text).unwrap(), o);
+        assert_eq!(
+            serde_json::from_str::<ChangeOffset<Lsn<4>>>(&text).unwrap(),
+            o
+        );
     }
 }

@@ -13,7 +13,9 @@
 //! - [`snapshots`]: incremental snapshots with LSNs for watermarks, and their signals;
 //! - [`history`]: the schema history (Debezium's records), written as structures are found;
 //! - [`rows`]: a change row (or an update's two) turned into events: a key update as delete,
-//!   tombstone and create, as Debezium's relational emitter does.
+//!   tombstone and create, as Debezium's relational emitter does;
+//! - [`source`]: the source itself over a dialect ([`source::Dialect`]): the snapshot mode,
+//!   the snapshot, the stream's polls and what happens between them.
 
 pub mod cursor;
 pub mod deliver;
@@ -23,9 +25,10 @@ pub mod merge;
 pub mod out;
 pub mod rows;
 pub mod snapshots;
+pub mod source;
 
 pub use cursor::Cursor;
 pub use deliver::{deliver, Emit};
-pub use lsn::{ChangeOffset, Lsn};
+pub use lsn::{ChangeLsn, ChangeOffset, Lsn};
 pub use merge::{Change, Merge, PieceLimits, Pieces};
 pub use out::{Stopped, TxOut};
