@@ -14,7 +14,7 @@ use sluice_kit::config::{Skipped, SourceCommon};
 use super::config::IsolationMode;
 use super::connection::{self, lsn_at, quote, text, ChunkSize, Conn, Row, Statements};
 use super::error::{state, Db2Error, OdbcError};
-use super::incremental::Chunks;
+use super::keys::Lit;
 use super::stream::Reader;
 use super::{Db2Dialect, Lsn, Table};
 
@@ -42,7 +42,7 @@ impl Dialect for Db2Dialect {
     type Row = Row;
     type Query = OdbcError;
     type Reader<'a> = Reader<'a>;
-    type Chunks<'a> = Chunks<'a>;
+    type KeyLiteral = Lit;
 
     fn common(&self) -> &SourceCommon {
         &self.config.common
@@ -242,24 +242,15 @@ impl Dialect for Db2Dialect {
     async fn read_rows(
         &self,
         conn: &mut Conn,
-        table: &Table,
-        filter: Option<&str>,
+        (table, sql): (&Table, &str),
         out: &mut SnapshotRows<'_, Self>,
     ) -> Result<(), Db2Error> {
-        let cols: Vec<String> = table.columns.iter().map(|(c, _)| quote(c)).collect();
-        let filter = filter.map(|f| format!(" WHERE ({f})")).unwrap_or_default();
-        let sql = format!(
-            "SELECT {} FROM {}.{}{filter}",
-            cols.join(", "),
-            quote(&table.schema),
-            quote(&table.name)
-        );
         let what = format!("reading the rows of {}", table.full_name());
         let chunk = ChunkSize {
             rows: SNAPSHOT_CHUNK,
             bytes: out.max_batch_bytes(),
         };
-        let mut chunks = conn.cursor(&what, &sql, &[], chunk)?;
+        let mut chunks = conn.cursor(&what, sql, &[], chunk)?;
         while let Some(rows) = chunks.next().await? {
             for row in rows {
                 out.row(table, self.decode(table, &row, 0)).await?;
@@ -291,11 +282,45 @@ impl Dialect for Db2Dialect {
         Some(nanos.div_euclid(1_000_000))
     }
 
-    fn chunks<'a>(
-        source: &'a sluice_kit::change_tables::source::ChangeTableSource<Self>,
-        conn: &'a mut Conn,
-    ) -> Chunks<'a> {
-        Chunks { source, conn }
+    fn quote(name: &str) -> String {
+        quote(name)
+    }
+
+    fn table_ref(&self, table: &Table) -> String {
+        format!("{}.{}", quote(&table.schema), quote(&table.name))
+    }
+
+    fn first_rows(n: usize, columns: &str, rest: &str) -> String {
+        format!("SELECT {columns} {rest} FETCH FIRST {n} ROWS ONLY")
+    }
+
+    async fn query(&self, conn: &mut Conn, what: &str, sql: &str) -> Result<Vec<Row>, Db2Error> {
+        conn.rows(what, sql, &[]).await
+    }
+
+    fn key_literal(kind: &super::types::Kind, declared: &str) -> Result<Lit, String> {
+        super::keys::key_literal(kind, declared)
+    }
+
+    fn literal(value: &str, how: Lit) -> Option<String> {
+        super::keys::literal(value, how)
+    }
+
+    fn key_text(row: &Row, i: usize) -> Option<String> {
+        text(row, i)
+    }
+
+    /// The highest synchpoint (the zero LSN when none).
+    async fn chunk_begin(&self, conn: &mut Conn) -> Result<Lsn, Db2Error> {
+        Ok(self.max_lsn(conn).await?.unwrap_or_default())
+    }
+
+    async fn chunk_end(&self, conn: &mut Conn) {
+        let _ = conn.end("ending a chunk's transaction").await;
+    }
+
+    fn refusal(e: &OdbcError) -> Option<String> {
+        Some(e.to_string())
     }
 }
 
@@ -326,11 +351,6 @@ impl Db2Dialect {
             Some(row) => Ok(lsn_at(row, 0, what)?.unwrap_or(max)),
             None => Ok(max),
         }
-    }
-
-    /// The highest synchpoint for an incremental snapshot's chunk (the zero LSN when none).
-    pub(crate) async fn chunk_lsn(&self, conn: &mut Conn) -> Result<Lsn, Db2Error> {
-        Ok(self.max_lsn(conn).await?.unwrap_or_default())
     }
 }
 

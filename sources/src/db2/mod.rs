@@ -11,7 +11,7 @@ mod connection;
 mod dialect;
 mod driver;
 mod error;
-mod incremental;
+mod keys;
 mod lsn;
 mod stream;
 mod tables;

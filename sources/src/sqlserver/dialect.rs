@@ -17,8 +17,8 @@ use super::changes::Reader;
 use super::config::IsolationMode;
 use super::connection::{self, lsn_at, quote, rows, run, Conn};
 use super::error::{SqlServerError, TdsError};
-use super::incremental::Chunks;
-use super::{Lsn, SqlServerDialect, SqlServerSource, Table};
+use super::keys::Lit;
+use super::{Lsn, SqlServerDialect, Table};
 
 #[async_trait]
 impl Dialect for SqlServerDialect {
@@ -36,7 +36,7 @@ impl Dialect for SqlServerDialect {
     type Row = Row;
     type Query = TdsError;
     type Reader<'a> = Reader<'a>;
-    type Chunks<'a> = Chunks<'a>;
+    type KeyLiteral = Lit;
 
     fn common(&self) -> &SourceCommon {
         &self.config.common
@@ -261,19 +261,9 @@ impl Dialect for SqlServerDialect {
     async fn read_rows(
         &self,
         conn: &mut Conn,
-        table: &Table,
-        filter: Option<&str>,
+        (table, sql): (&Table, &str),
         out: &mut SnapshotRows<'_, Self>,
     ) -> Result<(), SqlServerError> {
-        let cols: Vec<String> = table.columns.iter().map(|(c, _)| quote(c)).collect();
-        let filter = filter.map(|f| format!(" WHERE ({f})")).unwrap_or_default();
-        let sql = format!(
-            "SELECT {} FROM {}.{}.{}{filter}",
-            cols.join(", "),
-            quote(&self.config.database),
-            quote(&table.schema),
-            quote(&table.name)
-        );
         let what = format!("reading the rows of {}", table.full_name());
         let mut stream = (conn.query(sql, &[]).await)
             .map_err(|e| SqlServerError::query(&what, e))?
@@ -309,8 +299,56 @@ impl Dialect for SqlServerDialect {
         super::types::epoch_millis(last)
     }
 
-    fn chunks<'a>(source: &'a SqlServerSource, conn: &'a mut Conn) -> Chunks<'a> {
-        Chunks { source, conn }
+    fn quote(name: &str) -> String {
+        quote(name)
+    }
+
+    fn table_ref(&self, table: &Table) -> String {
+        let db = quote(&self.config.database);
+        format!("{db}.{}.{}", quote(&table.schema), quote(&table.name))
+    }
+
+    fn first_rows(n: usize, columns: &str, rest: &str) -> String {
+        format!("SELECT TOP ({n}) {columns} {rest}")
+    }
+
+    async fn query(
+        &self,
+        conn: &mut Conn,
+        what: &str,
+        sql: &str,
+    ) -> Result<Vec<Row>, SqlServerError> {
+        rows(conn, what, sql, &[]).await
+    }
+
+    fn key_literal(kind: &super::types::Kind, declared: &str) -> Result<Lit, String> {
+        super::keys::key_literal(kind, declared)
+    }
+
+    fn literal(value: &str, how: Lit) -> Option<String> {
+        super::keys::literal(value, how)
+    }
+
+    fn key_text(row: &Row, i: usize) -> Option<String> {
+        super::types::key_text(row.get_column_data(i).ok()?)
+    }
+
+    /// The newest transaction's commit LSN (`cdc.lsn_time_mapping`, the capture job's idle
+    /// entries left out), read in the chunk's transaction.
+    async fn chunk_begin(&self, conn: &mut Conn) -> Result<Lsn, SqlServerError> {
+        run(conn, "starting a chunk's transaction", "BEGIN TRANSACTION").await?;
+        self.max_transaction_lsn(conn).await
+    }
+
+    async fn chunk_end(&self, conn: &mut Conn) {
+        let _ = run(conn, "ending a chunk's transaction", "COMMIT TRANSACTION").await;
+    }
+
+    fn refusal(e: &TdsError) -> Option<String> {
+        match &e.0 {
+            tiberius::error::Error::Server(e) => Some(e.message().to_owned()),
+            _ => None,
+        }
     }
 }
 
@@ -384,7 +422,7 @@ impl SqlServerDialect {
     /// The newest transaction's commit LSN in `cdc.lsn_time_mapping` (an incremental
     /// snapshot's chunk waits for it: the capture job's idle entries left out); the zero LSN
     /// when none.
-    pub(crate) async fn max_transaction_lsn(&self, conn: &mut Conn) -> Result<Lsn, SqlServerError> {
+    async fn max_transaction_lsn(&self, conn: &mut Conn) -> Result<Lsn, SqlServerError> {
         let what = "reading the newest commit LSN (cdc.lsn_time_mapping)";
         let found = rows(conn, what, &self.q.max_transaction_lsn(), &[]).await?;
         match found.first() {

@@ -12,7 +12,7 @@ mod connection;
 mod databases;
 mod dialect;
 mod error;
-mod incremental;
+mod keys;
 mod lsn;
 mod tables;
 mod types;

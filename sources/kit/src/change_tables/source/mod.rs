@@ -7,6 +7,7 @@
 //! history. A dialect supplies the connection, its LSN, its statements, the mapping of its
 //! types and where a table's changes are.
 
+pub mod chunks;
 mod error;
 pub mod snapshot;
 pub mod start;
@@ -28,7 +29,6 @@ use super::lsn::{ChangeLsn, ChangeOffset};
 use super::merge::Pieces;
 use crate::config::{Skipped, SourceCommon};
 use crate::history::ChangeKind;
-use crate::incremental::ChunkSource;
 use crate::records::schema_change::SchemaChangeEvents;
 
 pub use error::{ChangeTableError, QueryError};
@@ -80,10 +80,8 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     type Query: QueryError;
     /// A poll's change queries.
     type Reader<'a>: Pieces<Lsn = Self::Lsn, Row = Self::Row, Error = ErrorOf<Self>> + 'a;
-    /// An incremental snapshot's chunk queries.
-    type Chunks<'a>: ChunkSource<Key = String, At = Self::Lsn, Table = TableOf<Self>, Error = ErrorOf<Self>>
-        + Send
-        + 'a;
+    /// How a chunk key column's values go back into a query.
+    type KeyLiteral: Copy + Send + Sync;
 
     /// The options every database source shares.
     fn common(&self) -> &SourceCommon;
@@ -194,12 +192,12 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Result<Option<Self::Conn>, ErrorOf<Self>>;
     /// Ends a blocking snapshot's transaction, whatever happened.
     async fn blocking_end(&self, conn: &mut Self::Conn);
-    /// Reads `table`'s rows (filtered by `filter`, a condition) into `rows`.
+    /// Reads the rows of `table` that `sql` selects (its columns in order) into `rows`,
+    /// without holding them all.
     async fn read_rows(
         &self,
         conn: &mut Self::Conn,
-        table: &TableOf<Self>,
-        filter: Option<&str>,
+        (table, sql): (&TableOf<Self>, &str),
         rows: &mut SnapshotRows<'_, Self>,
     ) -> Result<(), ErrorOf<Self>>;
 
@@ -214,11 +212,35 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Self::Reader<'a>;
     /// The commit time (milliseconds since the epoch) a change row holds, where it has one.
     fn commit_time(row: &Self::Row) -> Option<i64>;
-    /// An incremental snapshot's chunk queries on `conn`.
-    fn chunks<'a>(
-        source: &'a ChangeTableSource<Self>,
-        conn: &'a mut Self::Conn,
-    ) -> Self::Chunks<'a>;
+
+    /// `name` quoted as an identifier.
+    fn quote(name: &str) -> String;
+    /// `table` as a query names it.
+    fn table_ref(&self, table: &TableOf<Self>) -> String;
+    /// The query `SELECT <columns> <rest>` limited to its first `n` rows.
+    fn first_rows(n: usize, columns: &str, rest: &str) -> String;
+    /// The rows of `sql`.
+    async fn query(
+        &self,
+        conn: &mut Self::Conn,
+        what: &str,
+        sql: &str,
+    ) -> Result<Vec<Self::Row>, ErrorOf<Self>>;
+    /// How the values of a key column of `kind` (declared `declared`) go back into a query to
+    /// read chunks by; `Err` ends "the key column `c` of t …" with why they cannot.
+    fn key_literal(kind: &Self::Kind, declared: &str) -> Result<Self::KeyLiteral, String>;
+    /// A key value written back into a query (`None`: it cannot be).
+    fn literal(value: &str, how: Self::KeyLiteral) -> Option<String>;
+    /// Cell `i` of `row` as a key value's text (`None`: NULL or not a key value).
+    fn key_text(row: &Self::Row, i: usize) -> Option<String>;
+    /// Begins a chunk's transaction: the LSN its window waits for (the newest captured).
+    async fn chunk_begin(&self, conn: &mut Self::Conn) -> Result<Self::Lsn, ErrorOf<Self>>;
+    /// Ends a chunk's transaction, whatever happened.
+    async fn chunk_end(&self, conn: &mut Self::Conn);
+    /// The server's message when `e` is a statement it refused (a chunk's condition or
+    /// surrogate key the user wrote: the snapshot is aborted, not the stream); `None` when it
+    /// is another failure.
+    fn refusal(e: &Self::Query) -> Option<String>;
 }
 
 /// What an event's `source` block says beyond the table.

@@ -69,7 +69,10 @@ impl<D: Dialect> ChangeTableSource<D> {
             .collect();
         for (i, table) in read.iter().enumerate() {
             rows.table((i == 0, i + 1 == read.len()));
-            self.dialect.read_rows(conn, table, None, &mut rows).await?;
+            let sql = self.select_all(table, None);
+            self.dialect
+                .read_rows(conn, (table, &sql), &mut rows)
+                .await?;
             rows.table_read(table).await?;
         }
         let done = OffsetOf::<D> {
@@ -118,8 +121,9 @@ impl<D: Dialect> ChangeTableSource<D> {
                 &table.full_name(),
                 self.dialect.qualifier(),
             );
+            let sql = self.select_all(table, filter.map(String::as_str));
             done = (self.dialect)
-                .read_rows(reading, table, filter.map(String::as_str), &mut rows)
+                .read_rows(reading, (table, &sql), &mut rows)
                 .await;
             if done.is_ok() {
                 done = rows.table_read(table).await;
@@ -134,6 +138,14 @@ impl<D: Dialect> ChangeTableSource<D> {
         Self::emit(ctx, events, position).await?;
         tracing::info!(notification = "COMPLETED", id = %request.id, rows = count, "Blocking snapshot: streaming resumes.");
         Ok(())
+    }
+
+    /// The query of `table`'s rows (its columns in order), filtered by `filter`.
+    fn select_all(&self, table: &TableOf<D>, filter: Option<&str>) -> String {
+        let cols: Vec<String> = table.columns.iter().map(|(c, _)| D::quote(c)).collect();
+        let filter = filter.map(|f| format!(" WHERE ({f})")).unwrap_or_default();
+        let from = self.dialect.table_ref(table);
+        format!("SELECT {} FROM {from}{filter}", cols.join(", "))
     }
 
     /// `tables` (`schema.table`) with the rows the server counts in each, read in the

@@ -335,7 +335,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         let at = |p: Option<&RawValue>| OffsetOf::<D>::at(reached, true).position_with(p);
         let find = |n: &str| (readable.iter().copied()).find(|t| t.full_name() == n);
         let events = {
-            let mut chunks = D::chunks(self, conn);
+            let mut chunks = super::chunks::Chunks { source: self, conn };
             inc.step(&mut chunks, (find, &names), &reached, at).await?
         };
         // A batch, if only for its position, when the progress changed.
