@@ -45,25 +45,52 @@ pub enum LoadError {
     },
 }
 
-/// The top-level keys other than the component blocks.
+/// A pipeline is one YAML file: these keys, one `source` block (tagged by `type`), the
+/// `transforms` applied to every event in order, and the `sinks` (at least one, each with its
+/// own bounded queue).
+///
+/// `${VAR}` is replaced by the environment variable `VAR` (an error if unset),
+/// `${VAR:-default}` falls back to `default`; `$${` is a literal `${`; Debezium's template
+/// placeholders `${routedByValue}`, `${topic}`, `${source.db}`, `${source.schema}` and
+/// `${source.table}` are kept as written unless the environment sets them. Unknown keys are
+/// errors everywhere, located at file:line:column. Durations are `500ms`, `30s`, `5m`, `1h`
+/// (a bare number is milliseconds); sizes `64MiB`, `512KB` (bare: bytes).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Settings {
+    /// The pipeline's name; it keys the committed offsets.
     name: String,
+    /// Offsets and other state (default `.sluice/<name>`). With the `file` offset store a
+    /// running pipeline holds it (`<data_dir>/lock`, let go when it ends, also on kill -9): a
+    /// second pipeline started on it is refused with one line naming the holder.
     #[serde(default)]
     data_dir: Option<PathBuf>,
-    #[serde(default, alias = "max.queue.size")]
-    max_queue_size: Option<usize>,
-    #[serde(default, alias = "max.queue.size.in.bytes")]
-    max_queue_size_bytes: Option<ByteSize>,
-    #[serde(default, alias = "max.batch.size")]
-    max_batch_size: Option<usize>,
-    #[serde(default, alias = "poll.interval.ms")]
-    poll_interval: Option<DurationSpec>,
-    #[serde(default)]
-    shutdown_timeout: Option<DurationSpec>,
+    /// Events a queue holds at most; more than `max_batch_size`.
+    #[serde(default = "super::default_max_queue_size", alias = "max.queue.size")]
+    max_queue_size: usize,
+    /// Bytes a queue holds at most, by an estimate of the events' memory: the source's queue
+    /// and each sink's hold at most this each; batches are cut at a quarter of it (sources,
+    /// incremental snapshot chunks, what a sink takes at once), so that memory follows this
+    /// setting whatever the row size (a single larger event travels alone).
+    #[serde(
+        default = "super::default_max_queue_size_bytes",
+        alias = "max.queue.size.in.bytes"
+    )]
+    max_queue_size_bytes: ByteSize,
+    /// Events per batch at most.
+    #[serde(default = "super::default_max_batch_size", alias = "max.batch.size")]
+    max_batch_size: usize,
+    /// How long an idle stage waits before looking again.
+    #[serde(default = "super::default_poll_interval", alias = "poll.interval.ms")]
+    poll_interval: DurationSpec,
+    /// How long a graceful stop may take.
+    #[serde(default = "super::default_shutdown_timeout")]
+    shutdown_timeout: DurationSpec,
+    /// Restarts after consecutive retryable failures (reset by progress), with exponential
+    /// backoff.
     #[serde(default)]
     restart: Option<Backoff>,
+    /// The admin endpoint (off when absent): status, metrics, signals, the Kafka Connect API.
     #[serde(default)]
     admin: Option<crate::runtime::admin::AdminConfig>,
 }
@@ -145,16 +172,25 @@ where
     })
 }
 
+/// Where the committed positions are kept: the engine's keys of the `offsets` block (a store a
+/// component provides reads its own beside these: `kafka`'s `offsets.bootstrap.servers`,
+/// `offsets.topic`, `offsets.replication.factor`, `offsets.properties`).
+#[derive(Deserialize)]
+struct OffsetsKeys {
+    /// `file` (`<data_dir>/offsets.json`, replaced atomically), `memory` (nothing survives a
+    /// restart: tests, benchmarks), or a store a component provides: `kafka`, a compacted topic
+    /// (Kafka Connect's `offset.storage.topic`), one record per pipeline name, so that the
+    /// pipeline continues on another machine or without its data directory.
+    #[serde(alias = "type", default = "file_store")]
+    store: String,
+    /// How often acknowledged positions are committed (and always at stop).
+    #[serde(default = "super::default_flush_interval")]
+    flush_interval: DurationSpec,
+}
+
 /// Reads the engine's keys of the `offsets` block; a store the engine keeps itself has no
 /// others, a provided store's are read by its component (the block is kept in `node`).
 fn offsets_config(node: &Node) -> Result<OffsetsConfig, ConfigError> {
-    #[derive(Deserialize)]
-    struct Keys {
-        #[serde(alias = "type", default = "file_store")]
-        store: String,
-        #[serde(default = "super::default_flush_interval")]
-        flush_interval: DurationSpec,
-    }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)] // read for its errors: the keys a store of the engine's accepts
@@ -164,7 +200,7 @@ fn offsets_config(node: &Node) -> Result<OffsetsConfig, ConfigError> {
         #[serde(default)]
         flush_interval: Option<DurationSpec>,
     }
-    let keys = Keys::deserialize(NodeDeserializer::new(node))?;
+    let keys = OffsetsKeys::deserialize(NodeDeserializer::new(node))?;
     let config = OffsetsConfig {
         store: keys.store,
         flush_interval: keys.flush_interval,
@@ -238,14 +274,11 @@ where
     })?;
     let sinks = sinks::<K, T>(sinks_node).map_err(|e| e.with_path("sinks"))?;
 
-    let defaults = Limits::default();
     let limits = Limits {
-        max_queue_size: settings.max_queue_size.unwrap_or(defaults.max_queue_size),
-        max_queue_size_bytes: settings
-            .max_queue_size_bytes
-            .map_or(defaults.max_queue_size_bytes, |b| b.0),
-        max_batch_size: settings.max_batch_size.unwrap_or(defaults.max_batch_size),
-        poll_interval: settings.poll_interval.unwrap_or(defaults.poll_interval),
+        max_queue_size: settings.max_queue_size,
+        max_queue_size_bytes: settings.max_queue_size_bytes.0,
+        max_batch_size: settings.max_batch_size,
+        poll_interval: settings.poll_interval,
     };
     if limits.max_batch_size == 0 {
         return Err(located_key(root, "max_batch_size", "must be at least 1"));
@@ -286,9 +319,7 @@ where
         sinks,
         limits,
         offsets,
-        shutdown_timeout: settings
-            .shutdown_timeout
-            .unwrap_or(DurationSpec(std::time::Duration::from_secs(30))),
+        shutdown_timeout: settings.shutdown_timeout,
         restart: settings.restart.unwrap_or_default(),
         admin: settings.admin,
     })

@@ -73,12 +73,28 @@ impl Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_queue_size: 8192,
-            max_queue_size_bytes: 4 << 20,
-            max_batch_size: 2048,
-            poll_interval: DurationSpec(std::time::Duration::from_millis(500)),
+            max_queue_size: default_max_queue_size(),
+            max_queue_size_bytes: default_max_queue_size_bytes().0,
+            max_batch_size: default_max_batch_size(),
+            poll_interval: default_poll_interval(),
         }
     }
+}
+
+pub(crate) fn default_max_queue_size() -> usize {
+    8192
+}
+pub(crate) fn default_max_queue_size_bytes() -> ByteSize {
+    ByteSize(4 << 20)
+}
+pub(crate) fn default_max_batch_size() -> usize {
+    2048
+}
+pub(crate) fn default_poll_interval() -> DurationSpec {
+    DurationSpec(std::time::Duration::from_millis(500))
+}
+pub(crate) fn default_shutdown_timeout() -> DurationSpec {
+    DurationSpec(std::time::Duration::from_secs(30))
 }
 
 /// The offset stores the engine has itself; any other `offsets.store` names a store a
@@ -168,16 +184,18 @@ impl Backoff {
     }
 }
 
-/// One entry of `sinks`.
+/// One entry of `sinks`: a sink block tagged by `type` (`stdout`, `file`, `kafka`, …: its
+/// keys are the sink's, see [Sinks](sinks.md)), with these keys beside.
 #[derive(Debug, Clone)]
 pub struct SinkEntry<K, T> {
-    /// Unique name within the pipeline.
+    /// Unique name within the pipeline (default: the type, `<type>-N` after the first).
     pub name: String,
     /// The sink's own configuration.
     pub spec: K,
-    /// Transforms applied for this sink only, after the pipeline's.
+    /// Transforms applied for this sink only, after the pipeline's (default none).
     pub transforms: Vec<T>,
-    /// Retry policy for failed writes; past it the pipeline stops.
+    /// Retry policy for failed writes; past it the pipeline stops without committing past the
+    /// failure.
     pub retry: Backoff,
 }
 

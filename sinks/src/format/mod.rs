@@ -45,11 +45,12 @@ pub struct FormatConfig {
     /// `basic.auth.user.info`); never logged.
     #[serde(rename = "basic.auth.user.info", default)]
     pub registry_user_info: Option<Secret>,
-    /// Avro only: subject of key schemas (`TopicNameStrategy`, `RecordNameStrategy`,
-    /// `TopicRecordNameStrategy`; Confluent's class names are accepted too).
+    /// Avro only: subject of key schemas (`TopicNameStrategy`, the default,
+    /// `RecordNameStrategy`, `TopicRecordNameStrategy`; Confluent's class names are accepted
+    /// too).
     #[serde(rename = "key.subject.name.strategy", default)]
     pub key_subject_strategy: SubjectStrategy,
-    /// Avro only: subject of value schemas.
+    /// Avro only: subject of value schemas (as `key.subject.name.strategy`).
     #[serde(rename = "value.subject.name.strategy", default)]
     pub value_subject_strategy: SubjectStrategy,
     /// Avro only: how names Avro rejects are adjusted (`avro`, `avro_unicode`, `none`).

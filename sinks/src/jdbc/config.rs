@@ -49,10 +49,14 @@ pub struct JdbcSinkConfig {
     /// password in their own keys).
     #[serde(rename = "connection.url")]
     pub url: String,
+    /// The login (required).
     #[serde(rename = "connection.username")]
     pub username: String,
+    /// Its password (never logged).
     #[serde(rename = "connection.password", default)]
     pub password: Option<Secret>,
+    /// `insert`, `upsert` (idempotent) or `update`; `upsert` and `update` need a
+    /// `primary.key.mode`.
     #[serde(rename = "insert.mode", default)]
     pub insert_mode: InsertMode,
     /// Deletes and tombstones become `DELETE ... WHERE <key>` (needs `record_key`).
@@ -61,11 +65,14 @@ pub struct JdbcSinkConfig {
     /// `op: t` becomes `TRUNCATE TABLE`.
     #[serde(rename = "truncate.enabled", default)]
     pub truncate_enabled: bool,
+    /// Where the key comes from: `record_key` (the event key's fields), `record_value` (the
+    /// row's), `none`.
     #[serde(rename = "primary.key.mode", default)]
     pub key_mode: KeyMode,
     /// Comma-separated key columns.
     #[serde(rename = "primary.key.fields", default)]
     pub key_fields: Option<String>,
+    /// `basic`: create missing tables, add missing columns; `none`: the tables must exist.
     #[serde(rename = "schema.evolution", default)]
     pub evolution: Evolution,
     /// The table of an event: `${topic}` (dots become `_`), `${source.db}`, `${source.schema}`,

@@ -65,11 +65,13 @@ pub struct NatsSinkConfig {
     /// A user and password.
     #[serde(rename = "auth.user", default)]
     pub user: Option<String>,
+    /// The password of `auth.user` (never logged).
     #[serde(rename = "auth.password", default)]
     pub password: Option<Secret>,
     /// An NKey seed (`SU...`); with `auth.jwt`, the user's JWT signed by it.
     #[serde(rename = "auth.seed", default)]
     pub seed: Option<Secret>,
+    /// The user's JWT, signed by the NKey of `auth.seed` (never logged).
     #[serde(rename = "auth.jwt", default)]
     pub jwt: Option<Secret>,
     /// A credentials file (`.creds`: a JWT and its seed).

@@ -43,14 +43,19 @@ pub struct RabbitmqSinkConfig {
     /// An `amqp://user:password@host:port/vhost` URI (`amqps://` for TLS), instead of the parts.
     #[serde(rename = "connection.uri", default)]
     pub uri: Option<Secret>,
+    /// The broker's host.
     #[serde(rename = "connection.host", default = "default_host")]
     pub host: String,
+    /// Its port (default 5672, 5671 with `ssl`).
     #[serde(rename = "connection.port", default)]
     pub port: Option<u16>,
+    /// The login.
     #[serde(rename = "connection.username", default = "default_guest")]
     pub username: String,
+    /// Its password (never logged).
     #[serde(rename = "connection.password", default = "default_password")]
     pub password: Secret,
+    /// The virtual host.
     #[serde(rename = "connection.virtual.host", default = "default_vhost")]
     pub virtual_host: String,
     /// TLS (`amqps`), checked against the system's roots or `connection.ssl.trust.store`.
@@ -83,6 +88,8 @@ pub struct RabbitmqSinkConfig {
     /// The routing key of `routingKey.source: static`.
     #[serde(rename = "routingKey", default)]
     pub routing_key: String,
+    /// Where the routing key comes from: `static` (`routingKey`), `topic` (the event's topic)
+    /// or `key` (the event's key).
     #[serde(rename = "routingKey.source", default)]
     pub routing_key_source: RoutingKeySource,
     /// Deprecated by Debezium (3.6 ignores it); `true` here means `routingKey.source: topic`,
@@ -112,6 +119,7 @@ pub struct RabbitmqSinkConfig {
     /// The first wait after a failed attempt, doubled up to `retry.max.delay.ms`.
     #[serde(rename = "retry.initial.delay.ms", default = "default_retry")]
     pub retry_initial_ms: u64,
+    /// The longest wait between attempts.
     #[serde(rename = "retry.max.delay.ms", default = "default_retry_max")]
     pub retry_max_ms: u64,
     /// A message the broker refuses as too large (`max_message_size`) or one an encoder

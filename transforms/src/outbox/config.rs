@@ -80,13 +80,19 @@ pub struct OutboxConfig {
     /// `column:header|envelope[:alias]`, comma-separated.
     #[serde(rename = "table.fields.additional.placement", default)]
     pub placement: Option<String>,
+    /// A placed column that is missing from the row: `error` stops the pipeline, `ignore`
+    /// leaves it out.
     #[serde(rename = "table.field.additional.missing", default)]
     pub missing: Missing,
+    /// A change other than a create (an update, a delete): `warn` (default) and skip it,
+    /// `error` skip it logged as an error, or `fatal` stop the pipeline.
     #[serde(rename = "table.op.invalid.behavior", default)]
     pub invalid_op: InvalidOp,
     /// Parse a JSON text payload into a struct with an inferred schema.
     #[serde(rename = "table.expand.json.payload", default)]
     pub expand_json: bool,
+    /// With `table.expand.json.payload`, a JSON `null` payload: `ignore` keeps it as it is,
+    /// with the column's schema; `optional_bytes` gives it an optional bytes schema.
     #[serde(rename = "table.json.payload.null.behavior", default)]
     pub null_payload: NullPayload,
     /// The column whose value routes the event (default `aggregatetype`).
