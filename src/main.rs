@@ -40,8 +40,8 @@ enum Command {
     /// 2 bad command line; 3 invalid pipeline file.
     ///
     /// Sources: postgres, mysql, mariadb, sqlite, datagen; sqlserver, verified against an
-    /// emulated SQL Server only (README, `type: sqlserver`); and db2 (in builds with the `db2`
-    /// feature), verified against an emulation of Db2's ASN capture only (README, `type: db2`).
+    /// emulated SQL Server only (docs/components.md, `sqlserver`); and db2 (in builds with the `db2`
+    /// feature), verified against an emulation of Db2's ASN capture only (docs/components.md, `db2`).
     Run {
         /// The pipeline file (YAML).
         pipeline: PathBuf,
@@ -116,7 +116,7 @@ enum Command {
     /// Run many pipelines in one process: the pipeline files of a directory (watched: a new
     /// file starts its pipeline, a changed one restarts it from its committed position, a
     /// removed one stops it) and the connectors registered through a Kafka Connect-compatible
-    /// REST API, which takes Debezium connector configurations unchanged (README, "Operate").
+    /// REST API, which takes Debezium connector configurations unchanged (docs/operate.md).
     ///
     /// One admin endpoint serves them all (status, signals, tap, the page, metrics). A
     /// pipeline failing never stops the others. Stops every pipeline gracefully at SIGINT or

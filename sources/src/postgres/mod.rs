@@ -101,7 +101,7 @@ async fn slot_state(
 
 /// The replication connection's TLS, from the same `sslmode`, except that `prefer` does not
 /// encrypt it unless a client certificate is set (an earlier machine showed the stream stalling
-/// over TLS; see the README). `require` and `verify-*` encrypt it.
+/// over TLS; see docs/components.md). `require` and `verify-*` encrypt it.
 /// Runs `work` on a thread of its own (`name`) with a current-thread runtime; when the runtime
 /// cannot be built, `failed` gets the error instead. `what` names the thread in errors.
 fn spawn_with_runtime<F>(

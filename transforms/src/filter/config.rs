@@ -22,7 +22,7 @@ pub enum NullHandling {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterConfig {
-    /// A predicate (see the README): `after.status == 'shipped' && source.table =~ 'orders.*'`.
+    /// A predicate (see docs/components.md, `filter`): `after.status == 'shipped' && source.table =~ 'orders.*'`.
     #[serde(default)]
     pub condition: Option<String>,
     /// Operations kept: `c`, `u`, `d`, `r`, `t` (list or comma-separated).

@@ -68,7 +68,7 @@ fn raced<'r>(
 
 /// Chunks read ahead of the stream. Measured on 1M rows (chunks of 1024, 2 cores), with the
 /// chunks read in the stream's own task: 76k rows/s with one, 74k with two, 68k with three;
-/// read by a thread of their own: see the README.
+/// read by a thread of their own: see docs/components.md.
 const MAX_WINDOWS: usize = 3;
 
 /// The incremental snapshot's state.
