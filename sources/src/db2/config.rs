@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 use sluice_engine::config::Secret;
-use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
+use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
 use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
 /// `type: db2`: the tables of one Db2 database in capture mode (SQL Replication's ASN capture),
@@ -157,22 +157,7 @@ impl Db2Config {
 }
 
 impl DatabaseSource for Db2Config {
-    const SUPPORTS: Supports = Supports {
-        features: &[
-            Feature::FailureHandling,
-            Feature::ColumnFilters,
-            Feature::ColumnMasks,
-            Feature::MessageKeyColumns,
-            Feature::SkippedOperations,
-            Feature::SnapshotCollections,
-            Feature::Heartbeats,
-            Feature::TransactionMetadata,
-            Feature::SchemaChanges,
-            Feature::Notifications,
-            Feature::SchemaHistory,
-        ],
-        signal_channels: &["source", "file", "http", "kafka"],
-    };
+    const SUPPORTS: Supports = sluice_kit::change_tables::source::SUPPORTS;
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;
     }

@@ -440,11 +440,11 @@ async fn note_skipped(
 fn kit_records(
     config: &PostgresConfig,
 ) -> (
-    Option<sluice_kit::records::heartbeat::Heartbeats>,
+    Option<sluice_kit::records::heartbeat::Heartbeat>,
     Option<sluice_kit::records::transaction::TxSchemas>,
 ) {
     let common = &config.common;
-    let heartbeats = common.heartbeats();
+    let heartbeats = sluice_kit::records::heartbeat::Heartbeat::new(common);
     let tx_meta = common
         .provide_transaction_metadata
         .then(|| sluice_kit::records::transaction::TxSchemas::new(&common.topic_prefix));
@@ -533,7 +533,7 @@ async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgE
         db: db.as_str().into(),
         prefix: config.common.topic_prefix.as_str().into(),
         not_snapshot: "false".into(),
-        heartbeats,
+        heartbeat: heartbeats,
         tx_meta,
         skipped: config.common.skipped().map_err(PgError::Setup)?,
         tables: by_oid,

@@ -511,7 +511,7 @@ impl SqliteSource {
         if !out.send(Batch::heartbeat(at(seq, inc.delivered_json()))) {
             return Ok(());
         }
-        let mut beat = heartbeat::Beat::new(&self.config.common);
+        let mut beat = sluice_kit::records::heartbeat::Heartbeat::new(&self.config.common);
         loop {
             if out.stop.load(Ordering::Relaxed) {
                 return Ok(());
@@ -552,7 +552,7 @@ impl SqliteSource {
                 continue;
             }
             if let Some(beat) = beat.as_mut() {
-                if !beat.tick(&conn, at(seq, inc.delivered_json()), out) {
+                if !heartbeat::tick(beat, &conn, at(seq, inc.delivered_json()), out) {
                     return Ok(());
                 }
             }

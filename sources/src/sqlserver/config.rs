@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 use sluice_engine::config::Secret;
-use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
+use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
 use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
 /// `type: sqlserver`: the tables of one SQL Server database with CDC enabled, read in a
@@ -215,22 +215,7 @@ impl SqlServerConfig {
 }
 
 impl DatabaseSource for SqlServerConfig {
-    const SUPPORTS: Supports = Supports {
-        features: &[
-            Feature::FailureHandling,
-            Feature::ColumnFilters,
-            Feature::ColumnMasks,
-            Feature::MessageKeyColumns,
-            Feature::SkippedOperations,
-            Feature::SnapshotCollections,
-            Feature::Heartbeats,
-            Feature::TransactionMetadata,
-            Feature::SchemaChanges,
-            Feature::Notifications,
-            Feature::SchemaHistory,
-        ],
-        signal_channels: &["source", "file", "http", "kafka"],
-    };
+    const SUPPORTS: Supports = sluice_kit::change_tables::source::SUPPORTS;
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;
     }

@@ -53,3 +53,72 @@ impl Heartbeats {
         }
     }
 }
+
+/// When heartbeats are due and what they say (`heartbeat.interval.ms`,
+/// `heartbeat.action.query`), for every source: a polling source asks [`Heartbeat::due`]
+/// between polls, a streaming one waits for [`Heartbeat::deadline`] beside its stream; either
+/// runs the action query its own way and hands the outcome to [`Heartbeat::record`].
+#[derive(Debug)]
+pub struct Heartbeat {
+    records: Heartbeats,
+    period: std::time::Duration,
+    next: tokio::time::Instant,
+    query: Option<String>,
+}
+
+impl Heartbeat {
+    /// The heartbeats `common` asks for (`None`: `heartbeat.interval.ms` is 0).
+    pub fn new(common: &crate::config::SourceCommon) -> Option<Self> {
+        let records = common.heartbeats()?;
+        let period = common.heartbeat_period();
+        Some(Heartbeat {
+            records,
+            period,
+            next: tokio::time::Instant::now() + period,
+            query: common.heartbeat_action_query.clone(),
+        })
+    }
+
+    /// Whether a heartbeat is due now.
+    pub fn due(&self) -> bool {
+        tokio::time::Instant::now() >= self.next
+    }
+
+    /// When the next heartbeat is due.
+    pub fn deadline(&self) -> tokio::time::Instant {
+        self.next
+    }
+
+    /// `heartbeat.action.query`, to run before the record.
+    pub fn action_query(&self) -> Option<&str> {
+        self.query.as_deref()
+    }
+
+    /// No heartbeat now (the source is inside a transaction): the next one a period on.
+    pub fn postpone(&mut self) {
+        self.next = tokio::time::Instant::now() + self.period;
+    }
+
+    /// The heartbeat record at `position`, the next one due a period on; `action` is how the
+    /// action query went (a failure is logged, the heartbeat goes out all the same).
+    pub fn record<E: std::fmt::Display>(
+        &mut self,
+        action: Option<Result<(), E>>,
+        position: Position,
+    ) -> ChangeEvent {
+        if let Some(Err(e)) = action {
+            tracing::warn!(error = %e, "heartbeat.action.query failed.");
+        }
+        self.postpone();
+        let ts_ms = sluice_engine::event::SourceTimestamps::now().millis();
+        self.records.event(ts_ms, position)
+    }
+}
+
+/// Waits for `heartbeat`'s deadline (forever without heartbeats), for a source's `select!`.
+pub async fn due(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use mysql_async::binlog::events::{BinlogEventHeader, EventData, QueryEvent, RowsEventData};
 use mysql_async::BinlogStreamRequest;
-use sluice_engine::event::{BatchCut, SourceTimestamps};
+use sluice_engine::event::BatchCut;
 use sluice_engine::{Batch, Position, SourceContext};
+use sluice_kit::records::heartbeat::{due, Heartbeat};
 use sluice_kit::records::transaction::TxSchemas;
 
 use super::error::MysqlError;
@@ -217,10 +218,7 @@ impl MysqlSource {
             reopened: None,
         };
         state.out.sent = state.out.done_position();
-        let heartbeats = common.heartbeats();
-        let period = common.heartbeat_period();
-        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut heartbeat = Heartbeat::new(common);
         let mut action: Option<mysql_async::Conn> = None;
         let mut signals = tokio::time::interval(std::time::Duration::from_millis(20));
         signals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -232,9 +230,9 @@ impl MysqlSource {
                     self.incremental_step(&mut state, ctx).await?;
                     continue;
                 }
-                _ = beat.tick(), if heartbeats.is_some() => {
-                    if let Some(beats) = &heartbeats {
-                        self.heartbeat(beats, &mut action, &state.out.sent, ctx).await;
+                _ = due(heartbeat.as_ref().map(Heartbeat::deadline)), if heartbeat.is_some() => {
+                    if let Some(beat) = heartbeat.as_mut() {
+                        self.heartbeat(beat, &mut action, &state.out.sent, ctx).await;
                     }
                     continue;
                 }
@@ -642,28 +640,40 @@ impl MysqlSource {
     /// still commits its progress.
     async fn heartbeat(
         &self,
-        beats: &sluice_kit::records::heartbeat::Heartbeats,
+        beat: &mut Heartbeat,
         action: &mut Option<mysql_async::Conn>,
         sent: &Position,
         ctx: &mut SourceContext,
     ) {
-        if let Some(query) = &self.config.common.heartbeat_action_query {
-            use mysql_async::prelude::Queryable;
-            if action.is_none() {
-                match self.connect().await {
-                    Ok(conn) => *action = Some(conn),
-                    Err(e) => tracing::warn!(error = %e, "heartbeat.action.query: cannot connect."),
-                }
-            }
-            if let Some(conn) = action.as_mut() {
-                if let Err(e) = conn.query_drop(query).await {
-                    tracing::warn!(error = %e, "heartbeat.action.query failed.");
-                    *action = None;
-                }
-            }
-        }
-        let record = beats.event(SourceTimestamps::now().millis(), sent.clone());
+        let outcome = match beat.action_query() {
+            Some(query) => Some(self.action_query(action, query).await),
+            None => None,
+        };
+        let record = beat.record(outcome, sent.clone());
         let _ = ctx.emit(Batch::new(vec![record])).await;
+    }
+
+    /// Runs `heartbeat.action.query` on `action` (connected first when it is not); a failed
+    /// connection is dropped, to connect again next time.
+    async fn action_query(
+        &self,
+        action: &mut Option<mysql_async::Conn>,
+        query: &str,
+    ) -> Result<(), String> {
+        use mysql_async::prelude::Queryable;
+        let conn = match action {
+            Some(conn) => conn,
+            None => action.insert(
+                self.connect()
+                    .await
+                    .map_err(|e| format!("cannot connect: {e}"))?,
+            ),
+        };
+        let done = conn.query_drop(query).await.map_err(|e| e.to_string());
+        if done.is_err() {
+            *action = None;
+        }
+        done
     }
 
     /// A transaction committed (its last event `header` ends at `end`): its END record, then

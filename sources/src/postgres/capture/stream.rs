@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use sluice_engine::event::BatchCut;
@@ -20,7 +19,7 @@ use crate::postgres::server::catalog::TypeResolver;
 use crate::postgres::wire::pgoutput::{decode, Message};
 use sluice_kit::config::Skipped;
 use sluice_kit::history::ChangeKind;
-use sluice_kit::records::heartbeat::Heartbeats;
+use sluice_kit::records::heartbeat::Heartbeat;
 use sluice_kit::records::transaction::{set_block, TxCounts, TxSchemas};
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
@@ -70,8 +69,8 @@ pub(crate) struct Streamer<'a> {
     pub resume: PgOffset,
     /// Transaction metadata schemas, when `provide.transaction.metadata` is on.
     pub tx_meta: Option<TxSchemas>,
-    /// Heartbeat records, when `heartbeat.interval.ms` is set.
-    pub heartbeats: Option<Heartbeats>,
+    /// Heartbeats, when `heartbeat.interval.ms` is set.
+    pub heartbeat: Option<Heartbeat>,
     /// Schema change events, when `include.schema.changes` is on.
     pub schema_changes: Option<Arc<SchemaChanges>>,
     /// Signals and incremental snapshots, when configured.
@@ -128,9 +127,6 @@ impl Streamer<'_> {
             last_done: self.resume.lsn,
             tx: None,
         };
-        let period = Duration::from_millis(self.config.common.heartbeat_interval_ms.max(1));
-        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx).await?;
         // An incremental snapshot resumed from the committed position continues now.
         self.next_chunk()?;
@@ -143,7 +139,7 @@ impl Streamer<'_> {
             let go = tokio::select! {
                 biased;
                 _ = ctx.stopping() => return Ok(()),
-                _ = heartbeat.tick(), if self.heartbeats.is_some() => {
+                _ = sluice_kit::records::heartbeat::due(self.heartbeat.as_ref().map(Heartbeat::deadline)), if self.heartbeat.is_some() => {
                     self.on_heartbeat(&run, ctx).await
                 }
                 // The `file`, `http` and `kafka` channels, read between transactions.
@@ -191,28 +187,26 @@ impl Streamer<'_> {
 
     /// A heartbeat tick: between transactions, the action query runs and a heartbeat record
     /// goes out at the last delivered position.
-    async fn on_heartbeat(&self, run: &Run, ctx: &mut SourceContext) -> Go {
+    async fn on_heartbeat(&mut self, run: &Run, ctx: &mut SourceContext) -> Go {
+        let Some(mut beat) = self.heartbeat.take() else {
+            return true;
+        };
         if !run.idle() {
+            beat.postpone();
+            self.heartbeat = Some(beat);
             return true;
         }
-        if let Some(query) = &self.config.common.heartbeat_action_query {
-            if let Err(e) = self.client.batch_execute(query).await {
-                tracing::warn!(error = %e, "heartbeat.action.query failed.");
-            }
-        }
-        let Some(beats) = &self.heartbeats else {
-            return true;
+        let action = match beat.action_query() {
+            Some(query) => Some(self.client.batch_execute(query).await),
+            None => None,
         };
         let done = PgOffset {
             lsn: run.last_done,
             tx: None,
             snapshot_completed: true,
         };
-        let ts_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        let record = beats.event(ts_ms, self.pos(done));
+        let record = beat.record(action, self.pos(done));
+        self.heartbeat = Some(beat);
         ctx.emit(Batch::new(vec![record])).await.is_ok()
     }
 

@@ -27,7 +27,7 @@ use sluice_engine::{
 use super::history::TableHistory;
 use super::lsn::{ChangeLsn, ChangeOffset};
 use super::merge::Pieces;
-use crate::config::{Skipped, SourceCommon};
+use crate::config::{Feature, Skipped, SourceCommon, Supports};
 use crate::history::ChangeKind;
 use crate::records::schema_change::SchemaChangeEvents;
 
@@ -35,6 +35,25 @@ pub use error::{ChangeTableError, QueryError};
 pub use snapshot::SnapshotRows;
 pub use stream::Streaming;
 pub use table::{CapturedTable, Column, TableParts};
+
+/// What of the shared options every change-table source implements (all that Debezium's SQL
+/// Server and Db2 connectors have), and its signal channels.
+pub const SUPPORTS: Supports = Supports {
+    features: &[
+        Feature::FailureHandling,
+        Feature::ColumnFilters,
+        Feature::ColumnMasks,
+        Feature::MessageKeyColumns,
+        Feature::SkippedOperations,
+        Feature::SnapshotCollections,
+        Feature::Heartbeats,
+        Feature::TransactionMetadata,
+        Feature::SchemaChanges,
+        Feature::Notifications,
+        Feature::SchemaHistory,
+    ],
+    signal_channels: &["source", "file", "http", "kafka"],
+};
 
 /// A dialect's captured table.
 pub type TableOf<D> = CapturedTable<<D as Dialect>::Kind, <D as Dialect>::ChangeTable>;

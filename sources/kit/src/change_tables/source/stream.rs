@@ -16,7 +16,7 @@ use super::{At, ChangeTableSource, Dialect, ErrorOf, OffsetOf, StreamFrom, Table
 use crate::change_tables::snapshots::{Incremental, PollWatch};
 use crate::change_tables::{deliver, ChangeLsn, Cursor, Emit, Merge, PieceLimits, TxOut};
 use crate::history::{ChangeKind, TableDef};
-use crate::records::heartbeat::Heartbeats;
+use crate::records::heartbeat::Heartbeat;
 use crate::records::transaction::TxState;
 
 /// One change row of a dialect.
@@ -36,8 +36,7 @@ pub struct Streaming<D: Dialect> {
     resumed_tx: Option<TxState>,
     /// The position everything delivered is at.
     position: Position,
-    heartbeats: Option<Heartbeats>,
-    last_beat: std::time::Instant,
+    heartbeat: Option<Heartbeat>,
     /// Whether an empty server was reported (once).
     empty_reported: bool,
     /// The tables as of the last poll.
@@ -128,8 +127,7 @@ impl<D: Dialect> ChangeTableSource<D> {
             resumed_tx: from.transaction.clone(),
             position: from.position_with(inc.progress().as_deref()),
             inc,
-            heartbeats: common.heartbeats(),
-            last_beat: std::time::Instant::now(),
+            heartbeat: Heartbeat::new(common),
             empty_reported: false,
             current,
             known,
@@ -157,11 +155,8 @@ impl<D: Dialect> ChangeTableSource<D> {
                 let at = (s.last_commit, &s.position);
                 s.position = (self.between_polls(conn, &mut s.inc, &s.current, at, ctx)).await?;
             }
-            if let Some(h) = &s.heartbeats {
-                if s.last_beat.elapsed() >= self.dialect.common().heartbeat_period() {
-                    s.last_beat = std::time::Instant::now();
-                    self.heartbeat(conn, h, &s.position, ctx).await?;
-                }
+            if let Some(h) = s.heartbeat.as_mut().filter(|h| h.due()) {
+                self.heartbeat(conn, h, &s.position, ctx).await?;
             }
             return Ok(false);
         };
@@ -241,21 +236,22 @@ impl<D: Dialect> ChangeTableSource<D> {
     async fn heartbeat(
         &self,
         conn: &mut D::Conn,
-        heartbeats: &Heartbeats,
+        heartbeat: &mut Heartbeat,
         position: &Position,
         ctx: &mut SourceContext,
     ) -> Result<(), ErrorOf<D>> {
-        if let Some(query) = &self.dialect.common().heartbeat_action_query {
-            let done = self.dialect.execute(conn, "heartbeat.action.query", query);
-            let done = done.await;
-            let committed = (self.dialect)
-                .end_read(conn, "committing heartbeat.action.query")
-                .await;
-            if let Err(e) = done.and(committed) {
-                tracing::warn!(error = %e, "heartbeat.action.query failed.");
+        let action = match heartbeat.action_query() {
+            Some(query) => {
+                let done = self.dialect.execute(conn, "heartbeat.action.query", query);
+                let done = done.await;
+                let committed = (self.dialect)
+                    .end_read(conn, "committing heartbeat.action.query")
+                    .await;
+                Some(done.and(committed))
             }
-        }
-        let event = heartbeats.event(SourceTimestamps::now().millis(), position.clone());
+            None => None,
+        };
+        let event = heartbeat.record(action, position.clone());
         Self::emit(ctx, vec![event], position.clone()).await
     }
 
