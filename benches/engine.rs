@@ -22,11 +22,11 @@ use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::config::{AnchoredRegex, RegexList};
 use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetsConfig};
 use sluice_engine::queue::{BoundedQueue, Popped, QueueItem};
-use sluice_engine::runtime::{self, PipelinePlan, RunOptions, SinkPlan};
 use sluice_engine::{
     BuildContext, BuildSink, BuildSource, BuildTransform, ChangeEvent, ComponentError, Sink,
     Source, Transform,
 };
+use sluice_runtime::{PipelinePlan, RunOptions, SinkPlan};
 use sluice_sinks::file::{FileSink, FileSinkConfig};
 use sluice_sinks::null::{NullSink, NullSinkConfig};
 use sluice_sources::datagen::{DatagenConfig, DatagenSource, Generator, OpMix};
@@ -375,7 +375,7 @@ fn pipeline_with(
         }],
     };
     let (cpu0, t0) = (procstat::cpu_seconds("self"), Instant::now());
-    let result = runtime::run(plan, RunOptions::default()).expect("pipeline run");
+    let result = sluice_runtime::run(plan, RunOptions::default()).expect("pipeline run");
     report(
         name,
         result.events,

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sluice_engine::config::{load_pipeline, DurationSpec};
-use sluice_engine::runtime::admin::Endpoint;
-use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
+use sluice_runtime::admin::Endpoint;
+use sluice_runtime::{PipelinePlan, RunOptions};
 
 use registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
 
@@ -223,12 +223,12 @@ impl ServerArgs {
     fn tls(
         &self,
         served: Option<&Path>,
-    ) -> Result<Option<sluice_engine::runtime::admin::ClientTls>, String> {
+    ) -> Result<Option<sluice_runtime::admin::ClientTls>, String> {
         let Some(trusted) = self.cacert.as_deref().or(served) else {
             return Ok(None);
         };
         let identity = self.cert.as_deref().zip(self.key.as_deref());
-        sluice_engine::runtime::admin::Endpoint::https(trusted, identity).map(Some)
+        sluice_runtime::admin::Endpoint::https(trusted, identity).map(Some)
     }
 }
 
@@ -338,7 +338,7 @@ fn main() -> ExitCode {
             limit,
         } => tap(
             (&pipeline, &server),
-            sluice_engine::runtime::tap_http::TapRequest { sink, topic, limit },
+            sluice_runtime::tap_http::TapRequest { sink, topic, limit },
         ),
         Command::Run {
             pipeline,
@@ -400,12 +400,12 @@ fn admin_of(pipeline: &Path, server: &ServerArgs) -> Result<(Endpoint, String), 
         } else {
             pipeline.to_string_lossy().into_owned()
         };
-        let admin = sluice_engine::runtime::admin::AdminConfig {
+        let admin = sluice_runtime::admin::AdminConfig {
             token: std::env::var("SLUICE_ADMIN_TOKEN")
                 .ok()
                 .map(sluice_engine::config::Secret::from),
             token_file: server.token_file.clone(),
-            ..sluice_engine::runtime::admin::AdminConfig::plain(bind)
+            ..sluice_runtime::admin::AdminConfig::plain(bind)
         };
         let token = admin.token().map_err(invalid)?;
         let tls = server.tls(None).map_err(invalid)?;
@@ -449,7 +449,7 @@ fn show_status(pipeline: &Path, server: &ServerArgs) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match sluice_engine::runtime::admin::status(&endpoint, &name) {
+    match sluice_runtime::admin::status(&endpoint, &name) {
         Ok(status) => {
             println!(
                 "{}",
@@ -507,7 +507,7 @@ fn import_connector(connector: &Path, bootstrap: &str) -> ExitCode {
 /// `sluice tap`: the events a running pipeline's sinks are handed, to stdout.
 fn tap(
     (pipeline, server): (&Path, &ServerArgs),
-    request: sluice_engine::runtime::tap_http::TapRequest,
+    request: sluice_runtime::tap_http::TapRequest,
 ) -> ExitCode {
     let (endpoint, name) = match admin_of(pipeline, server) {
         Ok(found) => found,
@@ -515,7 +515,7 @@ fn tap(
     };
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     let followed =
-        sluice_engine::runtime::tap_http::follow(&endpoint, &name, &request, (&mut out, &mut err));
+        sluice_runtime::tap_http::follow(&endpoint, &name, &request, (&mut out, &mut err));
     match followed {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
@@ -531,7 +531,7 @@ fn send_signal(pipeline: &Path, server: &ServerArgs, signal: &str) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
-    match sluice_engine::runtime::admin::send_signal(&endpoint, &name, signal) {
+    match sluice_runtime::admin::send_signal(&endpoint, &name, signal) {
         Ok(answer) => {
             println!("{answer}");
             ExitCode::SUCCESS
@@ -561,7 +561,7 @@ fn run(pipeline: &Path, options: RunOptions) -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     }
-    match runtime::run(plan, options) {
+    match sluice_runtime::run(plan, options) {
         Ok(report) => {
             let committed = report
                 .committed
@@ -584,11 +584,11 @@ fn run(pipeline: &Path, options: RunOptions) -> ExitCode {
 }
 
 /// Progress bars when stderr is a terminal, log lines otherwise.
-pub(crate) fn progress_view() -> sluice_engine::metrics::ProgressView {
+pub(crate) fn progress_view() -> sluice_runtime::metrics::ProgressView {
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        sluice_engine::metrics::ProgressView::Bars
+        sluice_runtime::metrics::ProgressView::Bars
     } else {
-        sluice_engine::metrics::ProgressView::Log
+        sluice_runtime::metrics::ProgressView::Log
     }
 }
 
@@ -597,11 +597,11 @@ struct LogWriter;
 
 impl std::io::Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        sluice_engine::metrics::progress::suspend(|| std::io::stderr().write(buf))
+        sluice_runtime::metrics::progress::suspend(|| std::io::stderr().write(buf))
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        sluice_engine::metrics::progress::suspend(|| std::io::stderr().write_all(buf))
+        sluice_runtime::metrics::progress::suspend(|| std::io::stderr().write_all(buf))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
+use sluice_runtime::{PipelinePlan, RunOptions};
 use sluice_sources::sqlite::demo;
 
 /// The pipeline, as shipped in `pipelines/quickstart.yaml`.
@@ -83,7 +83,7 @@ pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
         stop: None,
         progress: crate::progress_view(),
     };
-    let report = runtime::run(plan, options);
+    let report = sluice_runtime::run(plan, options);
     stop.store(true, Ordering::Relaxed);
     let _ = progress.join();
     let written = writer
@@ -174,7 +174,7 @@ fn show_progress(
                 })
                 .unwrap_or(0);
             if n != shown && !stop.load(Ordering::Relaxed) {
-                sluice_engine::metrics::progress::suspend(|| {
+                sluice_runtime::metrics::progress::suspend(|| {
                     eprintln!("quickstart: {n} events in {} so far", events.display())
                 });
                 shown = n;

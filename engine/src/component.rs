@@ -119,6 +119,10 @@ pub trait BuildSink: Send + Sync {
     fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError>;
 }
 
+/// Signals received over HTTP (the admin endpoint's `POST /pipelines/<name>/signals`),
+/// waiting for the source; shared by restarts of the pipeline.
+pub type SignalQueue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>;
+
 /// The pipeline is stopping and takes no more events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the pipeline is stopping")]
@@ -142,7 +146,7 @@ pub struct SourceContext {
     shutdown_tx: Arc<watch::Sender<bool>>,
     committed: watch::Receiver<Option<Position>>,
     commit_soon: Arc<tokio::sync::Notify>,
-    signals: Option<crate::runtime::admin::SignalQueue>,
+    signals: Option<SignalQueue>,
     /// The partitions' positions of a source that reads several ([`Self::partition_by`]).
     partitions: Option<crate::partitions::Partitions>,
     /// The snapshot's tables, as the source announced them ([`Self::snapshot_tables`]).
@@ -239,9 +243,9 @@ impl std::fmt::Debug for SourceContext {
     }
 }
 
-/// The parts of a [`SourceContext`] that the runtime wires.
+/// The parts of a [`SourceContext`] that the runtime wires (`sluice-runtime` builds it).
 #[derive(Debug)]
-pub(crate) struct SourceWiring {
+pub struct SourceWiring {
     pub pipeline: String,
     pub data_dir: PathBuf,
     pub resume_from: Option<Position>,
@@ -258,13 +262,13 @@ pub(crate) struct SourceWiring {
     pub committed: watch::Receiver<Option<Position>>,
     /// Asks the supervisor to commit as soon as what was emitted is acknowledged.
     pub commit_soon: Arc<tokio::sync::Notify>,
-    pub signals: Option<crate::runtime::admin::SignalQueue>,
+    pub signals: Option<SignalQueue>,
     pub snapshot_plan: SnapshotPlan,
     pub source_counters: Arc<SourceCounters>,
 }
 
 /// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -272,7 +276,7 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 impl SourceContext {
-    pub(crate) fn new(w: SourceWiring) -> Self {
+    pub fn new(w: SourceWiring) -> Self {
         SourceContext {
             counters: ComponentCounters::new(&w.pipeline, "source"),
             shutdown: w.shutdown_tx.subscribe(),
@@ -325,7 +329,7 @@ impl SourceContext {
 
     /// Signals received by the admin endpoint (`http` channel), one JSON object per entry;
     /// `None` when the endpoint is off. Lock it while reading.
-    pub fn external_signals(&self) -> Option<crate::runtime::admin::SignalQueue> {
+    pub fn external_signals(&self) -> Option<SignalQueue> {
         self.signals.clone()
     }
 

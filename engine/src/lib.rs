@@ -1,5 +1,6 @@
-//! Sluice's engine: the contracts every source, transform and sink is written against, and the
-//! runtime that connects them.
+//! Sluice's engine: the contracts every source, transform and sink is written against. The
+//! runtime that connects them (supervisor, stages, admin endpoint, metrics export, progress) is
+//! the `sluice-runtime` crate, which only the binary uses.
 //!
 //! - [`event`]: the Debezium-compatible change-event model (Kafka Connect schemas and values).
 //! - [`codec`]: encodings (JSON as Kafka Connect's JsonConverter writes it).
@@ -7,8 +8,6 @@
 //! - [`component`]: the `Source`, `Transform` and `Sink` traits.
 //! - [`queue`], [`ack`], [`offsets`]: bounded queues, ordered acknowledgement, committed positions.
 //! - [`registry`]: how components register themselves (one line each in the binary).
-//! - [`runtime`]: actors that run a pipeline, restart it, and stop it gracefully; the admin
-//!   endpoint (signals over HTTP) is the runtime's.
 
 pub mod ack;
 pub mod codec;
@@ -21,7 +20,6 @@ pub mod offsets;
 pub mod partitions;
 pub mod queue;
 pub mod registry;
-pub mod runtime;
 pub mod tls;
 
 pub use component::{

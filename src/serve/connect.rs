@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sluice_engine::config::ComponentSpec;
-use sluice_engine::runtime::admin::http::{self, Answer};
-use sluice_engine::runtime::admin::{Extension, Request};
-use sluice_engine::runtime::status::State;
+use sluice_runtime::admin::http::{self, Answer};
+use sluice_runtime::admin::{Extension, Request};
+use sluice_runtime::status::State;
 
 use super::manager::{Manager, Origin, Refusal, Target, View};
 use super::saved;

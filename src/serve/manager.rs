@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use sluice_engine::runtime::admin::{Attached, Directory, SignalQueue};
-use sluice_engine::runtime::status::{State, Status};
-use sluice_engine::runtime::{self, PipelinePlan, RunOptions};
 use sluice_engine::Position;
+use sluice_runtime::admin::{Attached, Directory, SignalQueue};
+use sluice_runtime::status::{State, Status};
+use sluice_runtime::{PipelinePlan, RunOptions};
 
 use crate::import::Worker;
 use crate::registry::{Pipeline, SinkSpec, SourceSpec, TransformSpec};
@@ -552,7 +552,7 @@ impl Manager {
             .spawn(move || {
                 let span = tracing::info_span!("pipeline", name = %pipeline);
                 let _entered = span.enter();
-                match runtime::run_attached(plan, options, (status, signals)) {
+                match sluice_runtime::run_attached(plan, options, (status, signals)) {
                     Ok(report) => tracing::info!(events = report.events, "Pipeline stopped."),
                     Err(e) => tracing::error!(error = %e, "Pipeline failed; the others go on."),
                 }

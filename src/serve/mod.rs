@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_engine::runtime::admin::{self, AdminConfig, Directory, Serving};
+use sluice_runtime::admin::{self, AdminConfig, Directory, Serving};
 
 use crate::import::Worker;
 use connect::Connect;

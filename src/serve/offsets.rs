@@ -8,8 +8,8 @@
 //! positions, not Debezium's offsets: what `GET` shows is what `PATCH` takes back.
 
 use serde_json::{json, Value};
-use sluice_engine::runtime::admin::http::Answer;
 use sluice_engine::Position;
+use sluice_runtime::admin::http::Answer;
 
 use super::connect::{error, refused};
 use super::manager::Manager;
@@ -22,7 +22,7 @@ pub(crate) fn answer(manager: &Manager, name: &str, method: &str, body: &[u8]) -
     match method {
         "GET" => match manager.committed(name) {
             Ok(committed) => {
-                sluice_engine::runtime::admin::http::json(200, &shown(name, committed.as_ref()))
+                sluice_runtime::admin::http::json(200, &shown(name, committed.as_ref()))
             }
             Err(r) => refused(r),
         },
@@ -37,7 +37,7 @@ pub(crate) fn answer(manager: &Manager, name: &str, method: &str, body: &[u8]) -
 
 fn change(manager: &Manager, name: &str, position: Option<&Position>, done: &str) -> Answer {
     match manager.set_committed(name, position) {
-        Ok(()) => sluice_engine::runtime::admin::http::json(
+        Ok(()) => sluice_runtime::admin::http::json(
             200,
             &json!({"message": format!("The offsets for this connector have been {done} successfully")}),
         ),

@@ -92,7 +92,7 @@ struct Settings {
     restart: Option<Backoff>,
     /// The admin endpoint (off when absent): status, metrics, signals, the Kafka Connect API.
     #[serde(default)]
-    admin: Option<crate::runtime::admin::AdminConfig>,
+    admin: Option<super::admin::AdminConfig>,
 }
 
 /// Placeholders of Debezium's templates, kept literal when no environment variable sets them.

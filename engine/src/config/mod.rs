@@ -16,6 +16,7 @@
 //! Component blocks are tagged by `type`; the engine is generic over the closed enums of
 //! sources, transforms and sinks that the binary assembles ([`ComponentSpec`]).
 
+pub mod admin;
 mod fields;
 mod load;
 mod node;
@@ -98,7 +99,7 @@ pub(crate) fn default_shutdown_timeout() -> DurationSpec {
 }
 
 /// The offset stores the engine has itself; any other `offsets.store` names a store a
-/// component provides (the binary builds it: [`crate::runtime::PipelinePlan::offset_store`]).
+/// component provides (the binary builds it: `PipelinePlan::offset_store` in the runtime).
 pub const ENGINE_OFFSET_STORES: [&str; 2] = ["file", "memory"];
 
 /// The keys of the `offsets` block the engine reads; a provided store reads the others.
@@ -221,5 +222,5 @@ pub struct PipelineConfig<S, T, K> {
     /// Restarts of the pipeline after a retryable failure.
     pub restart: Backoff,
     /// The admin endpoint (signals over HTTP), off when absent.
-    pub admin: Option<crate::runtime::admin::AdminConfig>,
+    pub admin: Option<admin::AdminConfig>,
 }

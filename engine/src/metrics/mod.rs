@@ -92,8 +92,3 @@ impl ComponentCounters {
         }
     }
 }
-
-mod debezium;
-pub mod progress;
-pub use debezium::DebeziumMetrics;
-pub use progress::{ProgressView, SharedProgress, SnapshotProgress};

@@ -335,7 +335,7 @@ pub fn interpret(signal: &Signal) -> Result<Option<Action>, String> {
 pub fn http_queue(
     common: &crate::config::SourceCommon,
     ctx: &sluice_engine::SourceContext,
-) -> Result<Option<sluice_engine::runtime::admin::SignalQueue>, String> {
+) -> Result<Option<sluice_engine::component::SignalQueue>, String> {
     if !common.signal_channel("http") {
         return Ok(None);
     }

@@ -11,8 +11,8 @@ mod bars;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::component::SnapshotPlan;
-use crate::event::{ChangeEvent, Op};
+use sluice_engine::component::SnapshotPlan;
+use sluice_engine::event::{ChangeEvent, Op};
 
 pub use bars::suspend;
 

@@ -48,7 +48,7 @@ impl Request {
             .split('&')
             .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
             .find(|(k, _)| *k == name)
-            .and_then(|(_, v)| super::super::tap_http::decode(&v.replace('+', " ")))
+            .and_then(|(_, v)| crate::tap_http::decode(&v.replace('+', " ")))
     }
 
     /// Whether the body is declared JSON.
@@ -125,7 +125,7 @@ pub(crate) async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     // The path (percent-decoded: the page asks for its pipeline's encoded name), and the query
     // string apart.
     let (target, query) = target.split_once('?').unwrap_or((target, ""));
-    let target = super::super::tap_http::decode(target)
+    let target = crate::tap_http::decode(target)
         .ok_or_else(|| bad("the path is not percent-encoded UTF-8"))?;
     let mut request = Request {
         method: method.to_owned(),

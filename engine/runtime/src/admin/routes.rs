@@ -7,7 +7,7 @@ use tokio::sync::{mpsc, Mutex};
 
 use super::http::{json, plain, Answer, Request};
 use super::SignalQueue;
-use crate::runtime::status::{State, Status};
+use crate::status::{State, Status};
 
 /// A pipeline as the endpoint reaches it.
 #[derive(Clone)]

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::phase;
-use crate::component::SnapshotPlan;
-use crate::event::ChangeEvent;
+use sluice_engine::component::SnapshotPlan;
+use sluice_engine::event::ChangeEvent;
 
 /// Bars drawn at once, at most (the table idle longest gives its place to a new one).
 const MAX_BARS: usize = 8;

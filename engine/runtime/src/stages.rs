@@ -9,13 +9,16 @@ use actix::{Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, Context, Wr
 use tokio::sync::watch;
 
 use super::supervisor::{StageExited, Supervisor};
-use crate::ack::AckTracker;
-use crate::component::{apply_chain, Delivery, Sink, SinkBatch, Source, SourceContext, Transform};
-use crate::config::{Backoff, Limits};
-use crate::error::{Classify, ComponentError, ErrorClass};
-use crate::event::ChangeEvent;
-use crate::metrics::{ComponentCounters, DebeziumMetrics};
-use crate::queue::{BoundedQueue, Popped, QueueItem};
+use crate::metrics::DebeziumMetrics;
+use sluice_engine::ack::AckTracker;
+use sluice_engine::component::{
+    apply_chain, Delivery, Sink, SinkBatch, Source, SourceContext, Transform,
+};
+use sluice_engine::config::{Backoff, Limits};
+use sluice_engine::error::{Classify, ComponentError, ErrorClass};
+use sluice_engine::event::ChangeEvent;
+use sluice_engine::metrics::ComponentCounters;
+use sluice_engine::queue::{BoundedQueue, Popped, QueueItem};
 
 pub(crate) type StageFuture = Pin<Box<dyn Future<Output = Result<(), ComponentError>> + Send>>;
 
@@ -163,7 +166,7 @@ pub(crate) struct SinkStage {
     pub retry: Backoff,
     pub counters: ComponentCounters,
     /// Where a failing write shows (`/health/ready`, the status).
-    pub status: crate::runtime::status::Status,
+    pub status: crate::status::Status,
     /// Whether the status shows this sink failing (cleared by its next delivery).
     pub failing: bool,
 }

@@ -2,7 +2,7 @@
 //!
 //! - `POST /pipelines/{name}/signals` with a Debezium signal as the JSON body (`{"id": ..,
 //!   "type": .., "data": {..}}`), answered `202` once the source has it queued (the source
-//!   reads queued signals through [`crate::SourceContext::external_signals`]);
+//!   reads queued signals through [`sluice_engine::SourceContext::external_signals`]);
 //! - `GET /pipelines/{name}`: the pipeline's status as JSON ([`Status`]);
 //! - `GET /health/live` (the process answers) and `GET /health/ready` (the pipeline runs and no
 //!   sink's writes are failing: `503` while it starts, restarts after a failure, retries a
@@ -33,10 +33,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use tokio::io::BufReader;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Mutex};
 
 pub use client::{send_signal, status, ClientTls, Connection, Endpoint};
 pub use http::{Answer, Request};
@@ -49,112 +47,17 @@ use routes::{route, under, Routes, Under};
 /// Connections served at once (taps included).
 const MAX_CONNECTIONS: usize = 32;
 
-/// `admin:` in a pipeline file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdminConfig {
-    /// Address to listen on, e.g. `127.0.0.1:8083`.
-    pub bind: String,
-    /// The bearer token every request but the health checks must carry (`${VAR}` reads it
-    /// from the environment); required to listen on an address other than this machine's.
-    #[serde(default)]
-    pub token: Option<crate::config::Secret>,
-    /// A file whose first line is the token, instead of `token`.
-    #[serde(rename = "token.file", default)]
-    pub token_file: Option<std::path::PathBuf>,
-    /// HTTPS: the endpoint's certificate chain (PEM), with `tls.key`.
-    #[serde(rename = "tls.certificate", default)]
-    pub tls_certificate: Option<std::path::PathBuf>,
-    /// HTTPS: the endpoint's private key (PEM).
-    #[serde(rename = "tls.key", default)]
-    pub tls_key: Option<std::path::PathBuf>,
-    /// HTTPS with client certificates: the CAs (PEM) whose certificates a client must present
-    /// (then no token is needed beyond this machine).
-    #[serde(rename = "tls.client.ca", default)]
-    pub tls_client_ca: Option<std::path::PathBuf>,
-}
-
-impl AdminConfig {
-    /// The token, from `token` or `token.file` (`None`: no token asked for).
-    pub fn token(&self) -> Result<Option<String>, String> {
-        let token = match (&self.token, &self.token_file) {
-            (Some(_), Some(_)) => {
-                return Err("admin: give `token` or `token.file`, not both".into())
-            }
-            (Some(t), None) => t.expose().trim().to_owned(),
-            (None, Some(path)) => std::fs::read_to_string(path)
-                .map_err(|e| format!("admin: cannot read `token.file` `{}`: {e}", path.display()))?
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_owned(),
-            (None, None) => return Ok(None),
-        };
-        if token.len() < 16 {
-            return Err("admin: the token is shorter than 16 characters: use a long random one (`openssl rand -hex 32`)".into());
-        }
-        Ok(Some(token))
-    }
-
-    /// An endpoint of `bind` with no token and no TLS.
-    pub fn plain(bind: &str) -> Self {
-        AdminConfig {
-            bind: bind.to_owned(),
-            token: None,
-            token_file: None,
-            tls_certificate: None,
-            tls_key: None,
-            tls_client_ca: None,
-        }
-    }
-
-    /// Checks that an endpoint reachable from other machines has a token or asks for client
-    /// certificates, and that its TLS settings go together.
-    pub fn check(&self) -> Result<(), String> {
-        let token = self.token()?;
-        match (&self.tls_certificate, &self.tls_key, &self.tls_client_ca) {
-            (Some(_), None, _) | (None, Some(_), _) => {
-                return Err("admin: give `tls.certificate` and `tls.key` together".into())
-            }
-            (None, None, Some(_)) => {
-                return Err("admin: `tls.client.ca` needs `tls.certificate` and `tls.key` (client certificates are asked for over TLS)".into())
-            }
-            _ => {}
-        }
-        if token.is_none() && self.tls_client_ca.is_none() && !is_local(&self.bind) {
-            return Err(format!(
-                "admin: `bind: {}` listens beyond this machine: set `token` (or `token.file`) so that requests must carry `Authorization: Bearer <token>`, or `tls.client.ca` so that they present a client certificate, or bind 127.0.0.1",
-                self.bind
-            ));
-        }
-        Ok(())
-    }
-
-    /// The TLS acceptor of `tls.*` (`None`: plain HTTP), or what is wrong with the files.
-    pub fn acceptor(&self) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
-        let (Some(certificate), Some(key)) = (&self.tls_certificate, &self.tls_key) else {
-            return Ok(None);
-        };
-        tls::acceptor(certificate, key, self.tls_client_ca.as_deref()).map(Some)
-    }
-}
-
-/// Whether `bind` (`host:port`) is this machine's own address only.
-fn is_local(bind: &str) -> bool {
-    let host = match bind.rsplit_once(':') {
-        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
-        None => bind,
+/// The TLS acceptor of `config`'s `tls.*` (`None`: plain HTTP), or what is wrong with the
+/// files.
+pub fn acceptor(config: &AdminConfig) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+    let (Some(certificate), Some(key)) = (&config.tls_certificate, &config.tls_key) else {
+        return Ok(None);
     };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    tls::acceptor(certificate, key, config.tls_client_ca.as_deref()).map(Some)
 }
 
-/// Signals received over HTTP, waiting for the source (shared by restarts of the pipeline).
-/// Signals received over HTTP, waiting for the source (shared by restarts of the pipeline).
-pub type SignalQueue = Arc<Mutex<mpsc::Receiver<String>>>;
+pub use sluice_engine::component::SignalQueue;
+pub use sluice_engine::config::admin::{is_local, AdminConfig};
 
 /// The process's Prometheus recorder, installed once (by the first endpoint), with its upkeep
 /// running; `None` when another recorder was installed first.
@@ -165,8 +68,8 @@ fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
         .get_or_init(|| {
             let builder = metrics_exporter_prometheus::PrometheusBuilder::new()
                 .set_buckets_for_metric(
-                    metrics_exporter_prometheus::Matcher::Full(crate::metrics::BATCH_SECONDS.into()),
-                    crate::metrics::BATCH_BUCKETS,
+                    metrics_exporter_prometheus::Matcher::Full(sluice_engine::metrics::BATCH_SECONDS.into()),
+                    sluice_engine::metrics::BATCH_BUCKETS,
                 )
                 .map_err(|e| tracing::warn!(error = %e, "No Prometheus metrics: the histograms' buckets are refused."))
                 .ok()?;
@@ -218,7 +121,7 @@ pub async fn listen(
 ) -> Result<SocketAddr, std::io::Error> {
     config.check().map_err(std::io::Error::other)?;
     let token = config.token().map_err(std::io::Error::other)?;
-    let acceptor = config.acceptor().map_err(std::io::Error::other)?;
+    let acceptor = acceptor(config).map_err(std::io::Error::other)?;
     let listener = TcpListener::bind(&config.bind).await.map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -550,45 +453,6 @@ mod tests {
             "{html}"
         );
         assert!(!html.contains("__PIPELINE__"));
-    }
-
-    #[test]
-    fn binding_beyond_this_machine_needs_a_long_token() {
-        let config = |bind: &str, token: Option<&str>| AdminConfig {
-            token: token.map(|t| crate::config::Secret::from(t.to_owned())),
-            ..AdminConfig::plain(bind)
-        };
-        for local in ["127.0.0.1:8083", "localhost:1", "[::1]:8083", "127.1.2.3:9"] {
-            assert_eq!(config(local, None).check(), Ok(()), "{local}");
-        }
-        let e = config("0.0.0.0:8083", None).check().unwrap_err();
-        assert!(e.contains("set `token`"), "{e}");
-        assert!(config("0.0.0.0:8083", Some("short")).check().is_err());
-        assert_eq!(
-            config("0.0.0.0:8083", Some("0123456789abcdef")).check(),
-            Ok(())
-        );
-        // Client certificates instead of a token; TLS settings go together.
-        let tls = |ca: Option<&str>, cert: bool| AdminConfig {
-            tls_certificate: cert.then(|| "s.pem".into()),
-            tls_key: cert.then(|| "s.key".into()),
-            tls_client_ca: ca.map(Into::into),
-            ..AdminConfig::plain("0.0.0.0:8083")
-        };
-        assert_eq!(tls(Some("ca.pem"), true).check(), Ok(()));
-        assert!(tls(None, true)
-            .check()
-            .unwrap_err()
-            .contains("tls.client.ca"));
-        assert!(tls(Some("ca.pem"), false)
-            .check()
-            .unwrap_err()
-            .contains("needs `tls.certificate`"));
-        let half = AdminConfig {
-            tls_certificate: Some("s.pem".into()),
-            ..AdminConfig::plain("127.0.0.1:1")
-        };
-        assert!(half.check().unwrap_err().contains("together"));
     }
 
     use super::super::status::State;

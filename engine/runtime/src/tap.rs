@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use crate::codec::json::{JsonEncoder, JsonOptions};
-use crate::event::ChangeEvent;
+use sluice_engine::codec::json::{JsonEncoder, JsonOptions};
+use sluice_engine::event::ChangeEvent;
 
 /// Lines a listener may hold before it misses events.
 const BUFFER: usize = 1024;
@@ -117,7 +117,7 @@ impl Taps {
                 encoder.encode_line(event, true, &mut encoded);
                 let mut line = Vec::with_capacity(encoded.len() + sink.len() + 12);
                 line.extend_from_slice(b"{\"sink\":");
-                crate::codec::json::write_string(sink, &mut line);
+                sluice_engine::codec::json::write_string(sink, &mut line);
                 line.push(b',');
                 line.extend_from_slice(encoded.get(1..).unwrap_or_default());
                 if l.lines.try_send(line).is_err() {
@@ -131,7 +131,7 @@ impl Taps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Record, Schema, SchemaType, Value};
+    use sluice_engine::event::{Record, Schema, SchemaType, Value};
 
     fn event(topic: &str, n: i32) -> ChangeEvent {
         let schema = Schema::primitive(SchemaType::Int32, false);

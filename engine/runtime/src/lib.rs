@@ -10,11 +10,12 @@
 //! ```
 //!
 //! Each stage is an actix actor on its own arbiter (thread); records move only through
-//! [`BoundedQueue`](crate::queue::BoundedQueue)s, never through mailboxes. After a retryable
+//! [`BoundedQueue`](sluice_engine::queue::BoundedQueue)s, never through mailboxes. After a retryable
 //! failure the whole data path is torn down and rebuilt from the last committed position, so
 //! nothing that was not acknowledged by every sink is skipped.
 
 pub mod admin;
+pub mod metrics;
 mod stages;
 pub mod status;
 mod supervisor;
@@ -25,11 +26,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::component::{BuildSink, BuildSource, BuildTransform};
-use crate::config::{Backoff, ComponentSpec, Limits, OffsetsConfig, PipelineConfig};
-use crate::error::ComponentError;
-use crate::event::Position;
-use crate::offsets::OffsetError;
+use sluice_engine::component::{BuildSink, BuildSource, BuildTransform};
+use sluice_engine::config::{Backoff, ComponentSpec, Limits, OffsetsConfig, PipelineConfig};
+use sluice_engine::error::ComponentError;
+use sluice_engine::event::Position;
+use sluice_engine::offsets::OffsetError;
 
 pub use supervisor::Supervisor;
 
@@ -68,10 +69,10 @@ pub struct PipelinePlan {
     /// Sinks.
     pub sinks: Vec<SinkPlan>,
     /// The admin endpoint, off when `None`.
-    pub admin: Option<crate::runtime::admin::AdminConfig>,
+    pub admin: Option<crate::admin::AdminConfig>,
     /// An offset store built outside the engine (`offsets.store: kafka`); used instead of the
     /// engine's own when set.
-    pub offset_store: Option<Arc<dyn crate::offsets::OffsetStore>>,
+    pub offset_store: Option<Arc<dyn sluice_engine::offsets::OffsetStore>>,
 }
 
 impl std::fmt::Debug for PipelinePlan {
@@ -91,8 +92,11 @@ impl PipelinePlan {
     /// `file` (under `data_dir`) or `memory` store.
     pub fn open_offset_store(
         &self,
-    ) -> Result<Arc<dyn crate::offsets::OffsetStore>, crate::offsets::OffsetError> {
-        use crate::offsets::{FileOffsetStore, MemoryOffsetStore, OffsetError, OffsetStore};
+    ) -> Result<Arc<dyn sluice_engine::offsets::OffsetStore>, sluice_engine::offsets::OffsetError>
+    {
+        use sluice_engine::offsets::{
+            FileOffsetStore, MemoryOffsetStore, OffsetError, OffsetStore,
+        };
         match (&self.offset_store, self.offsets.store.as_str()) {
             (Some(store), _) => Ok(store.clone()),
             (None, "file") => {
@@ -111,11 +115,12 @@ impl PipelinePlan {
     /// kept there (the `file` store); `None` otherwise.
     pub fn lock_data_dir(
         &self,
-    ) -> Result<Option<crate::offsets::DataDirLock>, crate::offsets::OffsetError> {
+    ) -> Result<Option<sluice_engine::offsets::DataDirLock>, sluice_engine::offsets::OffsetError>
+    {
         if self.offset_store.is_some() || self.offsets.store != "file" {
             return Ok(None);
         }
-        crate::offsets::DataDirLock::acquire(&self.data_dir, &self.name).map(Some)
+        sluice_engine::offsets::DataDirLock::acquire(&self.data_dir, &self.name).map(Some)
     }
 
     /// A plan from a loaded configuration.

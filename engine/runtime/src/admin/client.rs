@@ -33,8 +33,9 @@ impl Endpoint {
     pub fn https(trusted: &Path, identity: Option<(&Path, &Path)>) -> Result<ClientTls, String> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        let roots = crate::tls::roots(trusted, "--cacert")?;
-        let builder = crate::tls::client_builder(crate::tls::Verify::Full, Some(roots))?;
+        let roots = sluice_engine::tls::roots(trusted, "--cacert")?;
+        let builder =
+            sluice_engine::tls::client_builder(sluice_engine::tls::Verify::Full, Some(roots))?;
         let config = match identity {
             None => builder.with_no_client_auth(),
             Some((certificate, key)) => {

@@ -13,13 +13,13 @@ use tokio::sync::watch;
 
 use super::stages::{self, SinkStage, StageActor, StageFuture};
 use super::{PipelinePlan, RunError, RunOptions, RunReport};
-use crate::ack::AckTracker;
-use crate::component::{now_ms, BuildContext, SourceContext, SourceWiring};
-use crate::error::{Classify, ComponentError, ErrorClass};
-use crate::event::Position;
-use crate::metrics::{self, ComponentCounters};
-use crate::offsets::OffsetStore;
-use crate::queue::BoundedQueue;
+use sluice_engine::ack::AckTracker;
+use sluice_engine::component::{now_ms, BuildContext, SourceContext, SourceWiring};
+use sluice_engine::error::{Classify, ComponentError, ErrorClass};
+use sluice_engine::event::Position;
+use sluice_engine::metrics::{self, ComponentCounters};
+use sluice_engine::offsets::OffsetStore;
+use sluice_engine::queue::BoundedQueue;
 
 /// A stage finished (successfully, with an error, or aborted).
 #[derive(Message)]
@@ -56,7 +56,7 @@ pub struct Supervisor {
     outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
     store: Option<Arc<dyn OffsetStore>>,
     /// The hold on `data_dir` while the pipeline runs (file offsets), let go when it ends.
-    data_dir_lock: Option<crate::offsets::DataDirLock>,
+    data_dir_lock: Option<sluice_engine::offsets::DataDirLock>,
     committed: Option<Position>,
     committed_tx: watch::Sender<Option<Position>>,
     emitted: Arc<AtomicU64>,
@@ -69,9 +69,9 @@ pub struct Supervisor {
     next_generation: u64,
     current: Option<Generation>,
     /// Signals from the admin endpoint, handed to every generation's source.
-    signals: Option<crate::runtime::admin::SignalQueue>,
+    signals: Option<crate::admin::SignalQueue>,
     /// What the admin endpoint shows.
-    status: crate::runtime::status::Status,
+    status: crate::status::Status,
     /// Debezium's metrics, across generations (with an admin endpoint).
     debezium: Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>,
     restarts: u32,
@@ -82,7 +82,7 @@ pub struct Supervisor {
     deadline: Option<SpawnHandle>,
 }
 
-use crate::runtime::status::State;
+use crate::status::State;
 
 impl Supervisor {
     /// A supervisor that will write its outcome into `outcome` and stop the actor system.
@@ -90,10 +90,7 @@ impl Supervisor {
         plan: PipelinePlan,
         options: RunOptions,
         outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
-        (signals, status): (
-            Option<crate::runtime::admin::SignalQueue>,
-            crate::runtime::status::Status,
-        ),
+        (signals, status): (Option<crate::admin::SignalQueue>, crate::status::Status),
     ) -> Self {
         let (committed_tx, _) = watch::channel(None);
         let (emitted, last_event_ms) = status.counters();
@@ -627,7 +624,7 @@ fn build_sinks(
     plan: &PipelinePlan,
     acker: &Arc<AckTracker>,
     max_bytes: usize,
-    status: &crate::runtime::status::Status,
+    status: &crate::status::Status,
 ) -> Result<SinkStages, (String, ComponentError)> {
     let limits = plan.limits;
     let mut stages = Vec::new();

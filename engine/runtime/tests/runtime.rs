@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sluice_engine::config::{Backoff, DurationSpec, Limits, OffsetsConfig};
-use sluice_engine::runtime::{self, PipelinePlan, RunError, RunOptions, RunReport, SinkPlan};
 use sluice_engine::{
     delivered, Batch, BuildContext, BuildSink, BuildSource, ChangeEvent, ComponentError, Delivery,
     Position, Record, Schema, SchemaType, Sink, SinkBatch, Source, SourceContext, Value,
 };
+use sluice_runtime::{PipelinePlan, RunError, RunOptions, RunReport, SinkPlan};
 
 /// Emits `total` events with positions 1..=total, `batch` per emit; fails once (retryably)
 /// when about to emit event `fail_at` if set.
@@ -216,7 +216,7 @@ fn spawn_run(
     plan: PipelinePlan,
     options: RunOptions,
 ) -> std::thread::JoinHandle<Result<RunReport, RunError>> {
-    std::thread::spawn(move || runtime::run(plan, options))
+    std::thread::spawn(move || sluice_runtime::run(plan, options))
 }
 
 fn backpressure_case(limits: Limits, payload: usize, bound: u64) {
@@ -317,7 +317,7 @@ fn a_sink_past_its_retry_budget_stops_the_pipeline_without_committing_past_it() 
         fail_after: Some(4),
         ..Recorder::default()
     };
-    let err = runtime::run(
+    let err = sluice_runtime::run(
         plan(
             counting(5_000, 10, 8, Arc::new(AtomicU64::new(0))),
             &[("s", sink.clone())],
@@ -356,7 +356,7 @@ fn a_retryable_source_failure_restarts_from_the_committed_position_and_loses_not
         fail_at: Some(1_501),
         failed: failed.clone(),
     }));
-    let report = runtime::run(
+    let report = sluice_runtime::run(
         plan(
             spec,
             &[("s", sink.clone())],
@@ -383,7 +383,7 @@ fn offsets_survive_a_clean_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let first = Recorder::default();
     let limits = limits(100, 1 << 30, 10);
-    let r1 = runtime::run(
+    let r1 = sluice_runtime::run(
         plan(
             counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))),
             &[("s", first.clone())],
@@ -398,7 +398,7 @@ fn offsets_survive_a_clean_restart() {
     .expect("first run");
     assert_eq!(r1.committed, Some(Position::Offset(700)));
     let second = Recorder::default();
-    runtime::run(
+    sluice_runtime::run(
         plan(
             counting(2_000, 10, 8, Arc::new(AtomicU64::new(0))),
             &[("s", second.clone())],
@@ -419,7 +419,7 @@ fn a_failed_delivery_is_written_again_with_everything_after_it() {
         fail_delivery_of: Some(5),
         ..Recorder::default()
     };
-    let report = runtime::run(
+    let report = sluice_runtime::run(
         plan(
             counting(3_000, 10, 8, Arc::new(AtomicU64::new(0))),
             &[("s", sink.clone())],
@@ -526,7 +526,7 @@ fn per_component_counters_count_every_event() {
     let capture = Capture::default();
     let (a, b) = (Recorder::default(), Recorder::default());
     metrics::with_local_recorder(&capture, || {
-        runtime::run(
+        sluice_runtime::run(
             plan(
                 counting(1_000, 10, 8, Arc::new(AtomicU64::new(0))),
                 &[("a", a.clone()), ("b", b.clone())],

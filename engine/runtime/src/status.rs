@@ -50,7 +50,7 @@ struct Written {
 }
 
 /// A generation's queues and their limits (events, bytes).
-type Queues = (Vec<Arc<crate::queue::BoundedQueue>>, (usize, usize));
+type Queues = (Vec<Arc<sluice_engine::queue::BoundedQueue>>, (usize, usize));
 
 /// A pipeline's status, shared by its supervisor and the admin endpoint.
 #[derive(Clone)]
@@ -66,9 +66,9 @@ pub struct Status {
     /// The snapshot's progress, from Debezium's metrics (when the supervisor keeps them).
     snapshot: Arc<Mutex<Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>>>,
     /// The snapshot's tables, as the source announced them.
-    plan: crate::component::SnapshotPlan,
+    plan: sluice_engine::component::SnapshotPlan,
     /// What the source left out.
-    source_counters: Arc<crate::component::SourceCounters>,
+    source_counters: Arc<sluice_engine::component::SourceCounters>,
     /// The current generation's queues, with their limits (events, bytes).
     queues: Arc<Mutex<Queues>>,
     /// The position of the last event each sink has durably taken.
@@ -85,7 +85,7 @@ impl Status {
                 restarts: 0,
                 last_error: None,
                 committed: None,
-                started_ms: crate::component::now_ms(),
+                started_ms: sluice_engine::component::now_ms(),
                 failing_sinks: Default::default(),
                 commit_lag_ms: 0,
             })),
@@ -106,7 +106,7 @@ impl Status {
         Status::new(
             name,
             Arc::new(AtomicU64::new(0)),
-            Arc::new(AtomicU64::new(crate::component::now_ms())),
+            Arc::new(AtomicU64::new(sluice_engine::component::now_ms())),
         )
     }
 
@@ -127,12 +127,12 @@ impl Status {
     }
 
     /// The snapshot's tables, shared with the source and the metrics.
-    pub(crate) fn snapshot_plan(&self) -> crate::component::SnapshotPlan {
+    pub(crate) fn snapshot_plan(&self) -> sluice_engine::component::SnapshotPlan {
         Arc::clone(&self.plan)
     }
 
     /// What the source left out, shared with the source and the metrics.
-    pub(crate) fn source_counters(&self) -> Arc<crate::component::SourceCounters> {
+    pub(crate) fn source_counters(&self) -> Arc<sluice_engine::component::SourceCounters> {
         Arc::clone(&self.source_counters)
     }
 
@@ -140,7 +140,7 @@ impl Status {
     /// `limits` (events, bytes).
     pub(crate) fn set_queues(
         &self,
-        queues: Vec<Arc<crate::queue::BoundedQueue>>,
+        queues: Vec<Arc<sluice_engine::queue::BoundedQueue>>,
         limits: (usize, usize),
     ) {
         *self.queues.lock().unwrap_or_else(|p| p.into_inner()) = (queues, limits);
@@ -226,14 +226,14 @@ impl Status {
             w.last_error = Some(LastError {
                 stage: stage.to_owned(),
                 message,
-                at_ms: crate::component::now_ms(),
+                at_ms: sluice_engine::component::now_ms(),
             });
         });
     }
 
     /// Sink `name`'s writes fail with `message` (it retries).
     pub fn sink_failing(&self, name: &str, message: String) {
-        let at_ms = crate::component::now_ms();
+        let at_ms = sluice_engine::component::now_ms();
         self.write(|w| {
             let error = LastError {
                 stage: format!("sink:{name}"),
@@ -290,7 +290,7 @@ impl Status {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let now = crate::component::now_ms();
+        let now = sluice_engine::component::now_ms();
         let last = self.last_event_ms.load(Ordering::Relaxed);
         serde_json::json!({
             "name": &*self.name,

@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use metrics::Gauge;
 
-use crate::event::{ChangeEvent, Op, Value};
-use crate::queue::BoundedQueue;
+use sluice_engine::event::{ChangeEvent, Op, Value};
+use sluice_engine::queue::BoundedQueue;
 
 /// The gauges of one context (`snapshot` or `streaming`).
 struct Context {
@@ -100,9 +100,9 @@ pub struct DebeziumMetrics {
     capacity: (usize, usize),
     named: Option<Named>,
     /// The snapshot's tables as the source announced them.
-    plan: crate::component::SnapshotPlan,
+    plan: sluice_engine::component::SnapshotPlan,
     /// What the source left out.
-    counters: Arc<crate::component::SourceCounters>,
+    counters: Arc<sluice_engine::component::SourceCounters>,
     /// When the table counts were last set (twice a second at most: not per batch).
     counted: Option<Instant>,
     /// Whether they were set once the snapshot had finished (then they no longer change).
@@ -174,14 +174,17 @@ impl DebeziumMetrics {
 
     /// Reads the snapshot's tables from `plan` (`TotalTableCount`, `RemainingTableCount`,
     /// the status's estimates).
-    pub fn with_plan(mut self, plan: crate::component::SnapshotPlan) -> Self {
+    pub fn with_plan(mut self, plan: sluice_engine::component::SnapshotPlan) -> Self {
         self.plan = plan;
         self
     }
 
     /// Reads what the source left out from `counters` (`NumberOfEventsFiltered`,
     /// `NumberOfErroneousEvents`, streaming).
-    pub fn with_counters(mut self, counters: Arc<crate::component::SourceCounters>) -> Self {
+    pub fn with_counters(
+        mut self,
+        counters: Arc<sluice_engine::component::SourceCounters>,
+    ) -> Self {
         self.counters = counters;
         self
     }
@@ -394,7 +397,7 @@ impl DebeziumMetrics {
         }
         c.last = Some(Instant::now());
         if let Some(Value::Int64(ts)) = events.last().and_then(|e| e.source_field("ts_ms")) {
-            let now = crate::component::now_ms() as i64;
+            let now = sluice_engine::component::now_ms() as i64;
             let behind = now.saturating_sub(*ts).max(0);
             n.behind.set(behind as f64);
             n.behind_ms = Some(behind);
