@@ -237,21 +237,22 @@ impl TxState {
         }
     }
 
-    /// `position` (a JSON object) with this state as its `transaction` member.
+    /// `position` (a JSON object) with this state as its `transaction` member (replacing one
+    /// it had), the other members as they were.
     pub fn in_position(&self, position: &Position) -> Position {
         let Position::Opaque(text) = position else {
             return position.clone();
         };
-        let Some(open) = text.strip_suffix('}') else {
+        let Ok(mut fields) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+        else {
             return position.clone();
         };
-        let state = serde_json::to_string(self).unwrap_or_default();
-        let comma = if open.trim_end().ends_with('{') {
-            ""
-        } else {
-            ","
+        let Ok(state) = serde_json::to_value(self) else {
+            return position.clone();
         };
-        Position::Opaque(format!("{open}{comma}\"transaction\":{state}}}").into())
+        fields.insert("transaction".to_owned(), state);
+        Position::Opaque(serde_json::Value::Object(fields).to_string().into())
     }
 }
 
