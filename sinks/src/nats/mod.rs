@@ -9,6 +9,7 @@
 //! the source waits; nothing is lost, and what was taken twice is dropped by its id.
 
 mod config;
+mod error;
 
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use crate::format::{EncodeError, Encoder};
 use crate::replay_id::ReplayIds;
 use crate::shown_url::shown;
 use crate::skipped::skip_or_fail;
+use error::NatsSinkError;
 
 /// One message to publish.
 struct Message {
@@ -60,25 +62,33 @@ impl NatsSink {
     /// A sink for `config`: the servers are reached once (login, the stream created when asked)
     /// so that a wrong address or login stops the start with the fix.
     pub fn open(config: &NatsSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
-        config.validate().map_err(ComponentError::fatal)?;
+        config.validate().map_err(NatsSinkError::Config)?;
         let name = ctx.component.to_owned();
         let (check, sink) = (config.clone(), name.clone());
         crate::block_on_side_thread(async move {
-            let client = connect(&check).await.map_err(|e| {
-                ComponentError::fatal(format!("sink `{sink}`: {}", connect_error(&check, &e)))
+            let client = connect(&check).await.map_err(|e| NatsSinkError::Connect {
+                sink: sink.clone(),
+                message: connect_error(&check, &e),
+                source: e,
             })?;
             let context = jetstream::new(client.clone());
             if check.create_stream {
                 create_stream(&context, &check)
                     .await
-                    .map_err(|e| ComponentError::fatal(format!("sink `{sink}`: {e}")))?;
+                    .map_err(|e| NatsSinkError::CreateStream {
+                        sink: sink.clone(),
+                        stream: check.stream_name.clone(),
+                        at: shown(&check.url),
+                        source: e,
+                    })?;
             }
             // A stream taking the replies would store every acknowledgement as a message.
             if let Ok(stream) = context.stream_by_subject(config::INBOX_PROBE).await {
-                return Err(ComponentError::fatal(format!(
-                    "sink `{sink}`: the stream `{stream}` takes the subjects of the replies JetStream sends the sink ({}.…) and would store them as messages: narrow its subjects (`<topic.prefix>.>`)",
-                    config::INBOX
-                )));
+                return Err(ComponentError::from(NatsSinkError::InboxTaken {
+                    sink,
+                    stream,
+                    inbox: config::INBOX,
+                }));
             }
             client.drain().await.ok();
             Ok(())
@@ -150,11 +160,11 @@ impl NatsSink {
         }
         let client = connect(&self.config).await.map_err(|e| match e.kind() {
             ConnectErrorKind::Authentication | ConnectErrorKind::AuthorizationViolation => {
-                Failure::Stop(ComponentError::fatal(format!(
-                    "sink `{}`: {}",
-                    self.name,
-                    connect_error(&self.config, &e)
-                )))
+                Failure::Stop(ComponentError::from(NatsSinkError::Connect {
+                    sink: self.name.clone(),
+                    message: connect_error(&self.config, &e),
+                    source: e,
+                }))
             }
             _ => Failure::Again(e.to_string()),
         })?;
@@ -239,10 +249,13 @@ impl NatsSink {
     /// (else the server was busy: another attempt).
     async fn no_stream(&self, context: &jetstream::Context, subject: &str) -> Failure {
         match context.stream_by_subject(subject).await {
-            Err(e) if e.to_string().contains("not found") => Failure::Stop(ComponentError::fatal(format!(
-                "sink `{}`: no JetStream stream takes subject `{subject}` at {}: add one whose subjects match it (`nats stream add`), or set `create-stream: true` with `subjects`",
-                self.name, shown(&self.config.url)
-            ))),
+            Err(e) if e.to_string().contains("not found") => {
+                Failure::Stop(ComponentError::from(NatsSinkError::NoStream {
+                    sink: self.name.clone(),
+                    subject: subject.to_owned(),
+                    at: shown(&self.config.url),
+                }))
+            }
             _ => Failure::Again(format!("no stream answered for `{subject}`")),
         }
     }
@@ -333,7 +346,7 @@ fn connect_error(config: &NatsSinkConfig, e: &async_nats::ConnectError) -> Strin
 async fn create_stream(
     context: &jetstream::Context,
     config: &NatsSinkConfig,
-) -> Result<(), String> {
+) -> Result<(), async_nats::jetstream::context::CreateStreamError> {
     let settings = stream::Config {
         name: config.stream_name.clone(),
         description: Some("Change events from Sluice".into()),
@@ -350,17 +363,7 @@ async fn create_stream(
         duplicate_window: Duration::from_millis(config.duplicate_window_ms),
         ..Default::default()
     };
-    context
-        .get_or_create_stream(settings)
-        .await
-        .map(|_| ())
-        .map_err(|e| {
-            format!(
-                "cannot create the stream `{}` at {}: {e}",
-                config.stream_name,
-                shown(&config.url)
-            )
-        })
+    context.get_or_create_stream(settings).await.map(|_| ())
 }
 
 #[async_trait]

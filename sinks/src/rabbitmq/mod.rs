@@ -13,6 +13,7 @@
 //! stops the pipeline with the fix instead of being dropped by the broker.
 
 mod config;
+mod error;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -37,6 +38,7 @@ pub use config::{ExchangeType, RabbitmqSinkConfig, RoutingKeySource};
 
 use crate::format::{EncodeError, Encoder};
 use crate::skipped::skip_or_fail;
+use error::{DeclareFailed, RabbitmqSinkError};
 
 /// One message to publish.
 struct Message {
@@ -75,17 +77,22 @@ impl RabbitmqSink {
         config: &RabbitmqSinkConfig,
         ctx: &BuildContext<'_>,
     ) -> Result<Self, ComponentError> {
-        config.validate().map_err(ComponentError::fatal)?;
+        config.validate().map_err(RabbitmqSinkError::Config)?;
         let name = ctx.component.to_owned();
         let (check, sink) = (config.clone(), name.clone());
         crate::block_on_side_thread(async move {
-            let (connection, channel) = connect(&check).await.map_err(|e| {
-                ComponentError::fatal(format!("sink `{sink}`: {}", connect_error(&check, &e)))
-            })?;
+            let (connection, channel) =
+                connect(&check)
+                    .await
+                    .map_err(|e| RabbitmqSinkError::Connect {
+                        sink: sink.clone(),
+                        message: connect_error(&check, &e),
+                        source: e,
+                    })?;
             if let Some(exchange) = static_exchange(&check) {
                 declare(&channel, &check, &exchange, static_key(&check).as_deref())
                     .await
-                    .map_err(|e| ComponentError::fatal(format!("sink `{sink}`: {e}")))?;
+                    .map_err(|e| e.of(&sink))?;
             }
             connection.close(200, "checked".into()).await.ok();
             Ok(())
@@ -159,10 +166,11 @@ impl RabbitmqSink {
         let (connection, channel) = connect(&self.config).await.map_err(|e| {
             let line = connect_error(&self.config, &e);
             match refused(&e) {
-                Some(_) => Failure::Stop(ComponentError::fatal(format!(
-                    "sink `{}`: {line}",
-                    self.name
-                ))),
+                Some(_) => Failure::Stop(ComponentError::from(RabbitmqSinkError::Connect {
+                    sink: self.name.clone(),
+                    message: line,
+                    source: e,
+                })),
                 None => Failure::Again(line),
             }
         })?;
@@ -187,9 +195,7 @@ impl RabbitmqSink {
         }
         declare(channel, &self.config, &m.exchange, Some(&m.routing_key))
             .await
-            .map_err(|e| {
-                Failure::Stop(ComponentError::fatal(format!("sink `{}`: {e}", self.name)))
-            })?;
+            .map_err(|e| Failure::Stop(e.of(&self.name).into()))?;
         self.declared.insert(wanted);
         Ok(())
     }
@@ -266,13 +272,13 @@ impl RabbitmqSink {
 
     /// A message the broker returned: no queue is bound for its routing key.
     fn unroutable(&self, m: &Message, reply: &ShortString) -> ComponentError {
-        ComponentError::fatal(format!(
-            "sink `{}`: no queue is bound to exchange `{}` for routing key `{}` at {} (the broker returned the message: {reply}): bind a queue, set `autoCreateRoutingKey: true`, or `mandatory: false` to let the broker drop such messages",
-            self.name,
-            m.exchange,
-            m.routing_key,
-            self.config.shown()
-        ))
+        ComponentError::from(RabbitmqSinkError::Unroutable {
+            sink: self.name.clone(),
+            exchange: m.exchange.clone(),
+            key: m.routing_key.clone(),
+            at: self.config.shown(),
+            reply: reply.to_string(),
+        })
     }
 
     /// A message whose channel the broker closed.
@@ -282,11 +288,11 @@ impl RabbitmqSink {
         };
         let text = amqp.get_message().as_str();
         let at = self.config.shown();
-        let stop = |line: String| {
-            Failure::Stop(ComponentError::fatal(format!(
-                "sink `{}`: {line}",
-                self.name
-            )))
+        let stop = |message: String| {
+            Failure::Stop(ComponentError::from(RabbitmqSinkError::Rejected {
+                sink: self.name.clone(),
+                message,
+            }))
         };
         match amqp.kind() {
             AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND) => stop(format!(
@@ -476,7 +482,11 @@ async fn declare(
     config: &RabbitmqSinkConfig,
     exchange: &str,
     key: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), DeclareFailed> {
+    let failed = |what: String| {
+        let at = config.shown();
+        move |source| DeclareFailed { what, at, source }
+    };
     if config.auto_create_exchange {
         let kind = match config.exchange_type {
             ExchangeType::Topic => ExchangeKind::Topic,
@@ -491,12 +501,7 @@ async fn declare(
         channel
             .exchange_declare(exchange.into(), kind, options, FieldTable::default())
             .await
-            .map_err(|e| {
-                format!(
-                    "cannot declare exchange `{exchange}` at {}: {e}",
-                    config.shown()
-                )
-            })?;
+            .map_err(failed(format!("declare exchange `{exchange}`")))?;
     }
     let Some(key) = key.filter(|k| config.auto_create_routing_key && !k.is_empty()) else {
         return Ok(());
@@ -508,7 +513,7 @@ async fn declare(
     channel
         .queue_declare(key.into(), options, FieldTable::default())
         .await
-        .map_err(|e| format!("cannot declare queue `{key}` at {}: {e}", config.shown()))?;
+        .map_err(failed(format!("declare queue `{key}`")))?;
     channel
         .queue_bind(
             key.into(),
@@ -518,12 +523,9 @@ async fn declare(
             FieldTable::default(),
         )
         .await
-        .map_err(|e| {
-            format!(
-                "cannot bind queue `{key}` to exchange `{exchange}` at {}: {e}",
-                config.shown()
-            )
-        })
+        .map_err(failed(format!(
+            "bind queue `{key}` to exchange `{exchange}`"
+        )))
 }
 
 #[async_trait]

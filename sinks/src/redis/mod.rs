@@ -14,6 +14,7 @@
 //! before the refused one's retry as well as after it.
 
 mod config;
+mod error;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub use config::{MessageFormat, RedisSinkConfig};
 use crate::format::{EncodeError, Encoder};
 use crate::ordered::Ordered;
 use crate::skipped::skip_or_fail;
+use error::RedisSinkError;
 
 /// The longest field Redis takes when the server does not say (`proto-max-bulk-len`).
 const DEFAULT_MAX_BULK: u64 = 512 * 1024 * 1024;
@@ -92,27 +94,29 @@ impl RedisSink {
     /// A client for `config`; the server is reached once (connection, login, `PING`) so that a
     /// wrong address or login stops the start with the fix.
     pub fn open(config: &RedisSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
-        config.validate().map_err(ComponentError::fatal)?;
+        config.validate().map_err(RedisSinkError::Config)?;
         let name = ctx.component.to_owned();
-        let client = client(config).map_err(|e| {
-            ComponentError::fatal(format!("sink `{name}`: {}", describe(&e, config)))
-        })?;
+        let start = |sink: &str, config: &RedisSinkConfig, source: RedisError| {
+            let message = describe(&source, config);
+            RedisSinkError::Start {
+                sink: sink.to_owned(),
+                message,
+                source,
+            }
+        };
+        let client = client(config).map_err(|e| start(&name, config, e))?;
         let check = (client.clone(), connection_config(config), config.clone());
         let sink = name.clone();
         crate::block_on_side_thread(async move {
             let (client, settings, config) = check;
-            let mut conn = client
-                .get_multiplexed_async_connection_with_config(&settings)
+            let reached = async {
+                let mut conn =
+                    (client.get_multiplexed_async_connection_with_config(&settings)).await?;
+                redis::cmd("PING").query_async::<()>(&mut conn).await
+            };
+            reached
                 .await
-                .map_err(|e| {
-                    ComponentError::fatal(format!("sink `{sink}`: {}", describe(&e, &config)))
-                })?;
-            redis::cmd("PING")
-                .query_async::<()>(&mut conn)
-                .await
-                .map_err(|e| {
-                    ComponentError::fatal(format!("sink `{sink}`: {}", describe(&e, &config)))
-                })
+                .map_err(|e| ComponentError::from(start(&sink, &config, e)))
         })?;
         let encoder = Encoder::open(&config.format, &name)?;
         tracing::info!(sink = %name, address = %config.address, "Connected to Redis.");
@@ -218,11 +222,11 @@ impl Writer {
             .any(|c| matches!(c.as_str(), "NOAUTH" | "WRONGPASS" | "NOPERM"))
             || e.kind() == redis::ErrorKind::AuthenticationFailed;
         if stop {
-            return Failure::Stop(ComponentError::fatal(format!(
-                "sink `{}`: {}",
-                self.name,
-                describe(e, &self.config)
-            )));
+            return Failure::Stop(ComponentError::from(RedisSinkError::Refused {
+                sink: self.name.clone(),
+                message: describe(e, &self.config),
+                source: e.clone(),
+            }));
         }
         Failure::Again(describe(e, &self.config))
     }
@@ -372,10 +376,14 @@ impl Writer {
                 return Ok(());
             }
             if !self.config.wait_retry_enabled {
-                return Err(Failure::Stop(ComponentError::retryable(format!(
-                    "sink `{}`: {acked} of {replicas} replicas confirmed the entries within `wait.timeout.ms` ({} ms); the batch is sent again (set `wait.retry.enabled: true` to wait longer instead)",
-                    self.name, self.config.wait_timeout_ms
-                ))));
+                return Err(Failure::Stop(ComponentError::from(
+                    RedisSinkError::Replicas {
+                        sink: self.name.clone(),
+                        acked,
+                        replicas,
+                        timeout_ms: self.config.wait_timeout_ms,
+                    },
+                )));
             }
             tracing::warn!(sink = %self.name, acked, replicas, "Not every replica confirmed the entries; waiting again.");
             tokio::time::sleep(Duration::from_millis(self.config.wait_retry_delay_ms)).await;

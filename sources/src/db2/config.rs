@@ -142,8 +142,7 @@ fn default_fetch() -> usize {
 impl Db2Config {
     /// Whether `schema.table` is captured.
     pub fn selects(&self, schema: &str, table: &str) -> bool {
-        self.common
-            .selects_table(schema, &format!("{schema}.{table}"))
+        self.common.selects(schema, table)
     }
 
     /// Whether `schema.table` is the signaling table the `source` channel reads

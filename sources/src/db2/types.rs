@@ -9,15 +9,10 @@ use std::sync::Arc;
 
 use sluice_engine::event::SchemaBuilder;
 use sluice_engine::{Schema, SchemaType, Value};
-use sluice_kit::values::{self, temporal, BinaryMode, DecimalMode, TimePrecisionMode};
+use sluice_kit::values::{self, temporal};
 
 /// The modes the values follow.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Modes {
-    pub time: TimePrecisionMode,
-    pub decimal: DecimalMode,
-    pub binary: BinaryMode,
-}
+pub(crate) type Modes = sluice_kit::values::ValueModes;
 
 /// A column as `SYSCAT.COLUMNS` describes it.
 #[derive(Debug, Clone)]

@@ -189,7 +189,7 @@ impl MysqlConfig {
 
     /// Whether `db.table` is captured.
     pub fn selects(&self, db: &str, table: &str) -> bool {
-        self.selects_database(db) && self.common.selects_table(db, &format!("{db}.{table}"))
+        self.selects_database(db) && self.common.selects(db, table)
     }
 
     /// Whether the schema history (and the snapshot's schema events) describe `db.table`:

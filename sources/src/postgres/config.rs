@@ -232,10 +232,7 @@ impl PostgresConfig {
 
     /// Whether the table `schema.table` is captured (never the system catalogs).
     pub fn captures_table(&self, schema: &str, table: &str) -> bool {
-        !matches!(schema, "pg_catalog" | "information_schema")
-            && self
-                .common
-                .selects_table(schema, &format!("{schema}.{table}"))
+        !matches!(schema, "pg_catalog" | "information_schema") && self.common.selects(schema, table)
     }
 
     /// Whether the column is captured (key columns are kept in the key regardless).

@@ -170,8 +170,7 @@ fn default_connect_timeout() -> u64 {
 impl SqlServerConfig {
     /// Whether `schema.table` is captured.
     pub fn selects(&self, schema: &str, table: &str) -> bool {
-        self.common
-            .selects_table(schema, &format!("{schema}.{table}"))
+        self.common.selects(schema, table)
     }
 
     /// Whether `schema.table` of this database is the signaling table the `source` channel

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use sluice_engine::{Schema, SchemaType, Value};
 use sluice_kit::values::temporal::{date_schema, time_schema, time_value_nanos, timestamp_schema};
 use sluice_kit::values::{
-    binary_schema, binary_value, decimal_column_schema, decimal_value, named, BinaryMode,
-    DecimalMode, TimePrecisionMode,
+    binary_schema, binary_value, decimal_column_schema, decimal_value, named,
 };
 use tiberius::ColumnData;
 
@@ -36,13 +35,8 @@ pub(crate) enum Kind {
     Bytes,
 }
 
-/// The modes the conversions follow.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Modes {
-    pub time: TimePrecisionMode,
-    pub decimal: DecimalMode,
-    pub binary: BinaryMode,
-}
+/// The modes the values follow.
+pub(crate) type Modes = sluice_kit::values::ValueModes;
 
 /// A column as `INFORMATION_SCHEMA.COLUMNS` describes it.
 #[derive(Debug, Clone)]
@@ -470,6 +464,7 @@ fn zoned_text(days: i64, nanos: i64, offset_minutes: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
     #[test]
     fn key_values_as_text_sql_server_reads_back() {

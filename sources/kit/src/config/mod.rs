@@ -384,6 +384,12 @@ impl SourceCommon {
         Ok(Some(plan))
     }
 
+    /// Whether the table `schema.table` is captured (the schema lists on `schema`, the table
+    /// lists on `schema.table`).
+    pub fn selects(&self, schema: &str, table: &str) -> bool {
+        self.selects_table(schema, &format!("{schema}.{table}"))
+    }
+
     /// Whether the table named `full` (the source's table name, see the module) in `schema`
     /// is selected by the include and exclude lists.
     pub fn selects_table(&self, schema: &str, full: &str) -> bool {

@@ -68,6 +68,15 @@ pub enum IntervalMode {
     String,
 }
 
+/// The modes most sources' values follow (`time.precision.mode`, `decimal.handling.mode`,
+/// `binary.handling.mode`); a source with more keeps them beside these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueModes {
+    pub time: TimePrecisionMode,
+    pub decimal: DecimalMode,
+    pub binary: BinaryMode,
+}
+
 /// A named, versioned schema (Debezium's logical types are version 1).
 pub fn named(kind: SchemaType, name: &str, optional: bool) -> SchemaBuilder {
     Schema::builder(kind)
