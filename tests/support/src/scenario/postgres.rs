@@ -591,6 +591,11 @@ impl Backend for Postgres {
     fn client_expr(&self, c: &Column) -> String {
         match c.sql_type.as_str() {
             "bytea" => format!("encode({}, 'hex')", c.name),
+            // Text as its UTF-8 bytes: psql's output leaves out noncharacters (U+nFFFE) that
+            // the server stores and Sluice reads.
+            t if t == "text" || t.starts_with("varchar") => {
+                format!("encode(convert_to({}, 'UTF8'), 'hex')", c.name)
+            }
             _ => c.name.clone(),
         }
     }
@@ -661,7 +666,11 @@ impl Backend for Postgres {
                 let date = if bc {
                     let (y, rest) = date.split_once('-').ok_or("no year")?;
                     let y: i64 = y.parse().map_err(|_| "year")?;
-                    format!("-{:04}-{rest}", y - 1)
+                    // 1 BC is ISO's year 0, which Java prints without a sign.
+                    match y - 1 {
+                        0 => format!("0000-{rest}"),
+                        year => format!("-{year:04}-{rest}"),
+                    }
                 } else {
                     date.to_owned()
                 };
@@ -702,6 +711,10 @@ impl Backend for Postgres {
                     .collect();
                 text::equal(client, &format!("{{{}}}", items.join(",")))
             }
+            "text" | "varchar" => text::equal(
+                &client.to_ascii_uppercase(),
+                &text::hex(text::string(value)?.as_bytes()),
+            ),
             _ => text::equal(client, text::string(value)?),
         }
     }
