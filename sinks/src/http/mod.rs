@@ -5,6 +5,7 @@
 //! can drop the requests a retry or a restart sends again.
 
 mod config;
+mod error;
 
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use crate::format::Format;
 use crate::replay_id::{hex, ReplayIds};
 pub(crate) use crate::shown_url::shown;
 use crate::skipped::skip_or_fail;
+use error::HttpSinkError;
 use sluice_engine::codec::{JsonEncoder, JsonOptions};
 use sluice_engine::{delivered, BuildContext, ChangeEvent, ComponentError, Delivery, FailureMode};
 use sluice_engine::{Sink, SinkBatch};
@@ -66,14 +68,17 @@ impl HttpSink {
     pub fn open(config: &HttpSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         let mut headers = HeaderMap::new();
         for (name, value) in &config.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| ComponentError::fatal(format!("header `{name}`: {e}")))?;
-            let mut value = HeaderValue::from_str(value.expose()).map_err(|_| {
-                ComponentError::fatal(format!(
-                    "sink `{}`: the value of header `{name}` is not a valid header value",
-                    ctx.component
-                ))
+            let sink = ctx.component.to_owned();
+            let header = name.clone();
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|source| {
+                HttpSinkError::HeaderName {
+                    sink: sink.clone(),
+                    header: header.clone(),
+                    source,
+                }
             })?;
+            let mut value = HeaderValue::from_str(value.expose())
+                .map_err(|_| HttpSinkError::HeaderValue { sink, header })?;
             value.set_sensitive(true);
             headers.insert(name, value);
         }
@@ -82,14 +87,17 @@ impl HttpSink {
             .default_headers(headers)
             .timeout(Duration::from_millis(config.timeout_ms))
             .build()
-            .map_err(|e| {
-                ComponentError::fatal(format!(
-                    "sink `{}`: cannot set up the HTTP client: {e}",
-                    ctx.component
-                ))
+            .map_err(|source| HttpSinkError::Client {
+                sink: ctx.component.to_owned(),
+                source,
             })?;
-        let method = reqwest::Method::from_bytes(config.method.as_bytes())
-            .map_err(|e| ComponentError::fatal(format!("`method`: {e}")))?;
+        let method = reqwest::Method::from_bytes(config.method.as_bytes()).map_err(|source| {
+            HttpSinkError::Method {
+                sink: ctx.component.to_owned(),
+                method: config.method.clone(),
+                source: Box::new(source),
+            }
+        })?;
         Ok(HttpSink {
             name: ctx.component.to_owned(),
             url: config.url.clone(),
@@ -285,12 +293,12 @@ impl HttpSink {
                 Attempt::Refused(said) => return self.refused(request, &said),
                 Attempt::Again(said, after) => {
                     if attempt >= self.retries {
-                        return Err(ComponentError::retryable(format!(
-                            "sink `{}`: {} answered {said} {} times",
-                            self.name,
-                            self.shown,
-                            attempt + 1
-                        )));
+                        return Err(ComponentError::from(HttpSinkError::Unavailable {
+                            sink: self.name.clone(),
+                            url: self.shown.clone(),
+                            said,
+                            times: attempt + 1,
+                        }));
                     }
                     let pause = after.unwrap_or(wait).min(MAX_RETRY_AFTER);
                     tracing::warn!(sink = %self.name, url = %self.shown, answer = %said, retry_in_ms = pause.as_millis() as u64, "HTTP request failed; retrying.");
@@ -304,10 +312,12 @@ impl HttpSink {
 
     fn refused(&self, request: &Request, said: &str) -> Result<(), ComponentError> {
         match self.failure_mode {
-            FailureMode::Fail => Err(ComponentError::fatal(format!(
-                "sink `{}`: {} refused a request of {} event(s): {said}; set `event.processing.failure.handling.mode: warn` to skip refused events",
-                self.name, self.shown, request.events
-            ))),
+            FailureMode::Fail => Err(ComponentError::from(HttpSinkError::Refused {
+                sink: self.name.clone(),
+                url: self.shown.clone(),
+                events: request.events,
+                said: said.to_owned(),
+            })),
             FailureMode::Warn => {
                 tracing::warn!(sink = %self.name, url = %self.shown, answer = %said, events = request.events, "Skipped events the receiver refused (event.processing.failure.handling.mode: warn).");
                 Ok(())
