@@ -13,6 +13,7 @@ use sluice_engine::{Classify, ComponentError};
 use tokio::sync::oneshot;
 
 use super::config::{FailureMode, KafkaSinkConfig};
+use super::error::KafkaSinkError;
 
 /// Producer properties Sluice sets unless the configuration gives them.
 const DEFAULTS: &[(&str, &str)] = &[
@@ -195,11 +196,13 @@ impl BatchAck {
 
     fn record_failure(&self, topic: &str, key: Option<&str>, error: &KafkaError) {
         let key = key.unwrap_or("null");
-        let error = if is_record_error(error) {
+        let failure = if is_record_error(error) {
             match self.mode {
-                FailureMode::Fail => ComponentError::fatal(format!(
-                    "Kafka rejected a record for topic `{topic}` (key {key}): {error}; set `event.processing.failure.handling.mode: warn` to skip such records, or raise the broker's and the producer's `message.max.bytes`"
-                )),
+                FailureMode::Fail => KafkaSinkError::Rejected {
+                    topic: topic.to_owned(),
+                    key: key.to_owned(),
+                    source: error.clone(),
+                },
                 FailureMode::Warn | FailureMode::Skip => {
                     if self.mode == FailureMode::Warn {
                         tracing::warn!(topic, key, %error, "Kafka rejected a record; skipped (event.processing.failure.handling.mode: warn).");
@@ -209,9 +212,10 @@ impl BatchAck {
                 }
             }
         } else if is_fatal(error) {
-            ComponentError::fatal(format!(
-                "Kafka refused a record for topic `{topic}`: {error}; check the credentials and ACLs in `producer`"
-            ))
+            KafkaSinkError::Refused {
+                topic: topic.to_owned(),
+                source: error.clone(),
+            }
         } else {
             // The topic may be gone (a broker that lost its data, a deleted topic): the retry
             // makes sure it exists; creating an existing topic is a no-op.
@@ -220,8 +224,12 @@ impl BatchAck {
                     topics.push(topic.to_owned());
                 }
             }
-            ComponentError::retryable(format!("delivery to Kafka topic `{topic}` failed: {error}"))
+            KafkaSinkError::Delivery {
+                topic: topic.to_owned(),
+                source: error.clone(),
+            }
         };
+        let error = ComponentError::from(failure);
         if let Ok(mut first) = self.failure.lock() {
             // A fatal failure wins over a retryable one.
             let replace = match &*first {
@@ -262,7 +270,7 @@ impl BatchAck {
     }
 }
 
-/// The startup check's failure message and class.
+/// The startup check's failure, with its class.
 pub(super) fn unreachable(
     sink: &str,
     servers: &str,
@@ -272,23 +280,32 @@ pub(super) fn unreachable(
 ) -> ComponentError {
     let reason = reason.unwrap_or_else(|| error.to_string());
     let lower = reason.to_ascii_lowercase();
-    let message = format!(
-        "sink `{sink}`: cannot reach the Kafka brokers at {servers} within {}s: {reason}",
-        timeout.as_secs()
-    );
-    if lower.contains("resolve") {
-        ComponentError::fatal(format!(
-            "{message}; check the host names in `bootstrap.servers`"
-        ))
-    } else if lower.contains("authentic") || lower.contains("sasl") || is_fatal(error) {
-        ComponentError::fatal(format!(
-            "sink `{sink}`: the Kafka brokers at {servers} refused the connection's credentials: {reason}; check `security.protocol` and the `sasl.*` / `ssl.*` properties in `producer`"
-        ))
+    let (sink, servers, source) = (sink.to_owned(), servers.to_owned(), error.clone());
+    let resolve = lower.contains("resolve");
+    let credentials = lower.contains("authentic") || lower.contains("sasl") || is_fatal(error);
+    let failure = if credentials && !resolve {
+        KafkaSinkError::Credentials {
+            sink,
+            servers,
+            reason,
+            source,
+        }
     } else {
-        ComponentError::retryable(format!(
-            "{message}; check `bootstrap.servers` and that the brokers are running"
-        ))
-    }
+        KafkaSinkError::Unreachable {
+            sink,
+            servers,
+            seconds: timeout.as_secs(),
+            reason,
+            hint: if resolve {
+                "check the host names in `bootstrap.servers`"
+            } else {
+                "check `bootstrap.servers` and that the brokers are running"
+            },
+            fatal: resolve,
+            source,
+        }
+    };
+    failure.into()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 mod client;
 mod config;
+mod error;
 pub mod offsets;
 mod topics;
 
@@ -29,6 +30,7 @@ pub use config::{
 
 use crate::format::{EncodeError, Encoder};
 use client::{client_config, BatchAck, SinkContext};
+use error::KafkaSinkError;
 use topics::Topics;
 
 type KafkaProducer = ThreadedProducer<SinkContext>;
@@ -54,7 +56,7 @@ impl KafkaSink {
     /// Connects (checking that the brokers answer within `connect.timeout`) and learns the
     /// existing topics.
     pub fn open(config: &KafkaSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
-        config.validate().map_err(ComponentError::fatal)?;
+        config.validate().map_err(KafkaSinkError::Config)?;
         let name = ctx.component.to_owned();
         let client_id = format!("sluice-{}-{}", ctx.pipeline, ctx.component);
         let producer = create_producer(config, &name, &client_id)?;
@@ -217,10 +219,11 @@ fn create_producer(
 ) -> Result<KafkaProducer, ComponentError> {
     client_config(config, client_id)
         .create_with_context(SinkContext::default())
-        .map_err(|e| {
-            ComponentError::fatal(format!(
-                "sink `{sink}`: invalid Kafka producer configuration: {e}"
-            ))
+        .map_err(|source| {
+            ComponentError::from(KafkaSinkError::Producer {
+                sink: sink.to_owned(),
+                source,
+            })
         })
 }
 
@@ -240,9 +243,7 @@ impl Sink for KafkaSink {
         let failed = self.failed.clone();
         Ok(Box::pin(async move {
             if done.await.is_err() {
-                return Err(ComponentError::retryable(
-                    "the Kafka producer was closed before every record was reported",
-                ));
+                return Err(KafkaSinkError::Closed.into());
             }
             forget.forget(ack.unknown_topics());
             let outcome = ack.outcome();
@@ -256,12 +257,12 @@ impl Sink for KafkaSink {
     async fn close(&mut self) -> Result<(), ComponentError> {
         self.producer
             .flush(Timeout::After(CLOSE_FLUSH))
-            .map_err(|e| {
-                ComponentError::retryable(format!(
-                    "sink `{}`: records were still unacknowledged by Kafka after {}s: {e}",
-                    self.name,
-                    CLOSE_FLUSH.as_secs()
-                ))
+            .map_err(|source| {
+                ComponentError::from(KafkaSinkError::Unflushed {
+                    sink: self.name.clone(),
+                    seconds: CLOSE_FLUSH.as_secs(),
+                    source,
+                })
             })
     }
 }
