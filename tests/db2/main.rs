@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 use sluice_test_support::db2::Db2;
-use sluice_test_support::pg::{lines, start, wait_for};
+use sluice_test_support::pg::{lines, payloads, start, wait_events, wait_for};
 
 mod incremental;
 mod scenarios;
@@ -36,19 +36,6 @@ sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
     let path = dir.join("pipeline.yaml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// The payloads written so far (tombstones as `null`).
-fn payloads(dir: &Path) -> Vec<Json> {
-    lines(dir)
-        .into_iter()
-        .map(|l| l["value"]["payload"].clone())
-        .collect()
-}
-
-/// Waits until `n` events (tombstones included) are written.
-fn wait_events(dir: &Path, n: usize, child: &mut std::process::Child) {
-    wait_for(dir, &format!("{n} events"), child, |l| l.len() >= n);
 }
 
 /// A schema `DB2INST1` with `CUSTOMERS (ID, NAME)`, as Db2 names them (upper case).

@@ -194,6 +194,19 @@ pub fn wait_lines(dir: &Path, n: usize, child: &mut Child) {
     wait_for(dir, &format!("{n} lines"), child, |l| l.len() >= n);
 }
 
+/// The payloads of the events written so far in `dir/out.jsonl` (tombstones as `null`).
+pub fn payloads(dir: &Path) -> Vec<Json> {
+    lines(dir)
+        .into_iter()
+        .map(|l| l["value"]["payload"].clone())
+        .collect()
+}
+
+/// Waits until `n` events (tombstones included) are written in `dir/out.jsonl`.
+pub fn wait_events(dir: &Path, n: usize, child: &mut Child) {
+    wait_for(dir, &format!("{n} events"), child, |l| l.len() >= n);
+}
+
 /// Waits until the lines written so far satisfy `done` (what it waits for is `what`, for the
 /// timeout's message).
 pub fn wait_for(dir: &Path, what: &str, child: &mut Child, done: impl Fn(&[Json]) -> bool) {
