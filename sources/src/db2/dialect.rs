@@ -12,7 +12,7 @@ use sluice_kit::change_tables::source::{Dialect, SnapshotRows};
 use sluice_kit::config::{Skipped, SourceCommon};
 
 use super::config::IsolationMode;
-use super::connection::{self, lsn_at, quote, text, ChunkSize, Conn, Row, Statements};
+use super::connection::{self, lsn_at, quote, text, ChunkSize, Conn, Row};
 use super::error::{state, Db2Error, OdbcError};
 use super::keys::Lit;
 use super::stream::Reader;
@@ -79,8 +79,7 @@ impl Dialect for Db2Dialect {
     /// configuration is registered.
     async fn check_setup(&self, conn: &mut Conn) -> Result<(), Db2Error> {
         let schema = &self.config.control_schema;
-        let q = Statements::new(&self.config);
-        let listed = conn.rows("listing the captured tables", &q.change_tables(), &[]).await.map_err(|e| {
+        let listed = conn.rows("listing the captured tables", &self.q.change_tables(), &[]).await.map_err(|e| {
             if matches!(state(&e).as_deref(), Some("42S02" | "42704" | "42P01")) {
                 Db2Error::Setup(format!(
                     "the ASN capture control tables ({schema}.IBMSNAP_REGISTER) are missing in database `{}`: set up ASN capture as Debezium's Db2 connector documents (asncdctables.sql, asncdcaddremove.sql), then `VALUES ASNCDC.ASNCDCSERVICES('start','asncdc')` and `CALL ASNCDC.ADDTABLE('<schema>', '<table>')` for each table ({e})",
@@ -133,6 +132,7 @@ impl Dialect for Db2Dialect {
             config: &self.config,
             modes: self.modes,
             source_schema,
+            q: &self.q,
         };
         super::tables::read(conn, &reading).await
     }
@@ -160,9 +160,11 @@ impl Dialect for Db2Dialect {
         if schemas.is_empty() {
             return Ok(counted);
         }
-        let q = Statements::new(&self.config);
         let what = "reading the tables' statistics (CARD)";
-        for row in &conn.rows(what, &q.row_estimates(&schemas), &[]).await? {
+        for row in &conn
+            .rows(what, &self.q.row_estimates(&schemas), &[])
+            .await?
+        {
             let (Some(schema), Some(name)) = (text(row, 0), text(row, 1)) else {
                 continue;
             };
@@ -176,9 +178,8 @@ impl Dialect for Db2Dialect {
 
     /// The highest synchpoint (`None`: nothing captured, the capture program has not run).
     async fn max_lsn(&self, conn: &mut Conn) -> Result<Option<Lsn>, Db2Error> {
-        let q = Statements::new(&self.config);
         let what = "reading the highest LSN (IBMSNAP_REGISTER)";
-        let found: Vec<Row> = conn.rows(what, &q.max_lsn(), &[]).await?;
+        let found: Vec<Row> = conn.rows(what, &self.q.max_lsn(), &[]).await?;
         match found.first() {
             Some(row) => lsn_at(row, 0, what),
             None => Ok(None),
@@ -269,7 +270,7 @@ impl Dialect for Db2Dialect {
         Reader {
             conn,
             tables,
-            q: Statements::new(&self.config),
+            q: &self.q,
             to,
         }
     }

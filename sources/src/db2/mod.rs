@@ -32,6 +32,8 @@ type Table = sluice_kit::change_tables::source::TableOf<Db2Dialect>;
 pub(crate) struct Db2Dialect {
     config: Db2Config,
     modes: Modes,
+    /// Debezium's statements for this configuration.
+    q: connection::Statements,
 }
 
 /// The `db2` source.
@@ -48,7 +50,8 @@ impl Db2Source {
             decimal: config.decimal_mode,
             binary: config.binary_mode,
         };
-        let dialect = Db2Dialect { config, modes };
+        let q = connection::Statements::new(&config);
+        let dialect = Db2Dialect { config, modes, q };
         Ok(Db2Source {
             source: ChangeTableSource::new(dialect, crate::VERSION)?,
             data_dir: ctx.data_dir.to_path_buf(),

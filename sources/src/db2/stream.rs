@@ -20,7 +20,7 @@ type Change = sluice_kit::change_tables::Change<Lsn, Row>;
 pub(crate) struct Reader<'a> {
     pub conn: &'a Conn,
     pub tables: &'a [Table],
-    pub q: Statements,
+    pub q: &'a Statements,
     /// The poll's upper bound (inclusive).
     pub to: Lsn,
 }

@@ -19,6 +19,7 @@ pub(crate) struct Reading<'a> {
     pub config: &'a Db2Config,
     pub modes: Modes,
     pub source_schema: &'a Arc<Schema>,
+    pub q: &'a Statements,
 }
 
 /// The captured tables that the configuration selects. Their changes are read from the poll's
@@ -26,7 +27,7 @@ pub(crate) struct Reading<'a> {
 /// `CD_NEW_SYNCHPOINT` as it goes, and a change-data table holds no row from before its
 /// registration (Debezium's LUW reading does not bound by them either).
 pub(crate) async fn read(conn: &Conn, r: &Reading<'_>) -> Result<Vec<Table>, Db2Error> {
-    let q = Statements::new(r.config);
+    let q = r.q;
     let what = format!(
         "listing the captured tables ({}.IBMSNAP_REGISTER)",
         r.config.control_schema
@@ -53,7 +54,7 @@ pub(crate) async fn read(conn: &Conn, r: &Reading<'_>) -> Result<Vec<Table>, Db2
     found.sort();
     let mut out = Vec::new();
     for ((schema, table), registration) in found {
-        out.push(build(conn, r, &q, (&schema, &table), registration).await?);
+        out.push(build(conn, r, q, (&schema, &table), registration).await?);
     }
     Ok(out)
 }

@@ -223,36 +223,36 @@ impl TxState {
 
     /// `position` (a JSON object) without its `transaction` member.
     pub fn strip(position: &Position) -> Position {
-        let Position::Opaque(text) = position else {
-            return position.clone();
-        };
-        let Ok(mut fields) =
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-        else {
-            return position.clone();
-        };
-        match fields.remove("transaction") {
-            Some(_) => Position::Opaque(serde_json::Value::Object(fields).to_string().into()),
-            None => position.clone(),
-        }
+        with_members(position, |fields| fields.remove("transaction").map(|_| ()))
     }
 
     /// `position` (a JSON object) with this state as its `transaction` member (replacing one
     /// it had), the other members as they were.
     pub fn in_position(&self, position: &Position) -> Position {
-        let Position::Opaque(text) = position else {
-            return position.clone();
-        };
-        let Ok(mut fields) =
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-        else {
-            return position.clone();
-        };
-        let Ok(state) = serde_json::to_value(self) else {
-            return position.clone();
-        };
-        fields.insert("transaction".to_owned(), state);
-        Position::Opaque(serde_json::Value::Object(fields).to_string().into())
+        with_members(position, |fields| {
+            let state = serde_json::to_value(self).ok()?;
+            fields.insert("transaction".to_owned(), state);
+            Some(())
+        })
+    }
+}
+
+/// `position` (a JSON object) with its members changed by `change`; `position` as it was when
+/// it is no object or `change` changed nothing (`None`).
+fn with_members(
+    position: &Position,
+    change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> Option<()>,
+) -> Position {
+    let Position::Opaque(text) = position else {
+        return position.clone();
+    };
+    let Ok(mut fields) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+    else {
+        return position.clone();
+    };
+    match change(&mut fields) {
+        Some(()) => Position::Opaque(serde_json::Value::Object(fields).to_string().into()),
+        None => position.clone(),
     }
 }
 

@@ -105,10 +105,11 @@ impl<D: Dialect> ChangeTableSource<D> {
             .tables(conn, self.source_schema(), start, false);
         let current = current.await?;
         // The structures the schema history last recorded (a table altered while the source
-        // was down is announced at the first poll), else the current ones.
+        // was down is announced at the first poll), else the current ones; only a dialect
+        // that announces alters compares them.
         let recorded = match &self.history {
-            Some(history) => history.tables().await?,
-            None => crate::history::Tables::default(),
+            Some(history) if D::ANNOUNCES_ALTERS => history.tables().await?,
+            _ => crate::history::Tables::default(),
         };
         let known = (current.iter())
             .filter(|t| t.captured)
