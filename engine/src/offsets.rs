@@ -222,15 +222,9 @@ impl DataDirLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&path).unwrap_or_default();
-                let holder = holder.trim();
                 return Err(OffsetError::InUse {
                     path: data_dir.to_owned(),
-                    holder: if holder.is_empty() {
-                        "another pipeline".to_owned()
-                    } else {
-                        holder.to_owned()
-                    },
+                    holder: read_holder(&path),
                 });
             }
             Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
@@ -239,6 +233,24 @@ impl DataDirLock {
         file.set_len(0).map_err(io)?;
         file.write_all(holder.as_bytes()).map_err(io)?;
         Ok(DataDirLock { _file: file })
+    }
+}
+
+/// Who holds a lock file, as its holder wrote it: `pipeline <name>, process <pid>`. The holder
+/// writes it just after taking the lock, so an empty file is read again for a moment before
+/// it is reported as "another pipeline".
+fn read_holder(path: &Path) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let holder = std::fs::read_to_string(path).unwrap_or_default();
+        let holder = holder.trim();
+        if !holder.is_empty() {
+            return holder.to_owned();
+        }
+        if std::time::Instant::now() >= deadline {
+            return "another pipeline".to_owned();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

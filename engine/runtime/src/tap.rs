@@ -87,6 +87,11 @@ impl Taps {
         })
     }
 
+    /// How many listeners there are.
+    pub fn listening(&self) -> usize {
+        self.inner.active.load(Ordering::Acquire)
+    }
+
     /// Offers the events `sink` is about to write to the listeners that want them, never
     /// waiting: a listener whose buffer is full misses them.
     pub fn offer(&self, sink: &str, parts: &[Arc<Vec<ChangeEvent>>]) {

@@ -2,12 +2,13 @@
 //! events the sinks are handed, one JSON line each (`{"sink":..,"topic":..,"key":..,
 //! "value":..}`, values without schemas), as they come, until `limit` lines, the client
 //! leaves, or the pipeline ends. The last line says how many events the tap missed when its
-//! buffer was full (`{"missed": n}`), when it missed any.
+//! buffer was full (`{"missed": n}`), when it missed any. A tap silent for a while sends an
+//! empty line, which `sluice tap` skips: writing it is how a client that left is noticed.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::Bytes;
 
 use super::tap::Taps;
 
@@ -72,7 +73,7 @@ pub(crate) fn decode(text: &str) -> Option<String> {
 }
 
 /// `%XX` for every byte but unreserved ones.
-pub(super) fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -83,56 +84,67 @@ pub(super) fn encode(text: &str) -> String {
         .collect()
 }
 
-/// Streams the tap `query` asks for on `write` until its limit, the client's leaving (read
-/// from `reader`) or the pipeline's end.
-pub(super) async fn serve(
+/// How long a tap may stay silent: then it sends an empty line, which tells whether its
+/// client is still there (a client that left is let go at the next write).
+const IDLE: Duration = Duration::from_secs(5);
+
+/// How long a tap waits for its client to take a line before letting it go.
+const STALLED: Duration = Duration::from_secs(10);
+
+/// The answer to a tap `query` asks for: its lines as they come, until its limit, the
+/// client's leaving or the pipeline's end, then the count of events it missed (if any).
+pub(super) fn open(
     (taps, sinks): (&Taps, &[String]),
     query: &str,
-    mut reader: impl AsyncRead + Unpin,
-    mut write: impl AsyncWrite + Unpin,
-) -> std::io::Result<()> {
+    deadline: super::admin::Deadline,
+) -> hyper::Response<super::admin::http::Body> {
     let listening = wanted(query, sinks)
         .and_then(|w| Ok((taps.listen(w.sink.clone(), w.topic.as_deref())?, w.limit)));
     let (mut tap, limit) = match listening {
         Ok(found) => found,
         Err(reason) => {
-            let answer = (400, "text/plain", format!("{reason}\n"));
-            return super::admin::http::respond(&mut write, answer).await;
+            return super::admin::http::response(super::admin::http::plain(400, reason));
         }
     };
-    write
-        .write_all(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\nconnection: close\r\n\r\n",
-        )
-        .await?;
-    let mut sent = 0u64;
-    let mut probe = [0u8; 64];
-    while limit.is_none_or(|l| sent < l) {
-        tokio::select! {
-            line = tap.lines.recv() => {
-                let Some(line) = line else { break };
-                // A client that stops reading is let go (its tap missing nothing meanwhile).
-                tokio::time::timeout(Duration::from_secs(10), write.write_all(&line))
-                    .await
-                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
-                sent += 1;
-            }
-            // The client left (or sent more, which a tap does not read).
-            gone = reader.read(&mut probe) => {
-                if gone.map_or(true, |n| n == 0) {
-                    return Ok(());
+    deadline.lift();
+    let (lines, body) = tokio::sync::mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let mut sent = 0u64;
+        while limit.is_none_or(|l| sent < l) {
+            let next = tokio::select! {
+                // The connection is gone (its client left): so is the tap.
+                () = lines.closed() => return,
+                next = tokio::time::timeout(IDLE, tap.lines.recv()) => next,
+            };
+            let line = match next {
+                Ok(Some(line)) => {
+                    sent += 1;
+                    Bytes::from(line)
                 }
+                Ok(None) => break,
+                Err(_) => Bytes::from_static(b"\n"),
+            };
+            match tokio::time::timeout(STALLED, lines.send(line)).await {
+                Ok(Ok(())) => {}
+                // The client left: the connection is gone, and the tap with it.
+                Ok(Err(_)) => return,
+                // A client that stops reading is let go (its tap missing nothing meanwhile).
+                Err(_) => return deadline.cut(),
             }
         }
-    }
-    let missed = tap.missed.load(Ordering::Relaxed);
-    if missed > 0 {
-        write
-            .write_all(format!("{{\"missed\":{missed}}}\n").as_bytes())
-            .await?;
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(1), write.shutdown()).await;
-    Ok(())
+        let missed = tap.missed.load(Ordering::Relaxed);
+        if missed > 0 {
+            let _ = lines
+                .send(Bytes::from(format!("{{\"missed\":{missed}}}\n")))
+                .await;
+        }
+    });
+    let mut response = hyper::Response::new(super::admin::http::Body::Lines(body));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/x-ndjson"),
+    );
+    response
 }
 
 /// What `sluice tap` asks a running pipeline for.
@@ -155,7 +167,6 @@ pub fn follow(
     request: &TapRequest,
     (out, missed): (&mut dyn std::io::Write, &mut dyn std::io::Write),
 ) -> Result<u64, String> {
-    use std::io::{BufRead, Read, Write};
     let mut query = Vec::new();
     if let Some(s) = &request.sink {
         query.push(format!("sink={}", encode(s)));
@@ -166,57 +177,43 @@ pub fn follow(
     if let Some(l) = request.limit {
         query.push(format!("limit={l}"));
     }
-    let (bind, auth) = (&endpoint.bind, endpoint.bearer());
-    // A tap waits as long as no event comes.
-    let mut stream = endpoint.connect(pipeline, None)?;
-    write!(
-        stream,
-        "GET /pipelines/{pipeline}/tap?{} HTTP/1.1\r\nhost: {bind}\r\n{auth}connection: close\r\n\r\n",
-        query.join("&")
-    )
-    .map_err(|e| format!("sending the request to {bind}: {e}"))?;
-    let mut reader = std::io::BufReader::new(stream);
-    let mut status = String::new();
-    reader
-        .read_line(&mut status)
-        .map_err(|e| format!("reading the answer from {bind}: {e}"))?;
-    let code = status.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let mut line = String::new();
-    // The head, to its empty line.
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line).map_err(|e| e.to_string())?;
-        if n == 0 || line == "\r\n" || line == "\n" {
-            break;
-        }
-    }
-    if code != "200" {
-        let mut body = String::new();
-        let _ = reader.read_to_string(&mut body);
-        return Err(format!(
-            "the endpoint at {bind} answered {code}: {}",
-            body.trim()
-        ));
-    }
+    let bind = &endpoint.bind;
+    let target = format!("/pipelines/{}/tap?{}", encode(pipeline), query.join("&"));
     let mut events = 0;
-    loop {
-        line.clear();
-        match reader.read_line(&mut line) {
-            Ok(0) => return Ok(events),
-            // A TLS peer that closed without its close_notify: the tap ended all the same.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(events),
-            Ok(_) if line.starts_with("{\"missed\":") => {
-                let _ = missed.write_all(line.as_bytes());
-            }
-            Ok(_) => {
-                out.write_all(line.as_bytes())
+    let mut pending = Vec::new();
+    // A tap waits as long as no event comes.
+    let mut each = |chunk: &[u8]| -> Result<(), String> {
+        pending.extend_from_slice(chunk);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            if line == b"\n" {
+                // The tap's sign of life.
+            } else if line.starts_with(b"{\"missed\":") {
+                let _ = missed.write_all(&line);
+            } else {
+                out.write_all(&line)
                     .and_then(|()| out.flush())
                     .map_err(|e| format!("writing the events: {e}"))?;
                 events += 1;
             }
-            Err(e) => return Err(format!("reading the tap from {bind}: {e}")),
         }
+        Ok(())
+    };
+    let call = super::admin::Call {
+        pipeline,
+        method: "GET",
+        target: &target,
+        body: None,
+        timeout: None,
+    };
+    let (status, body) = endpoint.stream(&call, &mut each)?;
+    if status != 200 {
+        return Err(format!(
+            "the endpoint at {bind} answered {status}: {}",
+            body.trim()
+        ));
     }
+    Ok(events)
 }
 
 #[cfg(test)]

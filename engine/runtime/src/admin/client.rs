@@ -1,7 +1,6 @@
 //! Clients of a running endpoint: `sluice signal`, `sluice status` and `sluice tap`, over HTTP
 //! or HTTPS.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,9 +22,22 @@ pub struct Endpoint {
     pub tls: Option<ClientTls>,
 }
 
+/// One request a client makes.
+pub(crate) struct Call<'a> {
+    /// The pipeline it is about (named when the endpoint cannot be reached).
+    pub(crate) pipeline: &'a str,
+    pub(crate) method: &'static str,
+    /// The path and query, encoded.
+    pub(crate) target: &'a str,
+    /// A JSON body.
+    pub(crate) body: Option<&'a str>,
+    /// How long the answer may take (`None`: as long as it streams).
+    pub(crate) timeout: Option<Duration>,
+}
+
 /// A connection to an endpoint, plain or TLS.
-pub trait Connection: Read + Write + Send {}
-impl<T: Read + Write + Send> Connection for T {}
+trait Connection: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Connection for T {}
 
 impl Endpoint {
     /// An HTTPS client configuration trusting the CAs (or self-signed certificates) of the PEM
@@ -52,19 +64,14 @@ impl Endpoint {
         Ok(Arc::new(config))
     }
 
-    /// A connection for a request about `pipeline`; `timeout`: how long a read may wait.
-    pub(crate) fn connect(
-        &self,
-        pipeline: &str,
-        timeout: Option<Duration>,
-    ) -> Result<Box<dyn Connection>, String> {
+    /// A connection for a request about `pipeline`.
+    async fn connect(&self, pipeline: &str) -> Result<Box<dyn Connection>, String> {
         let bind = &self.bind;
-        let tcp = std::net::TcpStream::connect(bind).map_err(|e| {
+        let tcp = tokio::net::TcpStream::connect(bind).await.map_err(|e| {
             format!(
                 "cannot reach the admin endpoint at {bind} ({e}): is pipeline `{pipeline}` running?"
             )
         })?;
-        let _ = tcp.set_read_timeout(timeout);
         let Some(config) = &self.tls else {
             return Ok(Box::new(tcp));
         };
@@ -74,54 +81,113 @@ impl Endpoint {
         };
         let name = rustls::pki_types::ServerName::try_from(host.to_owned())
             .map_err(|e| format!("`{host}` is no name a certificate can have: {e}"))?;
-        let connection = rustls::ClientConnection::new(Arc::clone(config), name)
+        let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+            .connect(name, tcp)
+            .await
             .map_err(|e| format!("TLS to {bind}: {e}"))?;
-        Ok(Box::new(rustls::StreamOwned::new(connection, tcp)))
+        Ok(Box::new(tls))
     }
 
-    /// The `authorization` header line (empty without a token).
-    pub(crate) fn bearer(&self) -> String {
-        (self.token.as_deref()).map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"))
+    /// Makes `call`, handing the body's bytes to `each` as they come when the answer is `200`;
+    /// returns the status and, for any other, its body.
+    pub(crate) fn stream(
+        &self,
+        call: &Call<'_>,
+        each: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<(u16, String), String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("no runtime for the client: {e}"))?;
+        let exchange = self.exchange(call, each);
+        runtime.block_on(async {
+            match call.timeout {
+                Some(limit) => tokio::time::timeout(limit, exchange).await.map_err(|_| {
+                    format!("the admin endpoint at {} did not answer in time", self.bind)
+                })?,
+                None => exchange.await,
+            }
+        })
+    }
+
+    async fn exchange(
+        &self,
+        call: &Call<'_>,
+        each: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<(u16, String), String> {
+        use http_body_util::BodyExt;
+        let bind = &self.bind;
+        let connection = self.connect(call.pipeline).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(connection))
+                .await
+                .map_err(|e| format!("talking to {bind}: {e}"))?;
+        let driven = tokio::spawn(connection);
+        let mut request = hyper::Request::builder()
+            .method(call.method)
+            .uri(call.target)
+            .header(hyper::header::HOST, bind.as_str());
+        if let Some(token) = &self.token {
+            request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if call.body.is_some() {
+            request = request.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        let body =
+            http_body_util::Full::new(bytes::Bytes::from(call.body.unwrap_or_default().to_owned()));
+        let request = request
+            .body(body)
+            .map_err(|e| format!("the request to {bind}: {e}"))?;
+        let mut answer = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("sending the request to {bind}: {e}"))?;
+        let status = answer.status().as_u16();
+        let mut text = Vec::new();
+        while let Some(frame) = answer.body_mut().frame().await {
+            let frame = match frame {
+                Ok(frame) => frame,
+                // A TLS peer that closed without its close_notify, the answer sent.
+                Err(e) if e.is_incomplete_message() && status == 200 && call.timeout.is_none() => {
+                    break
+                }
+                Err(e) => return Err(format!("reading the answer from {bind}: {e}")),
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if status == 200 && call.timeout.is_none() {
+                each(&data)?;
+            } else {
+                text.extend_from_slice(&data);
+            }
+        }
+        driven.abort();
+        Ok((status, String::from_utf8_lossy(&text).into_owned()))
     }
 }
 
 /// One request to a running pipeline's endpoint: the status code and the body, or a one-line
 /// reason.
-fn call(endpoint: &Endpoint, pipeline: &str, request: &str) -> Result<(String, String), String> {
-    let bind = &endpoint.bind;
-    let mut stream = endpoint.connect(pipeline, Some(Duration::from_secs(10)))?;
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("sending the request to {bind}: {e}"))?;
-    let mut response = Vec::new();
-    match stream.read_to_end(&mut response) {
-        Ok(_) => {}
-        // A TLS peer that closed without its close_notify, after answering: the answer stands.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {}
-        Err(e) => return Err(format!("reading the answer from {bind}: {e}")),
-    }
-    let response = String::from_utf8_lossy(&response);
-    let status = response.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .trim()
-        .to_owned();
-    Ok((status, body))
+fn call(endpoint: &Endpoint, call: &Call<'_>) -> Result<(u16, String), String> {
+    let (status, body) = endpoint.stream(call, &mut |_| Ok(()))?;
+    Ok((status, body.trim().to_owned()))
 }
 
 /// Sends `signal` to a running pipeline's endpoint (`sluice signal`); returns the server's
 /// answer, or a one-line reason.
 pub fn send_signal(endpoint: &Endpoint, pipeline: &str, signal: &str) -> Result<String, String> {
     check_signal(signal)?;
-    let request = format!(
-        "POST /pipelines/{pipeline}/signals HTTP/1.1\r\nhost: {}\r\n{}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{signal}",
-        endpoint.bind,
-        endpoint.bearer(),
-        signal.len()
-    );
-    let (status, body) = call(endpoint, pipeline, &request)?;
-    if status == "202" {
+    let target = format!("/pipelines/{}/signals", crate::tap_http::encode(pipeline));
+    let request = Call {
+        pipeline,
+        method: "POST",
+        target: &target,
+        body: Some(signal),
+        timeout: Some(Duration::from_secs(10)),
+    };
+    let (status, body) = call(endpoint, &request)?;
+    if status == 202 {
         Ok(body)
     } else {
         Err(format!(
@@ -133,12 +199,16 @@ pub fn send_signal(endpoint: &Endpoint, pipeline: &str, signal: &str) -> Result<
 /// A running pipeline's status (`sluice status`), or a one-line reason.
 pub fn status(endpoint: &Endpoint, pipeline: &str) -> Result<serde_json::Value, String> {
     let bind = &endpoint.bind;
-    let request = format!(
-        "GET /pipelines/{pipeline} HTTP/1.1\r\nhost: {bind}\r\n{}connection: close\r\n\r\n",
-        endpoint.bearer()
-    );
-    let (status, body) = call(endpoint, pipeline, &request)?;
-    if status != "200" {
+    let target = format!("/pipelines/{}", crate::tap_http::encode(pipeline));
+    let request = Call {
+        pipeline,
+        method: "GET",
+        target: &target,
+        body: None,
+        timeout: Some(Duration::from_secs(10)),
+    };
+    let (status, body) = call(endpoint, &request)?;
+    if status != 200 {
         return Err(format!("the endpoint at {bind} answered {status}: {body}"));
     }
     serde_json::from_str(&body)

@@ -1,8 +1,15 @@
-//! The endpoint's HTTP/1.1, by hand: one request per connection (request line, headers, a
-//! `Content-Length` body of at most 64 KiB), one answer, then the connection
-//! closes.
+//! The endpoint's requests and answers over hyper's HTTP/1.1: one request per connection, its
+//! head at most [`MAX_HEAD`] bytes in [`MAX_HEADERS`] lines (hyper answers `431` beyond), a
+//! `Content-Length` body of at most [`MAX_BODY`] bytes, one answer, then the connection closes.
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Frame;
+use tokio::sync::mpsc;
 
 /// Largest request body accepted.
 pub(crate) const MAX_BODY: usize = 64 * 1024;
@@ -32,7 +39,7 @@ pub struct Request {
     pub target: String,
     /// What follows `?` in the target (not decoded).
     pub query: String,
-    /// The body (read for `POST` and `PUT`).
+    /// The body.
     pub body: Vec<u8>,
     pub(crate) content_type: Option<String>,
     pub(crate) authorization: Option<String>,
@@ -67,127 +74,104 @@ impl Request {
     }
 }
 
-/// Writes `answer` and closes.
-pub(crate) async fn respond(
-    write: &mut (impl tokio::io::AsyncWrite + Unpin),
-    (status, content_type, body): Answer,
-) -> std::io::Result<()> {
-    let text = match status {
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        411 => "Length Required",
-        413 => "Payload Too Large",
-        415 => "Unsupported Media Type",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        _ => "Service Unavailable",
-    };
-    let challenge = if status == 401 {
-        "www-authenticate: Bearer\r\n"
-    } else {
-        ""
-    };
-    // A 204 has no body, and says nothing of one.
-    let response = if status == 204 {
-        format!("HTTP/1.1 204 {text}\r\nconnection: close\r\n\r\n")
-    } else {
-        format!(
-            "HTTP/1.1 {status} {text}\r\ncontent-type: {content_type}\r\n{challenge}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
-    };
-    write.write_all(response.as_bytes()).await?;
-    write.shutdown().await
+/// The body of an answer: all of it at once, or lines as they come (a tap).
+pub enum Body {
+    Full(Full<Bytes>),
+    Lines(mpsc::Receiver<Bytes>),
 }
 
-/// Reads one request: its method, target and body (at most [`MAX_BODY`] bytes), or the
-/// status and reason to answer.
-pub(crate) async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
-    reader: &mut R,
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Body::Full(full) => Pin::new(full).poll_frame(cx),
+            Body::Lines(lines) => lines.poll_recv(cx).map(|l| l.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Body::Full(full) => full.is_end_stream(),
+            Body::Lines(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Body::Full(full) => full.size_hint(),
+            Body::Lines(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+/// `answer` as hyper's response (a `401` says which scheme it asks for).
+pub(crate) fn response((status, content_type, body): Answer) -> hyper::Response<Body> {
+    let mut response = hyper::Response::new(Body::Full(Full::new(Bytes::from(body))));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::SERVICE_UNAVAILABLE);
+    let headers = response.headers_mut();
+    if status != 204 {
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static(content_type),
+        );
+    }
+    if status == 401 {
+        headers.insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}
+
+/// The request hyper read: its method, decoded path, query, the headers the routes look at,
+/// and its body (at most [`MAX_BODY`] bytes), or the status and reason to answer.
+pub(crate) async fn read_request(
+    request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<Request, (u16, String)> {
     let bad = |reason: &str| (400, reason.to_owned());
-    // The request line and the headers: at most MAX_HEAD bytes and MAX_HEADERS lines.
-    let mut head = (&mut *reader).take(MAX_HEAD as u64);
-    let mut line = String::new();
-    head.read_line(&mut line)
-        .await
-        .map_err(|_| bad("unreadable request"))?;
-    let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (parts, body) = request.into_parts();
     // The path (percent-decoded: the page asks for its pipeline's encoded name), and the query
     // string apart.
-    let (target, query) = target.split_once('?').unwrap_or((target, ""));
-    let target = crate::tap_http::decode(target)
+    let target = crate::tap_http::decode(parts.uri.path())
         .ok_or_else(|| bad("the path is not percent-encoded UTF-8"))?;
-    let mut request = Request {
-        method: method.to_owned(),
-        target,
-        query: query.to_owned(),
-        ..Request::default()
+    let header = |name: hyper::header::HeaderName| {
+        (parts.headers.get(name))
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_owned())
     };
-    let mut length: Option<usize> = None;
-    let mut chunked = false;
-    let (mut complete, mut ended) = (false, false);
-    for _ in 0..MAX_HEADERS {
-        let mut header = String::new();
-        let n = head
-            .read_line(&mut header)
-            .await
-            .map_err(|_| bad("unreadable headers"))?;
-        if n == 0 {
-            ended = head.limit() > 0;
-            break;
-        }
-        if header == "\r\n" || header == "\n" {
-            complete = true;
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            continue;
-        };
-        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim().to_owned());
-        match name.as_str() {
-            "content-type" => request.content_type = Some(value),
-            "authorization" => request.authorization = Some(value),
-            "host" => request.host = Some(value),
-            "origin" => request.origin = Some(value),
-            "accept" => request.accept = Some(value),
-            "transfer-encoding" => chunked = true,
-            "content-length" => {
-                length = Some(value.parse().map_err(|_| bad("bad content-length"))?)
-            }
-            _ => {}
-        }
-    }
-    if !complete && !ended {
-        return Err((
-            431,
-            format!("the request's head is over {MAX_HEAD} bytes or {MAX_HEADERS} lines"),
-        ));
-    }
+    let mut request = Request {
+        method: parts.method.as_str().to_owned(),
+        target,
+        query: parts.uri.query().unwrap_or_default().to_owned(),
+        body: Vec::new(),
+        content_type: header(hyper::header::CONTENT_TYPE),
+        authorization: header(hyper::header::AUTHORIZATION),
+        host: header(hyper::header::HOST),
+        origin: header(hyper::header::ORIGIN),
+        accept: header(hyper::header::ACCEPT),
+    };
     // A body says how long it is; without a length there is none (curl's `-X POST`).
-    if chunked {
+    if parts.headers.contains_key(hyper::header::TRANSFER_ENCODING) {
         return Err((411, "send the body with a content-length".to_owned()));
     }
-    let length = match (method, length) {
-        ("POST" | "PUT" | "PATCH", Some(length)) => length,
-        _ => 0,
+    let length = match header(hyper::header::CONTENT_LENGTH) {
+        Some(length) => (length.parse::<usize>()).map_err(|_| bad("bad content-length"))?,
+        None => 0,
     };
     if length > MAX_BODY {
         return Err((413, format!("a request body is at most {MAX_BODY} bytes")));
     }
-    request.body = vec![0u8; length];
-    reader
-        .read_exact(&mut request.body)
+    let body = http_body_util::Limited::new(body, MAX_BODY)
+        .collect()
         .await
         .map_err(|_| bad("the body is shorter than its content-length"))?;
+    request.body = body.to_bytes().to_vec();
     Ok(request)
 }

@@ -20,9 +20,10 @@
 //! say `content-type: application/json` (`415`), so that no web page can post a form to it.
 //! Nothing answered holds a secret (the status has no configuration).
 //!
-//! The server reads one request per connection by hand (request line, headers,
-//! `Content-Length` body, 64 KiB at most) rather than pulling in a web framework; anything else
-//! gets a plain status line and a one-line reason.
+//! The server is hyper's HTTP/1.1, one request per connection: a head of at most 16 KiB and 100
+//! lines, a `Content-Length` body of at most 64 KiB, the whole exchange within 10 s (but a tap
+//! and a Kafka Connect call that waits for a pipeline); what is refused gets its status and a
+//! one-line reason.
 
 mod client;
 pub mod http;
@@ -33,15 +34,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::BufReader;
 use tokio::net::TcpListener;
 
-pub use client::{send_signal, status, ClientTls, Connection, Endpoint};
+pub(crate) use client::Call;
+pub use client::{send_signal, status, ClientTls, Endpoint};
 pub use http::{Answer, Request};
 pub use routes::{Attached, Directory, Extension};
 
 use super::status::Status;
-use http::{plain, read_request, respond};
+use http::{plain, read_request, response, MAX_HEAD, MAX_HEADERS};
 use routes::{route, under, Routes, Under};
 
 /// Connections served at once (taps included).
@@ -156,20 +157,19 @@ pub async fn listen(
             };
             let (routes, acceptor) = (routes.clone(), acceptor.clone());
             tokio::spawn(async move {
-                let _ = match acceptor {
+                match acceptor {
                     // The handshake within the time a request gets.
                     Some(acceptor) => {
                         match tokio::time::timeout(EXCHANGE, acceptor.accept(stream)).await {
                             Ok(Ok(tls)) => serve(tls, routes).await,
                             Ok(Err(e)) => {
                                 tracing::debug!(error = %e, "Admin endpoint: TLS handshake refused.");
-                                Ok(())
                             }
-                            Err(_) => Ok(()),
+                            Err(_) => {}
                         }
                     }
                     None => serve(stream, routes).await,
-                };
+                }
                 drop(permit);
             });
         }
@@ -182,58 +182,121 @@ pub async fn listen(
 /// Kafka Connect call that stops a pipeline waits for it).
 const EXCHANGE: Duration = Duration::from_secs(10);
 
-async fn serve<S>(stream: S, routes: Arc<Routes>) -> std::io::Result<()>
+/// Serves one connection with hyper: one request, one answer, closed. The exchange must end
+/// within [`EXCHANGE`] (head, body, answer), except while a Kafka Connect call is answered and
+/// while a tap streams; a tap's client that stops reading is let go.
+async fn serve<S>(stream: S, routes: Arc<Routes>)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (read, mut write) = tokio::io::split(stream);
-    let mut reader = BufReader::new(read);
-    let Ok(request) = tokio::time::timeout(EXCHANGE, read_request(&mut reader)).await else {
-        return Ok(());
+    let deadline = Deadline::new();
+    let service = {
+        let deadline = deadline.clone();
+        hyper::service::service_fn(move |request| {
+            let (routes, deadline) = (Arc::clone(&routes), deadline.clone());
+            async move { Ok::<_, std::convert::Infallible>(answer(request, routes, deadline).await) }
+        })
     };
-    let request = match request {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    // A client may close its side once it has asked.
+    http.keep_alive(false)
+        .half_close(true)
+        .max_buf_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS);
+    let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    if let Err(e) = deadline.bound(connection).await {
+        tracing::debug!(error = %e, "Admin endpoint: a connection ended early.");
+    }
+}
+
+/// The answer to one request hyper read.
+async fn answer(
+    request: hyper::Request<hyper::body::Incoming>,
+    routes: Arc<Routes>,
+    deadline: Deadline,
+) -> hyper::Response<http::Body> {
+    let request = match read_request(request).await {
         Ok(request) => request,
-        Err((status, reason)) => {
-            let answer = plain(status, reason);
-            return tokio::time::timeout(EXCHANGE, respond(&mut write, answer))
-                .await
-                .unwrap_or(Ok(()));
-        }
+        Err((status, reason)) => return response(plain(status, reason)),
     };
     if let Some(refusal) = admit(&routes, &request) {
-        return tokio::time::timeout(EXCHANGE, respond(&mut write, refusal))
-            .await
-            .unwrap_or(Ok(()));
+        return response(refusal);
     }
     if let (Some(Under::Tap(name)), "GET") = (under(&request.target), request.method.as_str()) {
         if let Some(pipeline) = routes.pipeline(name) {
             let tap = (pipeline.status.taps(), pipeline.sinks.as_slice());
-            return super::tap_http::serve(tap, &request.query, reader, write).await;
+            return super::tap_http::open(tap, &request.query, deadline);
         }
     }
-    let answer = match route(&routes, &request) {
-        Some(answer) => answer,
-        None => {
-            // Only routes with an extension get here; it may block (a pipeline stopping).
-            let routes = Arc::clone(&routes);
-            tokio::task::spawn_blocking(move || match &routes.extension {
-                Some(extension) => extension.answer(&request),
-                None => None,
-            })
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| {
-                // Kafka Connect's way of saying it.
-                let message =
-                    serde_json::json!({"error_code": 404, "message": "HTTP 404 Not Found"});
-                http::json(404, &message)
-            })
+    if let Some(answer) = route(&routes, &request) {
+        return response(answer);
+    }
+    // Only routes with an extension get here; it may block (a pipeline stopping), for as long
+    // as it takes.
+    deadline.lift();
+    let answered = tokio::task::spawn_blocking(move || match &routes.extension {
+        Some(extension) => extension.answer(&request),
+        None => None,
+    })
+    .await;
+    deadline.renew();
+    response(answered.ok().flatten().unwrap_or_else(|| {
+        // Kafka Connect's way of saying it.
+        let message = serde_json::json!({"error_code": 404, "message": "HTTP 404 Not Found"});
+        http::json(404, &message)
+    }))
+}
+
+/// When a connection is cut: [`EXCHANGE`] after it opened (or after its answer was ready),
+/// never while lifted, at once when cut.
+#[derive(Clone)]
+pub(crate) struct Deadline(Arc<tokio::sync::watch::Sender<Option<tokio::time::Instant>>>);
+
+impl Deadline {
+    fn new() -> Self {
+        let first = tokio::time::Instant::now() + EXCHANGE;
+        Deadline(Arc::new(tokio::sync::watch::Sender::new(Some(first))))
+    }
+
+    /// No deadline (a tap streaming, a long call answered).
+    pub(crate) fn lift(&self) {
+        self.0.send_replace(None);
+    }
+
+    /// [`EXCHANGE`] from now.
+    fn renew(&self) {
+        self.0
+            .send_replace(Some(tokio::time::Instant::now() + EXCHANGE));
+    }
+
+    /// Now (a tap's client that stopped reading).
+    pub(crate) fn cut(&self) {
+        self.0.send_replace(Some(tokio::time::Instant::now()));
+    }
+
+    /// `work`'s outcome, or an error once the deadline passes first.
+    async fn bound<F, E>(&self, work: F) -> Result<(), String>
+    where
+        F: std::future::Future<Output = Result<(), E>>,
+        E: std::fmt::Display,
+    {
+        let mut changes = self.0.subscribe();
+        tokio::pin!(work);
+        loop {
+            let until = *changes.borrow_and_update();
+            let expired = async {
+                match until {
+                    Some(until) => tokio::time::sleep_until(until).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                done = &mut work => return done.map_err(|e| e.to_string()),
+                () = expired => return Err("the exchange took too long".to_owned()),
+                _ = changes.changed() => {}
+            }
         }
-    };
-    tokio::time::timeout(EXCHANGE, respond(&mut write, answer))
-        .await
-        .unwrap_or(Ok(()))
+    }
 }
 
 /// Why `request` is not served (`None`: it is): the token where one is asked for (the health
@@ -308,7 +371,6 @@ pub fn check_signal(text: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::http::{MAX_HEAD, MAX_HEADERS};
     use super::*;
 
     fn routes() -> (Routes, SignalQueue) {
@@ -338,13 +400,34 @@ mod tests {
             .unwrap()
     }
 
+    /// `raw` sent on a connection the endpoint serves: the answer's status, content type
+    /// (JSON or not) and body, or `(0, "", "")` when the connection closed unanswered.
+    async fn exchange(routes: Routes, raw: &[u8]) -> Answer {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let served = tokio::spawn(serve(server, Arc::new(routes)));
+        // A peer that stopped reading: whatever it sent before.
+        let _ = client.write_all(raw).await;
+        let _ = client.shutdown().await;
+        let mut answer = Vec::new();
+        let _ = client.read_to_end(&mut answer).await;
+        served.await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        let status = (answer.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let kind = if head.contains("content-type: application/json") {
+            "application/json"
+        } else {
+            ""
+        };
+        (status, kind, body.to_owned())
+    }
+
     async fn ask(raw: &str) -> Answer {
         let (routes, _rx) = routes();
-        let mut reader = BufReader::new(raw.as_bytes());
-        match read_request(&mut reader).await {
-            Ok(request) => answer(&routes, request),
-            Err((status, reason)) => plain(status, reason),
-        }
+        exchange(routes, raw.as_bytes()).await
     }
 
     #[tokio::test]
@@ -492,16 +575,85 @@ mod tests {
         assert_eq!(get("/metrics").0, 503);
     }
 
+    /// A tap outlives the exchange's deadline, sends an empty line when silent, and ends (its
+    /// listener gone) once its client has left.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_tap_lives_until_its_client_leaves() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (routes, _rx) = routes();
+        let taps = routes.pipeline("p").unwrap().status.taps().clone();
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(server, Arc::new(routes)));
+        let ask = b"GET /pipelines/p/tap HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+        client.write_all(ask).await.unwrap();
+        let mut seen = String::new();
+        let mut buffer = [0u8; 256];
+        // Three signs of life: 15 s, past the 10 s an exchange gets.
+        while seen.matches("1\r\n\n\r\n").count() < 3 {
+            let n = client.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+        }
+        assert!(seen.starts_with("HTTP/1.1 200 OK\r\n"), "{seen}");
+        assert!(
+            seen.contains("content-type: application/x-ndjson"),
+            "{seen}"
+        );
+        assert_eq!(taps.listening(), 1);
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(60), served)
+            .await
+            .expect("the tap ends once its client has left")
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(taps.listening(), 0);
+    }
+
+    /// A tap whose client stops reading is let go.
+    #[tokio::test(start_paused = true)]
+    async fn a_tap_whose_client_stops_reading_is_let_go() {
+        use tokio::io::AsyncWriteExt;
+        let (routes, _rx) = routes();
+        let taps = routes.pipeline("p").unwrap().status.taps().clone();
+        let (mut client, server) = tokio::io::duplex(64);
+        let served = tokio::spawn(serve(server, Arc::new(routes)));
+        let ask = b"GET /pipelines/p/tap HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+        client.write_all(ask).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(600), served)
+            .await
+            .expect("cut once the tap's lines wait")
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(taps.listening(), 0);
+        drop(client);
+    }
+
+    /// Half a request, then nothing: closed unanswered once the exchange's time is up.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_request_is_closed_unanswered() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (routes, _rx) = routes();
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(server, Arc::new(routes)));
+        let t0 = tokio::time::Instant::now();
+        client
+            .write_all(b"GET /pipelines/p HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.unwrap();
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+        assert_eq!(t0.elapsed(), EXCHANGE);
+        served.await.unwrap();
+    }
+
     proptest::proptest! {
-        /// Any bytes get an answer, never a panic.
+        /// Any bytes get an answer or a closed connection, never a panic.
         #[test]
         fn arbitrary_requests_never_panic(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
-            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let (routes, _rx) = routes();
-            let _ = runtime.block_on(async {
-                let mut reader = BufReader::new(&raw[..]);
-                read_request(&mut reader).await.map(|r| answer(&routes, r))
-            });
+            runtime.block_on(exchange(routes, &raw));
         }
     }
 }
