@@ -342,6 +342,35 @@ mod tests {
         Ok(())
     }
 
+    /// The holder writes its name just after taking the lock: one refused in between still
+    /// names it (CI once saw "another pipeline" there).
+    #[test]
+    fn a_holder_caught_before_it_wrote_its_name_is_named() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("lock"), "")?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("lock"))?;
+        file.lock()?;
+        let path = dir.path().join("lock");
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            std::fs::write(path, "pipeline early, process 1\n")
+        });
+        let err = DataDirLock::acquire(dir.path(), "late")
+            .err()
+            .ok_or("a second lock was granted")?;
+        writer.join().map_err(|_| "the writer panicked")??;
+        assert!(
+            err.to_string()
+                .contains("in use by pipeline early, process 1"),
+            "{err}"
+        );
+        drop(file);
+        Ok(())
+    }
+
     #[test]
     fn corrupt_file_is_a_clear_fatal_error() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
