@@ -181,6 +181,20 @@ mod tests {
         Position::Opaque(Arc::from(s))
     }
 
+    /// The partitioned position `docs/positions.md` shows, as a SQL Server source wrote it:
+    /// its database resumes from its own, and writing it back gives the same text.
+    #[test]
+    fn the_documented_partitioned_position_resumes_each_database() {
+        let page = include_str!("../../docs/positions.md");
+        let written = (page.lines())
+            .find(|l| l.starts_with(r#"{"partitions":"#))
+            .expect("the page shows a partitioned position");
+        let mut p = Partitions::new(&names(&["multiSales"]), Some(&opaque(written))).unwrap();
+        let own = r#"{"commit_lsn":"00000027:00000065:0001","snapshot_completed":false}"#;
+        assert_eq!(p.stored(), Some(&opaque(own)));
+        assert_eq!(p.reached(opaque(own)).to_string(), written);
+    }
+
     #[test]
     fn each_partition_resumes_from_its_own_position() {
         let mut p = Partitions::new(&names(&["b", "a"]), None).unwrap();

@@ -15,5 +15,8 @@ pub mod sqlite;
 #[cfg(feature = "sqlserver")]
 pub mod sqlserver;
 
+#[cfg(test)]
+mod positions;
+
 /// Version reported in `source.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

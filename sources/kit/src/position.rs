@@ -43,6 +43,18 @@ impl<P: DeserializeOwned, G: DeserializeOwned> Resume<P, G> {
     }
 }
 
+/// What the committed position `text` of the source named `source` says, as its reader
+/// `Resume<P, G>` understands it, rendered back to JSON: equal to `text`'s JSON when the
+/// reader keeps everything in it (what `docs/positions.md`'s test checks of every source).
+pub fn reread<P, G>(text: &str, source: &str) -> Result<serde_json::Value, String>
+where
+    P: Serialize + DeserializeOwned,
+    G: Serialize + DeserializeOwned,
+{
+    let resume = Resume::<P, G>::parse(&Position::Opaque(text.into()), source)?;
+    serde_json::to_value(&resume).map_err(|e| e.to_string())
+}
+
 /// `at` with a progress already rendered as JSON (a source renders it once per chunk, not once
 /// per event).
 pub fn with_progress<P: Serialize>(at: &P, progress: &RawValue) -> Position {

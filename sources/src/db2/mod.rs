@@ -68,3 +68,10 @@ impl Source for Db2Source {
         Ok(self.source.run(&self.data_dir, ctx).await?)
     }
 }
+
+/// A committed position as this source reads it, rendered back (`docs/positions.md`'s test).
+#[cfg(test)]
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+    use sluice_kit::change_tables::{lsn::ChangeOffset, source::Progress};
+    sluice_kit::position::reread::<ChangeOffset<Lsn>, Progress>(text, "db2")
+}

@@ -106,6 +106,12 @@ impl MysqlOffset {
 /// A committed position: the offset and (later) an incremental snapshot's progress.
 type Offset = Resume<MysqlOffset, serde_json::Value>;
 
+/// A committed position as this source reads it, rendered back (`docs/positions.md`'s test).
+#[cfg(test)]
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+    sluice_kit::position::reread::<MysqlOffset, incremental::Progress>(text, "mysql")
+}
+
 /// The `mysql` source.
 pub struct MysqlSource {
     config: MysqlConfig,

@@ -177,6 +177,21 @@ fn replication_config(info: &ConnInfo, config: &PostgresConfig) -> ReplicationCo
 /// whole transaction of 10 MB rows; 4 streams 300k small rows as fast, measured).
 const REPLICATION_BUFFER: usize = 4;
 
+/// A committed position as this source reads it (its offset, and a running incremental
+/// snapshot's progress), rendered back (`docs/positions.md`'s test).
+#[cfg(test)]
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+    let position = sluice_engine::Position::Opaque(text.into());
+    let offset = offset::PgOffset::parse(&position)?;
+    let mut read: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&offset.position().to_string()).map_err(|e| e.to_string())?;
+    if let Some(progress) = sluice_kit::position::progress_of::<incremental::Progress>(&position) {
+        let progress = serde_json::to_value(progress).map_err(|e| e.to_string())?;
+        read.insert("incremental".to_owned(), progress);
+    }
+    Ok(serde_json::Value::Object(read))
+}
+
 /// The incremental snapshot's progress in the committed position, if one was running.
 fn committed_progress(ctx: &SourceContext) -> Option<incremental::Progress> {
     sluice_kit::position::progress_of(ctx.resume_from()?)

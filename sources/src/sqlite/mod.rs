@@ -47,6 +47,12 @@ struct Point {
 /// Where a restarted source resumes: the stream's point and a running incremental snapshot.
 type Offset = Resume<Point, Progress>;
 
+/// A committed position as this source reads it, rendered back (`docs/positions.md`'s test).
+#[cfg(test)]
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+    sluice_kit::position::reread::<Point, Progress>(text, "sqlite")
+}
+
 /// The position after change `seq` of a completed snapshot, with a running incremental
 /// snapshot's progress (rendered by the kit's tracker).
 fn at(seq: i64, incremental: Option<&serde_json::value::RawValue>) -> Position {
