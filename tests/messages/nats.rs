@@ -3,17 +3,62 @@
 //! streams is read with the `async-nats` client's own calls and compared with the file sink of
 //! the same run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
 use std::collections::HashSet;
-use std::time::Duration;
 
 use serde_json::Value as Json;
 use sluice_test_support::feed::{
-    after_ids, database, error_line, insert, ok, outage, pipeline, run_until_idle, wait_until,
+    after_ids, database, error_line, insert, ok, pipeline, run_until_idle,
 };
 use sluice_test_support::nats::{self as server, Private, Stored};
 use sluice_test_support::pg as run;
+
+use crate::scenarios::Bus;
+
+/// A private `nats-server` with JetStream; a pipeline's events go to a stream named after its
+/// topic prefix, created by the sink.
+pub(crate) struct Nats(Private);
+
+impl Bus for Nats {
+    const EXAMPLE: (&'static str, &'static str) = ("sqlite-nats", "NATS_URL");
+    const SENT_AGAIN: &'static str =
+        "NATS did not acknowledge every message; publishing the rest again";
+    const QUICK_RETRIES: &'static str =
+        "async.timeout.ms: 1000\nsync.retry.interval.ms: 100\nsync.retry.max.interval.ms: 1000";
+    const DROPS_REPEATS: bool = true;
+
+    fn start() -> Self {
+        Nats(Private::start(""))
+    }
+    fn address(&self) -> String {
+        self.0.url()
+    }
+    fn sink(&self, prefix: &str, more: &str) -> String {
+        let stream = format!("create-stream: true\nstream-name: {prefix}\n{more}");
+        sink("bus", &self.0.url(), &stream)
+    }
+    fn bodies(&self, prefix: &str) -> Vec<String> {
+        let stored = server::messages(&self.0.url(), prefix);
+        stored.into_iter().map(|m| m.payload).collect()
+    }
+    fn count(&self, prefix: &str) -> u64 {
+        server::count(&self.0.url(), prefix)
+    }
+    fn example_bodies(&self, topic: &str) -> Vec<String> {
+        let stored = server::messages(&self.0.url(), "Inventory");
+        (stored.into_iter())
+            .filter(|m| m.subject == topic)
+            .map(|m| m.payload)
+            .collect()
+    }
+    fn stop(&mut self) {
+        self.0.stop();
+    }
+    fn restart(&mut self) {
+        self.0.restart();
+    }
+}
+
+scenarios!(Nats);
 
 fn json(text: &str) -> Json {
     serde_json::from_str(text).unwrap()
@@ -110,40 +155,6 @@ fn a_replay_from_scratch_is_dropped_by_jetstreams_duplicate_window() {
     assert_eq!(
         ids(&server::messages(&url, "Replay")),
         (1..=20).collect::<Vec<_>>()
-    );
-}
-
-#[test]
-fn a_server_stopped_mid_stream_loses_nothing_and_stores_nothing_twice() {
-    const ROWS: i64 = 20_100;
-    let dir = tempfile::tempdir().unwrap();
-    let (db, conn) = database(dir.path(), 100);
-    let mut private = Private::start("");
-    let url = private.url();
-    let more = "create-stream: true\nstream-name: Outage\nasync.timeout.ms: 1000\nsync.retry.interval.ms: 100\nsync.retry.max.interval.ms: 1000";
-    let path = pipeline(dir.path(), &db, "outage", &sink("bus", &url, more));
-    let mut child = run::start(&path, &[]);
-    let count = |url: &str| server::count(url, "Outage");
-    wait_until("the first 100 messages", &mut child, |_| count(&url) >= 100);
-    let server = std::cell::RefCell::new(&mut private);
-    outage(
-        &mut child,
-        || server.borrow_mut().stop(),
-        || insert(&conn, 101..=ROWS),
-        || server.borrow_mut().restart(),
-    );
-    wait_until("every message", &mut child, |_| count(&url) >= ROWS as u64);
-    std::thread::sleep(Duration::from_secs(1));
-    run::stop(&child);
-    let log = run::finish(child);
-    assert!(
-        log.contains("NATS did not acknowledge every message; publishing the rest again"),
-        "{log}"
-    );
-    // The file store kept the first 100; what was sent twice was dropped by its id.
-    assert_eq!(
-        ids(&server::messages(&url, "Outage")),
-        (1..=ROWS).collect::<Vec<_>>()
     );
 }
 
@@ -271,57 +282,4 @@ fn a_message_over_max_payload_follows_the_failure_mode() {
     // streamed again). The first run stopped at the big one after row 1 was stored; the second
     // read the snapshot again and sent row 1 under the same id, which JetStream dropped.
     assert_eq!(ids(&stored), vec![1, 3]);
-}
-
-#[test]
-fn the_example_pipeline_runs_as_shipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let private = Private::start("");
-    let url = private.url();
-    ok(&sluice_test_support::feed::run_example(
-        dir.path(),
-        "sqlite-nats",
-        &[("NATS_URL", &url)],
-    ));
-    let stored = server::messages(&url, "Inventory");
-    let on = |subject: &str| stored.iter().filter(|m| m.subject == subject).count();
-    assert!(on("inventory.main.customers") >= 1000, "{}", stored.len());
-    assert!(on("inventory.main.products") >= 200, "{}", stored.len());
-    let first = json(&stored[0].payload);
-    assert!(
-        first["op"].is_string() && first.get("schema").is_none(),
-        "{first}"
-    );
-}
-
-#[test]
-fn cloudevents_messages_are_the_file_sinks_cloudevents() {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, _conn) = database(dir.path(), 3);
-    let private = Private::start("");
-    let url = private.url();
-    let sinks = format!(
-        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n",
-        dir.path().display()
-    ) + &sink(
-        "bus",
-        &url,
-        "create-stream: true\nstream-name: Ce\nformat: cloudevents",
-    );
-    let path = pipeline(dir.path(), &db, "ce", &sinks);
-    ok(&run_until_idle(&path));
-    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
-        .unwrap()
-        .lines()
-        .map(json)
-        .collect();
-    let stored = server::messages(&url, "Ce");
-    assert_eq!(stored.len(), 3);
-    for (m, line) in stored.iter().zip(&file) {
-        assert_eq!(json(&m.payload), line["value"]);
-        assert_eq!(
-            json(&m.payload)["type"],
-            "io.debezium.connector.sqlite.DataChangeEvent"
-        );
-    }
 }

@@ -3,17 +3,59 @@
 //! reached the queues is read with `lapin`'s `basic.get`, from queues the test bound as a
 //! consumer would, and compared with the file sink of the same run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use sluice_test_support::feed::{
-    after_ids, database, error_line, in_order, insert, ok, outage, pipeline, run_until_idle,
-    wait_until,
+    after_ids, database, error_line, in_order, insert, ok, pipeline, run_until_idle, wait_until,
 };
 use sluice_test_support::pg as run;
+
+use crate::scenarios::Bus;
 use sluice_test_support::rabbitmq::{self as broker, Got, Private};
+
+/// A private RabbitMQ node; a pipeline's events go to a queue named after its topic prefix,
+/// through an exchange, both declared by the sink.
+pub(crate) struct Rabbitmq(Private);
+
+impl Bus for Rabbitmq {
+    const EXAMPLE: (&'static str, &'static str) = ("sqlite-rabbitmq", "RABBITMQ_URL");
+    const SENT_AGAIN: &'static str =
+        "RabbitMQ did not confirm every message; publishing the rest again";
+    const QUICK_RETRIES: &'static str =
+        "ackTimeout: 2000\nretry.initial.delay.ms: 100\nretry.max.delay.ms: 1000";
+    const DROPS_REPEATS: bool = false;
+
+    fn start() -> Self {
+        Rabbitmq(Private::start(""))
+    }
+    fn address(&self) -> String {
+        self.0.url()
+    }
+    fn sink(&self, prefix: &str, more: &str) -> String {
+        let route = format!("exchange: {prefix}_x\nautoCreateExchange: true\nroutingKey: {prefix}\nautoCreateRoutingKey: true\n{more}");
+        sink("bus", &self.0.url(), &route)
+    }
+    fn bodies(&self, prefix: &str) -> Vec<String> {
+        (broker::drain(&self.0.url(), prefix).into_iter())
+            .map(|m| m.body)
+            .collect()
+    }
+    fn count(&self, prefix: &str) -> u64 {
+        broker::count(&self.0.url(), prefix).into()
+    }
+    fn example_bodies(&self, topic: &str) -> Vec<String> {
+        self.bodies(topic)
+    }
+    fn stop(&mut self) {
+        self.0.stop();
+    }
+    fn restart(&mut self) {
+        self.0.restart();
+    }
+}
+
+scenarios!(Rabbitmq);
 
 /// A name of the test's own on the shared broker.
 fn unique(test: &str) -> String {
@@ -91,41 +133,6 @@ fn messages_are_the_file_sinks_values_routed_by_topic_and_persistent() {
             false => assert_eq!(json(&m.body), line["value"]["payload"], "without schemas"),
         }
     }
-}
-
-#[test]
-fn a_broker_stopped_mid_stream_loses_nothing_and_delivery_resumes_by_itself() {
-    const ROWS: i64 = 20_100;
-    let dir = tempfile::tempdir().unwrap();
-    let (db, conn) = database(dir.path(), 100);
-    let mut private = Private::start("");
-    let url = private.url();
-    let more = "exchange: cdc\nautoCreateExchange: true\nroutingKey: changes\nautoCreateRoutingKey: true\nackTimeout: 2000\nretry.initial.delay.ms: 100\nretry.max.delay.ms: 1000";
-    let path = pipeline(dir.path(), &db, "outage", &sink("bus", &url, more));
-    let mut child = run::start(&path, &[]);
-    wait_until("the first 100 messages", &mut child, |_| {
-        broker::count(&url, "changes") >= 100
-    });
-    let node = std::cell::RefCell::new(&mut private);
-    outage(
-        &mut child,
-        || node.borrow_mut().stop(),
-        || insert(&conn, 101..=ROWS),
-        || node.borrow_mut().restart(),
-    );
-    wait_until("every message", &mut child, |_| {
-        broker::count(&url, "changes") >= ROWS as u32
-    });
-    run::stop(&child);
-    let log = run::finish(child);
-    assert!(
-        log.contains("RabbitMQ did not confirm every message; publishing the rest again"),
-        "{log}"
-    );
-    // Durable queue, persistent messages: the first 100 survived the restart. At least once,
-    // in order: repeats only where messages were published again.
-    let got = ids(&broker::drain(&url, "changes"));
-    assert_eq!(in_order(got), (1..=ROWS).collect::<Vec<_>>());
 }
 
 #[test]
@@ -286,53 +293,4 @@ fn publishing_waits_while_the_broker_blocks_it_and_goes_on_after() {
     assert!(log.contains("RabbitMQ blocks publishing"), "{log}");
     let got = ids(&broker::drain(&url, "all"));
     assert_eq!(in_order(got), (1..=50).collect::<Vec<_>>());
-}
-
-#[test]
-fn the_example_pipeline_runs_as_shipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let private = Private::start("");
-    let url = private.url();
-    ok(&sluice_test_support::feed::run_example(
-        dir.path(),
-        "sqlite-rabbitmq",
-        &[("RABBITMQ_URL", &url)],
-    ));
-    let customers = broker::drain(&url, "inventory.main.customers");
-    assert!(customers.len() >= 1000, "{}", customers.len());
-    assert!(broker::count(&url, "inventory.main.products") >= 200);
-    let first = json(&customers[0].body);
-    assert!(
-        first["op"].is_string() && first.get("schema").is_none(),
-        "{first}"
-    );
-}
-
-#[test]
-fn cloudevents_bodies_are_the_file_sinks_cloudevents() {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, _conn) = database(dir.path(), 3);
-    let url = broker::shared_url();
-    let (exchange, queue) = (unique("ce_x"), unique("ce_q"));
-    let sinks = format!(
-        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n",
-        dir.path().display()
-    ) + &sink(
-        "bus",
-        &url,
-        &format!("exchange: {exchange}\nautoCreateExchange: true\nroutingKey: {queue}\nautoCreateRoutingKey: true\nformat: cloudevents"),
-    );
-    let path = pipeline(dir.path(), &db, "ce", &sinks);
-    ok(&run_until_idle(&path));
-    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
-        .unwrap()
-        .lines()
-        .map(json)
-        .collect();
-    let got = broker::drain(&url, &queue);
-    broker::remove(&url, &[&queue], &[&exchange]);
-    assert_eq!(got.len(), 3);
-    for (m, line) in got.iter().zip(&file) {
-        assert_eq!(json(&m.body), line["value"]);
-    }
 }

@@ -3,17 +3,71 @@
 //! what reached Redis is read with the `redis` crate's own client and compared with the file
 //! sink of the same run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
-use sluice_test_support::feed::{
-    database, error_line, in_order, insert, ok, outage, pipeline, run_until_idle, wait_until,
-};
+use sluice_test_support::feed::{database, error_line, ok, pipeline, run_until_idle, wait_until};
 use sluice_test_support::pg as run;
+
+use crate::scenarios::Bus;
 use sluice_test_support::redis::{self as server, Private};
+
+/// A private `redis-server`; a pipeline's events go to a stream per topic (`<prefix>.main.t`),
+/// in the compact form (one field: the key, the value).
+pub(crate) struct Redis(Private);
+
+impl Bus for Redis {
+    const EXAMPLE: (&'static str, &'static str) = ("sqlite-redis", "REDIS_ADDRESS");
+    const SENT_AGAIN: &'static str = "Redis did not take the entries; trying again";
+    const QUICK_RETRIES: &'static str = "retry.initial.delay.ms: 100\nretry.max.delay.ms: 1000";
+    const DROPS_REPEATS: bool = false;
+
+    fn start() -> Self {
+        Redis(Private::start(&[]))
+    }
+    fn address(&self) -> String {
+        self.0.address()
+    }
+    fn sink(&self, _prefix: &str, more: &str) -> String {
+        let mut text = format!(
+            "  - type: redis\n    name: bus\n    address: {}\n",
+            self.0.address()
+        );
+        for line in more.lines().filter(|l| !l.is_empty()) {
+            text.push_str(&format!("    {line}\n"));
+        }
+        text
+    }
+    fn bodies(&self, prefix: &str) -> Vec<String> {
+        self.example_bodies(&format!("{prefix}.main.t"))
+    }
+    fn count(&self, prefix: &str) -> u64 {
+        // A server just started again may refuse a moment: nothing counted yet.
+        let stream = format!("{prefix}.main.t");
+        std::panic::catch_unwind(|| {
+            let mut conn = server::connect(&self.0.address());
+            redis::cmd("XLEN")
+                .arg(&stream)
+                .query::<u64>(&mut conn)
+                .unwrap()
+        })
+        .unwrap_or(0)
+    }
+    fn example_bodies(&self, topic: &str) -> Vec<String> {
+        (server::entries(&self.0.address(), topic).into_iter())
+            .map(|mut entry| entry.remove(0).1)
+            .collect()
+    }
+    fn stop(&mut self) {
+        self.0.stop();
+    }
+    fn restart(&mut self) {
+        self.0.restart();
+    }
+}
+
+scenarios!(Redis);
 
 /// A unique topic prefix for a test on the shared server.
 fn prefix(test: &str) -> String {
@@ -88,51 +142,6 @@ fn entries_are_debezium_servers_compact_and_extended_forms_of_the_file_sinks_eve
     // Everything was acknowledged: a restart adds nothing.
     ok(&run_until_idle(&path));
     assert_eq!(server::entries(&server::address(), &stream).len(), 6);
-}
-
-#[test]
-fn a_server_stopped_mid_stream_loses_nothing_and_delivery_resumes_by_itself() {
-    const ROWS: i64 = 20_100;
-    let dir = tempfile::tempdir().unwrap();
-    let (db, conn) = database(dir.path(), 100);
-    let mut private = Private::start(&[]);
-    let sinks = format!(
-        "  - type: redis\n    address: {}\n    retry.initial.delay.ms: 100\n    retry.max.delay.ms: 1000\n",
-        private.address()
-    );
-    let path = pipeline(dir.path(), &db, "outage", &sinks);
-    let mut child = run::start(&path, &[]);
-    let address = private.address();
-    let count = |address: &str| {
-        std::panic::catch_unwind(|| {
-            let mut conn = server::connect(address);
-            redis::cmd("XLEN")
-                .arg("outage.main.t")
-                .query::<i64>(&mut conn)
-                .unwrap()
-        })
-        .unwrap_or(0)
-    };
-    wait_until("the first 100 entries", &mut child, |_| {
-        count(&address) >= 100
-    });
-    let server = std::cell::RefCell::new(&mut private);
-    outage(
-        &mut child,
-        || server.borrow_mut().stop(),
-        || insert(&conn, 101..=ROWS),
-        || server.borrow_mut().restart(),
-    );
-    wait_until("every entry", &mut child, |_| count(&address) >= ROWS);
-    run::stop(&child);
-    let log = run::finish(child);
-    assert!(
-        log.contains("Redis did not take the entries; trying again"),
-        "{log}"
-    );
-    // At least once, in order: duplicates only where a block was sent again.
-    let got = ids(&server::entries(&address, "outage.main.t"));
-    assert_eq!(in_order(got), (1..=ROWS).collect::<Vec<_>>());
 }
 
 #[test]
@@ -313,51 +322,4 @@ fn wait_enabled_acknowledges_once_the_replica_has_the_entries_and_maxlen_trims()
         on_primary.len()
     );
     assert_eq!(ids(&on_primary).last(), Some(&1000));
-}
-
-#[test]
-fn the_example_pipeline_runs_as_shipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let private = Private::start(&[]);
-    let address = private.address();
-    ok(&sluice_test_support::feed::run_example(
-        dir.path(),
-        "sqlite-redis",
-        &[("REDIS_ADDRESS", &address)],
-    ));
-    assert!(server::entries(&address, "inventory.main.customers").len() >= 1000);
-    assert!(server::entries(&address, "inventory.main.products").len() >= 200);
-    let first = &server::entries(&address, "inventory.main.products")[0];
-    let value = json(&first[0].1);
-    assert!(
-        value["op"].is_string() && value.get("schema").is_none(),
-        "{value}"
-    );
-}
-
-#[test]
-fn cloudevents_entries_are_the_file_sinks_cloudevents() {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, _conn) = database(dir.path(), 3);
-    let private = Private::start(&[]);
-    let sinks = format!(
-        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n  - type: redis\n    address: {}\n    format: cloudevents\n",
-        dir.path().display(),
-        private.address()
-    );
-    let path = pipeline(dir.path(), &db, "ce", &sinks);
-    ok(&run_until_idle(&path));
-    let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
-        .unwrap()
-        .lines()
-        .map(json)
-        .collect();
-    let entries = server::entries(&private.address(), "ce.main.t");
-    assert_eq!(entries.len(), 3);
-    for (entry, line) in entries.iter().zip(&file) {
-        let value = json(&entry[0].1);
-        assert_eq!(value, line["value"]);
-        assert_eq!(value["specversion"], "1.0");
-        assert_eq!(json(&entry[0].0), line["key"]);
-    }
 }
