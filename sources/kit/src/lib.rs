@@ -27,6 +27,7 @@ pub mod change_tables;
 pub mod config;
 pub mod history;
 pub mod incremental;
+pub mod lifecycle;
 pub mod mapping;
 pub mod notification;
 pub mod position;

@@ -353,20 +353,57 @@ impl MysqlSource {
 #[async_trait]
 impl Source for MysqlSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        self.config.common.count_into(ctx);
         let span =
             tracing::info_span!("mysql", host = %self.config.hostname, port = self.config.port);
         let _guard = span.enter();
+        sluice_kit::lifecycle::drive(self, ctx).await
+    }
+}
+
+/// The server reached: a checked connection, and whether it compares table names regardless
+/// of case (`lower_case_table_names`).
+pub struct Reached {
+    conn: mysql_async::Conn,
+    case_insensitive: bool,
+}
+
+#[async_trait]
+impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
+    type Reached = Reached;
+    type Error = ComponentError;
+
+    fn connector(&self) -> &'static str {
+        self.flavour.name()
+    }
+
+    fn common_mut(&mut self) -> &mut sluice_kit::config::SourceCommon {
+        &mut self.config.common
+    }
+
+    async fn reach(&mut self, _ctx: &mut SourceContext) -> Result<Reached, ComponentError> {
+        let mut conn = self.connect().await?;
+        let case_insensitive = self.check_server(&mut conn).await?;
+        Ok(Reached {
+            conn,
+            case_insensitive,
+        })
+    }
+
+    async fn capture(
+        &mut self,
+        reached: Reached,
+        ctx: &mut SourceContext,
+    ) -> Result<(), ComponentError> {
+        let Reached {
+            mut conn,
+            case_insensitive,
+        } = reached;
         let resume: Option<Offset> = ctx
             .resume_from()
             .map(|p| Offset::parse(p, "mysql"))
             .transpose()
             .map_err(ComponentError::fatal)?;
         let mut schemas = self.schemas().await?;
-        let mut conn = self.connect().await?;
-        let case_insensitive = self.check_server(&mut conn).await?;
-        ctx.connected();
-        ctx.identify(self.flavour.name(), &self.config.common.topic_prefix);
         schemas.model.set_case_insensitive(case_insensitive);
         let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;
         let stored = sluice_kit::snapshot::Stored {
@@ -403,7 +440,6 @@ impl Source for MysqlSource {
                 Err(MysqlError::Stopped) => return Ok(()),
                 done => done?,
             };
-            ctx.snapshot_completed();
             tracing::info!(rows, "Snapshot completed.");
             match start {
                 Start::Pin(at) => (tables, at),

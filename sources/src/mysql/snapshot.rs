@@ -2,6 +2,7 @@
 //! position MariaDB reports for it. Rows are `op: r` events whose `source.snapshot` marks the
 //! first and last rows (of all, and of each table) as Debezium does.
 
+use sluice_kit::lifecycle::SnapshotRun;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -293,7 +294,7 @@ impl MysqlSource {
             .iter()
             .filter(|t| self.config.common.snapshots_table(&t.full_name()))
             .collect();
-        ctx.snapshot_tables(estimates(conn, &included).await?);
+        let announced = SnapshotRun::announce(ctx, estimates(conn, &included).await?);
         let no_conditions = BTreeMap::new();
         let (rows, mut events) = self
             .read_rows(
@@ -319,6 +320,7 @@ impl MysqlSource {
                 position: Some(done),
             })
             .await;
+        announced.completed(ctx);
         let start = start.map(|at| MysqlOffset {
             snapshot_completed: true,
             ..at

@@ -60,8 +60,39 @@ impl PostgresSource {
 #[async_trait]
 impl Source for PostgresSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        self.config.common.count_into(ctx);
-        run(&self.config, ctx).await.map_err(ComponentError::from)
+        sluice_kit::lifecycle::drive(self, ctx).await
+    }
+}
+
+/// The database reached: its connection settings and a checked connection (the kit's
+/// [`sluice_kit::lifecycle::drive`] hands it from `reach` to `capture`).
+pub struct Reached {
+    info: ConnInfo,
+    client: tokio_postgres::Client,
+}
+
+#[async_trait]
+impl sluice_kit::lifecycle::DatabaseSource for PostgresSource {
+    type Reached = Reached;
+    type Error = PgError;
+
+    fn connector(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn common_mut(&mut self) -> &mut sluice_kit::config::SourceCommon {
+        &mut self.config.common
+    }
+
+    async fn reach(&mut self, _ctx: &mut SourceContext) -> Result<Reached, PgError> {
+        let info = ConnInfo::from_config(&self.config)?;
+        let client = info.connect("sluice").await?;
+        check_setup(&client, &info).await?;
+        Ok(Reached { info, client })
+    }
+
+    async fn capture(&mut self, reached: Reached, ctx: &mut SourceContext) -> Result<(), PgError> {
+        run(&self.config, reached, ctx).await
     }
 }
 
@@ -428,8 +459,10 @@ async fn snapshot_tables(
         positions: None,
         notifications: what.notifications,
     };
-    let rows = snapshot::run(client, &plan, ctx).await?;
-    ctx.snapshot_completed();
+    let (rows, announced) = snapshot::run(client, &plan, ctx).await?;
+    if let Some(run) = announced {
+        run.completed(ctx);
+    }
     tracing::info!(rows, tables = what.tables.len(), "Snapshot completed.");
     Ok(())
 }
@@ -466,12 +499,11 @@ fn kit_records(
     (heartbeats, tx_meta)
 }
 
-async fn run(config: &PostgresConfig, ctx: &mut SourceContext) -> Result<(), PgError> {
-    let info = ConnInfo::from_config(config)?;
-    let client = info.connect("sluice").await?;
-    check_setup(&client, &info).await?;
-    ctx.connected();
-    ctx.identify("postgresql", &config.common.topic_prefix);
+async fn run(
+    config: &PostgresConfig,
+    Reached { info, client }: Reached,
+    ctx: &mut SourceContext,
+) -> Result<(), PgError> {
     let mut types = TypeResolver::default();
     let defs = captured_tables(&client, config, &mut types).await?;
     if defs.is_empty() {

@@ -576,7 +576,29 @@ impl SqliteSource {
 #[async_trait]
 impl Source for SqliteSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        self.config.common.count_into(ctx);
+        sluice_kit::lifecycle::drive(self, ctx).await
+    }
+}
+
+#[async_trait]
+impl sluice_kit::lifecycle::DatabaseSource for SqliteSource {
+    type Reached = ();
+    type Error = ComponentError;
+
+    fn connector(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn common_mut(&mut self) -> &mut sluice_kit::config::SourceCommon {
+        &mut self.config.common
+    }
+
+    /// The database opens (the reader thread opens its own connection).
+    async fn reach(&mut self, _ctx: &mut SourceContext) -> Result<(), ComponentError> {
+        self.open().map(drop)
+    }
+
+    async fn capture(&mut self, (): (), ctx: &mut SourceContext) -> Result<(), ComponentError> {
         let resume: Option<Offset> = ctx
             .resume_from()
             .map(|p| Offset::parse(p, "sqlite"))
@@ -599,10 +621,6 @@ impl Source for SqliteSource {
             source_schema: self.source_schema.clone(),
             skipped: self.skipped,
         };
-        // The database opens: the source is ready (the reader thread opens its own connection).
-        drop(reader.open()?);
-        ctx.connected();
-        ctx.identify("sqlite", &self.config.common.topic_prefix);
         let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx)
             .await
             .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;

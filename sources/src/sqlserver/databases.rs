@@ -181,8 +181,7 @@ impl Source for SqlServer {
         ctx.partition_by(&names)
             .map_err(|e| ComponentError::fatal(format!("sqlserver: {e}")))?;
         let conns = self.connect().await?;
-        ctx.connected();
-        ctx.identify("sqlserver", &prefix);
+        sluice_kit::lifecycle::announce(ctx, "sqlserver", &prefix);
         let done = async {
             let mut started = self.start(conns, ctx).await?;
             if started.is_empty() || ctx.is_stopping() {

@@ -70,7 +70,9 @@ impl Streamer<'_> {
             // Debezium reports a blocking snapshot with the initial snapshot's notifications.
             notifications: self.notifications.as_ref(),
         };
-        let rows = snapshot::run(self.client, &plan, ctx).await?;
+        // Its tables show in the status as it reads them; the snapshot completed stays the
+        // initial one's.
+        let (rows, _tables_shown) = snapshot::run(self.client, &plan, ctx).await?;
         let _ = exporter.batch_execute("COMMIT").await;
         tracing::info!(notification = "COMPLETED", id = %request.id, rows, "Blocking snapshot: streaming resumes.");
         Ok(())

@@ -26,6 +26,7 @@ use crate::postgres::server::catalog::{quote_ident, ConnInfo};
 use crate::postgres::values::types::ReadPath;
 use crate::postgres::wire::copy::for_each_line;
 use sluice_kit::history::ChangeKind;
+use sluice_kit::lifecycle::SnapshotRun;
 
 /// The most rows a reader sends at once.
 const PIECE: usize = 256;
@@ -108,12 +109,13 @@ fn begin_sql(snapshot_name: &str) -> String {
 
 /// Emits every row of every table as `op: r`, with Debezium's `snapshot` markers (`first`,
 /// `first_in_data_collection`, `true`, `last_in_data_collection`, `last`). Returns the number of
-/// rows. Positions say the snapshot is incomplete, except the last one.
+/// rows and the snapshot as announced (`None`: the pipeline stopped first). Positions say the snapshot is incomplete, except the last
+/// one.
 pub(crate) async fn run(
     client: &Client,
     plan: &SnapshotPlan<'_>,
     ctx: &mut SourceContext,
-) -> Result<u64, PgError> {
+) -> Result<(u64, Option<SnapshotRun>), PgError> {
     let q = |e| PgError::query("snapshot", e);
     client
         .batch_execute(&begin_sql(plan.snapshot_name))
@@ -134,10 +136,10 @@ pub(crate) async fn run(
     if let Some(changes) = plan.schema_changes {
         let events = schema_events(client, plan, changes, started_micros, tx_id).await?;
         if ctx.emit(Batch::new(events)).await.is_err() {
-            return Ok(0);
+            return Ok((0, None));
         }
     }
-    ctx.snapshot_tables(estimates(client, plan.tables).await.map_err(q)?);
+    let announced = SnapshotRun::announce(ctx, estimates(client, plan.tables).await.map_err(q)?);
     let units = plan_units(client, plan).await?;
     let threads = plan.threads.clamp(1, units.len().max(1));
     if threads > 1 {
@@ -205,7 +207,7 @@ pub(crate) async fn run(
     let (rows, ()) = tokio::join!(collector.run(rx, ctx), read_and_report(client, &shared, tx));
     let rows = rows?;
     client.batch_execute("COMMIT").await.map_err(q)?;
-    Ok(rows)
+    Ok((rows, Some(announced)))
 }
 
 /// The snapshot's tables (`schema.table`) with the rows PostgreSQL's statistics estimate each

@@ -528,8 +528,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         self.open_history(data_dir, None).await?;
         let mut conn = self.dialect.connect().await?;
         self.dialect.check_setup(&mut conn).await?;
-        ctx.connected();
-        ctx.identify(D::NAME, &self.dialect.common().topic_prefix);
+        crate::lifecycle::announce(ctx, D::NAME, &self.dialect.common().topic_prefix);
         let Some(from) = self.start(&mut conn, ctx).await? else {
             return Ok(());
         };

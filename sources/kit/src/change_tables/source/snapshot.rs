@@ -3,6 +3,7 @@
 //! position the stream goes on from), the captured tables' structure, then their rows; and
 //! blocking snapshots (`execute-snapshot` with `"type": "blocking"`) between polls.
 
+use crate::lifecycle::SnapshotRun;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, Position, SourceContext, Struct};
 
@@ -52,7 +53,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         let read: Vec<&TableOf<D>> = (tables.iter())
             .filter(|t| common.snapshots_table(&t.full_name()))
             .collect();
-        ctx.snapshot_tables(self.estimates(conn, &read).await);
+        let announced = SnapshotRun::announce(ctx, self.estimates(conn, &read).await);
         let all: Vec<&TableOf<D>> = tables.iter().collect();
         // The structure as the snapshot read it, at its own position.
         self.remember(&all, ChangeKind::Create, &read_at.position())
@@ -81,7 +82,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         };
         let (events, count) = rows.finish();
         Self::emit(ctx, events, done.position()).await?;
-        ctx.snapshot_completed();
+        announced.completed(ctx);
         tracing::info!(rows = count, tables = read.len(), lsn = %max, "Snapshot completed.");
         Ok(done)
     }
