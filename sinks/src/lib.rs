@@ -48,6 +48,7 @@ pub(crate) fn block_on_side_thread<T: Send + 'static>(
             .build()
             .map_err(|e| {
                 sluice_engine::ComponentError::retryable(format!("cannot start a runtime: {e}"))
+                    .with_source(e)
             })?
             .block_on(future)
     })

@@ -11,10 +11,10 @@ pub(crate) fn client_config() -> Result<rustls::ClientConfig, ComponentError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")))?;
+        .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")).with_source(e))?;
     Ok(
         rustls_platform_verifier::BuilderVerifierExt::with_platform_verifier(tls)
-            .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")))?
+            .map_err(|e| ComponentError::fatal(format!("TLS setup failed: {e}")).with_source(e))?
             .with_no_client_auth(),
     )
 }

@@ -8,6 +8,7 @@
 //! the statements in `sql.rs`, the values in `values.rs`.
 
 mod config;
+mod error;
 mod mysql;
 mod postgres;
 mod sql;
@@ -24,6 +25,7 @@ use sluice_engine::{Schema, Sink, SinkBatch, Struct, Value};
 
 use crate::skipped::skip_or_fail;
 pub use config::{Dialect, Evolution, InsertMode, JdbcSinkConfig, KeyMode};
+use error::JdbcSinkError;
 
 /// One column value of a row change.
 struct Cell {
@@ -66,16 +68,16 @@ impl JdbcSink {
     /// A sink for `config`: the database is reached once so that a wrong address or login
     /// stops the start with one line.
     pub fn open(config: &JdbcSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
-        config.validate().map_err(ComponentError::fatal)?;
+        config.validate().map_err(JdbcSinkError::Config)?;
         let name = ctx.component.to_owned();
-        let dialect = config.target().map_err(ComponentError::fatal)?.dialect;
+        let dialect = config.target().map_err(JdbcSinkError::Config)?.dialect;
         let (check, sink) = (config.clone(), name.clone());
         crate::block_on_side_thread(async move {
             let reached = match dialect {
                 Dialect::Postgres => postgres::Postgres::check(&check).await,
                 Dialect::MySql => mysql::MySql::check(&check).await,
             };
-            reached.map_err(|e| ComponentError::fatal(format!("sink `{sink}`: {e}")))
+            reached.map_err(|source| ComponentError::from(JdbcSinkError::Start { sink, source }))
         })?;
         let backend = match dialect {
             Dialect::Postgres => Backend::Postgres(Default::default()),

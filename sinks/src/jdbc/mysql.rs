@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use mysql_async::prelude::Queryable;
 use sluice_engine::ComponentError;
 
+use super::error::{ConnectError, JdbcSinkError};
+
 use super::config::{Dialect, JdbcSinkConfig};
 use super::sql::Sql;
 use super::table::{column_key, evolve, parts, statement, Columns};
@@ -37,7 +39,7 @@ impl From<mysql_async::Error> for Failure {
 
 impl MySql {
     /// Reaches the database once, so that a wrong address or login stops the start.
-    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), String> {
+    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), ConnectError> {
         let (conn, _) = connect(config).await?;
         let _ = conn.disconnect().await;
         Ok(())
@@ -53,12 +55,21 @@ impl MySql {
         if self.conn.is_none() {
             let conn = connect(config)
                 .await
-                .map_err(|e| ComponentError::retryable(format!("sink `{name}`: {e}")))?;
+                .map_err(|source| JdbcSinkError::Reconnect {
+                    sink: name.to_owned(),
+                    source,
+                })?;
             self.conn = Some(conn);
         }
         let mut tables = std::mem::take(&mut self.tables);
         let Some((conn, sql)) = self.conn.as_mut() else {
-            return Err(ComponentError::retryable("no connection"));
+            return Err(JdbcSinkError::Write {
+                sink: name.to_owned(),
+                message: "no connection".to_owned(),
+                retryable: true,
+                source: None,
+            }
+            .into());
         };
         let result = run(conn, sql, config, &mut tables, changes).await;
         match result {
@@ -74,23 +85,27 @@ impl MySql {
     /// (lost or timed-out connections, network errors, lock wait timeouts, deadlocks, a server
     /// shutting down or read-only during a failover, a statement to prepare again).
     fn classify(&mut self, name: &str, e: Failure) -> ComponentError {
-        let (line, retry) = match e {
-            Failure::Plain(message) => (message, false),
+        let (message, retryable, source): (String, bool, Option<super::error::Cause>) = match e {
+            Failure::Plain(message) => (message, false, None),
             Failure::Db(mysql_async::Error::Server(s)) => (
                 format!("{} (MySQL error {})", s.message, s.code),
                 retryable(s.code),
+                Some(Box::new(mysql_async::Error::Server(s))),
             ),
-            Failure::Db(e @ mysql_async::Error::Url(_)) => (e.to_string(), false),
-            Failure::Db(e) => (e.to_string(), true),
+            Failure::Db(e @ mysql_async::Error::Url(_)) => {
+                (e.to_string(), false, Some(Box::new(e)))
+            }
+            Failure::Db(e) => (e.to_string(), true, Some(Box::new(e))),
         };
-        let line = format!("sink `{name}`: {line}");
         // The connection is not used again after any failure: a retry opens a fresh one.
         self.conn = None;
-        if retry {
-            ComponentError::retryable(line)
-        } else {
-            ComponentError::fatal(line)
+        JdbcSinkError::Write {
+            sink: name.to_owned(),
+            message,
+            retryable,
+            source,
         }
+        .into()
     }
 }
 
@@ -172,8 +187,8 @@ async fn read_columns(conn: &mut mysql_async::Conn, table: &str) -> Result<Colum
 }
 
 /// A connection in the sink's session, and how statements are written for its server.
-async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), String> {
-    let target = config.target()?;
+async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), ConnectError> {
+    let target = config.target().map_err(ConnectError::Target)?;
     let opts = mysql_async::OptsBuilder::default()
         .ip_or_hostname(target.host.clone())
         .tcp_port(target.port)
@@ -181,11 +196,20 @@ async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), St
         .pass(config.password.as_ref().map(|p| p.expose().to_owned()))
         .db_name(Some(target.database.clone()));
     let at = format!("{}:{}/{}", target.host, target.port, target.database);
-    let failed = |e: mysql_async::Error| {
-        match e {
-        mysql_async::Error::Server(s) => format!("MySQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", s.message),
-        e => format!("cannot reach MySQL at {at} ({e}): check `connection.url` (and its `sslMode`)"),
-    }
+    let failed = |e: mysql_async::Error| match e {
+        mysql_async::Error::Server(s) => ConnectError::Refused {
+            database: "MySQL",
+            at: at.clone(),
+            message: s.message.clone(),
+            source: Box::new(mysql_async::Error::Server(s)),
+        },
+        e => ConnectError::Unreachable {
+            database: "MySQL",
+            at: at.clone(),
+            detail: e.to_string(),
+            tls_key: "sslMode",
+            source: Box::new(e),
+        },
     };
     let tls = ssl_opts(&target.tls);
     let mut conn = match mysql_async::Conn::new(opts.clone().ssl_opts(tls.clone())).await {
@@ -203,7 +227,11 @@ async fn connect(config: &JdbcSinkConfig) -> Result<(mysql_async::Conn, Sql), St
     };
     let version = setup
         .await
-        .map_err(|e| format!("MySQL at {at}: {e}"))?
+        .map_err(|e| ConnectError::Session {
+            database: "MySQL",
+            at: at.clone(),
+            source: Box::new(e),
+        })?
         .unwrap_or_default();
     let sql = Sql {
         dialect: Dialect::MySql,

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 
 use sluice_engine::ComponentError;
+
+use super::error::{ConnectError, JdbcSinkError};
 use tokio_postgres::types::{ToSql, Type};
 
 use sluice_engine::tls::{client_builder, Verify};
@@ -33,13 +35,17 @@ impl From<tokio_postgres::Error> for Failure {
 
 impl Postgres {
     /// Reaches the database once, so that a wrong address or login stops the start.
-    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), String> {
+    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), ConnectError> {
         let client = connect(config).await?;
         client
             .simple_query("SELECT 1")
             .await
             .map(drop)
-            .map_err(|e| describe(&e))
+            .map_err(|e| ConnectError::Session {
+                database: "PostgreSQL",
+                at: at(config),
+                source: Box::new(e),
+            })
     }
 
     /// Applies `changes` in one transaction.
@@ -55,12 +61,21 @@ impl Postgres {
         if self.client.is_none() {
             let client = connect(config)
                 .await
-                .map_err(|e| ComponentError::retryable(format!("sink `{name}`: {e}")))?;
+                .map_err(|source| JdbcSinkError::Reconnect {
+                    sink: name.to_owned(),
+                    source,
+                })?;
             self.client = Some(client);
         }
         let mut tables = std::mem::take(&mut self.tables);
         let Some(client) = self.client.as_mut() else {
-            return Err(ComponentError::retryable("no connection"));
+            return Err(JdbcSinkError::Write {
+                sink: name.to_owned(),
+                message: "no connection".to_owned(),
+                retryable: true,
+                source: None,
+            }
+            .into());
         };
         let result: Result<(), Failure> = async {
             let tx = client.transaction().await?;
@@ -82,20 +97,29 @@ impl Postgres {
 
     /// A database error: retryable when the connection or the server's state is at fault.
     fn classify(&mut self, name: &str, e: Failure) -> ComponentError {
-        match e {
-            Failure::Plain(message) => ComponentError::fatal(format!("sink `{name}`: {message}")),
+        let sink = name.to_owned();
+        let error = match e {
+            Failure::Plain(message) => JdbcSinkError::Write {
+                sink,
+                message,
+                retryable: false,
+                source: None,
+            },
             Failure::Db(e) => {
                 let class = e.code().map(|c| c.code()[..2].to_owned());
-                let line = format!("sink `{name}`: {}", describe(&e));
-                match class.as_deref() {
-                    None | Some("08" | "40" | "53" | "57") => {
-                        self.client = None;
-                        ComponentError::retryable(line)
-                    }
-                    _ => ComponentError::fatal(line),
+                let retryable = matches!(class.as_deref(), None | Some("08" | "40" | "53" | "57"));
+                if retryable {
+                    self.client = None;
+                }
+                JdbcSinkError::Write {
+                    sink,
+                    message: describe(&e),
+                    retryable,
+                    source: Some(Box::new(e)),
                 }
             }
-        }
+        };
+        error.into()
     }
 }
 
@@ -161,8 +185,16 @@ async fn read_columns(
 }
 
 /// A connection to the target (its task on the current runtime).
-async fn connect(config: &JdbcSinkConfig) -> Result<tokio_postgres::Client, String> {
-    let target = config.target()?;
+/// `host:port/database` of the target, as errors name it.
+fn at(config: &JdbcSinkConfig) -> String {
+    match config.target() {
+        Ok(t) => format!("{}:{}/{}", t.host, t.port, t.database),
+        Err(_) => "the target".to_owned(),
+    }
+}
+
+async fn connect(config: &JdbcSinkConfig) -> Result<tokio_postgres::Client, ConnectError> {
+    let target = config.target().map_err(ConnectError::Target)?;
     let mut pg = tokio_postgres::Config::new();
     pg.host(&target.host)
         .port(target.port)
@@ -174,14 +206,23 @@ async fn connect(config: &JdbcSinkConfig) -> Result<tokio_postgres::Client, Stri
         pg.password(p.expose());
     }
     let at = format!("{}:{}/{}", target.host, target.port, target.database);
-    let failed = |e: tokio_postgres::Error| {
-        match e.as_db_error() {
-        Some(db) => format!("PostgreSQL at {at} refused the connection: {} (check `connection.username`, `connection.password` and the database)", db.message()),
-        None => format!("cannot reach PostgreSQL at {at} ({}): check `connection.url` (and its `sslmode`)", with_causes(&e)),
-    }
+    let failed = |e: tokio_postgres::Error| match e.as_db_error() {
+        Some(db) => ConnectError::Refused {
+            database: "PostgreSQL",
+            at: at.clone(),
+            message: db.message().to_owned(),
+            source: Box::new(e),
+        },
+        None => ConnectError::Unreachable {
+            database: "PostgreSQL",
+            at: at.clone(),
+            detail: with_causes(&e),
+            tls_key: "sslmode",
+            source: Box::new(e),
+        },
     };
     use tokio_postgres::config::SslMode;
-    let client = match tls_config(&target.tls)? {
+    let client = match tls_config(&target.tls).map_err(ConnectError::Target)? {
         None => {
             pg.ssl_mode(SslMode::Disable);
             let (client, connection) = pg.connect(tokio_postgres::NoTls).await.map_err(failed)?;

@@ -57,6 +57,29 @@ pub(crate) enum KafkaSinkError {
     /// The producer was closed before every record of a batch was reported.
     #[error("the Kafka producer was closed before every record was reported")]
     Closed,
+    /// librdkafka refused the admin client's configuration (`topic.creation.enable`).
+    #[error("sink `{sink}`: cannot create the Kafka admin client")]
+    Admin {
+        sink: String,
+        #[source]
+        source: KafkaError,
+    },
+    /// The request to create topics failed (the brokers away, say): the batch is sent again.
+    #[error("sink `{sink}`: creating Kafka topics {topics} failed: {source}")]
+    CreateTopics {
+        sink: String,
+        topics: String,
+        #[source]
+        source: KafkaError,
+    },
+    /// Kafka refused to create a topic: retryable when the cluster was busy or away, fatal
+    /// when only `topic.creation` or the operator fixes it.
+    #[error("sink `{sink}`: Kafka refused to create topic `{topic}`: {code}; adjust `topic.creation` (partitions, replication.factor, config) or create the topic yourself")]
+    TopicRefused {
+        sink: String,
+        topic: String,
+        code: rdkafka::types::RDKafkaErrorCode,
+    },
     /// Records were still unacknowledged when the sink closed.
     #[error("sink `{sink}`: records were still unacknowledged by Kafka after {seconds}s")]
     Unflushed {
@@ -73,7 +96,9 @@ impl Classify for KafkaSinkError {
             KafkaSinkError::Unreachable { fatal: false, .. }
             | KafkaSinkError::Delivery { .. }
             | KafkaSinkError::Closed
+            | KafkaSinkError::CreateTopics { .. }
             | KafkaSinkError::Unflushed { .. } => ErrorClass::Retryable,
+            KafkaSinkError::TopicRefused { code, .. } if passes(*code) => ErrorClass::Retryable,
             _ => ErrorClass::Fatal,
         }
     }
@@ -82,5 +107,48 @@ impl Classify for KafkaSinkError {
 impl From<KafkaSinkError> for ComponentError {
     fn from(e: KafkaSinkError) -> Self {
         ComponentError::from_classified(e.to_string(), e)
+    }
+}
+
+/// Whether a topic creation refused with `code` may pass by itself (the cluster busy or away).
+fn passes(code: rdkafka::types::RDKafkaErrorCode) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    matches!(
+        code,
+        Code::RequestTimedOut
+            | Code::NotController
+            | Code::BrokerNotAvailable
+            | Code::OperationTimedOut
+            | Code::BrokerTransportFailure
+            | Code::AllBrokersDown
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::types::RDKafkaErrorCode as Code;
+
+    #[test]
+    fn a_refused_topic_passes_only_when_the_cluster_was_busy_or_away() {
+        let refused = |code| KafkaSinkError::TopicRefused {
+            sink: "events".into(),
+            topic: "app.public.t".into(),
+            code,
+        };
+        assert_eq!(
+            refused(Code::RequestTimedOut).class(),
+            ErrorClass::Retryable
+        );
+        assert_eq!(refused(Code::AllBrokersDown).class(), ErrorClass::Retryable);
+        let fatal = refused(Code::InvalidReplicationFactor);
+        assert_eq!(fatal.class(), ErrorClass::Fatal);
+        assert!(
+            fatal
+                .to_string()
+                .starts_with("sink `events`: Kafka refused to create topic `app.public.t`: ")
+                && fatal.to_string().contains("adjust `topic.creation`"),
+            "{fatal}"
+        );
     }
 }

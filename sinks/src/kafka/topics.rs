@@ -11,6 +11,7 @@ use sluice_engine::ComponentError;
 
 use super::client::client_config;
 use super::config::{KafkaSinkConfig, TopicCreation};
+use super::error::KafkaSinkError;
 
 /// How long the broker may take to create topics.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,10 +52,9 @@ impl Topics {
         let admin = if config.topic_creation.enable {
             let admin = client_config(config, &format!("{client_id}-admin"))
                 .create()
-                .map_err(|e| {
-                    ComponentError::fatal(format!(
-                        "sink `{sink}`: cannot create the Kafka admin client: {e}"
-                    ))
+                .map_err(|source| KafkaSinkError::Admin {
+                    sink: sink.to_owned(),
+                    source,
                 })?;
             Some(admin)
         } else {
@@ -119,12 +119,10 @@ impl Topics {
         let results = admin
             .create_topics(&new_topics, &options)
             .await
-            .map_err(|e| {
-                ComponentError::retryable(format!(
-                    "sink `{}`: creating Kafka topics {} failed: {e}",
-                    self.sink,
-                    missing.join(", ")
-                ))
+            .map_err(|source| KafkaSinkError::CreateTopics {
+                sink: self.sink.clone(),
+                topics: missing.join(", "),
+                source,
             })?;
         let mut created = Vec::new();
         for result in results {
@@ -132,24 +130,8 @@ impl Topics {
                 Ok(topic) => created.push(topic),
                 Err((topic, RDKafkaErrorCode::TopicAlreadyExists)) => created.push(topic),
                 Err((topic, code)) => {
-                    let retry = matches!(
-                        code,
-                        RDKafkaErrorCode::RequestTimedOut
-                            | RDKafkaErrorCode::NotController
-                            | RDKafkaErrorCode::BrokerNotAvailable
-                            | RDKafkaErrorCode::OperationTimedOut
-                            | RDKafkaErrorCode::BrokerTransportFailure
-                            | RDKafkaErrorCode::AllBrokersDown
-                    );
-                    let message = format!(
-                        "sink `{}`: Kafka refused to create topic `{topic}`: {code}; adjust `topic.creation` (partitions, replication.factor, config) or create the topic yourself",
-                        self.sink
-                    );
-                    return Err(if retry {
-                        ComponentError::retryable(message)
-                    } else {
-                        ComponentError::fatal(message)
-                    });
+                    let sink = self.sink.clone();
+                    return Err(KafkaSinkError::TopicRefused { sink, topic, code }.into());
                 }
             }
         }

@@ -5,6 +5,7 @@
 //! derives a new schema, which registers as a new version of the subject.
 
 pub mod datum;
+mod error;
 pub mod schema;
 #[cfg(test)]
 mod tests;
@@ -20,6 +21,7 @@ use sluice_engine::event::{Record, Schema};
 use sluice_engine::ComponentError;
 
 use super::{EncodeError, FormatConfig, NameAdjustment, SubjectStrategy};
+use error::AvroFormatError;
 
 /// Cached schemas per (schema identity, topic, key or value) before the cache is cleared (a
 /// transform that builds new schema objects per event must not grow memory).
@@ -48,10 +50,9 @@ pub struct AvroEncoder {
 impl AvroEncoder {
     /// An encoder registering with `schema.registry.url`.
     pub fn new(config: &FormatConfig, sink: &str) -> Result<Self, ComponentError> {
-        let url = config
-            .schema_registry_url
-            .clone()
-            .ok_or_else(|| ComponentError::fatal("`format: avro` needs `schema.registry.url`"))?;
+        let url = config.schema_registry_url.clone().ok_or_else(|| {
+            AvroFormatError::Config("`format: avro` needs `schema.registry.url`".to_owned())
+        })?;
         let tls = crate::tls::client_config()?;
         let mut builder = SrSettings::new_builder(url.trim_end_matches('/').to_owned());
         builder.set_timeout(REGISTRY_TIMEOUT);
@@ -63,10 +64,10 @@ impl AvroEncoder {
         let url = shown(&url);
         let registry = builder
             .build_with(reqwest::Client::builder().tls_backend_preconfigured(tls))
-            .map_err(|e| {
-                ComponentError::fatal(format!(
-                    "sink `{sink}`: cannot set up the schema registry client for {url}: {e}"
-                ))
+            .map_err(|source| AvroFormatError::Client {
+                sink: sink.to_owned(),
+                url: url.clone(),
+                source,
             })?;
         Ok(AvroEncoder {
             sink: sink.to_owned(),
@@ -139,11 +140,10 @@ impl AvroEncoder {
             None => {
                 let (subject, json) = &text_key;
                 // apache-avro must accept it, or the registry (and every consumer) would not.
-                apache_avro::Schema::parse_str(json).map_err(|e| {
-                    ComponentError::fatal(format!(
-                        "sink `{}`: the Avro schema derived for topic `{topic}` is invalid: {e}; names with characters Avro rejects need `schema.name.adjustment.mode: avro`",
-                        self.sink
-                    ))
+                apache_avro::Schema::parse_str(json).map_err(|e| AvroFormatError::Schema {
+                    sink: self.sink.clone(),
+                    topic: topic.to_string(),
+                    source: Box::new(e),
                 })?;
                 let supplied =
                     SuppliedSchema::new(derived.full_name.clone(), SrType::Avro, json.clone());
@@ -196,25 +196,20 @@ fn refused_credentials(error: &str, cause: &str) -> bool {
 }
 
 fn registry_error(sink: &str, url: &str, what: &str, e: &SRCError) -> ComponentError {
-    let cause = e
-        .cause
-        .as_deref()
-        .map(|c| format!(" ({c})"))
-        .unwrap_or_default();
-    let check = if refused_credentials(&e.error, &cause) {
+    let cause = e.cause.as_deref().unwrap_or_default();
+    let check = if refused_credentials(&e.error, cause) {
         "check `basic.auth.user.info`"
     } else {
         "check `schema.registry.url`"
     };
-    let message = format!(
-        "sink `{sink}`: {what} at {url}: {}{cause}; {check}",
-        e.error
-    );
-    if e.retriable {
-        ComponentError::retryable(message)
-    } else {
-        ComponentError::fatal(message)
+    AvroFormatError::Registry {
+        sink: sink.to_owned(),
+        url: url.to_owned(),
+        what: what.to_owned(),
+        check,
+        source: e.clone(),
     }
+    .into()
 }
 
 /// The subject a strategy names.
