@@ -1,6 +1,6 @@
 //! The endpoint's requests and answers over hyper's HTTP/1.1: one request per connection, its
-//! head at most [`MAX_HEAD`] bytes in [`MAX_HEADERS`] lines (hyper answers `431` beyond), a
-//! `Content-Length` body of at most [`MAX_BODY`] bytes, one answer, then the connection closes.
+//! head at most 16 KiB in 100 lines (hyper answers `431` beyond), a `Content-Length` body of
+//! at most 64 KiB, one answer, then the connection closes.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -131,7 +131,7 @@ pub(crate) fn response((status, content_type, body): Answer) -> hyper::Response<
 }
 
 /// The request hyper read: its method, decoded path, query, the headers the routes look at,
-/// and its body (at most [`MAX_BODY`] bytes), or the status and reason to answer.
+/// and its body (at most `MAX_BODY` bytes), or the status and reason to answer.
 pub(crate) async fn read_request(
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<Request, (u16, String)> {
