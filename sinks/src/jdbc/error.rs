@@ -77,6 +77,18 @@ pub(crate) enum JdbcSinkError {
     },
 }
 
+impl JdbcSinkError {
+    /// A batch found no connection to write on: written again on a fresh one.
+    pub(crate) fn no_connection(sink: &str) -> Self {
+        JdbcSinkError::Write {
+            sink: sink.to_owned(),
+            message: "no connection".to_owned(),
+            retryable: true,
+            source: None,
+        }
+    }
+}
+
 impl Classify for JdbcSinkError {
     fn class(&self) -> ErrorClass {
         match self {

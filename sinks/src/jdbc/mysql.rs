@@ -63,13 +63,7 @@ impl MySql {
         }
         let mut tables = std::mem::take(&mut self.tables);
         let Some((conn, sql)) = self.conn.as_mut() else {
-            return Err(JdbcSinkError::Write {
-                sink: name.to_owned(),
-                message: "no connection".to_owned(),
-                retryable: true,
-                source: None,
-            }
-            .into());
+            return Err(JdbcSinkError::no_connection(name).into());
         };
         let result = run(conn, sql, config, &mut tables, changes).await;
         match result {

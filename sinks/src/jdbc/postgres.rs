@@ -69,13 +69,7 @@ impl Postgres {
         }
         let mut tables = std::mem::take(&mut self.tables);
         let Some(client) = self.client.as_mut() else {
-            return Err(JdbcSinkError::Write {
-                sink: name.to_owned(),
-                message: "no connection".to_owned(),
-                retryable: true,
-                source: None,
-            }
-            .into());
+            return Err(JdbcSinkError::no_connection(name).into());
         };
         let result: Result<(), Failure> = async {
             let tx = client.transaction().await?;

@@ -59,24 +59,14 @@ pub fn announce(ctx: &SourceContext, connector: &str, topic_prefix: &str) {
 /// follow them); [`Self::completed`] once its last batch is out.
 #[must_use = "a snapshot says when it completed"]
 #[derive(Debug)]
-pub struct SnapshotRun {
-    tables: usize,
-}
+pub struct SnapshotRun(());
 
 impl SnapshotRun {
     /// A snapshot starts reading `tables` (their names and the rows the database estimates
     /// each holds).
     pub fn announce(ctx: &SourceContext, tables: Vec<(String, Option<u64>)>) -> Self {
-        let run = SnapshotRun {
-            tables: tables.len(),
-        };
         ctx.snapshot_tables(tables);
-        run
-    }
-
-    /// The tables announced.
-    pub fn tables(&self) -> usize {
-        self.tables
+        SnapshotRun(())
     }
 
     /// The snapshot's last batch has been emitted.
