@@ -22,7 +22,7 @@ fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
     scenario::blocking::run(&SqlServerBackend::new("blockingwriter"), rounds);
 }
 
-/// 60 rows of 5 MB (each more than a 4 MiB queue) through the snapshot and one transaction
+/// 60 rows of 5 MB (`varchar(max)`; each more than a 4 MiB queue) through the snapshot and one transaction
 /// updating every row (whole before and after images): peak RSS under 256 MiB.
 #[test]
 fn rows_of_megabytes_pass_in_bounded_memory() {

@@ -83,8 +83,10 @@ impl Backend for SqlServerBackend {
         ("int", "nvarchar(40)")
     }
 
+    /// `varchar(max)`: a byte a character (`nvarchar(max)` is two, which the SQL Server client
+    /// reads one at a time).
     fn large_text_type(&self) -> &str {
-        "nvarchar(max)"
+        "varchar(max)"
     }
 
     fn repeated(&self, n: usize, c: char) -> String {

@@ -154,8 +154,20 @@ pub fn decode_utf16(bytes: &[u8]) -> String {
     String::from_utf16_lossy(&units)
 }
 
-fn utf16(s: &str) -> Vec<u8> {
-    s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+/// UCS-2/UTF-16LE, as TDS writes text (ASCII widened directly: rows of megabytes).
+pub(super) fn utf16(s: &str) -> Vec<u8> {
+    if s.is_ascii() {
+        let mut out = vec![0u8; s.len() * 2];
+        for (pair, b) in out.chunks_exact_mut(2).zip(s.bytes()) {
+            pair[0] = b;
+        }
+        return out;
+    }
+    let mut out = Vec::with_capacity(s.len() * 2);
+    for unit in s.encode_utf16() {
+        out.extend_from_slice(&unit.to_le_bytes());
+    }
+    out
 }
 
 fn b_varchar(out: &mut Vec<u8>, s: &str) {

@@ -206,18 +206,21 @@ impl SqlType {
             }
             SqlType::VarChar(n) => {
                 let s = text(value);
-                let bytes = s
-                    .chars()
-                    .map(|c| {
-                        u8::try_from(u32::from(c))
-                            .map_err(|_| format!("{c:?} is not in windows-1252"))
-                    })
-                    .collect::<Result<Vec<u8>, String>>()?;
+                let bytes = match s.is_ascii() {
+                    true => s.into_bytes(),
+                    false => s
+                        .chars()
+                        .map(|c| {
+                            u8::try_from(u32::from(c))
+                                .map_err(|_| format!("{c:?} is not in windows-1252"))
+                        })
+                        .collect::<Result<Vec<u8>, String>>()?,
+                };
                 sized(out, &bytes, *n, self.is_plp())?;
             }
             SqlType::NVarChar(n) => {
                 let s = text(value);
-                let bytes: Vec<u8> = s.encode_utf16().flat_map(u16::to_le_bytes).collect();
+                let bytes = super::tds::utf16(&s);
                 sized(out, &bytes, n.map(|n| n.saturating_mul(2)), self.is_plp())?;
             }
             SqlType::VarBinary(n) => {
