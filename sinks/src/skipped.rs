@@ -9,10 +9,10 @@ pub(crate) fn skip_or_fail(
     mode: FailureMode,
     sink: &str,
     at: &str,
-    reason: &str,
+    reason: impl std::fmt::Display,
 ) -> Result<(), ComponentError> {
     let at_reason = match at.is_empty() {
-        true => reason.to_owned(),
+        true => reason.to_string(),
         false => format!("{at}: {reason}"),
     };
     match mode {

@@ -23,6 +23,55 @@ pub struct Binary {
     pub data: Vec<u8>,
 }
 
+/// Why an event's value cannot be a CloudEvent: a per-event failure, handled by
+/// `event.processing.failure.handling.mode`.
+#[derive(Debug, thiserror::Error)]
+pub enum CloudEventsError {
+    /// The value is not a data change event's envelope.
+    #[error("topic `{topic}`: `format: cloudevents` writes data change events only, and this value is not one (a heartbeat, a schema change or transaction metadata): send such topics to a sink with `format: json`")]
+    NotAnEnvelope {
+        /// The event's topic.
+        topic: String,
+    },
+    /// The `source` block has no `ts_ms`.
+    #[error("topic `{topic}`: the source block has no `ts_ms` for the CloudEvent's `time`")]
+    NoTimestamp {
+        /// The event's topic.
+        topic: String,
+    },
+    /// A `source` field's type cannot be an attribute.
+    #[error("topic `{topic}`: the source field behind `{attribute}` is of a type a CloudEvents attribute cannot hold")]
+    Attribute {
+        /// The event's topic.
+        topic: String,
+        /// The attribute's name.
+        attribute: String,
+    },
+    /// The envelope's schema lacks `before` or `after`.
+    #[error("topic `{topic}`: the envelope has no `{field}` field")]
+    NoImage {
+        /// The event's topic.
+        topic: String,
+        /// `before` or `after`.
+        field: &'static str,
+    },
+    /// The `data` struct does not fit its schema.
+    #[error("topic `{topic}`: the data struct does not fit its schema")]
+    DataMisfit {
+        /// The event's topic.
+        topic: String,
+    },
+    /// The attributes written could not be read back for the binary binding.
+    #[error("topic `{topic}`: a CloudEvent's attributes: {source}")]
+    Attributes {
+        /// The event's topic.
+        topic: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Encodes values as CloudEvents.
 pub struct CloudEventsEncoder {
     data: JsonEncoder,
@@ -44,22 +93,32 @@ impl CloudEventsEncoder {
 
     /// Appends the CloudEvent of the event's value to `out` (nothing for a tombstone); an
     /// error says why it is not one.
-    pub fn encode_value(&mut self, event: &ChangeEvent, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn encode_value(
+        &mut self,
+        event: &ChangeEvent,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CloudEventsError> {
         self.encode(event, out).map(|_| ())
     }
 
     /// The CloudEvent in the binary HTTP binding: its attributes (`id`, `source`, ..., the
     /// extensions; `datacontenttype` as the content type, null attributes left out) as
     /// `(name, text)` pairs, and the `data` JSON as the body. `None` for a tombstone.
-    pub fn encode_binary(&mut self, event: &ChangeEvent) -> Result<Option<Binary>, String> {
+    pub fn encode_binary(
+        &mut self,
+        event: &ChangeEvent,
+    ) -> Result<Option<Binary>, CloudEventsError> {
         let mut whole = Vec::new();
         let Some(data_at) = self.encode(event, &mut whole)? else {
             return Ok(None);
         };
         let mut head = whole[..data_at - b",\"data\":".len()].to_vec();
         head.push(b'}');
-        let attributes: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(&head).map_err(|e| format!("a CloudEvent's attributes: {e}"))?;
+        let attributes: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&head)
+            .map_err(|source| CloudEventsError::Attributes {
+                topic: event.topic.to_string(),
+                source,
+            })?;
         let mut binary = Binary {
             attributes: Vec::new(),
             content_type: "application/json".to_owned(),
@@ -80,16 +139,16 @@ impl CloudEventsEncoder {
     }
 
     /// Appends the CloudEvent; returns where its `data` starts in `out` (`None`: a tombstone).
-    fn encode(&mut self, event: &ChangeEvent, out: &mut Vec<u8>) -> Result<Option<usize>, String> {
+    fn encode(
+        &mut self,
+        event: &ChangeEvent,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<usize>, CloudEventsError> {
         let Some(record) = &event.value else {
             return Ok(None);
         };
-        let not_envelope = || {
-            format!(
-                "topic `{}`: `format: cloudevents` writes data change events only, and this value is not one (a heartbeat, a schema change or transaction metadata): send such topics to a sink with `format: json`",
-                event.topic
-            )
-        };
+        let topic = || event.topic.to_string();
+        let not_envelope = || CloudEventsError::NotAnEnvelope { topic: topic() };
         let envelope = record.value.as_struct().ok_or_else(not_envelope)?;
         let op = envelope
             .get("op")
@@ -114,22 +173,21 @@ impl CloudEventsEncoder {
         out.extend_from_slice(b",\"time\":");
         let ts = match source.get("ts_ms") {
             Some(Value::Int64(ms)) => *ms,
-            _ => {
-                return Err(format!(
-                    "topic `{}`: the source block has no `ts_ms` for the CloudEvent's `time`",
-                    event.topic
-                ))
-            }
+            _ => return Err(CloudEventsError::NoTimestamp { topic: topic() }),
         };
         write_string(&iso_millis(ts), out);
         out.extend_from_slice(b",\"datacontenttype\":\"application/json\"");
         if self.extensions {
-            extension_attributes(op, source, envelope.get("transaction"), out)
-                .map_err(|e| format!("topic `{}`: {e}", event.topic))?;
+            extension_attributes(op, source, envelope.get("transaction"), out).map_err(
+                |attribute| CloudEventsError::Attribute {
+                    topic: topic(),
+                    attribute,
+                },
+            )?;
         }
         out.extend_from_slice(b",\"data\":");
         let data_at = out.len();
-        let data = self.data_record(&record.schema, envelope, &connector)?;
+        let data = self.data_record(&record.schema, envelope, &connector, &event.topic)?;
         self.data.encode_record(Some(&data), out);
         out.push(b'}');
         Ok(Some(data_at))
@@ -141,15 +199,19 @@ impl CloudEventsEncoder {
         schema: &Arc<Schema>,
         envelope: &Struct,
         connector: &str,
-    ) -> Result<Record, String> {
+        topic: &str,
+    ) -> Result<Record, CloudEventsError> {
         let data_schema = match &self.schemas {
             Some((seen, data)) if Arc::ptr_eq(seen, schema) => data.clone(),
             _ => {
-                let field = |name: &str| {
+                let field = |field: &'static str| {
                     schema
-                        .field(name)
+                        .field(field)
                         .map(|f| f.schema.clone())
-                        .ok_or_else(|| format!("the envelope has no `{name}` field"))
+                        .ok_or_else(|| CloudEventsError::NoImage {
+                            topic: topic.to_owned(),
+                            field,
+                        })
                 };
                 let data = Schema::struct_builder()
                     .name(format!("io.debezium.connector.{connector}.Data"))
@@ -162,7 +224,9 @@ impl CloudEventsEncoder {
         };
         let image = |name: &str| envelope.get(name).cloned().unwrap_or(Value::Null);
         let value = Struct::from_values(data_schema.clone(), vec![image("before"), image("after")])
-            .ok_or("the data struct does not fit its schema")?;
+            .ok_or_else(|| CloudEventsError::DataMisfit {
+                topic: topic.to_owned(),
+            })?;
         Ok(Record {
             schema: data_schema,
             value: Value::Struct(value),
@@ -215,7 +279,8 @@ fn ce_id(connector: &str, source: &Struct, event: &ChangeEvent) -> String {
 }
 
 /// `,"iodebeziumop":..` then `iodebezium<field>` of every source field (characters other than
-/// ASCII letters and digits left out of the name) and the transaction's id and orders.
+/// ASCII letters and digits left out of the name) and the transaction's id and orders; an
+/// error names the attribute whose value no attribute can hold.
 fn extension_attributes(
     op: &str,
     source: &Struct,
@@ -248,7 +313,8 @@ fn extension_attributes(
 }
 
 /// One attribute: 64-bit integers as strings (CloudEvents has no 64-bit integer), smaller ones
-/// as numbers, booleans, strings, nulls; anything else cannot be an attribute.
+/// as numbers, booleans, strings, nulls; anything else cannot be an attribute (the error is
+/// the attribute's name).
 fn attribute(name: &str, value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
     out.push(b',');
     write_string(name, out);
@@ -261,11 +327,7 @@ fn attribute(name: &str, value: &Value, out: &mut Vec<u8>) -> Result<(), String>
         Value::Int16(n) => out.extend_from_slice(n.to_string().as_bytes()),
         Value::Int8(n) => out.extend_from_slice(n.to_string().as_bytes()),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        _ => {
-            return Err(format!(
-                "the source field behind `{name}` is of a type a CloudEvents attribute cannot hold"
-            ))
-        }
+        _ => return Err(name.to_owned()),
     }
     Ok(())
 }

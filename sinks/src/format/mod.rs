@@ -147,13 +147,35 @@ pub enum NameAdjustment {
 }
 
 /// Why an event could not be encoded.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
     /// The event does not fit its own schema: a per-event failure, handled by
     /// `event.processing.failure.handling.mode`.
-    Record(String),
+    #[error(transparent)]
+    Record(#[from] UnencodableRecord),
     /// The format's service (the schema registry) refused or could not be reached.
+    #[error(transparent)]
     Service(ComponentError),
+}
+
+/// An event the format cannot write, whatever the service says: a per-event failure.
+#[derive(Debug, thiserror::Error)]
+pub enum UnencodableRecord {
+    /// Not a CloudEvent (`format: cloudevents`).
+    #[error(transparent)]
+    CloudEvents(#[from] cloudevents::CloudEventsError),
+    /// The value does not fit the Avro schema derived from its own (`format: avro`).
+    #[cfg(feature = "avro")]
+    #[error("cannot encode a {part} of topic `{topic}` as Avro: {source}")]
+    Avro {
+        /// `key` or `value`.
+        part: &'static str,
+        /// The event's topic.
+        topic: String,
+        /// Where the datum and its schema disagree.
+        #[source]
+        source: avro::datum::DatumError,
+    },
 }
 
 /// Encodes events' keys and values in the configured format.
@@ -227,7 +249,8 @@ impl Encoder {
                 if event.key.is_some() {
                     k.encode_record(event.key.as_ref(), key);
                 }
-                v.encode_value(event, value).map_err(EncodeError::Record)
+                v.encode_value(event, value)
+                    .map_err(|e| EncodeError::Record(e.into()))
             }
             #[cfg(feature = "avro")]
             Inner::Avro(avro) => {

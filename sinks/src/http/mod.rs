@@ -189,7 +189,7 @@ impl HttpSink {
     }
 
     /// A value `format: cloudevents` cannot write, under the failure mode.
-    fn unencodable(&self, reason: &str) -> Result<(), ComponentError> {
+    fn unencodable(&self, reason: impl std::fmt::Display) -> Result<(), ComponentError> {
         skip_or_fail(self.failure_mode, &self.name, "", reason)
     }
 

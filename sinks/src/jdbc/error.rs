@@ -152,3 +152,28 @@ mod tests {
         assert_eq!(component.to_string(), "sink `warehouse`: deadlock");
     }
 }
+
+/// An event this sink cannot write as it is: a per-event failure, handled by
+/// `event.processing.failure.handling.mode`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EventError {
+    /// A column's value the target cannot hold.
+    #[error("column `{column}`: {source}")]
+    Column {
+        column: String,
+        #[source]
+        source: super::values::ValueError,
+    },
+    /// `primary.key.mode: record_key` and an event without a struct key.
+    #[error("`primary.key.mode: record_key` needs a struct key; this event has none (a table without a primary key?)")]
+    NoStructKey,
+    /// `primary.key.mode: record_value` and a delete (no row to read the key from).
+    #[error("`primary.key.mode: record_value` has no row to take the key from")]
+    NoRowForKey,
+    /// The value is neither a change event's envelope nor a flat row.
+    #[error("the value is not a row")]
+    NotARow,
+    /// A create, read or update without its `after` image.
+    #[error("a change without its `after` row")]
+    NoAfter,
+}

@@ -25,7 +25,7 @@ use sluice_engine::{Schema, Sink, SinkBatch, Struct, Value};
 
 use crate::skipped::skip_or_fail;
 pub use config::{Dialect, Evolution, InsertMode, JdbcSinkConfig, KeyMode};
-use error::JdbcSinkError;
+use error::{EventError, JdbcSinkError};
 
 /// One column value of a row change.
 struct Cell {
@@ -124,7 +124,7 @@ impl JdbcSink {
         topic: &str,
         row: &Struct,
         only: Option<&[String]>,
-    ) -> Result<Vec<Cell>, String> {
+    ) -> Result<Vec<Cell>, EventError> {
         let mut cells = Vec::new();
         for (field, value) in row.schema().fields().iter().zip(row.values()) {
             if only.is_some_and(|o| !o.iter().any(|f| f == field.name.as_ref()))
@@ -132,8 +132,12 @@ impl JdbcSink {
             {
                 continue;
             }
-            let text = values::text(&field.schema, value, self.dialect)
-                .map_err(|e| format!("column `{}`: {e}", field.name))?;
+            let text = values::text(&field.schema, value, self.dialect).map_err(|source| {
+                EventError::Column {
+                    column: field.name.to_string(),
+                    source,
+                }
+            })?;
             cells.push(Cell {
                 name: self.ident(&field.name),
                 schema: field.schema.clone(),
@@ -144,24 +148,24 @@ impl JdbcSink {
     }
 
     /// The key cells of an event (`primary.key.mode`).
-    fn keys(&self, event: &ChangeEvent, row: Option<&Struct>) -> Result<Vec<Cell>, String> {
+    fn keys(&self, event: &ChangeEvent, row: Option<&Struct>) -> Result<Vec<Cell>, EventError> {
         let fields = self.config.key_fields();
         let only = (!fields.is_empty()).then_some(fields.as_slice());
         match self.config.key_mode {
             KeyMode::None => Ok(Vec::new()),
             KeyMode::RecordKey => match event.key.as_ref().map(|k| &k.value) {
                 Some(Value::Struct(key)) => self.cells(&event.topic, key, only),
-                _ => Err("`primary.key.mode: record_key` needs a struct key; this event has none (a table without a primary key?)".into()),
+                _ => Err(EventError::NoStructKey),
             },
             KeyMode::RecordValue => match row {
                 Some(row) => self.cells(&event.topic, row, only),
-                None => Err("`primary.key.mode: record_value` has no row to take the key from".into()),
+                None => Err(EventError::NoRowForKey),
             },
         }
     }
 
     /// What `event` does (`None`: nothing, as a delete with `delete.enabled: false`).
-    fn change(&self, event: &ChangeEvent) -> Result<Option<Change>, String> {
+    fn change(&self, event: &ChangeEvent) -> Result<Option<Change>, EventError> {
         let table = self.table_of(event);
         let Some(value) = &event.value else {
             return Ok(match self.config.delete_enabled {
@@ -173,13 +177,13 @@ impl JdbcSink {
             });
         };
         let Some(envelope) = value.value.as_struct() else {
-            return Err("the value is not a row".into());
+            return Err(EventError::NotARow);
         };
         let row = match event.op() {
             None => envelope, // a flat row (after `unwrap`)
             Some(Op::Create | Op::Read | Op::Update) => match envelope.get("after") {
                 Some(Value::Struct(after)) => after,
-                _ => return Err("a change without its `after` row".into()),
+                _ => return Err(EventError::NoAfter),
             },
             Some(Op::Delete) => {
                 return Ok(match self.config.delete_enabled {
@@ -209,7 +213,11 @@ impl JdbcSink {
     }
 
     /// An event that cannot be written, under the failure mode.
-    fn failed(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
+    fn failed(
+        &self,
+        event: &ChangeEvent,
+        reason: impl std::fmt::Display,
+    ) -> Result<(), ComponentError> {
         let at = format!("topic `{}`", event.topic);
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }

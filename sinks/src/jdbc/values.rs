@@ -10,9 +10,77 @@ use sluice_engine::{Schema, SchemaType, Value};
 
 use super::config::Dialect;
 
+/// A value, or a field's type, the target cannot hold as it is: a per-event failure, handled
+/// by `event.processing.failure.handling.mode`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(super) enum ValueError {
+    /// No column type of the target fits the field's schema.
+    #[error("no {target} column type for a {kind:?} field{}", named(.name))]
+    NoColumnType {
+        target: &'static str,
+        kind: SchemaType,
+        /// The schema's name (empty: none).
+        name: String,
+    },
+    /// A decimal's scale beyond MySQL's 30.
+    #[error("a decimal of scale {0}: MySQL holds at most 30 digits after the point")]
+    MySqlScale(u32),
+    /// MySQL has no time with an offset.
+    #[error("no MySQL column type for a ZonedTime (a time of day with an offset)")]
+    MySqlZonedTime,
+    /// An array's schema says nothing of its items.
+    #[error("an array schema without items")]
+    ArrayWithoutItems,
+    /// MySQL has no array columns.
+    #[error("MySQL has no array columns")]
+    MySqlArray,
+    /// NaN or an infinity, which MySQL's floats do not hold.
+    #[error("MySQL holds no {0} float")]
+    MySqlFloat(f64),
+    /// A decimal of varying scale beyond `decimal(65,30)`.
+    #[error("{0} does not fit decimal(65,30), the column MySQL gives a decimal of varying scale")]
+    MySqlVariableDecimal(String),
+    /// A date before year 1 or after 9999.
+    #[error("the date {0} is outside the years MySQL holds (1 to 9999)")]
+    MySqlYear(String),
+    /// A time beyond MySQL's ±838:59:59.
+    #[error("the time of {0} µs is beyond ±838:59:59, which MySQL's time holds")]
+    MySqlTime(i64),
+    /// A time of day outside a day.
+    #[error("the time of {0} µs is outside a day, which PostgreSQL's time holds")]
+    PostgresTime(i64),
+    /// A struct or a map, which has no text.
+    #[error("a {0} value has no PostgreSQL text")]
+    NoPostgresText(&'static str),
+    /// A `ZonedTimestamp` that does not read.
+    #[error("`{0}` is not an ISO-8601 date and time with an offset")]
+    ZonedTimestamp(String),
+    /// A `VariableScaleDecimal` with a negative scale.
+    #[error("a VariableScaleDecimal of negative scale {0}")]
+    NegativeScale(i32),
+    /// A `VariableScaleDecimal` without its `scale` or `value`.
+    #[error("a VariableScaleDecimal without its {0}")]
+    IncompleteDecimal(&'static str),
+    /// A decimal of more than 16 bytes.
+    #[error("a decimal of {0} bytes is wider than this sink reads (16)")]
+    DecimalWidth(usize),
+}
+
+/// ` (name)`, or nothing for no name.
+fn named(name: &str) -> String {
+    match name.is_empty() {
+        true => String::new(),
+        false => format!(" ({name})"),
+    }
+}
+
 /// The column type of a field on `dialect`; `key`: a primary key column (MySQL keys text and
 /// bytes as `varchar(255)` and `varbinary(255)`: it indexes no `longtext`).
-pub(super) fn column_type(schema: &Schema, dialect: Dialect, key: bool) -> Result<String, String> {
+pub(super) fn column_type(
+    schema: &Schema,
+    dialect: Dialect,
+    key: bool,
+) -> Result<String, ValueError> {
     match dialect {
         Dialect::Postgres => pg_column_type(schema),
         Dialect::MySql => mysql_column_type(schema, key),
@@ -23,7 +91,7 @@ pub(super) fn column_type(schema: &Schema, dialect: Dialect, key: bool) -> Resul
 /// fixed precision as `decimal(65,s)` (`decimal(65,30)` when the scale varies: a value with
 /// more digits is refused, not rounded), times in microseconds, `ZonedTimestamp` as
 /// `datetime(6)` in UTC.
-fn mysql_column_type(schema: &Schema, key: bool) -> Result<String, String> {
+fn mysql_column_type(schema: &Schema, key: bool) -> Result<String, ValueError> {
     let name = schema.name().unwrap_or("");
     Ok(match name {
         names::DECIMAL => {
@@ -31,9 +99,7 @@ fn mysql_column_type(schema: &Schema, key: bool) -> Result<String, String> {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0);
             if scale > 30 {
-                return Err(format!(
-                    "a decimal of scale {scale}: MySQL holds at most 30 digits after the point"
-                ));
+                return Err(ValueError::MySqlScale(scale));
             }
             let p = param(schema, "connect.decimal.precision").and_then(|p| p.parse::<u32>().ok());
             format!("decimal({},{scale})", p.unwrap_or(65).min(65))
@@ -49,11 +115,7 @@ fn mysql_column_type(schema: &Schema, key: bool) -> Result<String, String> {
         | names::NANO_TIMESTAMP
         | names::ZONED_TIMESTAMP
         | "org.apache.kafka.connect.data.Timestamp" => "datetime(6)".into(),
-        names::ZONED_TIME => {
-            return Err(
-                "no MySQL column type for a ZonedTime (a time of day with an offset)".into(),
-            )
-        }
+        names::ZONED_TIME => return Err(ValueError::MySqlZonedTime),
         names::JSON => "json".into(),
         names::UUID => "varchar(36)".into(),
         "io.debezium.data.Xml" => "longtext".into(),
@@ -80,17 +142,16 @@ fn param(schema: &Schema, k: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
 }
 
-fn no_type(target: &str, kind: SchemaType, name: &str) -> String {
-    let named = if name.is_empty() {
-        String::new()
-    } else {
-        format!(" ({name})")
-    };
-    format!("no {target} column type for a {kind:?} field{named}")
+fn no_type(target: &'static str, kind: SchemaType, name: &str) -> ValueError {
+    ValueError::NoColumnType {
+        target,
+        kind,
+        name: name.to_owned(),
+    }
 }
 
 /// The column type of a field (Debezium's JDBC sink mapping for PostgreSQL).
-fn pg_column_type(schema: &Schema) -> Result<String, String> {
+fn pg_column_type(schema: &Schema) -> Result<String, ValueError> {
     let name = schema.name().unwrap_or("");
     Ok(match name {
         names::DECIMAL => {
@@ -125,7 +186,7 @@ fn pg_column_type(schema: &Schema) -> Result<String, String> {
             SchemaType::String => "text".into(),
             SchemaType::Bytes => "bytea".into(),
             SchemaType::Array => {
-                let items = schema.items().ok_or("an array schema without items")?;
+                let items = schema.items().ok_or(ValueError::ArrayWithoutItems)?;
                 format!("{}[]", pg_column_type(items)?)
             }
             other => return Err(no_type("PostgreSQL", other, name)),
@@ -138,7 +199,7 @@ pub(super) fn text(
     schema: &Schema,
     value: &Value,
     dialect: Dialect,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ValueError> {
     match dialect {
         Dialect::Postgres => pg_text(schema, value),
         Dialect::MySql => mysql_text(schema, value),
@@ -155,17 +216,15 @@ pub(super) fn is_hex(schema: &Schema, dialect: Dialect) -> bool {
 /// The text MySQL converts to the column's type: booleans as `1`/`0`, bytes in hexadecimal
 /// (bound through `UNHEX`), `ZonedTimestamp` in UTC; what MySQL cannot hold (NaN, infinities,
 /// years before 1 or after 9999, a decimal beyond `decimal(65,30)`, arrays) is an error.
-fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
+fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, ValueError> {
     let name = schema.name().unwrap_or("");
     let text = match (name, value) {
         (_, Value::Null) => return Ok(None),
         (_, Value::Boolean(b)) => u8::from(*b).to_string(),
         (_, Value::Float32(f)) if !f.is_finite() => {
-            return Err(format!("MySQL holds no {f} float"))
+            return Err(ValueError::MySqlFloat(f64::from(*f)))
         }
-        (_, Value::Float64(f)) if !f.is_finite() => {
-            return Err(format!("MySQL holds no {f} float"))
-        }
+        (_, Value::Float64(f)) if !f.is_finite() => return Err(ValueError::MySqlFloat(*f)),
         (names::ZONED_TIMESTAMP, Value::String(s)) => timestamp(zoned_micros(s)?),
         (names::TIME | "org.apache.kafka.connect.data.Time", Value::Int32(ms)) => {
             mysql_time(i64::from(*ms) * 1000)?
@@ -174,14 +233,14 @@ fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> 
         (names::NANO_TIME, Value::Int64(ns)) => mysql_time(micros_of(*ns))?,
         (names::DECIMAL, _) => pg_text(schema, value)?.unwrap_or_default(),
         (_, Value::Bytes(b)) => b.iter().map(|x| format!("{x:02x}")).collect(),
-        (_, Value::Array(_)) => return Err("MySQL has no array columns".into()),
+        (_, Value::Array(_)) => return Err(ValueError::MySqlArray),
         _ => pg_text(schema, value)?.unwrap_or_default(),
     };
     if name == "io.debezium.data.VariableScaleDecimal" {
         let digits = text.trim_start_matches('-');
         let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
         if int.len() > 35 || frac.len() > 30 {
-            return Err(format!("{text} does not fit decimal(65,30), the column MySQL gives a decimal of varying scale"));
+            return Err(ValueError::MySqlVariableDecimal(text));
         }
     }
     let temporal = [
@@ -196,17 +255,15 @@ fn mysql_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> 
     if temporal.contains(&name)
         && (text.ends_with(" BC") || text.split('-').next().is_some_and(|y| y.len() > 4))
     {
-        return Err(format!(
-            "the date {text} is outside the years MySQL holds (1 to 9999)"
-        ));
+        return Err(ValueError::MySqlYear(text));
     }
     Ok(Some(text))
 }
 
 /// Microseconds since the epoch (UTC) of a `ZonedTimestamp` (`2018-07-13T12:23:45.456+11:00`,
 /// `…Z`), rounded to microseconds.
-fn zoned_micros(text: &str) -> Result<i64, String> {
-    let bad = || format!("`{text}` is not an ISO-8601 date and time with an offset");
+fn zoned_micros(text: &str) -> Result<i64, ValueError> {
+    let bad = || ValueError::ZonedTimestamp(text.to_owned());
     let (date, rest) = text.split_once('T').ok_or_else(bad)?;
     let mut ymd = date.splitn(3, '-');
     let (y, m, d) = match (ymd.next(), ymd.next(), ymd.next()) {
@@ -265,7 +322,7 @@ fn warn_rounded() {
 }
 
 /// The text PostgreSQL's input functions read (`None` for null).
-fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
+fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, ValueError> {
     let name = schema.name().unwrap_or("");
     Ok(Some(match (name, value) {
         (_, Value::Null) => return Ok(None),
@@ -282,13 +339,13 @@ fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
         ("io.debezium.data.VariableScaleDecimal", Value::Struct(s)) => {
             let scale = match s.get("scale") {
                 Some(Value::Int32(n)) => {
-                    u32::try_from(*n).map_err(|_| format!("a negative scale {n}"))?
+                    u32::try_from(*n).map_err(|_| ValueError::NegativeScale(*n))?
                 }
-                _ => return Err("a VariableScaleDecimal without its scale".into()),
+                _ => return Err(ValueError::IncompleteDecimal("scale")),
             };
             match s.get("value") {
                 Some(Value::Bytes(b)) => decimal(b, scale)?,
-                _ => return Err("a VariableScaleDecimal without its value".into()),
+                _ => return Err(ValueError::IncompleteDecimal("value")),
             }
         }
         (names::DATE | "org.apache.kafka.connect.data.Date", Value::Int32(days)) => {
@@ -317,7 +374,7 @@ fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
             b.iter().map(|x| format!("{x:02x}")).collect::<String>()
         ),
         (_, Value::Array(items)) => {
-            let item = schema.items().ok_or("an array schema without items")?;
+            let item = schema.items().ok_or(ValueError::ArrayWithoutItems)?;
             let mut parts = Vec::with_capacity(items.len());
             for v in items {
                 parts.push(match pg_text(item, v)? {
@@ -327,12 +384,7 @@ fn pg_text(schema: &Schema, value: &Value) -> Result<Option<String>, String> {
             }
             format!("{{{}}}", parts.join(","))
         }
-        (_, other) => {
-            return Err(format!(
-                "a {:?} value has no PostgreSQL text",
-                kind_of(other)
-            ))
-        }
+        (_, other) => return Err(ValueError::NoPostgresText(kind_of(other))),
     }))
 }
 
@@ -360,12 +412,9 @@ fn float(f: f64) -> String {
 }
 
 /// A decimal from its unscaled two's complement big-endian bytes.
-fn decimal(bytes: &[u8], scale: u32) -> Result<String, String> {
+fn decimal(bytes: &[u8], scale: u32) -> Result<String, ValueError> {
     if bytes.len() > 16 {
-        return Err(format!(
-            "a decimal of {} bytes is wider than this sink reads (16)",
-            bytes.len()
-        ));
+        return Err(ValueError::DecimalWidth(bytes.len()));
     }
     let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
     let mut unscaled: i128 = if negative { -1 } else { 0 };
@@ -397,11 +446,9 @@ fn date(days: i64) -> String {
 
 /// A time of day (microseconds since midnight) as PostgreSQL's `time` holds it: from
 /// `00:00:00` to `24:00:00`; any other duration is an error, not wrapped into a day.
-fn time(us: i64) -> Result<String, String> {
+fn time(us: i64) -> Result<String, ValueError> {
     if !(0..=86_400_000_000).contains(&us) {
-        return Err(format!(
-            "the time of {us} µs is outside a day, which PostgreSQL's time holds"
-        ));
+        return Err(ValueError::PostgresTime(us));
     }
     if us == 86_400_000_000 {
         return Ok("24:00:00".into());
@@ -410,14 +457,12 @@ fn time(us: i64) -> Result<String, String> {
 }
 
 /// A time (microseconds, negative or beyond a day) as MySQL's `time` holds it, to ±838:59:59.
-fn mysql_time(us: i64) -> Result<String, String> {
+fn mysql_time(us: i64) -> Result<String, ValueError> {
     let sign = if us < 0 { "-" } else { "" };
     let abs = us.unsigned_abs();
     let hours = abs / 3_600_000_000;
     if abs > 838 * 3_600_000_000 + 59 * 60_000_000 + 59_999_999 {
-        return Err(format!(
-            "the time of {us} µs is beyond ±838:59:59, which MySQL's time holds"
-        ));
+        return Err(ValueError::MySqlTime(us));
     }
     Ok(format!(
         "{sign}{hours:02}:{:02}:{:02}.{:06}",

@@ -145,7 +145,7 @@ impl KafkaSink {
                     self.name
                 ))),
                 FailureMode::Warn => {
-                    tracing::warn!(sink = %self.name, reason, "Skipped a record (event.processing.failure.handling.mode: warn).");
+                    tracing::warn!(sink = %self.name, %reason, "Skipped a record (event.processing.failure.handling.mode: warn).");
                     Ok(false)
                 }
                 FailureMode::Skip => Ok(false),

@@ -149,7 +149,11 @@ impl NatsSink {
     }
 
     /// An event that cannot be published, under `event.processing.failure.handling.mode`.
-    fn failed(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
+    fn failed(
+        &self,
+        event: &ChangeEvent,
+        reason: impl std::fmt::Display,
+    ) -> Result<(), ComponentError> {
         let at = format!("topic `{}`", event.topic);
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }

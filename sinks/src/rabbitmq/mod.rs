@@ -150,7 +150,7 @@ impl RabbitmqSink {
     }
 
     /// An event that cannot be published, under `event.processing.failure.handling.mode`.
-    fn failed(&self, topic: &str, reason: &str) -> Result<(), ComponentError> {
+    fn failed(&self, topic: &str, reason: impl std::fmt::Display) -> Result<(), ComponentError> {
         let at = format!("topic `{topic}`");
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }

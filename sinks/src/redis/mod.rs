@@ -182,7 +182,11 @@ impl RedisSink {
     }
 
     /// An event that cannot be written, under `event.processing.failure.handling.mode`.
-    fn failed(&self, event: &ChangeEvent, reason: &str) -> Result<(), ComponentError> {
+    fn failed(
+        &self,
+        event: &ChangeEvent,
+        reason: impl std::fmt::Display,
+    ) -> Result<(), ComponentError> {
         let at = format!("stream `{}`", event.topic);
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }
@@ -338,7 +342,11 @@ impl Writer {
     }
 
     /// An entry the server refused, under `event.processing.failure.handling.mode`.
-    fn failed_entry(&self, entry: &Entry, reason: &str) -> Result<(), ComponentError> {
+    fn failed_entry(
+        &self,
+        entry: &Entry,
+        reason: impl std::fmt::Display,
+    ) -> Result<(), ComponentError> {
         let at = format!("stream `{}`", entry.stream);
         skip_or_fail(self.config.failure_mode, &self.name, &at, reason)
     }

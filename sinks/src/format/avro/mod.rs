@@ -20,7 +20,7 @@ use schema_registry_converter::schema_registry_common::{SchemaType as SrType, Su
 use sluice_engine::event::{Record, Schema};
 use sluice_engine::ComponentError;
 
-use super::{EncodeError, FormatConfig, NameAdjustment, SubjectStrategy};
+use super::{EncodeError, FormatConfig, NameAdjustment, SubjectStrategy, UnencodableRecord};
 use error::AvroFormatError;
 
 /// Cached schemas per (schema identity, topic, key or value) before the cache is cleared (a
@@ -109,11 +109,12 @@ impl AvroEncoder {
             .map_err(EncodeError::Service)?;
         out.push(0);
         out.extend_from_slice(&id.to_be_bytes());
-        datum::encode(&record.schema, &record.value, out).map_err(|e| {
-            EncodeError::Record(format!(
-                "cannot encode a {} of topic `{topic}` as Avro: {e}",
-                if is_key { "key" } else { "value" }
-            ))
+        datum::encode(&record.schema, &record.value, out).map_err(|source| {
+            EncodeError::Record(UnencodableRecord::Avro {
+                part: if is_key { "key" } else { "value" },
+                topic: topic.to_string(),
+                source,
+            })
         })
     }
 
