@@ -1,7 +1,7 @@
 //! A small SQLite source feeding a sink under test through the `sluice` binary: a database
 //! with `t(id, v)` in capture mode, and a pipeline from it to a file sink (`out.jsonl`, for
 //! comparison) beside the sinks under test. Shared by the sink suites (`tests/messages/`,
-//! `tests/http.rs`, ...).
+//! `tests/end_to_end/http.rs`, ...).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,5 +1,5 @@
 //! One pipeline fanning out to every message sink at once (file, Redis Streams, NATS JetStream,
-//! RabbitMQ, HTTP is `tests/http.rs`'s), killed with SIGKILL while it delivers a stream of
+//! RabbitMQ, HTTP is `http.rs`'s), killed with SIGKILL while it delivers a stream of
 //! inserts and started again: every event reached every sink at least once, in order, and
 //! what each service holds matches the file sink of the same runs.
 
