@@ -141,13 +141,13 @@ fn keys(
             let aliases: Vec<String> = f.aliases.iter().map(|a| format!("`{prefix}{a}`")).collect();
             let _ = write!(description, " Also read as {}.", aliases.join(", "));
         }
-        if let Some(values) = variant_docs(index, inner, &description) {
+        if let Some(values) = variant_docs(index, inner, &description, &s.file) {
             description.push(' ');
             description.push_str(&values);
         }
         rows.push(Row {
             key: format!("`{key}`"),
-            ty: kind(index, inner),
+            ty: kind(index, inner, &s.file),
             default: match s.derives {
                 true => default(index, f, &s.file),
                 // A block read its own way: its doc says the default.
@@ -159,8 +159,8 @@ fn keys(
 }
 
 /// What each value of an enum does, where the key's own doc does not name them all.
-fn variant_docs(index: &Index, ty: &Type, said: &str) -> Option<String> {
-    let e = index.enums.get(&type_name(ty)?)?;
+fn variant_docs(index: &Index, ty: &Type, said: &str, file: &Path) -> Option<String> {
+    let e = index.enum_near(&type_name(ty)?, file)?;
     if e.variants
         .iter()
         .all(|(n, _)| said.contains(&format!("`{n}`")))
@@ -204,9 +204,9 @@ fn is_option(ty: &Type) -> bool {
 }
 
 /// What a value of `ty` is, in words.
-fn kind(index: &Index, ty: &Type) -> String {
+fn kind(index: &Index, ty: &Type, file: &Path) -> String {
     if let Some(item) = generic_of(ty, "Vec") {
-        let item = kind(index, item);
+        let item = kind(index, item, file);
         return match item.len() {
             1 => "list of blocks".to_owned(),
             _ => format!("list of {item}"),
@@ -216,7 +216,7 @@ fn kind(index: &Index, ty: &Type) -> String {
     if let Some(words) = scalar(&name) {
         return words.to_owned();
     }
-    match index.enums.get(&name) {
+    match index.enum_near(&name, file) {
         Some(e) => {
             let names: Vec<String> = e.variants.iter().map(|(n, _)| format!("`{n}`")).collect();
             format!("one of {}", names.join(", "))
@@ -235,7 +235,7 @@ fn scalar(name: &str) -> Option<&'static str> {
         "String" | "str" | "Arc" => "text",
         "PathBuf" => "path",
         "Secret" => "secret (never logged)",
-        "RegexList" => "regexes, comma-separated",
+        "RegexList" => "anchored regexes, comma-separated or a list",
         "AnchoredRegex" | "Regex" => "regex",
         "DurationSpec" => "duration",
         "ByteSize" => "size",
@@ -258,11 +258,11 @@ fn default(index: &Index, f: &Field, file: &Path) -> String {
                 None => format!("`{function}()`"),
             }
         }
-        Some(None) => type_default(index, &f.ty),
+        Some(None) => type_default(index, &f.ty, file),
     }
 }
 
-fn type_default(index: &Index, ty: &Type) -> String {
+fn type_default(index: &Index, ty: &Type, file: &Path) -> String {
     if is_option(ty) || generic_of(ty, "Vec").is_some() {
         return "—".into();
     }
@@ -274,7 +274,7 @@ fn type_default(index: &Index, ty: &Type) -> String {
         }
         "String" => "`\"\"`".into(),
         "RegexList" | "Properties" | "BTreeMap" | "HashMap" => "—".into(),
-        other => match index.enums.get(other).and_then(|e| e.default.clone()) {
+        other => match index.enum_near(other, file).and_then(|e| e.default.clone()) {
             Some(d) => format!("`{d}`"),
             None => "—".into(),
         },
@@ -309,6 +309,27 @@ fn value(expr: &Expr) -> String {
             }
         }
         Expr::Paren(p) => value(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => format!("-{}", value(&u.expr)),
+        // `Mode::AdaptiveTimeMicroseconds` as the name the configuration reads; constants
+        // by what they are.
+        Expr::Path(p) => match p.path.segments.last().map(|s| s.ident.to_string()) {
+            Some(last) if last == "ZERO" => "0".to_owned(),
+            Some(last) if p.path.segments.len() > 1 => snake(&last),
+            _ => expr.to_token_stream().to_string(),
+        },
+        // `vec!["customers".to_owned()]` as `[customers]`.
+        Expr::Macro(m) if m.mac.path.is_ident("vec") => {
+            let items = m.mac.parse_body_with(
+                syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+            );
+            match items {
+                Ok(items) => format!(
+                    "[{}]",
+                    items.iter().map(value).collect::<Vec<_>>().join(", ")
+                ),
+                Err(_) => expr.to_token_stream().to_string(),
+            }
+        }
         Expr::Binary(b) => match (
             value(&b.left).parse::<u64>(),
             value(&b.right).parse::<u64>(),
@@ -324,6 +345,22 @@ fn value(expr: &Expr) -> String {
         },
         other => other.to_token_stream().to_string(),
     }
+}
+
+/// `AdaptiveTimeMicroseconds` as `adaptive_time_microseconds` (serde's `snake_case`).
+fn snake(ident: &str) -> String {
+    let mut out = String::with_capacity(ident.len() + 4);
+    for (i, c) in ident.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A byte count as the configuration writes sizes (`4MiB`).

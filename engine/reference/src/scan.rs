@@ -65,7 +65,8 @@ pub(crate) struct Component {
 #[derive(Debug, Default)]
 pub(crate) struct Index {
     pub(crate) structs: BTreeMap<String, Vec<Struct>>,
-    pub(crate) enums: BTreeMap<String, Enum>,
+    /// Enums by name, with the file each is in (several share a name: `SslMode`).
+    pub(crate) enums: BTreeMap<String, Vec<(PathBuf, Enum)>>,
     /// Default functions by name: their body's single expression.
     pub(crate) defaults: BTreeMap<String, Vec<(PathBuf, Expr)>>,
     pub(crate) components: Vec<Component>,
@@ -148,8 +149,8 @@ impl Index {
                         }
                         variants.push((name, doc(&v.attrs)));
                     }
-                    self.enums
-                        .insert(e.ident.to_string(), Enum { variants, default });
+                    let found = self.enums.entry(e.ident.to_string()).or_default();
+                    found.push((file.to_path_buf(), Enum { variants, default }));
                 }
                 Item::Fn(f) => {
                     if let [syn::Stmt::Expr(expr, None)] = f.block.stmts.as_slice() {
@@ -193,6 +194,19 @@ impl Index {
             .find(|s| s.file == near)
             .or_else(|| found.iter().find(|s| s.file.parent() == dir))
             .or_else(|| found.first())
+    }
+
+    /// The enum `name`, the one nearest `near` (same file, then same folder, then the parent
+    /// folder) when several share the name.
+    pub(crate) fn enum_near(&self, name: &str, near: &Path) -> Option<&Enum> {
+        let found = self.enums.get(name)?;
+        let dir = near.parent();
+        let parent = dir.and_then(Path::parent);
+        (found.iter().find(|(f, _)| f == near))
+            .or_else(|| found.iter().find(|(f, _)| f.parent() == dir))
+            .or_else(|| (found.iter()).find(|(f, _)| f.parent().and_then(Path::parent) == parent))
+            .or_else(|| found.first())
+            .map(|(_, e)| e)
     }
 
     /// The expression of the default function `name`, the one nearest `near`.

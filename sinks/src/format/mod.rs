@@ -31,29 +31,36 @@ pub enum Format {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FormatConfig {
-    /// `json` (default) or `avro`.
+    /// `json` (default: Kafka Connect's JsonConverter), `avro` (Confluent's wire format: a zero
+    /// byte, the registered schema's id, the Avro datum) or `cloudevents` (Debezium's
+    /// CloudEventsConverter, JSON structured mode; keys as `json`).
     #[serde(default)]
     pub format: Format,
     /// JSON only: wrap key and value in `{"schema":..,"payload":..}` (JsonConverter's
     /// `schemas.enable`, default true).
     #[serde(rename = "schemas.enable", default = "default_true")]
     pub schemas_enable: bool,
-    /// Avro only: the Confluent Schema Registry, `http://host:port`.
+    /// Avro only: the Confluent Schema Registry, `http://host:port` or `https://...`; checked at
+    /// start.
     #[serde(rename = "schema.registry.url", default)]
     pub schema_registry_url: Option<String>,
     /// Avro only: `user:password` for the registry's basic authentication (Confluent's
-    /// `basic.auth.user.info`); never logged.
+    /// `basic.auth.user.info`; `${VAR}` reads it from the environment); never logged, and
+    /// messages show the registry's URL without credentials.
     #[serde(rename = "basic.auth.user.info", default)]
     pub registry_user_info: Option<Secret>,
-    /// Avro only: subject of key schemas (`TopicNameStrategy`, the default,
-    /// `RecordNameStrategy`, `TopicRecordNameStrategy`; Confluent's class names are accepted
-    /// too).
+    /// Avro only: subject of key schemas: `TopicNameStrategy` (the default, `<topic>-key`),
+    /// `RecordNameStrategy` (the record's full name) or `TopicRecordNameStrategy`
+    /// (`<topic>-<record full name>`); Confluent's class names are accepted too.
     #[serde(rename = "key.subject.name.strategy", default)]
     pub key_subject_strategy: SubjectStrategy,
-    /// Avro only: subject of value schemas (as `key.subject.name.strategy`).
+    /// Avro only: subject of value schemas, as `key.subject.name.strategy` (default
+    /// `TopicNameStrategy`: `<topic>-value`).
     #[serde(rename = "value.subject.name.strategy", default)]
     pub value_subject_strategy: SubjectStrategy,
-    /// Avro only: how names Avro rejects are adjusted (`avro`, `avro_unicode`, `none`).
+    /// Avro only: how record, namespace and field names Avro rejects are adjusted: `avro`
+    /// (default: each rejected character becomes `_`), `avro_unicode` (`_uxxxx`, its code in
+    /// hex) or `none` (kept; the serializer fails on an invalid name).
     #[serde(rename = "schema.name.adjustment.mode", default)]
     pub name_adjustment: NameAdjustment,
     /// CloudEvents only: write the `iodebezium*` extension attributes (Debezium's

@@ -38,12 +38,17 @@ pub enum CloudEventsMode {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSinkConfig {
-    /// Where requests go: `http://` or `https://` (TLS by rustls, the system's roots).
+    /// Where requests go: `http://` or `https://` (TLS by rustls, the system's roots);
+    /// credentials in it are never shown in messages or logs.
     pub url: String,
     /// `POST` (default) or `PUT`.
     #[serde(default = "default_method")]
     pub method: String,
-    /// `event` (default), `ndjson` or `array`.
+    /// `event` (default): one request per event, its body the value (as Debezium Server's HTTP
+    /// sink), with headers `X-Sluice-Topic`, `X-Sluice-Key` (the key's JSON, base64) and, for a
+    /// tombstone, `X-Sluice-Tombstone: true` and an empty body; `ndjson`: one request per batch,
+    /// `application/x-ndjson`, a `{"topic","key","value"}` line per event; `array`: the same
+    /// objects as one JSON array (`application/json`).
     #[serde(rename = "request.mode", default)]
     pub mode: RequestMode,
     /// Headers sent with every request (values may come from `${VAR}`; never logged).
@@ -62,10 +67,14 @@ pub struct HttpSinkConfig {
     #[serde(rename = "retry.interval.ms", default = "default_interval")]
     pub retry_interval_ms: u64,
     /// A request the receiver refuses (4xx other than 408 and 429): `fail` (default) stops the
-    /// pipeline, `warn` logs and skips its events, `skip` skips them.
+    /// pipeline with the status and the receiver's answer, `warn` logs and skips its events,
+    /// `skip` skips them.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub failure_mode: FailureMode,
-    /// `format: cloudevents`: `structured` (default) or `binary` (`request.mode: event` only).
+    /// `format: cloudevents`: `structured` (default) sends the event as the body
+    /// (`application/cloudevents+json`), `binary` its attributes as `ce-*` headers and `data` as
+    /// the body (`request.mode: event` only). With `request.mode: array` a batch is one
+    /// `application/cloudevents-batch+json` array, tombstones left out; `ndjson` is refused.
     #[serde(rename = "cloudevents.mode", default)]
     pub cloudevents_mode: CloudEventsMode,
     /// How keys and values are encoded (`format: json` or `cloudevents`, `schemas.enable`), read

@@ -1,4 +1,13 @@
 //! Configuration of the `jdbc` sink, with the Debezium JDBC sink connector's property names.
+//!
+//! TLS to the target comes from `connection.url`'s parameters, as the JDBC drivers name them:
+//! PostgreSQL's `sslmode` (`disable`, `prefer` (the default, as pgjdbc's), `require`,
+//! `verify-ca`, `verify-full`), `sslrootcert` (the CA's PEM file; `verify-full` without it
+//! checks against the system's roots) and `ssl=true` (`verify-full`); MySQL's and MariaDB's
+//! `sslMode` (`DISABLED` (the default here), `PREFERRED`, `REQUIRED`/`trust`,
+//! `VERIFY_CA`/`verify-ca`, `VERIFY_IDENTITY`/`verify-full`), `useSSL` and `serverSslCert` (the
+//! CA's PEM file; a Java trust store is not read). `verify-ca` needs the CA's file. Any other
+//! parameter is refused.
 
 use serde::Deserialize;
 use sluice_engine::config::Secret;
@@ -45,8 +54,10 @@ pub enum Evolution {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JdbcSinkConfig {
-    /// `jdbc:postgresql://host:port/database`, `jdbc:mysql://…` or `jdbc:mariadb://…` (user and
-    /// password in their own keys).
+    /// `jdbc:postgresql://host:port/database`, `jdbc:mysql://...` or `jdbc:mariadb://...` (user
+    /// and password in their own keys), with the drivers' TLS parameters
+    /// (`?sslmode=verify-full&sslrootcert=/ca.pem`, `?sslMode=VERIFY_IDENTITY&serverSslCert=...`);
+    /// any other parameter is refused.
     #[serde(rename = "connection.url")]
     pub url: String,
     /// The login (required).
@@ -62,21 +73,23 @@ pub struct JdbcSinkConfig {
     /// Deletes and tombstones become `DELETE ... WHERE <key>` (needs `record_key`).
     #[serde(rename = "delete.enabled", default)]
     pub delete_enabled: bool,
-    /// `op: t` becomes `TRUNCATE TABLE`.
+    /// `op: t` empties the table: `TRUNCATE TABLE` (MySQL and MariaDB: `DELETE FROM`, as their
+    /// `TRUNCATE` would commit the batch's transaction).
     #[serde(rename = "truncate.enabled", default)]
     pub truncate_enabled: bool,
     /// Where the key comes from: `record_key` (the event key's fields), `record_value` (the
     /// row's), `none`.
     #[serde(rename = "primary.key.mode", default)]
     pub key_mode: KeyMode,
-    /// Comma-separated key columns.
+    /// Comma-separated key columns, among the event key's fields (`record_key`) or the row's
+    /// (`record_value`); default: all of them.
     #[serde(rename = "primary.key.fields", default)]
     pub key_fields: Option<String>,
     /// `basic`: create missing tables, add missing columns; `none`: the tables must exist.
     #[serde(rename = "schema.evolution", default)]
     pub evolution: Evolution,
     /// The table of an event: `${topic}` (dots become `_`), `${source.db}`, `${source.schema}`,
-    /// `${source.table}` (default `${topic}`).
+    /// `${source.table}` (default `${topic}`); a `schema.table` name qualifies it.
     #[serde(
         rename = "table.name.format",
         alias = "collection.name.format",
@@ -87,10 +100,10 @@ pub struct JdbcSinkConfig {
     #[serde(rename = "quote.identifiers", default)]
     pub quote_identifiers: bool,
     /// Only these fields become columns: `field` or `topic:field`, comma-separated (exact names,
-    /// as Debezium matches them).
+    /// as Debezium matches them); not with `field.exclude.list`.
     #[serde(rename = "field.include.list", default)]
     pub field_include: Option<String>,
-    /// These fields do not become columns (same form).
+    /// These fields do not become columns (same form; not with `field.include.list`).
     #[serde(rename = "field.exclude.list", default)]
     pub field_exclude: Option<String>,
     /// Within a batch, only the last change of each key is applied (default false).

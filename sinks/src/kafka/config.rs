@@ -11,11 +11,16 @@ use crate::format::FormatConfig;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkConfig {
-    /// `host:port[,host:port...]` of the brokers (may also be given in `producer`).
+    /// `host:port[,host:port...]` of the brokers; required, here or as
+    /// `producer.bootstrap.servers`. Checked at start within `connect.timeout`: a host that does
+    /// not resolve or refused credentials stop it with one line, brokers away are retried.
     #[serde(rename = "bootstrap.servers", default)]
     pub bootstrap_servers: Option<String>,
     /// librdkafka producer properties, passed through unchanged (`linger.ms`, `compression.type`,
-    /// `security.protocol`, `sasl.*`, `ssl.*`, ...). They override Sluice's defaults.
+    /// `acks`, `security.protocol`, `sasl.*`, `ssl.*`, `message.timeout.ms`, ...). They override
+    /// Sluice's defaults (`enable.idempotence=true`, `partitioner=murmur2_random`,
+    /// `queue.buffering.max.kbytes=65536`); `key.serializer`, `value.serializer` and
+    /// `transactional.id` are refused.
     #[serde(default)]
     pub producer: Properties,
     /// Extra headers added to every record: `op`, `table` (`schema.table`), `position` (the
@@ -25,8 +30,9 @@ pub struct KafkaSinkConfig {
     /// Topics are created when missing, as Kafka Connect's `topic.creation.*` does.
     #[serde(rename = "topic.creation", default)]
     pub topic_creation: TopicCreation,
-    /// What to do with a record the broker rejects for good (too large, invalid): `fail` stops
-    /// the pipeline, `warn` logs and skips it, `skip` skips it silently.
+    /// What to do with a record the broker or the encoder rejects for good (too large, invalid,
+    /// not encodable): `fail` stops the pipeline, naming its topic (and key), `warn` logs and
+    /// skips it, `skip` skips it silently.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub failure_mode: FailureMode,
     /// How long the startup check waits for the brokers' metadata (default 10s).
@@ -77,7 +83,8 @@ pub use sluice_engine::FailureMode;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopicCreation {
-    /// Create missing topics (default true).
+    /// Create missing topics through the admin API, as Kafka Connect's `topic.creation.*` does
+    /// (default true; brokers often have auto-create off).
     #[serde(default = "default_true")]
     pub enable: bool,
     /// Partitions of topics no group matches (default 1).
@@ -89,8 +96,10 @@ pub struct TopicCreation {
     /// Topic configs of every created topic (`cleanup.policy`, `retention.ms`, ...).
     #[serde(default)]
     pub config: BTreeMap<String, String>,
-    /// Groups tried in order; the first whose `include` matches a topic (and `exclude` does
-    /// not) gives its settings.
+    /// Groups tried in order, each `{include, exclude, partitions, replication.factor, config}`:
+    /// the first whose `include` regex matches a topic (and `exclude` does not) gives its
+    /// `partitions` and `replication.factor` (unset: the defaults above) and its `config` over
+    /// `topic.creation.config`.
     #[serde(default)]
     pub groups: Vec<TopicGroup>,
 }
@@ -130,7 +139,7 @@ fn default_replication() -> i32 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopicGroup {
-    /// Anchored regexes on topic names, comma-separated.
+    /// An anchored regex on topic names (alternatives with `|`).
     pub include: AnchoredRegex,
     /// Topics left to later groups or the default.
     #[serde(default)]

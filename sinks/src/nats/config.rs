@@ -35,9 +35,11 @@ pub enum Retention {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NatsSinkConfig {
-    /// The servers, `nats://host:port` (`tls://` for TLS), comma-separated.
+    /// The servers, `nats://host:port` (`tls://` for TLS), comma-separated; credentials in it
+    /// are never shown.
     pub url: String,
-    /// The subject of an event's message: `${topic}` (default) stands for its topic.
+    /// The subject of an event's message: `${topic}` (default) stands for its topic, also
+    /// within a template (`cdc.${topic}`).
     #[serde(default = "default_subject")]
     pub subject: String,
     /// The stream `create-stream` makes (default `DebeziumStream`).
@@ -49,7 +51,8 @@ pub struct NatsSinkConfig {
     /// The created stream's subjects, comma-separated (default `*.*.*`, Debezium's).
     #[serde(default = "default_subjects")]
     pub subjects: String,
-    /// The created stream's storage (`file`, the default, or `memory`).
+    /// The created stream's storage: `file` (default) or `memory` (Debezium's default, which a
+    /// server restart empties).
     #[serde(default)]
     pub storage: Storage,
     /// The created stream's retention (`limits`, `interest`, `workqueue`).
@@ -59,7 +62,8 @@ pub struct NatsSinkConfig {
     /// this long is dropped (default 120000 ms, JetStream's).
     #[serde(rename = "duplicate-window.ms", default = "default_duplicate_window")]
     pub duplicate_window_ms: u64,
-    /// A token (`--auth` on the server).
+    /// A token (`--auth` on the server). One way to log in at most: `auth.token`, `auth.user`
+    /// with `auth.password`, `auth.seed` (with `auth.jwt`) or `auth.credentials.file`.
     #[serde(rename = "auth.token", default)]
     pub token: Option<Secret>,
     /// A user and password.

@@ -88,16 +88,16 @@ pub struct RabbitmqSinkConfig {
     /// The routing key of `routingKey.source: static`.
     #[serde(rename = "routingKey", default)]
     pub routing_key: String,
-    /// Where the routing key comes from: `static` (`routingKey`), `topic` (the event's topic)
-    /// or `key` (the event's key).
+    /// Where the routing key comes from: `static` (`routingKey`), `topic` (the event's topic) or
+    /// `key` (the event's key, encoded; empty for an event without a key).
     #[serde(rename = "routingKey.source", default)]
     pub routing_key_source: RoutingKeySource,
     /// Deprecated by Debezium (3.6 ignores it); `true` here means `routingKey.source: topic`,
     /// as it did up to Debezium 3.5.
     #[serde(rename = "routingKeyFromTopicName", default)]
     pub routing_key_from_topic_name: bool,
-    /// Declare a queue named after the routing key (and, Sluice's own, bind it to the exchange
-    /// with that key, so that the messages reach it).
+    /// Declare a queue named after the routing key; unlike Debezium's, Sluice also binds it to
+    /// the exchange with that key, so that the messages reach it.
     #[serde(rename = "autoCreateRoutingKey", default)]
     pub auto_create_routing_key: bool,
     /// Whether that queue is durable (true).
@@ -122,8 +122,8 @@ pub struct RabbitmqSinkConfig {
     /// The longest wait between attempts.
     #[serde(rename = "retry.max.delay.ms", default = "default_retry_max")]
     pub retry_max_ms: u64,
-    /// A message the broker refuses as too large (`max_message_size`) or one an encoder
-    /// refuses: `fail` (default), `warn`, `skip`.
+    /// A message the broker refuses as too large (`max_message_size`), an exchange or routing
+    /// key over AMQP's 255 bytes, or one an encoder refuses: `fail` (default), `warn`, `skip`.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub failure_mode: FailureMode,
     /// How keys and values are encoded (`format`, `schemas.enable`), read beside these.

@@ -52,7 +52,8 @@ pub struct RedisSinkConfig {
     /// The value written for a tombstone (default `default`).
     #[serde(rename = "null.value", default = "default_null")]
     pub null_value: String,
-    /// `compact` (default) or `extended`.
+    /// `compact` (default, Debezium's): one field, the key its name and the value its value;
+    /// `extended`: two fields, `key` and `value`.
     #[serde(rename = "message.format", default)]
     pub message_format: MessageFormat,
     /// Writing pauses while the server's used memory is above this share of its limit
@@ -69,7 +70,7 @@ pub struct RedisSinkConfig {
     #[serde(rename = "wait.timeout.ms", default = "default_wait_timeout")]
     pub wait_timeout_ms: u64,
     /// A `WAIT` that fewer replicas answered is tried again (else the batch is handed back to
-    /// the pipeline's retry).
+    /// the sink's `retry`, and its entries may be written twice).
     #[serde(rename = "wait.retry.enabled", default)]
     pub wait_retry_enabled: bool,
     /// The pause before `WAIT` is tried again (default 1000 ms).
@@ -85,9 +86,9 @@ pub struct RedisSinkConfig {
     /// (`MAXLEN ~ n`); none by default.
     #[serde(rename = "stream.maxlen", default)]
     pub stream_maxlen: Option<u64>,
-    /// An event that cannot be encoded (its value does not fit the format), or a stream
-    /// key of another type: `fail` (default) stops the pipeline, `warn` logs and skips,
-    /// `skip` skips.
+    /// An entry that cannot be encoded (its value does not fit the format) or written (over the
+    /// server's `proto-max-bulk-len`, a stream key of another type): `fail` (default) stops the
+    /// pipeline, `warn` logs and skips, `skip` skips.
     #[serde(rename = "event.processing.failure.handling.mode", default)]
     pub failure_mode: FailureMode,
     /// How keys and values are encoded (`format`, `schemas.enable`), read beside these.

@@ -38,7 +38,8 @@ impl Default for OpMix {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatagenConfig {
-    /// Topic prefix, as Debezium's `topic.prefix` (default `datagen`).
+    /// Topic prefix, as Debezium's `topic.prefix`: topics are `<topic.prefix>.<schema>.<table>`
+    /// (default `datagen`).
     #[serde(rename = "topic.prefix", default = "default_prefix")]
     pub topic_prefix: String,
     /// Database name reported in `source.db` (default `datagen`).

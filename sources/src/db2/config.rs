@@ -27,7 +27,7 @@ pub struct Db2Config {
     /// A file holding the password (first line).
     #[serde(rename = "database.password.file", default)]
     pub password_file: Option<std::path::PathBuf>,
-    /// The database to capture.
+    /// The database to capture (`source.db`, and the schema change events' `databaseName`).
     #[serde(rename = "database.dbname")]
     pub database: String,
     /// The ODBC driver's name in `odbcinst.ini` (default `IBM DB2 ODBC DRIVER`).
@@ -56,9 +56,10 @@ pub struct Db2Config {
     /// How long to wait between polls when nothing was captured (milliseconds, default 1000).
     #[serde(rename = "poll.interval.ms", default = "default_poll")]
     pub poll_interval_ms: u64,
-    /// Change rows read per table at a time at most (`streaming.fetch.size`, default 1024),
-    /// fewer when rows are large: a poll's pieces hold about `max_queue_size_bytes` together.
-    /// 0: a poll's rows at once, held in memory whatever their size (Debezium's default).
+    /// Change rows read per table at a time at most (default 1024; `FETCH FIRST n ROWS ONLY`
+    /// from the last row), fewer when rows are large: a table's piece asks for as many rows as
+    /// its share of `max_queue_size_bytes` holds at the size of its last rows. 0: a poll's rows
+    /// at once, held in memory whatever their size (Debezium's default).
     #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
     pub fetch_size: usize,
     /// `streaming.query.timespan.seconds`: a poll reads at most this many seconds of
@@ -72,7 +73,8 @@ pub struct Db2Config {
     /// `binary.handling.mode` (`bytes`, `base64`, `base64-url-safe`, `hex`).
     #[serde(rename = "binary.handling.mode", default)]
     pub binary_mode: BinaryMode,
-    /// `time.precision.mode` (`adaptive`, the default, or `connect`).
+    /// `time.precision.mode`: `adaptive` (the default) or `connect`;
+    /// `adaptive_time_microseconds` is refused (not one of the Db2 connector's).
     #[serde(rename = "time.precision.mode", default)]
     pub time_mode: TimePrecisionMode,
     /// The options every database source shares, read beside these.

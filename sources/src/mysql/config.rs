@@ -1,5 +1,17 @@
 //! Configuration of the `mysql` (and `mariadb`) source, with Debezium's MySQL connector's
 //! property names.
+//!
+//! Of the shared options: tables are `<database>.<table>` and columns
+//! `<database>.<table>.<column>` (a left-out column's type need not be mapped; a primary key
+//! column cannot be left out); the column masks apply to text columns, a hash cut to the
+//! column's length; `message.key.columns` is `<database>.<table>:<col>[,<col>];...` (default:
+//! the primary key); `snapshot.select.statement.overrides.<database>.<table>` takes the
+//! SELECT's columns by name; `skipped.operations` must keep `t` (a `TRUNCATE` gives no event:
+//! truncate events are not built); `provide.transaction.metadata` names a transaction by its
+//! MariaDB GTID (`type: mariadb`) or `file=...,pos=...` (`type: mysql`); heartbeats carry the
+//! position of the last batch sent, and `heartbeat.action.query` runs on a connection of its
+//! own; `include.schema.changes` is on by default; the schema history is by default
+//! `<data_dir>/mysql-schema-history.jsonl`.
 
 use serde::Deserialize;
 use sluice_engine::config::{RegexList, Secret};
@@ -31,8 +43,8 @@ pub struct MysqlConfig {
     /// The replica id Sluice reads the binlog as (unique among the server's replicas).
     #[serde(rename = "database.server.id")]
     pub server_id: u32,
-    /// Databases to capture (regexes on the database name; none given: all but the system
-    /// ones).
+    /// Databases to capture (regexes on the database name; none given: all). `mysql`,
+    /// `information_schema`, `performance_schema` and `sys` are never captured.
     #[serde(rename = "database.include.list", default)]
     pub database_include: RegexList,
     /// Databases not to capture.
@@ -41,30 +53,37 @@ pub struct MysqlConfig {
     /// `decimal.handling.mode` (`precise`, `double`, `string`).
     #[serde(rename = "decimal.handling.mode", default)]
     pub decimal_mode: DecimalMode,
-    /// `bigint.unsigned.handling.mode` (`long`, the default, or `precise`).
+    /// `bigint.unsigned.handling.mode`: `long` (int64, the default; a value above 2^63-1 is an
+    /// error under `event.processing.failure.handling.mode`, where Debezium wraps it to a
+    /// negative number) or `precise` (`Decimal(20, 0)`).
     #[serde(rename = "bigint.unsigned.handling.mode", default)]
     pub bigint_mode: BigintUnsignedMode,
     /// `binary.handling.mode` (`bytes`, `base64`, `base64-url-safe`, `hex`).
     #[serde(rename = "binary.handling.mode", default)]
     pub binary_mode: BinaryMode,
-    /// `time.precision.mode` (`adaptive_time_microseconds`, Debezium MySQL's default, or
-    /// `connect`).
+    /// `time.precision.mode`: `adaptive_time_microseconds` (Debezium MySQL's default) or
+    /// `connect` (a `TIME` beyond int32 milliseconds is then an error); `adaptive` is refused
+    /// (not one of the MySQL connector's).
     #[serde(rename = "time.precision.mode", default = "default_time_mode")]
     pub time_mode: TimePrecisionMode,
     /// `snapshot.locking.mode` (`minimal`, the default, `extended`, `none`).
     #[serde(rename = "snapshot.locking.mode", default)]
     pub locking_mode: super::locking::LockingMode,
-    /// How long the snapshot's global read lock may be waited for (milliseconds, default
-    /// 10000, as Debezium's).
+    /// How long the snapshot's global read lock may be waited for (`lock_wait_timeout`;
+    /// milliseconds, default 10000, as Debezium's); a longer wait stops with one line naming
+    /// the ways out.
     #[serde(rename = "snapshot.lock.timeout.ms", default = "default_lock_timeout")]
     pub lock_timeout_ms: u64,
-    /// `database.ssl.mode` (`preferred`, the default, `disabled`, `required`, `verify_ca`,
-    /// `verify_identity`).
+    /// `database.ssl.mode`, for the binlog connection too: `disabled`, `preferred` (the
+    /// default: TLS when the server offers it, the certificate not checked), `required` (TLS or
+    /// fail, not checked), `verify_ca` (checked against `database.ssl.truststore`),
+    /// `verify_identity` (and the host name).
     #[serde(rename = "database.ssl.mode", default)]
     pub ssl_mode: SslMode,
     /// The CA certificates (a PEM file) the server's certificate is checked against with
     /// `verify_ca` and `verify_identity` (Debezium's is a Java keystore:
-    /// `keytool -exportcert -rfc` turns it into PEM).
+    /// `keytool -exportcert -rfc` turns it into PEM); read with those two modes only. Client
+    /// certificates (`database.ssl.keystore`) are not built.
     #[serde(rename = "database.ssl.truststore", default)]
     pub ssl_truststore: Option<std::path::PathBuf>,
     /// `inconsistent.schema.handling.mode`: what to do with the rows of a captured table the
@@ -73,8 +92,9 @@ pub struct MysqlConfig {
     /// (`binlog_row_metadata` not FULL) can give such rows.
     #[serde(rename = "inconsistent.schema.handling.mode", default)]
     pub inconsistent_schema: sluice_engine::FailureMode,
-    /// `event.deserialization.failure.handling.mode` (`fail`, `warn`, `ignore`): deprecated
-    /// in Debezium for `event.processing.failure.handling.mode`, which it sets when given.
+    /// `event.deserialization.failure.handling.mode` (`fail`, `warn`, `ignore`): deprecated in
+    /// Debezium; when given it sets `event.processing.failure.handling.mode` (`ignore` as
+    /// `skip`), with a warning saying so.
     #[serde(rename = "event.deserialization.failure.handling.mode", default)]
     pub deserialization_failure: Option<DeserializationFailure>,
     /// `include.query`: each streamed change's `source.query` is the statement that made it
@@ -85,11 +105,12 @@ pub struct MysqlConfig {
     pub include_query: bool,
     /// `gtid.source.includes`: only the row changes of transactions whose GTID source
     /// matches (MariaDB: `domain-server` of the GTID, as Debezium's MariaDB connector);
-    /// schema changes are applied whatever their source.
+    /// schema changes are applied whatever their source. `type: mariadb` only (`type: mysql`
+    /// refuses it: MySQL GTIDs are not read yet); not together with `gtid.source.excludes`.
     #[serde(rename = "gtid.source.includes", default)]
     pub gtid_includes: RegexList,
     /// `gtid.source.excludes`: the row changes of transactions whose GTID source matches
-    /// are left out.
+    /// are left out (`type: mariadb` only).
     #[serde(rename = "gtid.source.excludes", default)]
     pub gtid_excludes: RegexList,
     /// How long connecting may take (milliseconds, default 30000).
@@ -101,7 +122,9 @@ pub struct MysqlConfig {
     #[serde(rename = "connect.keep.alive", default = "default_true")]
     pub keep_alive: bool,
     /// How long the source keeps trying to open a dropped binlog connection again before it
-    /// fails (milliseconds, default 60000; Debezium's `connect.keep.alive.interval.ms`).
+    /// fails (milliseconds, default 60000; Debezium's `connect.keep.alive.interval.ms`, whose
+    /// keep-alive thread reconnects without end; Sluice then hands the error to the
+    /// pipeline's `restart` policy).
     #[serde(
         rename = "connect.keep.alive.interval.ms",
         default = "default_keep_alive_interval"

@@ -27,7 +27,8 @@ pub enum PublicationAutocreate {
     AllTables,
     /// Never create; the publication must exist.
     Disabled,
-    /// `FOR TABLE` the included tables, kept in sync at start.
+    /// `FOR TABLE` the captured tables: a publication this pipeline created is kept to them at
+    /// start; one that was there before only gains the missing ones.
     Filtered,
 }
 
@@ -82,31 +83,39 @@ pub struct PostgresConfig {
     /// A file holding the password (first line).
     #[serde(rename = "database.password.file", default)]
     pub password_file: Option<std::path::PathBuf>,
-    /// Database name.
+    /// Database name; required unless `database.url` is given (a URL without one: `postgres`).
     #[serde(rename = "database.dbname", default)]
     pub dbname: Option<String>,
-    /// TLS mode (default `prefer`).
+    /// TLS mode (default `prefer`). `prefer` applies to the SQL connection only: the
+    /// replication connection stays unencrypted unless a client certificate
+    /// (`database.sslcert`) is set; `require`, `verify-ca` and `verify-full` encrypt both
+    /// (rustls).
     #[serde(rename = "database.sslmode", default)]
     pub sslmode: Option<SslMode>,
     /// The CA certificate (PEM) for `verify-ca` and `verify-full`.
     #[serde(rename = "database.sslrootcert", default)]
     pub sslrootcert: Option<std::path::PathBuf>,
-    /// The client certificate (PEM, chain) for certificate authentication.
+    /// The client certificate (PEM, chain) for certificate authentication, with
+    /// `database.sslkey`; with `prefer` it also makes the replication connection use TLS.
     #[serde(rename = "database.sslcert", default)]
     pub sslcert: Option<std::path::PathBuf>,
-    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1, unencrypted).
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1, unencrypted); set
+    /// with `database.sslcert`.
     #[serde(rename = "database.sslkey", default)]
     pub sslkey: Option<std::path::PathBuf>,
     /// Only `pgoutput` is supported.
     #[serde(rename = "plugin.name", default = "default_plugin")]
     pub plugin_name: String,
-    /// Replication slot (default `debezium`).
+    /// Replication slot (default `debezium`), created when missing (recorded in
+    /// `<data_dir>/postgres-created.json`); an existing slot is used, never dropped.
     #[serde(rename = "slot.name", default = "default_slot")]
     pub slot_name: String,
-    /// Drop the slot when the pipeline stops (default false).
+    /// Drop the slot on a clean stop if this pipeline created it (default false); a slot that
+    /// was there before is kept, with a warning.
     #[serde(rename = "slot.drop.on.stop", default)]
     pub slot_drop_on_stop: bool,
-    /// Publication (default `dbz_publication`).
+    /// Publication (default `dbz_publication`), created when missing (recorded in
+    /// `<data_dir>/postgres-created.json`); an existing one is used, never dropped.
     #[serde(rename = "publication.name", default = "default_publication")]
     pub publication_name: String,
     /// How the publication is created (default `all_tables`).
@@ -120,11 +129,13 @@ pub struct PostgresConfig {
     /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
     pub snapshot_fetch_size: usize,
-    /// Connections reading the snapshot in parallel (default 1).
+    /// Connections reading the snapshot in parallel, each importing the same exported snapshot
+    /// (default 1, at most 64); rows keep Debezium's `first` ... `last` markers.
     #[serde(rename = "snapshot.max.threads", default = "default_threads")]
     pub snapshot_max_threads: usize,
     /// With more than one thread: tables with a single integer primary key and more rows than
-    /// this are read in primary-key ranges of about this many rows (0: never split).
+    /// this (the planner's estimate, else the key span) are read in primary-key ranges of about
+    /// this many rows, so one large table is read in parallel too (0: never split).
     #[serde(rename = "snapshot.chunk.size", default = "default_chunk")]
     pub snapshot_chunk_size: u64,
     /// Temporal types (default `adaptive`).
@@ -139,13 +150,14 @@ pub struct PostgresConfig {
     /// Intervals (default `numeric`).
     #[serde(rename = "interval.handling.mode", default)]
     pub interval_handling_mode: IntervalMode,
-    /// `hstore` columns (default `json`).
+    /// `hstore` columns (default `json`); keys in the order Debezium's `HashMap` gives them.
     #[serde(rename = "hstore.handling.mode", default)]
     pub hstore_handling_mode: HstoreMode,
     /// Scale of `money` values (default 2).
     #[serde(rename = "money.fraction.digits", default = "default_money_digits")]
     pub money_fraction_digits: u32,
-    /// `insert_insert` (default) or `insert_delete`.
+    /// How an incremental snapshot chunk's window is marked in the signaling table (default
+    /// `insert_insert`).
     #[serde(rename = "incremental.snapshot.watermarking.strategy", default)]
     pub watermarking_strategy: WatermarkStrategy,
     /// Incremental snapshots without writes: no watermark rows; windows are bounded by WAL

@@ -27,8 +27,8 @@ pub struct SqlServerConfig {
     /// A file holding the password (first line).
     #[serde(rename = "database.password.file", default)]
     pub password_file: Option<std::path::PathBuf>,
-    /// The databases to capture (Debezium's `database.names`, separated by commas; each
-    /// database's own copy of the configuration holds its one name).
+    /// The databases to capture (Debezium's `database.names`, separated by commas, each listed
+    /// once; each database's own copy of the configuration holds its one name).
     #[serde(rename = "database.names", alias = "database.dbname")]
     pub database: String,
     /// `database.encrypt`: TLS to the server (the driver's `encrypt`; the TDS pre-login
@@ -49,12 +49,12 @@ pub struct SqlServerConfig {
     /// host name).
     #[serde(rename = "database.hostNameInCertificate", default)]
     pub host_name_in_certificate: Option<String>,
-    /// `snapshot.isolation.mode`: `repeatable_read` (Debezium's default), `snapshot` (what
-    /// gives a snapshot consistent with the stream), `read_committed`, `read_uncommitted`,
-    /// `exclusive`.
+    /// `snapshot.isolation.mode` (default `repeatable_read`, Debezium's; `snapshot` is the one
+    /// consistent with the stream).
     #[serde(rename = "snapshot.isolation.mode", default)]
     pub isolation: IsolationMode,
-    /// How long the snapshot's table locks may be waited for (milliseconds, default 10000).
+    /// How long the snapshot's table locks may be waited for (`SET LOCK_TIMEOUT`, in the modes
+    /// that lock; milliseconds, default 10000).
     #[serde(rename = "snapshot.lock.timeout.ms", default = "default_lock_timeout")]
     pub lock_timeout_ms: u64,
     /// How long to wait between polls when the change tables had nothing new (milliseconds,
@@ -67,9 +67,12 @@ pub struct SqlServerConfig {
         default = "default_max_transactions"
     )]
     pub max_iteration_transactions: u32,
-    /// Change rows read per table at a time at most (`streaming.fetch.size`, default 1024),
-    /// fewer when rows are large: a poll's pieces hold about `max_queue_size_bytes` together.
-    /// 0: a poll's rows at once, held in memory whatever their size (Debezium's default).
+    /// Change rows read per table at a time at most (default 1024; Debezium's `SELECT TOP n`,
+    /// re-queried from the last row by (commit LSN, change LSN, operation)), fewer when rows
+    /// are large: a table's piece asks for as many rows as its share of
+    /// `max_queue_size_bytes` holds at the size of its last rows (one row before any was seen),
+    /// so rows of megabytes come one at a time. 0: a poll's rows at once, in Debezium's direct
+    /// order (with `__$command_id`), held in memory whatever their size (Debezium's default).
     #[serde(rename = "streaming.fetch.size", default = "default_fetch")]
     pub fetch_size: usize,
     /// `data.query.mode`: `direct` (Debezium's default since 3.4: the change tables queried
@@ -82,7 +85,8 @@ pub struct SqlServerConfig {
     /// `binary.handling.mode` (`bytes`, `base64`, `base64-url-safe`, `hex`).
     #[serde(rename = "binary.handling.mode", default)]
     pub binary_mode: BinaryMode,
-    /// `time.precision.mode` (`adaptive`, the default, or `connect`).
+    /// `time.precision.mode`: `adaptive` (the default) or `connect`;
+    /// `adaptive_time_microseconds` is refused (not one of the SQL Server connector's).
     #[serde(rename = "time.precision.mode", default)]
     pub time_mode: TimePrecisionMode,
     /// How long connecting may take (milliseconds, default 30000).

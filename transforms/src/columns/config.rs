@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use sluice_engine::config::RegexList;
 
-/// `type: columns`: keeps (`include`) or drops (`exclude`) columns of `before` and `after`, and
+/// `type: columns` (Debezium's `column.include.list` / `column.exclude.list`, Kafka Connect's
+/// ReplaceField): keeps (`include`) or drops (`exclude`) columns of `before` and `after`, and
 /// renames them; selectors are anchored regexes on `schema.table.column`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,10 @@
-//! Configuration of the `filter` transform.
+//! Configuration of the `filter` transform. A `condition` combines comparisons (`==`, `!=`,
+//! `<`, `<=`, `>`, `>=`), anchored regex matches (`=~`, `!~`) and `is null` / `is not null`
+//! with `&&` / `and`, `||` / `or`, `!` / `not` and parentheses; paths are `topic`,
+//! `key.<field>`, `value.<field>` or a field of the value (`op`, `after.status`,
+//! `source.table`); literals are `'text'`, `"text"`, numbers, `true`, `false`, `null`. Example:
+//! `after.status == 'shipped' && source.table =~ 'orders.*'`. A syntax error is reported at its
+//! place in the file.
 
 use serde::Deserialize;
 use sluice_engine::config::RegexList;
@@ -18,11 +24,12 @@ pub enum NullHandling {
     Evaluate,
 }
 
-/// `type: filter`: keeps the change events that satisfy every criterion given.
+/// `type: filter` (Debezium's Filter SMT, without a scripting engine): keeps the change events
+/// that satisfy every criterion given.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterConfig {
-    /// A predicate (see docs/components.md, `filter`): `after.status == 'shipped' && source.table =~ 'orders.*'`.
+    /// A predicate in the language above: `after.status == 'shipped' && source.table =~ 'orders.*'`.
     #[serde(default)]
     pub condition: Option<String>,
     /// Operations kept: `c`, `u`, `d`, `r`, `t` (list or comma-separated).
@@ -58,32 +65,29 @@ impl FilterConfig {
     }
 }
 
-impl sluice_engine::registry::Component for FilterConfig {
-    type Built = Box<dyn sluice_engine::Transform>;
-    const KIND: &'static str = "filter";
-    /// A filter whose condition parses; a syntax error points at the condition in the file.
-    fn from_node(
-        node: &sluice_engine::config::Node,
-        skip: &[&str],
-    ) -> Result<Self, sluice_engine::config::ConfigError> {
-        let config = sluice_engine::registry::read_checked(node, skip, Self::validate)?;
-        if let Some(condition) = &config.condition {
-            if let Err(e) = super::parse(condition) {
-                let at = node.get("condition").map_or(node.loc, |n| n.loc);
-                return Err(
-                    sluice_engine::config::ConfigError::at(at, format!("condition {e}"))
-                        .with_path("condition"),
-                );
-            }
+sluice_engine::impl_component!(
+    FilterConfig,
+    Transform,
+    "filter",
+    read = read_filter,
+    build = |c, _ctx| super::Filter::new(c.clone())
+        .map_err(|e| sluice_engine::ComponentError::fatal(format!("filter condition {e}")))?
+);
+
+/// A filter whose condition parses; a syntax error points at the condition in the file.
+fn read_filter(
+    node: &sluice_engine::config::Node,
+    skip: &[&str],
+) -> Result<FilterConfig, sluice_engine::config::ConfigError> {
+    let config = sluice_engine::registry::read_checked(node, skip, FilterConfig::validate)?;
+    if let Some(condition) = &config.condition {
+        if let Err(e) = super::parse(condition) {
+            let at = node.get("condition").map_or(node.loc, |n| n.loc);
+            return Err(
+                sluice_engine::config::ConfigError::at(at, format!("condition {e}"))
+                    .with_path("condition"),
+            );
         }
-        Ok(config)
     }
-    fn build(
-        &self,
-        _ctx: &sluice_engine::BuildContext<'_>,
-    ) -> Result<Self::Built, sluice_engine::ComponentError> {
-        let filter = super::Filter::new(self.clone())
-            .map_err(|e| sluice_engine::ComponentError::fatal(format!("filter condition {e}")))?;
-        Ok(Box::new(filter))
-    }
+    Ok(config)
 }

@@ -4,7 +4,9 @@ use serde::Deserialize;
 use sluice_engine::config::RegexList;
 
 /// `type: hash` (Debezium's `column.mask.hash.<algorithm>.with.salt.<salt>`): the selected
-/// character columns become the hex digest of salt + value; NULL stays NULL.
+/// character columns become the hex digest of salt + value, cut to the column's length when the
+/// schema carries it (`column.propagate.source.type`), the schema marked `masked=true`; NULL
+/// stays NULL.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HashConfig {

@@ -3,7 +3,8 @@
 use serde::Deserialize;
 
 /// `type: key` (Debezium's `message.key.columns`): the key of the selected tables' events is
-/// built from the listed columns, also for tables without a primary key.
+/// built from the listed columns, also for tables without a primary key; a delete's tombstone
+/// gets the same key.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyConfig {

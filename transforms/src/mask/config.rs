@@ -4,7 +4,8 @@ use serde::Deserialize;
 use sluice_engine::config::RegexList;
 
 /// `type: mask` (Debezium's `column.mask.with.N.chars`): the selected character columns become
-/// exactly `chars` asterisks (0: empty), or `replacement`. NULL is masked too, as Debezium does.
+/// exactly `chars` asterisks (0: empty), or `replacement` (one of the two). NULL is masked too
+/// and the field's schema gets `masked=true`, as Debezium does.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MaskConfig {

@@ -56,7 +56,14 @@ pub struct Placement {
     pub alias: String,
 }
 
-/// `type: outbox`.
+/// `type: outbox` (Debezium's Outbox Event Router, `io.debezium.transforms.outbox.EventRouter`):
+/// each insert (or snapshot read) of an outbox table becomes an event on the topic its routing
+/// column names, keyed by the aggregate id, its value the payload; deletes and tombstones are
+/// dropped, updates per `table.op.invalid.behavior`. Not offered: `partition` placement and
+/// `table.field.event.timestamp` (Sluice's events carry no Kafka partition or record
+/// timestamp: refused with that reason), tracing. One difference from Debezium 3.6: a value
+/// with envelope placements is named after its own routing value (Debezium reuses the first
+/// routed name for every event with the same payload schema).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutboxConfig {
@@ -84,8 +91,8 @@ pub struct OutboxConfig {
     /// leaves it out.
     #[serde(rename = "table.field.additional.missing", default)]
     pub missing: Missing,
-    /// A change other than a create (an update, a delete): `warn` (default) and skip it,
-    /// `error` skip it logged as an error, or `fatal` stop the pipeline.
+    /// An update of the outbox table (deletes are dropped in any case): `warn` (default) drops
+    /// it with a warning, `error` drops it logged as an error, `fatal` stops the pipeline.
     #[serde(rename = "table.op.invalid.behavior", default)]
     pub invalid_op: InvalidOp,
     /// Parse a JSON text payload into a struct with an inferred schema.

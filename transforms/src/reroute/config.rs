@@ -5,7 +5,8 @@ use sluice_engine::config::AnchoredRegex;
 
 /// `type: reroute` (Debezium's ByLogicalTableRouter): topics matching `topic.regex` become
 /// `topic.replacement` (`$1` groups), so that several physical tables share one logical topic;
-/// the key gets a field naming the physical table so that keys stay unique.
+/// the key gets a field naming the physical table so that keys stay unique. The key, envelope
+/// and row schemas are renamed after the new topic.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RerouteConfig {

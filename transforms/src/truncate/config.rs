@@ -4,7 +4,8 @@ use serde::Deserialize;
 use sluice_engine::config::RegexList;
 
 /// `type: truncate` (Debezium's `column.truncate.to.N.chars`): values of the selected character
-/// columns longer than `length` characters are cut to `length`.
+/// columns longer than `length` characters are cut to `length`, counted in UTF-16 units as Java
+/// counts them, never inside a character; the schema gets `truncateLength`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TruncateConfig {

@@ -36,13 +36,15 @@ pub enum LegacyDeleteMode {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UnwrapConfig {
-    /// `drop`, `tombstone` (default), `rewrite`, `rewrite-with-tombstone`, `delete-to-tombstone`.
+    /// What happens to deletes and tombstones (default `tombstone`).
     #[serde(rename = "delete.tombstone.handling.mode", default)]
     pub mode: Option<DeleteMode>,
-    /// Legacy: `drop` (default), `rewrite`, `none`.
+    /// Legacy, honoured as Debezium 2.x did (Debezium 3.6 ignores it): `drop` (default),
+    /// `rewrite`, `none`; not together with `delete.tombstone.handling.mode`.
     #[serde(rename = "delete.handling.mode", default)]
     pub legacy_mode: Option<LegacyDeleteMode>,
-    /// Legacy: drop tombstones (default true).
+    /// Legacy, honoured as Debezium 2.x did: drop tombstones (default true); not together with
+    /// `delete.tombstone.handling.mode`.
     #[serde(rename = "drop.tombstones", default)]
     pub drop_tombstones: Option<bool>,
     /// Fields added to the value: envelope fields (`op`, `ts_ms`) or source fields (`table`,

@@ -20,7 +20,16 @@
 //!   `notification.sink.topic.name`.
 //!
 //! A source reads its block with [`read`] and says in [`DatabaseSource::SUPPORTS`] which of
-//! these it implements; a key of anything else is an error at that key.
+//! these it implements; a key of anything else is an error at that key, never ignored.
+//!
+//! Keys whose names carry a value: `column.mask.with.<N>.chars`,
+//! `column.mask.hash.[v2.]<ALG>.with.salt.<salt>` and `column.truncate.to.<N>.chars` (value:
+//! column selectors; as the `mask`, `hash` and `truncate` transforms do, on text columns other
+//! than the key, a hash cut to the column's declared length, applied while rows are built; a
+//! selector that selects no captured column is a warning at start),
+//! `snapshot.select.statement.overrides.<table>` (a SELECT) and `signal.consumer.<property>`
+//! (librdkafka consumer properties of the `kafka` signal channel). Debezium 1.x's names (`Also
+//! read as` below) are read with a deprecation warning naming the current one.
 
 pub mod columns;
 mod legacy;
@@ -49,7 +58,8 @@ pub const OVERRIDE_PREFIX: &str = "snapshot.select.statement.overrides.";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceCommon {
-    /// Topics are `<topic.prefix>.<schema>.<table>`; required.
+    /// Topics are `<topic.prefix>.<schema>.<table>`, the schema as the source names it (SQLite:
+    /// `main`; MySQL: the database; SQL Server: `<database>.<schema>`); required.
     #[serde(rename = "topic.prefix", alias = "database.server.name")]
     pub topic_prefix: String,
     /// Tables to capture (none given: all).
@@ -64,22 +74,25 @@ pub struct SourceCommon {
     /// Schemas not to capture.
     #[serde(rename = "schema.exclude.list", alias = "schema.blacklist", default)]
     pub schema_exclude: RegexList,
-    /// Columns to capture (regexes on `schema.table.column`).
+    /// Columns to capture (regexes on the source's full column name: `schema.table.column`;
+    /// MySQL `<database>.<table>.<column>`).
     #[serde(rename = "column.include.list", alias = "column.whitelist", default)]
     pub column_include: RegexList,
-    /// Columns not to capture (key columns always stay in the key).
+    /// Columns not to capture. PostgreSQL keeps a left-out key column in the key; the other
+    /// sources refuse to leave out a primary key column.
     #[serde(rename = "column.exclude.list", alias = "column.blacklist", default)]
     pub column_exclude: RegexList,
     /// `snapshot.mode` (default `initial`).
     #[serde(rename = "snapshot.mode", default)]
     pub snapshot_mode: SnapshotMode,
-    /// With `configuration_based`: read the tables' rows.
+    /// With `configuration_based`: read the tables' rows (at every start).
     #[serde(rename = "snapshot.mode.configuration.based.snapshot.data", default)]
     pub snapshot_data: bool,
-    /// With `configuration_based`: capture the tables' schemas.
+    /// With `configuration_based`: capture the tables' schemas (into the schema history, for
+    /// sources that keep one).
     #[serde(rename = "snapshot.mode.configuration.based.snapshot.schema", default)]
     pub snapshot_schema: bool,
-    /// With `configuration_based`: stream after the snapshot.
+    /// With `configuration_based`: stream after the snapshot (or from the stored position).
     #[serde(rename = "snapshot.mode.configuration.based.start.stream", default)]
     pub start_stream: bool,
     /// With `configuration_based`: capture the schemas again when the history is unusable.
@@ -88,14 +101,16 @@ pub struct SourceCommon {
         default
     )]
     pub snapshot_on_schema_error: bool,
-    /// With `configuration_based`: snapshot again when the stored position is lost.
+    /// With `configuration_based`: snapshot again when the stored position is lost, instead of
+    /// stopping with an error.
     #[serde(
         rename = "snapshot.mode.configuration.based.snapshot.on.data.error",
         default
     )]
     pub snapshot_on_data_error: bool,
-    /// Tables whose snapshot uses a custom SELECT, each given as
-    /// `snapshot.select.statement.overrides.<table>` (read by [`read`]).
+    /// Tables whose snapshot uses a custom SELECT, comma-separated, each SELECT given as
+    /// `snapshot.select.statement.overrides.<table>: SELECT ...`. PostgreSQL and SQLite take
+    /// its columns in table order (checked); MySQL takes them by name.
     #[serde(rename = "snapshot.select.statement.overrides", default)]
     pub snapshot_overrides_tables: Option<String>,
     /// The custom SELECT per table.
@@ -120,13 +135,15 @@ pub struct SourceCommon {
     /// `NumberOfErroneousEvents`): the running source's, set by [`Self::count_into`].
     #[serde(skip)]
     pub counters: std::sync::Arc<sluice_engine::component::SourceCounters>,
-    /// Columns whose schemas carry their source type (`__debezium.source.column.type`, ...).
+    /// Columns whose schemas carry their source type as parameters
+    /// (`__debezium.source.column.type`, `.length`, `.scale`, `.name`).
     #[serde(rename = "column.propagate.source.type", default)]
     pub column_propagate_source_type: RegexList,
     /// Type names whose columns' schemas carry their source type.
     #[serde(rename = "datatype.propagate.source.type", default)]
     pub datatype_propagate_source_type: RegexList,
-    /// `message.key.columns`: `<table regex>:<c1>,<c2>;...`.
+    /// Message keys from the listed columns instead of the primary key:
+    /// `<table regex>:<c1>,<c2>;...`.
     #[serde(rename = "message.key.columns", default)]
     pub message_key_columns: Option<String>,
     /// Parsed `message.key.columns` (set by [`read`]).
@@ -154,29 +171,47 @@ pub struct SourceCommon {
     /// (default false).
     #[serde(rename = "provide.transaction.metadata", default)]
     pub provide_transaction_metadata: bool,
-    /// Schema change events on the topic `<topic.prefix>` (each connector's default:
-    /// [`SourceCommon::includes_schema_changes`]).
+    /// Schema change events on the topic `<topic.prefix>` (Debezium's
+    /// `SchemaChangeKey`/`SchemaChangeValue`, keyed by the database name, `tableChanges` in the
+    /// relational format). Default `true` for `mysql`, `mariadb`, `sqlserver` and `db2`, as
+    /// Debezium's; `false` for `postgres` (Debezium's PostgreSQL connector has none), where it
+    /// gives a `CREATE` per table when a snapshot starts and an `ALTER` (`ddl` null) before the
+    /// first row of a table whose columns changed.
     #[serde(rename = "include.schema.changes", default)]
     pub include_schema_changes: Option<bool>,
-    /// The signaling table for the `source` channel and the incremental snapshot's watermarks.
+    /// The signaling table of the `source` channel, where incremental snapshots also write
+    /// their watermarks (columns `id`, the primary key, `type`, `data`): `schema.table` or
+    /// `db.schema.table` (PostgreSQL, which adds it to the publication), `<database>.<table>`
+    /// (MySQL), `debezium_signal` or `main.debezium_signal` (SQLite, in capture mode),
+    /// `[<database>.]<schema>.<table>` (SQL Server, one per database, comma-separated),
+    /// `<schema>.<table>` (Db2).
     #[serde(rename = "signal.data.collection", default)]
     pub signal_data_collection: Option<String>,
-    /// Signal channels, comma-separated: `source` (default), `file`, `http`, `kafka`.
+    /// Signal channels, comma-separated: `source` (rows inserted into the signaling table, read
+    /// in log order; the default), `file` (`signal.file`), `http` (the pipeline's admin
+    /// endpoint, `sluice signal`), `kafka` (`signal.kafka.*`). The `file`, `http` and `kafka`
+    /// signals are read between transactions.
     #[serde(rename = "signal.enabled.channels", default = "default_channels")]
     pub signal_enabled_channels: String,
-    /// JSON-lines file of the `file` channel.
+    /// JSON-lines file of the `file` channel (`{"id": .., "type": .., "data": {..}}` per line),
+    /// emptied once read (a line being written is kept).
     #[serde(rename = "signal.file", default)]
     pub signal_file: Option<std::path::PathBuf>,
     /// How often the `file` channel is read (default 1000 ms).
     #[serde(rename = "signal.poll.interval.ms", default = "default_signal_poll")]
     pub signal_poll_interval_ms: u64,
-    /// The `kafka` channel's brokers.
+    /// The `kafka` channel's brokers (required with that channel). Records of its topic whose
+    /// key is `topic.prefix` and whose value is the signal's JSON are signals; others are
+    /// ignored.
     #[serde(rename = "signal.kafka.bootstrap.servers", default)]
     pub signal_kafka_servers: Option<String>,
-    /// The `kafka` channel's topic (default `<topic.prefix>-signal`).
+    /// The `kafka` channel's topic (default `<topic.prefix>-signal`; created with one partition
+    /// when missing).
     #[serde(rename = "signal.kafka.topic", default)]
     pub signal_kafka_topic: Option<String>,
-    /// The `kafka` channel's consumer group (default `kafka-signal`).
+    /// The `kafka` channel's consumer group (default `kafka-signal`): reading resumes from its
+    /// committed offset (from the beginning without one), and each handled signal's offset is
+    /// committed.
     #[serde(rename = "signal.kafka.groupId", default = "default_signal_group")]
     pub signal_kafka_group: String,
     /// Accepted for Debezium compatibility; the channel waits for records without polling.
@@ -185,7 +220,9 @@ pub struct SourceCommon {
     /// `signal.consumer.*` properties of the `kafka` channel (set by [`read`]).
     #[serde(skip)]
     pub signal_consumer: Properties,
-    /// Rows per incremental snapshot chunk (default 1024).
+    /// Rows per incremental snapshot chunk at most (default 1024). PostgreSQL also cuts a
+    /// chunk at a quarter of `max_queue_size_bytes` of row text, and the next chunks ask for as
+    /// many rows as fitted, so wide rows make smaller chunks.
     #[serde(
         rename = "incremental.snapshot.chunk.size",
         default = "default_incremental_chunk"
@@ -194,11 +231,12 @@ pub struct SourceCommon {
     /// `schema.history.internal.*`, for sources that keep a schema history (set by [`read`]).
     #[serde(skip)]
     pub history: crate::history::HistoryConfig,
-    /// Where notifications go besides the log: `sink` (records on
+    /// Where notifications go besides the log, which always has them: `sink` (Debezium's
+    /// `io.debezium.connector.common.Notification` records, key `NotificationKey`, on
     /// `notification.sink.topic.name`), `log`.
     #[serde(rename = "notification.enabled.channels", default)]
     pub notification_enabled_channels: String,
-    /// The topic of notification records (the `sink` channel).
+    /// The topic of notification records; required with the `sink` channel.
     #[serde(rename = "notification.sink.topic.name", default)]
     pub notification_sink_topic: Option<String>,
 }

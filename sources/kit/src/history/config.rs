@@ -44,26 +44,37 @@ pub struct KafkaHistorySettings {
     pub consumer: Properties,
 }
 
-/// The `schema.history.internal.*` keys.
+/// The `schema.history.internal.*` keys, for sources that keep a schema history (`mysql`,
+/// `mariadb`, `sqlserver`, `db2`; the others refuse them). `schema.history.internal.producer.*`
+/// and `schema.history.internal.consumer.*` pass librdkafka properties to the Kafka store's
+/// clients.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryConfig {
-    /// The store: Debezium's class names, or `file`, `kafka`, `memory` (default: `kafka` when
-    /// `schema.history.internal.kafka.topic` is set, else a file in the pipeline's `data_dir`).
+    /// The store: `file`, `kafka`, `memory`, or Debezium's class names
+    /// (`io.debezium.storage.file.history.FileSchemaHistory`,
+    /// `io.debezium.storage.kafka.history.KafkaSchemaHistory`,
+    /// `io.debezium.relational.history.MemorySchemaHistory`); default `kafka` when
+    /// `schema.history.internal.kafka.topic` is set, else `file`.
     #[serde(
         rename = "schema.history.internal",
         alias = "database.history",
         default
     )]
     pub store: Option<String>,
-    /// The file of the file store.
+    /// The file of the file store (default `<data_dir>/<source>-schema-history.jsonl`: `mysql-`
+    /// for `mysql` and `mariadb`, `sqlserver-`, `db2-`): one record per line, synced before the
+    /// change after it can be committed; a torn last line is skipped, any other unreadable line
+    /// stops the start naming the file and line.
     #[serde(
         rename = "schema.history.internal.file.filename",
         alias = "database.history.file.filename",
         default
     )]
     pub file: Option<PathBuf>,
-    /// The Kafka store's topic (one partition; created when missing).
+    /// The Kafka store's topic: exactly one partition (created when missing, with
+    /// `retention.ms=-1`; a topic of more partitions is refused), one record per message,
+    /// written with `acks=all` and idempotence.
     #[serde(
         rename = "schema.history.internal.kafka.topic",
         alias = "database.history.kafka.topic",
@@ -83,7 +94,8 @@ pub struct HistoryConfig {
         default = "default_poll"
     )]
     pub kafka_poll_interval_ms: u64,
-    /// Reads that find nothing before recovery gives up (default 100).
+    /// Empty reads in a row after which recovery (reading up to the topic's end as it was at
+    /// start) gives up (default 100).
     #[serde(
         rename = "schema.history.internal.kafka.recovery.attempts",
         default = "default_attempts"
@@ -106,14 +118,16 @@ pub struct HistoryConfig {
     #[serde(rename = "schema.history.internal.skip.unparseable.ddl", default)]
     pub skip_unparseable_ddl: bool,
     /// Record only the captured tables' changes (default false: every table's, so that a table
-    /// added to the include list later has its history).
+    /// added to the include list later has its history; MySQL: also the snapshot's schema
+    /// change events).
     #[serde(
         rename = "schema.history.internal.store.only.captured.tables.ddl",
         alias = "schema.history.internal.captured.tables.ddl",
         default
     )]
     pub only_captured_tables: bool,
-    /// Record only the captured databases' (schemas') changes (default false).
+    /// Record only the captured databases' (schemas') changes (default false; MySQL: also the
+    /// snapshot's schema change events).
     #[serde(
         rename = "schema.history.internal.store.only.captured.databases.ddl",
         default
