@@ -8,6 +8,7 @@ pub mod calendar;
 mod cut;
 mod envelope;
 mod schema;
+mod source_block;
 mod value;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub use envelope::{
     SourceTimestamps,
 };
 pub use schema::{decimal_schema, names, Field, Schema, SchemaBuilder, SchemaType};
+pub use source_block::SourceHead;
 pub use value::{Struct, Value};
 
 /// A source position: where a restarted source resumes, after the event that carries it.

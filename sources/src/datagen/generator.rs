@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::{decimal_schema, names, EnvelopeSchema, SourceTimestamps};
+use sluice_engine::event::{decimal_schema, names, EnvelopeSchema, SourceHead, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
 
 use super::config::DatagenConfig;
@@ -65,16 +65,19 @@ struct Constants {
     created_at: Arc<str>,
 }
 
+sluice_engine::source_block! {
+    /// The `datagen` source's `source` block.
+    struct DatagenSourceBlock {
+        ts_us: Int64 | null,
+        ts_ns: Int64 | null,
+        schema: String,
+        table: String,
+        seq: Int64 | null,
+    }
+}
+
 fn source_schema() -> Arc<Schema> {
-    let s = |o| Schema::primitive(SchemaType::String, o);
-    let i = |o| Schema::primitive(SchemaType::Int64, o);
-    sluice_engine::event::source_block_builder("io.sluice.connector.datagen.Source")
-        .field("ts_us", i(true))
-        .field("ts_ns", i(true))
-        .field("schema", s(false))
-        .field("table", s(false))
-        .field("seq", i(true))
-        .build()
+    DatagenSourceBlock::schema("io.sluice.connector.datagen.Source")
 }
 
 fn row_schema() -> Arc<Schema> {
@@ -220,21 +223,22 @@ impl Generator {
     }
 
     fn source(&self, table: &Table, ts: SourceTimestamps) -> Struct {
-        let values = vec![
-            Value::String(self.constants.version.clone()),
-            Value::String(self.constants.connector.clone()),
-            Value::String(self.constants.prefix.clone()),
-            Value::Int64(ts.millis()),
-            Value::String(self.constants.not_snapshot.clone()),
-            Value::String(self.constants.database.clone()),
-            Value::Int64(ts.micros()),
-            Value::Int64(ts.nanos),
-            Value::String(self.constants.schema.clone()),
-            Value::String(table.name.clone()),
-            Value::Int64(self.step as i64),
-        ];
-        Struct::from_values(self.source_schema.clone(), values)
-            .unwrap_or_else(|| Struct::new(self.source_schema.clone()))
+        DatagenSourceBlock {
+            head: SourceHead {
+                version: Value::String(self.constants.version.clone()),
+                connector: Value::String(self.constants.connector.clone()),
+                name: Value::String(self.constants.prefix.clone()),
+                ts_ms: ts.millis(),
+                snapshot: Value::String(self.constants.not_snapshot.clone()),
+                db: Value::String(self.constants.database.clone()),
+            },
+            ts_us: Value::Int64(ts.micros()),
+            ts_ns: Value::Int64(ts.nanos),
+            schema: Value::String(self.constants.schema.clone()),
+            table: Value::String(table.name.clone()),
+            seq: Value::Int64(self.step as i64),
+        }
+        .into_struct(&self.source_schema)
     }
 
     /// Takes one step, appending its events (when not replaying).

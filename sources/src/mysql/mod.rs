@@ -27,10 +27,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::{source_block_builder, SourceTimestamps};
+use sluice_engine::event::{SourceHead, SourceTimestamps};
 use sluice_engine::{
-    BuildContext, ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, Source,
-    SourceContext, Struct, Value,
+    BuildContext, ChangeEvent, ComponentError, Op, Position, Schema, Source, SourceContext, Struct,
+    Value,
 };
 use sluice_kit::position::Resume;
 use sluice_kit::snapshot::Start;
@@ -139,22 +139,8 @@ impl MysqlSource {
                 "`gtid.source.includes`/`excludes` match MySQL GTIDs, which the mysql source does not read yet; with MariaDB use `type: mariadb`, which matches its `domain-server` GTID sources",
             ));
         }
-        let string = |optional| Schema::primitive(SchemaType::String, optional);
-        let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
         let source_schema =
-            source_block_builder(&format!("io.debezium.connector.{}.Source", flavour.name()))
-                .field("sequence", string(true))
-                .field("ts_us", int64(true))
-                .field("ts_ns", int64(true))
-                .field("table", string(true))
-                .field("server_id", int64(false))
-                .field("gtid", string(true))
-                .field("file", string(false))
-                .field("pos", int64(false))
-                .field("row", Schema::primitive(SchemaType::Int32, false))
-                .field("thread", int64(true))
-                .field("query", string(true))
-                .build();
+            MysqlSourceBlock::schema(&format!("io.debezium.connector.{}.Source", flavour.name()));
         let skipped = config.common.skipped().map_err(ComponentError::fatal)?;
         let constants = (
             crate::VERSION.into(),
@@ -532,6 +518,23 @@ struct At {
     pub query: Option<Arc<str>>,
 }
 
+sluice_engine::source_block! {
+    /// The MySQL connector's `source` block (the MariaDB connector's too).
+    struct MysqlSourceBlock {
+        sequence: String | null,
+        ts_us: Int64 | null,
+        ts_ns: Int64 | null,
+        table: String | null,
+        server_id: Int64,
+        gtid: String | null,
+        file: String,
+        pos: Int64,
+        row: Int32,
+        thread: Int64 | null,
+        query: String | null,
+    }
+}
+
 impl MysqlSource {
     /// The `source` block of a change in `db` (and `table`) that `at` describes.
     fn source(&self, db: &str, table: Option<&str>, at: &At) -> Struct {
@@ -544,32 +547,31 @@ impl MysqlSource {
         let made = SourceTimestamps {
             nanos: at.ts_ms.saturating_mul(1_000_000),
         };
-        Struct::from_values(
-            self.source_schema.clone(),
-            vec![
-                Value::String(Arc::clone(&self.constants.0)),
-                Value::String(Arc::clone(&self.constants.1)),
-                Value::String(Arc::clone(&self.constants.2)),
-                Value::Int64(made.millis()),
-                Value::from(at.snapshot),
+        MysqlSourceBlock {
+            head: SourceHead {
+                version: Value::String(Arc::clone(&self.constants.0)),
+                connector: Value::String(Arc::clone(&self.constants.1)),
+                name: Value::String(Arc::clone(&self.constants.2)),
+                ts_ms: made.millis(),
+                snapshot: Value::from(at.snapshot),
                 db,
-                Value::Null,
-                Value::Int64(made.micros()),
-                Value::Int64(made.nanos),
-                table,
-                Value::Int64(at.server_id),
-                match (&at.gtid, self.flavour) {
-                    (Some(gtid), Flavour::Mariadb) => Value::String(gtid.clone()),
-                    _ => Value::Null,
-                },
-                Value::String(Arc::clone(&at.file)),
-                Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
-                Value::Int32(at.row),
-                Value::Null,
-                at.query.clone().map_or(Value::Null, Value::String),
-            ],
-        )
-        .unwrap_or_else(|| Struct::new(self.source_schema.clone()))
+            },
+            sequence: Value::Null,
+            ts_us: Value::Int64(made.micros()),
+            ts_ns: Value::Int64(made.nanos),
+            table,
+            server_id: Value::Int64(at.server_id),
+            gtid: match (&at.gtid, self.flavour) {
+                (Some(gtid), Flavour::Mariadb) => Value::String(gtid.clone()),
+                _ => Value::Null,
+            },
+            file: Value::String(Arc::clone(&at.file)),
+            pos: Value::Int64(i64::try_from(at.pos).unwrap_or(i64::MAX)),
+            row: Value::Int32(at.row),
+            thread: Value::Null,
+            query: at.query.clone().map_or(Value::Null, Value::String),
+        }
+        .into_struct(&self.source_schema)
     }
 
     /// The change event of `table`'s row: key, envelope, Debezium's MySQL `source` block.

@@ -24,10 +24,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::{source_block_builder, BatchCut, SourceTimestamps};
+use sluice_engine::event::{BatchCut, SourceHead, SourceTimestamps};
 use sluice_engine::{
     Batch, BuildContext, ChangeEvent, ComponentError, FailureMode, Op, Position, Record, Schema,
-    SchemaType, Source, SourceContext, Struct, Value,
+    Source, SourceContext, Struct, Value,
 };
 
 pub use config::SqliteConfig;
@@ -97,6 +97,17 @@ fn sql_error(what: &str, e: rusqlite::Error) -> ComponentError {
     error.with_source(e)
 }
 
+sluice_engine::source_block! {
+    /// The `sqlite` source's `source` block (Sluice's own connector).
+    struct SqliteSourceBlock {
+        ts_us: Int64 | null,
+        ts_ns: Int64 | null,
+        schema: String,
+        table: String,
+        seq: Int64 | null,
+    }
+}
+
 impl SqliteSource {
     /// A source for `config`.
     pub fn new(config: SqliteConfig, _ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
@@ -106,15 +117,7 @@ impl SqliteSource {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "main".into());
-        let string = Schema::primitive(SchemaType::String, false);
-        let int64_opt = Schema::primitive(SchemaType::Int64, true);
-        let source_schema = source_block_builder("io.sluice.connector.sqlite.Source")
-            .field("ts_us", int64_opt.clone())
-            .field("ts_ns", int64_opt.clone())
-            .field("schema", string.clone())
-            .field("table", string)
-            .field("seq", int64_opt)
-            .build();
+        let source_schema = SqliteSourceBlock::schema("io.sluice.connector.sqlite.Source");
         Ok(SqliteSource {
             config,
             db_name,
@@ -188,23 +191,22 @@ impl SqliteSource {
             nanos: ms.saturating_mul(1_000_000),
         });
         let seq = change.map(|(seq, _)| seq);
-        let source = Struct::from_values(
-            self.source_schema.clone(),
-            vec![
-                Value::from(crate::VERSION),
-                Value::from("sqlite"),
-                Value::from(self.config.common.topic_prefix.as_str()),
-                Value::Int64(made.millis()),
-                Value::from(snapshot),
-                Value::from(self.db_name.as_str()),
-                Value::Int64(made.micros()),
-                Value::Int64(made.nanos),
-                Value::from("main"),
-                Value::from(table.name.as_str()),
-                seq.map_or(Value::Null, Value::Int64),
-            ],
-        )
-        .unwrap_or_else(|| Struct::new(self.source_schema.clone()));
+        let source = SqliteSourceBlock {
+            head: SourceHead {
+                version: Value::from(crate::VERSION),
+                connector: Value::from("sqlite"),
+                name: Value::from(self.config.common.topic_prefix.as_str()),
+                ts_ms: made.millis(),
+                snapshot: Value::from(snapshot),
+                db: Value::from(self.db_name.as_str()),
+            },
+            ts_us: Value::Int64(made.micros()),
+            ts_ns: Value::Int64(made.nanos),
+            schema: Value::from("main"),
+            table: Value::from(table.name.as_str()),
+            seq: seq.map_or(Value::Null, Value::Int64),
+        }
+        .into_struct(&self.source_schema);
         let row = before.as_ref().or(after.as_ref());
         let key = table.envelope.key.as_ref().and_then(|schema| {
             let values = table

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::{EnvelopeSchema, SourceTimestamps};
+use sluice_engine::event::{EnvelopeSchema, SourceHead, SourceTimestamps};
 use sluice_engine::{
     ChangeEvent, FailureMode, Op, Position, Record, Schema, SchemaType, Struct, Value,
 };
@@ -126,22 +126,25 @@ pub(crate) struct TableSchema {
     shared: [Arc<str>; 4],
 }
 
+sluice_engine::source_block! {
+    /// The PostgreSQL connector's `source` block.
+    pub(crate) struct PgSourceBlock {
+        sequence: String | null,
+        ts_us: Int64 | null,
+        ts_ns: Int64 | null,
+        schema: String,
+        table: String,
+        tx_id as "txId": Int64 | null,
+        lsn: Int64 | null,
+        xmin: Int64 | null,
+        origin: String | null,
+        origin_lsn: Int64 | null,
+    }
+}
+
 /// The PostgreSQL connector's `source` block schema.
 pub(crate) fn source_schema() -> Arc<Schema> {
-    let s = |o| Schema::primitive(SchemaType::String, o);
-    let i = |o| Schema::primitive(SchemaType::Int64, o);
-    sluice_engine::event::source_block_builder("io.debezium.connector.postgresql.Source")
-        .field("sequence", s(true))
-        .field("ts_us", i(true))
-        .field("ts_ns", i(true))
-        .field("schema", s(false))
-        .field("table", s(false))
-        .field("txId", i(true))
-        .field("lsn", i(true))
-        .field("xmin", i(true))
-        .field("origin", s(true))
-        .field("origin_lsn", i(true))
-        .build()
+    PgSourceBlock::schema("io.debezium.connector.postgresql.Source")
 }
 
 /// What the `source` block of one event says.
@@ -412,26 +415,28 @@ impl TableSchema {
         let ts = SourceTimestamps {
             nanos: info.ts_micros.saturating_mul(1000),
         };
-        let values = vec![
-            Value::String(self.shared[0].clone()),
-            Value::String(self.shared[1].clone()),
-            Value::String(info.name.clone()),
-            Value::Int64(ts.millis()),
-            Value::String(info.snapshot.clone()),
-            Value::String(info.db.clone()),
-            info.sequence.clone().map_or(Value::Null, Value::String),
-            Value::Int64(ts.micros()),
-            Value::Int64(ts.nanos),
-            Value::String(self.shared[2].clone()),
-            Value::String(self.shared[3].clone()),
-            info.tx_id.map_or(Value::Null, Value::Int64),
-            info.lsn.map_or(Value::Null, Value::Int64),
-            Value::Null,
-            Value::Null,
-            Value::Null,
-        ];
-        Struct::from_values(self.envelope.source.clone(), values)
-            .unwrap_or_else(|| Struct::new(self.envelope.source.clone()))
+        let [version, connector, schema, table] = &self.shared;
+        PgSourceBlock {
+            head: SourceHead {
+                version: Value::String(version.clone()),
+                connector: Value::String(connector.clone()),
+                name: Value::String(info.name.clone()),
+                ts_ms: ts.millis(),
+                snapshot: Value::String(info.snapshot.clone()),
+                db: Value::String(info.db.clone()),
+            },
+            sequence: info.sequence.clone().map_or(Value::Null, Value::String),
+            ts_us: Value::Int64(ts.micros()),
+            ts_ns: Value::Int64(ts.nanos),
+            schema: Value::String(schema.clone()),
+            table: Value::String(table.clone()),
+            tx_id: info.tx_id.map_or(Value::Null, Value::Int64),
+            lsn: info.lsn.map_or(Value::Null, Value::Int64),
+            xmin: Value::Null,
+            origin: Value::Null,
+            origin_lsn: Value::Null,
+        }
+        .into_struct(&self.envelope.source)
     }
 
     /// A change event.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_engine::event::{source_block_builder, SourceTimestamps};
+use sluice_engine::event::{source_block_builder, SourceHead, SourceTimestamps};
 use sluice_engine::{
     ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, SourceContext, Struct, Value,
 };
@@ -376,13 +376,19 @@ impl<D: Dialect> ChangeTableSource<D> {
             nanos: at.ts_ms.saturating_mul(1_000_000),
         };
         let [version, connector, name, db] = &self.constants;
-        let mut values = vec![
-            version.clone(),
-            connector.clone(),
-            name.clone(),
-            Value::Int64(made.millis()),
-            Value::from(at.snapshot),
-            db.clone(),
+        let head = SourceHead {
+            version: version.clone(),
+            connector: connector.clone(),
+            name: name.clone(),
+            ts_ms: made.millis(),
+            snapshot: Value::from(at.snapshot),
+            db: db.clone(),
+        };
+        // `sequence`, `ts_us`, `ts_ns`, `schema`, `table`, `change_lsn`, `commit_lsn` and
+        // `event_serial_no` where the dialect has it: the order `new` declares them in.
+        let serial =
+            (D::EVENT_SERIAL_NO).then(|| at.event_serial_no.map_or(Value::Null, Value::Int64));
+        let rest = [
             Value::Null,
             Value::Int64(made.micros()),
             Value::Int64(made.nanos),
@@ -392,11 +398,7 @@ impl<D: Dialect> ChangeTableSource<D> {
                 .map_or(Value::Null, |l| Value::from(l.to_string())),
             Value::from(at.commit_lsn.to_string()),
         ];
-        if D::EVENT_SERIAL_NO {
-            values.push(at.event_serial_no.map_or(Value::Null, Value::Int64));
-        }
-        Struct::from_values(self.source_schema.clone(), values)
-            .unwrap_or_else(|| Struct::new(self.source_schema.clone()))
+        head.with(&self.source_schema, rest.into_iter().chain(serial))
     }
 
     /// The change event of a row of `table`.

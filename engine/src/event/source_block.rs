@@ -1,0 +1,161 @@
+//! A connector's `source` block declared once, by name: [`source_block!`](crate::source_block)
+//! makes its schema and a struct of its named fields from one list, so that the values of an
+//! event's block cannot drift from the schema's order (a block filled by position did).
+
+use super::{Struct, Value};
+use crate::Schema;
+use std::sync::Arc;
+
+/// The fields every Debezium `source` block starts with
+/// ([`source_block_builder`](super::source_block_builder)'s).
+#[derive(Debug, Clone)]
+pub struct SourceHead {
+    /// `version`: the connector's version.
+    pub version: Value,
+    /// `connector`: its name (`postgresql`, `mysql`, ...).
+    pub connector: Value,
+    /// `name`: `topic.prefix`.
+    pub name: Value,
+    /// `ts_ms`: when the change was made in the database (milliseconds since the epoch).
+    pub ts_ms: i64,
+    /// `snapshot`: `true`, `first`, ..., `last`, `incremental` or `false`.
+    pub snapshot: Value,
+    /// `db`: the database.
+    pub db: Value,
+}
+
+impl SourceHead {
+    /// The head's values, then `rest`, as a value of `schema` (an empty struct if they do not
+    /// fit it, which the macro's single field list rules out).
+    pub fn with(self, schema: &Arc<Schema>, rest: impl IntoIterator<Item = Value>) -> Struct {
+        let mut values = Vec::with_capacity(schema.fields().len());
+        values.extend([
+            self.version,
+            self.connector,
+            self.name,
+            Value::Int64(self.ts_ms),
+            self.snapshot,
+            self.db,
+        ]);
+        values.extend(rest);
+        Struct::from_values(schema.clone(), values).unwrap_or_else(|| Struct::new(schema.clone()))
+    }
+}
+
+/// Declares a connector's `source` block: a struct of its head ([`SourceHead`]) and its own
+/// fields by name, its schema (`schema(record_name)`) and its value (`into_struct(&schema)`),
+/// both from the one list. A field is `name: Type` (a [`SchemaType`](crate::SchemaType)
+/// variant), `| null` when optional, `as "wireName"` when Debezium spells it otherwise.
+///
+/// ```
+/// sluice_engine::source_block! {
+///     /// A connector's `source` block.
+///     pub struct ExampleSource {
+///         ts_us: Int64 | null,
+///         table: String,
+///         tx_id as "txId": Int64 | null,
+///     }
+/// }
+/// let schema = ExampleSource::schema("io.example.Source");
+/// assert_eq!(schema.fields()[8].name.as_ref(), "txId");
+/// ```
+#[macro_export]
+macro_rules! source_block {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $field:ident $(as $wire:literal)? : $kind:ident $(| $null:ident)? ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        $vis struct $name {
+            /// The fields every connector's block starts with.
+            $vis head: $crate::event::SourceHead,
+            $( $(#[$fmeta])* $vis $field: $crate::Value, )*
+        }
+
+        impl $name {
+            /// The block's schema, named `record` (version 1).
+            #[allow(dead_code)]
+            $vis fn schema(record: &str) -> ::std::sync::Arc<$crate::Schema> {
+                $crate::event::source_block_builder(record)
+                    $( .field(
+                        $crate::source_block!(@wire $field $(, $wire)?),
+                        $crate::Schema::primitive(
+                            $crate::SchemaType::$kind,
+                            $crate::source_block!(@optional $($null)?),
+                        ),
+                    ) )*
+                    .build()
+            }
+
+            /// The block as a value of `schema` ([`Self::schema`]'s).
+            $vis fn into_struct(
+                self,
+                schema: &::std::sync::Arc<$crate::Schema>,
+            ) -> $crate::Struct {
+                self.head.with(schema, [$(self.$field),*])
+            }
+        }
+    };
+    (@wire $field:ident) => { stringify!($field) };
+    (@wire $field:ident, $wire:literal) => { $wire };
+    (@optional) => { false };
+    (@optional $null:ident) => { true };
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::{Struct, Value};
+    use crate::SchemaType;
+
+    crate::source_block! {
+        /// A block for the test.
+        struct TestSource {
+            sequence: String | null,
+            tx_id as "txId": Int64 | null,
+            table: String,
+        }
+    }
+
+    #[test]
+    fn the_schema_and_the_values_follow_the_one_list() {
+        let schema = TestSource::schema("io.test.Source");
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "version",
+                "connector",
+                "name",
+                "ts_ms",
+                "snapshot",
+                "db",
+                "sequence",
+                "txId",
+                "table"
+            ]
+        );
+        assert!(schema.fields()[7].schema.is_optional());
+        assert!(!schema.fields()[8].schema.is_optional());
+        assert_eq!(schema.fields()[7].schema.kind(), SchemaType::Int64);
+        let block: Struct = TestSource {
+            head: super::SourceHead {
+                version: Value::from("1"),
+                connector: Value::from("test"),
+                name: Value::from("p"),
+                ts_ms: 5,
+                snapshot: Value::from("false"),
+                db: Value::from("d"),
+            },
+            sequence: Value::Null,
+            tx_id: Value::Int64(7),
+            table: Value::from("t"),
+        }
+        .into_struct(&schema);
+        assert_eq!(block.get("txId"), Some(&Value::Int64(7)));
+        assert_eq!(block.get("table"), Some(&Value::from("t")));
+        assert_eq!(block.get("ts_ms"), Some(&Value::Int64(5)));
+    }
+}
