@@ -145,9 +145,16 @@ fn keys(
             description.push(' ');
             description.push_str(&values);
         }
+        // A list of blocks: each entry's keys follow, as `key[].entry_key`.
+        let entries = (generic_of(inner, "Vec").and_then(type_name))
+            .and_then(|n| index.struct_near(&n, &s.file))
+            .filter(|n| n.name != s.name && n.derives);
         rows.push(Row {
             key: format!("`{key}`"),
-            ty: kind(index, inner, &s.file),
+            ty: match entries {
+                Some(_) => "list of blocks (their keys below)".to_owned(),
+                None => kind(index, inner, &s.file),
+            },
             default: match s.derives {
                 true => default(index, f, &s.file),
                 // A block read its own way: its doc says the default.
@@ -155,6 +162,16 @@ fn keys(
             },
             description: description.trim().to_owned(),
         });
+        if let Some(entry) = entries {
+            keys(
+                index,
+                entry,
+                &format!("{key}[]."),
+                rows,
+                parts,
+                undocumented,
+            );
+        }
     }
 }
 
