@@ -90,12 +90,24 @@ macro_rules! source_block {
                     .build()
             }
 
-            /// The block as a value of `schema` ([`Self::schema`]'s).
+            /// The block as a value of `schema` ([`Self::schema`]'s): the values moved into one
+            /// vector in the schema's order, as a block filled by position was.
             $vis fn into_struct(
                 self,
                 schema: &::std::sync::Arc<$crate::Schema>,
             ) -> $crate::Struct {
-                self.head.with(schema, [$(self.$field),*])
+                let head = self.head;
+                let values = vec![
+                    head.version,
+                    head.connector,
+                    head.name,
+                    $crate::Value::Int64(head.ts_ms),
+                    head.snapshot,
+                    head.db,
+                    $(self.$field),*
+                ];
+                $crate::Struct::from_values(schema.clone(), values)
+                    .unwrap_or_else(|| $crate::Struct::new(schema.clone()))
             }
         }
     };
