@@ -22,8 +22,8 @@ fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
     scenario::blocking::run(&SqlServerBackend::new("blockingwriter"), rounds);
 }
 
-/// 60 rows of 5 MB (`varchar(max)`; each more than a 4 MiB queue) through the snapshot and one transaction
-/// updating every row (whole before and after images): peak RSS under 256 MiB.
+/// 60 rows of 5 MB (`varchar(max)`; each more than a 4 MiB queue) through the snapshot and one
+/// transaction updating every row (whole before and after images): peak RSS under 256 MiB.
 #[test]
 fn rows_of_megabytes_pass_in_bounded_memory() {
     scenario::memory::run(&SqlServerBackend::new("bigrows"), (60, 5_000_000), 256);
