@@ -77,7 +77,6 @@ macro_rules! source_block {
 
         impl $name {
             /// The block's schema, named `record` (version 1).
-            #[allow(dead_code)]
             $vis fn schema(record: &str) -> ::std::sync::Arc<$crate::Schema> {
                 $crate::event::source_block_builder(record)
                     $( .field(
