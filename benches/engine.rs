@@ -208,8 +208,9 @@ fn encoding(events: &[ChangeEvent], schemas: bool) {
 }
 
 struct Dg(DatagenConfig);
+#[async_trait::async_trait]
 impl BuildSource for Dg {
-    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
+    async fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
         Ok(Box::new(DatagenSource::new(self.0.clone(), ctx)?))
     }
 }
@@ -217,8 +218,9 @@ enum Out {
     File(FileSinkConfig),
     Null(NullSinkConfig, Arc<std::sync::atomic::AtomicU64>),
 }
+#[async_trait::async_trait]
 impl BuildSink for Out {
-    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
+    async fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
         Ok(match self {
             Out::File(c) => Box::new(FileSink::open(c, ctx)?),
             Out::Null(c, bytes) => Box::new(NullSink::new(c, bytes.clone())),
@@ -228,8 +230,9 @@ impl BuildSink for Out {
 
 /// The chain: mask, hash, truncate, route.
 struct Chain(usize);
+#[async_trait::async_trait]
 impl BuildTransform for Chain {
-    fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
+    async fn build(&self, _ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError> {
         let columns = |p: &str| RegexList(vec![AnchoredRegex::new(p).unwrap()]);
         Ok(match self.0 {
             0 => Box::new(sluice_transforms::mask::build(&MaskConfig {
@@ -277,8 +280,13 @@ fn chain_cost(events: &[ChangeEvent]) {
         data_dir: ctx_dir.path(),
         component: "transforms",
     };
-    let mut transforms: Vec<Box<dyn Transform>> =
-        chain().iter().map(|t| t.build(&ctx).unwrap()).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut transforms: Vec<Box<dyn Transform>> = chain()
+        .iter()
+        .map(|t| rt.block_on(t.build(&ctx)).unwrap())
+        .collect();
     let t0 = Instant::now();
     let mut sink = 0usize;
     for e in events {

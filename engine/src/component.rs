@@ -59,6 +59,14 @@ pub trait Sink: Send {
     /// returned [`Delivery`] resolves when the events are durable.
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError>;
 
+    /// Reaches the service once (address, login, the declarations the configuration asks
+    /// for), keeping what it opened for the writes, so that a wrong address or login stops the
+    /// start with the fix. The runtime calls it once per generation, after `build`, on the
+    /// runtime the sink writes from, and starts the source only once every sink's check passed.
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        Ok(())
+    }
+
     /// Flushes and releases resources at shutdown.
     async fn close(&mut self) -> Result<(), ComponentError> {
         Ok(())
@@ -101,22 +109,27 @@ pub struct BuildContext<'a> {
     pub component: &'a str,
 }
 
-/// Builds a source from its configuration (implemented by the source spec enum).
+/// Builds a source from its configuration (implemented by the source spec enum). Builds are
+/// async and run on the runtime of the stage that runs what they build, once per generation.
+#[async_trait]
 pub trait BuildSource: Send + Sync {
     /// A fresh source instance (called again on every restart).
-    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError>;
+    async fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError>;
 }
 
 /// Builds a transform from its configuration.
+#[async_trait]
 pub trait BuildTransform: Send + Sync {
     /// A fresh transform instance.
-    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError>;
+    async fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Transform>, ComponentError>;
 }
 
-/// Builds a sink from its configuration.
+/// Builds a sink from its configuration; the runtime then runs its
+/// [`health_check`](Sink::health_check).
+#[async_trait]
 pub trait BuildSink: Send + Sync {
     /// A fresh sink instance.
-    fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError>;
+    async fn build(&self, ctx: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError>;
 }
 
 /// Signals received over HTTP (the admin endpoint's `POST /pipelines/<name>/signals`),

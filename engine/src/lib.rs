@@ -28,3 +28,7 @@ pub use component::{
 };
 pub use error::{Classify, ComponentError, ErrorClass, FailureMode};
 pub use event::{Batch, ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
+
+/// `#[async_trait]`, for the build traits' implementations [`components!`] writes.
+#[doc(hidden)]
+pub use async_trait::async_trait;

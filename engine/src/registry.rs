@@ -18,8 +18,12 @@ pub trait Component: Sized {
     /// Reads the component's block, ignoring the keys in `skip` (the tag and the keys every
     /// component of its role has); errors are located in the file.
     fn from_node(node: &Node, skip: &[&str]) -> Result<Self, ConfigError>;
-    /// A fresh instance (called again on every restart).
-    fn build(&self, ctx: &BuildContext<'_>) -> Result<Self::Built, ComponentError>;
+    /// A fresh instance (called again on every restart), built on the runtime of the stage
+    /// that runs it.
+    fn build<'a>(
+        &'a self,
+        ctx: &'a BuildContext<'a>,
+    ) -> impl std::future::Future<Output = Result<Self::Built, ComponentError>> + Send + 'a;
 }
 
 /// Reads a block as `T` by serde, then runs `check`, whose error is reported at the block: the
@@ -35,8 +39,8 @@ pub fn read_checked<'de, T: Deserialize<'de>>(
 }
 
 /// Implements [`Component`] for a configuration read by serde and checked by `check` (a
-/// `fn(&Self) -> Result<(), String>`), whose `build` body makes the component (`?` works in
-/// it; it is boxed):
+/// `fn(&Self) -> Result<(), String>`), whose `build` body makes the component (`?` and
+/// `.await` work in it; it is boxed):
 ///
 /// ```ignore
 /// sluice_engine::impl_component!(MaskConfig, Transform, "mask",
@@ -75,9 +79,9 @@ macro_rules! impl_component {
             ) -> Result<Self, $crate::config::ConfigError> {
                 $read
             }
-            fn build(
-                &self,
-                $ctx: &$crate::BuildContext<'_>,
+            async fn build<'a>(
+                &'a self,
+                $ctx: &'a $crate::BuildContext<'a>,
             ) -> Result<Self::Built, $crate::ComponentError> {
                 let $c = self;
                 Ok(Box::new($body))
@@ -180,13 +184,14 @@ macro_rules! components {
             }
         }
 
+        #[$crate::async_trait]
         impl $crate::$build for $name {
-            fn build(
+            async fn build(
                 &self,
                 ctx: &$crate::BuildContext<'_>,
             ) -> Result<Box<dyn $crate::$trait>, $crate::ComponentError> {
                 match self {
-                    $( $(#[$attr])* $name::$variant(c) => $crate::registry::Component::build(&**c, ctx), )+
+                    $( $(#[$attr])* $name::$variant(c) => $crate::registry::Component::build(&**c, ctx).await, )+
                 }
             }
         }

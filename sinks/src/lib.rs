@@ -28,30 +28,3 @@ pub mod stdout;
 #[cfg(any(feature = "avro", feature = "http", feature = "jdbc"))]
 mod tls;
 mod writer;
-
-#[cfg(any(
-    feature = "kafka",
-    feature = "avro",
-    feature = "redis",
-    feature = "nats",
-    feature = "rabbitmq",
-    feature = "jdbc"
-))]
-/// Runs a future to completion from synchronous code that may itself run inside a runtime
-/// (component construction), on a thread of its own.
-pub(crate) fn block_on_side_thread<T: Send + 'static>(
-    future: impl std::future::Future<Output = Result<T, sluice_engine::ComponentError>> + Send + 'static,
-) -> Result<T, sluice_engine::ComponentError> {
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| {
-                sluice_engine::ComponentError::retryable(format!("cannot start a runtime: {e}"))
-                    .with_source(e)
-            })?
-            .block_on(future)
-    })
-    .join()
-    .map_err(|_| sluice_engine::ComponentError::fatal("the startup check panicked"))?
-}

@@ -2,17 +2,19 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use actix::{Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::supervisor::{StageExited, Supervisor};
 use crate::metrics::DebeziumMetrics;
 use sluice_engine::ack::AckTracker;
 use sluice_engine::component::{
-    apply_chain, Delivery, Sink, SinkBatch, Source, SourceContext, Transform,
+    apply_chain, BuildContext, BuildSink, BuildSource, BuildTransform, Delivery, Sink, SinkBatch,
+    SourceContext, Transform,
 };
 use sluice_engine::config::{Backoff, Limits};
 use sluice_engine::error::{Classify, ComponentError, ErrorClass};
@@ -57,20 +59,75 @@ impl Actor for StageActor {
     }
 }
 
-/// Runs the source, then closes its queue so that the stages after it drain and finish.
-pub(crate) async fn source_stage(
-    mut source: Box<dyn Source>,
-    mut ctx: SourceContext,
-    queue: Arc<BoundedQueue>,
-) -> Result<(), ComponentError> {
-    let result = source.run(&mut ctx).await;
+/// Where a stage builds its component: the [`BuildContext`]'s fields, owned by the stage's
+/// future (which runs on the stage's own runtime).
+#[derive(Debug, Clone)]
+pub(crate) struct BuildPlace {
+    pub pipeline: String,
+    pub data_dir: PathBuf,
+    pub component: String,
+}
+
+impl BuildPlace {
+    fn context(&self) -> BuildContext<'_> {
+        BuildContext {
+            pipeline: &self.pipeline,
+            data_dir: &self.data_dir,
+            component: &self.component,
+        }
+    }
+}
+
+/// A chain of transforms, built in order.
+async fn build_chain(
+    specs: &[Arc<dyn BuildTransform>],
+    ctx: &BuildContext<'_>,
+) -> Result<Vec<Box<dyn Transform>>, ComponentError> {
+    let mut chain = Vec::with_capacity(specs.len());
+    for spec in specs {
+        chain.push(spec.build(ctx).await?);
+    }
+    Ok(chain)
+}
+
+/// What the source stage is started with.
+pub(crate) struct SourceStart {
+    pub spec: Arc<dyn BuildSource>,
+    pub place: BuildPlace,
+    /// One per sink, sent once the sink is built and its health check passed.
+    pub sinks_ready: Vec<oneshot::Receiver<()>>,
+    pub ctx: SourceContext,
+    pub queue: Arc<BoundedQueue>,
+}
+
+/// Waits until every sink is built and healthy, builds the source and runs it, then closes its
+/// queue so that the stages after it drain and finish.
+pub(crate) async fn source_stage(start: SourceStart) -> Result<(), ComponentError> {
+    let SourceStart {
+        spec,
+        place,
+        sinks_ready,
+        mut ctx,
+        queue,
+    } = start;
+    let result = async {
+        for ready in sinks_ready {
+            if ready.await.is_err() {
+                // A sink did not start: its stage says why, and the generation ends.
+                return Ok(());
+            }
+        }
+        let mut source = spec.build(&place.context()).await?;
+        source.run(&mut ctx).await
+    }
+    .await;
     queue.close();
     result
 }
 
-/// Applies the pipeline transforms and fans batches out to every sink queue.
+/// Builds the pipeline transforms, applies them and fans batches out to every sink queue.
 pub(crate) async fn transform_stage(
-    mut chain: Vec<Box<dyn Transform>>,
+    (specs, place): (Vec<Arc<dyn BuildTransform>>, BuildPlace),
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
@@ -81,6 +138,7 @@ pub(crate) async fn transform_stage(
     ),
 ) -> Result<(), ComponentError> {
     let result = async {
+        let mut chain = build_chain(&specs, &place.context()).await?;
         loop {
             match input
                 .pop(
@@ -155,20 +213,61 @@ pub(crate) async fn transform_stage(
 /// bytes a sink holds to about two batches.
 const MAX_IN_FLIGHT: usize = 2;
 
-/// Drains one sink queue: sink transforms, write, deliveries in flight, in-order acknowledgement.
-pub(crate) struct SinkStage {
+/// What a sink stage is started with: its component to build, and its place in the pipeline.
+pub(crate) struct SinkStart {
+    pub spec: Arc<dyn BuildSink>,
+    pub transforms: Vec<Arc<dyn BuildTransform>>,
+    pub place: BuildPlace,
+    /// Sent once the sink is built and its health check passed.
+    pub ready: oneshot::Sender<()>,
     pub name: String,
-    pub sink: Box<dyn Sink>,
-    pub chain: Vec<Box<dyn Transform>>,
     pub input: Arc<BoundedQueue>,
     pub acker: Arc<AckTracker>,
     pub limits: Limits,
     pub retry: Backoff,
     pub counters: ComponentCounters,
-    /// Where a failing write shows (`/health/ready`, the status).
     pub status: crate::status::Status,
+}
+
+impl SinkStart {
+    /// Builds the sink and its transforms on the stage's runtime, runs the sink's health check,
+    /// says it is ready, then drains its queue.
+    pub(crate) async fn run(self) -> Result<(), ComponentError> {
+        let ctx = self.place.context();
+        let mut sink = self.spec.build(&ctx).await?;
+        let chain = build_chain(&self.transforms, &ctx).await?;
+        sink.health_check().await?;
+        let _ = self.ready.send(());
+        let stage = SinkStage {
+            name: self.name,
+            sink,
+            chain,
+            input: self.input,
+            acker: self.acker,
+            limits: self.limits,
+            retry: self.retry,
+            counters: self.counters,
+            status: self.status,
+            failing: false,
+        };
+        stage.run().await
+    }
+}
+
+/// Drains one sink queue: sink transforms, write, deliveries in flight, in-order acknowledgement.
+struct SinkStage {
+    name: String,
+    sink: Box<dyn Sink>,
+    chain: Vec<Box<dyn Transform>>,
+    input: Arc<BoundedQueue>,
+    acker: Arc<AckTracker>,
+    limits: Limits,
+    retry: Backoff,
+    counters: ComponentCounters,
+    /// Where a failing write shows (`/health/ready`, the status).
+    status: crate::status::Status,
     /// Whether the status shows this sink failing (cleared by its next delivery).
-    pub failing: bool,
+    failing: bool,
 }
 
 /// A written batch waiting for its delivery.
@@ -197,7 +296,7 @@ async fn next_batch(input: &BoundedQueue, limits: Limits) -> Popped {
 }
 
 impl SinkStage {
-    pub(crate) async fn run(mut self) -> Result<(), ComponentError> {
+    async fn run(mut self) -> Result<(), ComponentError> {
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         loop {
             let popped = match in_flight.front_mut() {

@@ -9,12 +9,12 @@ use actix::{
     Actor, ActorContext, ActorFutureExt, Addr, Arbiter, AsyncContext, Context, Handler, Message,
     SpawnHandle, WrapFuture,
 };
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-use super::stages::{self, SinkStage, StageActor, StageFuture};
+use super::stages::{self, BuildPlace, SinkStart, SourceStart, StageActor, StageFuture};
 use super::{PipelinePlan, RunError, RunOptions, RunReport};
 use sluice_engine::ack::AckTracker;
-use sluice_engine::component::{now_ms, BuildContext, SourceContext, SourceWiring};
+use sluice_engine::component::{now_ms, SourceContext, SourceWiring};
 use sluice_engine::error::{Classify, ComponentError, ErrorClass};
 use sluice_engine::event::Position;
 use sluice_engine::metrics::{self, ComponentCounters};
@@ -177,62 +177,42 @@ impl Supervisor {
     fn start_generation(&mut self, ctx: &mut Context<Self>) {
         let id = self.next_generation;
         self.next_generation += 1;
-        match self.build_generation(id, ctx.address()) {
-            Ok(generation) => {
-                tracing::info!(
-                    pipeline = %self.plan.name,
-                    generation = id,
-                    resume_from = ?self.committed,
-                    "Pipeline started."
-                );
-                self.status.generation_started();
-                // A stop requested from inside (a stop condition met by the source) goes through
-                // the same graceful path, with its deadline.
-                let mut requested = generation.shutdown_tx.subscribe();
-                let id = generation.id;
-                self.current = Some(generation);
-                ctx.spawn(
-                    async move { requested.wait_for(|s| *s).await.is_ok() }
-                        .into_actor(self)
-                        .map(move |stop, act, ctx| {
-                            let current = act.current.as_ref().is_some_and(|g| g.id == id);
-                            if stop && current && !act.stopping {
-                                act.begin_stop(ctx);
-                            }
-                        }),
-                );
-            }
-            Err((stage, error)) => {
-                tracing::error!(pipeline = %self.plan.name, stage = %stage, error = %error.chain(), "Building the pipeline failed.");
-                self.current = None;
-                self.on_failure(stage, error, ctx);
-            }
-        }
+        let generation = self.build_generation(id, ctx.address());
+        tracing::info!(
+            pipeline = %self.plan.name,
+            generation = id,
+            resume_from = ?self.committed,
+            "Pipeline started."
+        );
+        self.status.generation_started();
+        // A stop requested from inside (a stop condition met by the source) goes through the
+        // same graceful path, with its deadline.
+        let mut requested = generation.shutdown_tx.subscribe();
+        let id = generation.id;
+        self.current = Some(generation);
+        ctx.spawn(
+            async move { requested.wait_for(|s| *s).await.is_ok() }
+                .into_actor(self)
+                .map(move |stop, act, ctx| {
+                    let current = act.current.as_ref().is_some_and(|g| g.id == id);
+                    if stop && current && !act.stopping {
+                        act.begin_stop(ctx);
+                    }
+                }),
+        );
     }
 
-    fn build_generation(
-        &mut self,
-        id: u64,
-        me: Addr<Supervisor>,
-    ) -> Result<Generation, (String, ComponentError)> {
+    /// A generation's stages, wired: each builds its component on its own runtime, the sinks
+    /// first (the source starts once every sink's health check passed).
+    fn build_generation(&mut self, id: u64, me: Addr<Supervisor>) -> Generation {
         let plan = &self.plan;
         let limits = plan.limits;
         let max_bytes = usize::try_from(limits.max_queue_size_bytes).unwrap_or(usize::MAX);
-        let build_ctx = |component: &'static str| BuildContext {
-            pipeline: &plan.name,
-            data_dir: &plan.data_dir,
-            component,
+        let place = |component: &str| BuildPlace {
+            pipeline: plan.name.clone(),
+            data_dir: plan.data_dir.clone(),
+            component: component.to_owned(),
         };
-        let source = plan
-            .source
-            .build(&build_ctx("source"))
-            .map_err(|e| ("source".to_owned(), e))?;
-        let chain = plan
-            .transforms
-            .iter()
-            .map(|t| t.build(&build_ctx("transforms")))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ("transforms".to_owned(), e))?;
         let source_queue =
             BoundedQueue::of_pipeline(&plan.name, "source", limits.max_queue_size, max_bytes);
         let acker = Arc::new(AckTracker::new(self.committed.clone()));
@@ -240,7 +220,8 @@ impl Supervisor {
         let shutdown_tx = Arc::new(shutdown_tx);
         let (abort_tx, abort_rx) = watch::channel(false);
 
-        let (sink_stages, sink_queues) = build_sinks(plan, &acker, max_bytes, &self.status)?;
+        let (sink_stages, sink_queues, sinks_ready) =
+            sink_starts(plan, &acker, max_bytes, &self.status);
         let mut queues = vec![source_queue.clone()];
         queues.extend(sink_queues);
         (self.status).set_queues(queues.clone(), (limits.max_queue_size, max_bytes));
@@ -271,16 +252,18 @@ impl Supervisor {
         let mut futures: Vec<(String, StageFuture)> = Vec::new();
         futures.push((
             "source".to_owned(),
-            Box::pin(stages::source_stage(
-                source,
-                source_ctx,
-                source_queue.clone(),
-            )),
+            Box::pin(stages::source_stage(SourceStart {
+                spec: plan.source.clone(),
+                place: place("source"),
+                sinks_ready,
+                ctx: source_ctx,
+                queue: source_queue.clone(),
+            })),
         ));
         futures.push((
             "transforms".to_owned(),
             Box::pin(stages::transform_stage(
-                chain,
+                (plan.transforms.clone(), place("transforms")),
                 source_queue.clone(),
                 queues[1..].to_vec(),
                 limits,
@@ -319,7 +302,7 @@ impl Supervisor {
 
         let live = futures.len();
         let arbiters = start_stages(&plan.name, id, futures, &abort_rx, &me);
-        Ok(Generation {
+        Generation {
             id,
             acker,
             queues,
@@ -329,7 +312,7 @@ impl Supervisor {
             live,
             failure: None,
             progress,
-        })
+        }
     }
 
     /// Cuts the current generation off: stages stop at once, queued events are dropped (they
@@ -616,32 +599,23 @@ impl Handler<StageExited> for Supervisor {
     }
 }
 
-/// The sink stages and their input queues.
-type SinkStages = (Vec<SinkStage>, Vec<Arc<BoundedQueue>>);
+/// The sink stages, their input queues, and the receivers of their readiness.
+type SinkStarts = (
+    Vec<SinkStart>,
+    Vec<Arc<BoundedQueue>>,
+    Vec<oneshot::Receiver<()>>,
+);
 
-/// Each sink of `plan` built with its own transforms and input queue.
-fn build_sinks(
+/// Each sink of `plan` with its own transforms and input queue, to be built by its stage.
+fn sink_starts(
     plan: &PipelinePlan,
     acker: &Arc<AckTracker>,
     max_bytes: usize,
     status: &crate::status::Status,
-) -> Result<SinkStages, (String, ComponentError)> {
+) -> SinkStarts {
     let limits = plan.limits;
-    let mut stages = Vec::new();
-    let mut queues = Vec::new();
+    let (mut starts, mut queues, mut ready) = (Vec::new(), Vec::new(), Vec::new());
     for sink in &plan.sinks {
-        let ctx = BuildContext {
-            pipeline: &plan.name,
-            data_dir: &plan.data_dir,
-            component: &sink.name,
-        };
-        let built = sink.spec.build(&ctx).map_err(|e| (sink.name.clone(), e))?;
-        let chain = sink
-            .transforms
-            .iter()
-            .map(|t| t.build(&ctx))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| (sink.name.clone(), e))?;
         let queue = BoundedQueue::of_pipeline(
             &plan.name,
             format!("sink:{}", sink.name),
@@ -649,20 +623,27 @@ fn build_sinks(
             max_bytes,
         );
         queues.push(queue.clone());
-        stages.push(SinkStage {
+        let (ready_tx, ready_rx) = oneshot::channel();
+        ready.push(ready_rx);
+        starts.push(SinkStart {
+            spec: sink.spec.clone(),
+            transforms: sink.transforms.clone(),
+            place: BuildPlace {
+                pipeline: plan.name.clone(),
+                data_dir: plan.data_dir.clone(),
+                component: sink.name.clone(),
+            },
+            ready: ready_tx,
             name: sink.name.clone(),
-            sink: built,
-            chain,
             input: queue,
             acker: acker.clone(),
             limits,
             retry: sink.retry,
             counters: ComponentCounters::timed(&plan.name, &format!("sink:{}", sink.name)),
             status: status.clone(),
-            failing: false,
         });
     }
-    Ok((stages, queues))
+    (starts, queues, ready)
 }
 
 /// Each stage on an arbiter (thread) of its own, inside a span naming its pipeline, component

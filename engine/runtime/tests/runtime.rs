@@ -70,8 +70,9 @@ impl Source for CountingSource {
 #[derive(Clone)]
 struct SourceSpec(Arc<dyn Fn() -> CountingSource + Send + Sync>);
 
+#[async_trait::async_trait]
 impl BuildSource for SourceSpec {
-    fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
+    async fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Source>, ComponentError> {
         Ok(Box::new((self.0)()))
     }
 }
@@ -87,6 +88,12 @@ struct Recorder {
     fail_after: Option<u64>,
     /// The delivery of this write (0-based) fails once, after later writes were handed over.
     fail_delivery_of: Option<u64>,
+    /// The health check fails (fatally) with this message.
+    unhealthy: Option<&'static str>,
+    /// The health check waits while this is set.
+    health_held: Arc<AtomicBool>,
+    /// Health checks passed.
+    healthy: Arc<AtomicU64>,
 }
 
 impl Recorder {
@@ -97,6 +104,17 @@ impl Recorder {
 
 #[async_trait]
 impl Sink for Recorder {
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        while self.health_held.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if let Some(message) = self.unhealthy {
+            return Err(ComponentError::fatal(message));
+        }
+        self.healthy.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         let done = self.writes.load(Ordering::SeqCst);
         if self.fail_after.is_some_and(|n| done >= n) {
@@ -127,8 +145,9 @@ impl Sink for Recorder {
     }
 }
 
+#[async_trait::async_trait]
 impl BuildSink for Recorder {
-    fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
+    async fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Sink>, ComponentError> {
         Ok(Box::new(self.clone()))
     }
 }
@@ -341,6 +360,94 @@ fn a_sink_past_its_retry_budget_stops_the_pipeline_without_committing_past_it() 
         }
         other => panic!("unexpected error {other}"),
     }
+}
+
+/// A source spec that counts its builds.
+fn counting_builds(total: u64, builds: Arc<AtomicU64>) -> SourceSpec {
+    let emitted = Arc::new(AtomicU64::new(0));
+    SourceSpec(Arc::new(move || {
+        builds.fetch_add(1, Ordering::SeqCst);
+        CountingSource {
+            total,
+            batch: 10,
+            payload: 8,
+            emitted: emitted.clone(),
+            fail_at: None,
+            failed: Arc::new(AtomicBool::new(false)),
+        }
+    }))
+}
+
+#[test]
+fn a_sink_failing_its_health_check_stops_the_start_before_the_source_is_built() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let builds = Arc::new(AtomicU64::new(0));
+    let healthy = Recorder::default();
+    let failing = Recorder {
+        unhealthy: Some("nothing listens at 127.0.0.1:1; check `address`"),
+        ..Recorder::default()
+    };
+    let err = sluice_runtime::run(
+        plan(
+            counting_builds(100, builds.clone()),
+            &[("a", healthy.clone()), ("b", failing.clone())],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
+        RunOptions::default(),
+    )
+    .expect_err("the pipeline should fail");
+    match err {
+        RunError::Component {
+            component,
+            message,
+            committed,
+        } => {
+            assert_eq!(component, "sink:b");
+            assert!(message.contains("nothing listens"), "{message}");
+            assert_eq!(committed, None);
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    assert_eq!(builds.load(Ordering::SeqCst), 0, "the source was built");
+    assert!(healthy.positions().is_empty());
+}
+
+#[test]
+fn the_source_starts_once_every_sink_passed_its_health_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let builds = Arc::new(AtomicU64::new(0));
+    let quick = Recorder::default();
+    let slow = Recorder::default();
+    slow.health_held.store(true, Ordering::SeqCst);
+    let handle = spawn_run(
+        plan(
+            counting_builds(1_000, builds.clone()),
+            &[("quick", quick.clone()), ("slow", slow.clone())],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
+        RunOptions::default(),
+    );
+    // The quick sink is healthy; the source waits for the slow one.
+    let start = Instant::now();
+    while quick.healthy.load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(quick.healthy.load(Ordering::SeqCst), 1);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        builds.load(Ordering::SeqCst),
+        0,
+        "built before every sink was healthy"
+    );
+    slow.health_held.store(false, Ordering::SeqCst);
+    let report = handle.join().expect("join").expect("run");
+    assert_eq!(builds.load(Ordering::SeqCst), 1);
+    assert_eq!(slow.healthy.load(Ordering::SeqCst), 1);
+    assert_eq!(slow.positions(), (1..=1_000).collect::<Vec<_>>());
+    assert_eq!(quick.positions(), (1..=1_000).collect::<Vec<_>>());
+    assert_eq!(report.committed, Some(Position::Offset(1_000)));
 }
 
 #[test]

@@ -201,7 +201,8 @@ enum Inner {
 }
 
 impl Encoder {
-    /// An encoder for the sink named `sink`; with Avro, the registry is checked first.
+    /// An encoder for the sink named `sink` (an Avro one reaches its registry in
+    /// [`Self::health_check`]).
     pub fn open(config: &FormatConfig, sink: &str) -> Result<Self, ComponentError> {
         let inner = match config.format {
             Format::Json => Inner::Json(JsonEncoder::new(JsonOptions {
@@ -218,9 +219,7 @@ impl Encoder {
             },
             #[cfg(feature = "avro")]
             Format::Avro => {
-                let encoder = avro::AvroEncoder::new(config, sink)?;
-                crate::block_on_side_thread(encoder.check())?;
-                Inner::Avro(Box::new(encoder))
+                Inner::Avro(Box::new(avro::AvroEncoder::new(config, sink)?))
             }
             #[cfg(not(feature = "avro"))]
             Format::Avro => {
@@ -230,6 +229,16 @@ impl Encoder {
             }
         };
         Ok(Encoder { inner })
+    }
+
+    /// Reaches the services the format needs (an Avro schema registry), for the sink's
+    /// health check.
+    pub async fn health_check(&self) -> Result<(), ComponentError> {
+        match &self.inner {
+            #[cfg(feature = "avro")]
+            Inner::Avro(avro) => avro.check().await,
+            _ => Ok(()),
+        }
     }
 
     /// Encodes the event's key into `key` and its value into `value` (each left empty when

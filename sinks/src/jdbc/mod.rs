@@ -65,20 +65,11 @@ pub struct JdbcSink {
 }
 
 impl JdbcSink {
-    /// A sink for `config`: the database is reached once so that a wrong address or login
-    /// stops the start with one line.
+    /// A sink for `config` (the database is reached in [`Sink::health_check`]).
     pub fn open(config: &JdbcSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         config.validate().map_err(JdbcSinkError::Config)?;
         let name = ctx.component.to_owned();
         let dialect = config.target().map_err(JdbcSinkError::Config)?.dialect;
-        let (check, sink) = (config.clone(), name.clone());
-        crate::block_on_side_thread(async move {
-            let reached = match dialect {
-                Dialect::Postgres => postgres::Postgres::check(&check).await,
-                Dialect::MySql => mysql::MySql::check(&check).await,
-            };
-            reached.map_err(|source| ComponentError::from(JdbcSinkError::Start { sink, source }))
-        })?;
         let backend = match dialect {
             Dialect::Postgres => Backend::Postgres(Default::default()),
             Dialect::MySql => Backend::MySql(Default::default()),
@@ -272,6 +263,21 @@ fn reduce(changes: Vec<Change>) -> Vec<Change> {
 
 #[async_trait]
 impl Sink for JdbcSink {
+    /// The database reached once (a wrong address or login stops the start with one line),
+    /// the connection kept for the writes.
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        let reached = match &mut self.backend {
+            Backend::Postgres(db) => db.check(&self.config).await,
+            Backend::MySql(db) => db.check(&self.config).await,
+        };
+        reached.map_err(|source| {
+            ComponentError::from(JdbcSinkError::Start {
+                sink: self.name.clone(),
+                source,
+            })
+        })
+    }
+
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         use tracing::Instrument;
         let span = tracing::debug_span!("jdbc", sink = %self.name, events = batch.len());

@@ -38,10 +38,10 @@ impl From<mysql_async::Error> for Failure {
 }
 
 impl MySql {
-    /// Reaches the database once, so that a wrong address or login stops the start.
-    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), ConnectError> {
-        let (conn, _) = connect(config).await?;
-        let _ = conn.disconnect().await;
+    /// Reaches the database, so that a wrong address or login stops the start, and keeps the
+    /// connection.
+    pub(super) async fn check(&mut self, config: &JdbcSinkConfig) -> Result<(), ConnectError> {
+        self.conn = Some(connect(config).await?);
         Ok(())
     }
 

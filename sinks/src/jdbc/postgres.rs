@@ -34,18 +34,20 @@ impl From<tokio_postgres::Error> for Failure {
 }
 
 impl Postgres {
-    /// Reaches the database once, so that a wrong address or login stops the start.
-    pub(super) async fn check(config: &JdbcSinkConfig) -> Result<(), ConnectError> {
+    /// Reaches the database (`SELECT 1`), so that a wrong address or login stops the start, and
+    /// keeps the connection.
+    pub(super) async fn check(&mut self, config: &JdbcSinkConfig) -> Result<(), ConnectError> {
         let client = connect(config).await?;
         client
             .simple_query("SELECT 1")
             .await
-            .map(drop)
             .map_err(|e| ConnectError::Session {
                 database: "PostgreSQL",
                 at: at(config),
                 source: Box::new(e),
-            })
+            })?;
+        self.client = Some(client);
+        Ok(())
     }
 
     /// Applies `changes` in one transaction.

@@ -229,6 +229,11 @@ fn create_producer(
 
 #[async_trait]
 impl Sink for KafkaSink {
+    /// The brokers were reached by `open`; this reaches the format's services.
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        self.encoder.health_check().await
+    }
+
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         self.renew_if_failed()?;
         self.topics.ensure(batch.iter().map(|e| &*e.topic)).await?;

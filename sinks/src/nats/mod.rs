@@ -59,42 +59,11 @@ enum Failure {
 }
 
 impl NatsSink {
-    /// A sink for `config`: the servers are reached once (login, the stream created when asked)
-    /// so that a wrong address or login stops the start with the fix.
+    /// A sink for `config` (the servers are reached in [`Sink::health_check`]).
     pub fn open(config: &NatsSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         config.validate().map_err(NatsSinkError::Config)?;
         let name = ctx.component.to_owned();
-        let (check, sink) = (config.clone(), name.clone());
-        crate::block_on_side_thread(async move {
-            let client = connect(&check).await.map_err(|e| NatsSinkError::Connect {
-                sink: sink.clone(),
-                message: connect_error(&check, &e),
-                source: e,
-            })?;
-            let context = jetstream::new(client.clone());
-            if check.create_stream {
-                create_stream(&context, &check)
-                    .await
-                    .map_err(|e| NatsSinkError::CreateStream {
-                        sink: sink.clone(),
-                        stream: check.stream_name.clone(),
-                        at: shown(&check.url),
-                        source: e,
-                    })?;
-            }
-            // A stream taking the replies would store every acknowledgement as a message.
-            if let Ok(stream) = context.stream_by_subject(config::INBOX_PROBE).await {
-                return Err(ComponentError::from(NatsSinkError::InboxTaken {
-                    sink,
-                    stream,
-                    inbox: config::INBOX,
-                }));
-            }
-            client.drain().await.ok();
-            Ok(())
-        })?;
         let encoder = Encoder::open(&config.format, &name)?;
-        tracing::info!(sink = %name, url = %shown(&config.url), "Connected to NATS.");
         Ok(NatsSink {
             name,
             config: config.clone(),
@@ -172,11 +141,16 @@ impl NatsSink {
             }
             _ => Failure::Again(e.to_string()),
         })?;
+        Ok(self.keep(client))
+    }
+
+    /// Keeps `client` and its JetStream context for the writes.
+    fn keep(&mut self, client: async_nats::Client) -> jetstream::Context {
         let context = jetstream::ContextBuilder::new()
             .ack_timeout(Duration::from_millis(self.config.ack_timeout_ms))
             .build(client.clone());
         self.context = Some((client, context.clone()));
-        Ok(context)
+        context
     }
 
     /// Publishes `messages[from..]` and awaits their acknowledgements in order; returns how
@@ -382,6 +356,39 @@ impl Sink for NatsSink {
         }
         .instrument(span)
         .await
+    }
+
+    /// The servers reached (login, the stream created when asked, no stream taking the
+    /// replies), the connection kept for the writes; then the format's services.
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        let client = connect(&self.config)
+            .await
+            .map_err(|e| NatsSinkError::Connect {
+                sink: self.name.clone(),
+                message: connect_error(&self.config, &e),
+                source: e,
+            })?;
+        let context = self.keep(client);
+        if self.config.create_stream {
+            create_stream(&context, &self.config).await.map_err(|e| {
+                NatsSinkError::CreateStream {
+                    sink: self.name.clone(),
+                    stream: self.config.stream_name.clone(),
+                    at: shown(&self.config.url),
+                    source: e,
+                }
+            })?;
+        }
+        // A stream taking the replies would store every acknowledgement as a message.
+        if let Ok(stream) = context.stream_by_subject(config::INBOX_PROBE).await {
+            return Err(ComponentError::from(NatsSinkError::InboxTaken {
+                sink: self.name.clone(),
+                stream,
+                inbox: config::INBOX,
+            }));
+        }
+        tracing::info!(sink = %self.name, url = %shown(&self.config.url), "Connected to NATS.");
+        self.encoder.health_check().await
     }
 
     async fn close(&mut self) -> Result<(), ComponentError> {

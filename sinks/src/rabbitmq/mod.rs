@@ -71,34 +71,14 @@ enum Failure {
 }
 
 impl RabbitmqSink {
-    /// A sink for `config`: the broker is reached once (login, channel, the declarations asked
-    /// for) so that a wrong address, login or virtual host stops the start with the fix.
+    /// A sink for `config` (the broker is reached in [`Sink::health_check`]).
     pub fn open(
         config: &RabbitmqSinkConfig,
         ctx: &BuildContext<'_>,
     ) -> Result<Self, ComponentError> {
         config.validate().map_err(RabbitmqSinkError::Config)?;
         let name = ctx.component.to_owned();
-        let (check, sink) = (config.clone(), name.clone());
-        crate::block_on_side_thread(async move {
-            let (connection, channel) =
-                connect(&check)
-                    .await
-                    .map_err(|e| RabbitmqSinkError::Connect {
-                        sink: sink.clone(),
-                        message: connect_error(&check, &e),
-                        source: e,
-                    })?;
-            if let Some(exchange) = static_exchange(&check) {
-                declare(&channel, &check, &exchange, static_key(&check).as_deref())
-                    .await
-                    .map_err(|e| e.of(&sink))?;
-            }
-            connection.close(200, "checked".into()).await.ok();
-            Ok(())
-        })?;
         let encoder = Encoder::open(&config.format, &name)?;
-        tracing::info!(sink = %name, broker = %config.shown(), "Connected to RabbitMQ.");
         Ok(RabbitmqSink {
             name,
             config: config.clone(),
@@ -530,6 +510,29 @@ async fn declare(
 
 #[async_trait]
 impl Sink for RabbitmqSink {
+    /// The broker reached (login, virtual host, channel, the declarations asked for), the
+    /// connection kept for the writes; then the format's services.
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        let (connection, channel) =
+            connect(&self.config)
+                .await
+                .map_err(|e| RabbitmqSinkError::Connect {
+                    sink: self.name.clone(),
+                    message: connect_error(&self.config, &e),
+                    source: e,
+                })?;
+        watch(&connection, &self.name);
+        self.link = Some((connection, channel.clone()));
+        if let Some(exchange) = static_exchange(&self.config) {
+            let key = static_key(&self.config);
+            declare(&channel, &self.config, &exchange, key.as_deref())
+                .await
+                .map_err(|e| e.of(&self.name))?;
+        }
+        tracing::info!(sink = %self.name, broker = %self.config.shown(), "Connected to RabbitMQ.");
+        self.encoder.health_check().await
+    }
+
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         use tracing::Instrument;
         let span = tracing::debug_span!("rabbitmq", sink = %self.name, events = batch.len());

@@ -91,35 +91,16 @@ impl Backoff {
 }
 
 impl RedisSink {
-    /// A client for `config`; the server is reached once (connection, login, `PING`) so that a
-    /// wrong address or login stops the start with the fix.
+    /// A client for `config` (the server is reached in [`Sink::health_check`]).
     pub fn open(config: &RedisSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         config.validate().map_err(RedisSinkError::Config)?;
         let name = ctx.component.to_owned();
-        let start = |sink: &str, config: &RedisSinkConfig, source: RedisError| {
-            let message = describe(&source, config);
-            RedisSinkError::Start {
-                sink: sink.to_owned(),
-                message,
-                source,
-            }
-        };
-        let client = client(config).map_err(|e| start(&name, config, e))?;
-        let check = (client.clone(), connection_config(config), config.clone());
-        let sink = name.clone();
-        crate::block_on_side_thread(async move {
-            let (client, settings, config) = check;
-            let reached = async {
-                let mut conn =
-                    (client.get_multiplexed_async_connection_with_config(&settings)).await?;
-                redis::cmd("PING").query_async::<()>(&mut conn).await
-            };
-            reached
-                .await
-                .map_err(|e| ComponentError::from(start(&sink, &config, e)))
+        let client = client(config).map_err(|source| RedisSinkError::Start {
+            sink: name.clone(),
+            message: describe(&source, config),
+            source,
         })?;
         let encoder = Encoder::open(&config.format, &name)?;
-        tracing::info!(sink = %name, address = %config.address, "Connected to Redis.");
         let max_bulk = Arc::new(AtomicU64::new(DEFAULT_MAX_BULK));
         let writer = Writer {
             name: name.clone(),
@@ -198,11 +179,16 @@ impl Writer {
         if let Some(conn) = &self.connection {
             return Ok(conn.clone());
         }
+        self.open().await.map_err(|e| self.classify(&e))
+    }
+
+    /// Opens the connection (login included), learns the server's limit on one field, and
+    /// keeps it.
+    async fn open(&mut self) -> Result<MultiplexedConnection, RedisError> {
         let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&connection_config(&self.config))
-            .await
-            .map_err(|e| self.classify(&e))?;
+            .await?;
         // The server's limit on one field, when the user may read it.
         let limit: Option<(String, String)> = redis::cmd("CONFIG")
             .arg("GET")
@@ -519,6 +505,23 @@ fn describe(e: &RedisError, config: &RedisSinkConfig) -> String {
 
 #[async_trait]
 impl Sink for RedisSink {
+    /// The server reached (connection, login, `PING`), the connection kept for the writes;
+    /// then the format's services.
+    async fn health_check(&mut self) -> Result<(), ComponentError> {
+        let reached = async {
+            let mut writer = self.writer.lock().await;
+            let mut conn = writer.open().await?;
+            redis::cmd("PING").query_async::<()>(&mut conn).await
+        };
+        reached.await.map_err(|source| RedisSinkError::Start {
+            sink: self.name.clone(),
+            message: describe(&source, &self.config),
+            source,
+        })?;
+        tracing::info!(sink = %self.name, address = %self.config.address, "Connected to Redis.");
+        self.encoder.health_check().await
+    }
+
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
         use tracing::Instrument;
         let span = tracing::debug_span!("redis", sink = %self.name, events = batch.len());

@@ -82,17 +82,18 @@ impl AvroEncoder {
     }
 
     /// Checks at startup that the registry answers (`GET /subjects`).
-    pub fn check(
-        &self,
-    ) -> impl std::future::Future<Output = Result<(), ComponentError>> + Send + 'static {
-        let registry = self.registry.clone();
-        let (sink, url) = (self.sink.clone(), self.url.clone());
-        async move {
-            schema_registry_converter::async_impl::schema_registry::get_all_subjects(&registry)
-                .await
-                .map(|_| ())
-                .map_err(|e| registry_error(&sink, &url, "cannot reach the schema registry", &e))
-        }
+    pub async fn check(&self) -> Result<(), ComponentError> {
+        schema_registry_converter::async_impl::schema_registry::get_all_subjects(&self.registry)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                registry_error(
+                    &self.sink,
+                    &self.url,
+                    "cannot reach the schema registry",
+                    &e,
+                )
+            })
     }
 
     /// Appends the wire format of `record` (a key when `is_key`) for `topic`.

@@ -20,8 +20,6 @@ use serde::{Deserialize, Serialize};
 use sluice_engine::offsets::{OffsetError, OffsetStore};
 use sluice_engine::Position;
 
-use crate::block_on_side_thread;
-
 mod config;
 
 pub use config::KafkaOffsetsConfig;
@@ -106,14 +104,15 @@ impl KafkaOffsetStore {
                 .map_err(|e| fail(format!("cannot create an admin client: {e}"), false))?;
             let replication = config.replication_factor;
             let name = topic.clone();
-            let created = block_on_side_thread(async move {
+            // The admin client's answer comes from librdkafka's own thread: no async runtime
+            // is needed to wait for it (the store is synchronous, as its callers are).
+            let created = futures_executor::block_on(async move {
                 let new = NewTopic::new(&name, 1, TopicReplication::Fixed(replication))
                     .set("cleanup.policy", "compact");
                 let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
                 let result = admin.create_topics([&new], &options).await;
-                Ok(result.map(|r| r.into_iter().next()))
-            })
-            .map_err(|e| fail(e.to_string(), true))?;
+                result.map(|r| r.into_iter().next())
+            });
             match created {
                 Ok(Some(Ok(_))) | Ok(Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists)))) => {
                     tracing::info!(topic, "Created the Kafka offsets topic.");
