@@ -14,6 +14,7 @@ use sluice_test_support::db2::Db2;
 use sluice_test_support::pg::{lines, payloads, start, wait_events, wait_for};
 
 mod incremental;
+mod resume;
 mod scenarios;
 mod stream;
 mod types;
@@ -124,4 +125,11 @@ fn streamed_positions(dir: &Path) -> (String, std::collections::BTreeSet<(String
         }
     }
     (snapshot, out)
+}
+
+/// Writes `position` as the pipeline's committed offset in `dir/data`.
+fn store_offset(dir: &Path, position: &str) {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let offsets = serde_json::json!({"pipelines": {"db2_test": {"position": position, "committed_at_ms": 0}}});
+    std::fs::write(dir.join("data/offsets.json"), offsets.to_string()).unwrap();
 }

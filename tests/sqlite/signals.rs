@@ -415,3 +415,61 @@ fn heartbeats_are_sent_and_run_the_action_query() {
         "the action query's rows are captured: {lines:?}"
     );
 }
+
+/// The incremental snapshot's progress as `docs/positions.md` shows it (a position Sluice
+/// wrote) resumes after its last key and ends at its maximum key: restarted from it, the source
+/// reads rows 2,001 to 20,000 only, then streams the rows written since (past the maximum, so
+/// not read).
+#[test]
+fn a_documented_position_resumes_its_incremental_snapshot_after_the_stored_key() {
+    let page = include_str!("../../docs/positions.md");
+    let sqlite = &page[page.find("\n## SQLite").unwrap()..];
+    let position = sqlite
+        .lines()
+        .find(|l| l.contains("\"incremental\""))
+        .unwrap()
+        .trim();
+    let documented: Json = serde_json::from_str(position).unwrap();
+    assert_eq!(
+        documented["incremental"]["last_key"],
+        serde_json::json!([2000])
+    );
+    assert_eq!(
+        documented["incremental"]["max_key"],
+        serde_json::json!([20000])
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (db, conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);
+         with recursive g(v) as (select 1 union all select v + 1 from g where v < 20000) insert into t select v, 'row ' || v from g;",
+        &["t"],
+    );
+    conn.execute_batch("insert into t values (20001, 'new'), (20002, 'new');")
+        .unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let offsets = serde_json::json!({"pipelines": {"sqlite_test": {"position": position, "committed_at_ms": 0}}});
+    std::fs::write(dir.path().join("data/offsets.json"), offsets.to_string()).unwrap();
+    let path = pipeline(dir.path(), &db, "  incremental.snapshot.chunk.size: 500\n");
+    let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("Incremental snapshot completed."), "{err}");
+    let all = lines(dir.path());
+    let reads: Vec<i64> = all
+        .iter()
+        .filter(|l| l["value"]["op"] == "r")
+        .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(reads, (2001..=20000).collect::<Vec<_>>());
+    assert!(all
+        .iter()
+        .filter(|l| l["value"]["op"] == "r")
+        .all(|l| l["value"]["source"]["snapshot"] == "incremental"));
+    let created: Vec<i64> = all
+        .iter()
+        .filter(|l| l["value"]["op"] == "c")
+        .map(|l| l["value"]["after"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(created, [20001, 20002]);
+}
