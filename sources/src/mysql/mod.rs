@@ -401,7 +401,7 @@ impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
         let plan = self
             .config
             .common
-            .plan("mysql", true, stored, lost.as_deref().unwrap_or(""))
+            .plan(stored, lost.as_deref().unwrap_or(""))
             .map_err(ComponentError::fatal)?;
         let Some(plan) = plan else {
             return Ok(());

@@ -477,7 +477,7 @@ impl SqliteSource {
         let plan = self
             .config
             .common
-            .plan("sqlite", false, stored, "the change tables were reset")
+            .plan(stored, "the change tables were reset")
             .map_err(ComponentError::fatal)?;
         let Some(plan) = plan else {
             return Ok(None);

@@ -147,6 +147,9 @@ pub struct SourceCommon {
     /// Parsed `message.key.columns` (set by [`read`]).
     #[serde(skip)]
     pub key_columns: KeyColumns,
+    /// The source these options belong to (set by [`read`] from its `KIND` and `SUPPORTS`).
+    #[serde(skip)]
+    pub owner: Owner,
     /// Column mask / hash / truncate rules (set by [`read`]).
     #[serde(skip)]
     pub column_rules: ColumnRules,
@@ -290,6 +293,7 @@ impl Default for SourceCommon {
             datatype_propagate_source_type: RegexList::default(),
             message_key_columns: None,
             key_columns: KeyColumns::default(),
+            owner: Owner::default(),
             column_rules: ColumnRules::default(),
             heartbeat_interval_ms: 0,
             heartbeat_action_query: None,
@@ -383,9 +387,9 @@ impl SourceCommon {
         self.counters = ctx.source_counters();
     }
 
-    /// The snapshotter these options describe, for the source named `source` (`history`: it
-    /// keeps a schema history); `Err` is the configuration error.
-    pub fn snapshotter(&self, source: &str, history: bool) -> Result<Snapshotter, String> {
+    /// The snapshotter these options describe, for the source they belong to; `Err` is the
+    /// configuration error.
+    pub fn snapshotter(&self) -> Result<Snapshotter, String> {
         let flags = ConfigurationBased {
             snapshot_data: self.snapshot_data,
             snapshot_schema: self.snapshot_schema,
@@ -393,7 +397,12 @@ impl SourceCommon {
             on_schema_error: self.snapshot_on_schema_error,
             on_data_error: self.snapshot_on_data_error,
         };
-        Snapshotter::new(self.snapshot_mode, flags, source, history)
+        Snapshotter::new(
+            self.snapshot_mode,
+            flags,
+            self.owner.kind,
+            self.owner.keeps_history,
+        )
     }
 
     /// What this start does, from `snapshot.mode` and what is `stored` (the snapshotter's
@@ -402,14 +411,10 @@ impl SourceCommon {
     /// no longer be read.
     pub fn plan(
         &self,
-        source: &str,
-        history: bool,
         stored: crate::snapshot::Stored,
         lost_because: &str,
     ) -> Result<Option<crate::snapshot::Plan>, String> {
-        let plan = self
-            .snapshotter(source, history)?
-            .plan(stored, lost_because)?;
+        let plan = self.snapshotter()?.plan(stored, lost_because)?;
         if !plan.data && !plan.stream {
             tracing::info!(
                 mode = self.snapshot_mode.name(),
@@ -583,9 +588,17 @@ impl SourceCommon {
             );
         }
         self.skipped()?;
-        self.snapshotter(source, supports.keeps_history())
-            .map(|_| ())
+        self.snapshotter().map(|_| ())
     }
+}
+
+/// The source a [`SourceCommon`] belongs to, as its configuration type declares it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Owner {
+    /// Its `type:` (`postgres`, `mysql`, ...).
+    pub kind: &'static str,
+    /// Whether it keeps a schema history (the `recovery` snapshot mode needs one).
+    pub keeps_history: bool,
 }
 
 /// A database source's configuration: its own keys, read by serde, with the shared ones.

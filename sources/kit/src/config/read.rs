@@ -136,6 +136,10 @@ pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigEr
             .map_err(among)?;
     }
     common.read_dynamic(node)?;
+    common.owner = super::Owner {
+        kind: C::KIND,
+        keeps_history: C::SUPPORTS.keeps_history(),
+    };
     common
         .validate(C::KIND, &C::SUPPORTS)
         .map_err(|m| ConfigError::at(node.loc, m))?;

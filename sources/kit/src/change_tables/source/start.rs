@@ -33,7 +33,7 @@ impl<D: Dialect> ChangeTableSource<D> {
             history_available: true,
         };
         let common = self.dialect.common();
-        let plan = common.plan(D::NAME, true, stored, lost.as_deref().unwrap_or(""));
+        let plan = common.plan(stored, lost.as_deref().unwrap_or(""));
         let Some(plan) = plan.map_err(ChangeTableError::Setup)? else {
             return Ok(None);
         };
