@@ -1,6 +1,6 @@
 //! The scenarios every source runs (`sluice_test_support::scenario`), against SQLite in
 //! capture mode: every declared type at its limits read the same by the snapshot, the change
-//! tables and the `sqlite3` shell; kill -9 at random moments under a writer. (SQLite has no
+//! tables and the `sqlite3` shell, and values drawn across each type's range; kill -9 at random moments under a writer. (SQLite has no
 //! blocking snapshots: the kill scenario's blocking signal is refused, the rest goes on.)
 
 use sluice_test_support::scenario::{self, sqlite::Sqlite};
@@ -8,6 +8,13 @@ use sluice_test_support::scenario::{self, sqlite::Sqlite};
 #[test]
 fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_client() {
     scenario::boundary::run(&Sqlite::new());
+}
+
+/// The boundary scenario with values drawn across each declared type's range (seeded; the
+/// seed is printed and `SLUICE_TEST_SEED` draws the same values again).
+#[test]
+fn values_drawn_across_each_types_range_read_the_same_in_the_snapshot_the_stream_and_the_client() {
+    scenario::generated::run(&Sqlite::new());
 }
 
 #[test]

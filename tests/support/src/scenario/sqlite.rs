@@ -6,6 +6,7 @@ use std::process::Command;
 
 use serde_json::Value as Json;
 
+use super::generated::{self as g, Draw};
 use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
 use crate::pg;
 
@@ -158,6 +159,66 @@ fn columns() -> Vec<Column> {
     ]
 }
 
+/// The declared types of [`columns`] with values drawn across their ranges (dates and times
+/// of milliseconds, as SQLite's date functions write them).
+fn drawn(draw: &mut Draw) -> Vec<Column> {
+    use proptest::prelude::*;
+    let number = |n: i128| n.to_string();
+    let first = g::days_from_civil(1, 1, 1);
+    let last = g::days_from_civil(9999, 12, 31);
+    let quoted = |s: String| format!("'{s}'");
+    let column = |name: &str, sql_type: &str, values: Vec<String>| Column {
+        name: name.to_owned(),
+        sql_type: sql_type.to_owned(),
+        values,
+    };
+    vec![
+        column(
+            "i",
+            "INTEGER",
+            draw.column(g::integer(i64::MIN.into(), i64::MAX.into()).prop_map(number)),
+        ),
+        column(
+            "i2",
+            "SMALLINT",
+            draw.column(g::integer(i16::MIN.into(), i16::MAX.into()).prop_map(number)),
+        ),
+        column(
+            "i4",
+            "INT",
+            draw.column(g::integer(i32::MIN.into(), i32::MAX.into()).prop_map(number)),
+        ),
+        column("r", "REAL", draw.column(g::double())),
+        column("dc", "DECIMAL(10,2)", draw.column(g::decimal(10, 2))),
+        column(
+            "d",
+            "DATE",
+            draw.column((first..=last).prop_map(move |d| quoted(text::date(d)))),
+        ),
+        column(
+            "t",
+            "TIME",
+            draw.column(
+                g::micros(0, 86_399_999_999, 3).prop_map(move |m| quoted(text::time(m, 3))),
+            ),
+        ),
+        column(
+            "ts",
+            "DATETIME",
+            draw.column(
+                g::micros(g::day_micros(first), g::day_micros(last + 1) - 1, 3)
+                    .prop_map(move |m| quoted(text::timestamp(m, 3))),
+            ),
+        ),
+        column("tx", "TEXT", draw.column(g::text(200, &[]))),
+        column(
+            "b",
+            "BLOB",
+            draw.column(g::bytes(300, false).prop_map(|h| format!("x'{h}'"))),
+        ),
+    ]
+}
+
 impl Backend for Sqlite {
     fn name(&self) -> &str {
         "sqlite"
@@ -214,14 +275,25 @@ impl Backend for Sqlite {
         columns()
     }
 
+    fn generated_columns(&self, draw: &mut Draw) -> Vec<Column> {
+        drawn(draw)
+    }
+
     fn client_expr(&self, c: &Column) -> String {
         match c.sql_type.as_str() {
             "BLOB" => format!(
                 "CASE WHEN {n} IS NULL THEN NULL ELSE hex({n}) END",
                 n = c.name
             ),
-            // quote(): every digit of a REAL (the shell prints 15).
-            "REAL" | "DECIMAL(10,2)" => {
+            // The double exactly, as mantissa and exponent: the shell, quote() and printf()
+            // print 15 or 17 digits that do not always read back to it (1.623961440723317e-309
+            // as 1.62396144072332e-309; the largest double as 1.7976931348623156e+308).
+            "REAL" => format!(
+                "CASE WHEN {n} IS NULL THEN NULL ELSE ieee754({n}) END",
+                n = c.name
+            ),
+            // A decimal of 10 digits reads back from quote()'s 15.
+            "DECIMAL(10,2)" => {
                 format!(
                     "CASE WHEN {n} IS NULL THEN NULL ELSE quote({n}) END",
                     n = c.name
@@ -248,7 +320,10 @@ impl Backend for Sqlite {
                     "0"
                 },
             ),
-            "REAL" => text::same_float(client, value, 0.0),
+            "REAL" => {
+                let exact = ieee754(client).ok_or_else(|| format!("{client:?} is no ieee754()"))?;
+                text::same_float(&format!("{exact:e}"), value, 0.0)
+            }
             "DECIMAL(10,2)" => text::same_float(
                 client,
                 &Json::from(text::decimal(value, text::scale(schema))?),
@@ -266,5 +341,38 @@ impl Backend for Sqlite {
             "BLOB" => text::equal(client, &text::hex(&text::bytes(value)?)),
             _ => text::equal(client, text::string(value)?),
         }
+    }
+}
+
+/// The double the shell's `ieee754(m,e)` names: `m` times two to the `e`, exactly (in steps
+/// whose products are all representable).
+fn ieee754(printed: &str) -> Option<f64> {
+    let inner = printed.strip_prefix("ieee754(")?.strip_suffix(')')?;
+    let (mantissa, exponent) = inner.split_once(',')?;
+    let mut value = mantissa.trim().parse::<i64>().ok()? as f64;
+    let mut exponent: i32 = exponent.trim().parse().ok()?;
+    while exponent != 0 {
+        let step = exponent.clamp(-1000, 1000);
+        value *= 2f64.powi(step);
+        exponent -= step;
+    }
+    Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ieee754_names_the_double_exactly() {
+        for (printed, value) in [
+            ("ieee754(9007199254740991,971)", f64::MAX),
+            ("ieee754(164346727443293,-1073)", 1.623961440723317e-309),
+            ("ieee754(1,-1074)", 4.9e-324),
+            ("ieee754(-3,-1)", -1.5),
+            ("ieee754(3602879701896397,-55)", 0.1),
+            ("ieee754(0,-1075)", 0.0),
+        ] {
+            assert_eq!(super::ieee754(printed), Some(value), "{printed}");
+        }
+        assert_eq!(super::ieee754("1.5"), None);
     }
 }
