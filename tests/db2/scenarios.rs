@@ -1,13 +1,20 @@
 //! The scenarios every source runs (`sluice_test_support::scenario`), against the emulated Db2
 //! (ASN capture on PostgreSQL): every type at its limits read the same by the snapshot, the
-//! change-data tables and `psql`; kill -9 at random moments under a writer; blocking snapshots
-//! in the middle of a writer.
+//! change-data tables and `psql`, and values drawn across each type's range; kill -9 at random
+//! moments under a writer; blocking snapshots in the middle of a writer.
 
 use sluice_test_support::scenario::{self, db2::Db2Backend};
 
 #[test]
 fn every_type_at_its_limits_reads_the_same_in_the_snapshot_the_stream_and_the_client() {
     scenario::boundary::run(&Db2Backend::new("boundary"));
+}
+
+/// The boundary scenario with values drawn across each type's range (seeded; the seed is
+/// printed and `SLUICE_TEST_SEED` draws the same values again).
+#[test]
+fn values_drawn_across_each_types_range_read_the_same_in_the_snapshot_the_stream_and_the_client() {
+    scenario::generated::run(&Db2Backend::new("generated"));
 }
 
 #[test]

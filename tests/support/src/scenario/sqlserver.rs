@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
+use super::generated::{self as g, Draw};
 use super::{pipeline_file, text, Backend, Column};
 use crate::sqlserver::{SqlServer, PASSWORD, USER};
 
@@ -261,6 +262,10 @@ impl Backend for SqlServerBackend {
         ]
     }
 
+    fn generated_columns(&self, draw: &mut Draw) -> Vec<Column> {
+        drawn(draw)
+    }
+
     fn client_expr(&self, c: &Column) -> String {
         match c.sql_type.as_str() {
             // The server's text of the value (tsql prints dates to the minute in its locale).
@@ -329,4 +334,118 @@ impl Backend for SqlServerBackend {
             _ => text::equal(client.trim_end(), text::string(value)?.trim_end()),
         }
     }
+}
+
+/// The declared types of the boundary columns with values drawn across their ranges: every
+/// integer width, floats of every class, decimals and money of every width their types hold,
+/// any Unicode text, any bytes, any GUID, dates from the first to the last day, times and
+/// timestamps to the 100 ns tick (`datetime2(7)` within the 64 bits of nanoseconds of its
+/// NanoTimestamp).
+fn drawn(draw: &mut Draw) -> Vec<Column> {
+    use proptest::prelude::*;
+    let number = |n: i128| n.to_string();
+    let quoted = |s: String| format!("'{s}'");
+    let column = |name: &str, sql_type: &str, values: Vec<String>| Column {
+        name: name.to_owned(),
+        sql_type: sql_type.to_owned(),
+        values,
+    };
+    let first = g::days_from_civil(1, 1, 1);
+    let last = g::days_from_civil(9999, 12, 31);
+    let mut out = vec![column(
+        "bt",
+        "bit",
+        draw.column((0..=1u8).prop_map(|b| b.to_string())),
+    )];
+    for (name, sql_type, min, max) in [
+        ("ti", "tinyint", 0, 255),
+        ("si", "smallint", i16::MIN.into(), i16::MAX.into()),
+        ("i", "int", i32::MIN.into(), i32::MAX.into()),
+        ("bi", "bigint", i64::MIN.into(), i64::MAX.into()),
+    ] {
+        out.push(column(
+            name,
+            sql_type,
+            draw.column(g::integer(min, max).prop_map(number)),
+        ));
+    }
+    out.extend([
+        column("r", "real", draw.column(g::float())),
+        column("f", "float", draw.column(g::double())),
+        column(
+            "dc",
+            "decimal(38,10)",
+            draw.column(g::decimal(38, 10).prop_map(quoted)),
+        ),
+        // Within the ±450 billion the TDS client's double holds to the ten-thousandth.
+        column(
+            "m",
+            "money",
+            draw.column(g::decimal(15, 4).prop_map(quoted)),
+        ),
+        column(
+            "nvc",
+            "nvarchar(255)",
+            draw.column(g::text(120, &[]).prop_map(|s| format!("N{s}"))),
+        ),
+        column(
+            "vb",
+            "varbinary(16)",
+            draw.column(g::bytes(16, false).prop_map(|h| format!("0x{h}"))),
+        ),
+        column(
+            "g",
+            "uniqueidentifier",
+            draw.column(any::<u128>().prop_map(|u| {
+                let h = format!("{u:032X}");
+                format!(
+                    "'{}-{}-{}-{}-{}'",
+                    &h[..8],
+                    &h[8..12],
+                    &h[12..16],
+                    &h[16..20],
+                    &h[20..]
+                )
+            })),
+        ),
+        column(
+            "dt",
+            "date",
+            draw.column((first..=last).prop_map(move |d| quoted(text::date(d)))),
+        ),
+        column(
+            "t7",
+            "time(7)",
+            draw.column((0..864_000_000_000i64).prop_map(move |t| quoted(ticks(t, false)))),
+        ),
+        column(
+            "d3",
+            "datetime2(3)",
+            draw.column(
+                g::micros(g::day_micros(first), g::day_micros(last + 1) - 1, 3)
+                    .prop_map(move |m| quoted(text::timestamp(m, 3))),
+            ),
+        ),
+        column(
+            "d7",
+            "datetime2(7)",
+            draw.column(
+                (i64::MIN / 100 + 1..=i64::MAX / 100).prop_map(move |t| quoted(ticks(t, true))),
+            ),
+        ),
+    ]);
+    out
+}
+
+/// Ticks of 100 ns as a time of day (`date_and_time`: a timestamp, ticks since 1970), seven
+/// fraction digits.
+fn ticks(ticks: i64, date_and_time: bool) -> String {
+    let micros = ticks.div_euclid(10);
+    let tick = ticks.rem_euclid(10);
+    let printed = if date_and_time {
+        text::timestamp(micros, 6)
+    } else {
+        text::time(micros, 6)
+    };
+    format!("{printed}{tick}")
 }
