@@ -146,26 +146,52 @@ pub struct SourceContext {
     pipeline: String,
     data_dir: PathBuf,
     resume_from: Option<Position>,
-    limits: Limits,
-    queue: Arc<BoundedQueue>,
-    acker: Arc<AckTracker>,
-    sinks: u32,
-    counters: ComponentCounters,
-    stop_after: Option<u64>,
-    emitted: Arc<AtomicU64>,
-    last_event_ms: Arc<AtomicU64>,
-    connected: Arc<std::sync::atomic::AtomicBool>,
-    shutdown: watch::Receiver<bool>,
-    shutdown_tx: Arc<watch::Sender<bool>>,
-    committed: watch::Receiver<Option<Position>>,
-    commit_soon: Arc<tokio::sync::Notify>,
-    signals: Option<SignalQueue>,
     /// The partitions' positions of a source that reads several ([`Self::partition_by`]).
     partitions: Option<crate::partitions::Partitions>,
-    /// The snapshot's tables, as the source announced them ([`Self::snapshot_tables`]).
-    snapshot_plan: SnapshotPlan,
-    /// What the source left out ([`Self::source_counters`]).
-    source_counters: Arc<SourceCounters>,
+    outlet: Outlet,
+    /// The source stage's event counts.
+    counters: ComponentCounters,
+    lifecycle: Lifecycle,
+    /// Whether a graceful stop was asked for (from [`Lifecycle::shutdown_tx`]).
+    shutdown: watch::Receiver<bool>,
+    signals: Option<SignalQueue>,
+    reports: SourceReports,
+}
+
+/// Where a source's batches go: the source queue, and the acknowledgements that follow them.
+#[derive(Debug)]
+pub struct Outlet {
+    pub queue: Arc<BoundedQueue>,
+    pub acker: Arc<AckTracker>,
+    /// The sinks that acknowledge each batch.
+    pub sinks: u32,
+    pub limits: Limits,
+    /// Events after which the run stops (`--stop-after-events`).
+    pub stop_after: Option<u64>,
+    /// Events emitted by this pipeline run, shared with the runtime.
+    pub emitted: Arc<AtomicU64>,
+    /// When the last event was emitted (ms since the epoch), shared with the runtime.
+    pub last_event_ms: Arc<AtomicU64>,
+}
+
+/// The pipeline's state a source follows and reports: connected, stopping, committed.
+#[derive(Debug)]
+pub struct Lifecycle {
+    /// Set once the source has reached its database (`/health/ready`).
+    pub connected: Arc<std::sync::atomic::AtomicBool>,
+    pub shutdown_tx: Arc<watch::Sender<bool>>,
+    pub committed: watch::Receiver<Option<Position>>,
+    /// Asks the supervisor to commit as soon as what was emitted is acknowledged.
+    pub commit_soon: Arc<tokio::sync::Notify>,
+}
+
+/// What only the source knows, for the status and Debezium's metrics.
+#[derive(Debug)]
+pub struct SourceReports {
+    /// The snapshot's tables, as the source announced them ([`SourceContext::snapshot_tables`]).
+    pub snapshot_plan: SnapshotPlan,
+    /// What the source left out ([`SourceContext::source_counters`]).
+    pub source_counters: Arc<SourceCounters>,
 }
 
 /// The tables a snapshot reads, with the rows the database estimates each holds (shared by the
@@ -262,22 +288,10 @@ pub struct SourceWiring {
     pub pipeline: String,
     pub data_dir: PathBuf,
     pub resume_from: Option<Position>,
-    pub limits: Limits,
-    pub queue: Arc<BoundedQueue>,
-    pub acker: Arc<AckTracker>,
-    pub sinks: u32,
-    pub stop_after: Option<u64>,
-    pub emitted: Arc<AtomicU64>,
-    pub last_event_ms: Arc<AtomicU64>,
-    /// Set once the source has reached its database (`/health/ready`).
-    pub connected: Arc<std::sync::atomic::AtomicBool>,
-    pub shutdown_tx: Arc<watch::Sender<bool>>,
-    pub committed: watch::Receiver<Option<Position>>,
-    /// Asks the supervisor to commit as soon as what was emitted is acknowledged.
-    pub commit_soon: Arc<tokio::sync::Notify>,
+    pub outlet: Outlet,
+    pub lifecycle: Lifecycle,
     pub signals: Option<SignalQueue>,
-    pub snapshot_plan: SnapshotPlan,
-    pub source_counters: Arc<SourceCounters>,
+    pub reports: SourceReports,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -292,32 +306,22 @@ impl SourceContext {
     pub fn new(w: SourceWiring) -> Self {
         SourceContext {
             counters: ComponentCounters::new(&w.pipeline, "source"),
-            shutdown: w.shutdown_tx.subscribe(),
+            shutdown: w.lifecycle.shutdown_tx.subscribe(),
             pipeline: w.pipeline,
             data_dir: w.data_dir,
             resume_from: w.resume_from,
-            limits: w.limits,
-            queue: w.queue,
-            acker: w.acker,
-            sinks: w.sinks,
-            stop_after: w.stop_after,
-            emitted: w.emitted,
-            last_event_ms: w.last_event_ms,
-            connected: w.connected,
-            shutdown_tx: w.shutdown_tx,
-            committed: w.committed,
-            commit_soon: w.commit_soon,
-            signals: w.signals,
             partitions: None,
-            snapshot_plan: w.snapshot_plan,
-            source_counters: w.source_counters,
+            outlet: w.outlet,
+            lifecycle: w.lifecycle,
+            signals: w.signals,
+            reports: w.reports,
         }
     }
 
     /// The source has reached its database (connected, its setup checked): the pipeline is
     /// ready (`/health/ready`) from here on. Sources call it once per run.
     pub fn connected(&self) {
-        if !self.connected.swap(true, Ordering::Relaxed) {
+        if !self.lifecycle.connected.swap(true, Ordering::Relaxed) {
             tracing::debug!(pipeline = %self.pipeline, "The source is connected.");
         }
     }
@@ -326,15 +330,15 @@ impl SourceContext {
     /// (`postgresql`, `mysql`, ... and the `topic.prefix`): Debezium's metrics are named after
     /// them from here on (`Connected` before any event). Sources call it when connected.
     pub fn identify(&self, connector: &str, logical_name: &str) {
-        let _ =
-            (self.source_counters.identity).set((connector.to_owned(), logical_name.to_owned()));
+        let _ = (self.reports.source_counters.identity)
+            .set((connector.to_owned(), logical_name.to_owned()));
     }
 
     /// The snapshot's last batch has been emitted (also when its last table had no row to
     /// mark `last`): Debezium's `SnapshotCompleted` follows once the pipeline has handled it.
     pub fn snapshot_completed(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.source_counters;
+        let c = &self.reports.source_counters;
         let last = c.last_seq.load(Relaxed);
         c.snapshot_through
             .store(if last == u64::MAX { 0 } else { last }, Relaxed);
@@ -384,18 +388,22 @@ impl SourceContext {
     /// status shows rows read against them, and Debezium's `TotalTableCount` and
     /// `RemainingTableCount` follow.
     pub fn snapshot_tables(&self, tables: Vec<(String, Option<u64>)>) {
-        *self.snapshot_plan.lock().unwrap_or_else(|p| p.into_inner()) = Some(tables);
+        *self
+            .reports
+            .snapshot_plan
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(tables);
     }
 
     /// Where the source counts the changes it leaves out (Debezium's `NumberOfEventsFiltered`,
     /// `NumberOfErroneousEvents`), for its readers to keep.
     pub fn source_counters(&self) -> Arc<SourceCounters> {
-        Arc::clone(&self.source_counters)
+        Arc::clone(&self.reports.source_counters)
     }
 
     /// Where [`Self::snapshot_tables`] writes, for a reader on a thread of its own.
     pub fn snapshot_plan(&self) -> SnapshotPlan {
-        Arc::clone(&self.snapshot_plan)
+        Arc::clone(&self.reports.snapshot_plan)
     }
 
     /// Emits and resumes for partition `i` (of [`Self::partition_by`]'s names) from here on.
@@ -407,7 +415,7 @@ impl SourceContext {
 
     /// Queue and batch limits (sources batch up to `max_batch_size` events).
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        &self.outlet.limits
     }
 
     /// True once a graceful stop was requested; the source should return soon.
@@ -424,19 +432,19 @@ impl SourceContext {
     /// Positions as they are committed (for sources that confirm progress upstream, such as a
     /// replication slot).
     pub fn committed(&self) -> watch::Receiver<Option<Position>> {
-        self.committed.clone()
+        self.lifecycle.committed.clone()
     }
 
     /// A handle that asks for a commit as soon as everything emitted before is acknowledged,
     /// instead of at the next `offsets.flush_interval` (for a source that waits for a position
     /// of its own to be committed, [`Self::committed`] showing it); usable from any thread.
     pub fn commit_soon(&self) -> Arc<tokio::sync::Notify> {
-        self.commit_soon.clone()
+        self.lifecycle.commit_soon.clone()
     }
 
     /// Events emitted so far by this pipeline run.
     pub fn emitted(&self) -> u64 {
-        self.emitted.load(Ordering::Relaxed)
+        self.outlet.emitted.load(Ordering::Relaxed)
     }
 
     /// Emits `position` in a batch with no event and waits until the pipeline has committed
@@ -455,8 +463,8 @@ impl SourceContext {
             position: Some(position),
         })
         .await?;
-        let mut committed = self.committed.clone();
-        let ask = self.commit_soon.clone();
+        let mut committed = self.lifecycle.committed.clone();
+        let ask = self.lifecycle.commit_soon.clone();
         loop {
             if committed.borrow_and_update().as_ref() == Some(&target) {
                 return Ok(());
@@ -489,13 +497,13 @@ impl SourceContext {
 
     async fn emit_sized(&mut self, mut batch: Batch, bytes: Option<usize>) -> Result<(), Stopped> {
         let counted = batch.events.len();
-        if let Some(limit) = self.stop_after {
-            let done = self.emitted.load(Ordering::Relaxed);
+        if let Some(limit) = self.outlet.stop_after {
+            let done = self.outlet.emitted.load(Ordering::Relaxed);
             let room = limit.saturating_sub(done) as usize;
             if batch.events.len() >= room {
                 batch.events.truncate(room);
                 batch.position = None;
-                let _ = self.shutdown_tx.send(true);
+                let _ = self.lifecycle.shutdown_tx.send(true);
                 if batch.events.is_empty() {
                     return Ok(());
                 }
@@ -518,9 +526,10 @@ impl SourceContext {
             Some(bytes) if counted == n => bytes,
             _ => batch.events.iter().map(ChangeEvent::estimated_size).sum(),
         };
-        let seq = self.acker.register(position, self.sinks);
-        (self.source_counters.last_seq).store(seq, Ordering::Relaxed);
-        self.queue
+        let seq = self.outlet.acker.register(position, self.outlet.sinks);
+        (self.reports.source_counters.last_seq).store(seq, Ordering::Relaxed);
+        self.outlet
+            .queue
             .push(QueueItem {
                 seq,
                 events: Arc::new(batch.events),
@@ -529,8 +538,8 @@ impl SourceContext {
             .await
             .map_err(|_| Stopped)?;
         if n > 0 {
-            self.emitted.fetch_add(n as u64, Ordering::Relaxed);
-            self.last_event_ms.store(now_ms(), Ordering::Relaxed);
+            self.outlet.emitted.fetch_add(n as u64, Ordering::Relaxed);
+            self.outlet.last_event_ms.store(now_ms(), Ordering::Relaxed);
             self.counters.received.increment(n as u64);
             self.counters.sent.increment(n as u64);
             self.counters.bytes_received.increment(bytes as u64);

@@ -14,7 +14,9 @@ use tokio::sync::{oneshot, watch};
 use super::stages::{self, BuildPlace, SinkStart, SourceStart, StageActor, StageFuture};
 use super::{PipelinePlan, RunError, RunOptions, RunReport};
 use sluice_engine::ack::AckTracker;
-use sluice_engine::component::{now_ms, SourceContext, SourceWiring};
+use sluice_engine::component::{
+    now_ms, Lifecycle, Outlet, SourceContext, SourceReports, SourceWiring,
+};
 use sluice_engine::error::{Classify, ComponentError, ErrorClass};
 use sluice_engine::event::Position;
 use sluice_engine::metrics::{self, ComponentCounters};
@@ -229,20 +231,26 @@ impl Supervisor {
             pipeline: plan.name.clone(),
             data_dir: plan.data_dir.clone(),
             resume_from: self.committed.clone(),
-            limits,
-            queue: source_queue.clone(),
-            acker: acker.clone(),
-            sinks: plan.sinks.len() as u32,
-            stop_after: self.options.stop_after_events,
-            emitted: self.emitted.clone(),
-            last_event_ms: self.last_event_ms.clone(),
-            connected: self.status.fresh_connected(),
-            shutdown_tx: shutdown_tx.clone(),
-            committed: self.committed_tx.subscribe(),
-            commit_soon: self.commit_soon.clone(),
+            outlet: Outlet {
+                queue: source_queue.clone(),
+                acker: acker.clone(),
+                sinks: plan.sinks.len() as u32,
+                limits,
+                stop_after: self.options.stop_after_events,
+                emitted: self.emitted.clone(),
+                last_event_ms: self.last_event_ms.clone(),
+            },
+            lifecycle: Lifecycle {
+                connected: self.status.fresh_connected(),
+                shutdown_tx: shutdown_tx.clone(),
+                committed: self.committed_tx.subscribe(),
+                commit_soon: self.commit_soon.clone(),
+            },
             signals: self.signals.clone(),
-            snapshot_plan: self.status.snapshot_plan(),
-            source_counters: self.status.source_counters(),
+            reports: SourceReports {
+                snapshot_plan: self.status.snapshot_plan(),
+                source_counters: self.status.source_counters(),
+            },
         });
 
         let progress = Arc::new(Mutex::new(crate::metrics::SnapshotProgress::new(
