@@ -53,30 +53,15 @@ pub struct KafkaSink {
 }
 
 impl KafkaSink {
-    /// Connects (checking that the brokers answer within `connect.timeout`) and learns the
-    /// existing topics.
+    /// The producer and the topic admin, not connected yet: [`Sink::health_check`] reaches the
+    /// brokers and learns the existing topics.
     pub fn open(config: &KafkaSinkConfig, ctx: &BuildContext<'_>) -> Result<Self, ComponentError> {
         config.validate().map_err(KafkaSinkError::Config)?;
         let name = ctx.component.to_owned();
         let client_id = format!("sluice-{}-{}", ctx.pipeline, ctx.component);
         let producer = create_producer(config, &name, &client_id)?;
-        let timeout = config.connect_timeout.0;
-        let metadata = producer
-            .client()
-            .fetch_metadata(None, Timeout::After(timeout))
-            .map_err(|e| {
-                client::unreachable(
-                    &name,
-                    config.servers(),
-                    timeout,
-                    &e,
-                    producer.context().last_error(),
-                )
-            })?;
-        let existing = metadata.topics().iter().map(|t| t.name().to_owned());
-        let topics = Topics::new(config, &client_id, &name, existing)?;
+        let topics = Topics::new(config, &client_id, &name)?;
         let encoder = Encoder::open(&config.format, &name)?;
-        tracing::info!(sink = %name, brokers = metadata.brokers().len(), topics = metadata.topics().len(), "Connected to Kafka.");
         Ok(KafkaSink {
             name,
             config: config.clone(),
@@ -229,8 +214,24 @@ fn create_producer(
 
 #[async_trait]
 impl Sink for KafkaSink {
-    /// The brokers were reached by `open`; this reaches the format's services.
+    /// Checks that the brokers answer within `connect.timeout` and learns the existing topics
+    /// (librdkafka's metadata request blocks: it runs on this sink's own stage thread), then
+    /// reaches the format's services.
     async fn health_check(&mut self) -> Result<(), ComponentError> {
+        let timeout = self.config.connect_timeout.0;
+        let metadata = (self.producer.client())
+            .fetch_metadata(None, Timeout::After(timeout))
+            .map_err(|e| {
+                client::unreachable(
+                    &self.name,
+                    self.config.servers(),
+                    timeout,
+                    &e,
+                    self.producer.context().last_error(),
+                )
+            })?;
+        (self.topics).learn(metadata.topics().iter().map(|t| t.name().to_owned()));
+        tracing::info!(sink = %self.name, brokers = metadata.brokers().len(), topics = metadata.topics().len(), "Connected to Kafka.");
         self.encoder.health_check().await
     }
 

@@ -42,12 +42,11 @@ impl Forgetter {
 }
 
 impl Topics {
-    /// Starts from the topics the broker listed.
+    /// Knows no topic until [`Self::learn`] is told the broker's.
     pub(super) fn new(
         config: &KafkaSinkConfig,
         client_id: &str,
         sink: &str,
-        existing: impl Iterator<Item = String>,
     ) -> Result<Self, ComponentError> {
         let admin = if config.topic_creation.enable {
             let admin = client_config(config, &format!("{client_id}-admin"))
@@ -64,8 +63,13 @@ impl Topics {
             sink: sink.to_owned(),
             creation: config.topic_creation.clone(),
             admin,
-            known: Arc::new(Mutex::new(existing.collect())),
+            known: Arc::new(Mutex::new(HashSet::new())),
         })
+    }
+
+    /// Topics the broker listed exist.
+    pub(super) fn learn(&self, existing: impl Iterator<Item = String>) {
+        (self.known.lock().unwrap_or_else(|p| p.into_inner())).extend(existing);
     }
 
     /// A handle that forgets topics.
