@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+#[cfg(feature = "avro")]
 mod avro;
 mod connect;
 use sluice_test_support::{broker, pg, procstat, registry};

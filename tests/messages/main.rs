@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "redis"))]
 #[macro_use]
 mod scenarios;
 

@@ -13,7 +13,9 @@ use sluice_test_support::pg as common;
 mod conformance;
 mod consistency;
 mod incremental;
+#[cfg(feature = "jdbc")]
 mod jdbc;
+#[cfg(feature = "jdbc")]
 mod jdbc_mariadb;
 mod memory;
 use sluice_test_support::moments;

@@ -160,6 +160,7 @@ fn metrics_health_and_status_follow_a_running_pipeline() {
 
 /// A sink whose writes fail (retried with backoff, the pipeline still running) makes the
 /// pipeline not ready, and the status names the sink and its error.
+#[cfg(feature = "http")]
 #[test]
 fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,8 @@ mod quickstart;
 mod scenarios;
 mod serve;
 mod signals;
+// A gate of the http sink holds the snapshot back.
+#[cfg(feature = "http")]
 mod snapshot_metrics;
 
 fn sluice(args: &[&str]) -> Output {

@@ -316,6 +316,7 @@ fn an_http_signal_snapshots_a_table_incrementally() {
 /// The kit's `kafka` channel in the SQLite source: a record keyed by `topic.prefix` starts an
 /// incremental snapshot, one with another key is ignored, and the handled record is not read
 /// again after a restart (its offset was committed).
+#[cfg(feature = "kafka")]
 #[test]
 fn a_kafka_signal_snapshots_a_table_incrementally_once() {
     let bootstrap = sluice_test_support::broker::shared();
