@@ -33,6 +33,15 @@ impl Column {
         }
     }
 
+    /// A column of drawn values ([`super::generated`]).
+    pub fn drawn(name: &str, sql_type: &str, values: Vec<String>) -> Column {
+        Column {
+            name: name.to_owned(),
+            sql_type: sql_type.to_owned(),
+            values,
+        }
+    }
+
     /// The literal of row `k` (0-based): the column's values in turn.
     fn literal(&self, k: usize) -> &str {
         &self.values[k % self.values.len()]

@@ -287,27 +287,18 @@ impl Backend for Db2Backend {
 /// and timestamps to the millisecond and the microsecond.
 fn drawn(draw: &mut Draw) -> Vec<Column> {
     use proptest::prelude::*;
-    let number = |n: i128| n.to_string();
     let quoted = |s: String| format!("'{s}'");
-    let column = |name: &str, sql_type: &str, values: Vec<String>| Column {
-        name: name.to_owned(),
-        sql_type: sql_type.to_owned(),
-        values,
-    };
+    let column = Column::drawn;
     let first = g::day_micros(g::days_from_civil(1, 1, 1));
     let last = g::day_micros(g::days_from_civil(9999, 12, 31) + 1) - 1;
-    let mut out = Vec::new();
-    for (name, sql_type, min, max) in [
-        ("i2", "smallint", i16::MIN.into(), i16::MAX.into()),
-        ("i4", "integer", i32::MIN.into(), i32::MAX.into()),
-        ("i8", "bigint", i64::MIN.into(), i64::MAX.into()),
-    ] {
-        out.push(column(
-            name,
-            sql_type,
-            draw.column(g::integer(min, max).prop_map(number)),
-        ));
-    }
+    let mut out = g::integers(
+        draw,
+        &[
+            ("i2", "smallint", i16::MIN.into(), i16::MAX.into()),
+            ("i4", "integer", i32::MIN.into(), i32::MAX.into()),
+            ("i8", "bigint", i64::MIN.into(), i64::MAX.into()),
+        ],
+    );
     out.extend([
         column("r", "real", draw.column(g::float())),
         column("d", "double precision", draw.column(g::double())),

@@ -83,6 +83,36 @@ impl Draw {
     }
 }
 
+/// One column of integers for each `(name, SQL type, min, max)`, drawn across its range.
+pub fn integers(draw: &mut Draw, widths: &[(&str, &str, i128, i128)]) -> Vec<super::Column> {
+    widths
+        .iter()
+        .map(|(name, sql_type, min, max)| {
+            let values = draw.column(integer(*min, *max).prop_map(|n| n.to_string()));
+            super::Column::drawn(name, sql_type, values)
+        })
+        .collect()
+}
+
+/// Any UUID as a quoted literal (hex digits upper-case when `upper`).
+pub fn uuid(upper: bool) -> impl Strategy<Value = String> {
+    any::<u128>().prop_map(move |u| {
+        let h = if upper {
+            format!("{u:032X}")
+        } else {
+            format!("{u:032x}")
+        };
+        format!(
+            "'{}-{}-{}-{}-{}'",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..]
+        )
+    })
+}
+
 /// Integers in `min..=max`, as likely small (within ±1000 of zero, clamped) as of any size.
 pub fn integer(min: i128, max: i128) -> impl Strategy<Value = i128> {
     let small = (min.max(-1000))..=(max.min(1000));

@@ -414,18 +414,7 @@ fn drawn(draw: &mut Draw) -> Vec<Column> {
         "bytea",
         draw.column(g::bytes(400, false).prop_map(|h| format!("'\\x{h}'"))),
     );
-    let uuid = any::<[u8; 16]>().prop_map(|b| {
-        let h = text::hex(&b).to_ascii_lowercase();
-        format!(
-            "'{}-{}-{}-{}-{}'",
-            &h[..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..]
-        )
-    });
-    push("u", "uuid", draw.column(uuid));
+    push("u", "uuid", draw.column(g::uuid(false)));
     out
 }
 

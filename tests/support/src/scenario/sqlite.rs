@@ -163,31 +163,19 @@ fn columns() -> Vec<Column> {
 /// of milliseconds, as SQLite's date functions write them).
 fn drawn(draw: &mut Draw) -> Vec<Column> {
     use proptest::prelude::*;
-    let number = |n: i128| n.to_string();
     let first = g::days_from_civil(1, 1, 1);
     let last = g::days_from_civil(9999, 12, 31);
     let quoted = |s: String| format!("'{s}'");
-    let column = |name: &str, sql_type: &str, values: Vec<String>| Column {
-        name: name.to_owned(),
-        sql_type: sql_type.to_owned(),
-        values,
-    };
-    vec![
-        column(
-            "i",
-            "INTEGER",
-            draw.column(g::integer(i64::MIN.into(), i64::MAX.into()).prop_map(number)),
-        ),
-        column(
-            "i2",
-            "SMALLINT",
-            draw.column(g::integer(i16::MIN.into(), i16::MAX.into()).prop_map(number)),
-        ),
-        column(
-            "i4",
-            "INT",
-            draw.column(g::integer(i32::MIN.into(), i32::MAX.into()).prop_map(number)),
-        ),
+    let column = Column::drawn;
+    let mut out = g::integers(
+        draw,
+        &[
+            ("i", "INTEGER", i64::MIN.into(), i64::MAX.into()),
+            ("i2", "SMALLINT", i16::MIN.into(), i16::MAX.into()),
+            ("i4", "INT", i32::MIN.into(), i32::MAX.into()),
+        ],
+    );
+    out.extend([
         column("r", "REAL", draw.column(g::double())),
         column("dc", "DECIMAL(10,2)", draw.column(g::decimal(10, 2))),
         column(
@@ -216,7 +204,8 @@ fn drawn(draw: &mut Draw) -> Vec<Column> {
             "BLOB",
             draw.column(g::bytes(300, false).prop_map(|h| format!("x'{h}'"))),
         ),
-    ]
+    ]);
+    out
 }
 
 impl Backend for Sqlite {

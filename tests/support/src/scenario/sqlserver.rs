@@ -343,13 +343,8 @@ impl Backend for SqlServerBackend {
 /// NanoTimestamp).
 fn drawn(draw: &mut Draw) -> Vec<Column> {
     use proptest::prelude::*;
-    let number = |n: i128| n.to_string();
     let quoted = |s: String| format!("'{s}'");
-    let column = |name: &str, sql_type: &str, values: Vec<String>| Column {
-        name: name.to_owned(),
-        sql_type: sql_type.to_owned(),
-        values,
-    };
+    let column = Column::drawn;
     let first = g::days_from_civil(1, 1, 1);
     let last = g::days_from_civil(9999, 12, 31);
     let mut out = vec![column(
@@ -357,18 +352,15 @@ fn drawn(draw: &mut Draw) -> Vec<Column> {
         "bit",
         draw.column((0..=1u8).prop_map(|b| b.to_string())),
     )];
-    for (name, sql_type, min, max) in [
-        ("ti", "tinyint", 0, 255),
-        ("si", "smallint", i16::MIN.into(), i16::MAX.into()),
-        ("i", "int", i32::MIN.into(), i32::MAX.into()),
-        ("bi", "bigint", i64::MIN.into(), i64::MAX.into()),
-    ] {
-        out.push(column(
-            name,
-            sql_type,
-            draw.column(g::integer(min, max).prop_map(number)),
-        ));
-    }
+    out.extend(g::integers(
+        draw,
+        &[
+            ("ti", "tinyint", 0, 255),
+            ("si", "smallint", i16::MIN.into(), i16::MAX.into()),
+            ("i", "int", i32::MIN.into(), i32::MAX.into()),
+            ("bi", "bigint", i64::MIN.into(), i64::MAX.into()),
+        ],
+    ));
     out.extend([
         column("r", "real", draw.column(g::float())),
         column("f", "float", draw.column(g::double())),
@@ -393,21 +385,7 @@ fn drawn(draw: &mut Draw) -> Vec<Column> {
             "varbinary(16)",
             draw.column(g::bytes(16, false).prop_map(|h| format!("0x{h}"))),
         ),
-        column(
-            "g",
-            "uniqueidentifier",
-            draw.column(any::<u128>().prop_map(|u| {
-                let h = format!("{u:032X}");
-                format!(
-                    "'{}-{}-{}-{}-{}'",
-                    &h[..8],
-                    &h[8..12],
-                    &h[12..16],
-                    &h[16..20],
-                    &h[20..]
-                )
-            })),
-        ),
+        column("g", "uniqueidentifier", draw.column(g::uuid(true))),
         column(
             "dt",
             "date",
