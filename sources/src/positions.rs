@@ -89,7 +89,7 @@ fn every_position_on_the_page_is_read_whole_by_its_source() {
         feature = "sqlserver",
         feature = "db2"
     ))]
-    assert_eq!(checked, 17, "every example is read");
+    assert_eq!(checked, 18, "every example is read");
     let _ = checked;
 }
 
