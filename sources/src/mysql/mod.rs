@@ -402,7 +402,7 @@ impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
             .config
             .common
             .plan(stored, lost.as_deref().unwrap_or(""))
-            .map_err(ComponentError::fatal)?;
+            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
         let Some(plan) = plan else {
             return Ok(());
         };

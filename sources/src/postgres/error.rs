@@ -8,6 +8,9 @@ pub enum PgError {
     /// The setup is wrong and retrying will not fix it; the message says how to fix it.
     #[error("{0}")]
     Setup(String),
+    /// The snapshot mode cannot start with what is stored.
+    #[error(transparent)]
+    Plan(#[from] sluice_kit::snapshot::PlanError),
     /// A query failed.
     #[error("{context}: {}", detail(source))]
     Query {
@@ -65,7 +68,7 @@ impl PgError {
 impl Classify for PgError {
     fn class(&self) -> ErrorClass {
         match self {
-            PgError::Setup(_) | PgError::Decode(_) => ErrorClass::Fatal,
+            PgError::Setup(_) | PgError::Plan(_) | PgError::Decode(_) => ErrorClass::Fatal,
             PgError::Replication(_) | PgError::Unavailable(_) => ErrorClass::Retryable,
             PgError::Signals(e) => e.class(),
             PgError::Query { source, .. } => match source.code() {

@@ -367,7 +367,7 @@ fn plan_start(
         history_available: true,
     };
     let lost = format!("replication slot `{}` no longer exists", config.slot_name);
-    config.common.plan(stored, &lost).map_err(PgError::Setup)
+    Ok(config.common.plan(stored, &lost)?)
 }
 
 /// Streaming without a snapshot: from the committed position, creating the slot when there is

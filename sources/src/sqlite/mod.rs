@@ -478,7 +478,7 @@ impl SqliteSource {
             .config
             .common
             .plan(stored, "the change tables were reset")
-            .map_err(ComponentError::fatal)?;
+            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
         let Some(plan) = plan else {
             return Ok(None);
         };

@@ -389,7 +389,7 @@ impl SourceCommon {
 
     /// The snapshotter these options describe, for the source they belong to; `Err` is the
     /// configuration error.
-    pub fn snapshotter(&self) -> Result<Snapshotter, String> {
+    pub fn snapshotter(&self) -> Result<Snapshotter, crate::snapshot::PlanError> {
         let flags = ConfigurationBased {
             snapshot_data: self.snapshot_data,
             snapshot_schema: self.snapshot_schema,
@@ -413,7 +413,7 @@ impl SourceCommon {
         &self,
         stored: crate::snapshot::Stored,
         lost_because: &str,
-    ) -> Result<Option<crate::snapshot::Plan>, String> {
+    ) -> Result<Option<crate::snapshot::Plan>, crate::snapshot::PlanError> {
         let plan = self.snapshotter()?.plan(stored, lost_because)?;
         if !plan.data && !plan.stream {
             tracing::info!(
@@ -588,7 +588,7 @@ impl SourceCommon {
             );
         }
         self.skipped()?;
-        self.snapshotter().map(|_| ())
+        self.snapshotter().map(|_| ()).map_err(|e| e.to_string())
     }
 }
 

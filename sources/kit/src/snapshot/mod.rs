@@ -103,6 +103,33 @@ pub struct Plan {
     pub stream: bool,
 }
 
+/// Why a source cannot start as its `snapshot.mode` says, with what is stored: each message says
+/// what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// `recovery` asked of a source without a schema history.
+    #[error("`snapshot.mode: recovery` rebuilds a schema history, which the {connector} source does not keep: use `initial`, `when_needed` or `no_data`")]
+    RecoveryWithoutHistory { connector: String },
+    /// A first start that streams without the tables' structure, which a history-keeping
+    /// source reads each row by.
+    #[error("`snapshot.mode: configuration_based` streams without capturing the tables' structure on a first start, but this source reads each row's structure from its schema history, which is empty: set `snapshot.mode.configuration.based.snapshot.schema: true`")]
+    StreamWithoutStructure,
+    /// An offset is stored, its schema history is gone, and the mode does not rebuild it.
+    #[error("the schema history is missing while an offset is stored, so the tables' structure at that position is unknown; snapshot.mode `{mode}` does not rebuild it: set `snapshot.mode: recovery` to rebuild it from the current schemas (only safe if no schema changed since the last stop), or remove the offsets to start over")]
+    HistoryMissing { mode: &'static str },
+    /// The stored position can no longer be read (`because`), and the mode does not take a
+    /// new snapshot.
+    #[error("{because}, so the committed position cannot be resumed with snapshot.mode `{mode}`: set `snapshot.mode: when_needed` to take a new snapshot, or remove the offsets")]
+    PositionLost { because: String, mode: &'static str },
+}
+
+impl sluice_engine::Classify for PlanError {
+    /// Retrying cannot help: the configuration or the stored state must change.
+    fn class(&self) -> sluice_engine::ErrorClass {
+        sluice_engine::ErrorClass::Fatal
+    }
+}
+
 /// Decides every start of a source from its `snapshot.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Snapshotter {
@@ -114,17 +141,17 @@ pub struct Snapshotter {
 
 impl Snapshotter {
     /// A snapshotter for a source; `history`: the source keeps a schema history (`recovery`
-    /// is only meaningful then). `Err` is the line for the configuration error.
+    /// is only meaningful then).
     pub fn new(
         mode: SnapshotMode,
         flags: ConfigurationBased,
         source: &str,
         history: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PlanError> {
         if mode == SnapshotMode::Recovery && !history {
-            return Err(format!(
-                "`snapshot.mode: recovery` rebuilds a schema history, which the {source} source does not keep: use `initial`, `when_needed` or `no_data`"
-            ));
+            return Err(PlanError::RecoveryWithoutHistory {
+                connector: source.to_owned(),
+            });
         }
         Ok(Snapshotter {
             mode,
@@ -151,7 +178,7 @@ impl Snapshotter {
     /// What a start with `stored` offsets does, or the reason it cannot start; `lost` says
     /// what is gone when the stored position is no longer available (`replication slot `x`
     /// no longer exists`).
-    pub fn plan(&self, stored: Stored, lost_because: &str) -> Result<Plan, String> {
+    pub fn plan(&self, stored: Stored, lost_because: &str) -> Result<Plan, PlanError> {
         let unfinished = !stored.offset || !stored.snapshot_completed;
         let lost = stored.offset && !stored.position_available;
         let (data, schema, stream, on_data_error) = match self.mode {
@@ -172,22 +199,21 @@ impl Snapshotter {
             }
         };
         if self.history && !stored.offset && stream && !data && !schema {
-            return Err("`snapshot.mode: configuration_based` streams without capturing the tables' structure on a first start, but this source reads each row's structure from its schema history, which is empty: set `snapshot.mode.configuration.based.snapshot.schema: true`".to_owned());
+            return Err(PlanError::StreamWithoutStructure);
         }
         let schema_lost = stored.offset && !stored.history_available && !schema;
         let schema = schema || schema_lost;
         if schema_lost && !self.snapshots_on_schema_error() {
-            return Err(format!(
-                "the schema history is missing while an offset is stored, so the tables' structure at that position is unknown; snapshot.mode `{}` does not rebuild it: set `snapshot.mode: recovery` to rebuild it from the current schemas (only safe if no schema changed since the last stop), or remove the offsets to start over",
-                self.mode.name()
-            ));
+            return Err(PlanError::HistoryMissing {
+                mode: self.mode.name(),
+            });
         }
         if lost && !data && stream {
             if !on_data_error {
-                return Err(format!(
-                    "{lost_because}, so the committed position cannot be resumed with snapshot.mode `{}`: set `snapshot.mode: when_needed` to take a new snapshot, or remove the offsets",
-                    self.mode.name()
-                ));
+                return Err(PlanError::PositionLost {
+                    because: lost_because.to_owned(),
+                    mode: self.mode.name(),
+                });
             }
             return Ok(Plan {
                 data: true,
@@ -208,7 +234,9 @@ mod tests {
     use super::*;
 
     fn plan(mode: SnapshotMode, stored: Stored) -> Result<Plan, String> {
-        Snapshotter::new(mode, ConfigurationBased::default(), "test", true)?.plan(stored, "gone")
+        Snapshotter::new(mode, ConfigurationBased::default(), "test", true)
+            .and_then(|s| s.plan(stored, "gone"))
+            .map_err(|e| e.to_string())
     }
 
     const FRESH: Stored = Stored {
@@ -268,6 +296,7 @@ mod tests {
             false
         )
         .unwrap_err()
+        .to_string()
         .contains("postgres source does not keep"));
     }
 
@@ -324,7 +353,11 @@ mod tests {
         assert!(s.plan(gone, "gone").is_err());
         // A first start that streams needs the structure a history-keeping source reads from.
         let error = s.plan(FRESH, "gone").unwrap_err();
-        assert!(error.contains("snapshot.schema: true"), "{error}");
+        assert_eq!(error, PlanError::StreamWithoutStructure);
+        assert!(
+            error.to_string().contains("snapshot.schema: true"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub enum ChangeTableError<Q: QueryError> {
     /// mapped): the message says what to change.
     #[error("{0}")]
     Setup(String),
+    /// The snapshot mode cannot start with what is stored.
+    #[error(transparent)]
+    Plan(#[from] crate::snapshot::PlanError),
     /// A statement or the connection failed.
     #[error("{context}: {source}")]
     Query {
@@ -53,7 +56,7 @@ impl<Q: QueryError> ChangeTableError<Q> {
 impl<Q: QueryError> Classify for ChangeTableError<Q> {
     fn class(&self) -> ErrorClass {
         match self {
-            ChangeTableError::Setup(_) => ErrorClass::Fatal,
+            ChangeTableError::Setup(_) | ChangeTableError::Plan(_) => ErrorClass::Fatal,
             ChangeTableError::Stopped | ChangeTableError::Unavailable(_) => ErrorClass::Retryable,
             ChangeTableError::History(e) => e.class(),
             ChangeTableError::Query { source, .. } => source.class(),

@@ -34,7 +34,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         };
         let common = self.dialect.common();
         let plan = common.plan(stored, lost.as_deref().unwrap_or(""));
-        let Some(plan) = plan.map_err(ChangeTableError::Setup)? else {
+        let Some(plan) = plan? else {
             return Ok(None);
         };
         // A snapshot cut off earlier whose position the change tables still hold: a new
