@@ -150,3 +150,30 @@ fn state_of(port: u16, name: &str) -> String {
         .unwrap_or("-")
         .to_owned()
 }
+
+/// A committed position of another source (the offsets of a PostgreSQL pipeline of the same
+/// name) is refused with one line that says how to start over, and the offsets are left as
+/// they were.
+#[test]
+fn another_sources_position_is_refused_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _conn) = captured(
+        dir.path(),
+        "create table t (id integer primary key, v text);",
+        &["t"],
+    );
+    let path = pipeline(dir.path(), &db, "");
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let offsets = dir.path().join("data/offsets.json");
+    let stored = r#"{"pipelines": {"sqlite_test": {"position": "{\"lsn\":91664504}", "committed_at_ms": 0}}}"#;
+    std::fs::write(&offsets, stored).unwrap();
+    let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let line = error_line(&o);
+    assert!(
+        line.contains(r#"the committed position `{"lsn":91664504}` is not a sqlite position"#)
+            && line.contains("remove the offsets file or rename the pipeline"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read_to_string(&offsets).unwrap(), stored);
+}

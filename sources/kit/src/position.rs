@@ -32,15 +32,51 @@ impl<P: Serialize, G: Serialize> Resume<P, G> {
 impl<P: DeserializeOwned, G: DeserializeOwned> Resume<P, G> {
     /// Reads a committed position of the source named `source`; the error says how to start
     /// over.
-    pub fn parse(position: &Position, source: &str) -> Result<Self, String> {
-        let wrong = |text: &str, e: &dyn std::fmt::Display| {
-            format!("the committed position `{text}` is not a {source} position ({e}); remove the offsets file or rename the pipeline")
-        };
-        match position {
-            Position::Opaque(text) => serde_json::from_str(text).map_err(|e| wrong(text, &e)),
-            Position::Offset(n) => Err(wrong(&n.to_string(), &"a bare number")),
-        }
+    pub fn parse(position: &Position, source: &str) -> Result<Self, PositionError> {
+        parse_as(position, source)
     }
+}
+
+/// A committed position its source cannot read (another source's, or a number): the offsets
+/// belong to another pipeline. Retrying cannot help.
+#[derive(Debug, thiserror::Error)]
+#[error("the committed position `{text}` is not a {kind} position ({why}); remove the offsets file or rename the pipeline")]
+pub struct PositionError {
+    /// The position as stored.
+    pub text: String,
+    /// The source that cannot read it (`postgres`, `mysql`, ...).
+    pub kind: String,
+    why: String,
+    #[source]
+    cause: Option<serde_json::Error>,
+}
+
+impl sluice_engine::Classify for PositionError {
+    fn class(&self) -> sluice_engine::ErrorClass {
+        sluice_engine::ErrorClass::Fatal
+    }
+}
+
+/// Reads `position` as the JSON document `T` of the source named `source`.
+pub fn parse_as<T: DeserializeOwned>(
+    position: &Position,
+    source: &str,
+) -> Result<T, PositionError> {
+    let (text, cause) = match position {
+        Position::Opaque(text) => match serde_json::from_str(text) {
+            Ok(read) => return Ok(read),
+            Err(e) => (text.to_string(), Some(e)),
+        },
+        Position::Offset(n) => (n.to_string(), None),
+    };
+    Err(PositionError {
+        text,
+        kind: source.to_owned(),
+        why: cause
+            .as_ref()
+            .map_or_else(|| "a bare number".to_owned(), ToString::to_string),
+        cause,
+    })
 }
 
 /// What the committed position `text` of the source named `source` says, as its reader
@@ -51,7 +87,8 @@ where
     P: Serialize + DeserializeOwned,
     G: Serialize + DeserializeOwned,
 {
-    let resume = Resume::<P, G>::parse(&Position::Opaque(text.into()), source)?;
+    let resume =
+        Resume::<P, G>::parse(&Position::Opaque(text.into()), source).map_err(|e| e.to_string())?;
     serde_json::to_value(&resume).map_err(|e| e.to_string())
 }
 
@@ -102,7 +139,7 @@ mod tests {
             let progress = running.then(|| Progress { tables: tables.clone() });
             let resume = Resume { at: At { lsn }, incremental: progress.clone() };
             let position = resume.position();
-            proptest::prop_assert_eq!(Resume::<At, Progress>::parse(&position, "test"), Ok(resume.clone()));
+            proptest::prop_assert_eq!(Resume::<At, Progress>::parse(&position, "test").ok(), Some(resume.clone()));
             proptest::prop_assert_eq!(progress_of::<Progress>(&position), progress.clone());
             if let Some(p) = &progress {
                 let raw = render(p).unwrap_or_else(|| panic!("renders"));
@@ -113,7 +150,9 @@ mod tests {
 
     #[test]
     fn a_foreign_position_says_how_to_start_over() {
-        let e = Resume::<At, Progress>::parse(&Position::Offset(3), "postgres").unwrap_err();
+        let e = Resume::<At, Progress>::parse(&Position::Offset(3), "postgres")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("not a postgres position") && e.contains("remove the offsets"),
             "{e}"

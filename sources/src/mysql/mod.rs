@@ -388,7 +388,7 @@ impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
             .resume_from()
             .map(|p| Offset::parse(p, "mysql"))
             .transpose()
-            .map_err(ComponentError::fatal)?;
+            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
         let mut schemas = self.schemas().await?;
         schemas.model.set_case_insensitive(case_insensitive);
         let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;

@@ -11,6 +11,9 @@ pub enum PgError {
     /// The snapshot mode cannot start with what is stored.
     #[error(transparent)]
     Plan(#[from] sluice_kit::snapshot::PlanError),
+    /// The committed position is not this source's.
+    #[error(transparent)]
+    Position(#[from] sluice_kit::position::PositionError),
     /// A query failed.
     #[error("{context}: {}", detail(source))]
     Query {
@@ -68,7 +71,9 @@ impl PgError {
 impl Classify for PgError {
     fn class(&self) -> ErrorClass {
         match self {
-            PgError::Setup(_) | PgError::Plan(_) | PgError::Decode(_) => ErrorClass::Fatal,
+            PgError::Setup(_) | PgError::Plan(_) | PgError::Position(_) | PgError::Decode(_) => {
+                ErrorClass::Fatal
+            }
             PgError::Replication(_) | PgError::Unavailable(_) => ErrorClass::Retryable,
             PgError::Signals(e) => e.class(),
             PgError::Query { source, .. } => match source.code() {

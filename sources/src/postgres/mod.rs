@@ -213,7 +213,7 @@ const REPLICATION_BUFFER: usize = 4;
 #[cfg(test)]
 pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
     let position = sluice_engine::Position::Opaque(text.into());
-    let offset = offset::PgOffset::parse(&position)?;
+    let offset = offset::PgOffset::parse(&position).map_err(|e| e.to_string())?;
     let mut read: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&offset.position().to_string()).map_err(|e| e.to_string())?;
     if let Some(progress) = sluice_kit::position::progress_of::<incremental::Progress>(&position) {
@@ -517,11 +517,7 @@ async fn run(
     let signals = signal_setup(&client, config, &info.dbname, progress, chunk_bytes).await?;
     let source = source_schema();
     let (schemas, by_oid) = table_schemas(config, &defs, &source);
-    let committed = ctx
-        .resume_from()
-        .map(PgOffset::parse)
-        .transpose()
-        .map_err(PgError::Setup)?;
+    let committed = ctx.resume_from().map(PgOffset::parse).transpose()?;
     let slot = slot_state(&client, &config.slot_name).await?;
     let Some(start_plan) = plan_start(config, committed.as_ref(), slot.as_ref())? else {
         return Ok(());

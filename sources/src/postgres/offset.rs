@@ -73,14 +73,8 @@ impl PgOffset {
     }
 
     /// Reads a committed position.
-    pub fn parse(position: &Position) -> Result<Self, String> {
-        match position {
-            Position::Opaque(text) => serde_json::from_str(text)
-                .map_err(|e| format!("the committed position `{text}` is not a postgres position ({e}); remove the offsets file or rename the pipeline")),
-            Position::Offset(n) => Err(format!(
-                "the committed position `{n}` is not a postgres position; remove the offsets file or rename the pipeline"
-            )),
-        }
+    pub fn parse(position: &Position) -> Result<Self, sluice_kit::position::PositionError> {
+        sluice_kit::position::parse_as(position, "postgres")
     }
 }
 
@@ -123,13 +117,13 @@ mod tests {
             }),
             snapshot_completed: true,
         };
-        assert_eq!(PgOffset::parse(&o.position()), Ok(o));
+        assert_eq!(PgOffset::parse(&o.position()).ok(), Some(o));
         // An earlier version's count inside a transaction is ignored: the transaction is read
         // again from its start.
         let counted = Position::Opaque(r#"{"lsn":42,"tx":[50,3]}"#.into());
         assert_eq!(
-            PgOffset::parse(&counted),
-            Ok(PgOffset {
+            PgOffset::parse(&counted).ok(),
+            Some(PgOffset {
                 lsn: 42,
                 tx: None,
                 snapshot_completed: true
@@ -140,7 +134,7 @@ mod tests {
             tx: None,
             snapshot_completed: false,
         };
-        assert_eq!(PgOffset::parse(&s.position()), Ok(s));
+        assert_eq!(PgOffset::parse(&s.position()).ok(), Some(s));
         assert_eq!(parse_lsn("0/16B3748"), Some(0x16B3748));
         assert_eq!(parse_lsn(&format_lsn(0x1_0000_00FF)), Some(0x1_0000_00FF));
     }

@@ -605,7 +605,7 @@ impl sluice_kit::lifecycle::DatabaseSource for SqliteSource {
             .resume_from()
             .map(|p| Offset::parse(p, "sqlite"))
             .transpose()
-            .map_err(fatal)?;
+            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let stop = Arc::new(AtomicBool::new(false));
         let purge = Arc::new(Mutex::new(None));

@@ -25,6 +25,9 @@ pub enum ChangeTableError<Q: QueryError> {
     /// The snapshot mode cannot start with what is stored.
     #[error(transparent)]
     Plan(#[from] crate::snapshot::PlanError),
+    /// The committed position is not this source's.
+    #[error(transparent)]
+    Position(#[from] crate::position::PositionError),
     /// A statement or the connection failed.
     #[error("{context}: {source}")]
     Query {
@@ -56,7 +59,9 @@ impl<Q: QueryError> ChangeTableError<Q> {
 impl<Q: QueryError> Classify for ChangeTableError<Q> {
     fn class(&self) -> ErrorClass {
         match self {
-            ChangeTableError::Setup(_) | ChangeTableError::Plan(_) => ErrorClass::Fatal,
+            ChangeTableError::Setup(_)
+            | ChangeTableError::Plan(_)
+            | ChangeTableError::Position(_) => ErrorClass::Fatal,
             ChangeTableError::Stopped | ChangeTableError::Unavailable(_) => ErrorClass::Retryable,
             ChangeTableError::History(e) => e.class(),
             ChangeTableError::Query { source, .. } => source.class(),

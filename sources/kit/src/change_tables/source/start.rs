@@ -3,7 +3,7 @@
 
 use sluice_engine::SourceContext;
 
-use super::{At, ChangeTableError, ChangeTableSource, Dialect, ErrorOf, OffsetOf, StreamFrom};
+use super::{At, ChangeTableSource, Dialect, ErrorOf, OffsetOf, StreamFrom};
 use crate::change_tables::ChangeLsn;
 use crate::history::ChangeKind;
 use crate::position::Resume;
@@ -20,8 +20,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         let resume: Option<Resume<OffsetOf<D>, super::Progress>> = ctx
             .resume_from()
             .map(|p| Resume::parse(p, D::NAME))
-            .transpose()
-            .map_err(ChangeTableError::Setup)?;
+            .transpose()?;
         let lost = match &resume {
             Some(r) => self.dialect.lost(conn, r.at.commit_lsn).await?,
             None => None,
