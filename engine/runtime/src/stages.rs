@@ -94,28 +94,41 @@ async fn build_chain(
 pub(crate) struct SourceStart {
     pub spec: Arc<dyn BuildSource>,
     pub place: BuildPlace,
-    /// One per sink, sent once the sink is built and its health check passed.
-    pub sinks_ready: Vec<oneshot::Receiver<()>>,
+    /// One per stage after the source: sent once the transforms are built, and once each sink
+    /// is built and its health check passed.
+    pub ready: Vec<oneshot::Receiver<()>>,
     pub ctx: SourceContext,
     pub queue: Arc<BoundedQueue>,
 }
 
-/// Waits until every sink is built and healthy, builds the source and runs it, then closes its
+/// Waits until the transforms are built and every sink is built and healthy (not at all when a
+/// stop is asked for meanwhile), builds the source and runs it, then closes its
 /// queue so that the stages after it drain and finish.
 pub(crate) async fn source_stage(start: SourceStart) -> Result<(), ComponentError> {
     let SourceStart {
         spec,
         place,
-        sinks_ready,
+        ready,
         mut ctx,
         queue,
     } = start;
     let result = async {
-        for ready in sinks_ready {
-            if ready.await.is_err() {
-                // A sink did not start: its stage says why, and the generation ends.
-                return Ok(());
+        let every_stage_ready = async {
+            for ready in ready {
+                if ready.await.is_err() {
+                    // A stage did not start: it says why, and the generation ends.
+                    return false;
+                }
             }
+            true
+        };
+        let started = tokio::select! {
+            started = every_stage_ready => started,
+            // A stop asked for meanwhile: the source is not started at all.
+            () = ctx.stopping() => false,
+        };
+        if !started || ctx.is_stopping() {
+            return Ok(());
         }
         let mut source = spec.build(&place.context()).await?;
         source.run(&mut ctx).await
@@ -125,9 +138,14 @@ pub(crate) async fn source_stage(start: SourceStart) -> Result<(), ComponentErro
     result
 }
 
-/// Builds the pipeline transforms, applies them and fans batches out to every sink queue.
+/// Builds the pipeline transforms (saying so on `ready`), applies them and fans batches out to
+/// every sink queue.
 pub(crate) async fn transform_stage(
-    (specs, place): (Vec<Arc<dyn BuildTransform>>, BuildPlace),
+    (specs, place, ready): (
+        Vec<Arc<dyn BuildTransform>>,
+        BuildPlace,
+        oneshot::Sender<()>,
+    ),
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
@@ -139,6 +157,7 @@ pub(crate) async fn transform_stage(
 ) -> Result<(), ComponentError> {
     let result = async {
         let mut chain = build_chain(&specs, &place.context()).await?;
+        let _ = ready.send(());
         loop {
             match input
                 .pop(

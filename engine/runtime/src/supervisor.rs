@@ -224,6 +224,9 @@ impl Supervisor {
 
         let (sink_stages, sink_queues, sinks_ready) =
             sink_starts(plan, &acker, max_bytes, &self.status);
+        let (transforms_ready, transforms_built) = tokio::sync::oneshot::channel();
+        let mut ready = vec![transforms_built];
+        ready.extend(sinks_ready);
         let mut queues = vec![source_queue.clone()];
         queues.extend(sink_queues);
         (self.status).set_queues(queues.clone(), (limits.max_queue_size, max_bytes));
@@ -263,7 +266,7 @@ impl Supervisor {
             Box::pin(stages::source_stage(SourceStart {
                 spec: plan.source.clone(),
                 place: place("source"),
-                sinks_ready,
+                ready,
                 ctx: source_ctx,
                 queue: source_queue.clone(),
             })),
@@ -271,7 +274,11 @@ impl Supervisor {
         futures.push((
             "transforms".to_owned(),
             Box::pin(stages::transform_stage(
-                (plan.transforms.clone(), place("transforms")),
+                (
+                    plan.transforms.clone(),
+                    place("transforms"),
+                    transforms_ready,
+                ),
                 source_queue.clone(),
                 queues[1..].to_vec(),
                 limits,

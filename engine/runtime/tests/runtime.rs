@@ -450,6 +450,38 @@ fn the_source_starts_once_every_sink_passed_its_health_check() {
     assert_eq!(report.committed, Some(Position::Offset(1_000)));
 }
 
+/// A stop asked for while a sink's health check runs: once the check passes, the source is not
+/// built, and the run ends gracefully (not forced) with nothing written.
+#[test]
+fn a_stop_during_a_sinks_health_check_ends_the_run_without_starting_the_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let builds = Arc::new(AtomicU64::new(0));
+    let slow = Recorder::default();
+    slow.health_held.store(true, Ordering::SeqCst);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let handle = spawn_run(
+        plan(
+            counting_builds(1_000, builds.clone()),
+            &[("slow", slow.clone())],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
+        RunOptions {
+            stop: Some(stop_rx),
+            ..RunOptions::default()
+        },
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop_tx.send(true).expect("stop");
+    std::thread::sleep(Duration::from_millis(300));
+    slow.health_held.store(false, Ordering::SeqCst);
+    let report = handle.join().expect("join").expect("run");
+    assert!(!report.forced, "the stop was forced");
+    assert_eq!(builds.load(Ordering::SeqCst), 0, "the source was built");
+    assert_eq!(slow.healthy.load(Ordering::SeqCst), 1);
+    assert!(slow.positions().is_empty());
+}
+
 #[test]
 fn a_retryable_source_failure_restarts_from_the_committed_position_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
