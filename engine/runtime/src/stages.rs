@@ -44,7 +44,7 @@ impl Actor for StageActor {
         let mut abort = self.abort.clone();
         let guarded = async move {
             tokio::select! {
-                result = future => result,
+                result = Unwinding(future) => result,
                 _ = abort.wait_for(|a| *a) => Ok(()),
             }
         };
@@ -56,6 +56,32 @@ impl Actor for StageActor {
             });
             ctx.stop();
         }));
+    }
+}
+
+/// A stage's future whose panic ends it with a fatal error, so that the supervisor hears of it
+/// (a panicking component would otherwise leave its generation waiting for it forever).
+struct Unwinding(StageFuture);
+
+impl Future for Unwinding {
+    type Output = Result<(), ComponentError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let future = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => {
+                let what = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_owned());
+                std::task::Poll::Ready(Err(ComponentError::fatal(format!(
+                    "the stage panicked (a bug; please report it): {what}"
+                ))))
+            }
+        }
     }
 }
 

@@ -94,6 +94,8 @@ struct Recorder {
     health_held: Arc<AtomicBool>,
     /// Health checks passed.
     healthy: Arc<AtomicU64>,
+    /// The first write panics.
+    panics: bool,
 }
 
 impl Recorder {
@@ -116,6 +118,7 @@ impl Sink for Recorder {
     }
 
     async fn write(&mut self, batch: &SinkBatch<'_>) -> Result<Delivery, ComponentError> {
+        assert!(!self.panics, "injected panic in write");
         let done = self.writes.load(Ordering::SeqCst);
         if self.fail_after.is_some_and(|n| done >= n) {
             return Err(ComponentError::retryable("injected sink failure"));
@@ -448,6 +451,40 @@ fn the_source_starts_once_every_sink_passed_its_health_check() {
     assert_eq!(slow.positions(), (1..=1_000).collect::<Vec<_>>());
     assert_eq!(quick.positions(), (1..=1_000).collect::<Vec<_>>());
     assert_eq!(report.committed, Some(Position::Offset(1_000)));
+}
+
+/// A sink that panics ends the run with its stage's fatal error naming the panic, instead of
+/// leaving the pipeline waiting for the stage forever.
+#[test]
+fn a_panicking_sink_ends_the_run_with_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = Recorder {
+        panics: true,
+        ..Recorder::default()
+    };
+    let handle = spawn_run(
+        plan(
+            counting_builds(100, Arc::new(AtomicU64::new(0))),
+            &[("s", sink)],
+            limits(100, 1 << 30, 10),
+            dir.path().into(),
+        ),
+        RunOptions::default(),
+    );
+    let start = Instant::now();
+    while !handle.is_finished() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(handle.is_finished(), "the run hangs after the panic");
+    match handle.join().expect("join") {
+        Err(RunError::Component {
+            component, message, ..
+        }) => {
+            assert_eq!(component, "sink:s");
+            assert!(message.contains("injected panic in write"), "{message}");
+        }
+        other => panic!("unexpected result {other:?}"),
+    }
 }
 
 /// A stop asked for while a sink's health check runs: once the check passes, the source is not
