@@ -32,7 +32,7 @@ use sluice_engine::error::ComponentError;
 use sluice_engine::event::Position;
 use sluice_engine::offsets::OffsetError;
 
-pub use supervisor::Supervisor;
+pub use supervisor::{Reporting, Supervisor};
 
 /// One sink of a plan.
 #[derive(Clone)]
@@ -263,13 +263,29 @@ fn run_on(
             }
             (None, None) => None,
         };
-        Supervisor::new(plan, options, slot, (signals, status)).start();
-        Ok::<(), std::io::Error>(())
+        let recorder = metrics::Recorder::start(metrics::RecorderSettings {
+            pipeline: plan.name.clone(),
+            progress: options.progress,
+            plan: status.snapshot_plan(),
+            counters: status.source_counters(),
+            // Debezium's names, when an admin endpoint serves the metrics (its own, or the
+            // server's it is attached to).
+            debezium: signals.is_some(),
+        })?;
+        status.metrics_from(recorder.clone());
+        let reporting = supervisor::Reporting {
+            signals,
+            status,
+            recorder: recorder.clone(),
+        };
+        Supervisor::new(plan, options, slot, reporting).start();
+        Ok::<_, std::io::Error>(recorder)
     });
-    if let Err(e) = started {
-        return Err(RunError::System(e));
-    }
-    system.run()?;
+    let recorder = started.map_err(RunError::System)?;
+    let ran = system.run();
+    // The progress says its last before the run is over.
+    recorder.finish();
+    ran?;
     let result = outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
     result.unwrap_or_else(|| {
         Err(RunError::System(std::io::Error::other(

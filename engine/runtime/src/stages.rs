@@ -10,7 +10,7 @@ use actix::{Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, Context, Wr
 use tokio::sync::{oneshot, watch};
 
 use super::supervisor::{StageExited, Supervisor};
-use crate::metrics::DebeziumMetrics;
+use crate::metrics::{Observation, Recorder};
 use sluice_engine::ack::AckTracker;
 use sluice_engine::component::{
     apply_chain, BuildContext, BuildSink, BuildSource, BuildTransform, Delivery, Sink, SinkBatch,
@@ -175,11 +175,7 @@ pub(crate) async fn transform_stage(
     input: Arc<BoundedQueue>,
     outputs: Vec<Arc<BoundedQueue>>,
     limits: Limits,
-    (counters, debezium, progress): (
-        ComponentCounters,
-        Option<Arc<std::sync::Mutex<DebeziumMetrics>>>,
-        crate::metrics::SharedProgress,
-    ),
+    (counters, recorder): (ComponentCounters, Recorder),
 ) -> Result<(), ComponentError> {
     let result = async {
         let mut chain = build_chain(&specs, &place.context()).await?;
@@ -195,20 +191,12 @@ pub(crate) async fn transform_stage(
             {
                 Popped::Closed => return Ok(()),
                 Popped::Idle => {
-                    if let Some(d) = &debezium {
-                        d.lock().unwrap_or_else(|p| p.into_inner()).tick();
-                    }
-                    (progress.lock().unwrap_or_else(|p| p.into_inner())).tick();
+                    recorder.tick(Observation::Idle);
                     continue;
                 }
                 Popped::Items(items) => {
                     for item in items {
-                        if let Some(d) = &debezium {
-                            d.lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .observe(item.seq, &item.events);
-                        }
-                        (progress.lock().unwrap_or_else(|p| p.into_inner())).observe(&item.events);
+                        recorder.observe(item.seq, &item.events);
                         let received = item.events.len();
                         counters.received.increment(received as u64);
                         counters.bytes_received.increment(item.bytes as u64);
@@ -244,9 +232,7 @@ pub(crate) async fn transform_stage(
         }
     }
     .await;
-    if let Some(d) = &debezium {
-        d.lock().unwrap_or_else(|p| p.into_inner()).disconnected();
-    }
+    recorder.send(Observation::Disconnected);
     for output in &outputs {
         output.close();
     }

@@ -63,8 +63,8 @@ pub struct Status {
     connected: Arc<std::sync::atomic::AtomicBool>,
     /// The live views of the sinks' events (`sluice tap`).
     taps: super::tap::Taps,
-    /// The snapshot's progress, from Debezium's metrics (when the supervisor keeps them).
-    snapshot: Arc<Mutex<Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>>>,
+    /// The recorder of the pipeline's metrics (the snapshot's progress, the lag).
+    recorder: Arc<Mutex<Option<crate::metrics::Recorder>>>,
     /// The snapshot's tables, as the source announced them.
     plan: sluice_engine::component::SnapshotPlan,
     /// What the source left out.
@@ -93,7 +93,7 @@ impl Status {
             last_event_ms,
             connected: Arc::default(),
             taps: super::tap::Taps::default(),
-            snapshot: Arc::default(),
+            recorder: Arc::default(),
             plan: Arc::default(),
             source_counters: Arc::default(),
             queues: Arc::default(),
@@ -186,9 +186,20 @@ impl Status {
         serde_json::Value::Object(sinks)
     }
 
-    /// The metrics the snapshot's progress is read from.
-    pub(crate) fn snapshot_from(&self, metrics: Arc<Mutex<crate::metrics::DebeziumMetrics>>) {
-        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(metrics);
+    /// The recorder the snapshot's progress and the lag are read from.
+    pub(crate) fn metrics_from(&self, recorder: crate::metrics::Recorder) {
+        *self.recorder.lock().unwrap_or_else(|p| p.into_inner()) = Some(recorder);
+    }
+
+    /// What the metrics recorder shows, once it has recorded every batch that passed before
+    /// (default: no recorder, or it did not answer).
+    pub(crate) fn metrics_view(&self) -> crate::metrics::View {
+        let recorder = self
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        recorder.and_then(|r| r.view()).unwrap_or_default()
     }
 
     /// The live views of the sinks' events.
@@ -292,6 +303,7 @@ impl Status {
             .clone();
         let now = sluice_engine::component::now_ms();
         let last = self.last_event_ms.load(Ordering::Relaxed);
+        let metrics = self.metrics_view();
         serde_json::json!({
             "name": &*self.name,
             "state": w.state,
@@ -302,35 +314,12 @@ impl Status {
             "uptime_ms": now.saturating_sub(w.started_ms),
             "committed": w.committed,
             "commit_lag_ms": w.commit_lag_ms,
-            "ms_behind_source": self.behind_ms(),
+            "ms_behind_source": metrics.behind_ms,
             "last_error": w.last_error,
             "failing_sinks": w.failing_sinks,
-            "snapshot": self.snapshot_json(),
+            "snapshot": metrics.snapshot,
             "queues": self.queues_json(),
             "sinks": self.sinks_json(),
-        })
-    }
-
-    /// How far behind the database the last streamed change was when it was read
-    /// (Debezium's `MilliSecondsBehindSource`; `null` before one or without the metrics).
-    fn behind_ms(&self) -> Option<i64> {
-        let metrics = self
-            .snapshot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        metrics.and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).behind_ms())
-    }
-
-    /// The snapshot's progress (`null` without the metrics).
-    fn snapshot_json(&self) -> serde_json::Value {
-        let metrics = self
-            .snapshot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        metrics.map_or(serde_json::Value::Null, |m| {
-            m.lock().unwrap_or_else(|p| p.into_inner()).snapshot_json()
         })
     }
 }

@@ -46,9 +46,6 @@ struct Generation {
     arbiters: Vec<Arbiter>,
     live: usize,
     failure: Option<(String, ComponentError)>,
-    /// The snapshot's progress, shared with the transform stage: ticked by the flush clock
-    /// too, so a snapshot a sink holds back still says where it is.
-    progress: crate::metrics::SharedProgress,
 }
 
 /// Owns a pipeline's lifecycle.
@@ -74,8 +71,10 @@ pub struct Supervisor {
     signals: Option<crate::admin::SignalQueue>,
     /// What the admin endpoint shows.
     status: crate::status::Status,
-    /// Debezium's metrics, across generations (with an admin endpoint).
-    debezium: Option<Arc<Mutex<crate::metrics::DebeziumMetrics>>>,
+    /// The pipeline's metrics recorder (Debezium's metrics with an admin endpoint, and the
+    /// snapshot's progress), across generations: ticked by the flush clock too, so a snapshot
+    /// a sink holds back still says where it is.
+    recorder: crate::metrics::Recorder,
     restarts: u32,
     consecutive_failures: u32,
     committed_at_failure: Option<Position>,
@@ -84,7 +83,16 @@ pub struct Supervisor {
     deadline: Option<SpawnHandle>,
 }
 
+use crate::metrics::Observation;
 use crate::status::State;
+
+/// What a supervisor reports to and hears from: the admin endpoint's signals, the status it
+/// writes, the metrics recorder it tells.
+pub struct Reporting {
+    pub signals: Option<crate::admin::SignalQueue>,
+    pub status: crate::status::Status,
+    pub recorder: crate::metrics::Recorder,
+}
 
 impl Supervisor {
     /// A supervisor that will write its outcome into `outcome` and stop the actor system.
@@ -92,8 +100,13 @@ impl Supervisor {
         plan: PipelinePlan,
         options: RunOptions,
         outcome: Arc<Mutex<Option<Result<RunReport, RunError>>>>,
-        (signals, status): (Option<crate::admin::SignalQueue>, crate::status::Status),
+        reporting: Reporting,
     ) -> Self {
+        let Reporting {
+            signals,
+            status,
+            recorder,
+        } = reporting;
         let (committed_tx, _) = watch::channel(None);
         let (emitted, last_event_ms) = status.counters();
         Supervisor {
@@ -112,7 +125,7 @@ impl Supervisor {
             current: None,
             signals,
             status,
-            debezium: None,
+            recorder,
             restarts: 0,
             consecutive_failures: 0,
             committed_at_failure: None,
@@ -149,14 +162,7 @@ impl Supervisor {
         };
         let acked = generation.acker.acked();
         // The time gauges move while the stages wait (a sink holding the pipeline back).
-        if let Some(d) = &self.debezium {
-            d.lock().unwrap_or_else(|p| p.into_inner()).tick();
-        }
-        (generation
-            .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()))
-        .clock();
+        self.recorder.tick(Observation::Clock);
         let lag = generation.acker.oldest_pending();
         ::metrics::gauge!(metrics::COMMIT_LAG, "pipeline" => self.plan.name.clone())
             .set(lag.as_secs_f64());
@@ -256,10 +262,12 @@ impl Supervisor {
             },
         });
 
-        let progress = Arc::new(Mutex::new(crate::metrics::SnapshotProgress::new(
-            self.options.progress,
-            self.status.snapshot_plan(),
-        )));
+        // Debezium's metrics (when an admin endpoint serves them) are kept across generations:
+        // their counts go on.
+        (self.recorder).send(Observation::Generation {
+            queue: source_queue.clone(),
+            capacity: (limits.max_queue_size, max_bytes),
+        });
         let mut futures: Vec<(String, StageFuture)> = Vec::new();
         futures.push((
             "source".to_owned(),
@@ -287,27 +295,7 @@ impl Supervisor {
                         true => ComponentCounters::new(&plan.name, "transforms"),
                         false => ComponentCounters::timed(&plan.name, "transforms"),
                     },
-                    // Debezium's names, when an admin endpoint serves the metrics (its own, or
-                    // the server's it is attached to); kept across generations (their counts
-                    // go on).
-                    (plan.admin.is_some() || self.signals.is_some()).then(|| {
-                        let metrics = self.debezium.get_or_insert_with(|| {
-                            let capacity = (limits.max_queue_size, max_bytes);
-                            let metrics = crate::metrics::DebeziumMetrics::new(
-                                source_queue.clone(),
-                                capacity,
-                            )
-                            .with_plan(self.status.snapshot_plan())
-                            .with_counters(self.status.source_counters());
-                            let metrics = Arc::new(Mutex::new(metrics));
-                            self.status.snapshot_from(metrics.clone());
-                            metrics
-                        });
-                        (metrics.lock().unwrap_or_else(|p| p.into_inner()))
-                            .generation(source_queue.clone());
-                        metrics.clone()
-                    }),
-                    progress.clone(),
+                    self.recorder.clone(),
                 ),
             )),
         ));
@@ -326,7 +314,6 @@ impl Supervisor {
             arbiters,
             live,
             failure: None,
-            progress,
         }
     }
 
@@ -344,9 +331,7 @@ impl Supervisor {
     /// The generation's source is gone (also when its stages were cut off before they could
     /// say so): Debezium's `Connected` 0, a snapshot it was reading aborted.
     fn source_gone(&self) {
-        if let Some(d) = &self.debezium {
-            d.lock().unwrap_or_else(|p| p.into_inner()).disconnected();
-        }
+        self.recorder.send(Observation::Disconnected);
     }
 
     fn on_failure(&mut self, stage: String, error: ComponentError, ctx: &mut Context<Self>) {

@@ -139,7 +139,13 @@ pub(super) fn route(routes: &Routes, request: &Request) -> Option<Answer> {
     }
     Some(match target {
         "/metrics" => match &routes.metrics {
-            Some(handle) => (200, "text/plain; version=0.0.4", handle.render()),
+            Some(handle) => {
+                // Every pipeline's recorder is up to date with the batches passed so far.
+                for (_, attached) in routes.all() {
+                    attached.status.metrics_view();
+                }
+                (200, "text/plain; version=0.0.4", handle.render())
+            }
             None => plain(503, "another metrics recorder is installed in this process"),
         },
         "/" => (

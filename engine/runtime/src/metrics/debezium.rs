@@ -3,8 +3,9 @@
 //! `debezium_metrics_<Attribute>{plugin, name, context}`, CamelCase, booleans as 1/0, the
 //! `RowsScanned` map with a `table` label), so Debezium's Grafana dashboard reads Sluice.
 //!
-//! They are worked out from what the source emits, before the pipeline's transforms: each
-//! event's `source` block gives the connector (`plugin`, as Debezium names its MBeans:
+//! They are worked out from what the source emits, before the pipeline's transforms (the
+//! transform stage sends each batch's [`Batch`] facts; this recorder's thread keeps the counts
+//! and sets the gauges): each event's `source` block gives the connector (`plugin`, as Debezium names its MBeans:
 //! `postgres`, `mysql`, `sql_server`, ...), the logical name (`name`), whether it is a snapshot
 //! row (`snapshot` `true`/`first`/`last`: context `snapshot`, else `streaming`), its table and
 //! its time (`ts_ms`, for `MilliSecondsBehindSource`). Queue metrics are the source queue's.
@@ -18,7 +19,7 @@ use std::time::Instant;
 
 use metrics::Gauge;
 
-use sluice_engine::event::{ChangeEvent, Op, Value};
+use super::facts::{Batch, Changes, Identity, Run, TableRows};
 use sluice_engine::queue::BoundedQueue;
 
 /// The gauges of one context (`snapshot` or `streaming`).
@@ -88,8 +89,6 @@ struct Named {
     snapshot_time: Option<(Instant, Option<Instant>)>,
     /// `MilliSecondsBehindSource` as last set.
     behind_ms: Option<i64>,
-    /// The last snapshot row's topic and its table's name.
-    topic: Option<(Arc<str>, String)>,
     /// Rows read by incremental snapshots, by table (`db.schema.table`), for the status.
     incremental: HashMap<String, u64>,
 }
@@ -123,19 +122,6 @@ fn tail(name: &str) -> &str {
 /// A planned table: its name, the rows read of it, the database's estimate.
 type Planned = (String, u64, Option<u64>);
 
-/// An event's table as `db.schema.table` (or `db.table`), from its `source` block.
-fn table_of(event: &ChangeEvent) -> String {
-    [
-        event.source_field("db"),
-        event.source_field("schema"),
-        event.source_field("table"),
-    ]
-    .into_iter()
-    .filter_map(text)
-    .collect::<Vec<_>>()
-    .join(".")
-}
-
 /// Debezium's `plugin` label for a `source.connector` value (its MBeans' connector type).
 fn plugin(connector: &str) -> &str {
     match connector {
@@ -143,18 +129,6 @@ fn plugin(connector: &str) -> &str {
         "sqlserver" => "sql_server",
         other => other,
     }
-}
-
-fn text(v: Option<&Value>) -> Option<&str> {
-    v.and_then(Value::as_str)
-}
-
-/// Whether a `source.snapshot` value marks an initial (or blocking) snapshot's row.
-pub(super) fn is_snapshot(phase: Option<&str>) -> bool {
-    matches!(
-        phase,
-        Some("true" | "first" | "last" | "first_in_data_collection" | "last_in_data_collection")
-    )
 }
 
 impl DebeziumMetrics {
@@ -218,53 +192,34 @@ impl DebeziumMetrics {
         Some((tables, remaining))
     }
 
-    /// Counts `events`, as the source emitted them. The per-event work is kept small (the
-    /// metrics' cost is measured by `tests/bench/metrics_overhead.sh`): a batch whose first and
-    /// last events are of one phase is counted whole, snapshot rows by runs of one topic,
-    /// streamed changes by kind.
-    pub fn observe(&mut self, seq: u64, events: &[ChangeEvent]) {
-        self.seen = Some(seq);
-        let (Some(first), Some(last)) = (events.first(), events.last()) else {
-            return;
-        };
-        if self.named.is_none() && !self.name(first) {
+    /// Counts a batch of the source's events, from what it tells ([`Batch`]; the per-event
+    /// work was done where the events are, its cost measured by
+    /// `tests/bench/metrics_overhead.sh`).
+    pub fn record(&mut self, batch: &Batch) {
+        self.seen = Some(batch.seq);
+        if batch.runs.is_empty() {
             return;
         }
-        let phase = |e: &ChangeEvent| is_snapshot(text(e.source_field("snapshot")));
-        let whole = phase(first) == phase(last);
-        let mut i = 0;
-        while i < events.len() {
-            let snapshot = phase(&events[i]);
-            // The run of events of this phase (the whole batch when both ends agree).
-            let end = if whole {
-                events.len()
-            } else {
-                i + events[i..]
-                    .iter()
-                    .take_while(|e| phase(e) == snapshot)
-                    .count()
+        if self.named.is_none() {
+            let Some(Identity { connector, name }) = &batch.identity else {
+                return;
             };
-            if snapshot {
-                self.snapshot_starts(seq);
-                self.snapshot_rows(&events[i..end]);
-            } else {
-                self.streamed(&events[i..end]);
+            self.name_as(connector, name);
+        }
+        for run in &batch.runs {
+            match run {
+                Run::Snapshot { tables, ended } => {
+                    self.snapshot_starts(batch.seq);
+                    self.snapshot_rows(tables, *ended);
+                }
+                Run::Stream {
+                    changes,
+                    incremental,
+                    ts_ms,
+                } => self.streamed(changes, incremental, *ts_ms),
             }
-            i = end;
         }
         self.tick();
-    }
-
-    /// Names the gauges after the first event's `source` block; `false`: it has none.
-    fn name(&mut self, event: &ChangeEvent) -> bool {
-        let (Some(connector), Some(name)) = (
-            text(event.source_field("connector")),
-            text(event.source_field("name")),
-        ) else {
-            return false;
-        };
-        self.name_as(connector, name);
-        true
     }
 
     /// Names the gauges after connector type `connector` and logical name `name`.
@@ -286,7 +241,6 @@ impl DebeziumMetrics {
             rows: HashMap::new(),
             running: false,
             aborted: false,
-            topic: None,
             incremental: HashMap::new(),
         };
         named.connected.set(1.0);
@@ -332,73 +286,44 @@ impl DebeziumMetrics {
         }
     }
 
-    /// Snapshot rows: counted, by table in runs of one topic.
-    fn snapshot_rows(&mut self, events: &[ChangeEvent]) {
+    /// Snapshot rows, by table; `ended`: the snapshot's last row is among them.
+    fn snapshot_rows(&mut self, tables: &[TableRows], ended: bool) {
         let Some(n) = &mut self.named else { return };
-        let mut i = 0;
-        while i < events.len() {
-            let topic = &events[i].topic;
-            let run = events[i..]
-                .iter()
-                .take_while(|e| Arc::ptr_eq(&e.topic, topic) || e.topic == *topic)
-                .count();
-            // A run of schema change events (their own topic, no `op`) is no table's rows.
-            if events[i].op() != Some(Op::Read) {
-                i += run;
-                continue;
-            }
-            let same = n.topic.as_ref().is_some_and(|(t, _)| t == topic);
-            if !same {
-                n.topic = Some((topic.clone(), table_of(&events[i])));
-            }
-            let table = n.topic.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
-            let (gauge, rows) = n.rows.entry(table.clone()).or_insert_with(|| {
+        for TableRows { table, rows, .. } in tables {
+            let (gauge, read) = n.rows.entry(table.clone()).or_insert_with(|| {
                 let mut labels = n.snapshot.labels.clone();
-                labels.push(("table", table));
+                labels.push(("table", table.clone()));
                 (metrics::gauge!("debezium_metrics_RowsScanned", &labels), 0)
             });
-            *rows += run as u64;
-            gauge.set(*rows as f64);
-            n.snapshot.counts[0] += run as u64;
-            i += run;
+            *read += rows;
+            gauge.set(*read as f64);
+            n.snapshot.counts[0] += rows;
         }
         n.snapshot.last = Some(Instant::now());
-        let ended = events.last().and_then(|e| text(e.source_field("snapshot"))) == Some("last");
         if ended {
             n.snapshot_ended(true);
         }
     }
 
-    /// Streamed changes: counted by kind; the last one's time gives the lag.
-    fn streamed(&mut self, events: &[ChangeEvent]) {
+    /// Streamed changes, by kind, and incremental snapshots' rows by table; the time of the
+    /// last one (`ts_ms`) gives the lag.
+    fn streamed(&mut self, changes: &Changes, incremental: &[TableRows], ts_ms: Option<i64>) {
         let Some(n) = &mut self.named else { return };
         if n.running {
             n.snapshot_ended(true);
         }
-        let c = &mut n.streaming;
-        for event in events {
-            let i = match event.op() {
-                Some(Op::Create) => 1,
-                Some(Op::Update) => 2,
-                Some(Op::Delete) => 3,
-                // An incremental snapshot's row (among the stream's): counted by table.
-                Some(Op::Read) => {
-                    if text(event.source_field("snapshot")) == Some("incremental") {
-                        *n.incremental.entry(table_of(event)).or_insert(0) += 1;
-                    }
-                    0
-                }
-                Some(_) => 0,
-                // Tombstones, heartbeats, schema changes: not change events.
-                None => continue,
-            };
-            c.counts[0] += 1;
-            c.counts[i] += u64::from(i > 0);
+        for TableRows { table, rows, .. } in incremental {
+            *n.incremental.entry(table.clone()).or_insert(0) += rows;
         }
+        let c = &mut n.streaming;
+        c.counts[0] += changes.all;
+        c.counts[1] += changes.creates;
+        c.counts[2] += changes.updates;
+        c.counts[3] += changes.deletes;
         c.last = Some(Instant::now());
-        if let Some(Value::Int64(ts)) = events.last().and_then(|e| e.source_field("ts_ms")) {
+        if let Some(ts) = ts_ms {
             let now = sluice_engine::component::now_ms() as i64;
-            let behind = now.saturating_sub(*ts).max(0);
+            let behind = now.saturating_sub(ts).max(0);
             n.behind.set(behind as f64);
             n.behind_ms = Some(behind);
         }

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::phase;
+use crate::metrics::facts::Batch;
 use sluice_engine::component::SnapshotPlan;
-use sluice_engine::event::ChangeEvent;
 
 /// Bars drawn at once, at most (the table idle longest gives its place to a new one).
 const MAX_BARS: usize = 8;
@@ -62,26 +61,11 @@ impl Bars {
     }
 
     /// Counts the snapshot rows of a batch, table by table; the snapshot's last row ends it.
-    pub(super) fn observe(&mut self, events: &[ChangeEvent]) {
-        let mut run: Option<(&Arc<str>, u64)> = None;
-        let mut ended = false;
-        for event in events {
-            let Some(phase) = phase(event) else { continue };
-            ended |= phase == "last";
-            match &mut run {
-                Some((topic, n)) if **topic == event.topic => *n += 1,
-                _ => {
-                    if let Some((topic, n)) = run.take() {
-                        self.add(topic, n);
-                    }
-                    run = Some((&event.topic, 1));
-                }
-            }
+    pub(super) fn record(&mut self, batch: &Batch) {
+        for (table, _) in batch.snapshot_rows() {
+            self.add(&table.topic, table.rows);
         }
-        if let Some((topic, n)) = run {
-            self.add(topic, n);
-        }
-        if ended {
+        if batch.ends_snapshot() {
             let all: Vec<Arc<str>> = self.tables.keys().cloned().collect();
             all.iter().for_each(|t| self.finish(t));
             self.done.clear();

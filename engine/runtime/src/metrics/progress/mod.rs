@@ -3,27 +3,21 @@
 //! the run asks for them ([`ProgressView::Bars`]: `sluice run` on a terminal), else plain log
 //! lines: one every 10 seconds with the rows so far, the rate and the table being read (also
 //! while a sink holds the snapshot back and no row passes: the pipeline's clock ticks it), one
-//! when the snapshot's last row passes. Worked out per batch (log lines: from its last event,
-//! two field reads), so it costs nothing measurable.
+//! when the snapshot's last row passes. Worked out from each batch's facts ([`Batch`]) on the
+//! metrics recorder's thread.
 
 mod bars;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::facts::Batch;
 use sluice_engine::component::SnapshotPlan;
-use sluice_engine::event::{ChangeEvent, Op};
 
 pub use bars::suspend;
 
 /// Time between progress lines.
 const EVERY: Duration = Duration::from_secs(10);
-/// Events at the end of a batch looked at for its last snapshot row.
-const TAIL: usize = 8;
-
-/// A pipeline's snapshot progress, shared by its transform stage (which counts the rows) and
-/// its supervisor (whose clock ticks it).
-pub type SharedProgress = Arc<std::sync::Mutex<SnapshotProgress>>;
 
 /// How snapshot progress is shown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,18 +42,6 @@ pub struct SnapshotProgress {
     bars: Option<bars::Bars>,
 }
 
-/// The snapshot phase of a row of a snapshot (`None`: not one): the initial or a blocking
-/// snapshot's (`true`, `first`, `last`, ...) or an incremental one's.
-fn phase(event: &ChangeEvent) -> Option<&str> {
-    if event.op() != Some(Op::Read) {
-        return None;
-    }
-    let phase = event.source_field("snapshot").and_then(|v| v.as_str());
-    (super::debezium::is_snapshot(phase) || phase == Some("incremental"))
-        .then_some(phase)
-        .flatten()
-}
-
 impl SnapshotProgress {
     /// Progress shown as `view` says, against the tables `plan` announces.
     pub fn new(view: ProgressView, plan: SnapshotPlan) -> Self {
@@ -69,24 +51,27 @@ impl SnapshotProgress {
         }
     }
 
-    /// Counts a batch of the source's events.
-    pub fn observe(&mut self, events: &[ChangeEvent]) {
+    /// Counts the snapshot rows of a batch of the source's events.
+    pub fn record(&mut self, batch: &Batch) {
         if let Some(bars) = &mut self.bars {
-            bars.observe(events);
+            bars.record(batch);
             return;
         }
-        // The batch's last snapshot row: a snapshot's last batch may end with its notifications
-        // (a table's scan done, the snapshot completed); a few events at most are looked at.
-        let tail = events.iter().rev().take(TAIL);
-        let Some((last, phase)) = tail.filter_map(|e| phase(e).map(|p| (e, p))).next() else {
+        let mut last = None;
+        let mut rows = 0;
+        for (table, incremental) in batch.snapshot_rows() {
+            rows += table.rows;
+            last = Some((table, incremental));
+        }
+        let Some((last, incremental)) = last else {
             return;
         };
         let now = Instant::now();
         let started = *self.started.get_or_insert(now);
-        self.rows += events.len() as u64;
+        self.rows += rows;
         self.table = Some(last.topic.clone());
-        self.incremental = phase == "incremental";
-        if phase == "last" {
+        self.incremental = incremental;
+        if batch.ends_snapshot() {
             let seconds = now.duration_since(started).as_secs_f64();
             tracing::info!(
                 rows = self.rows,
