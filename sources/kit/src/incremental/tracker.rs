@@ -14,7 +14,7 @@ use super::Progress;
 use sluice_engine::{ChangeEvent, Position};
 
 use crate::notification::{Notification, Notifications};
-use crate::signal::{select_captured, Action, BlockingRequest, Collections, Signal};
+use crate::signal::{select_captured, Action, BlockingRequest, Collections, Signal, SignalRefused};
 
 /// What a source can do with a signal beyond a plain incremental snapshot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -241,9 +241,14 @@ impl<K: Clone + Serialize> Tracker<K> {
 
     /// Refuses a signal that cannot be carried out: one warning with the reason, and an
     /// `ABORTED` notification naming it.
-    pub fn refuse(&mut self, signal: &Signal, reason: String) {
+    pub fn refuse(&mut self, signal: &Signal, reason: &SignalRefused) {
         tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.");
-        self.note(&signal.id, "ABORTED", false, vec![("reason", reason)]);
+        self.note(
+            &signal.id,
+            "ABORTED",
+            false,
+            vec![("reason", reason.to_string())],
+        );
     }
 
     /// Starts a snapshot of `tables`, or adds them to the running one.
@@ -452,7 +457,7 @@ impl<K: Clone + Serialize> Tracker<K> {
                 self.carry_out(signal, action, (captured, qualifier), can, blocking)
             }
             Err(reason) => {
-                self.refuse(signal, reason);
+                self.refuse(signal, &reason);
                 false
             }
         }
@@ -481,7 +486,7 @@ impl<K: Clone + Serialize> Tracker<K> {
             }
             Ok(Outcome::Done) => false,
             Err(reason) => {
-                self.refuse(signal, reason);
+                self.refuse(signal, &reason);
                 false
             }
         }
@@ -498,8 +503,8 @@ impl<K: Clone + Serialize> Tracker<K> {
         captured: &[String],
         qualifier: &str,
         can: Abilities,
-    ) -> Result<Outcome, String> {
-        let unsupported = |what: &str| Err(format!("{what} are not supported by this source"));
+    ) -> Result<Outcome, SignalRefused> {
+        let unsupported = |what| Err(SignalRefused::Unsupported { what });
         match action {
             Action::Execute { blocking: true, .. } if !can.blocking => {
                 unsupported("blocking snapshots (use `type: incremental`)")
@@ -530,11 +535,10 @@ impl<K: Clone + Serialize> Tracker<K> {
                         Some(k) => format!("the surrogate key `{k}`"),
                         None => "the primary key".to_owned(),
                     };
-                    return Err(format!(
-                        "a snapshot read by {} is running; this one asks for {}: send it once that one is done",
-                        by(&p.surrogate_key),
-                        by(&surrogate_key)
-                    ));
+                    return Err(SignalRefused::OtherKeyRunning {
+                        running: by(&p.surrogate_key),
+                        asked: by(&surrogate_key),
+                    });
                 }
                 self.execute(&signal.id, tables, conditions, surrogate_key);
                 Ok(Outcome::Restart)
@@ -597,6 +601,7 @@ mod tests {
         let (s, a) = signal(kind, data);
         let captured = ["t".to_owned(), "u".to_owned(), "sig".to_owned()];
         t.act(&s, a, &captured, "main", can)
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod blocking;
 pub mod channels;
+mod error;
 pub mod file;
 #[cfg(feature = "kafka-signals")]
 pub mod kafka;
@@ -19,6 +20,7 @@ use sluice_engine::{ChangeEvent, Op, Value};
 
 pub use blocking::BlockingRequest;
 pub use channels::{ChannelError, Channels, Received};
+pub use error::SignalRefused;
 pub use file::{FileChannel, PolledFile};
 
 /// Prefix of the `kafka` channel's consumer properties passed through
@@ -175,10 +177,10 @@ pub fn select_captured(
     collections: &[String],
     captured: &[String],
     qualifier: &str,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, SignalRefused> {
     let tables = Collections::new(collections, qualifier).select(captured);
     if tables.is_empty() {
-        return Err(format!("no captured table matches {collections:?}"));
+        return Err(SignalRefused::NothingSelected(collections.to_vec()));
     }
     Ok(tables)
 }
@@ -248,9 +250,8 @@ pub fn from_insert(event: &ChangeEvent) -> Option<Signal> {
 }
 
 /// Parses a line of `signal.file`.
-pub fn from_json_line(line: &str) -> Result<Signal, String> {
-    let parsed: FileLine =
-        serde_json::from_str(line).map_err(|e| format!("not a signal (JSON with `type`): {e}"))?;
+pub fn from_json_line(line: &str) -> Result<Signal, SignalRefused> {
+    let parsed: FileLine = serde_json::from_str(line).map_err(SignalRefused::NotASignal)?;
     let data = parsed.data.map(|d| match d {
         serde_json::Value::String(s) => s,
         other => other.to_string(),
@@ -262,46 +263,36 @@ pub fn from_json_line(line: &str) -> Result<Signal, String> {
     })
 }
 
-fn data<'a, T: Deserialize<'a>>(signal: &'a Signal) -> Result<T, String> {
+fn data<'a, T: Deserialize<'a>>(signal: &'a Signal) -> Result<T, SignalRefused> {
     let text = signal.data.as_deref().unwrap_or("{}");
-    serde_json::from_str(text).map_err(|e| format!("`data` is not valid: {e}"))
+    serde_json::from_str(text).map_err(SignalRefused::InvalidData)
 }
 
 /// What `signal` asks for; `Ok(None)` for a no-op (an empty collection list).
-pub fn interpret(signal: &Signal) -> Result<Option<Action>, String> {
+pub fn interpret(signal: &Signal) -> Result<Option<Action>, SignalRefused> {
     match signal.kind.as_str() {
         "execute-snapshot" => {
             let d: ExecuteData = data(signal)?;
-            let collections = d
-                .collections
-                .ok_or("`data-collections` is missing (an empty list is a no-op)")?;
+            let collections = d.collections.ok_or(SignalRefused::NoCollections)?;
             if collections.is_empty() {
                 return Ok(None);
             }
             for c in &collections {
-                regex::Regex::new(c).map_err(|e| {
-                    format!(
-                        "data collection `{c}` is not a valid regex: {}",
-                        e.to_string().lines().last().unwrap_or_default()
-                    )
+                regex::Regex::new(c).map_err(|cause| SignalRefused::InvalidCollection {
+                    collection: c.clone(),
+                    reason: cause.to_string().lines().last().unwrap_or_default().into(),
+                    cause,
                 })?;
             }
             let blocking = match d.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
                 None | Some("incremental") => false,
                 Some("blocking") => true,
-                Some(other) => {
-                    return Err(format!(
-                        "snapshot type `{other}` is not supported: use incremental or blocking"
-                    ))
-                }
+                Some(other) => return Err(SignalRefused::SnapshotType(other.into())),
             };
             let mut conditions = BTreeMap::new();
             for c in d.conditions {
                 if conditions.insert(c.collection.clone(), c.filter).is_some() {
-                    return Err(format!(
-                        "two additional conditions for `{}`: give one",
-                        c.collection
-                    ));
+                    return Err(SignalRefused::TwoConditions(c.collection));
                 }
             }
             Ok(Some(Action::Execute {
@@ -315,8 +306,8 @@ pub fn interpret(signal: &Signal) -> Result<Option<Action>, String> {
             let d: StopData = data(signal)?;
             match d.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
                 Some("incremental") => {}
-                Some(other) => return Err(format!("cannot stop a `{other}` snapshot")),
-                None => return Err("`type` is required (incremental)".into()),
+                Some(other) => return Err(SignalRefused::CannotStop(other.into())),
+                None => return Err(SignalRefused::StopWithoutType),
             }
             Ok(Some(Action::Stop(d.collections.filter(|c| !c.is_empty()))))
         }
@@ -326,7 +317,7 @@ pub fn interpret(signal: &Signal) -> Result<Option<Action>, String> {
             let d: LogData = data(signal)?;
             Ok(Some(Action::Log(d.message)))
         }
-        other => Err(format!("unknown signal type `{other}`")),
+        other => Err(SignalRefused::UnknownType(other.into())),
     }
 }
 
@@ -378,6 +369,10 @@ mod tests {
         assert!(route(&exec("x"), &[]).is_empty());
     }
 
+    fn interpret_text(signal: &Signal) -> Result<Option<Action>, String> {
+        interpret(signal).map_err(|e| e.to_string())
+    }
+
     fn signal(kind: &str, data: &str) -> Signal {
         Signal {
             id: "s1".into(),
@@ -405,19 +400,19 @@ mod tests {
         assert_eq!(collections, ["public.a", "public.b"]);
         assert_eq!(conditions["public.a"], "color='blue'");
         assert_eq!(
-            interpret(&signal("execute-snapshot", r#"{"data-collections": []}"#)),
+            interpret_text(&signal("execute-snapshot", r#"{"data-collections": []}"#)),
             Ok(None)
         );
         assert_eq!(
-            interpret(&signal("stop-snapshot", r#"{"type": "incremental"}"#)),
+            interpret_text(&signal("stop-snapshot", r#"{"type": "incremental"}"#)),
             Ok(Some(Action::Stop(None)))
         );
         assert_eq!(
-            interpret(&signal("log", r#"{"message": "hello"}"#)),
+            interpret_text(&signal("log", r#"{"message": "hello"}"#)),
             Ok(Some(Action::Log("hello".into())))
         );
         let line = from_json_line(r#"{"id": "f1", "type": "pause-snapshot", "data": {}}"#).unwrap();
-        assert_eq!(interpret(&line), Ok(Some(Action::Pause)));
+        assert!(matches!(interpret(&line), Ok(Some(Action::Pause))));
     }
 
     #[test]
@@ -448,7 +443,7 @@ mod tests {
             ("log", "{}", "not valid"),
         ];
         for (kind, data, reason) in cases {
-            let e = interpret(&signal(kind, data)).unwrap_err();
+            let e = interpret(&signal(kind, data)).unwrap_err().to_string();
             assert!(e.contains(reason), "{kind} {data}: {e}");
         }
         assert!(from_json_line("[1, 2]").is_err());

@@ -16,7 +16,8 @@ use crate::postgres::records::table::{Cell, TableSchema};
 use crate::postgres::server::catalog::ConnInfo;
 use sluice_kit::incremental::Abilities;
 use sluice_kit::signal::{
-    interpret, select_captured, Action, BlockingRequest, Signal, WINDOW_CLOSE, WINDOW_OPEN,
+    interpret, select_captured, Action, BlockingRequest, Signal, SignalRefused, WINDOW_CLOSE,
+    WINDOW_OPEN,
 };
 
 /// What PostgreSQL's incremental snapshots do beyond the plain one (blocking snapshots run
@@ -137,9 +138,9 @@ impl Signals {
     /// Refuses a signal that cannot be carried out: one warning with the reason, and an
     /// `ABORTED` notification naming it (when an incremental snapshot can send one). The
     /// stream goes on.
-    fn refuse(&mut self, signal: &Signal, reason: String) {
+    fn refuse(&mut self, signal: &Signal, reason: SignalRefused) {
         match self.incremental.as_mut() {
-            Some(inc) => inc.tracker.refuse(signal, reason),
+            Some(inc) => inc.tracker.refuse(signal, &reason),
             None => {
                 tracing::warn!(id = %signal.id, r#type = %signal.kind, %reason, "Signal refused.")
             }
@@ -202,7 +203,7 @@ impl Signals {
             return Ok(());
         }
         let Some(inc) = self.incremental.as_mut() else {
-            self.refuse(signal, "incremental snapshots need `signal.data.collection` (the watermarks are written there)".into());
+            self.refuse(signal, SignalRefused::NoSignalingTable);
             return Ok(());
         };
         // Blocking snapshots are taken above (ABILITIES): none comes back from the tracker.
@@ -240,7 +241,7 @@ impl Signals {
 async fn check_conditions(
     client: &tokio_postgres::Client,
     conditions: &std::collections::BTreeMap<String, String>,
-) -> Result<(), String> {
+) -> Result<(), SignalRefused> {
     for (table, filter) in conditions {
         let qualified = table
             .split('.')
@@ -254,7 +255,7 @@ async fn check_conditions(
         client
             .batch_execute(&begin)
             .await
-            .map_err(|e| format!("cannot check the additional conditions: {e}"))?;
+            .map_err(|e| SignalRefused::ConditionsUnchecked(Box::new(e)))?;
         let planned = client
             .query(
                 &format!("EXPLAIN SELECT 1 FROM {qualified} WHERE ({filter})"),
@@ -266,9 +267,11 @@ async fn check_conditions(
             let detail = e
                 .as_db_error()
                 .map_or_else(|| e.to_string(), |d| d.message().to_owned());
-            return Err(format!(
-                "the additional condition `{filter}` for {table} is not a valid filter: {detail}"
-            ));
+            return Err(SignalRefused::InvalidCondition {
+                table: table.clone(),
+                filter: filter.clone(),
+                reason: detail,
+            });
         }
     }
     Ok(())
