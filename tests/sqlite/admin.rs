@@ -6,14 +6,21 @@ use super::*;
 
 /// The test pipeline of `db` with an admin endpoint on a free port: its file and the port.
 fn admin_pipeline(dir: &Path, db: &Path) -> (PathBuf, u16) {
+    let (pipeline, port) = admin_base(dir, source(db));
+    (pipeline.write(dir), port)
+}
+
+/// The test pipeline of `source` with an admin endpoint on a free port: its parts and the
+/// port.
+fn admin_base(dir: &Path, source: Component) -> (Pipeline, u16) {
     let port = sluice_test_support::pg::free_port();
-    let path = pipeline(dir, db, "");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "name: sqlite_test\n",
-        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-    );
-    std::fs::write(&path, text).unwrap();
-    (path, port)
+    let pipeline = base(dir, source).setting("admin", &[("bind", bind(port))]);
+    (pipeline, port)
+}
+
+/// `127.0.0.1:port`.
+fn bind(port: u16) -> Scalar {
+    format!("127.0.0.1:{port}").into()
 }
 
 /// `GET target` on `port`: the status code and the body.
@@ -171,17 +178,12 @@ fn a_failing_sink_makes_the_pipeline_not_ready_and_says_why() {
     );
     conn.execute_batch("insert into t values (1);").unwrap();
     let closed = sluice_test_support::pg::free_port();
-    let (path, port) = admin_pipeline(dir.path(), &db);
+    let (pipeline, port) = admin_base(dir.path(), source(&db));
     // A sink whose server is away: its writes fail and are retried.
-    let sink = format!(
-        "  - type: file\n    path: {}/out.jsonl\n    schemas.enable: false\n",
-        dir.path().display()
-    );
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        &sink,
-        &format!("  - type: http\n    url: http://127.0.0.1:{closed}/events\n    retries: 0\n"),
-    );
-    std::fs::write(&path, text).unwrap();
+    let away = Component::new("http")
+        .set("url", format!("http://127.0.0.1:{closed}/events"))
+        .set("retries", 0u32);
+    let path = pipeline.without_sinks().sink(away).write(dir.path());
     let mut child = start(&path, &[]);
     let body = wait_for_status(port, "/health/ready", 503);
     assert!(body.contains("DOWN"), "{body}");
@@ -309,11 +311,10 @@ fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
         "create table t (id integer primary key, v text);",
         &["t"],
     );
-    let (path, port) = admin_pipeline(dir.path(), &db);
-    let open = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace(&format!("127.0.0.1:{port}"), &format!("0.0.0.0:{port}"));
-    std::fs::write(&path, &open).unwrap();
+    let (pipeline, port) = admin_base(dir.path(), source(&db));
+    let everywhere: Scalar = format!("0.0.0.0:{port}").into();
+    let open = pipeline.setting("admin", &[("bind", everywhere.clone())]);
+    let path = open.write(dir.path());
     // No token: refused before anything runs, naming the fix.
     let o = std::process::Command::new(sluice_test_support::pg::sluice())
         .arg("validate")
@@ -330,14 +331,11 @@ fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
     // `sluice status` sends it.
     let secret = "3f9c2a7b1d8e4c6a9b0d2e4f6a8c0e1d";
     std::fs::write(dir.path().join("token"), format!("{secret}\n")).unwrap();
-    let guarded = open.replace(
-        &format!("bind: \"0.0.0.0:{port}\""),
-        &format!(
-            "bind: \"0.0.0.0:{port}\", token.file: {}",
-            dir.path().join("token").display()
-        ),
-    );
-    std::fs::write(&path, guarded).unwrap();
+    let token_file = ("token.file", dir.path().join("token").into());
+    let guarded = open
+        .clone()
+        .setting("admin", &[("bind", everywhere), token_file]);
+    guarded.write(dir.path());
     let mut child = sluice_test_support::pg::spawn_logged(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("run")
@@ -367,7 +365,7 @@ fn an_endpoint_beyond_this_machine_needs_its_token_and_the_cli_sends_it() {
 
     // A token from the environment (`${VAR}`): the same, for the run and the command line.
     // (In block style: `${...}` is a plain scalar, which a flow mapping's braces would end.)
-    let from_env = open.replace(
+    let from_env = open.yaml().replace(
         &format!("admin: {{ bind: \"0.0.0.0:{port}\" }}"),
         &format!("admin:\n  bind: \"0.0.0.0:{port}\"\n  token: ${{SLUICE_TEST_ADMIN_TOKEN}}"),
     );
@@ -416,9 +414,9 @@ fn a_tap_shows_one_sinks_events_of_the_topics_asked_for() {
         "create table t (id integer primary key, v text); create table u (id integer primary key);",
         &["t", "u"],
     );
-    let (path, port) = admin_pipeline(dir.path(), &db);
-    let text = std::fs::read_to_string(&path).unwrap() + "  - type: \"null\"\n    name: quiet\n";
-    std::fs::write(&path, text).unwrap();
+    let (pipeline, port) = admin_base(dir.path(), source(&db));
+    let quiet = Component::new("null").named("quiet");
+    let path = pipeline.sink(quiet).write(dir.path());
     let mut child = start(&path, &[]);
     wait_for_status(port, "/health/ready", 200);
     let sluice = env!("CARGO_BIN_EXE_sluice");
@@ -555,12 +553,9 @@ fn skipped_changes_are_counted_as_erroneous_events() {
         "create table t (id integer primary key, n integer); insert into t values (1, 10), (2, 'abc'), (3, 30);",
         &["t"],
     );
-    let (path, port) = admin_pipeline(dir.path(), &db);
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "  poll.interval.ms: 20\n",
-        "  poll.interval.ms: 20\n  event.processing.failure.handling.mode: warn\n",
-    );
-    std::fs::write(&path, text).unwrap();
+    let warn = source(&db).set("event.processing.failure.handling.mode", "warn");
+    let (pipeline, port) = admin_base(dir.path(), warn);
+    let path = pipeline.write(dir.path());
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 2);
     conn.execute_batch("update t set n = 'x' where id = 1; insert into t values (4, 40);")
@@ -624,13 +619,15 @@ fn the_endpoint_serves_https_and_asks_for_client_certificates() {
         "create table t (id integer primary key); insert into t values (1);",
         &["t"],
     );
-    let (path, port) = admin_pipeline(dir.path(), &db);
+    let (pipeline, port) = admin_base(dir.path(), source(&db));
+    let tls = [
+        ("bind", bind(port)),
+        ("tls.certificate", certs.join("server.pem").into()),
+        ("tls.key", certs.join("server.key").into()),
+        ("tls.client.ca", certs.join("ca.pem").into()),
+    ];
+    let path = pipeline.setting("admin", &tls).write(dir.path());
     let c = certs.display();
-    let file = std::fs::read_to_string(&path).unwrap().replace(
-        &format!("admin: {{ bind: \"127.0.0.1:{port}\" }}"),
-        &format!("admin: {{ bind: \"127.0.0.1:{port}\", tls.certificate: {c}/server.pem, tls.key: {c}/server.key, tls.client.ca: {c}/ca.pem }}"),
-    );
-    std::fs::write(&path, file).unwrap();
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 1);
     let url = format!("https://127.0.0.1:{port}/pipelines/sqlite_test");

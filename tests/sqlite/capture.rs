@@ -63,7 +63,7 @@ fn bad_input_is_one_clear_line() {
             .unwrap();
         error_line(&o)
     };
-    let e = run(&pipeline(dir.path(), &db, ""));
+    let e = run(&pipeline(dir.path(), &db, &[]));
     assert!(
         e.contains("does not exist") && e.contains("database.path"),
         "{e}"
@@ -71,7 +71,7 @@ fn bad_input_is_one_clear_line() {
     let conn = Connection::open(&db).unwrap();
     conn.execute_batch("create table t (id integer primary key, v text)")
         .unwrap();
-    let e = run(&pipeline(dir.path(), &db, ""));
+    let e = run(&pipeline(dir.path(), &db, &[]));
     assert!(
         e.contains("is in capture mode: run `sluice capture enable"),
         "{e}"
@@ -81,7 +81,7 @@ fn bad_input_is_one_clear_line() {
         .success());
     conn.execute_batch("alter table t add column extra int")
         .unwrap();
-    let e = run(&pipeline(dir.path(), &db, ""));
+    let e = run(&pipeline(dir.path(), &db, &[]));
     assert!(
         e.contains("changed since capture was enabled") && e.contains("capture enable"),
         "{e}"
@@ -105,7 +105,7 @@ fn rows_larger_than_the_queue_pass_in_bounded_memory() {
          insert into t select i, hex(randomblob(2500000)) from g",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     let mut child = start(&path, &[]);
     let wait = |n: usize, child: &mut Child| {
         let t0 = Instant::now();
@@ -136,7 +136,7 @@ fn the_reader_thread_logs_inside_its_stage_span() {
         "create table t (id integer primary key); insert into t values (1);",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");

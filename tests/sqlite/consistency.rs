@@ -16,7 +16,7 @@ fn snapshot_and_stream_under_a_writer_end_in_the_tables_state_even_after_kill_9(
     assert!(sluice(&["capture", "enable", db.to_str().unwrap(), "t"])
         .status
         .success());
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = writer(&db, &stop, Duration::from_millis(2), |i| {
         let id = 1 + (i * 7919) % 2500;
@@ -78,7 +78,7 @@ fn a_first_snapshot_does_not_repeat_the_changes_recorded_before_it() {
         "insert into t values (3, 'c'); update t set v = 'bb' where id = 2; delete from t where id = 1;",
     )
     .unwrap();
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 2);
     conn.execute_batch("insert into t values (4, 'd');")
@@ -112,13 +112,9 @@ fn a_first_snapshot_does_not_wait_for_the_flush_interval() {
         "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b');",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        text.replace("flush_interval: 50ms", "flush_interval: 1h"),
-    )
-    .unwrap();
+    let path = base(dir.path(), source(&db))
+        .setting("offsets", &[("flush_interval", "1h".into())])
+        .write(dir.path());
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 2);
     child.kill().unwrap();
@@ -135,7 +131,7 @@ fn a_stream_started_without_changes_resumes_from_where_it_started() {
         "create table t (id integer primary key, v text); insert into t values (1, 'old');",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "  snapshot.mode: no_data\n");
+    let path = pipeline(dir.path(), &db, &[("snapshot.mode", "no_data".into())]);
     // Nothing changes while it runs; its starting point is committed anyway.
     run_until_idle(&path);
     conn.execute_batch(
@@ -158,7 +154,7 @@ fn acknowledged_changes_are_kept_for_the_retention() {
         "create table t (id integer primary key, v text)",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "  purge.retention: 1h\n");
+    let path = pipeline(dir.path(), &db, &[("purge.retention", "1h".into())]);
     let mut child = start(&path, &["--stop-when-idle", "1s"]);
     std::thread::sleep(Duration::from_millis(300));
     conn.execute_batch(
@@ -185,14 +181,9 @@ fn acknowledged_changes_are_kept_for_the_retention() {
 fn kill_9_at_random_moments_under_a_writer_rebuilds_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let (db, conn) = captured(dir.path(), "create table t (id integer primary key, n int not null, s text); with recursive g(v) as (select 1 union all select v + 1 from g where v < 10000) insert into t select v, v, 'row ' || v from g;", &["t"]);
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     let always = dir.path().join("always.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let text = text.replace(
-        "  poll.interval.ms: 20\n",
-        "  poll.interval.ms: 20\n  snapshot.mode: always\n",
-    );
-    std::fs::write(&always, text).unwrap();
+    base(dir.path(), source(&db).set("snapshot.mode", "always")).write_as(&always);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = writer(&db, &stop, Duration::from_millis(2), |i| {
         format!(
@@ -251,11 +242,11 @@ fn snapshot_modes_follow_the_stored_offsets_and_the_flags() {
         "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b');",
         &["t"],
     );
-    let run = |extra: &str| {
-        run_until_idle(&pipeline(dir.path(), &db, extra));
+    let run = |keys: &[(&str, Scalar)]| {
+        run_until_idle(&pipeline(dir.path(), &db, keys));
         ops(dir.path())
     };
-    let only = "  snapshot.mode: initial_only\n";
+    let only = &[("snapshot.mode", "initial_only".into())];
     assert_eq!(run(only), ["r", "r"]);
     conn.execute_batch("insert into t values (3, 'c');")
         .unwrap();
@@ -264,13 +255,25 @@ fn snapshot_modes_follow_the_stored_offsets_and_the_flags() {
         ["r", "r"],
         "a completed initial_only snapshot: nothing to do"
     );
-    let data_only = "  snapshot.mode: configuration_based\n  snapshot.mode.configuration.based.snapshot.data: true\n";
+    let data_only = &[
+        ("snapshot.mode", "configuration_based".into()),
+        (
+            "snapshot.mode.configuration.based.snapshot.data",
+            true.into(),
+        ),
+    ];
     assert_eq!(
         run(data_only),
         ["r", "r", "r", "r", "r"],
         "snapshots again, does not stream"
     );
-    let stream_only = "  snapshot.mode: configuration_based\n  snapshot.mode.configuration.based.start.stream: true\n";
+    let stream_only = &[
+        ("snapshot.mode", "configuration_based".into()),
+        (
+            "snapshot.mode.configuration.based.start.stream",
+            true.into(),
+        ),
+    ];
     conn.execute_batch("update t set v = 'd' where id = 1;")
         .unwrap();
     let ops = run(stream_only);
@@ -282,7 +285,7 @@ fn snapshot_modes_follow_the_stored_offsets_and_the_flags() {
         ["c", "u"],
         "streams from the stored position without a snapshot"
     );
-    let path = pipeline(dir.path(), &db, "  snapshot.mode: recovery\n");
+    let path = pipeline(dir.path(), &db, &[("snapshot.mode", "recovery".into())]);
     let o = sluice(&["validate", path.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");

@@ -14,7 +14,7 @@ fn the_same_pipeline_run_twice_is_refused_and_the_first_goes_on() {
         "create table t (id integer primary key, v text);",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     let mut first = start(&path, &[]);
     insert(&conn, 1..=2);
     wait_created(dir.path(), &[1, 2]);
@@ -162,7 +162,7 @@ fn another_sources_position_is_refused_with_one_line() {
         "create table t (id integer primary key, v text);",
         &["t"],
     );
-    let path = pipeline(dir.path(), &db, "");
+    let path = pipeline(dir.path(), &db, &[]);
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let offsets = dir.path().join("data/offsets.json");
     let stored = r#"{"pipelines": {"sqlite_test": {"position": "{\"lsn\":91664504}", "committed_at_ms": 0}}}"#;

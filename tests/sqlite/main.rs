@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value as Json;
 use sluice_test_support::moments::Moments;
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
 use sluice_test_support::procstat;
 
 mod admin;
@@ -55,17 +56,42 @@ fn error_line(o: &Output) -> String {
         .to_owned()
 }
 
-fn pipeline(dir: &Path, db: &Path, extra: &str) -> PathBuf {
-    let text = format!(
-        "name: sqlite_test\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: false\n",
-        d = dir.display(),
-        db = db.display()
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The test source reading `db`: topics under `app`, polled every 20 ms.
+fn source(db: &Path) -> Component {
+    Component::new("sqlite")
+        .set("database.path", db)
+        .set("topic.prefix", "app")
+        .set("poll.interval.ms", 20u32)
+}
+
+/// The test pipeline of `source` under `dir`: offsets flushed every 50 ms, no restarts, a file
+/// sink (`out.jsonl`, without schemas).
+fn base(dir: &Path, source: Component) -> Pipeline {
+    Pipeline::new("sqlite_test", dir.join("data"))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+        .sink(file_sink(dir, false))
+}
+
+/// The test pipeline's file sink (`out.jsonl`), with or without schemas.
+fn file_sink(dir: &Path, schemas: bool) -> Component {
+    Component::new("file")
+        .set("path", dir.join("out.jsonl"))
+        .set("schemas.enable", schemas)
+}
+
+/// The test pipeline of `db` with its source's `keys`, its events written with their schemas.
+fn pipeline_with_schemas(dir: &Path, db: &Path, keys: &[(&str, Scalar)]) -> PathBuf {
+    base(dir, source(db).set_all(keys))
+        .without_sinks()
+        .sink(file_sink(dir, true))
+        .write(dir)
+}
+
+/// The test pipeline of `db`, its source's `keys` set, written in `dir`.
+fn pipeline(dir: &Path, db: &Path, keys: &[(&str, Scalar)]) -> PathBuf {
+    base(dir, source(db).set_all(keys)).write(dir)
 }
 
 fn lines(dir: &Path) -> Vec<Json> {

@@ -11,8 +11,11 @@ fn skipped_operations_are_left_out_and_the_position_moves_past_them() {
         "create table t (id integer primary key, v text); insert into t values (1, 'a');",
         &["t"],
     );
-    let skip_updates = "  skipped.operations: u\n  tombstones.on.delete: false\n";
-    let path = pipeline(dir.path(), &db, skip_updates);
+    let skip_updates = [
+        ("skipped.operations", "u".into()),
+        ("tombstones.on.delete", false.into()),
+    ];
+    let path = pipeline(dir.path(), &db, &skip_updates);
     run_until_idle(&path);
     assert_eq!(ops(dir.path()), ["r"]);
     // Only skipped changes: nothing is written, and the position still moves past them (the
@@ -43,7 +46,7 @@ fn a_value_that_does_not_fit_its_column_fails_or_is_skipped_per_mode() {
     let dir = tempfile::tempdir().unwrap();
     // SQLite keeps 'abc' in an INTEGER column; as an int64 it has no representation.
     let (db, conn) = captured(dir.path(), "create table t (id integer primary key, n integer); insert into t values (1, 10), (2, 'abc'), (3, 30);", &["t"]);
-    let failing = pipeline(dir.path(), &db, "");
+    let failing = pipeline(dir.path(), &db, &[]);
     let o = sluice(&["run", "--stop-when-idle", "1s", failing.to_str().unwrap()]);
     let e = error_line(&o);
     assert!(
@@ -54,7 +57,7 @@ fn a_value_that_does_not_fit_its_column_fails_or_is_skipped_per_mode() {
     let warn = pipeline(
         dir.path(),
         &db,
-        "  event.processing.failure.handling.mode: warn\n",
+        &[("event.processing.failure.handling.mode", "warn".into())],
     );
     let o = sluice(&["run", "--stop-when-idle", "1s", warn.to_str().unwrap()]);
     let (_, err) = text(&o);
@@ -93,12 +96,10 @@ fn skipped_changes_filling_a_read_do_not_hide_the_changes_after_them() {
         "create table a (id integer primary key, v text); create table b (id integer primary key); insert into a values (1, 'x');",
         &["a", "b"],
     );
-    let path = pipeline(dir.path(), &db, "  skipped.operations: u\n");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "name: sqlite_test\n",
-        "name: sqlite_test\nmax_batch_size: 2\nmax_queue_size: 8\n",
-    );
-    std::fs::write(&path, text).unwrap();
+    let path = base(dir.path(), source(&db).set("skipped.operations", "u"))
+        .top("max_batch_size", 2u32)
+        .top("max_queue_size", 8u32)
+        .write(dir.path());
     run_until_idle(&path);
     conn.execute_batch(
         "update a set v = 'y' where id = 1; update a set v = 'z' where id = 1; insert into a values (2, 'new'); insert into b values (7);",
@@ -134,12 +135,12 @@ fn column_lists_and_masks_shape_the_rows() {
          insert into t values (1, 'Alice', 'alice@example.com', 'hunter2', 7);",
         &["t"],
     );
-    let options = "  column.exclude.list: main.t.secret\n  column.mask.with.4.chars: main.t.name\n  column.truncate.to.5.chars: main.t.email\n";
-    let path = pipeline(dir.path(), &db, options);
-    let with_schemas = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("schemas.enable: false", "schemas.enable: true");
-    std::fs::write(&path, with_schemas).unwrap();
+    let options = [
+        ("column.exclude.list", "main.t.secret".into()),
+        ("column.mask.with.4.chars", "main.t.name".into()),
+        ("column.truncate.to.5.chars", "main.t.email".into()),
+    ];
+    let path = pipeline_with_schemas(dir.path(), &db, &options);
     run_until_idle(&path);
     conn.execute_batch(
         "update t set name = 'Bob', email = 'bob@example.org', secret = 'x' where id = 1;",
@@ -175,7 +176,11 @@ fn column_lists_and_masks_shape_the_rows() {
         serde_json::json!({"truncateLength": "5"})
     );
 
-    let keyless = pipeline(dir.path(), &db, "  column.exclude.list: main.t.id\n");
+    let keyless = pipeline(
+        dir.path(),
+        &db,
+        &[("column.exclude.list", "main.t.id".into())],
+    );
     let e = error_line(&sluice(&["run", keyless.to_str().unwrap()]));
     assert!(e.contains("`main.t.id`, a key column"), "{e}");
 }
@@ -186,11 +191,8 @@ fn column_lists_and_masks_shape_the_rows() {
 fn message_key_columns_set_the_events_key() {
     let dir = tempfile::tempdir().unwrap();
     let (db, conn) = captured(dir.path(), "create table t (id integer primary key, code text, v text); insert into t values (1, 'a-1', 'x'), (2, null, 'y');", &["t"]);
-    let path = pipeline(dir.path(), &db, "  message.key.columns: main.t:code,id\n");
-    let with_schemas = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("schemas.enable: false", "schemas.enable: true");
-    std::fs::write(&path, with_schemas).unwrap();
+    let keys = [("message.key.columns", "main.t:code,id".into())];
+    let path = pipeline_with_schemas(dir.path(), &db, &keys);
     run_until_idle(&path);
     conn.execute_batch("update t set v = 'z' where id = 1;")
         .unwrap();
@@ -209,7 +211,11 @@ fn message_key_columns_set_the_events_key() {
     assert_eq!(fields[0]["field"], "code");
     assert_eq!(fields[0]["optional"], true);
     assert_eq!(fields[1]["optional"], false);
-    let bad = pipeline(dir.path(), &db, "  message.key.columns: main.t:nope\n");
+    let bad = pipeline(
+        dir.path(),
+        &db,
+        &[("message.key.columns", "main.t:nope".into())],
+    );
     let e = error_line(&sluice(&["run", bad.to_str().unwrap()]));
     assert!(
         e.contains("`message.key.columns` names column `nope`"),
@@ -224,7 +230,10 @@ fn a_snapshot_select_override_filters_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let (db, conn) = captured(dir.path(), "create table t (id integer primary key, v text); insert into t values (1, 'a'), (2, 'b'), (3, 'c');", &["t"]);
     let overrides = |sql: &str| {
-        format!("  snapshot.select.statement.overrides: main.t\n  snapshot.select.statement.overrides.main.t: {sql}\n")
+        [
+            ("snapshot.select.statement.overrides", "main.t".into()),
+            ("snapshot.select.statement.overrides.main.t", sql.into()),
+        ]
     };
     let wrong = pipeline(dir.path(), &db, &overrides("select id from t"));
     let e = error_line(&sluice(&["run", wrong.to_str().unwrap()]));
@@ -271,7 +280,11 @@ fn the_snapshot_collection_list_chooses_the_tables_read() {
          create table u (id integer primary key); insert into u values (7);",
         &["t", "u"],
     );
-    let path = pipeline(dir.path(), &db, "  snapshot.include.collection.list: t\n");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &[("snapshot.include.collection.list", "t".into())],
+    );
     run_until_idle(&path);
     conn.execute_batch("insert into u values (8);").unwrap();
     run_until_idle(&path);

@@ -11,7 +11,7 @@ fn two_tables(dir: &Path, big: i64) -> PathBuf {
          with recursive n(i) as (select 1 union all select i + 1 from n where i < 500) insert into u select i, 'y' from n;"
     );
     let (db, _conn) = captured(dir, &sql, &["t", "u"]);
-    pipeline(dir, &db, "")
+    pipeline(dir, &db, &[])
 }
 
 /// `sluice run --stop-when-idle IDLE PIPELINE` on a pseudo-terminal (`script` runs it and

@@ -16,7 +16,11 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
     let path = pipeline(
         dir.path(),
         &db,
-        "  snapshot.mode: no_data\n  signal.data.collection: main.debezium_signal\n  incremental.snapshot.chunk.size: 50\n",
+        &[
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "main.debezium_signal".into()),
+            ("incremental.snapshot.chunk.size", 50i64.into()),
+        ],
     );
     let stop = Arc::new(AtomicBool::new(false));
     let writer = writer(&db, &stop, Duration::from_millis(3), |i| {
@@ -112,10 +116,15 @@ pub(super) fn file_signals(rows: u32, chunk: u32) -> (tempfile::TempDir, PathBuf
     let path = pipeline(
         dir.path(),
         &db,
-        &format!(
-            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: {chunk}\n  notification.enabled.channels: sink\n  notification.sink.topic.name: app.notifications\n",
-            signals.display()
-        ),
+        &[
+            ("snapshot.mode", "no_data".into()),
+            ("signal.enabled.channels", "file".into()),
+            ("signal.file", (&signals).into()),
+            ("signal.poll.interval.ms", 50u32.into()),
+            ("incremental.snapshot.chunk.size", chunk.into()),
+            ("notification.enabled.channels", "sink".into()),
+            ("notification.sink.topic.name", "app.notifications".into()),
+        ],
     );
     (dir, signals, path)
 }
@@ -271,18 +280,17 @@ fn an_http_signal_snapshots_a_table_incrementally() {
         &["t"],
     );
     let port = sluice_test_support::pg::free_port();
-    let path = pipeline(
-        dir.path(),
-        &db,
-        "  snapshot.mode: no_data\n  signal.enabled.channels: http\n  incremental.snapshot.chunk.size: 10\n",
-    );
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "http".into()),
+        ("incremental.snapshot.chunk.size", 10u32.into()),
+    ];
+    let path = pipeline(dir.path(), &db, &keys);
     let e = error_line(&sluice(&["run", path.to_str().unwrap()]));
     assert!(e.contains("needs the pipeline's admin endpoint"), "{e}");
-    let text_of = std::fs::read_to_string(&path).unwrap().replace(
-        "name: sqlite_test\n",
-        &format!("name: sqlite_test\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-    );
-    std::fs::write(&path, text_of).unwrap();
+    base(dir.path(), source(&db).set_all(&keys))
+        .setting("admin", &[("bind", format!("127.0.0.1:{port}").into())])
+        .write(dir.path());
     let child = start(&path, &[]);
     let signal =
         r#"{"id": "h-1", "type": "execute-snapshot", "data": {"data-collections": ["main.t"]}}"#;
@@ -335,7 +343,15 @@ fn a_kafka_signal_snapshots_a_table_incrementally_once() {
     let path = pipeline(
         dir.path(),
         &db,
-        &format!("  snapshot.mode: no_data\n  signal.enabled.channels: kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n  incremental.snapshot.chunk.size: 10\n"),
+        &[
+            ("snapshot.mode", "no_data".into()),
+            ("signal.enabled.channels", "kafka".into()),
+            ("signal.kafka.bootstrap.servers", (&bootstrap).into()),
+            ("signal.kafka.topic", (&topic).into()),
+            ("signal.kafka.groupId", (&topic).into()),
+            ("signal.consumer.broker.address.family", "v4".into()),
+            ("incremental.snapshot.chunk.size", 10u32.into()),
+        ],
     );
     let mut child = start(&path, &[]);
     // The channel creates the topic when it starts.
@@ -395,7 +411,13 @@ fn heartbeats_are_sent_and_run_the_action_query() {
     let path = pipeline(
         dir.path(),
         &db,
-        "  heartbeat.interval.ms: 100\n  heartbeat.action.query: insert into hb (at) values (datetime('now'))\n",
+        &[
+            ("heartbeat.interval.ms", 100i64.into()),
+            (
+                "heartbeat.action.query",
+                "insert into hb (at) values (datetime('now'))".into(),
+            ),
+        ],
     );
     let o = sluice(&["run", "--stop-after-events", "8", path.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o).1);
@@ -451,7 +473,11 @@ fn a_documented_position_resumes_its_incremental_snapshot_after_the_stored_key()
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let offsets = serde_json::json!({"pipelines": {"sqlite_test": {"position": position, "committed_at_ms": 0}}});
     std::fs::write(dir.path().join("data/offsets.json"), offsets.to_string()).unwrap();
-    let path = pipeline(dir.path(), &db, "  incremental.snapshot.chunk.size: 500\n");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &[("incremental.snapshot.chunk.size", 500i64.into())],
+    );
     let o = sluice(&["run", "--stop-when-idle", "1s", path.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");

@@ -12,6 +12,7 @@ pub mod mariadb;
 pub mod moments;
 pub mod nats;
 pub mod pg;
+pub mod pipeline;
 pub mod procstat;
 pub mod rabbitmq;
 pub mod redis;
