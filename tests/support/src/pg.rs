@@ -102,6 +102,24 @@ pub fn drop_db(db: &str) {
         .output();
 }
 
+/// The PostgreSQL source of database `db` on the test server: its slot and publication named
+/// after it, topics under `dbserver1`.
+pub fn source(db: &str) -> crate::pipeline::Component {
+    crate::pipeline::Component::new("postgres")
+        .set("database.hostname", host())
+        .set(
+            "database.port",
+            port().parse::<u16>().expect("SLUICE_TEST_PG_PORT: a port"),
+        )
+        .set("database.user", "postgres")
+        .set("database.dbname", db)
+        .set("topic.prefix", "dbserver1")
+        .set("slot.name", db)
+        .set("publication.name", db)
+        .set("publication.autocreate.mode", "filtered")
+        .set("status.update.interval.ms", 200u32)
+}
+
 pub fn pipeline(dir: &Path, db: &str, extra_source: &str, schemas: bool) -> PathBuf {
     let text = format!(
         "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\

@@ -32,11 +32,12 @@ pub fn run(backend: &dyn Backend, rounds: usize) {
     seed_items(backend, SEEDED);
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
-    let extra = format!(
-        "  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 20\n",
-        signals.display()
-    );
-    let path = backend.pipeline(dir.path(), &extra);
+    let keys = [
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 20u32.into()),
+    ];
+    let path = backend.pipeline(dir.path(), &keys);
     let mut child = pg::start(&path, &[]);
     pg::wait_for(dir.path(), "the initial snapshot", &mut child, |e| {
         count(e, "r") >= SEEDED

@@ -101,7 +101,7 @@ pub fn run_columns(backend: &dyn Backend, columns: &[Column], table: &str) {
         exprs.join(", ")
     ));
     let dir = tempfile::tempdir().unwrap();
-    let path = backend.pipeline(dir.path(), "");
+    let path = backend.pipeline(dir.path(), &[]);
     let mut child = pg::start(&path, &[]);
     let count = |events: &[Json], op: &str| {
         events

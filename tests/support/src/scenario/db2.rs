@@ -3,14 +3,13 @@
 //! names as Db2 folds them, put in capture mode with `ASNCDC.ADDTABLE`, Sluice reading through
 //! the PostgreSQL ODBC driver; values read back with `psql`, a client independent of that path.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value as Json;
 
 use super::generated::{self as g, Draw};
 use super::postgres::{pg_date, pg_time, pg_timestamp, psql};
-use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
+use super::{create_table_sql, rows_of, text, Backend, Column};
 use crate::db2::Db2;
+use crate::pipeline::Component;
 
 /// One emulated Db2 database, capture started.
 pub struct Db2Backend {
@@ -85,12 +84,17 @@ impl Backend for Db2Backend {
         "clob"
     }
 
-    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let source = format!(
-            "  type: db2\n  odbc.connection.string: \"{conn}\"\n  database.password: unused\n  database.dbname: TESTDB\n  topic.prefix: db2server\n  poll.interval.ms: 20\n  include.schema.changes: false\n",
-            conn = self.db.connection_string_fetching(self.fetch),
-        );
-        pipeline_file(dir, &source, extra)
+    fn source(&self) -> Component {
+        Component::new("db2")
+            .set(
+                "odbc.connection.string",
+                self.db.connection_string_fetching(self.fetch),
+            )
+            .set("database.password", "unused")
+            .set("database.dbname", "TESTDB")
+            .set("topic.prefix", "db2server")
+            .set("poll.interval.ms", 20u32)
+            .set("include.schema.changes", false)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {

@@ -35,11 +35,13 @@ pub fn run(backend: &dyn Backend, kills: usize) {
     seed_items(backend, SEEDED);
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
-    let extra = format!(
-        "  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 500\n",
-        signals.display()
-    );
-    let path = backend.pipeline(dir.path(), &extra);
+    let keys = [
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+        ("incremental.snapshot.chunk.size", 500u32.into()),
+    ];
+    let path = backend.pipeline(dir.path(), &keys);
     let stop = AtomicBool::new(false);
     let out = dir.path().join("out.jsonl");
     let size = || std::fs::metadata(&out).map_or(0, |m| m.len());

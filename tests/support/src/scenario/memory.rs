@@ -107,7 +107,7 @@ pub fn run(backend: &dyn Backend, (rows, row_bytes): (usize, usize), bound_mib: 
         ));
     }
     let dir = tempfile::tempdir().unwrap();
-    let path = backend.pipeline(dir.path(), "");
+    let path = backend.pipeline(dir.path(), &[]);
     let mut child = pg::start(&path, &[]);
     let mut counts = Counts::open(dir.path(), &mut child);
     counts.wait('r', rows, &mut child);

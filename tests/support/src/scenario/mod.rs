@@ -30,6 +30,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
+use crate::pipeline::{Component, Pipeline, Scalar};
+
 pub use boundary::Column;
 
 /// What the scenarios need of one source and its database.
@@ -70,9 +72,13 @@ pub trait Backend: Sync {
     fn repeated(&self, n: usize, c: char) -> String {
         format!("repeat('{c}', {n})")
     }
+    /// The source reading the captured tables: its `type`, connection and topics.
+    fn source(&self) -> Component;
     /// A pipeline that snapshots the captured tables, then streams them, into
-    /// `dir/out.jsonl` (schemas on), with `extra` source lines.
-    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf;
+    /// `dir/out.jsonl` (schemas on), its source's `keys` set ([`pipeline_file`]).
+    fn pipeline(&self, dir: &Path, keys: &[(&str, Scalar)]) -> PathBuf {
+        pipeline_file(dir, self.source().set_all(keys))
+    }
 
     /// The boundary scenario's columns, each with its values.
     fn boundary_columns(&self) -> Vec<Column>;
@@ -118,18 +124,20 @@ pub fn piped(command: &mut std::process::Command, input: &str) -> std::process::
     out
 }
 
-/// The pipeline file the scenarios run (`dir/pipeline.yaml`): the source of `source` lines
-/// (its `type` and connection, each indented as a key of `source:`) and `extra` lines, into
-/// `dir/out.jsonl` with schemas, offsets committed every 20 ms, batches of 256 events at most.
-pub fn pipeline_file(dir: &Path, source: &str, extra: &str) -> PathBuf {
-    let text = format!(
-        "name: scenario\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\noffsets: {{ flush_interval: 20ms }}\nmax_batch_size: 256\n\
-source:\n{source}{extra}sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-        d = dir.display(),
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The pipeline file the scenarios run (`dir/pipeline.yaml`): `source` into `dir/out.jsonl`
+/// with schemas, offsets committed every 20 ms, batches of 256 events at most.
+pub fn pipeline_file(dir: &Path, source: Component) -> PathBuf {
+    Pipeline::new("scenario", dir.join("data"))
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .setting("offsets", &[("flush_interval", "20ms".into())])
+        .top("max_batch_size", 256u32)
+        .source(source)
+        .sink(
+            Component::new("file")
+                .set("path", dir.join("out.jsonl"))
+                .set("schemas.enable", true),
+        )
+        .write(dir)
 }
 
 /// `CREATE TABLE table (columns…, PRIMARY KEY (first))`, each column named by `column`.

@@ -1,13 +1,12 @@
 //! The boundary scenario's MySQL/MariaDB backend: the private MariaDB with the binlog on
 //! ([`crate::mariadb`]), every type at its limits, read back with the `mariadb` client.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value as Json;
 
 use super::generated::{self as g, Draw};
-use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
+use super::{create_table_sql, rows_of, text, Backend, Column};
 use crate::mariadb;
+use crate::pipeline::Component;
 
 /// One database of the shared private MariaDB.
 pub struct Mysql {
@@ -473,19 +472,23 @@ impl Backend for Mysql {
         "LONGTEXT"
     }
 
-    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
+    fn source(&self) -> Component {
         use std::hash::{Hash, Hasher};
         // A replica id of the pipeline's own: the tests of a process stream in parallel.
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        dir.hash(&mut h);
-        let source = format!(
-            "  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  \
-topic.prefix: b\n  include.schema.changes: false\n  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n",
-            port = mariadb::server().port,
-            id = 2_000_000 + h.finish() % 1_000_000,
-            db = self.db,
-        );
-        pipeline_file(dir, &source, extra)
+        self.db.hash(&mut h);
+        Component::new("mysql")
+            .set("database.hostname", "127.0.0.1")
+            .set("database.port", mariadb::server().port)
+            .set("database.user", "root")
+            .set(
+                "database.server.id",
+                (2_000_000 + h.finish() % 1_000_000) as i64,
+            )
+            .set("topic.prefix", "b")
+            .set("include.schema.changes", false)
+            .set("database.include.list", &self.db)
+            .set("bigint.unsigned.handling.mode", "precise")
     }
 
     fn boundary_columns(&self) -> Vec<Column> {

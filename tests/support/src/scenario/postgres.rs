@@ -1,7 +1,6 @@
 //! The boundary scenario's PostgreSQL backend: a fresh database on the local server
 //! (`wal_level=logical`), every type at its limits, read back with `psql`.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as Json;
@@ -9,6 +8,7 @@ use serde_json::Value as Json;
 use super::generated::{self as g, Draw};
 use super::{create_table_sql, rows_of, text, Backend, Column};
 use crate::pg;
+use crate::pipeline::Component;
 
 /// One fresh database.
 pub struct Postgres {
@@ -552,14 +552,8 @@ impl Backend for Postgres {
         "text"
     }
 
-    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let path = pg::pipeline(dir, &self.db, extra, true);
-        let text = std::fs::read_to_string(&path).unwrap().replace(
-            "offsets: { flush_interval: 50ms }\n",
-            "offsets: { flush_interval: 20ms }\nmax_batch_size: 256\n",
-        );
-        std::fs::write(&path, text).unwrap();
-        path
+    fn source(&self) -> Component {
+        pg::source(&self.db)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {

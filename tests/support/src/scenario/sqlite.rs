@@ -1,14 +1,15 @@
 //! The boundary scenario's SQLite backend: a database file in capture mode (`sluice capture
 //! enable`), every declared type at its limits, read back with the `sqlite3` shell.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value as Json;
 
 use super::generated::{self as g, Draw};
-use super::{create_table_sql, pipeline_file, rows_of, text, Backend, Column};
+use super::{create_table_sql, rows_of, text, Backend, Column};
 use crate::pg;
+use crate::pipeline::Component;
 
 /// A database file in a directory of its own.
 pub struct Sqlite {
@@ -252,12 +253,11 @@ impl Backend for Sqlite {
         format!("replace(hex(zeroblob({})), '0', '{c}')", n / 2)
     }
 
-    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let source = format!(
-            "  type: sqlite\n  database.path: {db}\n  topic.prefix: b\n  poll.interval.ms: 20\n",
-            db = self.db().display()
-        );
-        pipeline_file(dir, &source, extra)
+    fn source(&self) -> Component {
+        Component::new("sqlite")
+            .set("database.path", self.db())
+            .set("topic.prefix", "b")
+            .set("poll.interval.ms", 20u32)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {

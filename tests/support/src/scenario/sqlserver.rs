@@ -2,12 +2,11 @@
 //! SQL Server runs here), tables in `dbo` with CDC enabled, values read back with FreeTDS's
 //! `tsql`, a SQL Server client independent of Sluice's.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value as Json;
 
 use super::generated::{self as g, Draw};
-use super::{pipeline_file, text, Backend, Column};
+use super::{text, Backend, Column};
+use crate::pipeline::Component;
 use crate::sqlserver::{SqlServer, PASSWORD, USER};
 
 /// One emulated server with one database.
@@ -94,13 +93,16 @@ impl Backend for SqlServerBackend {
         format!("replace(hex(zeroblob({})), '0', N'{c}')", n / 2)
     }
 
-    fn pipeline(&self, dir: &Path, extra: &str) -> PathBuf {
-        let source = format!(
-            "  type: sqlserver\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: {USER}\n  database.password: {PASSWORD}\n  database.names: {db}\n  topic.prefix: server1\n  poll.interval.ms: 20\n  include.schema.changes: false\n",
-            port = self.server.port,
-            db = self.server.database,
-        );
-        pipeline_file(dir, &source, extra)
+    fn source(&self) -> Component {
+        Component::new("sqlserver")
+            .set("database.hostname", "127.0.0.1")
+            .set("database.port", self.server.port)
+            .set("database.user", USER)
+            .set("database.password", PASSWORD)
+            .set("database.names", &self.server.database)
+            .set("topic.prefix", "server1")
+            .set("poll.interval.ms", 20u32)
+            .set("include.schema.changes", false)
     }
 
     fn boundary_columns(&self) -> Vec<Column> {
