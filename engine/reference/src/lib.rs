@@ -56,6 +56,11 @@ const SOURCE_PARTS: &[Part] = &[
         )
     },
     part(
+        "How a source reaches its server (PostgreSQL, MySQL, MariaDB, SQL Server, Db2)",
+        "Connection",
+        "sources/kit/src/config/connection.rs",
+    ),
+    part(
         "The schema history",
         "HistoryConfig",
         "sources/kit/src/history/config.rs",

@@ -1,8 +1,7 @@
 //! Configuration of the `db2` source, with Debezium's Db2 connector's property names.
 
 use serde::Deserialize;
-use sluice_engine::config::Secret;
-use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
+use sluice_kit::config::{Connection, DatabaseSource, SourceCommon, Supports};
 use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
 /// `type: db2`: the tables of one Db2 database in capture mode (SQL Replication's ASN capture),
@@ -12,21 +11,6 @@ use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Db2Config {
-    /// The server's host name or address.
-    #[serde(rename = "database.hostname", default)]
-    pub hostname: Option<String>,
-    /// Its port (default 50000).
-    #[serde(rename = "database.port", default = "default_port")]
-    pub port: u16,
-    /// The user Sluice connects as.
-    #[serde(rename = "database.user", default)]
-    pub user: Option<String>,
-    /// Its password (kept secret).
-    #[serde(rename = "database.password", default)]
-    pub password: Option<Secret>,
-    /// A file holding the password (first line).
-    #[serde(rename = "database.password.file", default)]
-    pub password_file: Option<std::path::PathBuf>,
     /// The database to capture (`source.db`, and the schema change events' `databaseName`).
     #[serde(rename = "database.dbname")]
     pub database: String,
@@ -80,6 +64,10 @@ pub struct Db2Config {
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+    /// The connection keys (`database.hostname`, `database.port`, `database.user`, the
+    /// password), read beside these.
+    #[serde(skip)]
+    pub connection: Connection,
 }
 
 /// `db2.platform`.
@@ -121,10 +109,6 @@ impl IsolationMode {
     }
 }
 
-fn default_port() -> u16 {
-    50000
-}
-
 fn default_driver() -> String {
     "IBM DB2 ODBC DRIVER".into()
 }
@@ -157,13 +141,25 @@ impl Db2Config {
     }
 }
 
+impl Db2Config {
+    /// The server's port (`database.port`, default 50000).
+    pub fn port(&self) -> u16 {
+        self.connection.port_or(50000)
+    }
+}
+
 impl DatabaseSource for Db2Config {
     const SUPPORTS: Supports = sluice_kit::change_tables::source::SUPPORTS;
+    const CONNECTS: bool = true;
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;
     }
+    fn set_connection(&mut self, connection: Connection) {
+        self.connection = connection;
+    }
     fn check(&self) -> Result<(), String> {
-        if self.connection_string.is_none() && (self.hostname.is_none() || self.user.is_none()) {
+        let c = &self.connection;
+        if self.connection_string.is_none() && (c.hostname.is_none() || c.user.is_none()) {
             return Err("give `database.hostname` and `database.user` (or a whole `odbc.connection.string`)".into());
         }
         if self.time_mode == TimePrecisionMode::AdaptiveTimeMicroseconds {
@@ -171,9 +167,6 @@ impl DatabaseSource for Db2Config {
         }
         if self.poll_interval_ms == 0 {
             return Err("`poll.interval.ms` must be at least 1".into());
-        }
-        if self.password.is_some() && self.password_file.is_some() {
-            return Err("give `database.password` or `database.password.file`, not both".into());
         }
         for (key, name) in [
             ("cdc.control.schema", &self.control_schema),

@@ -37,10 +37,10 @@ fn connection_string(c: &Db2Config, password: &str, isolation: u32) -> String {
         None => format!(
             "Driver={{{}}};Hostname={};Port={};Protocol=TCPIP;Database={};Uid={};Pwd={};",
             c.driver,
-            c.hostname.as_deref().unwrap_or_default(),
-            c.port,
+            c.connection.host(),
+            c.port(),
             c.database,
-            c.user.as_deref().unwrap_or_default(),
+            c.connection.login(),
             odbc_api::escape_attribute_value(password)
         ),
     };
@@ -127,16 +127,15 @@ impl Conn {
     /// Connects at `isolation` (ODBC's `SQL_TXN_*`), autocommit off: the snapshot is one
     /// transaction, each poll another.
     pub(crate) async fn connect(c: &Db2Config, isolation: u32) -> Result<Conn, Db2Error> {
-        let password =
-            sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
-                .map_err(Db2Error::Setup)?
-                .unwrap_or_default();
+        let password = (c.connection.password())
+            .map_err(Db2Error::Setup)?
+            .unwrap_or_default();
         let target = match &c.connection_string {
             Some(_) => "the data source of `odbc.connection.string`".to_owned(),
             None => format!(
                 "{}:{} (database `{}`, driver `{}`)",
-                c.hostname.as_deref().unwrap_or_default(),
-                c.port,
+                c.connection.host(),
+                c.port(),
                 c.database,
                 c.driver
             ),

@@ -14,8 +14,8 @@
 //! `<data_dir>/mysql-schema-history.jsonl`.
 
 use serde::Deserialize;
-use sluice_engine::config::{RegexList, Secret};
-use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
+use sluice_engine::config::RegexList;
+use sluice_kit::config::{Connection, DatabaseSource, Feature, SourceCommon, Supports};
 use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
 pub(super) use super::columns::BigintUnsignedMode;
@@ -25,21 +25,6 @@ pub(super) use super::columns::BigintUnsignedMode;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlConfig {
-    /// The server's host name or address.
-    #[serde(rename = "database.hostname")]
-    pub hostname: String,
-    /// Its port (default 3306).
-    #[serde(rename = "database.port", default = "default_port")]
-    pub port: u16,
-    /// The user Sluice connects as.
-    #[serde(rename = "database.user")]
-    pub user: String,
-    /// Its password (kept secret).
-    #[serde(rename = "database.password", default)]
-    pub password: Option<Secret>,
-    /// A file holding the password (first line).
-    #[serde(rename = "database.password.file", default)]
-    pub password_file: Option<std::path::PathBuf>,
     /// The replica id Sluice reads the binlog as (unique among the server's replicas).
     #[serde(rename = "database.server.id")]
     pub server_id: u32,
@@ -133,6 +118,10 @@ pub struct MysqlConfig {
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+    /// The connection keys (`database.hostname`, `database.port`, `database.user`, the
+    /// password), read beside these.
+    #[serde(skip)]
+    pub connection: Connection,
 }
 
 /// `event.deserialization.failure.handling.mode`, Debezium's values.
@@ -162,10 +151,6 @@ pub enum SslMode {
     VerifyCa,
     /// TLS, the certificate and the host name checked.
     VerifyIdentity,
-}
-
-fn default_port() -> u16 {
-    3306
 }
 
 fn default_time_mode() -> TimePrecisionMode {
@@ -231,6 +216,13 @@ impl MysqlConfig {
     }
 }
 
+impl MysqlConfig {
+    /// The server's port (`database.port`, default 3306).
+    pub fn port(&self) -> u16 {
+        self.connection.port_or(3306)
+    }
+}
+
 impl DatabaseSource for MysqlConfig {
     const SUPPORTS: Supports = Supports {
         features: &[
@@ -249,6 +241,10 @@ impl DatabaseSource for MysqlConfig {
         ],
         signal_channels: &["source", "file", "http", "kafka"],
     };
+    const CONNECTS: bool = true;
+    fn set_connection(&mut self, connection: Connection) {
+        self.connection = connection;
+    }
     fn set_common(&mut self, mut common: SourceCommon) {
         if let Some(mode) = self.deserialization_failure {
             tracing::warn!("`event.deserialization.failure.handling.mode` is deprecated (as in Debezium); it sets `event.processing.failure.handling.mode`, which to use instead.");
@@ -261,6 +257,7 @@ impl DatabaseSource for MysqlConfig {
         self.common = common;
     }
     fn check(&self) -> Result<(), String> {
+        self.connection.require_host_and_user()?;
         if self.time_mode == TimePrecisionMode::Adaptive {
             return Err("`time.precision.mode: adaptive` is not one of the MySQL connector's; use `adaptive_time_microseconds` (the default) or `connect`".into());
         }
@@ -285,9 +282,6 @@ impl DatabaseSource for MysqlConfig {
                 }
             ));
         }
-        if self.password.is_some() && self.password_file.is_some() {
-            return Err("give `database.password` or `database.password.file`, not both".into());
-        }
         Ok(())
     }
 }
@@ -309,8 +303,12 @@ pub struct MariadbConfig(pub MysqlConfig);
 
 impl DatabaseSource for MariadbConfig {
     const SUPPORTS: Supports = MysqlConfig::SUPPORTS;
+    const CONNECTS: bool = true;
     fn set_common(&mut self, common: SourceCommon) {
         self.0.set_common(common);
+    }
+    fn set_connection(&mut self, connection: Connection) {
+        self.0.set_connection(connection);
     }
     fn check(&self) -> Result<(), String> {
         self.0.check()

@@ -161,13 +161,11 @@ impl MysqlSource {
     /// UTC text) and UTF-8.
     async fn connect(&self) -> Result<mysql_async::Conn, MysqlError> {
         let c = &self.config;
-        let password =
-            sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
-                .map_err(MysqlError::Setup)?;
+        let password = (c.connection.password()).map_err(MysqlError::Setup)?;
         let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(c.hostname.clone())
-            .tcp_port(c.port)
-            .user(Some(c.user.clone()))
+            .ip_or_hostname(c.connection.host())
+            .tcp_port(c.port())
+            .user(Some(c.connection.login()))
             .pass(password)
             .prefer_socket(false)
             .init(vec!["SET time_zone = '+00:00'", "SET NAMES utf8mb4"]);
@@ -189,7 +187,8 @@ impl MysqlSource {
                 ..
             }) => Err(MysqlError::Setup(format!(
                 "the server at {}:{} offers no TLS, which `database.ssl.mode` requires: configure its certificates (`ssl_cert`, `ssl_key`), or set `database.ssl.mode: preferred`",
-                c.hostname, c.port
+                c.connection.host(),
+                c.port()
             ))),
             other => other,
         }
@@ -229,10 +228,11 @@ impl MysqlSource {
     ) -> Result<mysql_async::Conn, MysqlError> {
         let c = &self.config;
         let timeout = std::time::Duration::from_millis(c.connect_timeout_ms.max(1));
-        let address = format!("{}:{}", c.hostname, c.port);
+        let address = format!("{}:{}", c.connection.host(), c.port());
         match tokio::time::timeout(timeout, mysql_async::Conn::new(opts)).await {
             Ok(conn) => conn.map_err(|e| {
-                MysqlError::query(format!("connecting to {address} as `{}`", c.user), e)
+                let user = c.connection.login();
+                MysqlError::query(format!("connecting to {address} as `{user}`"), e)
             }),
             Err(_) => Err(MysqlError::Query {
                 context: format!("connecting to {address}"),
@@ -339,8 +339,7 @@ impl MysqlSource {
 #[async_trait]
 impl Source for MysqlSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        let span =
-            tracing::info_span!("mysql", host = %self.config.hostname, port = self.config.port);
+        let span = tracing::info_span!("mysql", host = %self.config.connection.host(), port = self.config.port());
         let _guard = span.enter();
         sluice_kit::lifecycle::drive(self, ctx).await
     }

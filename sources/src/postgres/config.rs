@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 use sluice_engine::config::Secret;
-use sluice_kit::config::{DatabaseSource, Feature, SourceCommon, Supports};
+use sluice_kit::config::{Connection, DatabaseSource, Feature, SourceCommon, Supports};
 
 pub(super) use sluice_kit::values::{BinaryMode, DecimalMode, IntervalMode, TimePrecisionMode};
 
@@ -68,21 +68,6 @@ pub struct PostgresConfig {
     /// Kept secret: it may hold the password.
     #[serde(rename = "database.url", default)]
     pub url: Option<Secret>,
-    /// Host (default `localhost`).
-    #[serde(rename = "database.hostname", default)]
-    pub hostname: Option<String>,
-    /// Port (default 5432).
-    #[serde(rename = "database.port", default)]
-    pub port: Option<u16>,
-    /// User (default `postgres`).
-    #[serde(rename = "database.user", default)]
-    pub user: Option<String>,
-    /// Password (use `${VAR}` to take it from the environment).
-    #[serde(rename = "database.password", default)]
-    pub password: Option<Secret>,
-    /// A file holding the password (first line).
-    #[serde(rename = "database.password.file", default)]
-    pub password_file: Option<std::path::PathBuf>,
     /// Database name; required unless `database.url` is given (a URL without one: `postgres`).
     #[serde(rename = "database.dbname", default)]
     pub dbname: Option<String>,
@@ -125,6 +110,10 @@ pub struct PostgresConfig {
     /// beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+    /// The connection keys (`database.hostname`, `database.port`, `database.user`, the
+    /// password), read beside these.
+    #[serde(skip)]
+    pub connection: Connection,
     /// Accepted for Debezium compatibility; it has no effect: the snapshot streams each table
     /// with COPY instead of fetching in rounds.
     #[serde(rename = "snapshot.fetch.size", default = "default_fetch")]
@@ -273,8 +262,12 @@ impl DatabaseSource for PostgresConfig {
         ],
         signal_channels: &["source", "file", "http", "kafka"],
     };
+    const CONNECTS: bool = true;
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;
+    }
+    fn set_connection(&mut self, connection: Connection) {
+        self.connection = connection;
     }
     fn check(&self) -> Result<(), String> {
         self.validate()

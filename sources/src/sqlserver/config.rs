@@ -2,8 +2,7 @@
 //! names.
 
 use serde::Deserialize;
-use sluice_engine::config::Secret;
-use sluice_kit::config::{DatabaseSource, SourceCommon, Supports};
+use sluice_kit::config::{Connection, DatabaseSource, SourceCommon, Supports};
 use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 
 /// `type: sqlserver`: the tables of one SQL Server database with CDC enabled, read in a
@@ -12,21 +11,6 @@ use sluice_kit::values::{BinaryMode, DecimalMode, TimePrecisionMode};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SqlServerConfig {
-    /// The server's host name or address.
-    #[serde(rename = "database.hostname")]
-    pub hostname: String,
-    /// Its port (default 1433).
-    #[serde(rename = "database.port", default = "default_port")]
-    pub port: u16,
-    /// The login Sluice connects with.
-    #[serde(rename = "database.user")]
-    pub user: String,
-    /// Its password (kept secret).
-    #[serde(rename = "database.password", default)]
-    pub password: Option<Secret>,
-    /// A file holding the password (first line).
-    #[serde(rename = "database.password.file", default)]
-    pub password_file: Option<std::path::PathBuf>,
     /// The databases to capture (Debezium's `database.names`, separated by commas, each listed
     /// once; each database's own copy of the configuration holds its one name).
     #[serde(rename = "database.names", alias = "database.dbname")]
@@ -95,6 +79,10 @@ pub struct SqlServerConfig {
     /// The options every database source shares, read beside these.
     #[serde(skip)]
     pub common: SourceCommon,
+    /// The connection keys (`database.hostname`, `database.port`, `database.user`, the
+    /// password), read beside these.
+    #[serde(skip)]
+    pub connection: Connection,
 }
 
 /// `snapshot.isolation.mode`.
@@ -145,10 +133,6 @@ pub enum QueryMode {
     Direct,
     /// `cdc.fn_cdc_get_all_changes_<instance>(from, to, N'all update old')`.
     Function,
-}
-
-fn default_port() -> u16 {
-    1433
 }
 
 fn default_lock_timeout() -> u64 {
@@ -217,12 +201,24 @@ impl SqlServerConfig {
     }
 }
 
+impl SqlServerConfig {
+    /// The server's port (`database.port`, default 1433).
+    pub fn port(&self) -> u16 {
+        self.connection.port_or(1433)
+    }
+}
+
 impl DatabaseSource for SqlServerConfig {
     const SUPPORTS: Supports = sluice_kit::change_tables::source::SUPPORTS;
+    const CONNECTS: bool = true;
     fn set_common(&mut self, common: SourceCommon) {
         self.common = common;
     }
+    fn set_connection(&mut self, connection: Connection) {
+        self.connection = connection;
+    }
     fn check(&self) -> Result<(), String> {
+        self.connection.require_host_and_user()?;
         let tls_set = self.trust_server_certificate
             || self.server_certificate.is_some()
             || self.host_name_in_certificate.is_some();
@@ -247,9 +243,6 @@ impl DatabaseSource for SqlServerConfig {
         }
         if self.poll_interval_ms == 0 {
             return Err("`poll.interval.ms` must be at least 1".into());
-        }
-        if self.password.is_some() && self.password_file.is_some() {
-            return Err("give `database.password` or `database.password.file`, not both".into());
         }
         let names = self.database_names();
         if names.iter().any(String::is_empty) {
@@ -307,10 +300,12 @@ mod tests {
 
     fn config(names: &str, signal: Option<&str>) -> SqlServerConfig {
         let mut c: SqlServerConfig = serde_json::from_value(serde_json::json!({
-            "database.hostname": "h", "database.user": "u", "database.names": names,
+            "database.names": names,
         }))
         .unwrap();
         c.common.signal_data_collection = signal.map(str::to_owned);
+        c.connection.hostname = Some("h".into());
+        c.connection.user = Some("u".into());
         c
     }
 

@@ -21,15 +21,14 @@ pub(crate) fn quote(name: &str) -> String {
 
 /// Connects and logs in to the configured database, within `connect.timeout.ms`.
 pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError> {
-    let password = sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
-        .map_err(SqlServerError::Setup)?;
+    let password = (c.connection.password()).map_err(SqlServerError::Setup)?;
     let mut config = Config::new();
-    config.host(&c.hostname);
-    config.port(c.port);
+    config.host(c.connection.host());
+    config.port(c.port());
     config.database(&c.database);
     config.application_name("sluice");
     config.authentication(AuthMethod::sql_server(
-        &c.user,
+        c.connection.login(),
         password.unwrap_or_default(),
     ));
     if c.encrypt {
@@ -47,7 +46,7 @@ pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError>
     } else {
         config.encryption(EncryptionLevel::NotSupported);
     }
-    let address = format!("{}:{}", c.hostname, c.port);
+    let address = format!("{}:{}", c.connection.host(), c.port());
     let timeout = Duration::from_millis(c.connect_timeout_ms.max(1));
     let connecting = async {
         let tcp = TcpStream::connect(&address).await.map_err(|e| {
@@ -72,7 +71,8 @@ pub(crate) async fn connect(c: &SqlServerConfig) -> Result<Conn, SqlServerError>
                 SqlServerError::query(
                     format!(
                         "logging in to {address} as `{}` (database `{}`)",
-                        c.user, c.database
+                        c.connection.login(),
+                        c.database
                     ),
                     e,
                 )

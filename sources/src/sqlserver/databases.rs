@@ -176,7 +176,7 @@ impl Source for SqlServer {
             .collect();
         let first = &self.first()?.dialect.config;
         let prefix = first.common.topic_prefix.clone();
-        let span = tracing::info_span!("sqlserver", host = %first.hostname, port = first.port, databases = %names.join(","));
+        let span = tracing::info_span!("sqlserver", host = %first.connection.host(), port = first.port(), databases = %names.join(","));
         let _guard = span.enter();
         ctx.partition_by(&names)
             .map_err(|e| ComponentError::fatal(format!("sqlserver: {e}")))?;

@@ -85,7 +85,7 @@ impl Dialect for SqlServerDialect {
         if listed.is_empty() {
             return Err(SqlServerError::Setup(format!(
                 "no table of the database `{db}` is in capture mode, or the login `{}` may read none (sys.sp_cdc_help_change_data_capture lists nothing): run `EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'<table>', @role_name = NULL` for each table to capture",
-                self.config.user
+                self.config.connection.login()
             )));
         }
         Ok(())

@@ -32,6 +32,7 @@
 //! read as` below) are read with a deprecation warning naming the current one.
 
 pub mod columns;
+mod connection;
 mod legacy;
 mod read;
 mod support;
@@ -41,6 +42,7 @@ use sluice_engine::config::{Properties, RegexList};
 use sluice_engine::registry::Component;
 use sluice_engine::FailureMode;
 
+pub use connection::Connection;
 pub use read::read;
 pub use support::{Feature, Supports};
 
@@ -605,8 +607,13 @@ pub struct Owner {
 pub trait DatabaseSource: Component + for<'de> Deserialize<'de> {
     /// What it implements of the shared options.
     const SUPPORTS: Supports;
+    /// Whether it reaches its server over the network with the connection keys
+    /// ([`Connection`], read by the kit as a part of its block).
+    const CONNECTS: bool = false;
     /// Puts the shared options into the configuration.
     fn set_common(&mut self, common: SourceCommon);
+    /// Puts the connection keys into the configuration (sources that [connect](Self::CONNECTS)).
+    fn set_connection(&mut self, _connection: Connection) {}
     /// Checks what serde cannot of the source's own keys (the shared ones are checked).
     fn check(&self) -> Result<(), String>;
 }
@@ -635,50 +642,8 @@ pub fn unrepresentable(
     }
 }
 
-/// A database source's password: the first line of `database.password.file` when that is
-/// given, else `database.password`. `Err` says which file cannot be read.
-pub fn password(
-    password: Option<&sluice_engine::config::Secret>,
-    file: Option<&std::path::Path>,
-) -> Result<Option<String>, String> {
-    match file {
-        Some(file) => {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                format!(
-                    "cannot read `database.password.file` {}: {e}",
-                    file.display()
-                )
-            })?;
-            Ok(Some(text.lines().next().unwrap_or_default().to_owned()))
-        }
-        None => Ok(password.map(|p| p.expose().to_owned())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::password;
-    use sluice_engine::config::Secret;
-
-    #[test]
-    fn the_password_file_wins_and_an_unreadable_one_is_named() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let file = dir.path().join("pw");
-        std::fs::write(&file, "from-file\nignored\n").unwrap_or_else(|e| panic!("{e}"));
-        let given = Secret::from("given".to_owned());
-        assert_eq!(password(Some(&given), None), Ok(Some("given".into())));
-        assert_eq!(
-            password(Some(&given), Some(&file)),
-            Ok(Some("from-file".into()))
-        );
-        assert_eq!(password(None, None), Ok(None));
-        let missing = dir.path().join("nope");
-        let e = password(None, Some(&missing)).unwrap_err();
-        assert!(
-            e.contains("database.password.file") && e.contains("nope"),
-            "{e}"
-        );
-    }
 
     #[test]
     fn unrepresentable_changes_follow_the_failure_mode() {

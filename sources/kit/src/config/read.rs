@@ -5,7 +5,7 @@ use serde::Deserialize;
 use sluice_engine::config::{fields_of, ConfigError, Node, NodeDeserializer};
 
 use super::columns::{self, ColumnRules, KeyColumns, COLUMN_PREFIXES};
-use super::{legacy, DatabaseSource, SourceCommon, OVERRIDE_PREFIX};
+use super::{legacy, Connection, DatabaseSource, SourceCommon, OVERRIDE_PREFIX};
 use crate::history::config::{CONSUMER_PREFIX, PRODUCER_PREFIX};
 use crate::history::HistoryConfig;
 use crate::signal::SIGNAL_CONSUMER_PREFIX;
@@ -112,17 +112,35 @@ pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigEr
     dynamic.extend(COLUMN_PREFIXES);
     let own = fields_of::<C>();
     let shared = fields_of::<SourceCommon>();
+    let connection: &[&str] = match C::CONNECTS {
+        true => fields_of::<Connection>(),
+        false => &[],
+    };
     let mut not_own = dynamic.clone();
     not_own.extend(shared);
+    not_own.extend(connection);
     not_own.extend(HISTORY_KEYS);
-    let mut all: Vec<&str> = own.iter().chain(shared).copied().collect();
+    let mut all: Vec<&str> = (own.iter().chain(shared).chain(connection))
+        .copied()
+        .collect();
     if C::SUPPORTS.keeps_history() {
         all.extend(fields_of::<HistoryConfig>());
     }
     let among = |e: ConfigError| e.among_fields(&all);
     let mut config = C::deserialize(NodeDeserializer::skipping(node, &not_own)).map_err(among)?;
+    if C::CONNECTS {
+        let mut not_connection = dynamic.clone();
+        not_connection.extend(own);
+        not_connection.extend(shared);
+        not_connection.extend(HISTORY_KEYS);
+        let part = NodeDeserializer::skipping(node, &not_connection);
+        let part = Connection::deserialize(part).map_err(among)?;
+        part.check().map_err(|m| ConfigError::at(node.loc, m))?;
+        config.set_connection(part);
+    }
     let mut not_shared = dynamic.clone();
     not_shared.extend(own);
+    not_shared.extend(connection);
     not_shared.extend(HISTORY_KEYS);
     let mut common =
         SourceCommon::deserialize(NodeDeserializer::skipping(node, &not_shared)).map_err(among)?;
@@ -131,6 +149,7 @@ pub fn read<C: DatabaseSource>(node: &Node, skip: &[&str]) -> Result<C, ConfigEr
         let mut not_history = dynamic;
         not_history.extend(own);
         not_history.extend(shared);
+        not_history.extend(connection);
         not_history.extend([PRODUCER_PREFIX, CONSUMER_PREFIX]);
         common.history = HistoryConfig::deserialize(NodeDeserializer::skipping(node, &not_history))
             .map_err(among)?;

@@ -85,13 +85,14 @@ impl ConnInfo {
                 _ => SslMode::Prefer,
             };
         }
-        if let Some(h) = &c.hostname {
+        let connection = &c.connection;
+        if let Some(h) = &connection.hostname {
             info.host = h.clone();
         }
-        if let Some(p) = c.port {
+        if let Some(p) = connection.port {
             info.port = p;
         }
-        if let Some(u) = &c.user {
+        if let Some(u) = &connection.user {
             info.user = u.clone();
         }
         if let Some(d) = &c.dbname {
@@ -100,10 +101,7 @@ impl ConnInfo {
         if let Some(s) = c.sslmode {
             info.sslmode = s;
         }
-        if let Some(p) =
-            sluice_kit::config::password(c.password.as_ref(), c.password_file.as_deref())
-                .map_err(PgError::Setup)?
-        {
+        if let Some(p) = connection.password().map_err(PgError::Setup)? {
             info.password = Some(p);
         }
         Ok(info)
