@@ -263,7 +263,9 @@ impl Supervisor {
         });
 
         // Debezium's metrics (when an admin endpoint serves them) are kept across generations:
-        // their counts go on.
+        // their counts go on. Where the last source said its snapshot ended is forgotten now,
+        // before the new one can say it again (the recorder may be behind).
+        self.status.source_counters().forget_snapshot_end();
         (self.recorder).send(Observation::Generation {
             queue: source_queue.clone(),
             capacity: (limits.max_queue_size, max_bytes),

@@ -212,6 +212,13 @@ impl DebeziumMetrics {
                     self.snapshot_starts(batch.seq);
                     self.snapshot_rows(tables, *ended);
                 }
+                // Events without a `source` block (a snapshot's notifications): no change, and
+                // no end of the snapshot they are sent within.
+                Run::Stream {
+                    changes,
+                    incremental,
+                    ts_ms: None,
+                } if changes.all == 0 && incremental.is_empty() => {}
                 Run::Stream {
                     changes,
                     incremental,
@@ -421,10 +428,11 @@ impl DebeziumMetrics {
     }
 
     /// A new generation of stages reads from `queue`: `Connected` 1 again (the counts go on).
+    /// Where the last generation's snapshot ended was forgotten before its stages started
+    /// (the supervisor's `SourceCounters::forget_snapshot_end`).
     pub fn generation(&mut self, queue: Arc<BoundedQueue>) {
         self.queue = queue;
         self.seen = None;
-        self.counters.forget_snapshot_end();
         if let Some(n) = &self.named {
             n.connected.set(1.0);
         }

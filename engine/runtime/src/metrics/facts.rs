@@ -62,7 +62,7 @@ pub enum Run {
 pub struct Batch {
     /// The batch's sequence number in its generation.
     pub seq: u64,
-    /// Who the first event says the source is (`None`: it has no `source` block).
+    /// Who the first event with a `source` block says the source is (`None`: none has one).
     pub identity: Option<Identity>,
     pub runs: Vec<Run>,
 }
@@ -115,7 +115,8 @@ impl Batch {
     pub fn of(seq: u64, events: &[ChangeEvent]) -> Batch {
         let mut batch = Batch {
             seq,
-            identity: events.first().and_then(identity),
+            // The first event says it, unless the batch begins with a notification.
+            identity: events.iter().find_map(identity),
             runs: Vec::new(),
         };
         let (Some(first), Some(last)) = (events.first(), events.last()) else {

@@ -18,7 +18,7 @@ use sluice_engine::queue::BoundedQueue;
 /// Observations waiting for the recorder, at most: a stage that gets this far ahead waits for
 /// it (each is handled in microseconds).
 const CAPACITY: usize = 1024;
-/// How long a reader of the status waits for the recorder's answer.
+/// How long a reader of the status waits for the recorder's answer, all told.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the recorder is told.
@@ -112,8 +112,14 @@ impl Recorder {
     /// recorder did not answer in time).
     pub fn view(&self) -> Option<View> {
         let (answer, answered) = crossbeam_channel::bounded(1);
-        self.sender.send(Observation::Read(answer)).ok()?;
-        answered.recv_timeout(READ_TIMEOUT).ok()
+        let asked = std::time::Instant::now();
+        (self
+            .sender
+            .send_timeout(Observation::Read(answer), READ_TIMEOUT))
+        .ok()?;
+        answered
+            .recv_timeout(READ_TIMEOUT.saturating_sub(asked.elapsed()))
+            .ok()
     }
 }
 
@@ -246,6 +252,28 @@ mod tests {
         assert_eq!(view.snapshot["completed"], true, "{}", view.snapshot);
         assert_eq!(view.snapshot["tables"]["inventory.public.t"], 4);
         assert!(view.behind_ms.is_some());
+    }
+
+    #[test]
+    fn a_snapshots_notifications_between_its_rows_neither_end_nor_restart_it() {
+        let recorder = recorder(true);
+        recorder.send(Observation::Generation {
+            queue: BoundedQueue::new("source", 10, 1 << 20),
+            capacity: (10, 1 << 20),
+        });
+        let (t, notes): (Arc<str>, Arc<str>) = ("p.public.t".into(), "notes".into());
+        let mut note = event(&notes, None, "false", "t");
+        note.value = None;
+        let row = |phase| event(&t, Some("r"), phase, "t");
+        recorder.observe(0, &[note.clone(), row("first"), row("true")]);
+        recorder.observe(1, &[note.clone(), row("true")]);
+        let view = recorder.view().unwrap();
+        assert_eq!(view.snapshot["running"], true, "{}", view.snapshot);
+        assert_eq!(view.snapshot["tables"]["inventory.public.t"], 3);
+        recorder.observe(2, &[row("last"), note]);
+        let view = recorder.view().unwrap();
+        assert_eq!(view.snapshot["completed"], true, "{}", view.snapshot);
+        assert_eq!(view.snapshot["tables"]["inventory.public.t"], 4);
     }
 
     #[test]
