@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_engine::{Schema, Struct, Value};
-use sluice_kit::change_tables::source::{Dialect, SnapshotRows};
+use sluice_kit::change_tables::source::{Dialect, RowError, SnapshotRows};
 use sluice_kit::config::{Skipped, SourceCommon};
 
 use super::config::IsolationMode;
@@ -137,7 +137,7 @@ impl Dialect for Db2Dialect {
         super::tables::read(conn, &reading).await
     }
 
-    fn decode(&self, table: &Table, row: &Row, from: usize) -> Result<Struct, String> {
+    fn decode(&self, table: &Table, row: &Row, from: usize) -> Result<Struct, RowError> {
         let cells = row.get(from..).unwrap_or_default();
         table.row(|i, kind, schema| match cells.get(i) {
             None => Err("missing from the row".to_owned()),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use sluice_engine::{Op, Schema, Struct};
-use sluice_kit::change_tables::source::{Dialect, SnapshotRows};
+use sluice_kit::change_tables::source::{Dialect, RowError, SnapshotRows};
 use sluice_kit::config::{Skipped, SourceCommon};
 use tiberius::{ColumnData, Row};
 
@@ -111,7 +111,7 @@ impl Dialect for SqlServerDialect {
         super::tables::read(conn, &reading, upto, all).await
     }
 
-    fn decode(&self, table: &Table, row: &Row, from: usize) -> Result<Struct, String> {
+    fn decode(&self, table: &Table, row: &Row, from: usize) -> Result<Struct, RowError> {
         let cells: Vec<&ColumnData<'_>> = row.cells().map(|(_, d)| d).skip(from).collect();
         table.row(|i, kind, schema| {
             let cell = cells.get(i).ok_or("missing from the row")?;

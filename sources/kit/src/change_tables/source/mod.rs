@@ -34,7 +34,7 @@ use crate::records::schema_change::SchemaChangeEvents;
 pub use error::{ChangeTableError, QueryError};
 pub use snapshot::SnapshotRows;
 pub use stream::Streaming;
-pub use table::{CapturedTable, Column, TableParts};
+pub use table::{CapturedTable, Column, RowError, TableParts};
 
 /// What of the shared options every change-table source implements (all that Debezium's SQL
 /// Server and Db2 connectors have), and its signal channels.
@@ -155,10 +155,14 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         upto: Option<Self::Lsn>,
         all: bool,
     ) -> Result<Vec<TableOf<Self>>, ErrorOf<Self>>;
-    /// The row of `table` in `row` from its cell `from` on; `Err` names the column whose value
-    /// cannot be represented.
-    fn decode(&self, table: &TableOf<Self>, row: &Self::Row, from: usize)
-        -> Result<Struct, String>;
+    /// The row of `table` in `row` from its cell `from` on ([`CapturedTable::row`]); `Err`
+    /// names the column whose value cannot be represented.
+    fn decode(
+        &self,
+        table: &TableOf<Self>,
+        row: &Self::Row,
+        from: usize,
+    ) -> Result<Struct, RowError>;
     /// The rows the server counts in each of `tables` (`schema.table`), for the progress.
     async fn row_counts(
         &self,
@@ -427,9 +431,9 @@ impl<D: Dialect> ChangeTableSource<D> {
     /// A row that cannot be represented (`error`), under
     /// `event.processing.failure.handling.mode`: `Err` under `fail`, else `Ok` to go on
     /// without it.
-    pub fn unrepresentable(&self, table: &TableOf<D>, error: &str) -> Result<(), ErrorOf<D>> {
+    pub fn unrepresentable(&self, table: &TableOf<D>, error: &RowError) -> Result<(), ErrorOf<D>> {
         (self.dialect.common())
-            .unrepresentable(&table.full_name(), String::new, error)
+            .unrepresentable(&table.full_name(), String::new, &error.to_string())
             .map_err(ChangeTableError::Setup)
     }
 

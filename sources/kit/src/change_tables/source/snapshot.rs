@@ -7,7 +7,7 @@ use crate::lifecycle::SnapshotRun;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, Position, SourceContext, Struct};
 
-use super::{At, ChangeTableSource, Dialect, ErrorOf, OffsetOf, TableOf};
+use super::{At, ChangeTableSource, Dialect, ErrorOf, OffsetOf, RowError, TableOf};
 use crate::history::ChangeKind;
 use crate::snapshot::Start;
 
@@ -229,7 +229,7 @@ impl<'s, D: Dialect> SnapshotRows<'s, D> {
     pub async fn row(
         &mut self,
         table: &TableOf<D>,
-        decoded: Result<Struct, String>,
+        decoded: Result<Struct, RowError>,
     ) -> Result<(), ErrorOf<D>> {
         let after = match decoded {
             Ok(after) => after,

@@ -11,6 +11,18 @@ use crate::config::SourceCommon;
 use crate::history::{ColumnDef, TableDef};
 use crate::shape::{ColumnSpec, Shape};
 
+/// A row of a captured table that cannot be made into its events' row: handled by
+/// `event.processing.failure.handling.mode`.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// A column's value cannot be represented (`reason`: the dialect's why).
+    #[error("column `{column}`: {reason}")]
+    Column { column: String, reason: String },
+    /// The values do not fit the row's schema (a bug).
+    #[error("a row of {table} does not fit its schema")]
+    Shape { table: String },
+}
+
 /// A captured table; `K` is the dialect's column kind, `X` where its changes are.
 pub struct CapturedTable<K, X> {
     pub schema: String,
@@ -121,25 +133,24 @@ impl<K, X> CapturedTable<K, X> {
     }
 
     /// The row the events carry: `value(i, kind, schema)` gives the value of column `i` (an
-    /// index into [`Self::columns`]) at its event schema; `Err` names the column whose value
-    /// cannot be represented.
+    /// index into [`Self::columns`]) at its event schema, or why it cannot be represented.
     pub fn row(
         &self,
         mut value: impl FnMut(usize, &K, &Arc<Schema>) -> Result<Value, String>,
-    ) -> Result<Struct, String> {
+    ) -> Result<Struct, RowError> {
         let shape = &self.shape;
         let mut values = Vec::with_capacity(shape.kept.len());
         for (j, &i) in shape.kept.iter().enumerate() {
             let (name, kind) = &self.columns[i];
             let schema = &shape.row.fields()[j].schema;
-            let v = value(i, kind, schema).map_err(|e| format!("column `{name}`: {e}"))?;
+            let v = value(i, kind, schema).map_err(|reason| RowError::Column {
+                column: name.clone(),
+                reason,
+            })?;
             values.push(shape.map(j, v));
         }
-        Struct::from_values(shape.row.clone(), values).ok_or_else(|| {
-            format!(
-                "a row of {}.{} does not fit its schema",
-                self.schema, self.name
-            )
+        Struct::from_values(shape.row.clone(), values).ok_or_else(|| RowError::Shape {
+            table: self.full_name(),
         })
     }
 }
