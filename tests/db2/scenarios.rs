@@ -40,3 +40,11 @@ fn rows_of_megabytes_pass_in_bounded_memory() {
         256,
     );
 }
+
+/// A value the source cannot read (an emulator-only `infinity` date): `fail` stops with one
+/// line naming the column, `warn` leaves the row out, in the snapshot and in the change-data
+/// tables.
+#[test]
+fn a_value_the_source_cannot_represent_follows_the_failure_handling_mode() {
+    scenario::failure::run(&Db2Backend::new("refusedvalue"));
+}

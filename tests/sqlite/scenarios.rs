@@ -28,3 +28,10 @@ fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
 fn rows_of_megabytes_pass_in_bounded_memory() {
     scenario::memory::run(&Sqlite::new(), (60, 5_000_000), 256);
 }
+
+/// Text in an INTEGER column: `fail` stops with one line naming the column, `warn` leaves the
+/// row out, in the snapshot and in the stream.
+#[test]
+fn a_value_the_source_cannot_represent_follows_the_failure_handling_mode() {
+    scenario::failure::run(&Sqlite::new());
+}

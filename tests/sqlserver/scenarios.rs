@@ -35,3 +35,10 @@ fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
 fn rows_of_megabytes_pass_in_bounded_memory() {
     scenario::memory::run(&SqlServerBackend::new("bigrows"), (60, 5_000_000), 256);
 }
+
+/// A `money` value the TDS client cannot decode exactly: `fail` stops with one line naming
+/// the column, `warn` leaves the row out, in the snapshot and in the change tables.
+#[test]
+fn a_value_the_source_cannot_represent_follows_the_failure_handling_mode() {
+    scenario::failure::run(&SqlServerBackend::new("refusedvalue"));
+}

@@ -80,6 +80,17 @@ impl Backend for Db2Backend {
         ("integer", "varchar(40)")
     }
 
+    /// A DATE of `infinity`: no Db2 holds one, but the emulator's store (PostgreSQL) does, and
+    /// its ODBC text is no date the source can read. Exercises the source's handling of an
+    /// unreadable value, not a value a real Db2 sends.
+    fn unrepresentable(&self) -> Option<super::failure::Unrepresentable> {
+        Some(super::failure::Unrepresentable {
+            sql_type: "date".into(),
+            refused: "'infinity'".into(),
+            fits: "'2024-02-29'".into(),
+        })
+    }
+
     fn large_text_type(&self) -> &str {
         "clob"
     }

@@ -7,7 +7,8 @@
 //!   the table every time;
 //! - [`generated`]: the same with values drawn across each type's whole range (MySQL's binlog
 //!   decoder, PostgreSQL's pgoutput and COPY readers);
-//! - [`memory`]: rows of megabytes through the snapshot and one transaction, in bounded memory.
+//! - [`memory`]: rows of megabytes through the snapshot and one transaction, in bounded memory;
+//! - [`failure`]: a value the source cannot represent, under each failure handling mode.
 //!
 //! A backend is one database of one source: how to run SQL there, read it back with the
 //! database's own client, name tables and columns, make a table captured, and write the
@@ -16,6 +17,7 @@
 pub mod blocking;
 pub mod boundary;
 pub mod db2;
+pub mod failure;
 pub mod generated;
 pub mod kill;
 pub mod memory;
@@ -68,6 +70,11 @@ pub trait Backend: Sync {
     fn types(&self) -> (&str, &str);
     /// The SQL type of a text column of megabytes.
     fn large_text_type(&self) -> &str;
+    /// A value of a column type the source cannot represent ([`failure`]); `None`: the
+    /// source has none the scenarios know.
+    fn unrepresentable(&self) -> Option<failure::Unrepresentable> {
+        None
+    }
     /// SQL for a text of `n` times the character `c`.
     fn repeated(&self, n: usize, c: char) -> String {
         format!("repeat('{c}', {n})")

@@ -245,6 +245,15 @@ impl Backend for Sqlite {
         ("INTEGER", "TEXT")
     }
 
+    /// Text in an INTEGER column (SQLite keeps what it is given).
+    fn unrepresentable(&self) -> Option<super::failure::Unrepresentable> {
+        Some(super::failure::Unrepresentable {
+            sql_type: "INTEGER".into(),
+            refused: "'abc'".into(),
+            fits: "10".into(),
+        })
+    }
+
     fn large_text_type(&self) -> &str {
         "TEXT"
     }

@@ -83,6 +83,16 @@ impl Backend for SqlServerBackend {
         ("int", "nvarchar(40)")
     }
 
+    /// A `money` value beyond ±450 billion, which the TDS client decodes as a double that no
+    /// longer holds its four decimals exactly (SQL Server's money goes to ±922 trillion).
+    fn unrepresentable(&self) -> Option<super::failure::Unrepresentable> {
+        Some(super::failure::Unrepresentable {
+            sql_type: "money".into(),
+            refused: "500000000000.0000".into(),
+            fits: "12.5000".into(),
+        })
+    }
+
     /// `varchar(max)`: a byte a character (`nvarchar(max)` is two, which the SQL Server client
     /// reads one at a time).
     fn large_text_type(&self) -> &str {
