@@ -26,14 +26,15 @@ use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 use sluice_engine::event::{BatchCut, SourceHead, SourceTimestamps};
 use sluice_engine::{
-    Batch, BuildContext, ChangeEvent, ComponentError, FailureMode, Op, Position, Record, Schema,
-    Source, SourceContext, Struct, Value,
+    Batch, BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, Source,
+    SourceContext, Struct, Value,
 };
 
 pub use config::SqliteConfig;
 
 use capture::{quote, Captured};
 use incremental::Progress;
+use sluice_kit::config::ValueRefused;
 use sluice_kit::position::Resume;
 use table::Table;
 
@@ -294,30 +295,25 @@ impl SqliteSource {
         column: &str,
         reason: &str,
     ) -> Result<(), ComponentError> {
-        match self.config.common.failure_mode {
-            FailureMode::Fail => Err(fatal(format!(
-                "table `{}` column `{column}`: {reason}; fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable` (or set `event.processing.failure.handling.mode: warn` to skip such changes)",
-                table.name
-            ))),
-            FailureMode::Warn => {
-                let key: Vec<String> = table
-                    .event_key
-                    .iter()
-                    .map(|i| {
-                        row.get_ref(first + *i)
-                            .map(|v| format!("{v:?}"))
-                            .unwrap_or_default()
-                    })
-                    .collect();
-                tracing::warn!(table = %table.name, column, reason, key = ?key, "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn).");
-                self.config.common.counters.erroneous(1);
-                Ok(())
-            }
-            FailureMode::Skip => {
-                self.config.common.counters.erroneous(1);
-                Ok(())
-            }
-        }
+        let key = || {
+            let key: Vec<String> = (table.event_key.iter())
+                .map(|i| {
+                    row.get_ref(first + *i)
+                        .map(|v| format!("{v:?}"))
+                        .unwrap_or_default()
+                })
+                .collect();
+            format!("{key:?}")
+        };
+        let refused = ValueRefused {
+            table: &table.name,
+            column,
+            reason,
+        };
+        let fix = "fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable`";
+        (self.config.common)
+            .refuse_value(refused, key, Some(fix))
+            .map_err(fatal)
     }
 
     /// Changes after `after`, merged across tables in sequence order; the new position.

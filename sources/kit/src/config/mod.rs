@@ -383,6 +383,42 @@ impl SourceCommon {
         Ok(())
     }
 
+    /// A change holding a value that cannot be represented (`refused`), under
+    /// `event.processing.failure.handling.mode`: `Err` under `fail`, naming the table, the
+    /// column and why, then `fix` (the source's advice, if any) and the mode to change;
+    /// under `warn` one warning with the table, the column, the reason and the change's `key`,
+    /// and `Ok` to go on without it; under `skip` silently. Counted as erroneous.
+    pub fn refuse_value(
+        &self,
+        refused: ValueRefused<'_>,
+        key: impl FnOnce() -> String,
+        fix: Option<&str>,
+    ) -> Result<(), String> {
+        let ValueRefused {
+            table,
+            column,
+            reason,
+        } = refused;
+        match self.failure_mode {
+            FailureMode::Fail => {
+                let fix = fix.map(|f| format!("{f}; ")).unwrap_or_default();
+                return Err(format!(
+                    "table `{table}` column `{column}`: {reason}; {fix}set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
+                ));
+            }
+            FailureMode::Warn => tracing::warn!(
+                table,
+                column,
+                reason,
+                key = %key(),
+                "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
+            ),
+            FailureMode::Skip => {}
+        }
+        self.counters.erroneous(1);
+        Ok(())
+    }
+
     /// Counts what the source skips into the running pipeline's counters (`ctx`'s); a source
     /// calls this before it hands its options to its readers.
     pub fn count_into(&mut self, ctx: &sluice_engine::SourceContext) {
@@ -618,6 +654,14 @@ pub trait DatabaseSource: Component + for<'de> Deserialize<'de> {
     fn check(&self) -> Result<(), String>;
 }
 
+/// A value of a change that cannot be represented: its table, its column and why.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueRefused<'a> {
+    pub table: &'a str,
+    pub column: &'a str,
+    pub reason: &'a str,
+}
+
 /// [`SourceCommon::unrepresentable`] for a source that keeps its own copy of the mode.
 pub fn unrepresentable(
     mode: FailureMode,
@@ -644,6 +688,26 @@ pub fn unrepresentable(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_refused_value_names_its_table_column_and_the_fix_then_follows_the_mode() {
+        use sluice_engine::FailureMode;
+        let mut common = super::SourceCommon::default();
+        let refused = super::ValueRefused {
+            table: "main.t",
+            column: "n",
+            reason: "`abc` is no integer",
+        };
+        let e = (common.refuse_value(refused, String::new, Some("fix the value"))).unwrap_err();
+        assert_eq!(
+            e,
+            "table `main.t` column `n`: `abc` is no integer; fix the value; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
+        );
+        for mode in [FailureMode::Warn, FailureMode::Skip] {
+            common.failure_mode = mode;
+            assert_eq!(common.refuse_value(refused, || "[1]".into(), None), Ok(()));
+        }
+    }
 
     #[test]
     fn unrepresentable_changes_follow_the_failure_mode() {

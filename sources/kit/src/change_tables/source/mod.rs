@@ -27,7 +27,7 @@ use sluice_engine::{
 use super::history::TableHistory;
 use super::lsn::{ChangeLsn, ChangeOffset};
 use super::merge::Pieces;
-use crate::config::{Feature, Skipped, SourceCommon, Supports};
+use crate::config::{Feature, Skipped, SourceCommon, Supports, ValueRefused};
 use crate::history::ChangeKind;
 use crate::records::schema_change::SchemaChangeEvents;
 
@@ -432,9 +432,22 @@ impl<D: Dialect> ChangeTableSource<D> {
     /// `event.processing.failure.handling.mode`: `Err` under `fail`, else `Ok` to go on
     /// without it.
     pub fn unrepresentable(&self, table: &TableOf<D>, error: &RowError) -> Result<(), ErrorOf<D>> {
-        (self.dialect.common())
-            .unrepresentable(&table.full_name(), String::new, &error.to_string())
-            .map_err(ChangeTableError::Setup)
+        let common = self.dialect.common();
+        let refused = match error {
+            RowError::Column { column, reason } => {
+                let table = table.full_name();
+                let refused = ValueRefused {
+                    table: &table,
+                    column,
+                    reason,
+                };
+                common.refuse_value(refused, String::new, None)
+            }
+            RowError::Shape { .. } => {
+                common.unrepresentable(&table.full_name(), String::new, &error.to_string())
+            }
+        };
+        refused.map_err(ChangeTableError::Setup)
     }
 
     /// The image of `row` from its cell `from` on: `Ok(None)` when it cannot be represented
