@@ -15,8 +15,8 @@ use sluice_engine::event::{ChangeEvent, Op, Value};
 /// The source's connector type and logical name (`source.connector`, `source.name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    pub connector: String,
-    pub name: String,
+    pub connector: Arc<str>,
+    pub name: Arc<str>,
 }
 
 /// Rows of one table, read one after the other under one topic.
@@ -158,9 +158,14 @@ impl Batch {
 
 /// Who `event` says the source is.
 fn identity(event: &ChangeEvent) -> Option<Identity> {
+    // The block's own strings, shared: no copy per batch.
+    let shared = |field| match event.source_field(field) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
     Some(Identity {
-        connector: text(event.source_field("connector"))?.to_owned(),
-        name: text(event.source_field("name"))?.to_owned(),
+        connector: shared("connector")?,
+        name: shared("name")?,
     })
 }
 
