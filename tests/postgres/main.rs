@@ -25,4 +25,3 @@ mod ownership;
 mod progress;
 mod resume;
 mod setup;
-mod values;

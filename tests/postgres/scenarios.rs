@@ -36,3 +36,10 @@ fn blocking_snapshots_in_the_middle_of_a_writer_lose_nothing() {
 fn rows_of_megabytes_pass_in_bounded_memory() {
     scenario::memory::run(&Postgres::new("pg_big_rows"), (60, 5_000_000), 256);
 }
+
+/// `NaN` in a `NOT NULL` numeric: `fail` stops with one line naming the column, `warn` leaves
+/// the row out with its key, in the snapshot and in the stream.
+#[test]
+fn a_value_the_source_cannot_represent_follows_the_failure_handling_mode() {
+    scenario::failure::run(&Postgres::new("pg_refused_value"));
+}

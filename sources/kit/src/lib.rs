@@ -25,6 +25,7 @@
 
 pub mod change_tables;
 pub mod config;
+pub mod failure;
 pub mod history;
 pub mod incremental;
 pub mod lifecycle;

@@ -254,7 +254,7 @@ impl Dialect for Db2Dialect {
         let mut chunks = conn.cursor(&what, sql, &[], chunk)?;
         while let Some(rows) = chunks.next().await? {
             for row in rows {
-                out.row(table, self.decode(table, &row, 0)).await?;
+                out.row(table, &row).await?;
             }
         }
         Ok(())

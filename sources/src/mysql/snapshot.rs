@@ -2,6 +2,7 @@
 //! position MariaDB reports for it. Rows are `op: r` events whose `source.snapshot` marks the
 //! first and last rows (of all, and of each table) as Debezium does.
 
+use sluice_kit::failure::RowError;
 use sluice_kit::lifecycle::SnapshotRun;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -630,8 +631,13 @@ impl MysqlSource {
             _ => None,
         };
         let shape = &table.shape;
-        let values: Result<Vec<_>, String> = (shape.kept.iter().enumerate())
-            .map(|(j, &i)| Ok(shape.map(j, table.columns[i].value(text(j), modes)?)))
+        let values: Result<Vec<_>, RowError> = (shape.kept.iter().enumerate())
+            .map(|(j, &i)| {
+                let column = &table.columns[i];
+                let value = (column.value(text(j), modes))
+                    .map_err(|reason| RowError::column(&column.name, reason))?;
+                Ok(shape.map(j, value))
+            })
             .collect();
         let values = match values {
             Ok(values) => values,
@@ -640,13 +646,8 @@ impl MysqlSource {
                 let at = |i| shape.kept.iter().position(|&k| k == i);
                 let key =
                     || table.key_text(|i| at(i).and_then(text).map(|b| String::from_utf8_lossy(b)));
-                self.config
-                    .common
-                    .unrepresentable(
-                        &table.full_name(),
-                        key,
-                        &format!("`{}` {e}", table.full_name()),
-                    )
+                (self.config.common)
+                    .refuse(&table.full_name(), &e, key, None)
                     .map_err(MysqlError::Value)?;
                 return Ok(None);
             }

@@ -34,7 +34,7 @@ pub use config::SqliteConfig;
 
 use capture::{quote, Captured};
 use incremental::Progress;
-use sluice_kit::config::ValueRefused;
+use sluice_kit::failure::RowError;
 use sluice_kit::position::Resume;
 use table::Table;
 
@@ -305,14 +305,10 @@ impl SqliteSource {
                 .collect();
             format!("{key:?}")
         };
-        let refused = ValueRefused {
-            table: &table.name,
-            column,
-            reason,
-        };
+        let refused = RowError::column(column, reason);
         let fix = "fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable`";
         (self.config.common)
-            .refuse_value(refused, key, Some(fix))
+            .refuse(&table.name, &refused, key, Some(fix))
             .map_err(fatal)
     }
 

@@ -271,7 +271,7 @@ impl Dialect for SqlServerDialect {
         while let Some(row) =
             (stream.try_next().await).map_err(|e| SqlServerError::query(&what, e))?
         {
-            out.row(table, self.decode(table, &row, 0)).await?;
+            out.row(table, &row).await?;
         }
         Ok(())
     }

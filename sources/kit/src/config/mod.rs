@@ -368,55 +368,26 @@ impl SourceCommon {
         std::time::Duration::from_millis(self.heartbeat_interval_ms.max(1))
     }
 
-    /// A change whose values cannot be represented (`error` names the column and the value),
-    /// under `event.processing.failure.handling.mode`: `Err` (the message, with the fix) under
-    /// `fail`; `Ok` to go on without the change under `warn` (logged with its `table` and
-    /// `key`) and `skip`.
-    pub fn unrepresentable(
-        &self,
-        table: &str,
-        key: impl FnOnce() -> String,
-        error: &str,
-    ) -> Result<(), String> {
-        unrepresentable(self.failure_mode, table, key, error)?;
-        self.counters.erroneous(1);
-        Ok(())
+    /// How this source handles a change that cannot be represented (the mode and its
+    /// counters), for the readers that keep their own copy.
+    pub fn failure_handling(&self) -> crate::failure::FailureHandling {
+        crate::failure::FailureHandling {
+            mode: self.failure_mode,
+            counters: self.counters.clone(),
+        }
     }
 
-    /// A change holding a value that cannot be represented (`refused`), under
-    /// `event.processing.failure.handling.mode`: `Err` under `fail`, naming the table, the
-    /// column and why, then `fix` (the source's advice, if any) and the mode to change;
-    /// under `warn` one warning with the table, the column, the reason and the change's `key`,
-    /// and `Ok` to go on without it; under `skip` silently. Counted as erroneous.
-    pub fn refuse_value(
+    /// A change of `table` that cannot be represented:
+    /// [`FailureHandling::refuse`](crate::failure::FailureHandling::refuse) under this
+    /// source's mode.
+    pub fn refuse(
         &self,
-        refused: ValueRefused<'_>,
+        table: &str,
+        error: &crate::failure::RowError,
         key: impl FnOnce() -> String,
         fix: Option<&str>,
     ) -> Result<(), String> {
-        let ValueRefused {
-            table,
-            column,
-            reason,
-        } = refused;
-        match self.failure_mode {
-            FailureMode::Fail => {
-                let fix = fix.map(|f| format!("{f}; ")).unwrap_or_default();
-                return Err(format!(
-                    "table `{table}` column `{column}`: {reason}; {fix}set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
-                ));
-            }
-            FailureMode::Warn => tracing::warn!(
-                table,
-                column,
-                reason,
-                key = %key(),
-                "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
-            ),
-            FailureMode::Skip => {}
-        }
-        self.counters.erroneous(1);
-        Ok(())
+        self.failure_handling().refuse(table, error, key, fix)
     }
 
     /// Counts what the source skips into the running pipeline's counters (`ctx`'s); a source
@@ -652,78 +623,4 @@ pub trait DatabaseSource: Component + for<'de> Deserialize<'de> {
     fn set_connection(&mut self, _connection: Connection) {}
     /// Checks what serde cannot of the source's own keys (the shared ones are checked).
     fn check(&self) -> Result<(), String>;
-}
-
-/// A value of a change that cannot be represented: its table, its column and why.
-#[derive(Debug, Clone, Copy)]
-pub struct ValueRefused<'a> {
-    pub table: &'a str,
-    pub column: &'a str,
-    pub reason: &'a str,
-}
-
-/// [`SourceCommon::unrepresentable`] for a source that keeps its own copy of the mode.
-pub fn unrepresentable(
-    mode: FailureMode,
-    table: &str,
-    key: impl FnOnce() -> String,
-    error: &str,
-) -> Result<(), String> {
-    match mode {
-        FailureMode::Fail => Err(format!(
-            "{error}; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
-        )),
-        FailureMode::Warn => {
-            tracing::warn!(
-                table,
-                key = %key(),
-                error,
-                "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
-            );
-            Ok(())
-        }
-        FailureMode::Skip => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-
-    #[test]
-    fn a_refused_value_names_its_table_column_and_the_fix_then_follows_the_mode() {
-        use sluice_engine::FailureMode;
-        let mut common = super::SourceCommon::default();
-        let refused = super::ValueRefused {
-            table: "main.t",
-            column: "n",
-            reason: "`abc` is no integer",
-        };
-        let e = (common.refuse_value(refused, String::new, Some("fix the value"))).unwrap_err();
-        assert_eq!(
-            e,
-            "table `main.t` column `n`: `abc` is no integer; fix the value; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
-        );
-        for mode in [FailureMode::Warn, FailureMode::Skip] {
-            common.failure_mode = mode;
-            assert_eq!(common.refuse_value(refused, || "[1]".into(), None), Ok(()));
-        }
-    }
-
-    #[test]
-    fn unrepresentable_changes_follow_the_failure_mode() {
-        use sluice_engine::FailureMode;
-        let mut common = super::SourceCommon::default();
-        let e = common
-            .unrepresentable("t", || "id=1".into(), "column `c`: 300 is out of range")
-            .unwrap_err();
-        assert!(
-            e.contains("out of range") && e.contains("failure.handling.mode: warn"),
-            "{e}"
-        );
-        for mode in [FailureMode::Warn, FailureMode::Skip] {
-            common.failure_mode = mode;
-            assert_eq!(common.unrepresentable("t", || "id=1".into(), "bad"), Ok(()));
-            assert!(common.counters.counts().1 > 0, "counted as erroneous");
-        }
-    }
 }

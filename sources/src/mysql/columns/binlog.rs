@@ -25,20 +25,12 @@ impl Column {
             return Ok(Value::Null);
         };
         let BinlogValue::Value(v) = v else {
-            return Err(format!(
-                "column `{}`: a JSON value where {:?} was expected",
-                self.name, self.kind
-            ));
+            return Err(format!("a JSON value where {:?} was expected", self.kind));
         };
         if *v == V::NULL {
             return Ok(Value::Null);
         }
-        let bad = || {
-            format!(
-                "column `{}`: the binlog value {v:?} does not fit its type",
-                self.name
-            )
-        };
+        let bad = || format!("the binlog value {v:?} does not fit its type");
         let int = || match v {
             V::Int(i) => Some(i128::from(*i)),
             V::UInt(u) => Some(i128::from(*u)),
@@ -72,10 +64,7 @@ impl Column {
             Kind::Text(charset @ (Charset::Latin1 | Charset::Other(_))) => {
                 let bytes = bytes().ok_or_else(bad)?;
                 Value::from(charset.decode(bytes).ok_or_else(|| {
-                    format!(
-                        "column `{}`: the binlog's bytes {bytes:02x?} are not text of its character set",
-                        self.name
-                    )
+                    format!("the binlog's bytes {bytes:02x?} are not text of its character set")
                 })?)
             }
             Kind::Decimal(_)
@@ -121,12 +110,7 @@ impl Column {
 
     /// A `DATE`, `TIME`, `DATETIME` or `TIMESTAMP` of a binlog row image.
     fn binlog_temporal(&self, v: &V, modes: Modes) -> Result<Value, String> {
-        let bad = || {
-            format!(
-                "column `{}`: the binlog value {v:?} does not fit its type",
-                self.name
-            )
-        };
+        let bad = || format!("the binlog value {v:?} does not fit its type");
         match &self.kind {
             Kind::Date | Kind::DateTime(_)
                 if matches!(v, V::Date(_, 0, ..) | V::Date(_, _, 0, ..)) =>

@@ -440,27 +440,21 @@ impl Column {
             Kind::Geometry | Kind::Point => {
                 return spatial_value(&self.kind, &self.schema, bytes).ok_or_else(|| {
                     format!(
-                        "column `{}`: {} bytes are not a spatial value (an SRID and a {}geometry as WKB)",
-                        self.name,
+                        "{} bytes are not a spatial value (an SRID and a {}geometry as WKB)",
                         bytes.len(),
-                        if self.kind == Kind::Point { "point " } else { "" }
+                        if self.kind == Kind::Point {
+                            "point "
+                        } else {
+                            ""
+                        }
                     )
                 })
             }
             _ => {}
         }
-        let text = std::str::from_utf8(bytes).map_err(|_| {
-            format!(
-                "column `{}`: the server sent text that is not UTF-8",
-                self.name
-            )
-        })?;
-        let bad = || {
-            format!(
-                "column `{}`: `{text}` is not a valid value of its type",
-                self.name
-            )
-        };
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| "the server sent text that is not UTF-8".to_owned())?;
+        let bad = || format!("`{text}` is not a valid value of its type");
         if matches!(
             self.kind,
             Kind::Date | Kind::DateTime(_) | Kind::Timestamp(_)
@@ -509,16 +503,14 @@ impl Column {
             schema,
         } = self.kind
         else {
-            return Err(format!("column `{}`: not an integer column", self.name));
+            return Err("not an integer column".to_owned());
         };
         let out_of_range = || {
             if unsigned && bits == 64 {
                 format!(
-                    "column `{}`: BIGINT UNSIGNED value {v} does not fit a signed 64-bit integer (`bigint.unsigned.handling.mode: long`; Debezium would wrap it to a negative number): set `bigint.unsigned.handling.mode: precise`",
-                    self.name
-                )
+                    "BIGINT UNSIGNED value {v} does not fit a signed 64-bit integer (`bigint.unsigned.handling.mode: long`; Debezium would wrap it to a negative number): set `bigint.unsigned.handling.mode: precise`")
             } else {
-                format!("column `{}`: {v} is out of the column's range", self.name)
+                format!("{v} is out of the column's range")
             }
         };
         Ok(match schema {
@@ -535,10 +527,7 @@ impl Column {
         if self.schema.is_optional() {
             Ok(Value::Null)
         } else {
-            Err(format!(
-                "column `{}` (NOT NULL) holds a zero date, which its type cannot represent (Debezium would write the epoch instead)",
-                self.name
-            ))
+            Err("it is NOT NULL and holds a zero date, which its type cannot represent (Debezium would write the epoch instead)".to_owned())
         }
     }
 
@@ -552,9 +541,7 @@ impl Column {
             .map(Value::Int32)
             .map_err(|_| {
                 format!(
-                    "column `{}`: the TIME {micros} µs does not fit Connect's Time (int32 milliseconds); use `time.precision.mode: adaptive_time_microseconds`",
-                    self.name
-                )
+                    "the TIME {micros} µs does not fit Connect's Time (int32 milliseconds); use `time.precision.mode: adaptive_time_microseconds`")
             })
     }
 }

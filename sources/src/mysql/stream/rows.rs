@@ -5,6 +5,7 @@ use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use sluice_engine::{ChangeEvent, Op, Position, Struct};
+use sluice_kit::failure::RowError;
 
 use super::decode::Image;
 use super::Out;
@@ -132,10 +133,9 @@ impl MysqlSource {
                             })
                         })
                     };
-                    let what = format!("{e} (at {}:{}, row {i})", at.file, at.pos);
-                    self.config
-                        .common
-                        .unrepresentable(&collection, key, &what)
+                    let key = || format!("{} (at {}:{}, row {i})", key(), at.file, at.pos);
+                    (self.config.common)
+                        .refuse(&collection, &e, key, None)
                         .map_err(MysqlError::Value)?;
                     continue;
                 }
@@ -245,30 +245,30 @@ impl MysqlSource {
     }
 
     /// A row image as the table's struct.
-    fn image(&self, table: &Table, row: Option<&Image>) -> Result<Option<Struct>, String> {
+    fn image(&self, table: &Table, row: Option<&Image>) -> Result<Option<Struct>, RowError> {
         let Some(row) = row else {
             return Ok(None);
         };
         let present = row.iter().filter(|v| v.is_some()).count();
         if present != table.columns.len() || row.len() != table.columns.len() {
-            return Err(format!(
-                "`{}`: a row image holds {present} of its {} columns: the change was written with `binlog_row_image` other than FULL (a session can set it); the mysql source needs full images",
-                table.full_name(),
+            let reason = format!(
+                "a row image holds {present} of its {} columns: the change was written with `binlog_row_image` other than FULL (a session can set it); the mysql source needs full images",
                 table.columns.len()
-            ));
+            );
+            return Err(RowError::Row { reason });
         }
         let modes = self.modes();
         let shape = &table.shape;
         let mut values = Vec::with_capacity(shape.kept.len());
         for (j, &i) in shape.kept.iter().enumerate() {
-            let value = table.columns[i]
-                .binlog_value(row[i].as_ref(), modes)
-                .map_err(|e| format!("`{}` {e}", table.full_name()))?;
+            let column = &table.columns[i];
+            let value = (column.binlog_value(row[i].as_ref(), modes))
+                .map_err(|reason| RowError::column(&column.name, reason))?;
             values.push(shape.map(j, value));
         }
         Struct::from_values(table.envelope.row.clone(), values)
             .map(Some)
-            .ok_or_else(|| format!("`{}`: a row does not fit its schema", table.full_name()))
+            .ok_or(RowError::Shape)
     }
 
     /// The events of one row change: an update of the key is a delete (and its tombstone) and

@@ -45,7 +45,7 @@ fn events(
     table: &TableSchema,
     message: &Message<'_>,
     info: &SourceInfo<'_>,
-) -> Result<Change, String> {
+) -> Result<Change, sluice_kit::failure::RowError> {
     let event =
         |op, key, before, after| table.event(op, key, before, after, info, Position::Offset(0));
     Ok(match message {

@@ -3,12 +3,11 @@
 use std::sync::Arc;
 
 use sluice_engine::event::{EnvelopeSchema, SourceHead, SourceTimestamps};
-use sluice_engine::{
-    ChangeEvent, FailureMode, Op, Position, Record, Schema, SchemaType, Struct, Value,
-};
+use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
 
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::server::catalog::TableDef;
+use sluice_kit::failure::{FailureHandling, RowError};
 use sluice_kit::mapping::ColumnMapper;
 
 use crate::postgres::values::types::{
@@ -118,10 +117,8 @@ pub(crate) struct TableSchema {
     /// table in key ranges).
     pub int_key: Option<String>,
     modes: Modes,
-    /// `event.processing.failure.handling.mode`.
-    failure_mode: FailureMode,
-    /// Where skipped changes are counted.
-    counters: std::sync::Arc<sluice_engine::component::SourceCounters>,
+    /// `event.processing.failure.handling.mode`, and where skipped changes are counted.
+    failure: FailureHandling,
     /// `source` strings shared by all of this table's events.
     shared: [Arc<str>; 4],
 }
@@ -299,8 +296,7 @@ impl TableSchema {
             value_columns,
             key_columns,
             modes,
-            failure_mode: config.common.failure_mode,
-            counters: config.common.counters.clone(),
+            failure: config.common.failure_handling(),
         }
     }
 
@@ -324,12 +320,12 @@ impl TableSchema {
         !self.key_columns.is_empty()
     }
 
-    fn cell(&self, path: ReadPath, index: usize, cell: Cell<'_>) -> Result<Value, String> {
+    fn cell(&self, path: ReadPath, index: usize, cell: Cell<'_>) -> Result<Value, RowError> {
         let column = &self.columns[index];
         let schema = &column.schema;
         match cell {
             Cell::Text(t) => parse_value(&column.kind, self.modes, path, schema, t)
-                .map_err(|e| format!("{}.{}.{}: {e}", self.schema_name, self.table, column.name)),
+                .map_err(|reason| RowError::column(&column.name, reason)),
             // Debezium emits a column's default for NULL (snapshot and stream alike), and a
             // type's zero value for a NULL it must not emit (a key-only old row's columns).
             Cell::Null => Ok(match schema.default_value() {
@@ -347,11 +343,11 @@ impl TableSchema {
     }
 
     /// The row struct of a streamed change from cells in table column order.
-    pub(crate) fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, String> {
+    pub(crate) fn row(&self, cells: &[Cell<'_>]) -> Result<Struct, RowError> {
         self.row_at(ReadPath::Stream, cells)
     }
 
-    fn row_at(&self, path: ReadPath, cells: &[Cell<'_>]) -> Result<Struct, String> {
+    fn row_at(&self, path: ReadPath, cells: &[Cell<'_>]) -> Result<Struct, RowError> {
         // Sized up front: collecting through `Result` would grow the vector step by step.
         let mut values = Vec::with_capacity(self.value_columns.len());
         for &i in &self.value_columns {
@@ -361,16 +357,16 @@ impl TableSchema {
                 _ => value,
             });
         }
-        Struct::from_values(self.envelope.row.clone(), values).ok_or_else(|| "row arity".to_owned())
+        Struct::from_values(self.envelope.row.clone(), values).ok_or(RowError::Shape)
     }
 
     /// The key record of a streamed change from cells in table column order (`None` without a
     /// primary key).
-    pub(crate) fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
+    pub(crate) fn key(&self, cells: &[Cell<'_>]) -> Result<Option<Record>, RowError> {
         self.key_at(ReadPath::Stream, cells)
     }
 
-    fn key_at(&self, path: ReadPath, cells: &[Cell<'_>]) -> Result<Option<Record>, String> {
+    fn key_at(&self, path: ReadPath, cells: &[Cell<'_>]) -> Result<Option<Record>, RowError> {
         let Some(schema) = &self.envelope.key else {
             return Ok(None);
         };
@@ -378,8 +374,7 @@ impl TableSchema {
         for &i in &self.key_columns {
             values.push(self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null))?);
         }
-        let value =
-            Struct::from_values(schema.clone(), values).ok_or_else(|| "key arity".to_owned())?;
+        let value = Struct::from_values(schema.clone(), values).ok_or(RowError::Shape)?;
         Ok(Some(Record {
             schema: schema.clone(),
             value: Value::Struct(value),
@@ -392,7 +387,7 @@ impl TableSchema {
     pub(crate) fn unreadable(
         &self,
         path: ReadPath,
-        error: String,
+        error: RowError,
         cells: &[Cell<'_>],
     ) -> Result<(), String> {
         let key = || match self.key_at(path, cells) {
@@ -405,9 +400,7 @@ impl TableSchema {
             Err(_) => "(unreadable)".to_owned(),
         };
         let table = format!("{}.{}", self.schema_name, self.table);
-        sluice_kit::config::unrepresentable(self.failure_mode, &table, key, &error)?;
-        self.counters.erroneous(1);
-        Ok(())
+        self.failure.refuse(&table, &error, key, None)
     }
 
     /// The `source` struct.
@@ -459,7 +452,7 @@ impl TableSchema {
         cells: &[Cell<'_>],
         source: &Struct,
         position: Position,
-    ) -> Result<ChangeEvent, String> {
+    ) -> Result<ChangeEvent, RowError> {
         let key = self.key_at(ReadPath::Snapshot, cells)?;
         let after = self.row_at(ReadPath::Snapshot, cells)?;
         Ok(self.event_with_source(Op::Read, key, None, Some(after), source.clone(), position))

@@ -88,6 +88,7 @@ impl Backend for Db2Backend {
             sql_type: "date".into(),
             refused: "'infinity'".into(),
             fits: "'2024-02-29'".into(),
+            settings: Vec::new(),
         })
     }
 

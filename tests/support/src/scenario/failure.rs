@@ -1,7 +1,7 @@
 //! A value the source cannot represent, under `event.processing.failure.handling.mode`, for
 //! every source that has one: `fail` (the default) stops the pipeline with one line that names
-//! the column and the mode to change; `warn` leaves the row out with a warning, and the rows
-//! around it pass, in the snapshot and in the stream.
+//! the column and the mode to change; `warn` leaves the row out with a warning naming the
+//! column and the row's key, and the rows around it pass, in the snapshot and in the stream.
 
 use std::process::Command;
 
@@ -9,13 +9,16 @@ use serde_json::Value as Json;
 
 use super::Backend;
 use crate::pg;
+use crate::pipeline::Scalar;
 
-/// A column type, a value of it the source cannot represent and one it can (SQL literals).
+/// A column type, a value of it the source cannot represent and one it can (SQL literals),
+/// under the source's `settings` (besides the backend's own).
 #[derive(Debug, Clone)]
 pub struct Unrepresentable {
     pub sql_type: String,
     pub refused: String,
     pub fits: String,
+    pub settings: Vec<(&'static str, Scalar)>,
 }
 
 /// The ids of the table's events, in order.
@@ -55,7 +58,7 @@ pub fn run(backend: &dyn Backend) {
 
     // `fail`: the snapshot stops at the row, one line naming the column and the mode.
     let dir = tempfile::tempdir().unwrap();
-    let path = backend.pipeline(dir.path(), &[]);
+    let path = backend.pipeline(dir.path(), &bad.settings);
     // (Bounded: a run that goes on past the row ends once idle, and fails the assertion.)
     let out = Command::new(pg::sluice())
         .args(["run", "--stop-when-idle", "3s"])
@@ -81,7 +84,8 @@ pub fn run(backend: &dyn Backend) {
 
     // `warn`: the row is left out with a warning, in the snapshot and in the stream.
     let dir = tempfile::tempdir().unwrap();
-    let warn = [("event.processing.failure.handling.mode", "warn".into())];
+    let mut warn = bad.settings.clone();
+    warn.push(("event.processing.failure.handling.mode", "warn".into()));
     let path = backend.pipeline(dir.path(), &warn);
     let mut child = pg::start(&path, &[]);
     pg::wait_for(dir.path(), "the snapshot's rows", &mut child, |e| {
@@ -95,8 +99,26 @@ pub fn run(backend: &dyn Backend) {
     let log = pg::finish(child);
     let events = pg::lines(dir.path());
     assert_eq!(ids(backend, &events), [1, 3, 4, 6], "{}", backend.name());
-    let warned = (log.lines())
+    let warned: Vec<&str> = (log.lines())
         .filter(|l| l.contains("cannot be represented"))
-        .count();
-    assert_eq!(warned, 2, "{}: {log}", backend.name());
+        .collect();
+    assert_eq!(warned.len(), 2, "{}: {log}", backend.name());
+    // Each warning names the column and the refused row's key (2 in the snapshot, 5 in the
+    // stream).
+    for (line, id) in warned.iter().zip(["2", "5"]) {
+        assert!(
+            line.contains(&format!("column=\"{}\"", backend.field("v"))) && key_holds(line, id),
+            "{}: the warning does not name the column and the key {id}: {line}",
+            backend.name()
+        );
+    }
+}
+
+/// Whether the `key=` field of a log line holds the number `id`.
+fn key_holds(line: &str, id: &str) -> bool {
+    let Some((_, key)) = line.split_once(" key=") else {
+        return false;
+    };
+    let key = key.split(" column=").next().unwrap_or(key);
+    key.split(|c: char| !c.is_ascii_digit()).any(|n| n == id)
 }

@@ -472,6 +472,18 @@ impl Backend for Mysql {
         "LONGTEXT"
     }
 
+    /// `BIGINT UNSIGNED` 2^64-1 under `bigint.unsigned.handling.mode: long` (the default; the
+    /// backend reads `precise`): a signed 64-bit integer cannot hold it (Debezium would wrap
+    /// it to -1).
+    fn unrepresentable(&self) -> Option<super::failure::Unrepresentable> {
+        Some(super::failure::Unrepresentable {
+            sql_type: "BIGINT UNSIGNED".into(),
+            refused: "18446744073709551615".into(),
+            fits: "5".into(),
+            settings: vec![("bigint.unsigned.handling.mode", "long".into())],
+        })
+    }
+
     fn source(&self) -> Component {
         use std::hash::{Hash, Hasher};
         // A replica id of the pipeline's own: the tests of a process stream in parallel.

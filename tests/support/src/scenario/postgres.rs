@@ -552,6 +552,17 @@ impl Backend for Postgres {
         "text"
     }
 
+    /// `NaN` in a `NOT NULL` numeric: Connect's `Decimal` has no form for it, and Debezium's
+    /// null is not allowed there.
+    fn unrepresentable(&self) -> Option<super::failure::Unrepresentable> {
+        Some(super::failure::Unrepresentable {
+            sql_type: "numeric(10,2) NOT NULL".into(),
+            refused: "'NaN'".into(),
+            fits: "1.5".into(),
+            settings: Vec::new(),
+        })
+    }
+
     fn source(&self) -> Component {
         pg::source(&self.db)
     }

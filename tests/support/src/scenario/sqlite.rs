@@ -251,6 +251,7 @@ impl Backend for Sqlite {
             sql_type: "INTEGER".into(),
             refused: "'abc'".into(),
             fits: "10".into(),
+            settings: Vec::new(),
         })
     }
 

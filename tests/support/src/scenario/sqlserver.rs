@@ -90,6 +90,7 @@ impl Backend for SqlServerBackend {
             sql_type: "money".into(),
             refused: "500000000000.0000".into(),
             fits: "12.5000".into(),
+            settings: Vec::new(),
         })
     }
 

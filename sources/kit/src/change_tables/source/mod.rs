@@ -27,14 +27,15 @@ use sluice_engine::{
 use super::history::TableHistory;
 use super::lsn::{ChangeLsn, ChangeOffset};
 use super::merge::Pieces;
-use crate::config::{Feature, Skipped, SourceCommon, Supports, ValueRefused};
+use crate::config::{Feature, Skipped, SourceCommon, Supports};
 use crate::history::ChangeKind;
 use crate::records::schema_change::SchemaChangeEvents;
 
+pub use crate::failure::RowError;
 pub use error::{ChangeTableError, QueryError};
 pub use snapshot::SnapshotRows;
 pub use stream::Streaming;
-pub use table::{CapturedTable, Column, RowError, TableParts};
+pub use table::{CapturedTable, Column, TableParts};
 
 /// What of the shared options every change-table source implements (all that Debezium's SQL
 /// Server and Db2 connectors have), and its signal channels.
@@ -428,30 +429,9 @@ impl<D: Dialect> ChangeTableSource<D> {
         }
     }
 
-    /// A row that cannot be represented (`error`), under
-    /// `event.processing.failure.handling.mode`: `Err` under `fail`, else `Ok` to go on
-    /// without it.
-    pub fn unrepresentable(&self, table: &TableOf<D>, error: &RowError) -> Result<(), ErrorOf<D>> {
-        let common = self.dialect.common();
-        let refused = match error {
-            RowError::Column { column, reason } => {
-                let table = table.full_name();
-                let refused = ValueRefused {
-                    table: &table,
-                    column,
-                    reason,
-                };
-                common.refuse_value(refused, String::new, None)
-            }
-            RowError::Shape { .. } => {
-                common.unrepresentable(&table.full_name(), String::new, &error.to_string())
-            }
-        };
-        refused.map_err(ChangeTableError::Setup)
-    }
-
-    /// The image of `row` from its cell `from` on: `Ok(None)` when it cannot be represented
-    /// and the failure handling mode skips it.
+    /// The image of `row` from its cell `from` on: `Ok(None)` when a value cannot be
+    /// represented and `event.processing.failure.handling.mode` goes on without the row
+    /// (`warn` logs the table, the column, why and the row's key); `Err` under `fail`.
     pub fn image(
         &self,
         table: &TableOf<D>,
@@ -460,7 +440,13 @@ impl<D: Dialect> ChangeTableSource<D> {
     ) -> Result<Option<Struct>, ErrorOf<D>> {
         match self.dialect.decode(table, row, from) {
             Ok(s) => Ok(Some(s)),
-            Err(e) => self.unrepresentable(table, &e).map(|()| None),
+            Err(e) => {
+                let key = || table.key_text(|i| D::key_text(row, from + i));
+                (self.dialect.common())
+                    .refuse(&table.full_name(), &e, key, None)
+                    .map_err(ChangeTableError::Setup)?;
+                Ok(None)
+            }
         }
     }
 

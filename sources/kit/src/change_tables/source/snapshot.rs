@@ -7,7 +7,7 @@ use crate::lifecycle::SnapshotRun;
 use sluice_engine::event::{BatchCut, SourceTimestamps};
 use sluice_engine::{ChangeEvent, Op, Position, SourceContext, Struct};
 
-use super::{At, ChangeTableSource, Dialect, ErrorOf, OffsetOf, RowError, TableOf};
+use super::{At, ChangeTableSource, Dialect, ErrorOf, OffsetOf, TableOf};
 use crate::history::ChangeKind;
 use crate::snapshot::Start;
 
@@ -224,16 +224,11 @@ impl<'s, D: Dialect> SnapshotRows<'s, D> {
         self.ctx.limits().max_batch_bytes()
     }
 
-    /// The next row of `table`, as the dialect decoded it (`Err`: a value that cannot be
-    /// represented, handled by `event.processing.failure.handling.mode`).
-    pub async fn row(
-        &mut self,
-        table: &TableOf<D>,
-        decoded: Result<Struct, RowError>,
-    ) -> Result<(), ErrorOf<D>> {
-        let after = match decoded {
-            Ok(after) => after,
-            Err(e) => return self.source.unrepresentable(table, &e),
+    /// The next row of `table` (a row holding a value that cannot be represented is handled
+    /// by `event.processing.failure.handling.mode`).
+    pub async fn row(&mut self, table: &TableOf<D>, row: &D::Row) -> Result<(), ErrorOf<D>> {
+        let Some(after) = self.source.image(table, row, 0)? else {
+            return Ok(());
         };
         match self.pending.replace((after, false)) {
             Some((prev, first)) => {

@@ -8,20 +8,9 @@ use sluice_engine::event::EnvelopeSchema;
 use sluice_engine::{Schema, Struct, Value};
 
 use crate::config::SourceCommon;
+use crate::failure::RowError;
 use crate::history::{ColumnDef, TableDef};
 use crate::shape::{ColumnSpec, Shape};
-
-/// A row of a captured table that cannot be made into its events' row: handled by
-/// `event.processing.failure.handling.mode`.
-#[derive(Debug, thiserror::Error)]
-pub enum RowError {
-    /// A column's value cannot be represented (`reason`: the dialect's why).
-    #[error("column `{column}`: {reason}")]
-    Column { column: String, reason: String },
-    /// The values do not fit the row's schema (a bug).
-    #[error("a row of {table} does not fit its schema")]
-    Shape { table: String },
-}
 
 /// A captured table; `K` is the dialect's column kind, `X` where its changes are.
 pub struct CapturedTable<K, X> {
@@ -132,6 +121,20 @@ impl<K, X> CapturedTable<K, X> {
         format!("{}.{}", self.schema, self.name)
     }
 
+    /// The event key of a row as text for a warning about it (`{ID: 2}`): `text(i)` gives
+    /// column `i`'s (an index into [`Self::columns`]) text; one that cannot be read shows as `?`.
+    pub fn key_text(&self, text: impl Fn(usize) -> Option<String>) -> String {
+        let shape = &self.shape;
+        let fields = shape.row.fields();
+        let pairs: Vec<String> = (shape.event_key.iter())
+            .map(|&j| {
+                let value = text(shape.kept[j]).unwrap_or_else(|| "?".to_owned());
+                format!("{}: {value}", fields[j].name)
+            })
+            .collect();
+        format!("{{{}}}", pairs.join(", "))
+    }
+
     /// The row the events carry: `value(i, kind, schema)` gives the value of column `i` (an
     /// index into [`Self::columns`]) at its event schema, or why it cannot be represented.
     pub fn row(
@@ -149,8 +152,6 @@ impl<K, X> CapturedTable<K, X> {
             })?;
             values.push(shape.map(j, v));
         }
-        Struct::from_values(shape.row.clone(), values).ok_or_else(|| RowError::Shape {
-            table: self.full_name(),
-        })
+        Struct::from_values(shape.row.clone(), values).ok_or(RowError::Shape)
     }
 }
