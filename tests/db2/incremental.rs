@@ -12,8 +12,13 @@ fn a_signal_row_snapshots_a_table_in_chunks_while_writers_change_it() {
     db.add_table("DB2INST1", "CUSTOMERS");
     db.add_table("DB2INST1", "DEBEZIUM_SIGNAL");
     let dir = tempfile::tempdir().unwrap();
-    let extra = "  snapshot.mode: no_data\n  table.include.list: DB2INST1.CUSTOMERS\n  signal.data.collection: DB2INST1.DEBEZIUM_SIGNAL\n  incremental.snapshot.chunk.size: 9\n";
-    let mut child = start(&pipeline(dir.path(), &db, extra), &[]);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("table.include.list", "DB2INST1.CUSTOMERS".into()),
+        ("signal.data.collection", "DB2INST1.DEBEZIUM_SIGNAL".into()),
+        ("incremental.snapshot.chunk.size", 9u32.into()),
+    ];
+    let mut child = start(&pipeline(dir.path(), &db, &keys), &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let writer = {
         let database = db.database.clone();
@@ -77,11 +82,14 @@ fn the_file_channel_snapshots_with_additional_conditions() {
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(&signals, "").unwrap();
-    let extra = format!(
-        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 2\n",
-        signals.display()
-    );
-    let path = pipeline(dir.path(), &db, &extra);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+        ("incremental.snapshot.chunk.size", 2u32.into()),
+    ];
+    let path = pipeline(dir.path(), &db, &keys);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(&signals, "{\"id\":\"f1\",\"type\":\"execute-snapshot\",\"data\":{\"data-collections\":[\"DB2INST1.CUSTOMERS\"],\"additional-conditions\":[{\"data-collection\":\"DB2INST1.CUSTOMERS\",\"filter\":\"\\\"NAME\\\" = 'blue'\"}]}}\n").unwrap();
@@ -110,8 +118,12 @@ fn a_blocking_snapshot_from_the_signaling_table_reads_the_table_whole() {
     db.add_table("DB2INST1", "CUSTOMERS");
     db.add_table("DB2INST1", "DEBEZIUM_SIGNAL");
     let dir = tempfile::tempdir().unwrap();
-    let extra = "  snapshot.mode: no_data\n  table.include.list: DB2INST1.CUSTOMERS\n  signal.data.collection: DB2INST1.DEBEZIUM_SIGNAL\n";
-    let mut child = start(&pipeline(dir.path(), &db, extra), &[]);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("table.include.list", "DB2INST1.CUSTOMERS".into()),
+        ("signal.data.collection", "DB2INST1.DEBEZIUM_SIGNAL".into()),
+    ];
+    let mut child = start(&pipeline(dir.path(), &db, &keys), &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     db.sql(r#"INSERT INTO "DB2INST1"."DEBEZIUM_SIGNAL" VALUES ('b1', 'execute-snapshot', '{"data-collections": ["DB2INST1.CUSTOMERS"], "type": "blocking"}')"#);
     wait_events(dir.path(), 15, &mut child);
@@ -147,8 +159,12 @@ fn a_blocking_snapshot_cut_by_a_kill_runs_again_after_the_restart() {
     db.add_table("DB2INST1", "CUSTOMERS");
     db.add_table("DB2INST1", "DEBEZIUM_SIGNAL");
     let dir = tempfile::tempdir().unwrap();
-    let extra = "  snapshot.mode: no_data\n  table.include.list: DB2INST1.CUSTOMERS\n  signal.data.collection: DB2INST1.DEBEZIUM_SIGNAL\n";
-    let path = pipeline(dir.path(), &db, extra);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("table.include.list", "DB2INST1.CUSTOMERS".into()),
+        ("signal.data.collection", "DB2INST1.DEBEZIUM_SIGNAL".into()),
+    ];
+    let path = pipeline(dir.path(), &db, &keys);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     db.sql(r#"INSERT INTO "DB2INST1"."DEBEZIUM_SIGNAL" VALUES ('b1', 'execute-snapshot', '{"data-collections": ["DB2INST1.CUSTOMERS"], "type": "blocking"}')"#);
@@ -204,11 +220,14 @@ fn chunks_go_by_keys_of_other_types_and_by_a_surrogate_key() {
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(&signals, "").unwrap();
-    let extra = format!(
-        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 3\n",
-        signals.display()
-    );
-    let mut child = start(&pipeline(dir.path(), &db, &extra), &[]);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+        ("incremental.snapshot.chunk.size", 3u32.into()),
+    ];
+    let mut child = start(&pipeline(dir.path(), &db, &keys), &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let append = |text: &str| {
         let mut file = std::fs::OpenOptions::new()

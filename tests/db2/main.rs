@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 use sluice_test_support::db2::Db2;
 use sluice_test_support::pg::{lines, payloads, start, wait_events, wait_for};
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
 
 mod incremental;
 mod resume;
@@ -20,23 +21,35 @@ mod stream;
 mod types;
 mod zos;
 
-/// A pipeline reading `db` into `dir/out.jsonl` (schemas on), with `extra` source lines.
-fn pipeline(dir: &Path, db: &Db2, extra: &str) -> PathBuf {
-    let quiet = if extra.contains("include.schema.changes") {
-        ""
-    } else {
-        "  include.schema.changes: false\n"
-    };
-    let text = format!(
-        "name: db2_test\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: db2\n  odbc.connection.string: \"{conn}\"\n  database.password: unused\n  database.dbname: TESTDB\n  topic.prefix: db2server\n  poll.interval.ms: 50\n{quiet}{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-        d = dir.display(),
-        conn = db.connection_string(),
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The test source reading `db`: topics under `db2server`, polled every 50 ms, without schema
+/// change events (only where a test sets the key).
+fn source(db: &Db2) -> Component {
+    Component::new("db2")
+        .set("odbc.connection.string", db.connection_string())
+        .set("database.password", "unused")
+        .set("database.dbname", "TESTDB")
+        .set("topic.prefix", "db2server")
+        .set("poll.interval.ms", 50u32)
+        .set("include.schema.changes", false)
+}
+
+/// The test pipeline of `source` under `dir`: offsets flushed every 50 ms, no restarts, a file
+/// sink (`out.jsonl`, schemas on).
+fn base(dir: &Path, source: Component) -> Pipeline {
+    Pipeline::new("db2_test", dir.join("data"))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+        .sink(
+            Component::new("file")
+                .set("path", dir.join("out.jsonl"))
+                .set("schemas.enable", true),
+        )
+}
+
+/// A pipeline reading `db` into `dir/out.jsonl` (schemas on), its source's `keys` set.
+fn pipeline(dir: &Path, db: &Db2, keys: &[(&str, Scalar)]) -> PathBuf {
+    base(dir, source(db).set_all(keys)).write(dir)
 }
 
 /// A schema `DB2INST1` with `CUSTOMERS (ID, NAME)`, as Db2 names them (upper case).

@@ -43,7 +43,7 @@ fn a_restart_inside_a_transaction_delivers_exactly_the_rest() {
     let run = |pos: String| -> Vec<(String, i64)> {
         let dir = tempfile::tempdir().unwrap();
         store_offset(dir.path(), &pos);
-        let path = pipeline(dir.path(), &db, "");
+        let path = pipeline(dir.path(), &db, &[]);
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
             .output()
@@ -90,7 +90,11 @@ fn transaction_metadata_goes_on_across_a_restart_inside_a_transaction() {
     let run = |pos: String| -> Vec<(String, String, i64)> {
         let dir = tempfile::tempdir().unwrap();
         store_offset(dir.path(), &pos);
-        let path = pipeline(dir.path(), &db, "  provide.transaction.metadata: true\n");
+        let path = pipeline(
+            dir.path(),
+            &db,
+            &[("provide.transaction.metadata", true.into())],
+        );
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
             .output()
@@ -164,7 +168,11 @@ fn a_stop_inside_a_transaction_commits_its_state_and_the_next_run_goes_on() {
         &serde_json::json!({"commit_lsn": printed(start.trim()), "snapshot_completed": true})
             .to_string(),
     );
-    let path = pipeline(dir.path(), &db, "  provide.transaction.metadata: true\n");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &[("provide.transaction.metadata", true.into())],
+    );
     let run = |args: &[&str]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("run")

@@ -10,7 +10,11 @@ fn snapshot_then_changes_in_commit_order_with_debeziums_source_block() {
     db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1001, 'Sally'), (1002, 'George')");
     db.add_table("DB2INST1", "CUSTOMERS");
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &db, "  provide.transaction.metadata: true\n");
+    let path = pipeline(
+        dir.path(),
+        &db,
+        &[("provide.transaction.metadata", true.into())],
+    );
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 2, &mut child);
     let p = payloads(dir.path());
@@ -164,7 +168,7 @@ fn schema_change_events_at_the_snapshot_and_when_a_table_enters_capture_mode() {
     db.add_table("DB2INST1", "CUSTOMERS");
     db.sql("CREATE TABLE \"DB2INST1\".\"ORDERS\" (\"ID\" bigint PRIMARY KEY, \"AMOUNT\" decimal(10,2), \"AT\" timestamp(6) NOT NULL)");
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &db, "  include.schema.changes: true\n");
+    let path = pipeline(dir.path(), &db, &[("include.schema.changes", true.into())]);
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 1, &mut child);
     db.add_table("DB2INST1", "ORDERS");
@@ -253,7 +257,7 @@ fn an_online_schema_change_is_an_alter_event_then_rows_of_the_new_structure() {
     customers(&db);
     db.add_table("DB2INST1", "CUSTOMERS");
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &db, "  include.schema.changes: true\n");
+    let path = pipeline(dir.path(), &db, &[("include.schema.changes", true.into())]);
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 1, &mut child);
     db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1, 'a')");
@@ -316,11 +320,10 @@ fn kill_9_under_writers_during_snapshot_and_stream_resumes_without_loss() {
     let dir = tempfile::tempdir().unwrap();
     // Small pieces: an update's two rows often come in two pieces. Small batches: positions
     // inside transactions get committed, so restarts resume inside them.
-    let path = pipeline(dir.path(), &db, "  streaming.fetch.size: 3\n");
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("restart:", "max_batch_size: 2\nmax_queue_size: 8\nrestart:");
-    std::fs::write(&path, text).unwrap();
+    let path = base(dir.path(), source(&db).set("streaming.fetch.size", 3u32))
+        .top("max_batch_size", 2u32)
+        .top("max_queue_size", 8u32)
+        .write(dir.path());
     // Two writers at once, on rows of their own: inserts, updates, deletes, key updates.
     let writers: Vec<_> = (0..2)
         .map(|w: i64| {
@@ -407,7 +410,7 @@ fn missing_asn_capture_and_unregistered_tables_are_one_clear_line() {
     let plain = sluice_test_support::pg::fresh_db("db2_plain");
     let db = Db2 { database: plain };
     let dir = tempfile::tempdir().unwrap();
-    let e = sluice_test_support::pg::run_expecting_failure(&pipeline(dir.path(), &db, ""));
+    let e = sluice_test_support::pg::run_expecting_failure(&pipeline(dir.path(), &db, &[]));
     assert!(
         e.contains("the ASN capture control tables (ASNCDC.IBMSNAP_REGISTER) are missing")
             && e.contains("ASNCDC.ADDTABLE"),
@@ -417,7 +420,7 @@ fn missing_asn_capture_and_unregistered_tables_are_one_clear_line() {
     // ASN capture set up, no table registered.
     let db = Db2::start("unregistered", true);
     customers(&db);
-    let e = sluice_test_support::pg::run_expecting_failure(&pipeline(dir.path(), &db, ""));
+    let e = sluice_test_support::pg::run_expecting_failure(&pipeline(dir.path(), &db, &[]));
     assert!(
         e.contains(
             "no table of database `TESTDB` that the configuration selects is in capture mode"
@@ -426,11 +429,11 @@ fn missing_asn_capture_and_unregistered_tables_are_one_clear_line() {
     );
     // A wrong password: the driver's refusal, the password nowhere.
     db.add_table("DB2INST1", "CUSTOMERS");
-    let path = pipeline(dir.path(), &db, "");
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
+    let connection = db
+        .connection_string()
         .replace("Uid=postgres", "Uid=nobody_here");
-    std::fs::write(&path, text).unwrap();
+    let wrong = source(&db).set("odbc.connection.string", connection);
+    let path = base(dir.path(), wrong).write(dir.path());
     let e = sluice_test_support::pg::run_expecting_failure(&path);
     assert!(
         e.contains("connecting to the data source of `odbc.connection.string`")
@@ -454,14 +457,14 @@ fn a_backlog_is_read_in_polls_of_the_time_span() {
         db.sql(&format!("INSERT INTO {t} VALUES ({id}, 'n{id}')"));
     }
     db.sql("UPDATE asncdc.ibmsnap_uow u SET ibmsnap_logmarker = timestamp '2024-01-01 00:00:00' + k.n * interval '100 seconds' FROM (SELECT ibmsnap_commitseq, row_number() OVER (ORDER BY ibmsnap_commitseq) AS n FROM asncdc.ibmsnap_uow) k WHERE k.ibmsnap_commitseq = u.ibmsnap_commitseq");
-    let run = |extra: &str| -> (Vec<i64>, String) {
+    let run = |keys: &[(&str, Scalar)]| -> (Vec<i64>, String) {
         let dir = tempfile::tempdir().unwrap();
         store_offset(
             dir.path(),
             &serde_json::json!({"commit_lsn": printed(start.trim()), "snapshot_completed": true})
                 .to_string(),
         );
-        let path = pipeline(dir.path(), &db, extra);
+        let path = pipeline(dir.path(), &db, keys);
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
             .env("SLUICE_LOG", "info,sluice_sources=debug")
@@ -476,10 +479,10 @@ fn a_backlog_is_read_in_polls_of_the_time_span() {
         (ids, log)
     };
     let cut = "The poll reads up to the end of its time span";
-    let (ids, log) = run("  streaming.query.timespan.seconds: 150\n");
+    let (ids, log) = run(&[("streaming.query.timespan.seconds", 150u32.into())]);
     assert_eq!(ids, [1, 2, 3]);
     assert_eq!(log.matches(cut).count(), 1, "{log}");
-    let (ids, log) = run("");
+    let (ids, log) = run(&[]);
     assert_eq!(ids, [1, 2, 3]);
     assert!(!log.contains(cut), "{log}");
 }
@@ -544,7 +547,7 @@ fn a_table_altered_while_the_source_was_down_is_announced_at_the_restart() {
     customers(&db);
     db.add_table("DB2INST1", "CUSTOMERS");
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &db, "  include.schema.changes: true\n");
+    let path = pipeline(dir.path(), &db, &[("include.schema.changes", true.into())]);
     let run = || {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["run", path.to_str().unwrap(), "--stop-when-idle", "700ms"])
@@ -580,7 +583,7 @@ fn a_table_altered_while_the_source_was_down_is_announced_at_the_restart() {
 /// `RUNSTATS` has not seen: the status's table count and estimates.
 #[test]
 fn the_snapshot_says_its_tables() {
-    for (name, platform) in [("plan", ""), ("plan_zos", "  db2.platform: ZOS\n")] {
+    for (name, platform) in [("plan", None), ("plan_zos", Some("ZOS"))] {
         let db = Db2::start(name, true);
         customers(&db);
         db.sql("INSERT INTO \"DB2INST1\".\"CUSTOMERS\" VALUES (1001, 'Sally'), (1002, 'George'), (1003, 'Edward')");
@@ -590,19 +593,24 @@ fn the_snapshot_says_its_tables() {
         db.add_table("DB2INST1", "ORDERS");
         let dir = tempfile::tempdir().unwrap();
         let admin = sluice_test_support::pg::free_port();
-        let path = pipeline(dir.path(), &db, platform);
-        sluice_test_support::pg::with_admin(&path, admin);
+        let mut source = source(&db);
+        if let Some(platform) = platform {
+            source = source.set("db2.platform", platform);
+        }
+        let path = base(dir.path(), source)
+            .setting("admin", &[("bind", format!("127.0.0.1:{admin}").into())])
+            .write(dir.path());
         let mut child = start(&path, &[]);
         wait_events(dir.path(), 4, &mut child);
         let snapshot = sluice_test_support::pg::snapshot_done(admin, "db2_test");
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(snapshot["total_tables"], 2, "{platform}{snapshot}");
+        assert_eq!(snapshot["total_tables"], 2, "{platform:?}{snapshot}");
         let estimates = &snapshot["estimated_rows"];
-        assert_eq!(estimates["DB2INST1.CUSTOMERS"], 3, "{platform}{snapshot}");
+        assert_eq!(estimates["DB2INST1.CUSTOMERS"], 3, "{platform:?}{snapshot}");
         assert!(
             estimates["DB2INST1.ORDERS"].is_null(),
-            "{platform}{snapshot}"
+            "{platform:?}{snapshot}"
         );
     }
 }

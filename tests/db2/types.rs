@@ -44,7 +44,7 @@ fn every_type_in_snapshot_and_stream_as_debezium_maps_it() {
     ));
     db.add_table("DB2INST1", "TYPES");
     let dir = tempfile::tempdir().unwrap();
-    let mut child = start(&pipeline(dir.path(), &db, ""), &[]);
+    let mut child = start(&pipeline(dir.path(), &db, &[]), &[]);
     wait_events(dir.path(), 1, &mut child);
     db.sql(&format!(
         "INSERT INTO \"DB2INST1\".\"TYPES\" VALUES ({})",
@@ -115,8 +115,12 @@ fn connect_time_string_decimals_and_hex_bytes() {
     db.sql("INSERT INTO \"DB2INST1\".\"TYPES\" (\"ID\", \"DF\") VALUES (2, 1.5E+3)");
     db.add_table("DB2INST1", "TYPES");
     let dir = tempfile::tempdir().unwrap();
-    let extra = "  time.precision.mode: connect\n  decimal.handling.mode: string\n  binary.handling.mode: hex\n";
-    let mut child = start(&pipeline(dir.path(), &db, extra), &[]);
+    let keys = [
+        ("time.precision.mode", "connect".into()),
+        ("decimal.handling.mode", "string".into()),
+        ("binary.handling.mode", "hex".into()),
+    ];
+    let mut child = start(&pipeline(dir.path(), &db, &keys), &[]);
     wait_events(dir.path(), 2, &mut child);
     child.kill().unwrap();
     child.wait().unwrap();

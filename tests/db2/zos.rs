@@ -17,7 +17,8 @@ fn the_zos_catalog_and_change_query_give_the_luw_events() {
         "UPDATE asncdc.ibmsnap_register SET chg_upd_to_del_ins = 'N' WHERE source_table = 'SINGLE'",
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut child = start(&pipeline(dir.path(), &db, "  db2.platform: ZOS\n"), &[]);
+    let zos = [("db2.platform", "ZOS".into())];
+    let mut child = start(&pipeline(dir.path(), &db, &zos), &[]);
     wait_events(dir.path(), 1, &mut child);
     let items = "\"DB2INST1\".\"ITEMS\"";
     let single = "\"DB2INST1\".\"SINGLE\"";

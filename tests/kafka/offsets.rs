@@ -18,12 +18,16 @@ fn offsets_in_kafka_survive_the_loss_of_the_data_directory() {
     );
     let dir = tempfile::tempdir().unwrap();
     let topic = unique_prefix("offsets");
-    let path = pg::pipeline(dir.path(), &db, "", false);
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "offsets: { flush_interval: 50ms }",
-        &format!("offsets: {{ flush_interval: 50ms, store: kafka, bootstrap.servers: '{bootstrap}', topic: {topic}, properties: {{ broker.address.family: v4 }} }}"),
-    );
-    std::fs::write(&path, text).unwrap();
+    let offsets: &[(&str, pg::Scalar)] = &[
+        ("flush_interval", "50ms".into()),
+        ("store", "kafka".into()),
+        ("bootstrap.servers", (&bootstrap).into()),
+        ("topic", (&topic).into()),
+        ("properties", [("broker.address.family", "v4")].into()),
+    ];
+    let path = pg::base(dir.path(), &db, pg::source(&db), false)
+        .setting("offsets", offsets)
+        .write(dir.path());
 
     let mut child = pg::start(&path, &[]);
     pg::wait_lines(dir.path(), 10, &mut child);

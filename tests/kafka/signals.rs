@@ -16,10 +16,20 @@ fn a_signal_record_starts_an_incremental_snapshot_once() {
     pg::psql(&db, "create table t (id int primary key, v text); insert into t select g, 'v' from generate_series(1, 50) g");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique_prefix("signals");
-    let extra = format!(
-        "  snapshot.mode: no_data\n  table.include.list: public.t,public.debezium_signal\n  signal.data.collection: public.debezium_signal\n  signal.enabled.channels: source,kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n"
-    );
-    let path = pg::pipeline(dir.path(), &db, &extra, false);
+    let extra: &[(&str, pg::Scalar)] = &[
+        ("snapshot.mode", "no_data".into()),
+        (
+            "table.include.list",
+            "public.t,public.debezium_signal".into(),
+        ),
+        ("signal.data.collection", "public.debezium_signal".into()),
+        ("signal.enabled.channels", "source,kafka".into()),
+        ("signal.kafka.bootstrap.servers", (&bootstrap).into()),
+        ("signal.kafka.topic", (&topic).into()),
+        ("signal.kafka.groupId", (&topic).into()),
+        ("signal.consumer.broker.address.family", "v4".into()),
+    ];
+    let path = pg::pipeline(dir.path(), &db, extra, false);
     let mut child = pg::start(&path, &[]);
     pg::active_slot_pid(&db, &mut child);
     let signal = r#"{"id":"k-1","type":"execute-snapshot","data":{"data-collections":["public.t"],"type":"incremental"}}"#;
@@ -62,10 +72,20 @@ fn bad_signal_records_are_refused_and_the_pipeline_goes_on() {
     pg::psql(&db, "create table t (id int primary key, v text); insert into t select g, 'v' from generate_series(1, 30) g");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique_prefix("bad-signals");
-    let extra = format!(
-        "  snapshot.mode: no_data\n  table.include.list: public.t,public.debezium_signal\n  signal.data.collection: public.debezium_signal\n  signal.enabled.channels: source,kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n"
-    );
-    let path = pg::pipeline(dir.path(), &db, &extra, false);
+    let extra: &[(&str, pg::Scalar)] = &[
+        ("snapshot.mode", "no_data".into()),
+        (
+            "table.include.list",
+            "public.t,public.debezium_signal".into(),
+        ),
+        ("signal.data.collection", "public.debezium_signal".into()),
+        ("signal.enabled.channels", "source,kafka".into()),
+        ("signal.kafka.bootstrap.servers", (&bootstrap).into()),
+        ("signal.kafka.topic", (&topic).into()),
+        ("signal.kafka.groupId", (&topic).into()),
+        ("signal.consumer.broker.address.family", "v4".into()),
+    ];
+    let path = pg::pipeline(dir.path(), &db, extra, false);
     let mut child = pg::start(&path, &[]);
     pg::active_slot_pid(&db, &mut child);
     let bad = [

@@ -21,15 +21,27 @@ fn columns_are_left_out_masked_hashed_truncated_and_keyed_as_configured() {
          x'0102', 'ab', 2024, 4294967295, '0000-00-00')",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(dir.path(),
+    let path = streaming_pipeline(
+        dir.path(),
         server.port,
-        &format!(
-            "  database.include.list: {db}\n  column.exclude.list: {db}.people.secret\n  \
-             column.mask.with.4.chars: {db}.people.name\n  \
-             column.mask.hash.SHA-256.with.salt.pepper: {db}.people.email\n  \
-             column.truncate.to.6.chars: {db}.people.bio\n  message.key.columns: {db}.people:code\n  \
-             skipped.operations: u,t\n"
-        ),
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("column.exclude.list", format!("{db}.people.secret").into()),
+            (
+                "column.mask.with.4.chars",
+                format!("{db}.people.name").into(),
+            ),
+            (
+                "column.mask.hash.SHA-256.with.salt.pepper",
+                format!("{db}.people.email").into(),
+            ),
+            (
+                "column.truncate.to.6.chars",
+                format!("{db}.people.bio").into(),
+            ),
+            ("message.key.columns", format!("{db}.people:code").into()),
+            ("skipped.operations", "u,t".into()),
+        ],
     );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);

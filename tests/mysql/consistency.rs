@@ -79,10 +79,17 @@ pub(super) fn seeded_table(test: &str, rows: usize) -> String {
 }
 
 fn consistency_pipeline(dir: &std::path::Path, db: &str) -> PathBuf {
-    captured_pipeline(dir, mariadb::server().port, db).replace_text(
-        "restart: { max_retries: 0 }\n",
-        "restart: { max_retries: 0 }\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
-    )
+    small_batches(dir, mariadb::server().port, db).write(dir)
+}
+
+/// [`captured_pipeline`]'s parts with batches of 100 and offsets flushed every 20 ms.
+fn small_batches(dir: &std::path::Path, port: u16, db: &str) -> Pipeline {
+    let source = source(dir, port)
+        .set("snapshot.mode", "initial")
+        .set("database.include.list", db);
+    base(dir, source)
+        .top("max_batch_size", 100u32)
+        .setting("offsets", &[("flush_interval", "20ms".into())])
 }
 
 /// Waits until the output holds `note` (an event of that writer step).
@@ -237,10 +244,7 @@ fn a_table_altered_after_a_cut_off_snapshot_takes_a_new_snapshot_from_its_own_po
          INSERT INTO items (n, note) SELECT seq, CONCAT('seed', seq) FROM seq_1_to_50000",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = captured_pipeline(dir.path(), server.port, "altered").replace_text(
-        "restart: { max_retries: 0 }\n",
-        "restart: { max_retries: 0 }\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
-    );
+    let path = small_batches(dir.path(), server.port, "altered").write(dir.path());
     kill_in_the_snapshot(dir.path(), &path);
     server.sql(
         "altered",
@@ -281,28 +285,21 @@ fn a_kill_9_inside_a_large_transaction_resumes_where_it_stopped() {
         "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(8) NOT NULL); CREATE TABLE b (id INT PRIMARY KEY, v VARCHAR(8) NOT NULL)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
+    let keys = [
+        ("database.include.list", Scalar::from(&db)),
+        ("provide.transaction.metadata", true.into()),
+    ];
+    let path = mariadb_pipeline(dir.path(), mariadb::server().port, &keys);
+    let source = source_of("mariadb", dir.path(), mariadb::server().port)
+        .set("snapshot.mode", "initial")
+        .set_all(&keys);
+    let (first_file, fifo) = fifo_pipeline(
         dir.path(),
-        mariadb::server().port,
-        &format!("  database.include.list: {db}\n  provide.transaction.metadata: true\n"),
-    )
-    .replace_text("type: mysql\n", "type: mariadb\n");
-    let fifo = dir.path().join("fifo");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    let out = format!("{}/out.jsonl", dir.path().display());
-    let yaml = std::fs::read_to_string(&path).unwrap();
-    let first_run = yaml
-        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
-        .replace(
-            "restart: { max_retries: 0 }\n",
-            "restart: { max_retries: 0 }\nmax_queue_size: 1000\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
-        );
-    let first_file = dir.path().join("first.yaml");
-    std::fs::write(&first_file, first_run).unwrap();
+        base(dir.path(), source)
+            .top("max_queue_size", 1000u32)
+            .top("max_batch_size", 100u32)
+            .setting("offsets", &[("flush_interval", "20ms".into())]),
+    );
     let mut child = sluice_test_support::pg::start(&first_file, &[]);
     let reader = {
         let fifo = fifo.clone();

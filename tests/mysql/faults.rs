@@ -6,7 +6,10 @@
 use sluice_test_support::mariadb::Restartable;
 use sluice_test_support::pg::{self as run};
 
-use super::{captured_pipeline, failed, streaming_pipeline, ReplaceText};
+use super::{
+    base, captured_pipeline, failed, fifo_pipeline, mariadb_pipeline, pipeline, source, source_of,
+    streaming_pipeline,
+};
 
 #[test]
 fn a_server_restart_mid_stream_loses_nothing_and_repeats_nothing() {
@@ -19,15 +22,21 @@ fn a_server_restart_mid_stream_loses_nothing_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
     // The pipeline restarts the source (`connect.keep.alive: false`; the source's own
     // reconnect is the stalled sink's test).
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        "  database.include.list: faults\n  connect.keep.alive: false\n",
-    )
-    .replace_text(
-        "restart: { max_retries: 0 }",
-        "restart: { max_retries: 100, initial_backoff: 100ms, max_backoff: 500ms }",
-    );
+    let source = source(dir.path(), server.port).set_all(&[
+        ("snapshot.mode", "initial".into()),
+        ("database.include.list", "faults".into()),
+        ("connect.keep.alive", false.into()),
+    ]);
+    let path = base(dir.path(), source)
+        .setting(
+            "restart",
+            &[
+                ("max_retries", 100u32.into()),
+                ("initial_backoff", "100ms".into()),
+                ("max_backoff", "500ms".into()),
+            ],
+        )
+        .write(dir.path());
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 2, &mut child);
     server.sql(
@@ -83,7 +92,7 @@ fn without_full_row_metadata_unsigned_values_decode_and_a_schema_change_stops_th
     let path = streaming_pipeline(
         dir.path(),
         server.port,
-        "  database.include.list: minimal\n",
+        &[("database.include.list", "minimal".into())],
     );
     let mut child = run::start(&path, &[]);
     // The stream is up once a row written after the start arrives.
@@ -148,7 +157,11 @@ fn a_purged_binlog_stops_the_start_unless_when_needed_snapshots_again() {
          INSERT INTO purged.t VALUES (1)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: purged\n");
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        &[("database.include.list", "purged".into())],
+    );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -162,7 +175,14 @@ fn a_purged_binlog_stops_the_start_unless_when_needed_snapshots_again() {
         e.contains("is no longer on the server") && e.contains("when_needed"),
         "{e}"
     );
-    let again = path.replace_text("snapshot.mode: initial\n", "snapshot.mode: when_needed\n");
+    let again = pipeline(
+        dir.path(),
+        server.port,
+        &[
+            ("database.include.list", "purged".into()),
+            ("snapshot.mode", "when_needed".into()),
+        ],
+    );
     let mut child = run::start(&again, &[]);
     run::wait_lines(dir.path(), 3, &mut child);
     server.sql("purged", "INSERT INTO t VALUES (3)");
@@ -211,8 +231,11 @@ fn type_mariadb_resumes_from_its_gtid_position_when_the_binlog_file_is_gone() {
         "CREATE DATABASE g; CREATE TABLE g.t (id INT PRIMARY KEY); INSERT INTO g.t VALUES (1)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: g\n")
-        .replace_text("type: mysql\n", "type: mariadb\n");
+    let path = mariadb_pipeline(
+        dir.path(),
+        server.port,
+        &[("database.include.list", "g".into())],
+    );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);
     server.sql("g", "INSERT INTO t VALUES (2)");
@@ -264,7 +287,11 @@ fn type_mariadb_resumes_from_its_gtid_position_when_the_binlog_file_is_gone() {
         e.contains("is no longer on the server") && e.contains("when_needed"),
         "{e}"
     );
-    let again = path.replace_text("snapshot.mode: initial\n", "snapshot.mode: when_needed\n");
+    let source = source_of("mariadb", dir.path(), server.port).set_all(&[
+        ("database.include.list", "g".into()),
+        ("snapshot.mode", "when_needed".into()),
+    ]);
+    let again = base(dir.path(), source).write(dir.path());
     let mut child = run::start(&again, &[]);
     run::wait_lines(dir.path(), 4 + 6, &mut child);
     run::stop(&child);
@@ -284,12 +311,22 @@ fn a_sink_stalled_past_net_write_timeout_loses_nothing_and_repeats_nothing() {
         "CREATE DATABASE stall; CREATE TABLE stall.t (id INT PRIMARY KEY, v VARCHAR(200))",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: stall\n")
-        .replace_text(
-            "restart: { max_retries: 0 }",
-            "restart: { max_retries: 100, initial_backoff: 100ms, max_backoff: 500ms }\nmax_queue_size: 200\nmax_batch_size: 50",
-        );
-    let (path, fifo) = run::fifo_pipeline(dir.path(), &path);
+    let source = source(dir.path(), server.port).set_all(&[
+        ("snapshot.mode", "initial".into()),
+        ("database.include.list", "stall".into()),
+    ]);
+    let stalled = base(dir.path(), source)
+        .setting(
+            "restart",
+            &[
+                ("max_retries", 100u32.into()),
+                ("initial_backoff", "100ms".into()),
+                ("max_backoff", "500ms".into()),
+            ],
+        )
+        .top("max_queue_size", 200u32)
+        .top("max_batch_size", 50u32);
+    let (path, fifo) = fifo_pipeline(dir.path(), stalled);
     let mut child = run::start(&path, &[]);
     let reader = {
         let fifo = fifo.clone();
@@ -372,7 +409,7 @@ fn rows_of_a_table_of_unknown_structure_follow_inconsistent_schema_handling_mode
     let path = streaming_pipeline(
         dir.path(),
         server.port,
-        "  database.include.list: unknown\n",
+        &[("database.include.list", "unknown".into())],
     );
     let late = "SET SESSION sql_log_bin = 0; CREATE TABLE late (id INT PRIMARY KEY); \
                 SET SESSION sql_log_bin = 1; INSERT INTO late VALUES (1); INSERT INTO t VALUES (2)";
@@ -390,12 +427,15 @@ fn rows_of_a_table_of_unknown_structure_follow_inconsistent_schema_handling_mode
     // Under `warn` (a pipeline of its own, started before another such table is made):
     // passed over, logged; the row of `t` after it arrives.
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
+    let path = pipeline(
         dir.path(),
         server.port,
-        "  inconsistent.schema.handling.mode: warn\n  database.include.list: unknown\n",
-    )
-    .replace_text("snapshot.mode: initial", "snapshot.mode: no_data");
+        &[
+            ("inconsistent.schema.handling.mode", "warn".into()),
+            ("database.include.list", "unknown".into()),
+            ("snapshot.mode", "no_data".into()),
+        ],
+    );
     let mut child = run::start(&path, &[]);
     let t0 = std::time::Instant::now();
     while !run::log_so_far(&child).contains("Binlog stream started") {
@@ -450,8 +490,11 @@ fn a_killed_binlog_connection_reconnects_past_a_ddl_without_events() {
         "CREATE DATABASE killed; CREATE TABLE killed.t (id INT PRIMARY KEY, c INT)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(dir.path(), server.port, "  database.include.list: killed\n")
-        .replace_text("type: mysql", "type: mariadb");
+    let path = mariadb_pipeline(
+        dir.path(),
+        server.port,
+        &[("database.include.list", "killed".into())],
+    );
     let mut child = run::start(&path, &[]);
     // The stream is up once a row written after the start arrives.
     server.sql("killed", "INSERT INTO t VALUES (1, 1)");

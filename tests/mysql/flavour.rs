@@ -8,12 +8,18 @@ fn type_mariadb_names_its_connector_and_carries_each_transactions_gtid() {
     let db = mariadb::database("mysql_as_mariadb");
     mariadb::sql(&db, "CREATE TABLE t (id INT PRIMARY KEY)");
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
+    let path = mariadb_pipeline(
         dir.path(),
         server.port,
-        &format!("  database.include.list: {db}\n  include.schema.changes: true\n  schema.history.internal.store.only.captured.databases.ddl: true\n"),
-    )
-    .replace_text("type: mysql\n", "type: mariadb\n");
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("include.schema.changes", true.into()),
+            (
+                "schema.history.internal.store.only.captured.databases.ddl",
+                true.into(),
+            ),
+        ],
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     // SET, DROP TABLE, DROP DATABASE, CREATE DATABASE, USE, CREATE TABLE.
     sluice_test_support::pg::wait_lines(dir.path(), 6, &mut child);
@@ -93,12 +99,15 @@ fn include_query_gives_each_change_its_statement_on_mariadb() {
         "CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 1)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
+    let path = mariadb_pipeline(
         dir.path(),
         server.port,
-        &format!("  database.include.list: {db}\n  include.query: true\n  include.schema.changes: false\n"),
-    )
-    .replace_text("type: mysql\n", "type: mariadb\n");
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("include.query", true.into()),
+            ("include.schema.changes", false.into()),
+        ],
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
     let statements = [
@@ -155,14 +164,15 @@ fn gtid_source_filters_leave_out_the_rows_of_matching_transactions() {
         "CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (0)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n  include.schema.changes: false\n  gtid.source.excludes: \"7-.*\"\n"),
-    );
+    let keys = [
+        ("database.include.list", Scalar::from(&db)),
+        ("include.schema.changes", false.into()),
+        ("gtid.source.excludes", "7-.*".into()),
+    ];
+    let path = streaming_pipeline(dir.path(), server.port, &keys);
     let refused = error_line(&path);
     assert!(refused.contains("type: mariadb"), "{refused}");
-    let path = path.replace_text("type: mysql\n", "type: mariadb\n");
+    let path = mariadb_pipeline(dir.path(), server.port, &keys);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
     mariadb::sql(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run, normalize};
 
-use super::{pipeline, ReplaceText};
+use super::pipeline;
 
 #[test]
 fn heartbeats_match_debezium_and_carry_the_position_past_other_tables() {
@@ -22,12 +22,16 @@ fn heartbeats_match_debezium_and_carry_the_position_past_other_tables() {
     let path = pipeline(
         dir.path(),
         server.port,
-        &format!(
-            "  table.include.list: {db}.hb\n  heartbeat.interval.ms: 100\n  \
-             heartbeat.action.query: INSERT INTO {db}.hb (at) VALUES (NOW())\n"
-        ),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: no_data");
+        &[
+            ("table.include.list", format!("{db}.hb").into()),
+            ("heartbeat.interval.ms", 100u32.into()),
+            (
+                "heartbeat.action.query",
+                format!("INSERT INTO {db}.hb (at) VALUES (NOW())").into(),
+            ),
+            ("snapshot.mode", "no_data".into()),
+        ],
+    );
     let mut child = run::start(&path, &[]);
     let out = dir.path().join("out.jsonl");
     let t0 = Instant::now();

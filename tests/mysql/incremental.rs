@@ -11,22 +11,35 @@ use super::*;
 
 const SIGNALS: &str = "CREATE TABLE debezium_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)";
 
-/// A streaming pipeline (no snapshot) of `db` with the signaling table and chunks of `chunk`.
-fn signal_pipeline(dir: &std::path::Path, db: &str, chunk: usize, extra: &str) -> PathBuf {
-    streaming_pipeline(
-        dir,
-        mariadb::server().port,
-        &format!(
-            "  database.include.list: {db}\n  signal.data.collection: {db}.debezium_signal\n  \
-             incremental.snapshot.chunk.size: {chunk}\n  notification.enabled.channels: sink\n  \
-             notification.sink.topic.name: notes\n{extra}"
-        ),
-    )
-    .replace_text("snapshot.mode: initial\n", "snapshot.mode: no_data\n")
-    .replace_text(
-        "restart: { max_retries: 0 }\n",
-        "restart: { max_retries: 0 }\nmax_batch_size: 100\noffsets: { flush_interval: 20ms }\n",
-    )
+/// A streaming pipeline (no snapshot) of `db` with the signaling table and chunks of `chunk`,
+/// its source's `keys` set.
+fn signal_pipeline(
+    dir: &std::path::Path,
+    db: &str,
+    chunk: u32,
+    keys: &[(&str, Scalar)],
+) -> PathBuf {
+    signal_parts(dir, db, chunk, keys).write(dir)
+}
+
+/// [`signal_pipeline`]'s parts.
+fn signal_parts(dir: &std::path::Path, db: &str, chunk: u32, keys: &[(&str, Scalar)]) -> Pipeline {
+    let source = source(dir, mariadb::server().port)
+        .set_all(&[
+            ("snapshot.mode", "no_data".into()),
+            ("database.include.list", db.into()),
+            (
+                "signal.data.collection",
+                format!("{db}.debezium_signal").into(),
+            ),
+            ("incremental.snapshot.chunk.size", chunk.into()),
+            ("notification.enabled.channels", "sink".into()),
+            ("notification.sink.topic.name", "notes".into()),
+        ])
+        .set_all(keys);
+    base(dir, source)
+        .top("max_batch_size", 100u32)
+        .setting("offsets", &[("flush_interval", "20ms".into())])
 }
 
 /// Waits until `child`'s log says `what`.
@@ -107,7 +120,7 @@ fn an_incremental_snapshot_under_a_concurrent_writer_ends_with_the_table() {
         "CREATE TABLE others (id INT PRIMARY KEY); INSERT INTO others SELECT seq FROM seq_1_to_200",
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = signal_pipeline(dir.path(), &db, 100, "");
+    let path = signal_pipeline(dir.path(), &db, 100, &[]);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
     // Halfway through, a second signal adds a table to the running snapshot (the chunk in its
@@ -187,25 +200,13 @@ fn a_kill_9_during_an_incremental_snapshot_resumes_with_the_next_chunk() {
     let db = seeded_table("mysql_incremental_kill", 20_000);
     mariadb::sql(&db, SIGNALS);
     let dir = tempfile::tempdir().unwrap();
-    let path = signal_pipeline(dir.path(), &db, 50, "");
+    let path = signal_pipeline(dir.path(), &db, 50, &[]);
     // The first run writes into a FIFO this test reads at its own pace: backpressure holds the
     // snapshot in the middle until the kill, whatever the machine's speed.
-    let fifo = dir.path().join("fifo");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    let out = format!("{}/out.jsonl", dir.path().display());
-    let first_run = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
-        .replace(
-            "max_batch_size: 100\n",
-            "max_batch_size: 100\nmax_queue_size: 500\n",
-        );
-    let first_file = dir.path().join("first.yaml");
-    std::fs::write(&first_file, first_run).unwrap();
+    let (first_file, fifo) = fifo_pipeline(
+        dir.path(),
+        signal_parts(dir.path(), &db, 50, &[]).top("max_queue_size", 500u32),
+    );
     let mut child = sluice_test_support::pg::start(&first_file, &[]);
     let reader = {
         let fifo = fifo.clone();
@@ -268,10 +269,11 @@ fn the_file_channel_takes_additional_conditions() {
     mariadb::sql(&db, SIGNALS);
     let dir = tempfile::tempdir().unwrap();
     let signal_file = dir.path().join("signals.jsonl");
-    let extra = format!(
-        "  signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-        signal_file.display()
-    );
+    let extra = [
+        ("signal.enabled.channels", Scalar::from("source,file")),
+        ("signal.file", (&signal_file).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+    ];
     let path = signal_pipeline(dir.path(), &db, 64, &extra);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
@@ -312,10 +314,11 @@ fn a_surrogate_key_reads_the_chunks_by_another_column() {
     mariadb::sql(&db, &format!("{SIGNALS}; UPDATE items SET n = 1001 - id"));
     let dir = tempfile::tempdir().unwrap();
     let signal_file = dir.path().join("signals.jsonl");
-    let extra = format!(
-        "  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-        signal_file.display()
-    );
+    let extra = [
+        ("signal.enabled.channels", Scalar::from("file")),
+        ("signal.file", (&signal_file).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+    ];
     let path = signal_pipeline(dir.path(), &db, 64, &extra);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
@@ -374,9 +377,13 @@ fn a_kafka_signal_starts_an_incremental_snapshot_once() {
         .unwrap()
         .as_nanos();
     let topic = format!("{db}-signals-{}", nanos % 1_000_000_000_000);
-    let extra = format!(
-        "  signal.enabled.channels: kafka\n  signal.kafka.bootstrap.servers: '{bootstrap}'\n  signal.kafka.topic: {topic}\n  signal.kafka.groupId: {topic}\n  signal.consumer.broker.address.family: v4\n"
-    );
+    let extra = [
+        ("signal.enabled.channels", Scalar::from("kafka")),
+        ("signal.kafka.bootstrap.servers", (&bootstrap).into()),
+        ("signal.kafka.topic", (&topic).into()),
+        ("signal.kafka.groupId", (&topic).into()),
+        ("signal.consumer.broker.address.family", "v4".into()),
+    ];
     let path = signal_pipeline(dir.path(), &db, 64, &extra);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
@@ -417,7 +424,7 @@ fn an_incremental_snapshot_reads_tables_the_stream_has_not_met() {
     let db = seeded_table("mysql_incremental_late", 10);
     mariadb::sql(&db, SIGNALS);
     let dir = tempfile::tempdir().unwrap();
-    let path = signal_pipeline(dir.path(), &db, 16, "");
+    let path = signal_pipeline(dir.path(), &db, 16, &[]);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");
     mariadb::sql(
@@ -475,10 +482,11 @@ fn a_blocking_snapshot_reads_the_tables_whole_between_transactions() {
     mariadb::sql(&db, SIGNALS);
     let dir = tempfile::tempdir().unwrap();
     let signal_file = dir.path().join("signals.jsonl");
-    let extra = format!(
-        "  signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-        signal_file.display()
-    );
+    let extra = [
+        ("signal.enabled.channels", Scalar::from("source,file")),
+        ("signal.file", (&signal_file).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+    ];
     let path = signal_pipeline(dir.path(), &db, 64, &extra);
     let mut child = sluice_test_support::pg::start(&path, &[]);
     wait_log(&mut child, "Binlog stream started");

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use serde_json::Value as Json;
 use sluice_test_support::mariadb;
 use sluice_test_support::pg::{assert_same_events, normalize};
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
 
 mod charsets;
 mod columns;
@@ -36,25 +37,45 @@ fn sluice(args: &[&str]) -> Output {
         .expect("run sluice")
 }
 
-/// A pipeline reading `port` into `dir/out.jsonl` (schemas on), with `extra` source lines.
-fn pipeline(dir: &Path, port: u16, extra: &str) -> PathBuf {
-    // The server is shared by parallel tests: schema change events (which describe every
-    // database) only where a test asks for them.
-    let quiet = if extra.contains("include.schema.changes") {
-        ""
-    } else {
-        "  include.schema.changes: false\n"
-    };
-    let text = format!(
-        "name: mysql_test\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: mysql\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: root\n  database.server.id: {id}\n  topic.prefix: dbserver1\n  snapshot.mode: initial_only\n{quiet}{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-        d = dir.display(),
-        id = server_id(dir),
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The test source of type `kind` (`mysql`, or `mariadb` for Debezium's MariaDB connector)
+/// reading the server on `port` as root with a replica id of its own for `dir`: topics under
+/// `dbserver1`, a snapshot only. The server is shared by parallel tests: schema change events
+/// (which describe every database) only where a test asks for them.
+fn source_of(kind: &str, dir: &Path, port: u16) -> Component {
+    Component::new(kind)
+        .set("database.hostname", "127.0.0.1")
+        .set("database.port", port)
+        .set("database.user", "root")
+        .set("database.server.id", server_id(dir))
+        .set("topic.prefix", "dbserver1")
+        .set("snapshot.mode", "initial_only")
+        .set("include.schema.changes", false)
+}
+
+/// [`source_of`] with `type: mysql`.
+fn source(dir: &Path, port: u16) -> Component {
+    source_of("mysql", dir, port)
+}
+
+/// The test pipeline of `source` under `dir`: no restarts, its events written with their
+/// schemas to `dir/out.jsonl`.
+fn base(dir: &Path, source: Component) -> Pipeline {
+    Pipeline::new("mysql_test", dir.join("data"))
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+        .sink(file_sink(dir.join("out.jsonl")))
+}
+
+/// The test pipeline's file sink writing to `path`, with schemas.
+fn file_sink(path: impl Into<Scalar>) -> Component {
+    Component::new("file")
+        .set("path", path)
+        .set("schemas.enable", true)
+}
+
+/// The test pipeline reading `port` with its source's `keys`, written in `dir`.
+fn pipeline(dir: &Path, port: u16, keys: &[(&str, Scalar)]) -> PathBuf {
+    base(dir, source(dir, port).set_all(keys)).write(dir)
 }
 
 /// A replica id of its own for the test writing to `dir` (tests stream in parallel).
@@ -66,13 +87,39 @@ fn server_id(dir: &Path) -> u32 {
 }
 
 /// [`pipeline`] with `snapshot.mode: initial`: a snapshot, then the stream.
-fn streaming_pipeline(dir: &Path, port: u16, extra: &str) -> PathBuf {
-    pipeline(dir, port, extra).replace_text("snapshot.mode: initial_only", "snapshot.mode: initial")
+fn streaming_pipeline(dir: &Path, port: u16, keys: &[(&str, Scalar)]) -> PathBuf {
+    let source = source(dir, port).set("snapshot.mode", "initial");
+    base(dir, source.set_all(keys)).write(dir)
+}
+
+/// [`streaming_pipeline`] with `type: mariadb`.
+fn mariadb_pipeline(dir: &Path, port: u16, keys: &[(&str, Scalar)]) -> PathBuf {
+    let source = source_of("mariadb", dir, port).set("snapshot.mode", "initial");
+    base(dir, source.set_all(keys)).write(dir)
 }
 
 /// [`streaming_pipeline`] capturing database `db`.
 fn captured_pipeline(dir: &Path, port: u16, db: &str) -> PathBuf {
-    streaming_pipeline(dir, port, &format!("  database.include.list: {db}\n"))
+    streaming_pipeline(dir, port, &[("database.include.list", db.into())])
+}
+
+/// `pipeline` (a test pipeline's parts, under `dir`) with its sink writing into a FIFO that the
+/// test reads at its own pace, written as `dir/first.yaml`: backpressure then holds the
+/// pipeline where the test stops reading, whatever the machine's speed. Returns the file and
+/// the FIFO.
+fn fifo_pipeline(dir: &Path, pipeline: Pipeline) -> (PathBuf, PathBuf) {
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let sink = file_sink(&fifo).set("fsync", false);
+    let file = pipeline
+        .without_sinks()
+        .sink(sink)
+        .write_as(&dir.join("first.yaml"));
+    (file, fifo)
 }
 
 /// The log and last `error:` line of a running pipeline that stops by itself, failing.
@@ -169,7 +216,7 @@ fn the_snapshot_matches_debezium_byte_for_byte() {
     let path = pipeline(
         dir.path(),
         server.port,
-        "  database.include.list: inventory\n",
+        &[("database.include.list", "inventory".into())],
     );
     run_ok(&path);
     let ours = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
@@ -217,7 +264,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(3306);
-    let e = error_line(&pipeline(dir.path(), plain, ""));
+    let e = error_line(&pipeline(dir.path(), plain, &[]));
     assert!(
         e.contains("binlog is off") && e.contains("--log-bin"),
         "{e}"
@@ -232,7 +279,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     let e = error_line(&pipeline(
         dir.path(),
         server.port,
-        &format!("  database.include.list: {db}\n"),
+        &[("database.include.list", db.as_str().into())],
     ));
     assert!(
         e.contains("`bad_setups.z`") && e.contains("`sjis`") && e.contains("cp932"),
@@ -240,7 +287,7 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     );
     // Two pipelines reading as one replica id: one of them is told which key to change.
     mariadb::sql(&db, "CREATE TABLE dup (id INT PRIMARY KEY)");
-    let only_dup = format!("  table.include.list: {db}\\.dup\n");
+    let only_dup = [("table.include.list", Scalar::from(format!("{db}\\.dup")))];
     let streaming = dir.path().join("streaming");
     std::fs::create_dir_all(&streaming).unwrap();
     let first = streaming_pipeline(&streaming, server.port, &only_dup);
@@ -249,12 +296,11 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     let id = server_id(&streaming);
     let second = dir.path().join("second");
     std::fs::create_dir_all(&second).unwrap();
-    let second = pipeline(&second, server.port, &only_dup)
-        .replace_text("snapshot.mode: initial_only", "snapshot.mode: no_data")
-        .replace_text(
-            &format!("server.id: {}", server_id(&second)),
-            &format!("server.id: {id}"),
-        );
+    let same_id = source(&second, server.port)
+        .set_all(&only_dup)
+        .set("snapshot.mode", "no_data")
+        .set("database.server.id", id);
+    let second = base(&second, same_id).write(&second);
     // The first one streams once a row inserted after its snapshot reaches its file.
     sluice_test_support::pg::wait_lines(&streaming, 1, &mut child);
     mariadb::sql(&db, "INSERT INTO dup VALUES (2)");
@@ -285,28 +331,16 @@ fn bad_setups_get_one_line_that_says_what_to_change() {
     let e = error_line(&pipeline(
         dir.path(),
         server.port,
-        "  skipped.operations: u\n",
+        &[("skipped.operations", "u".into())],
     ));
     assert!(e.contains("keep `t`"), "{e}");
     // Nobody listening.
     let e = error_line(&pipeline(
         dir.path(),
         sluice_test_support::pg::free_port(),
-        "  connect.timeout.ms: 2000\n",
+        &[("connect.timeout.ms", 2000u32.into())],
     ));
     assert!(e.contains("connecting to 127.0.0.1:"), "{e}");
-}
-
-trait ReplaceText {
-    fn replace_text(self, from: &str, to: &str) -> PathBuf;
-}
-
-impl ReplaceText for PathBuf {
-    fn replace_text(self, from: &str, to: &str) -> PathBuf {
-        let text = std::fs::read_to_string(&self).unwrap().replace(from, to);
-        std::fs::write(&self, text).unwrap();
-        self
-    }
 }
 
 #[test]

@@ -43,12 +43,18 @@ fn mariadb_only_ddl_leaves_the_schema_the_server_has() {
     let db = mariadb::database("mariadb_own_ddl");
     mariadb::sql(&db, "CREATE TABLE t (id INT PRIMARY KEY, a INT)");
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
+    let path = mariadb_pipeline(
         dir.path(),
         server.port,
-        &format!("  database.include.list: {db}\n  include.schema.changes: true\n  schema.history.internal.store.only.captured.databases.ddl: true\n"),
-    )
-    .replace_text("type: mysql\n", "type: mariadb\n");
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("include.schema.changes", true.into()),
+            (
+                "schema.history.internal.store.only.captured.databases.ddl",
+                true.into(),
+            ),
+        ],
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     // SET, DROP TABLE, DROP DATABASE, CREATE DATABASE, USE, CREATE TABLE.
     sluice_test_support::pg::wait_lines(dir.path(), 6, &mut child);
@@ -148,8 +154,11 @@ fn versioned_tables_and_compressed_columns_are_refused_with_the_fix() {
             "CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1)",
         );
         let dir = tempfile::tempdir().unwrap();
-        let path = captured_pipeline(dir.path(), server.port, &db)
-            .replace_text("type: mysql\n", "type: mariadb\n");
+        let path = mariadb_pipeline(
+            dir.path(),
+            server.port,
+            &[("database.include.list", db.as_str().into())],
+        );
         let mut child = sluice_test_support::pg::start(&path, &[]);
         sluice_test_support::pg::wait_lines(dir.path(), 1, &mut child);
         // Created after the snapshot's position: the DDL (versioned) or the first row (compressed) stops it.
@@ -185,12 +194,11 @@ fn versioned_tables_and_compressed_columns_are_refused_with_the_fix() {
         // Left out, the same table is no obstacle.
         let _ = std::fs::remove_dir_all(dir.path().join("data"));
         let _ = std::fs::remove_file(dir.path().join("out.jsonl"));
-        let path = path
-            .replace_text("snapshot.mode: initial\n", "snapshot.mode: initial_only\n")
-            .replace_text(
-                &format!("  database.include.list: {db}\n"),
-                &format!("  database.include.list: {db}\n  table.exclude.list: {db}\\.v\n"),
-            );
+        let source = source_of("mariadb", dir.path(), server.port).set_all(&[
+            ("database.include.list", db.as_str().into()),
+            ("table.exclude.list", format!("{db}\\.v").into()),
+        ]);
+        let path = base(dir.path(), source).write(dir.path());
         run_ok(&path);
     }
 }
@@ -234,8 +242,11 @@ fn uuid_and_inet_columns_read_as_the_server_prints_them() {
     mariadb::sql(&db, &format!("CREATE TABLE snap {create}"));
     insert("snap");
     let dir = tempfile::tempdir().unwrap();
-    let path = captured_pipeline(dir.path(), server.port, &db)
-        .replace_text("type: mysql\n", "type: mariadb\n");
+    let path = mariadb_pipeline(
+        dir.path(),
+        server.port,
+        &[("database.include.list", db.as_str().into())],
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), values.len(), &mut child);
     mariadb::sql(&db, &format!("CREATE TABLE streamed {create}"));

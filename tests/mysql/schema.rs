@@ -30,7 +30,10 @@ fn schema_change_events_match_debezium_byte_for_byte() {
     let path = streaming_pipeline(
         dir.path(),
         server.port,
-        "  include.schema.changes: true\n  bigint.unsigned.handling.mode: precise\n",
+        &[
+            ("include.schema.changes", true.into()),
+            ("bigint.unsigned.handling.mode", "precise".into()),
+        ],
     );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     // 8 schema change events, then 5 rows.
@@ -142,7 +145,14 @@ fn a_lost_history_stops_the_start_until_recovery_rebuilds_it() {
         e.contains("schema history is missing") && e.contains("recovery"),
         "{e}"
     );
-    let recovery = path.replace_text("snapshot.mode: initial\n", "snapshot.mode: recovery\n");
+    let recovery = pipeline(
+        dir.path(),
+        server.port,
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("snapshot.mode", "recovery".into()),
+        ],
+    );
     let mut child = sluice_test_support::pg::start(&recovery, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
     sluice_test_support::pg::stop(&child);
@@ -245,12 +255,12 @@ fn ddl_that_changes_no_captured_column_does_not_stop_the_stream() {
 }
 
 /// Sluice's side of `make-streamed.sh`: `SETUP.sql` on a new server, a pipeline streaming it
-/// with schema change events and the source lines `filters`, `before` events, then
+/// with schema change events and the source's keys `filters`, `before` events, then
 /// `CHANGES.sql` and `after` events in all. Returns the events, blanked, a line each, and the
 /// log.
 fn streamed_like_the_fixture(
     scripts: (&str, &str),
-    filters: &str,
+    filters: &[(&str, Scalar)],
     counts: (usize, usize),
 ) -> (String, String) {
     streamed_like_the_fixture_on("", scripts, filters, counts)
@@ -260,18 +270,18 @@ fn streamed_like_the_fixture(
 fn streamed_like_the_fixture_on(
     options: &str,
     (setup, changes): (&str, &str),
-    filters: &str,
+    filters: &[(&str, Scalar)],
     (before, after): (usize, usize),
 ) -> (String, String) {
     let server = Restartable::start_with(options);
     let script = |name: &str| std::fs::read_to_string(format!("{FIXTURES}/{name}.sql")).unwrap();
     server.sql("", &script(setup));
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  include.schema.changes: true\n{filters}"),
-    );
+    let source = source(dir.path(), server.port)
+        .set("snapshot.mode", "initial")
+        .set("include.schema.changes", true)
+        .set_all(filters);
+    let path = base(dir.path(), source).write(dir.path());
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), before, &mut child);
     server.sql("", &script(changes));
@@ -293,7 +303,10 @@ fn streamed_like_the_fixture_on(
 fn a_streamed_create_table_with_national_types_and_hex_defaults_is_debeziums() {
     let (ours, _) = streamed_like_the_fixture(
         ("extra-ddl", "extra-ddl-changes"),
-        "  database.include.list: inventory\n  table.include.list: inventory.extra\n",
+        &[
+            ("database.include.list", "inventory".into()),
+            ("table.include.list", "inventory.extra".into()),
+        ],
         (1, 3),
     );
     // One deliberate difference: Debezium's parser keeps a hex default's digits, some cut
@@ -354,7 +367,7 @@ fn lower_case_table_names_match_tables_whatever_the_case_as_debezium() {
     let (ours, log) = streamed_like_the_fixture_on(
         "--lower-case-table-names=1",
         ("lower-case", "lower-case-changes"),
-        "  database.include.list: inventory\n",
+        &[("database.include.list", "inventory".into())],
         (7, 15),
     );
     let theirs: String = std::fs::read_to_string(format!("{FIXTURES}/reference-lower-case.jsonl"))
@@ -374,7 +387,13 @@ fn lower_case_table_names_match_tables_whatever_the_case_as_debezium() {
 fn streamed_ddl_in_mysql_only_syntax_is_debeziums() {
     let (ours, log) = streamed_like_the_fixture(
         ("syntax", "syntax-changes"),
-        "  database.include.list: inventory\n  table.include.list: inventory.syntax,inventory.syntax2\n",
+        &[
+            ("database.include.list", "inventory".into()),
+            (
+                "table.include.list",
+                "inventory.syntax,inventory.syntax2".into(),
+            ),
+        ],
         (1, 9),
     );
     let theirs: String = std::fs::read_to_string(format!("{FIXTURES}/reference-syntax.jsonl"))
@@ -394,7 +413,7 @@ fn streamed_ddl_in_mysql_only_syntax_is_debeziums() {
 fn a_drop_of_tables_of_two_databases_is_one_event_per_table_as_debeziums() {
     let (ours, _) = streamed_like_the_fixture(
         ("drop", "drop-changes"),
-        "  database.include.list: inventory,other\n",
+        &[("database.include.list", "inventory,other".into())],
         (15, 19),
     );
     // A DROP of several tables of one database names them all in `source.table`: Debezium in

@@ -43,12 +43,14 @@ fn seeded(test: &str) -> String {
 fn always_snapshots_at_every_start_then_streams_from_there() {
     let db = seeded("mysql_always");
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
+    let path = pipeline(
         dir.path(),
         mariadb::server().port,
-        &format!("  table.include.list: {db}\\.a\n"),
-    )
-    .replace_text("snapshot.mode: initial\n", "snapshot.mode: always\n");
+        &[
+            ("table.include.list", format!("{db}\\.a").into()),
+            ("snapshot.mode", "always".into()),
+        ],
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     mariadb::sql(&db, "INSERT INTO a VALUES (4, 'four')");
@@ -90,21 +92,30 @@ fn configuration_based_does_what_its_flags_say() {
     let db = seeded("mysql_configuration_based");
     let dir = tempfile::tempdir().unwrap();
     let flags = |data: bool, schema: bool, stream: bool| {
-        format!(
-            "  table.include.list: {db}\\.a\n  snapshot.mode.configuration.based.snapshot.data: {data}\n  snapshot.mode.configuration.based.snapshot.schema: {schema}\n  snapshot.mode.configuration.based.start.stream: {stream}\n"
-        )
+        [
+            ("table.include.list", Scalar::from(format!("{db}\\.a"))),
+            (
+                "snapshot.mode.configuration.based.snapshot.data",
+                data.into(),
+            ),
+            (
+                "snapshot.mode.configuration.based.snapshot.schema",
+                schema.into(),
+            ),
+            (
+                "snapshot.mode.configuration.based.start.stream",
+                stream.into(),
+            ),
+            ("snapshot.mode", "configuration_based".into()),
+        ]
     };
     // Schema and stream, no data: the rows already there are not read.
     let streaming = dir.path().join("streaming");
     std::fs::create_dir_all(&streaming).unwrap();
-    let path = streaming_pipeline(
+    let path = pipeline(
         &streaming,
         mariadb::server().port,
         &flags(false, true, true),
-    )
-    .replace_text(
-        "snapshot.mode: initial\n",
-        "snapshot.mode: configuration_based\n",
     );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     // The stream is on once the log says so; a row inserted then is streamed.
@@ -123,10 +134,7 @@ fn configuration_based_does_what_its_flags_say() {
     // Data, no stream: the rows, then the run ends.
     let once = dir.path().join("once");
     std::fs::create_dir_all(&once).unwrap();
-    let path = pipeline(&once, mariadb::server().port, &flags(true, true, false)).replace_text(
-        "snapshot.mode: initial_only\n",
-        "snapshot.mode: configuration_based\n",
-    );
+    let path = pipeline(&once, mariadb::server().port, &flags(true, true, false));
     run_ok(&path);
     let ids: Vec<i64> = ops(&sluice_test_support::pg::lines(&once))
         .into_iter()
@@ -136,12 +144,11 @@ fn configuration_based_does_what_its_flags_say() {
     // Streaming without the structure on a first start: refused, with the flag to set.
     let bare = dir.path().join("bare");
     std::fs::create_dir_all(&bare).unwrap();
-    let e = error_line(
-        &pipeline(&bare, mariadb::server().port, &flags(false, false, true)).replace_text(
-            "snapshot.mode: initial_only\n",
-            "snapshot.mode: configuration_based\n",
-        ),
-    );
+    let e = error_line(&pipeline(
+        &bare,
+        mariadb::server().port,
+        &flags(false, false, true),
+    ));
     assert!(e.contains("snapshot.schema: true"), "{e}");
 }
 
@@ -149,12 +156,26 @@ fn configuration_based_does_what_its_flags_say() {
 fn overrides_and_the_snapshot_collection_list_choose_the_rows_read() {
     let db = seeded("mysql_snapshot_choice");
     let dir = tempfile::tempdir().unwrap();
+    let override_of = |table: &str| format!("snapshot.select.statement.overrides.{db}.{table}");
     let path = streaming_pipeline(
         dir.path(),
         mariadb::server().port,
-        &format!(
-            "  database.include.list: {db}\n  snapshot.include.collection.list: {db}\\.a\n  snapshot.select.statement.overrides: {db}.a\n  snapshot.select.statement.overrides.{db}.a: SELECT * FROM {db}.a WHERE id > 1 ORDER BY id DESC\n  column.exclude.list: {db}\\.a\\.note\n"
-        ),
+        &[
+            ("database.include.list", db.as_str().into()),
+            (
+                "snapshot.include.collection.list",
+                format!("{db}\\.a").into(),
+            ),
+            (
+                "snapshot.select.statement.overrides",
+                format!("{db}.a").into(),
+            ),
+            (
+                override_of("a").as_str(),
+                format!("SELECT * FROM {db}.a WHERE id > 1 ORDER BY id DESC").into(),
+            ),
+            ("column.exclude.list", format!("{db}\\.a\\.note").into()),
+        ],
     );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 2, &mut child);
@@ -181,7 +202,10 @@ fn overrides_and_the_snapshot_collection_list_choose_the_rows_read() {
     let e = error_line(&pipeline(
         dir.path(),
         mariadb::server().port,
-        &format!("  snapshot.select.statement.overrides.{db}.b: SELECT * FROM {db}.b\n"),
+        &[(
+            override_of("b").as_str(),
+            format!("SELECT * FROM {db}.b").into(),
+        )],
     ));
     assert!(e.contains("is not listed"), "{e}");
     // An override that leaves a captured column out is refused, naming it.
@@ -189,7 +213,17 @@ fn overrides_and_the_snapshot_collection_list_choose_the_rows_read() {
     let e = error_line(&pipeline(
         dir.path(),
         mariadb::server().port,
-        &format!("  table.include.list: {db}\\.b\n  snapshot.select.statement.overrides: {db}.b\n  snapshot.select.statement.overrides.{db}.b: SELECT 1 AS x FROM {db}.b\n"),
+        &[
+            ("table.include.list", format!("{db}\\.b").into()),
+            (
+                "snapshot.select.statement.overrides",
+                format!("{db}.b").into(),
+            ),
+            (
+                override_of("b").as_str(),
+                format!("SELECT 1 AS x FROM {db}.b").into(),
+            ),
+        ],
     ));
     assert!(e.contains("returns no column `id`"), "{e}");
 }
@@ -198,14 +232,14 @@ fn overrides_and_the_snapshot_collection_list_choose_the_rows_read() {
 fn consistent_under_a_writer(mode: &str) {
     let db = seeded_table(&format!("mysql_locking_{mode}"), 1500);
     let dir = tempfile::tempdir().unwrap();
-    let path = captured_pipeline(dir.path(), mariadb::server().port, &db).replace_text(
-        "restart: { max_retries: 0 }\n",
-        "restart: { max_retries: 0 }\nmax_batch_size: 100\n",
-    );
-    let path = path.replace_text(
-        "  snapshot.mode: initial\n",
-        &format!("  snapshot.mode: initial\n  snapshot.locking.mode: {mode}\n"),
-    );
+    let source = source(dir.path(), mariadb::server().port).set_all(&[
+        ("snapshot.mode", "initial".into()),
+        ("snapshot.locking.mode", mode.into()),
+        ("database.include.list", db.as_str().into()),
+    ]);
+    let path = base(dir.path(), source)
+        .top("max_batch_size", 100u32)
+        .write(dir.path());
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || mariadb::sql(&db, &writer_sql(400, 1500)))
@@ -258,28 +292,27 @@ fn a_lock_the_user_may_not_take_is_one_line_with_the_grant() {
         ),
     );
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
-        dir.path(),
-        mariadb::server().port,
-        &format!("  database.include.list: {db}\n  database.password: pw\n"),
-    )
-    .replace_text("database.user: root", &format!("database.user: {user}"));
+    let no_reload = source(dir.path(), mariadb::server().port)
+        .set("database.user", &user)
+        .set_all(&[
+            ("database.include.list", db.as_str().into()),
+            ("database.password", "pw".into()),
+        ]);
+    let path = base(dir.path(), no_reload.clone()).write(dir.path());
     // Without a lock (the default on MariaDB) the user reads the snapshot.
     run_ok(&path);
     assert_eq!(sluice_test_support::pg::lines(dir.path()).len(), 5);
     std::fs::remove_dir_all(dir.path().join("data")).unwrap();
-    let e = error_line(&path.clone().replace_text(
-        "  snapshot.mode: initial_only\n",
-        "  snapshot.mode: initial_only\n  snapshot.locking.mode: extended\n",
-    ));
+    let locking = |mode: &str| {
+        let source = no_reload.clone().set("snapshot.locking.mode", mode);
+        base(dir.path(), source).write(dir.path())
+    };
+    let e = error_line(&locking("extended"));
     assert!(
         e.contains("RELOAD") && e.contains("snapshot.locking.mode: none"),
         "{e}"
     );
-    let e = error_line(&path.clone().replace_text(
-        "  snapshot.locking.mode: extended\n",
-        "  snapshot.locking.mode: minimal_percona\n",
-    ));
+    let e = error_line(&locking("minimal_percona"));
     assert!(e.contains("Percona"), "{e}");
     mariadb::sql(
         "",
@@ -295,12 +328,13 @@ fn the_snapshot_says_its_tables_and_their_estimated_rows() {
     mariadb::sql(&db, "ANALYZE TABLE a");
     let dir = tempfile::tempdir().unwrap();
     let port = sluice_test_support::pg::free_port();
-    let path = streaming_pipeline(
-        dir.path(),
-        mariadb::server().port,
-        &format!("  database.include.list: {db}\n"),
-    );
-    sluice_test_support::pg::with_admin(&path, port);
+    let source = source(dir.path(), mariadb::server().port).set_all(&[
+        ("snapshot.mode", "initial".into()),
+        ("database.include.list", db.as_str().into()),
+    ]);
+    let path = base(dir.path(), source)
+        .setting("admin", &[("bind", format!("127.0.0.1:{port}").into())])
+        .write(dir.path());
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 5, &mut child);
     let snapshot = sluice_test_support::pg::snapshot_done(port, "mysql_test");
@@ -324,12 +358,13 @@ fn changes_of_tables_not_captured_are_counted_as_filtered() {
     let db = seeded("mysql_filtered_metric");
     let dir = tempfile::tempdir().unwrap();
     let port = sluice_test_support::pg::free_port();
-    let path = streaming_pipeline(
-        dir.path(),
-        mariadb::server().port,
-        &format!("  table.include.list: {db}\\.a\n"),
-    );
-    sluice_test_support::pg::with_admin(&path, port);
+    let source = source(dir.path(), mariadb::server().port).set_all(&[
+        ("snapshot.mode", "initial".into()),
+        ("table.include.list", format!("{db}\\.a").into()),
+    ]);
+    let path = base(dir.path(), source)
+        .setting("admin", &[("bind", format!("127.0.0.1:{port}").into())])
+        .write(dir.path());
     let mut child = sluice_test_support::pg::start(&path, &[]);
     sluice_test_support::pg::wait_lines(dir.path(), 3, &mut child);
     mariadb::sql(

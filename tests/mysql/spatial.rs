@@ -29,7 +29,10 @@ fn spatial_columns_snapshot_and_stream_as_debezium_maps_them() {
     let path = streaming_pipeline(
         dir.path(),
         server.port,
-        &format!("  database.include.list: {db}\n  include.query: true\n"),
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("include.query", true.into()),
+        ],
     );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 2, &mut child);

@@ -17,27 +17,29 @@ fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
          CREATE USER 'tls'@'%' IDENTIFIED BY 'pw' REQUIRE SSL; GRANT ALL ON *.* TO 'tls'@'%'",
     );
     let dir = tempfile::tempdir().unwrap();
-    let with = |name: &str, ssl: &str| {
+    let with = |name: &str, ssl: &[(&str, Scalar)]| {
         let d = dir.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
-        pipeline(
-            &d,
-            server.port,
-            &format!("  database.include.list: tls_db\n  database.password: pw\n{ssl}"),
-        )
-        .replace_text("database.user: root", "database.user: tls")
+        let source = source(&d, server.port)
+            .set("database.user", "tls")
+            .set_all(&[
+                ("database.include.list", "tls_db".into()),
+                ("database.password", "pw".into()),
+            ])
+            .set_all(ssl);
+        base(&d, source).write(&d)
     };
     let ca_file = c.join("ca.pem");
     // Checked against the CA and the host name: the snapshot, then the stream (the binlog
     // connection is encrypted too: the user has no other way in).
     let path = with(
         "identity",
-        &format!(
-            "  database.ssl.mode: verify_identity\n  database.ssl.truststore: {}\n",
-            ca_file.display()
-        ),
-    )
-    .replace_text("snapshot.mode: initial_only", "snapshot.mode: initial");
+        &[
+            ("database.ssl.mode", "verify_identity".into()),
+            ("database.ssl.truststore", (&ca_file).into()),
+            ("snapshot.mode", "initial".into()),
+        ],
+    );
     let mut child = sluice_test_support::pg::start(&path, &[]);
     let out = dir.path().join("identity");
     sluice_test_support::pg::wait_lines(&out, 1, &mut child);
@@ -58,14 +60,17 @@ fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
     assert_eq!(ids, [("r".to_owned(), 1), ("c".to_owned(), 2)]);
     // `preferred` (the default), `required` and `verify_ca` read it too.
     for (name, ssl) in [
-        ("preferred", String::new()),
-        ("required", "  database.ssl.mode: required\n".to_owned()),
+        ("preferred", vec![]),
+        (
+            "required",
+            vec![("database.ssl.mode", Scalar::from("required"))],
+        ),
         (
             "ca",
-            format!(
-                "  database.ssl.mode: verify_ca\n  database.ssl.truststore: {}\n",
-                ca_file.display()
-            ),
+            vec![
+                ("database.ssl.mode", Scalar::from("verify_ca")),
+                ("database.ssl.truststore", (&ca_file).into()),
+            ],
         ),
     ] {
         run_ok(&with(name, &ssl));
@@ -76,15 +81,18 @@ fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
         );
     }
     // Without TLS the server turns the user away.
-    let e = error_line(&with("disabled", "  database.ssl.mode: disabled\n"));
+    let e = error_line(&with(
+        "disabled",
+        &[("database.ssl.mode", "disabled".into())],
+    ));
     assert!(e.contains("Access denied"), "{e}");
     // A certificate another CA signed.
     let e = error_line(&with(
         "other",
-        &format!(
-            "  database.ssl.mode: verify_ca\n  database.ssl.truststore: {}\n",
-            c.join("other.pem").display()
-        ),
+        &[
+            ("database.ssl.mode", "verify_ca".into()),
+            ("database.ssl.truststore", c.join("other.pem").into()),
+        ],
     ));
     assert!(
         e.contains("connecting to") && e.to_lowercase().contains("cert"),
@@ -93,7 +101,7 @@ fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
     // A trust store a mode does not read is refused at start.
     let e = error_line(&with(
         "unread",
-        &format!("  database.ssl.truststore: {}\n", ca_file.display()),
+        &[("database.ssl.truststore", (&ca_file).into())],
     ));
     assert!(e.contains("verify_ca"), "{e}");
     // A mode that needs TLS against a server without it (the shared one).
@@ -102,7 +110,7 @@ fn every_ssl_mode_that_encrypts_reads_a_server_that_requires_tls() {
     let e = error_line(&pipeline(
         &plain,
         mariadb::server().port,
-        "  database.ssl.mode: required\n",
+        &[("database.ssl.mode", "required".into())],
     ));
     assert!(e.contains("offers no TLS"), "{e}");
 }

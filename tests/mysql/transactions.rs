@@ -54,13 +54,12 @@ fn run_tx_fixture(test: &str, flavour: &str) -> (String, Vec<Json>, [String; 2])
     // Streamed only, as Debezium's fixture was (`snapshot.mode: no_data`).
     let rows = 0;
     let dir = tempfile::tempdir().unwrap();
-    let path = streaming_pipeline(
-        dir.path(),
-        server.port,
-        &format!("  database.include.list: {db}\n  provide.transaction.metadata: true\n"),
-    )
-    .replace_text("type: mysql\n", &format!("type: {flavour}\n"))
-    .replace_text("snapshot.mode: initial\n", "snapshot.mode: no_data\n");
+    let source = source_of(flavour, dir.path(), server.port).set_all(&[
+        ("database.include.list", db.as_str().into()),
+        ("provide.transaction.metadata", true.into()),
+        ("snapshot.mode", "no_data".into()),
+    ]);
+    let path = base(dir.path(), source).write(dir.path());
     let mut child = sluice_test_support::pg::start(&path, &[]);
     let t0 = std::time::Instant::now();
     while !sluice_test_support::pg::log_so_far(&child).contains("Binlog stream started") {

@@ -7,7 +7,8 @@ use sluice_test_support::mariadb;
 use sluice_test_support::pg::{self as run, assert_same_events};
 
 use super::{
-    blank, captured_pipeline, changes_of, ours, pipeline, run_ok, setup_of, ReplaceText, FIXTURES,
+    blank, captured_pipeline, changes_of, ours, pipeline, run_ok, setup_of, streaming_pipeline,
+    FIXTURES,
 };
 
 /// Debezium's events of `types` in `file` whose `op` `keep` selects, blanked.
@@ -34,9 +35,11 @@ fn every_type_snapshots_as_debezium_maps_it_in_precise_and_hex_modes() {
     let path = pipeline(
         dir.path(),
         server.port,
-        &format!(
-            "  database.include.list: {db}\n  bigint.unsigned.handling.mode: precise\n  binary.handling.mode: hex\n"
-        ),
+        &[
+            ("database.include.list", db.as_str().into()),
+            ("bigint.unsigned.handling.mode", "precise".into()),
+            ("binary.handling.mode", "hex".into()),
+        ],
     );
     run_ok(&path);
     let theirs = debezium_types("reference-precise.jsonl", |op| op == "r");
@@ -64,9 +67,13 @@ fn every_type_streams_as_debezium_maps_it_and_unrepresentable_rows_follow_the_fa
         "{err}"
     );
     // Under `warn` such rows are left out and logged with their key.
-    let path = path.replace_text(
-        "  database.include.list:",
-        "  event.processing.failure.handling.mode: warn\n  database.include.list:",
+    let path = streaming_pipeline(
+        dir.path(),
+        server.port,
+        &[
+            ("event.processing.failure.handling.mode", "warn".into()),
+            ("database.include.list", db.as_str().into()),
+        ],
     );
     let mut child = run::start(&path, &[]);
     run::wait_lines(dir.path(), 1, &mut child);
@@ -129,9 +136,13 @@ fn the_deprecated_deserialization_mode_sets_the_failure_mode() {
     let path = pipeline(
         dir.path(),
         server.port,
-        &format!(
-            "  database.include.list: {db}\n  event.deserialization.failure.handling.mode: ignore\n"
-        ),
+        &[
+            ("database.include.list", db.as_str().into()),
+            (
+                "event.deserialization.failure.handling.mode",
+                "ignore".into(),
+            ),
+        ],
     );
     let log = run_ok(&path);
     assert!(log.contains("is deprecated"), "{log}");

@@ -87,19 +87,22 @@ fn bad_signals_through_every_channel_are_refused_and_the_stream_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let signal_file = dir.path().join("signals.jsonl");
     let admin = free_port();
-    let source = format!(
-        "  table.include.list: public.items,public.debezium_signal\n  snapshot.mode: no_data\n  \
-signal.data.collection: public.debezium_signal\n  signal.enabled.channels: source,file,http\n  \
-signal.file: {}\n  signal.poll.interval.ms: 50\n  notification.enabled.channels: sink\n  \
-notification.sink.topic.name: notes\n",
-        signal_file.display()
-    );
-    let file = pipeline(dir.path(), &db, &source, false);
-    let yaml = std::fs::read_to_string(&file).unwrap().replace(
-        "source:\n",
-        &format!("admin:\n  bind: 127.0.0.1:{admin}\nsource:\n"),
-    );
-    std::fs::write(&file, yaml).unwrap();
+    let keys: &[(&str, Scalar)] = &[
+        (
+            "table.include.list",
+            "public.items,public.debezium_signal".into(),
+        ),
+        ("snapshot.mode", "no_data".into()),
+        ("signal.data.collection", "public.debezium_signal".into()),
+        ("signal.enabled.channels", "source,file,http".into()),
+        ("signal.file", signal_file.as_path().into()),
+        ("signal.poll.interval.ms", "50".into()),
+        ("notification.enabled.channels", "sink".into()),
+        ("notification.sink.topic.name", "notes".into()),
+    ];
+    let file = base(dir.path(), &db, source(&db).set_all(keys), false)
+        .setting("admin", &[("bind", format!("127.0.0.1:{admin}").into())])
+        .write(dir.path());
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     let mut expected_rows = 0;

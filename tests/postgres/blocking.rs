@@ -29,11 +29,14 @@ fn blocking_snapshot_reads_filtered_tables_between_streamed_changes() {
     let file = pipeline(
         dir.path(),
         &db,
-        &format!(
-            "  table.include.list: public.items,public.other\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
-signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-            signals.display()
-        ),
+        &[
+            ("table.include.list", "public.items,public.other".into()),
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+            ("signal.enabled.channels", "source,file".into()),
+            ("signal.file", (&signals).into()),
+            ("signal.poll.interval.ms", "50".into()),
+        ],
         false,
     );
     let mut child = start(&file, &[]);
@@ -129,12 +132,14 @@ fn a_newly_included_table_is_back_filled_by_a_signal() {
         "insert into extra select g, 'old' from generate_series(1, 300) g",
     );
     let dir = tempfile::tempdir().unwrap();
-    let source = |tables: &str| {
-        format!(
-            "  table.include.list: {tables}\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 64\n"
-        )
+    let keys = |tables: &str| -> Vec<(&'static str, Scalar)> {
+        vec![
+            ("table.include.list", tables.into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+            ("incremental.snapshot.chunk.size", "64".into()),
+        ]
     };
-    let file = pipeline(dir.path(), &db, &source("public.items"), false);
+    let file = pipeline(dir.path(), &db, &keys("public.items"), false);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     wait_lines(dir.path(), 5, &mut child);
@@ -147,7 +152,7 @@ fn a_newly_included_table_is_back_filled_by_a_signal() {
         &db,
         "update extra set v = 'changed while down' where id = 7",
     );
-    let file = pipeline(dir.path(), &db, &source("public.items,public.extra"), false);
+    let file = pipeline(dir.path(), &db, &keys("public.items,public.extra"), false);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     psql(
@@ -228,19 +233,16 @@ fn signals_over_http_with_the_sluice_signal_command() {
     );
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
-signal.enabled.channels: source,http\n  incremental.snapshot.chunk.size: 30\n",
-        false,
-    );
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        format!("admin: {{ bind: \"127.0.0.1:{port}\" }}\n{text}"),
-    )
-    .unwrap();
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.items".into()),
+        ("snapshot.mode", "no_data".into()),
+        ("signal.data.collection", "public.debezium_signal".into()),
+        ("signal.enabled.channels", "source,http".into()),
+        ("incremental.snapshot.chunk.size", "30".into()),
+    ];
+    let file = base(dir.path(), &db, source(&db).set_all(keys), false)
+        .setting("admin", &[("bind", format!("127.0.0.1:{port}").into())])
+        .write(dir.path());
     let signal = |json: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("signal")

@@ -37,24 +37,22 @@ fn blank(line: &str) -> Json {
     event
 }
 
-/// Runs the fixture's rows and changes into a file sink with `format: cloudevents` and `sink`
-/// more lines, and compares with Debezium's `expected`; `key_payload` compares keys without
+/// Runs the fixture's rows and changes into a file sink with `format: cloudevents` and the
+/// `sink` keys, and compares with Debezium's `expected`; `key_payload` compares keys without
 /// their schema (Debezium's key converter keeps it when the data's is off).
-fn golden(name: &str, schemas: bool, sink: &str, expected: &str, key_payload: bool) {
+fn golden(name: &str, schemas: bool, sink: &[(&str, Scalar)], expected: &str, key_payload: bool) {
     let read = |f: &str| std::fs::read_to_string(fixtures().join(f)).unwrap();
     let db = fresh_db(name);
     psql(&db, &read("schema.sql"));
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.customers\n",
-        schemas,
-    );
-    let mut yaml = std::fs::read_to_string(&file).unwrap();
-    yaml.push_str("    format: cloudevents\n");
-    yaml.push_str(sink);
-    std::fs::write(&file, yaml).unwrap();
+    let source = source(&db).set("table.include.list", "public.customers");
+    let sink = file_sink(dir.path(), schemas)
+        .set("format", "cloudevents")
+        .set_all(sink);
+    let file = base(dir.path(), &db, source, schemas)
+        .without_sinks()
+        .sink(sink)
+        .write(dir.path());
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), 2, &mut child);
     psql(&db, &read("stream.sql"));
@@ -86,12 +84,12 @@ fn golden(name: &str, schemas: bool, sink: &str, expected: &str, key_payload: bo
 
 #[test]
 fn cloudevents_match_debezium() {
-    golden("ce_default", true, "", "default.jsonl", false);
+    golden("ce_default", true, &[], "default.jsonl", false);
 }
 
 #[test]
 fn cloudevents_without_the_datas_schema_match_debezium() {
-    golden("ce_noschemas", false, "", "noschemas.jsonl", true);
+    golden("ce_noschemas", false, &[], "noschemas.jsonl", true);
 }
 
 #[test]
@@ -99,7 +97,7 @@ fn cloudevents_without_extension_attributes_match_debezium() {
     golden(
         "ce_noext",
         true,
-        "    extension.attributes.enable: false\n",
+        &[("extension.attributes.enable", false.into())],
         "noext.jsonl",
         false,
     );

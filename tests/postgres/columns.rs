@@ -9,13 +9,13 @@ fn fixtures() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debezium")
 }
 
-/// Runs the columns fixture's setup, snapshot and changes through a pipeline with `source`
-/// extra lines and `transforms` (YAML at top level), and compares with `expected`.
-fn golden(name: &str, source: &str, transforms: &str, expected: &str) {
+/// Runs the columns fixture's setup, snapshot and changes through a pipeline with the source's
+/// `keys` and `transforms` (at top level), and compares with `expected`.
+fn golden(name: &str, keys: &[(&str, Scalar)], transforms: &[Component], expected: &str) {
     golden_of(
         ("columns_setup.sql", "columns_changes.sql", 4),
         name,
-        source,
+        keys,
         transforms,
         expected,
     );
@@ -25,18 +25,19 @@ fn golden(name: &str, source: &str, transforms: &str, expected: &str) {
 fn golden_of(
     (setup, changes, snapshot_rows): (&str, &str, usize),
     name: &str,
-    source: &str,
-    transforms: &str,
+    keys: &[(&str, Scalar)],
+    transforms: &[Component],
     expected: &str,
 ) {
     let read = |f: &str| std::fs::read_to_string(fixtures().join(f)).unwrap();
     let db = fresh_db(name);
     psql(&db, &read(setup));
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(dir.path(), &db, source, true);
-    let mut yaml = std::fs::read_to_string(&file).unwrap();
-    yaml.push_str(transforms);
-    std::fs::write(&file, yaml).unwrap();
+    let mut chain = base(dir.path(), &db, source(&db).set_all(keys), true);
+    for transform in transforms {
+        chain = chain.transform(transform.clone());
+    }
+    let file = chain.write(dir.path());
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), snapshot_rows, &mut child);
     psql(&db, &read(changes));
@@ -66,10 +67,24 @@ fn golden_of(
 fn column_properties_and_regex_router_match_debezium() {
     golden(
         "columns_a",
-        "  table.include.list: public.gold\n  column.mask.with.5.chars: public.gold.ssn\n  column.mask.with.0.chars: public.gold.code\n  \
-column.mask.hash.SHA-256.with.salt.CzQMA0cB5K: public.gold.email\n  column.mask.hash.v2.MD5.with.salt.pepper: public.gold.name\n  \
-column.truncate.to.4.chars: public.gold.notes\n  message.key.columns: 'public.gold:n,id'\n",
-        "transforms:\n  - type: route\n    regex: 'dbserver1\\.public\\.(.*)'\n    replacement: 'cdc.$1'\n",
+        &[
+            ("table.include.list", "public.gold".into()),
+            ("column.mask.with.5.chars", "public.gold.ssn".into()),
+            ("column.mask.with.0.chars", "public.gold.code".into()),
+            (
+                "column.mask.hash.SHA-256.with.salt.CzQMA0cB5K",
+                "public.gold.email".into(),
+            ),
+            (
+                "column.mask.hash.v2.MD5.with.salt.pepper",
+                "public.gold.name".into(),
+            ),
+            ("column.truncate.to.4.chars", "public.gold.notes".into()),
+            ("message.key.columns", "public.gold:n,id".into()),
+        ],
+        &[Component::new("route")
+            .set("regex", r"dbserver1\.public\.(.*)")
+            .set("replacement", "cdc.$1")],
         "columns_a.jsonl",
     );
 }
@@ -82,8 +97,15 @@ fn hash_masks_of_named_types_match_debezium() {
     golden_of(
         ("masked_setup.sql", "masked_changes.sql", 2),
         "columns_masked",
-        "  table.include.list: public.masked\n  column.mask.hash.v2.SHA-256.with.salt.salt: public.masked.x,public.masked.j,public.masked.u,public.masked.t,public.masked.v\n",
-        "",
+        &[
+            ("table.include.list", "public.masked".into()),
+            (
+                "column.mask.hash.v2.SHA-256.with.salt.salt",
+                "public.masked.x,public.masked.j,public.masked.u,public.masked.t,public.masked.v"
+                    .into(),
+            ),
+        ],
+        &[],
         "masked.jsonl",
     );
 }
@@ -94,9 +116,15 @@ fn hash_masks_of_named_types_match_debezium() {
 fn propagated_source_types_match_debezium() {
     golden(
         "columns_c",
-        "  table.include.list: public.gold\n  column.propagate.source.type: public.gold.name,public.gold.n,public.gold.notes\n  \
-column.mask.with.3.chars: public.gold.notes\n",
-        "",
+        &[
+            ("table.include.list", "public.gold".into()),
+            (
+                "column.propagate.source.type",
+                "public.gold.name,public.gold.n,public.gold.notes".into(),
+            ),
+            ("column.mask.with.3.chars", "public.gold.notes".into()),
+        ],
+        &[],
         "columns_c.jsonl",
     );
 }
@@ -107,9 +135,15 @@ column.mask.with.3.chars: public.gold.notes\n",
 fn unwrap_and_logical_table_router_match_debezium() {
     golden(
         "columns_b",
-        "  table.include.list: public.gold\n",
-        "transforms:\n  - type: unwrap\n    delete.tombstone.handling.mode: rewrite-with-tombstone\n    add.fields: op,table,lsn,source.ts_ms\n  \
-- type: reroute\n    topic.regex: 'dbserver1\\.public\\.(gold)'\n    topic.replacement: all.tables\n",
+        &[("table.include.list", "public.gold".into())],
+        &[
+            Component::new("unwrap")
+                .set("delete.tombstone.handling.mode", "rewrite-with-tombstone")
+                .set("add.fields", "op,table,lsn,source.ts_ms"),
+            Component::new("reroute")
+                .set("topic.regex", r"dbserver1\.public\.(gold)")
+                .set("topic.replacement", "all.tables"),
+        ],
         "columns_b.jsonl",
     );
 }
@@ -119,8 +153,10 @@ fn unwrap_and_logical_table_router_match_debezium() {
 fn unwrap_delete_to_tombstone_matches_debezium() {
     golden(
         "columns_d",
-        "  table.include.list: public.gold\n",
-        "transforms:\n  - type: unwrap\n    delete.tombstone.handling.mode: delete-to-tombstone\n    add.fields: [ts_ms, source.db, name]\n",
+        &[("table.include.list", "public.gold".into())],
+        &[Component::new("unwrap")
+            .set("delete.tombstone.handling.mode", "delete-to-tombstone")
+            .set("add.fields", ["ts_ms", "source.db", "name"])],
         "columns_d.jsonl",
     );
 }
@@ -134,23 +170,46 @@ fn two_sinks_with_their_own_chains() {
     let db = fresh_db("two_chains");
     psql(&db, &read("columns_setup.sql"));
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().display();
-    let yaml = format!(
-        "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\n\
-source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.dbname: {db}\n  topic.prefix: dbserver1\n  \
-slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  table.include.list: public.gold\n\
-transforms:\n  - type: mask\n    columns: public.gold.ssn\n    chars: 4\n\
-sinks:\n  - name: raw\n    type: file\n    path: {d}/out.jsonl\n    schemas.enable: false\n  \
-- name: rows\n    type: file\n    path: {d}/rows.jsonl\n    schemas.enable: false\n    transforms:\n      \
-- type: unwrap\n        delete.tombstone.handling.mode: rewrite\n        add.fields: op\n      \
-- type: filter\n        condition: \"__op != 'd' && n < 10\"\n      \
-- type: key\n        message.key.columns: 'public.gold:code'\n      \
-- type: columns\n        exclude: 'public\\.gold\\.(email|notes)'\n        rename: {{ 'public\\.gold\\.name': full_name }}\n",
-        h = host(),
-        p = port(),
-    );
-    let file = dir.path().join("pipeline.yaml");
-    std::fs::write(&file, yaml).unwrap();
+    // Not the test pipeline: no restarts, the source's default user and status interval.
+    let gold = Component::new("postgres")
+        .set("database.hostname", host())
+        .set("database.port", port().parse::<u16>().unwrap())
+        .set("database.dbname", &db)
+        .set("topic.prefix", "dbserver1")
+        .set("slot.name", &db)
+        .set("publication.name", &db)
+        .set("publication.autocreate.mode", "filtered")
+        .set("table.include.list", "public.gold");
+    let mask = Component::new("mask")
+        .set("columns", "public.gold.ssn")
+        .set("chars", 4u32);
+    let raw = Component::new("file")
+        .named("raw")
+        .set("path", dir.path().join("out.jsonl"))
+        .set("schemas.enable", false);
+    let rows = Component::new("file")
+        .named("rows")
+        .set("path", dir.path().join("rows.jsonl"))
+        .set("schemas.enable", false)
+        .transform(
+            Component::new("unwrap")
+                .set("delete.tombstone.handling.mode", "rewrite")
+                .set("add.fields", "op"),
+        )
+        .transform(Component::new("filter").set("condition", "__op != 'd' && n < 10"))
+        .transform(Component::new("key").set("message.key.columns", "public.gold:code"))
+        .transform(
+            Component::new("columns")
+                .set("exclude", r"public\.gold\.(email|notes)")
+                .set("rename", [(r"public\.gold\.name", "full_name")]),
+        );
+    let file = Pipeline::new(&db, dir.path().join("data"))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .source(gold)
+        .transform(mask)
+        .sink(raw)
+        .sink(rows)
+        .write(dir.path());
     let mut child = start(&file, &["--stop-when-idle", "2s"]);
     wait_lines(dir.path(), 4, &mut child);
     psql(&db, &read("columns_changes.sql"));
@@ -198,7 +257,10 @@ fn message_key_columns_key_a_table_without_primary_key() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.logs\n  message.key.columns: 'public\\.logs:code'\n",
+        &[
+            ("table.include.list", "public.logs".into()),
+            ("message.key.columns", r"public\.logs:code".into()),
+        ],
         false,
     );
     let mut child = start(&file, &[]);
@@ -236,10 +298,20 @@ fn message_key_columns_on_nullable_columns_change_no_value() {
     psql(&db, &read("keycols_setup.sql"));
     psql(&db, "alter table keyed replica identity full");
     let dir = tempfile::tempdir().unwrap();
-    let source = "  table.include.list: public.keyed\n  message.key.columns: 'public.keyed:region,n'\n  \
-column.mask.hash.v2.SHA-256.with.salt.s4lt: public.keyed.code\n  column.mask.hash.MD5.with.salt.pepper: public.keyed.note\n  \
-column.mask.with.4.chars: public.keyed.region\n";
-    let file = pipeline(dir.path(), &db, source, true);
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.keyed".into()),
+        ("message.key.columns", "public.keyed:region,n".into()),
+        (
+            "column.mask.hash.v2.SHA-256.with.salt.s4lt",
+            "public.keyed.code".into(),
+        ),
+        (
+            "column.mask.hash.MD5.with.salt.pepper",
+            "public.keyed.note".into(),
+        ),
+        ("column.mask.with.4.chars", "public.keyed.region".into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, true);
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), 3, &mut child);
     active_slot_pid(&db, &mut child);

@@ -26,7 +26,7 @@ fn snapshot_and_stream_match_debezium_byte_for_byte() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.customers\n",
+        &[("table.include.list", "public.customers".into())],
         true,
     );
     let mut child = start(&file, &[]);
@@ -62,18 +62,41 @@ fn snapshot_and_stream_match_debezium_byte_for_byte() {
 fn types_match_debezium_in_every_mode() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debezium");
     let types_sql = std::fs::read_to_string(fixtures.join("types.sql")).unwrap();
-    let modes = [
-        ("a", ""),
-        ("b", "  time.precision.mode: connect\n  decimal.handling.mode: double\n  binary.handling.mode: hex\n  interval.handling.mode: string\n"),
-        ("c", "  time.precision.mode: adaptive_time_microseconds\n  decimal.handling.mode: string\n  binary.handling.mode: base64\n"),
+    let modes: [(&str, &[(&str, Scalar)]); 3] = [
+        ("a", &[]),
+        (
+            "b",
+            &[
+                ("time.precision.mode", "connect".into()),
+                ("decimal.handling.mode", "double".into()),
+                ("binary.handling.mode", "hex".into()),
+                ("interval.handling.mode", "string".into()),
+            ],
+        ),
+        (
+            "c",
+            &[
+                ("time.precision.mode", "adaptive_time_microseconds".into()),
+                ("decimal.handling.mode", "string".into()),
+                ("binary.handling.mode", "base64".into()),
+            ],
+        ),
     ];
     for (name, extra) in modes {
         let db = fresh_db(&format!("types_{name}"));
         psql(&db, &types_sql);
         let dir = tempfile::tempdir().unwrap();
-        let source =
-            format!("  table.include.list: public.types\n  snapshot.mode: initial_only\n{extra}");
-        let file = pipeline(dir.path(), &db, &source, true);
+        let keys: &[(&str, Scalar)] = &[
+            ("table.include.list", "public.types".into()),
+            ("snapshot.mode", "initial_only".into()),
+        ];
+        let file = base(
+            dir.path(),
+            &db,
+            source(&db).set_all(keys).set_all(extra),
+            true,
+        )
+        .write(dir.path());
         finish(start(&file, &[]));
         let ours = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
         let theirs = std::fs::read_to_string(fixtures.join(format!("types_{name}.jsonl"))).unwrap();
@@ -103,8 +126,15 @@ fn stream_edge_cases_match_debezium() {
         &std::fs::read_to_string(fixtures.join("edge_setup.sql")).unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
-    let source = "  table.include.list: public.edge_full,public.edge_toast,public.edge_pk\n  snapshot.mode: no_data\n  skipped.operations: none\n";
-    let file = pipeline(dir.path(), &db, source, true);
+    let keys: &[(&str, Scalar)] = &[
+        (
+            "table.include.list",
+            "public.edge_full,public.edge_toast,public.edge_pk".into(),
+        ),
+        ("snapshot.mode", "no_data".into()),
+        ("skipped.operations", "none".into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, true);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     psql(
@@ -138,8 +168,12 @@ fn transaction_metadata_matches_debezium() {
         &std::fs::read_to_string(fixtures.join("tx_setup.sql")).unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
-    let source = "  table.include.list: public.tx_a,public.tx_b\n  snapshot.mode: no_data\n  provide.transaction.metadata: true\n";
-    let file = pipeline(dir.path(), &db, source, true);
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.tx_a,public.tx_b".into()),
+        ("snapshot.mode", "no_data".into()),
+        ("provide.transaction.metadata", true.into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, true);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     psql(
@@ -180,8 +214,16 @@ fn heartbeats_match_debezium_and_keep_the_slot_moving() {
     let db = fresh_db("heartbeat");
     psql(&db, "create table quiet (id int primary key); create table hb (id serial primary key, at timestamptz); create table busy (id serial primary key, v text)");
     let dir = tempfile::tempdir().unwrap();
-    let source = "  table.include.list: public.quiet,public.hb\n  snapshot.mode: no_data\n  heartbeat.interval.ms: 100\n  heartbeat.action.query: insert into hb (at) values (now())\n";
-    let file = pipeline(dir.path(), &db, source, true);
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.quiet,public.hb".into()),
+        ("snapshot.mode", "no_data".into()),
+        ("heartbeat.interval.ms", "100".into()),
+        (
+            "heartbeat.action.query",
+            "insert into hb (at) values (now())".into(),
+        ),
+    ];
+    let file = pipeline(dir.path(), &db, keys, true);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     // Writes to a table that is not captured (and not in the filtered publication).
@@ -252,9 +294,11 @@ fn schema_change_events_match_debezium() {
     psql(&db, &read("types.sql"));
     psql(&db, &read("schema_changes.sql"));
     let dir = tempfile::tempdir().unwrap();
-    let source =
-        "  table.include.list: public.customers,public.types\n  include.schema.changes: true\n";
-    let file = pipeline(dir.path(), &db, source, true);
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.customers,public.types".into()),
+        ("include.schema.changes", true.into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, true);
     let mut child = start(&file, &[]);
     // 2 CREATE events, 3 types rows, no customers rows.
     wait_lines(dir.path(), 5, &mut child);
@@ -347,18 +391,46 @@ fn special_values_snapshot_as_debezium_in_every_mode() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debezium");
     let setup = std::fs::read_to_string(fixtures.join("special_setup.sql")).unwrap();
     let rows = std::fs::read_to_string(fixtures.join("special_rows.sql")).unwrap();
-    let modes = [
-        ("a", ""),
-        ("b", "  time.precision.mode: connect\n  decimal.handling.mode: double\n  binary.handling.mode: hex\n  interval.handling.mode: string\n  hstore.handling.mode: map\n"),
-        ("c", "  time.precision.mode: adaptive_time_microseconds\n  decimal.handling.mode: string\n  binary.handling.mode: base64\n"),
+    let modes: [(&str, &[(&str, Scalar)]); 3] = [
+        ("a", &[]),
+        (
+            "b",
+            &[
+                ("time.precision.mode", "connect".into()),
+                ("decimal.handling.mode", "double".into()),
+                ("binary.handling.mode", "hex".into()),
+                ("interval.handling.mode", "string".into()),
+                ("hstore.handling.mode", "map".into()),
+            ],
+        ),
+        (
+            "c",
+            &[
+                ("time.precision.mode", "adaptive_time_microseconds".into()),
+                ("decimal.handling.mode", "string".into()),
+                ("binary.handling.mode", "base64".into()),
+            ],
+        ),
     ];
     for (name, extra) in modes {
         let db = fresh_db(&format!("special_{name}"));
         psql(&db, &setup);
         psql(&db, &rows);
         let dir = tempfile::tempdir().unwrap();
-        let source = format!("  table.include.list: public.special_num,public.special_types\n  snapshot.mode: initial_only\n{extra}");
-        let file = pipeline(dir.path(), &db, &source, true);
+        let keys: &[(&str, Scalar)] = &[
+            (
+                "table.include.list",
+                "public.special_num,public.special_types".into(),
+            ),
+            ("snapshot.mode", "initial_only".into()),
+        ];
+        let file = base(
+            dir.path(),
+            &db,
+            source(&db).set_all(keys).set_all(extra),
+            true,
+        )
+        .write(dir.path());
         finish(start(&file, &[]));
         let ours = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
         let theirs =
@@ -379,9 +451,14 @@ fn special_values_stream_as_debezium() {
         &std::fs::read_to_string(fixtures.join("special_setup.sql")).unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
-    let source =
-        "  table.include.list: public.special_num,public.special_types\n  snapshot.mode: no_data\n";
-    let file = pipeline(dir.path(), &db, source, true);
+    let keys: &[(&str, Scalar)] = &[
+        (
+            "table.include.list",
+            "public.special_num,public.special_types".into(),
+        ),
+        ("snapshot.mode", "no_data".into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, true);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     psql(

@@ -65,7 +65,10 @@ fn snapshot_meets_the_stream_with_a_concurrent_writer() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n  snapshot.fetch.size: 100\n",
+        &[
+            ("table.include.list", "public.items".into()),
+            ("snapshot.fetch.size", "100".into()),
+        ],
         false,
     );
     let writer = {
@@ -105,7 +108,7 @@ fn kill_9_during_the_stream_loses_nothing() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n",
+        &[("table.include.list", "public.items".into())],
         false,
     );
     let mut child = start(&file, &[]);
@@ -168,15 +171,15 @@ fn kill_9_during_the_snapshot_restarts_it_and_loses_nothing() {
         "insert into items (n, note) select g, repeat('x', 200) from generate_series(1, 60000) g",
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n  snapshot.fetch.size: 500\n",
-        false,
-    );
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.items".into()),
+        ("snapshot.fetch.size", "500".into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, false);
     // The first run writes into a FIFO that this test reads at its own pace: backpressure
     // holds the snapshot open until the kill.
-    let (first_file, fifo) = fifo_pipeline(dir.path(), &file);
+    let first = base(dir.path(), &db, source(&db).set_all(keys), false);
+    let (first_file, fifo) = fifo_variant(dir.path(), first, false);
     let mut child = start(&first_file, &[]);
     let mut seen: Vec<Json> = Vec::new();
     {
@@ -230,7 +233,10 @@ fn snapshot_modes_across_restarts() {
         pipeline(
             dir.path(),
             &db,
-            &format!("  table.include.list: public.items\n  snapshot.mode: {mode}\n"),
+            &[
+                ("table.include.list", "public.items".into()),
+                ("snapshot.mode", mode.into()),
+            ],
             false,
         )
     };
@@ -286,14 +292,14 @@ fn configuration_based_follows_its_flags_across_restarts() {
     psql(&db, "insert into items select generate_series(1, 5)");
     let dir = tempfile::tempdir().unwrap();
     let with_flags = |flags: &[&str]| {
-        let mut source =
-            "  table.include.list: public.items\n  snapshot.mode: configuration_based\n".to_owned();
+        let mut component = source(&db)
+            .set("table.include.list", "public.items")
+            .set("snapshot.mode", "configuration_based");
         for flag in flags {
-            source.push_str(&format!(
-                "  snapshot.mode.configuration.based.{flag}: true\n"
-            ));
+            let key = format!("snapshot.mode.configuration.based.{flag}");
+            component = component.set(&key, true);
         }
-        pipeline(dir.path(), &db, &source, false)
+        base(dir.path(), &db, component, false).write(dir.path())
     };
     let ops = |dir: &std::path::Path| {
         lines(dir)
@@ -346,8 +352,15 @@ fn snapshot_select_overrides_filter_the_snapshot() {
         "insert into items select g, g * 10 from generate_series(1, 10) g",
     );
     let dir = tempfile::tempdir().unwrap();
-    let source = "  table.include.list: public.items\n  snapshot.select.statement.overrides: public.items\n  snapshot.select.statement.overrides.public.items: SELECT id, n FROM public.items WHERE id <= 3\n";
-    let file = pipeline(dir.path(), &db, source, false);
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.items".into()),
+        ("snapshot.select.statement.overrides", "public.items".into()),
+        (
+            "snapshot.select.statement.overrides.public.items",
+            "SELECT id, n FROM public.items WHERE id <= 3".into(),
+        ),
+    ];
+    let file = pipeline(dir.path(), &db, keys, false);
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), 3, &mut child);
     psql(&db, "insert into items values (11, 110)");
@@ -385,7 +398,14 @@ fn a_parallel_chunked_snapshot_reads_every_row_once_with_debezium_markers() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items,public.tags,public.logs,public.empty,public.big\n  snapshot.max.threads: 3\n  snapshot.chunk.size: 200\n",
+        &[
+            (
+                "table.include.list",
+                "public.items,public.tags,public.logs,public.empty,public.big".into(),
+            ),
+            ("snapshot.max.threads", "3".into()),
+            ("snapshot.chunk.size", "200".into()),
+        ],
         false,
     );
     let writer = {
@@ -531,7 +551,7 @@ fn kill_9_at_random_moments_under_a_writer_loses_nothing() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n",
+        &[("table.include.list", "public.items".into())],
         false,
     );
     let writer = {
@@ -613,8 +633,11 @@ fn the_snapshot_collection_list_chooses_the_tables_read() {
          create table other (id int primary key); insert into other values (10), (11);",
     );
     let dir = tempfile::tempdir().unwrap();
-    let source = "  table.include.list: public.items,public.other\n  snapshot.include.collection.list: public.items\n";
-    let file = pipeline(dir.path(), &db, source, false);
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.items,public.other".into()),
+        ("snapshot.include.collection.list", "public.items".into()),
+    ];
+    let file = pipeline(dir.path(), &db, keys, false);
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), 2, &mut child);
     psql(&db, "insert into other values (12)");

@@ -120,16 +120,24 @@ fn run_case(c: &Case) {
         ),
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        &format!(
-            "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: {db}.public.debezium_signal\n  \
-incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strategy: {}\n  database.sslmode: {}\n",
-            c.chunk, c.strategy, c.sslmode
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.items".into()),
+        ("snapshot.mode", "no_data".into()),
+        (
+            "signal.data.collection",
+            format!("{db}.public.debezium_signal").into(),
         ),
-        false,
-    );
+        (
+            "incremental.snapshot.chunk.size",
+            c.chunk.to_string().into(),
+        ),
+        (
+            "incremental.snapshot.watermarking.strategy",
+            c.strategy.into(),
+        ),
+        ("database.sslmode", c.sslmode.into()),
+    ];
+    let mut component = source(&db).set_all(keys);
     let role = format!("ro_{db}");
     if c.read_only {
         // A role that can read and replicate but not write; the publication made beforehand.
@@ -142,15 +150,12 @@ incremental.snapshot.chunk.size: {}\n  incremental.snapshot.watermarking.strateg
                  create publication {db} for table items, debezium_signal"
             ),
         );
-        let text = std::fs::read_to_string(&file)
-            .unwrap()
-            .replace("database.user: postgres", &format!("database.user: {role}"))
-            .replace(
-                "publication.autocreate.mode: filtered",
-                "publication.autocreate.mode: disabled\n  read.only: true",
-            );
-        std::fs::write(&file, text).unwrap();
+        component = component
+            .set("database.user", &role)
+            .set("publication.autocreate.mode", "disabled")
+            .set("read.only", true);
     }
+    let file = base(dir.path(), &db, component, false).write(dir.path());
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     // The stream is flowing once a change made now comes out.
@@ -375,7 +380,12 @@ fn seeded_items(name: &str) -> (String, tempfile::TempDir, std::path::PathBuf) {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  incremental.snapshot.chunk.size: 500\n",
+        &[
+            ("table.include.list", "public.items".into()),
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+            ("incremental.snapshot.chunk.size", "500".into()),
+        ],
         false,
     );
     (db, dir, file)
@@ -568,11 +578,15 @@ fn file_signals_conditions_pause_resume_stop_and_malformed_ones() {
     let file = pipeline(
         dir.path(),
         &db,
-        &format!(
-            "  table.include.list: public.items,public.big\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
-signal.enabled.channels: source,file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 100\n",
-            signals.display()
-        ),
+        &[
+            ("table.include.list", "public.items,public.big".into()),
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+            ("signal.enabled.channels", "source,file".into()),
+            ("signal.file", (&signals).into()),
+            ("signal.poll.interval.ms", "50".into()),
+            ("incremental.snapshot.chunk.size", "100".into()),
+        ],
         false,
     );
     let mut child = start(&file, &[]);
@@ -704,7 +718,11 @@ fn an_incremental_snapshot_of_wide_rows_cuts_its_chunks_by_bytes() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n",
+        &[
+            ("table.include.list", "public.items".into()),
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+        ],
         false,
     );
     let mut child = start(&file, &[]);

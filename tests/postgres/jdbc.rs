@@ -14,40 +14,43 @@ fn setup(db: &str) {
         INSERT INTO customers SELECT g, 'name ' || g, g * 1.25, date '2000-01-01' + g, timestamptz '2024-03-01 10:00:00.123456+00' + g * interval '1 hour', jsonb_build_object('n', g), md5(g::text)::uuid, ARRAY['a' || g, 'b\"q'] FROM generate_series(1, 50) g;");
 }
 
-/// A pipeline from `source`'s customers into the jdbc sink at `url` as `user` (`more` jdbc
-/// lines).
+/// A pipeline from `db`'s customers into the jdbc sink at `url` as `user` (`more` jdbc
+/// keys).
 pub(super) fn pipeline_into(
     dir: &std::path::Path,
-    source: &str,
+    db: &str,
     (url, user): (&str, &str),
-    more: &str,
+    more: &[(&str, Scalar)],
 ) -> std::path::PathBuf {
-    let file = pipeline(
-        dir,
-        source,
-        "  table.include.list: public.customers\n",
-        true,
-    );
-    let mut yaml = std::fs::read_to_string(&file).unwrap();
-    yaml.push_str(&format!(
-        "  - name: db\n    type: jdbc\n    connection.url: {url}\n    connection.username: {user}\n{more}"
-    ));
-    std::fs::write(&file, yaml).unwrap();
-    file
+    let jdbc = Component::new("jdbc")
+        .named("db")
+        .set("connection.url", url)
+        .set("connection.username", user)
+        .set_all(more);
+    let source = source(db).set("table.include.list", "public.customers");
+    base(dir, db, source, true).sink(jdbc).write(dir)
 }
 
-/// A pipeline from `source` into the PostgreSQL database `target` (`more` jdbc lines).
+/// A pipeline from `source` into the PostgreSQL database `target` (`more` jdbc keys).
 fn jdbc_pipeline(
     dir: &std::path::Path,
     source: &str,
     target: &str,
-    more: &str,
+    more: &[(&str, Scalar)],
 ) -> std::path::PathBuf {
     let url = format!("jdbc:postgresql://{}:{}/{target}", host(), port());
     pipeline_into(dir, source, (&url, "postgres"), more)
 }
 
-pub(super) const UPSERT: &str = "    insert.mode: upsert\n    primary.key.mode: record_key\n    delete.enabled: true\n    schema.evolution: basic\n";
+/// The jdbc keys of an upserting sink that deletes and evolves the target's schema.
+pub(super) fn upsert() -> Vec<(&'static str, Scalar)> {
+    vec![
+        ("insert.mode", "upsert".into()),
+        ("primary.key.mode", "record_key".into()),
+        ("delete.enabled", true.into()),
+        ("schema.evolution", "basic".into()),
+    ]
+}
 
 fn rows(db: &str, table: &str, columns: &str) -> String {
     psql(db, &format!("SELECT {columns} FROM {table} ORDER BY id"))
@@ -84,7 +87,7 @@ fn upserts_deletes_and_a_new_column_keep_the_target_equal_to_the_source() {
     let target = fresh_db("jdbc_dst");
     setup(&source);
     let dir = tempfile::tempdir().unwrap();
-    let file = jdbc_pipeline(dir.path(), &source, &target, UPSERT);
+    let file = jdbc_pipeline(dir.path(), &source, &target, &upsert());
     let mut child = start(&file, &[]);
     wait_same(&source, &target, COLUMNS, &mut child);
     // The created table: Debezium's JDBC sink types, the key as primary key.
@@ -140,7 +143,7 @@ fn the_target_equals_the_source_after_a_kill_9_during_delivery() {
     let target = fresh_db("jdbc_kill_dst");
     setup(&source);
     let dir = tempfile::tempdir().unwrap();
-    let file = jdbc_pipeline(dir.path(), &source, &target, UPSERT);
+    let file = jdbc_pipeline(dir.path(), &source, &target, &upsert());
     let mut child = start(&file, &[]);
     wait_same(&source, &target, COLUMNS, &mut child);
     let writer_db = source.clone();
@@ -173,7 +176,10 @@ fn a_missing_table_a_wrong_login_and_a_keyless_upsert_stop_with_one_line() {
         dir.path(),
         &source,
         &target,
-        "    insert.mode: upsert\n    primary.key.mode: record_key\n",
+        &[
+            ("insert.mode", "upsert".into()),
+            ("primary.key.mode", "record_key".into()),
+        ],
     );
     let error = run_expecting_failure(&file);
     assert!(
@@ -182,7 +188,7 @@ fn a_missing_table_a_wrong_login_and_a_keyless_upsert_stop_with_one_line() {
             && error.contains("schema.evolution: basic"),
         "{error}"
     );
-    let file = jdbc_pipeline(dir.path(), &source, "no_such_database_x", UPSERT);
+    let file = jdbc_pipeline(dir.path(), &source, "no_such_database_x", &upsert());
     let o = std::process::Command::new(sluice())
         .arg("run")
         .arg(&file)
@@ -194,7 +200,12 @@ fn a_missing_table_a_wrong_login_and_a_keyless_upsert_stop_with_one_line() {
         stderr.contains("refused the connection") && stderr.contains("no_such_database_x"),
         "{stderr}"
     );
-    let file = jdbc_pipeline(dir.path(), &source, &target, "    insert.mode: upsert\n");
+    let file = jdbc_pipeline(
+        dir.path(),
+        &source,
+        &target,
+        &[("insert.mode", "upsert".into())],
+    );
     let o = std::process::Command::new(sluice())
         .arg("validate")
         .arg(&file)
@@ -245,7 +256,12 @@ fn excluded_fields_stay_out_and_the_reduction_buffer_keeps_the_last_change_of_a_
     let target = fresh_db("jdbc_reduce_dst");
     setup(&source);
     let dir = tempfile::tempdir().unwrap();
-    let more = format!("{UPSERT}    field.exclude.list: doc,dbserver1.public.customers:tags\n    use.reduction.buffer: true\n");
+    let mut more = upsert();
+    more.push((
+        "field.exclude.list",
+        "doc,dbserver1.public.customers:tags".into(),
+    ));
+    more.push(("use.reduction.buffer", true.into()));
     let file = jdbc_pipeline(dir.path(), &source, &target, &more);
     let mut child = start(&file, &[]);
     let kept = "id, name, score, born, updated, uid";
@@ -288,7 +304,7 @@ fn sslmode_in_the_url_encrypts_the_targets_connection_or_refuses_an_unknown_serv
     for (mode, ssl) in [("require", true), ("disable", false)] {
         let dir = tempfile::tempdir().unwrap();
         let url_target = format!("{target}?sslmode={mode}");
-        let file = jdbc_pipeline(dir.path(), &source, &url_target, UPSERT);
+        let file = jdbc_pipeline(dir.path(), &source, &url_target, &upsert());
         let mut child = start(&file, &[]);
         wait_same(&source, &target, COLUMNS, &mut child);
         assert_eq!(encrypted(ssl), "1", "{mode}: the sink's connection");
@@ -309,7 +325,7 @@ fn sslmode_in_the_url_encrypts_the_targets_connection_or_refuses_an_unknown_serv
         "{target}?sslmode=verify-full&sslrootcert={}",
         certs.path().join("stranger.pem").display()
     );
-    let file = jdbc_pipeline(dir.path(), &source, &url_target, UPSERT);
+    let file = jdbc_pipeline(dir.path(), &source, &url_target, &upsert());
     let line = run_expecting_failure(&file);
     assert!(
         line.contains("sink `db`") && line.contains("certificate"),

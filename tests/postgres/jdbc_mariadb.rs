@@ -10,19 +10,19 @@ use std::time::{Duration, Instant};
 use sluice_test_support::mariadb;
 
 use super::common::*;
-use super::jdbc::{pipeline_into, UPSERT};
+use super::jdbc::{pipeline_into, upsert};
 
 fn setup(db: &str) {
     psql(db, "CREATE TABLE customers (id int PRIMARY KEY, name text, score numeric(10,2), born date, updated timestamptz, doc jsonb, uid uuid, flag boolean, raw bytea, big bigint);\
         INSERT INTO customers SELECT g, 'name ' || g, g * 1.25, date '2000-01-01' + g, timestamptz '2024-03-01 10:00:00.123456+02' + g * interval '1 hour', jsonb_build_object('n', g), md5(g::text)::uuid, g % 2 = 0, decode(lpad(to_hex(g), 4, '0'), 'hex'), g * 10000000000 FROM generate_series(1, 50) g;");
 }
 
-/// A pipeline from `source` into the MariaDB database `target` (`more` jdbc lines).
+/// A pipeline from `source` into the MariaDB database `target` (`more` jdbc keys).
 fn pipeline_to(
     dir: &std::path::Path,
     source: &str,
     target: &str,
-    more: &str,
+    more: &[(&str, Scalar)],
 ) -> std::path::PathBuf {
     let url = format!(
         "jdbc:mariadb://127.0.0.1:{}/{target}",
@@ -72,7 +72,7 @@ fn a_mariadb_target_follows_the_source_through_changes_a_new_column_and_a_kill_9
     let target = mariadb::database("jdbc_maria_dst");
     setup(&source);
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline_to(dir.path(), &source, &target, UPSERT);
+    let file = pipeline_to(dir.path(), &source, &target, &upsert());
     let mut child = start(&file, &[]);
     wait_same(&source, &target, ("", ""), &mut child);
     // The created table: Debezium's JDBC sink types for MySQL, the key as primary key.
@@ -128,7 +128,7 @@ fn a_value_mariadb_cannot_hold_stops_the_pipeline_or_is_left_out_with_a_warning(
     );
     let dir = tempfile::tempdir().unwrap();
     let target = mariadb::database("jdbc_maria_bad_dst");
-    let file = pipeline_to(dir.path(), &source, &target, UPSERT);
+    let file = pipeline_to(dir.path(), &source, &target, &upsert());
     let error = run_expecting_failure(&file);
     assert!(
         error.contains("sink `db`") && error.contains("outside the years MySQL holds"),
@@ -136,7 +136,8 @@ fn a_value_mariadb_cannot_hold_stops_the_pipeline_or_is_left_out_with_a_warning(
     );
     let target = mariadb::database("jdbc_maria_warn_dst");
     let dir = tempfile::tempdir().unwrap();
-    let more = format!("{UPSERT}    event.processing.failure.handling.mode: warn\n");
+    let mut more = upsert();
+    more.push(("event.processing.failure.handling.mode", "warn".into()));
     let file = pipeline_to(dir.path(), &source, &target, &more);
     let mut child = start(&file, &[]);
     let t0 = Instant::now();
@@ -175,7 +176,8 @@ fn sslmode_in_the_url_reaches_a_mariadb_that_requires_tls() {
     let run = |params: &str| -> std::process::Output {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("jdbc:mariadb://127.0.0.1:{}/jdbc_tls{params}", server.port);
-        let more = format!("    connection.password: pw\n{UPSERT}");
+        let mut more: Vec<(&str, Scalar)> = vec![("connection.password", "pw".into())];
+        more.extend(upsert());
         let file = pipeline_into(dir.path(), &source, (&url, "tls"), &more);
         let o = std::process::Command::new(sluice())
             .args(["run", "--stop-when-idle", "2s"])

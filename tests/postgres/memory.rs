@@ -45,7 +45,12 @@ fn rows_larger_than_the_queue_pass_one_at_a_time_in_bounded_memory() {
          insert into big select g, repeat(chr(65 + g % 26), 5000000) from generate_series(1, 60) g",
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(dir.path(), &db, "  table.include.list: public.big\n", false);
+    let file = pipeline(
+        dir.path(),
+        &db,
+        &[("table.include.list", "public.big".into())],
+        false,
+    );
     let mut child = start(&file, &[]);
     let t0 = Instant::now();
     let out = loop {

@@ -23,8 +23,14 @@ fn incremental_snapshot_notifications_match_debezium() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
-incremental.snapshot.chunk.size: 3\n  notification.enabled.channels: sink,log\n  notification.sink.topic.name: dbz-notifications\n",
+        &[
+            ("table.include.list", "public.items".into()),
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+            ("incremental.snapshot.chunk.size", "3".into()),
+            ("notification.enabled.channels", "sink,log".into()),
+            ("notification.sink.topic.name", "dbz-notifications".into()),
+        ],
         true,
     );
     let mut child = start(&file, &[]);
@@ -93,7 +99,11 @@ fn initial_snapshot_notifications_match_debezium() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items,public.other\n  notification.enabled.channels: sink,log\n  notification.sink.topic.name: dbz-notifications\n",
+        &[
+            ("table.include.list", "public.items,public.other".into()),
+            ("notification.enabled.channels", "sink,log".into()),
+            ("notification.sink.topic.name", "dbz-notifications".into()),
+        ],
         true,
     );
     let mut child = start(&file, &[]);
@@ -141,8 +151,13 @@ fn blocking_snapshot_notifications_match_debezium() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n  snapshot.mode: no_data\n  signal.data.collection: public.debezium_signal\n  \
-notification.enabled.channels: sink,log\n  notification.sink.topic.name: dbz-notifications\n",
+        &[
+            ("table.include.list", "public.items".into()),
+            ("snapshot.mode", "no_data".into()),
+            ("signal.data.collection", "public.debezium_signal".into()),
+            ("notification.enabled.channels", "sink,log".into()),
+            ("notification.sink.topic.name", "dbz-notifications".into()),
+        ],
         true,
     );
     let mut child = start(&file, &[]);

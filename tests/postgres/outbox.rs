@@ -14,17 +14,61 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debezium/outbox")
 }
 
-/// The cases: fixture name and the router's settings.
-const CASES: &[(&str, &str)] = &[
-    ("default", ""),
-    ("invalid_op_error", "table.op.invalid.behavior: error"),
-    ("route_by_tenant", "route.by.field: tenant\nroute.topic.replacement: outbox.${routedByValue}.events"),
-    ("expand_json", "table.expand.json.payload: true"),
-    ("expand_json_envelope", "table.expand.json.payload: true\ntable.fields.additional.placement: type:envelope:eventType"),
-    ("tombstone", "route.tombstone.on.empty.payload: true"),
-    ("placement_headers_only", "table.fields.additional.placement: type:header:eventType,tenant:header"),
-    ("placement_no_partition", "table.fields.additional.placement: type:header:eventType,tenant:envelope:tenantId"),
-];
+/// A case: fixture name and the router's settings.
+type Case = (&'static str, Vec<(&'static str, Scalar)>);
+
+/// The cases.
+fn cases() -> Vec<Case> {
+    vec![
+        ("default", vec![]),
+        (
+            "invalid_op_error",
+            vec![("table.op.invalid.behavior", "error".into())],
+        ),
+        (
+            "route_by_tenant",
+            vec![
+                ("route.by.field", "tenant".into()),
+                (
+                    "route.topic.replacement",
+                    "outbox.${routedByValue}.events".into(),
+                ),
+            ],
+        ),
+        (
+            "expand_json",
+            vec![("table.expand.json.payload", true.into())],
+        ),
+        (
+            "expand_json_envelope",
+            vec![
+                ("table.expand.json.payload", true.into()),
+                (
+                    "table.fields.additional.placement",
+                    "type:envelope:eventType".into(),
+                ),
+            ],
+        ),
+        (
+            "tombstone",
+            vec![("route.tombstone.on.empty.payload", true.into())],
+        ),
+        (
+            "placement_headers_only",
+            vec![(
+                "table.fields.additional.placement",
+                "type:header:eventType,tenant:header".into(),
+            )],
+        ),
+        (
+            "placement_no_partition",
+            vec![(
+                "table.fields.additional.placement",
+                "type:header:eventType,tenant:envelope:tenantId".into(),
+            )],
+        ),
+    ]
+}
 
 fn lines(path: &Path) -> Vec<Json> {
     std::fs::read_to_string(path)
@@ -83,23 +127,21 @@ fn the_outbox_router_matches_debezium() {
         .join("\n");
     psql(&db, &schema);
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.outbox\n  snapshot.mode: no_data\n",
-        true,
-    );
-    let mut yaml = std::fs::read_to_string(&file).unwrap();
-    for (case, settings) in CASES {
-        yaml.push_str(&format!(
-            "  - name: {case}\n    type: file\n    path: {}/{case}.jsonl\n    headers: true\n    transforms:\n      - type: outbox\n",
-            dir.path().display()
-        ));
-        for line in settings.lines() {
-            yaml.push_str(&format!("        {line}\n"));
-        }
+    let cases = cases();
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.outbox".into()),
+        ("snapshot.mode", "no_data".into()),
+    ];
+    let mut routers = base(dir.path(), &db, source(&db).set_all(keys), true);
+    for (case, settings) in &cases {
+        let sink = Component::new("file")
+            .named(case)
+            .set("path", dir.path().join(format!("{case}.jsonl")))
+            .set("headers", true)
+            .transform(Component::new("outbox").set_all(settings));
+        routers = routers.sink(sink);
     }
-    std::fs::write(&file, yaml).unwrap();
+    let file = routers.write(dir.path());
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     let workload: String = read("workload.sql")
@@ -109,7 +151,7 @@ fn the_outbox_router_matches_debezium() {
         .to_owned();
     psql(&db, &workload);
     let t0 = Instant::now();
-    while CASES
+    while cases
         .iter()
         .any(|(case, _)| lines(&dir.path().join(format!("{case}.jsonl"))).len() < 4)
     {
@@ -127,7 +169,7 @@ fn the_outbox_router_matches_debezium() {
         "{log}"
     );
 
-    for (case, _) in CASES {
+    for (case, _) in &cases {
         let ours = lines(&dir.path().join(format!("{case}.jsonl")));
         let expected = lines(&fixtures().join(format!("{case}.jsonl")));
         assert_eq!(ours.len(), expected.len(), "{case}");

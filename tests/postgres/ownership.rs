@@ -42,23 +42,15 @@ fn a_slot_and_a_publication_made_by_someone_else_are_kept() {
         "insert into items select g, 'v' || g from generate_series(1, 50) g",
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n  slot.drop.on.stop: true\n",
-        false,
-    );
-    let yaml = std::fs::read_to_string(&file)
-        .unwrap()
-        .replace(
-            &format!("slot.name: {db}\n"),
-            &format!("slot.name: {slot}\n"),
-        )
-        .replace(
-            &format!("publication.name: {db}\n"),
-            "publication.name: theirs\n",
-        );
-    std::fs::write(&file, yaml).unwrap();
+    let keys: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.items".into()),
+        ("slot.drop.on.stop", true.into()),
+    ];
+    let theirs = source(&db)
+        .set("slot.name", &slot)
+        .set("publication.name", "theirs")
+        .set_all(keys);
+    let file = base(dir.path(), &db, theirs, false).write(dir.path());
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), 50, &mut child);
     psql(&db, "insert into items values (51, 'streamed')");
@@ -78,12 +70,7 @@ fn a_slot_and_a_publication_made_by_someone_else_are_kept() {
 
     // The pipeline's own slot and publication: created, kept in sync, dropped on stop.
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n  slot.drop.on.stop: true\n",
-        false,
-    );
+    let file = pipeline(dir.path(), &db, keys, false);
     let mut child = start(&file, &[]);
     wait_lines(dir.path(), 51, &mut child);
     assert!(slot_exists(&db, &db));

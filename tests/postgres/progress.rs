@@ -28,13 +28,9 @@ fn the_snapshot_says_its_tables_and_their_estimated_rows() {
     psql(&db, "analyze big");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let path = pipeline(dir.path(), &db, "", false);
-    let text = std::fs::read_to_string(&path).unwrap().replacen(
-        "\n",
-        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-        1,
-    );
-    std::fs::write(&path, text).unwrap();
+    let path = base(dir.path(), &db, source(&db), false)
+        .setting("admin", &[("bind", format!("127.0.0.1:{port}").into())])
+        .write(dir.path());
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 3002, &mut child);
     // The status once the snapshot is done and counted (the counts are set twice a second).
@@ -95,10 +91,12 @@ fn a_terminal_shows_a_blocking_snapshots_bar() {
     let path = pipeline(
         dir.path(),
         &db,
-        &format!(
-            "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-            signals.display()
-        ),
+        &[
+            ("snapshot.mode", "no_data".into()),
+            ("signal.enabled.channels", "file".into()),
+            ("signal.file", (&signals).into()),
+            ("signal.poll.interval.ms", "50".into()),
+        ],
         false,
     );
     std::fs::write(
@@ -144,8 +142,9 @@ fn a_snapshot_ending_with_an_empty_table_completes() {
     );
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let path = pipeline(dir.path(), &db, "", false);
-    with_admin(&path, port);
+    let path = base(dir.path(), &db, source(&db), false)
+        .setting("admin", &[("bind", format!("127.0.0.1:{port}").into())])
+        .write(dir.path());
     let mut child = start(&path, &[]);
     wait_lines(dir.path(), 3, &mut child);
     let t0 = std::time::Instant::now();
@@ -184,7 +183,10 @@ fn a_snapshot_ending_with_notifications_logs_its_end() {
         "create table items (id int primary key); insert into items select generate_series(1, 5)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let extra = "  notification.enabled.channels: sink\n  notification.sink.topic.name: dbz-notifications\n";
+    let extra: &[(&str, Scalar)] = &[
+        ("notification.enabled.channels", "sink".into()),
+        ("notification.sink.topic.name", "dbz-notifications".into()),
+    ];
     let path = pipeline(dir.path(), &db, extra, false);
     let mut child = start(&path, &[]);
     // Five rows, then the notifications (started, a table's scan started and done, completed).

@@ -26,10 +26,13 @@ fn a_kill_9_inside_a_large_transaction_then_other_settings_lose_nothing() {
     // The first run captures both tables with tombstones and transaction metadata, into a FIFO
     // this test reads at its own pace: backpressure holds the stream inside the transaction
     // until the kill, whatever the machine's speed.
-    let first = "  table.include.list: public.a,public.b\n  provide.transaction.metadata: true\n  tombstones.on.delete: true\n";
-    let file = pipeline(dir.path(), &db, first, false);
-    let yaml = std::fs::read_to_string(&file).unwrap();
-    let (first_file, fifo) = fifo_pipeline(dir.path(), &file);
+    let first: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.a,public.b".into()),
+        ("provide.transaction.metadata", true.into()),
+        ("tombstones.on.delete", true.into()),
+    ];
+    let first = base(dir.path(), &db, source(&db).set_all(first), false);
+    let (first_file, fifo) = fifo_variant(dir.path(), first, false);
     let mut child = start(&first_file, &[]);
     let reader = {
         let fifo = fifo.clone();
@@ -68,11 +71,11 @@ fn a_kill_9_inside_a_large_transaction_then_other_settings_lose_nothing() {
     assert!(offsets.contains("lsn"), "nothing was committed: {offsets}");
 
     // The second run: table a only, updates skipped, no tombstones, no transaction metadata.
-    let second = yaml.replace(
-        first,
-        "  table.include.list: public.a\n  skipped.operations: u\n",
-    );
-    std::fs::write(&file, second).unwrap();
+    let second: &[(&str, Scalar)] = &[
+        ("table.include.list", "public.a".into()),
+        ("skipped.operations", "u".into()),
+    ];
+    let file = pipeline(dir.path(), &db, second, false);
     let child = start(&file, &["--stop-when-idle", "3s"]);
     finish(child);
     let after = lines(dir.path());

@@ -18,11 +18,8 @@ fn bad_setups_give_one_actionable_line() {
         "DROP ROLE IF EXISTS sluice_norepl; CREATE ROLE sluice_norepl LOGIN",
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(dir.path(), &db, "", false);
-    let text = std::fs::read_to_string(&file)
-        .unwrap()
-        .replace("database.user: postgres", "database.user: sluice_norepl");
-    std::fs::write(&file, text).unwrap();
+    let norepl = source(&db).set("database.user", "sluice_norepl");
+    let file = base(dir.path(), &db, norepl, false).write(dir.path());
     let line = run_expecting_failure(&file);
     assert!(
         line.contains("lacks the REPLICATION privilege") && line.contains("ALTER ROLE"),
@@ -32,7 +29,7 @@ fn bad_setups_give_one_actionable_line() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.keyless\n",
+        &[("table.include.list", "public.keyless".into())],
         false,
     );
     let mut first = start(&file, &[]);
@@ -58,7 +55,7 @@ fn bad_setups_give_one_actionable_line() {
     let second = pipeline(
         other.path(),
         &db,
-        "  table.include.list: public.keyless\n",
+        &[("table.include.list", "public.keyless".into())],
         false,
     );
     let line = run_expecting_failure(&second);
@@ -69,27 +66,12 @@ fn bad_setups_give_one_actionable_line() {
         "create table other (id int primary key); create publication narrow for table other",
     );
     let third_dir = tempfile::tempdir().unwrap();
-    let third = pipeline(
-        third_dir.path(),
-        &db,
-        "  table.include.list: public.keyless\n",
-        false,
-    );
-    let yaml = std::fs::read_to_string(&third)
-        .unwrap()
-        .replace(
-            &format!("publication.name: {db}"),
-            "publication.name: narrow",
-        )
-        .replace(
-            "publication.autocreate.mode: filtered",
-            "publication.autocreate.mode: disabled",
-        )
-        .replace(
-            &format!("slot.name: {db}"),
-            &format!("slot.name: {db}_narrow"),
-        );
-    std::fs::write(&third, yaml).unwrap();
+    let narrow = source(&db)
+        .set("slot.name", format!("{db}_narrow"))
+        .set("publication.name", "narrow")
+        .set("publication.autocreate.mode", "disabled")
+        .set("table.include.list", "public.keyless");
+    let third = base(third_dir.path(), &db, narrow, false).write(third_dir.path());
     let line = run_expecting_failure(&third);
     assert!(
         line.contains("publication `narrow` does not publish public.keyless")
@@ -113,17 +95,17 @@ fn connection_loss_mid_stream_reconnects_without_loss() {
         "create table items (id serial primary key, n int not null, note text not null)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n",
-        false,
-    );
-    let yaml = std::fs::read_to_string(&file).unwrap().replace(
-        "restart: { max_retries: 0 }",
-        "restart: { max_retries: 20, initial_backoff: 50ms, max_backoff: 500ms }",
-    );
-    std::fs::write(&file, yaml).unwrap();
+    let items = source(&db).set("table.include.list", "public.items");
+    let file = base(dir.path(), &db, items, false)
+        .setting(
+            "restart",
+            &[
+                ("max_retries", 20u32.into()),
+                ("initial_backoff", "50ms".into()),
+                ("max_backoff", "500ms".into()),
+            ],
+        )
+        .write(dir.path());
     let mut child = start(&file, &[]);
     let pid = active_slot_pid(&db, &mut child);
     let writer = {
@@ -172,21 +154,16 @@ fn a_sink_stalled_past_wal_sender_timeout_keeps_the_connection() {
         .status()
         .unwrap()
         .success());
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n",
-        false,
-    );
-    let out = format!("{}/out.jsonl", dir.path().display());
-    let yaml = std::fs::read_to_string(&file)
-        .unwrap()
-        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
-        .replace(
-            "offsets:",
-            "max_queue_size: 200\nmax_batch_size: 50\noffsets:",
-        );
-    std::fs::write(&file, yaml).unwrap();
+    let items = source(&db).set("table.include.list", "public.items");
+    let sink = file_sink(dir.path(), false)
+        .set("path", &fifo)
+        .set("fsync", false);
+    let file = base(dir.path(), &db, items, false)
+        .top("max_queue_size", 200u32)
+        .top("max_batch_size", 50u32)
+        .without_sinks()
+        .sink(sink)
+        .write(dir.path());
     psql("postgres", "ALTER SYSTEM SET wal_sender_timeout = '2s'");
     psql("postgres", "SELECT pg_reload_conf()");
     let mut child = start(&file, &[]);
@@ -242,7 +219,10 @@ fn tls_require_encrypts_both_connections() {
         let file = pipeline(
             dir.path(),
             &db,
-            &format!("  table.include.list: public.items\n  database.sslmode: {mode}\n"),
+            &[
+                ("table.include.list", "public.items".into()),
+                ("database.sslmode", mode.into()),
+            ],
             false,
         );
         let mut child = start(&file, &[]);
@@ -265,7 +245,10 @@ fn tls_require_encrypts_both_connections() {
     let file = pipeline(
         dir.path(),
         &db,
-        "  table.include.list: public.items\n  database.sslmode: verify-full\n",
+        &[
+            ("table.include.list", "public.items".into()),
+            ("database.sslmode", "verify-full".into()),
+        ],
         false,
     );
     let line = run_expecting_failure(&file);
@@ -294,25 +277,17 @@ fn client_certificate_authenticates_both_connections() {
     psql(&db, "create table items (id int primary key)");
     psql(&db, "insert into items select generate_series(1, 5)");
     let dir = tempfile::tempdir().unwrap();
-    let as_cert_user = |extra: &str| {
-        let file = pipeline(
-            dir.path(),
-            &db,
-            &format!("  table.include.list: public.items\n{extra}"),
-            false,
-        );
-        let text = std::fs::read_to_string(&file)
-            .unwrap()
-            .replace("database.user: postgres", "database.user: sluice_cert");
-        std::fs::write(&file, text).unwrap();
-        file
+    let as_cert_user = |extra: &[(&str, Scalar)]| {
+        let cert_user = source(&db)
+            .set("database.user", "sluice_cert")
+            .set("table.include.list", "public.items")
+            .set_all(extra);
+        base(dir.path(), &db, cert_user, false).write(dir.path())
     };
-    let with_cert = format!(
-        "  database.sslcert: {}\n  database.sslkey: {}\n",
-        certs.join("client.crt").display(),
-        certs.join("client.key").display()
-    );
-    let file = as_cert_user(&with_cert);
+    let file = as_cert_user(&[
+        ("database.sslcert", certs.join("client.crt").into()),
+        ("database.sslkey", certs.join("client.key").into()),
+    ]);
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     psql(&db, "insert into items values (6)");
@@ -324,14 +299,14 @@ fn client_certificate_authenticates_both_connections() {
     finish(child);
     assert_eq!(authenticated.trim(), "2", "both connections by certificate");
 
-    let line = run_expecting_failure(&as_cert_user("  database.sslmode: require\n"));
+    let line = run_expecting_failure(&as_cert_user(&[("database.sslmode", "require".into())]));
     assert!(line.contains("valid client certificate"), "{line}");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("run")
-        .arg(as_cert_user(&format!(
-            "  database.sslkey: {}\n",
-            certs.join("client.key").display()
-        )))
+        .arg(as_cert_user(&[(
+            "database.sslkey",
+            certs.join("client.key").into(),
+        )]))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -373,17 +348,17 @@ fn server_restart_mid_stream_reconnects_without_loss() {
         "create table items (id serial primary key, n int not null)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let file = pipeline(
-        dir.path(),
-        &db,
-        "  table.include.list: public.items\n",
-        false,
-    );
-    let yaml = std::fs::read_to_string(&file).unwrap().replace(
-        "restart: { max_retries: 0 }",
-        "restart: { max_retries: 100, initial_backoff: 100ms, max_backoff: 1s }",
-    );
-    std::fs::write(&file, yaml).unwrap();
+    let items = source(&db).set("table.include.list", "public.items");
+    let file = base(dir.path(), &db, items, false)
+        .setting(
+            "restart",
+            &[
+                ("max_retries", 100u32.into()),
+                ("initial_backoff", "100ms".into()),
+                ("max_backoff", "1s".into()),
+            ],
+        )
+        .write(dir.path());
     let mut child = start(&file, &[]);
     active_slot_pid(&db, &mut child);
     psql(&db, "do $$ begin for i in 1..1000 loop insert into items (n) values (i); commit; end loop; end $$");

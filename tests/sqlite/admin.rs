@@ -735,9 +735,10 @@ fn requests_are_bounded_in_size_and_time_and_bodies_are_json() {
 /// An incremental snapshot's rows, by table, in the status (`snapshot.incremental`).
 #[test]
 fn the_status_counts_an_incremental_snapshots_rows() {
-    let (dir, signals, path) = super::signals::file_signals(120, 50);
     let port = sluice_test_support::pg::free_port();
-    sluice_test_support::pg::with_admin(&path, port);
+    let (dir, signals, path) = super::signals::file_signals_with(120, 50, |pipeline| {
+        pipeline.setting("admin", &[("bind", bind(port))])
+    });
     let mut child = start(&path, &[]);
     wait_for_status(port, "/health/ready", 200);
     std::fs::write(

@@ -105,6 +105,15 @@ fn a_signal_row_snapshots_a_table_incrementally_under_a_writer_and_resumes_after
 /// `file` signal channel on `signals.jsonl`, chunks of `chunk` rows and sink notifications on
 /// `app.notifications`.
 pub(super) fn file_signals(rows: u32, chunk: u32) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    file_signals_with(rows, chunk, |pipeline| pipeline)
+}
+
+/// [`file_signals`] with `more` added to the pipeline (an admin endpoint, say).
+pub(super) fn file_signals_with(
+    rows: u32,
+    chunk: u32,
+    more: impl FnOnce(Pipeline) -> Pipeline,
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let (db, _conn) = captured(
         dir.path(),
@@ -113,19 +122,16 @@ pub(super) fn file_signals(rows: u32, chunk: u32) -> (tempfile::TempDir, PathBuf
         &["t"],
     );
     let signals = dir.path().join("signals.jsonl");
-    let path = pipeline(
-        dir.path(),
-        &db,
-        &[
-            ("snapshot.mode", "no_data".into()),
-            ("signal.enabled.channels", "file".into()),
-            ("signal.file", (&signals).into()),
-            ("signal.poll.interval.ms", 50u32.into()),
-            ("incremental.snapshot.chunk.size", chunk.into()),
-            ("notification.enabled.channels", "sink".into()),
-            ("notification.sink.topic.name", "app.notifications".into()),
-        ],
-    );
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+        ("incremental.snapshot.chunk.size", chunk.into()),
+        ("notification.enabled.channels", "sink".into()),
+        ("notification.sink.topic.name", "app.notifications".into()),
+    ];
+    let path = more(base(dir.path(), source(&db).set_all(&keys))).write(dir.path());
     (dir, signals, path)
 }
 

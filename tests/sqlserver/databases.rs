@@ -5,15 +5,10 @@
 
 use super::*;
 
-/// A pipeline reading the databases `names` of the servers' port (`extra`: more source lines).
-fn pipeline_of(dir: &Path, servers: &[SqlServer], names: &str, extra: &str) -> PathBuf {
-    let path = pipeline(dir, &servers[0], extra);
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        &format!("database.names: {}\n", servers[0].database),
-        &format!("database.names: {names}\n"),
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+/// A pipeline reading the databases `names` of the servers' port, its source's `keys` set.
+fn pipeline_of(dir: &Path, servers: &[SqlServer], names: &str, keys: &[(&str, Scalar)]) -> PathBuf {
+    let source = source(&servers[0]).set("database.names", names);
+    base(dir, source.set_all(keys)).write(dir)
 }
 
 /// Two databases on one server, each with a captured table and rows.
@@ -69,7 +64,7 @@ fn each_database_is_snapshotted_in_turn_then_streamed_and_resumes_from_its_own_p
     let (sales, hr) = (&servers[0], &servers[1]);
     let dir = tempfile::tempdir().unwrap();
     let names = format!("{}, {}", sales.database, hr.database);
-    let path = pipeline_of(dir.path(), &servers, &names, "");
+    let path = pipeline_of(dir.path(), &servers, &names, &[]);
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 5, &mut child);
     let all = lines(dir.path());
@@ -156,7 +151,7 @@ fn a_database_added_to_the_list_is_snapshotted_alone() {
     let servers = two_databases("added");
     let (sales, hr) = (&servers[0], &servers[1]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline_of(dir.path(), &servers, &sales.database, "");
+    let path = pipeline_of(dir.path(), &servers, &sales.database, &[]);
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 3, &mut child);
     sales.sql("INSERT INTO dbo.t VALUES (10, N'ten')");
@@ -168,7 +163,7 @@ fn a_database_added_to_the_list_is_snapshotted_alone() {
 
     // The second database listed: its snapshot, not the first's again; both streamed.
     let names = format!("{},{}", sales.database, hr.database);
-    pipeline_of(dir.path(), &servers, &names, "");
+    pipeline_of(dir.path(), &servers, &names, &[]);
     sales.sql("INSERT INTO dbo.t VALUES (11, N'eleven')");
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 7, &mut child);
@@ -216,13 +211,18 @@ fn signals_go_to_the_database_they_name() {
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(&signals, "").unwrap();
     // The signaling table of the second database only, and the file channel.
-    let extra = format!(
-        "  snapshot.mode: no_data\n  signal.enabled.channels: source,file\n  signal.data.collection: {}.dbo.dbz_signal\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-        hr.database,
-        signals.display()
-    );
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "source,file".into()),
+        (
+            "signal.data.collection",
+            format!("{}.dbo.dbz_signal", hr.database).into(),
+        ),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+    ];
     let names = format!("{},{}", sales.database, hr.database);
-    let path = pipeline_of(dir.path(), &servers, &names, &extra);
+    let path = pipeline_of(dir.path(), &servers, &names, &keys);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(800));
     // A file signal naming the first database's table: its rows only.
@@ -281,7 +281,7 @@ fn kill_9_under_writers_to_both_databases_loses_nothing() {
     let servers = two_databases("kill");
     let dir = tempfile::tempdir().unwrap();
     let names = format!("{},{}", servers[0].database, servers[1].database);
-    let path = pipeline_of(dir.path(), &servers, &names, "");
+    let path = pipeline_of(dir.path(), &servers, &names, &[]);
     let writers: Vec<_> = servers
         .iter()
         .map(|s| {

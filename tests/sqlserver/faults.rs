@@ -7,24 +7,21 @@ fn cdc_not_enabled_and_a_wrong_password_are_one_clear_line() {
     let server = SqlServer::start("plainDB");
     server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY)");
     let dir = tempfile::tempdir().unwrap();
-    let e = error_line(&pipeline(dir.path(), &server, ""));
+    let e = error_line(&pipeline(dir.path(), &server, &[]));
     assert!(
         e.contains("CDC is not enabled on the database `plainDB`")
             && e.contains("sp_cdc_enable_db"),
         "{e}"
     );
     server.sql("EXEC sys.sp_cdc_enable_db");
-    let e = error_line(&pipeline(dir.path(), &server, ""));
+    let e = error_line(&pipeline(dir.path(), &server, &[]));
     assert!(
         e.contains("no table of the database `plainDB` is in capture mode")
             && e.contains("sp_cdc_enable_table"),
         "{e}"
     );
-    let path = pipeline(dir.path(), &server, "");
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace(PASSWORD, "wrong-password");
-    std::fs::write(&path, text).unwrap();
+    let wrong = source(&server).set("database.password", "wrong-password");
+    let path = base(dir.path(), wrong).write(dir.path());
     let e = error_line(&path);
     assert!(
         e.contains("Login failed for user 'sa'") && !e.contains("wrong-password"),
@@ -45,7 +42,10 @@ fn kill_9_under_a_writer_resumes_without_loss() {
     let path = pipeline(
         dir.path(),
         &server,
-        "  max.iteration.transactions: 3\n  streaming.fetch.size: 3\n",
+        &[
+            ("max.iteration.transactions", 3u32.into()),
+            ("streaming.fetch.size", 3u32.into()),
+        ],
     );
     let writer = {
         let mut session = server.session();
@@ -105,7 +105,10 @@ fn a_stream_started_without_a_snapshot_resumes_from_where_it_started() {
     let path = pipeline(
         dir.path(),
         &server,
-        "  snapshot.mode: no_data\n  include.schema.changes: true\n",
+        &[
+            ("snapshot.mode", "no_data".into()),
+            ("include.schema.changes", true.into()),
+        ],
     );
     run_until_idle(&path);
     // The schema snapshot: the table's schema change event, no rows.
@@ -138,13 +141,13 @@ fn a_stopped_sql_server_agent_is_named_when_nothing_was_captured() {
     server.enable_cdc(&["dbo.t"]);
     server.sql("UPDATE sys.dm_server_services SET status = 1");
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "");
+    let path = pipeline(dir.path(), &server, &[]);
     let log = run_until_idle(&path);
     assert!(log.contains("SQL Server Agent is not running"), "{log}");
     // Running: no such warning.
     server.sql("UPDATE sys.dm_server_services SET status = 4");
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "");
+    let path = pipeline(dir.path(), &server, &[]);
     let log = run_until_idle(&path);
     assert!(!log.contains("SQL Server Agent is not running"), "{log}");
 }
@@ -155,7 +158,7 @@ fn a_second_capture_instance_loses_and_repeats_nothing() {
     server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, v nvarchar(5))");
     server.enable_cdc(&["dbo.t"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "");
+    let path = pipeline(dir.path(), &server, &[]);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     server.sql("INSERT INTO dbo.t VALUES (1, N'a')");
@@ -193,7 +196,7 @@ fn a_position_the_cleanup_job_passed_stops_or_snapshots_again_when_needed() {
     server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY)");
     server.enable_cdc(&["dbo.t"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "");
+    let path = pipeline(dir.path(), &server, &[]);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     server.sql("INSERT INTO dbo.t VALUES (1)");
@@ -214,11 +217,11 @@ fn a_position_the_cleanup_job_passed_stops_or_snapshots_again_when_needed() {
         "{e}"
     );
     // `when_needed`: a new snapshot fills the gap.
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "  poll.interval.ms: 50\n",
-        "  poll.interval.ms: 50\n  snapshot.mode: when_needed\n",
+    pipeline(
+        dir.path(),
+        &server,
+        &[("snapshot.mode", "when_needed".into())],
     );
-    std::fs::write(&path, text).unwrap();
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 4, &mut child);
     child.kill().unwrap();
@@ -247,7 +250,11 @@ fn a_capture_instance_switch_is_an_alter_event_where_the_newer_instance_takes_ov
     server.sql("CREATE TABLE dbo.t (id int PRIMARY KEY, v nvarchar(5))");
     server.enable_cdc(&["dbo.t"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "  include.schema.changes: true\n");
+    let path = pipeline(
+        dir.path(),
+        &server,
+        &[("include.schema.changes", true.into())],
+    );
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 1, &mut child);
     server.sql("INSERT INTO dbo.t VALUES (1, N'a')");
@@ -312,11 +319,14 @@ fn a_capture_instance_switch_is_an_alter_event_where_the_newer_instance_takes_ov
     assert_eq!(records(&history)[0]["databaseName"], "switchDB");
     // Lost, then written again by `snapshot.mode: recovery` from the current tables.
     std::fs::remove_file(&history).unwrap();
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "poll.interval.ms: 50",
-        "poll.interval.ms: 50\n  snapshot.mode: recovery",
+    pipeline(
+        dir.path(),
+        &server,
+        &[
+            ("include.schema.changes", true.into()),
+            ("snapshot.mode", "recovery".into()),
+        ],
     );
-    std::fs::write(&path, text).unwrap();
     run_until_idle(&path);
     let rebuilt = records(&history);
     assert_eq!(rebuilt.len(), 1, "{rebuilt:?}");
@@ -345,18 +355,12 @@ fn a_source_still_connecting_is_not_ready() {
     let server = SqlServer::start("unusedDB");
     let dir = tempfile::tempdir().unwrap();
     let admin = sluice_test_support::pg::free_port();
-    let path = pipeline(dir.path(), &server, "  connect.timeout.ms: 600000\n");
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace(
-            &format!("database.port: {}", server.port),
-            &format!("database.port: {silent_port}"),
-        )
-        .replace(
-            "name: sqlserver_test\n",
-            &format!("name: sqlserver_test\nadmin: {{ bind: \"127.0.0.1:{admin}\" }}\n"),
-        );
-    std::fs::write(&path, text).unwrap();
+    let silent_source = source(&server)
+        .set("connect.timeout.ms", 600_000u32)
+        .set("database.port", silent_port);
+    let path = base(dir.path(), silent_source)
+        .setting("admin", &[("bind", format!("127.0.0.1:{admin}").into())])
+        .write(dir.path());
     let mut child = start(&path, &[]);
     let get = |target: &str| sluice_test_support::pg::admin_get(admin, target);
     let t0 = std::time::Instant::now();

@@ -17,8 +17,16 @@ fn a_signal_row_snapshots_a_table_in_chunks_while_a_writer_changes_it() {
     server.sql(SIGNALS);
     server.enable_cdc(&["dbo.customers", "dbo.debezium_signal"]);
     let dir = tempfile::tempdir().unwrap();
-    let extra = "  snapshot.mode: no_data\n  table.include.list: dbo.customers\n  signal.data.collection: incrDB.dbo.debezium_signal\n  incremental.snapshot.chunk.size: 7\n";
-    let path = pipeline(dir.path(), &server, extra);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("table.include.list", "dbo.customers".into()),
+        (
+            "signal.data.collection",
+            "incrDB.dbo.debezium_signal".into(),
+        ),
+        ("incremental.snapshot.chunk.size", 7u32.into()),
+    ];
+    let path = pipeline(dir.path(), &server, &keys);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let writer = {
@@ -87,11 +95,14 @@ fn the_file_channel_snapshots_with_additional_conditions_and_a_restart_goes_on()
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(&signals, "").unwrap();
-    let extra = format!(
-        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 2\n",
-        signals.display()
-    );
-    let path = pipeline(dir.path(), &server, &extra);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+        ("incremental.snapshot.chunk.size", 2u32.into()),
+    ];
+    let path = pipeline(dir.path(), &server, &keys);
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(&signals, "{\"id\":\"f1\",\"type\":\"execute-snapshot\",\"data\":{\"data-collections\":[\"dbo.t\"],\"additional-conditions\":[{\"data-collection\":\"incrFileDB.dbo.t\",\"filter\":\"color = 'blue'\"}]}}\n").unwrap();
@@ -130,11 +141,13 @@ fn a_blocking_snapshot_reads_the_tables_whole_then_the_stream_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(&signals, "").unwrap();
-    let extra = format!(
-        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n",
-        signals.display()
-    );
-    let mut child = start(&pipeline(dir.path(), &server, &extra), &[]);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+    ];
+    let mut child = start(&pipeline(dir.path(), &server, &keys), &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(&signals, "{\"id\":\"b1\",\"type\":\"execute-snapshot\",\"data\":{\"type\":\"blocking\",\"data-collections\":[\"blockDB.dbo.t\"],\"additional-conditions\":[{\"data-collection\":\"dbo.t\",\"filter\":\"color = 'blue'\"}]}}\n").unwrap();
     wait_events(dir.path(), 6, &mut child);
@@ -193,11 +206,14 @@ fn chunks_go_by_keys_of_any_type_and_by_a_surrogate_key() {
     let dir = tempfile::tempdir().unwrap();
     let signals = dir.path().join("signals.jsonl");
     std::fs::write(&signals, "").unwrap();
-    let extra = format!(
-        "  snapshot.mode: no_data\n  signal.enabled.channels: file\n  signal.file: {}\n  signal.poll.interval.ms: 50\n  incremental.snapshot.chunk.size: 3\n",
-        signals.display()
-    );
-    let path = pipeline(dir.path(), &server, &extra);
+    let keys = [
+        ("snapshot.mode", "no_data".into()),
+        ("signal.enabled.channels", "file".into()),
+        ("signal.file", (&signals).into()),
+        ("signal.poll.interval.ms", 50u32.into()),
+        ("incremental.snapshot.chunk.size", 3u32.into()),
+    ];
+    let path = pipeline(dir.path(), &server, &keys);
     let mut child = start(&path, &[]);
     let signal = |id: &str, key: Option<&str>| {
         let mut data = serde_json::json!({"data-collections": ["dbo.orders"]});

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 use sluice_test_support::pg::{lines, payloads, start, wait_events, wait_for};
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
 use sluice_test_support::sqlserver::{SqlServer, PASSWORD, USER};
 
 mod databases;
@@ -21,25 +22,42 @@ mod stream;
 mod tls;
 mod types;
 
-/// A pipeline reading `server` into `dir/out.jsonl` (schemas on), with `extra` source lines.
-fn pipeline(dir: &Path, server: &SqlServer, extra: &str) -> PathBuf {
-    // Schema change events (on by default, as in Debezium) only where a test asks for them.
-    let quiet = if extra.contains("include.schema.changes") {
-        ""
-    } else {
-        "  include.schema.changes: false\n"
-    };
-    let text = format!(
-        "name: sqlserver_test\ndata_dir: {d}/data\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: sqlserver\n  database.hostname: 127.0.0.1\n  database.port: {port}\n  database.user: {USER}\n  database.password: {PASSWORD}\n  database.names: {db}\n  topic.prefix: server1\n  poll.interval.ms: 50\n{quiet}{extra}\
-sinks:\n  - type: file\n    path: {d}/out.jsonl\n    schemas.enable: true\n",
-        d = dir.display(),
-        port = server.port,
-        db = server.database,
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The test source's connection to `server` (its host, port, login and database), without
+/// its topic prefix.
+fn connection(server: &SqlServer) -> Component {
+    Component::new("sqlserver")
+        .set("database.hostname", "127.0.0.1")
+        .set("database.port", server.port)
+        .set("database.user", USER)
+        .set("database.password", PASSWORD)
+        .set("database.names", &server.database)
+}
+
+/// The test source reading `server`: topics under `server1`, polled every 50 ms, without
+/// schema change events (on by default, as in Debezium: only where a test sets the key).
+fn source(server: &SqlServer) -> Component {
+    connection(server)
+        .set("topic.prefix", "server1")
+        .set("poll.interval.ms", 50u32)
+        .set("include.schema.changes", false)
+}
+
+/// The test pipeline of `source` under `dir`: no restarts, a file sink (`out.jsonl`, schemas
+/// on).
+fn base(dir: &Path, source: Component) -> Pipeline {
+    Pipeline::new("sqlserver_test", dir.join("data"))
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+        .sink(
+            Component::new("file")
+                .set("path", dir.join("out.jsonl"))
+                .set("schemas.enable", true),
+        )
+}
+
+/// A pipeline reading `server` into `dir/out.jsonl` (schemas on), its source's `keys` set.
+fn pipeline(dir: &Path, server: &SqlServer, keys: &[(&str, Scalar)]) -> PathBuf {
+    base(dir, source(server).set_all(keys)).write(dir)
 }
 
 /// The one `error:` line of a run that fails.

@@ -9,7 +9,7 @@ fn snapshot_then_changes_in_commit_order_with_debeziums_source_block() {
     server.sql("INSERT INTO dbo.customers VALUES (1001, N'Sally', 'sally@example.org'); INSERT INTO dbo.customers VALUES (1002, N'George', NULL)");
     server.enable_cdc(&["dbo.customers"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "");
+    let path = pipeline(dir.path(), &server, &[]);
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 2, &mut child);
     let p = payloads(dir.path());
@@ -164,7 +164,10 @@ fn the_function_query_mode_reads_the_same_changes() {
     let path = pipeline(
         dir.path(),
         &server,
-        "  data.query.mode: function\n  streaming.fetch.size: 1\n",
+        &[
+            ("data.query.mode", "function".into()),
+            ("streaming.fetch.size", 1u32.into()),
+        ],
     );
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -236,7 +239,10 @@ fn transaction_metadata_and_heartbeats() {
     let path = pipeline(
         dir.path(),
         &server,
-        "  provide.transaction.metadata: true\n  heartbeat.interval.ms: 100\n",
+        &[
+            ("provide.transaction.metadata", true.into()),
+            ("heartbeat.interval.ms", 100u32.into()),
+        ],
     );
     let mut child = start(&path, &[]);
     wait_for(dir.path(), "a heartbeat", &mut child, |l| {
@@ -316,15 +322,14 @@ fn the_seeds_legacy_names_work_with_a_deprecation_warning() {
     server.sql("INSERT INTO dbo.customers VALUES (1); INSERT INTO dbo.other VALUES (2)");
     server.enable_cdc(&["dbo.customers", "dbo.other"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
-        dir.path(),
-        &server,
-        "  snapshot.mode: initial_only\n  table.whitelist: dbo\\.customers\n",
-    );
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("topic.prefix: server1", "database.server.name: legacy1");
-    std::fs::write(&path, text).unwrap();
+    // The test source with `database.server.name` in place of `topic.prefix`.
+    let legacy = connection(&server)
+        .set("database.server.name", "legacy1")
+        .set("poll.interval.ms", 50u32)
+        .set("include.schema.changes", false)
+        .set("snapshot.mode", "initial_only")
+        .set("table.whitelist", "dbo\\.customers");
+    let path = base(dir.path(), legacy).write(dir.path());
     let log = sluice_test_support::pg::finish(start(&path, &[]));
     assert!(
         log.contains(
@@ -344,7 +349,11 @@ fn a_table_entering_capture_mode_while_streaming_is_announced_and_read() {
     server.sql("CREATE TABLE dbo.a (id int PRIMARY KEY)");
     server.enable_cdc(&["dbo.a"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(dir.path(), &server, "  include.schema.changes: true\n");
+    let path = pipeline(
+        dir.path(),
+        &server,
+        &[("include.schema.changes", true.into())],
+    );
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 1, &mut child);
     server.sql("INSERT INTO dbo.a VALUES (1)");
@@ -398,7 +407,7 @@ fn every_isolation_mode_snapshots_then_streams() {
         let path = pipeline(
             dir.path(),
             &server,
-            &format!("  snapshot.isolation.mode: {mode}\n"),
+            &[("snapshot.isolation.mode", mode.into())],
         );
         let mut child = start(&path, &[]);
         wait_events(dir.path(), 2, &mut child);
@@ -423,7 +432,10 @@ fn skipped_operations_are_left_out_by_the_query() {
     let path = pipeline(
         dir.path(),
         &server,
-        "  skipped.operations: u\n  streaming.fetch.size: 2\n",
+        &[
+            ("skipped.operations", "u".into()),
+            ("streaming.fetch.size", 2u32.into()),
+        ],
     );
     let mut child = start(&path, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -450,8 +462,9 @@ fn the_snapshot_says_its_tables() {
     server.enable_cdc(&["dbo.a", "dbo.b"]);
     let dir = tempfile::tempdir().unwrap();
     let admin = sluice_test_support::pg::free_port();
-    let path = pipeline(dir.path(), &server, "");
-    sluice_test_support::pg::with_admin(&path, admin);
+    let path = base(dir.path(), source(&server))
+        .setting("admin", &[("bind", format!("127.0.0.1:{admin}").into())])
+        .write(dir.path());
     let mut child = start(&path, &[]);
     wait_events(dir.path(), 4, &mut child);
     let snapshot = sluice_test_support::pg::snapshot_done(admin, "sqlserver_test");

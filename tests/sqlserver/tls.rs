@@ -19,12 +19,12 @@ fn snapshot_and_stream_over_tls_with_the_servers_certificate_named_or_trusted() 
     let (server, certificate) = SqlServer::start_tls("tlsDB");
     table(&server);
     for trust in [
-        format!("  database.serverCertificate: {}\n", certificate.display()),
-        "  database.trustServerCertificate: true\n".to_string(),
+        ("database.serverCertificate", Scalar::from(&certificate)),
+        ("database.trustServerCertificate", true.into()),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let extra = format!("  database.encrypt: true\n{trust}");
-        let path = pipeline(dir.path(), &server, &extra);
+        let keys = [("database.encrypt", true.into()), trust.clone()];
+        let path = pipeline(dir.path(), &server, &keys);
         let mut child = start(&path, &[]);
         wait_events(dir.path(), 2, &mut child);
         server.sql("UPDATE dbo.t SET name = N'changed' WHERE id = 2");
@@ -40,8 +40,8 @@ fn snapshot_and_stream_over_tls_with_the_servers_certificate_named_or_trusted() 
                 )
             })
             .collect();
-        assert_eq!(ops[..2], [("r".into(), 1), ("r".into(), 2)], "{trust}");
-        assert_eq!(ops[2..], [("u".into(), 2)], "{trust}");
+        assert_eq!(ops[..2], [("r".into(), 1), ("r".into(), 2)], "{trust:?}");
+        assert_eq!(ops[2..], [("u".into(), 2)], "{trust:?}");
         server.sql("UPDATE dbo.t SET name = N'two' WHERE id = 2");
     }
 }
@@ -52,13 +52,14 @@ fn an_unchecked_certificate_and_a_source_that_does_not_encrypt_are_one_clear_lin
     table(&server);
     let dir = tempfile::tempdir().unwrap();
     // The self-signed certificate is not among the system's roots.
-    let e = error_line(&pipeline(dir.path(), &server, "  database.encrypt: true\n"));
+    let encrypt = [("database.encrypt", true.into())];
+    let e = error_line(&pipeline(dir.path(), &server, &encrypt));
     assert!(
         e.contains("TLS to 127.0.0.1:") && e.contains("database.serverCertificate"),
         "{e}"
     );
     // The server forces encryption; the source asked for none.
-    let e = error_line(&pipeline(dir.path(), &server, ""));
+    let e = error_line(&pipeline(dir.path(), &server, &[]));
     assert!(
         e.contains("logging in to 127.0.0.1:") && e.contains("database.encrypt: true"),
         "{e}"
@@ -67,7 +68,7 @@ fn an_unchecked_certificate_and_a_source_that_does_not_encrypt_are_one_clear_lin
     let path = pipeline(
         dir.path(),
         &server,
-        "  database.trustServerCertificate: true\n",
+        &[("database.trustServerCertificate", true.into())],
     );
     let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("validate")

@@ -15,19 +15,16 @@ const ROW: &str = "INSERT INTO dbo.types VALUES (1, 1, 200, -3, -100000, 9007199
     '05:06:07.1234567', '2024-03-04 05:06:07.123', '2024-03-04 05:06:07.123456', '2024-03-04 05:06:07.1234567', \
     '2024-03-04 05:06:07.12 +02:00', '2024-03-04 05:06:07.123', '2024-03-04 05:06:00')";
 
-/// The snapshot event of the row and of a row of NULLs, read with `extra`.
-fn read_types(extra: &str) -> (Json, Json, Json) {
+/// The snapshot event of the row and of a row of NULLs, read with the source's `keys`.
+fn read_types(keys: &[(&str, Scalar)]) -> (Json, Json, Json) {
     let server = SqlServer::start("typesDB");
     server.sql(TABLE);
     server.sql(ROW);
     server.sql("INSERT INTO dbo.types (id) VALUES (2)");
     server.enable_cdc(&["dbo.types"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = pipeline(
-        dir.path(),
-        &server,
-        &format!("  snapshot.mode: initial_only\n{extra}"),
-    );
+    let source = source(&server).set("snapshot.mode", "initial_only");
+    let path = base(dir.path(), source.set_all(keys)).write(dir.path());
     let child = start(&path, &[]);
     sluice_test_support::pg::finish(child);
     let all = lines(dir.path());
@@ -58,7 +55,7 @@ fn field<'a>(schema: &'a Json, column: &str) -> &'a Json {
 
 #[test]
 fn every_type_maps_as_debezium_maps_it() {
-    let (row, nulls, schema) = read_types("");
+    let (row, nulls, schema) = read_types(&[]);
     let expected = serde_json::json!({
         "id": 1, "b": true, "ti": 200, "si": -3, "i": -100000, "bi": 9007199254740993_i64,
         "r": 1.5, "f": 2.25, "d": "40Fm5Xs=", "n": "MDk=", "m": "AeJA", "sm": "gQw=",
@@ -151,9 +148,11 @@ fn every_type_maps_as_debezium_maps_it() {
 
 #[test]
 fn the_modes_change_decimals_binaries_and_times() {
-    let (row, _, schema) = read_types(
-        "  decimal.handling.mode: string\n  binary.handling.mode: hex\n  time.precision.mode: connect\n",
-    );
+    let (row, _, schema) = read_types(&[
+        ("decimal.handling.mode", "string".into()),
+        ("binary.handling.mode", "hex".into()),
+        ("time.precision.mode", "connect".into()),
+    ]);
     assert_eq!(row["d"], "-123456789.125");
     assert_eq!(row["m"], "12.3456");
     assert_eq!(row["vb"], "0102ff");
@@ -167,7 +166,7 @@ fn the_modes_change_decimals_binaries_and_times() {
         field(&schema, "t7")["name"],
         "org.apache.kafka.connect.data.Time"
     );
-    let (row, _, _) = read_types("  decimal.handling.mode: double\n");
+    let (row, _, _) = read_types(&[("decimal.handling.mode", "double".into())]);
     assert_eq!(row["d"], -123456789.125);
     assert_eq!(row["sm"], -3.25);
 }
@@ -186,7 +185,10 @@ fn the_snapshot_describes_each_table_in_a_schema_change_event_as_seed_003_shows(
     let path = pipeline(
         dir.path(),
         &server,
-        "  snapshot.mode: initial_only\n  include.schema.changes: true\n",
+        &[
+            ("snapshot.mode", "initial_only".into()),
+            ("include.schema.changes", true.into()),
+        ],
     );
     sluice_test_support::pg::finish(start(&path, &[]));
     let all = lines(dir.path());

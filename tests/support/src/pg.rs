@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
+pub use crate::pipeline::{Component, Pipeline, Scalar};
+
 /// The `sluice` binary of this build: next to the test or benchmark executable's `deps/`
 /// folder (Cargo builds the binary for integration tests and benchmarks).
 pub fn sluice() -> PathBuf {
@@ -104,8 +106,8 @@ pub fn drop_db(db: &str) {
 
 /// The PostgreSQL source of database `db` on the test server: its slot and publication named
 /// after it, topics under `dbserver1`.
-pub fn source(db: &str) -> crate::pipeline::Component {
-    crate::pipeline::Component::new("postgres")
+pub fn source(db: &str) -> Component {
+    Component::new("postgres")
         .set("database.hostname", host())
         .set(
             "database.port",
@@ -120,19 +122,28 @@ pub fn source(db: &str) -> crate::pipeline::Component {
         .set("status.update.interval.ms", 200u32)
 }
 
-pub fn pipeline(dir: &Path, db: &str, extra_source: &str, schemas: bool) -> PathBuf {
-    let text = format!(
-        "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.user: postgres\n  database.dbname: {db}\n  \
-topic.prefix: dbserver1\n  slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  status.update.interval.ms: 200\n{extra_source}\
-sinks:\n  - name: out\n    type: file\n    path: {d}/out.jsonl\n    schemas.enable: {schemas}\n",
-        d = dir.display(),
-        h = host(),
-        p = port(),
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).expect("write pipeline");
-    path
+/// The test pipeline's file sink `out` (`dir/out.jsonl`), with or without schemas.
+pub fn file_sink(dir: &Path, schemas: bool) -> Component {
+    Component::new("file")
+        .named("out")
+        .set("path", dir.join("out.jsonl"))
+        .set("schemas.enable", schemas)
+}
+
+/// The test pipeline of `source` under `dir`, named after `db`: offsets flushed every 50 ms,
+/// no restarts, the file sink `out` ([`file_sink`]).
+pub fn base(dir: &Path, db: &str, source: Component, schemas: bool) -> Pipeline {
+    Pipeline::new(db, dir.join("data"))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+        .sink(file_sink(dir, schemas))
+}
+
+/// The test pipeline of `db` ([`base`]) with its source's `keys`, written as
+/// `dir/pipeline.yaml`.
+pub fn pipeline(dir: &Path, db: &str, keys: &[(&str, Scalar)], schemas: bool) -> PathBuf {
+    base(dir, db, source(db).set_all(keys), schemas).write(dir)
 }
 
 /// What each started process wrote to stderr, by pid: read as it comes, so that a chatty
@@ -359,26 +370,32 @@ pub fn assert_same_events(ours: &str, theirs: &str, what: &str) {
     assert_eq!(ours.lines().count(), theirs.lines().count(), "{what}");
 }
 
-/// A variant of `pipeline`'s file (`file`, in `dir`) whose sink writes into a FIFO that the
-/// test reads at its own pace, with small queues: backpressure then holds the pipeline where
-/// the test stops reading, whatever the machine's speed. Returns the variant and the FIFO.
-pub fn fifo_pipeline(dir: &Path, file: &Path) -> (PathBuf, PathBuf) {
+/// A FIFO `dir/fifo`, made now.
+fn make_fifo(dir: &Path) -> PathBuf {
     let fifo = dir.join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .unwrap()
         .success());
-    let out = format!("{}/out.jsonl", dir.display());
-    let first_run = std::fs::read_to_string(file)
-        .unwrap()
-        .replace(&out, &format!("{}\n    fsync: false", fifo.display()))
-        .replace(
-            "offsets:",
-            "max_queue_size: 1000\nmax_batch_size: 100\noffsets:",
-        );
-    let first_file = dir.join("first.yaml");
-    std::fs::write(&first_file, first_run).unwrap();
+    fifo
+}
+
+/// A variant of the test pipeline `pipeline` ([`base`], in `dir`) whose sink `out` writes into
+/// a FIFO that the test reads at its own pace (no fsync), with small queues: backpressure then
+/// holds the pipeline where the test stops reading, whatever the machine's speed. Writes the
+/// variant as `dir/first.yaml`; returns it and the FIFO.
+pub fn fifo_variant(dir: &Path, pipeline: Pipeline, schemas: bool) -> (PathBuf, PathBuf) {
+    let fifo = make_fifo(dir);
+    let sink = file_sink(dir, schemas)
+        .set("path", &fifo)
+        .set("fsync", false);
+    let first_file = pipeline
+        .top("max_queue_size", 1000u32)
+        .top("max_batch_size", 100u32)
+        .without_sinks()
+        .sink(sink)
+        .write_as(&dir.join("first.yaml"));
     (first_file, fifo)
 }
 
@@ -413,17 +430,6 @@ pub fn admin_call(
     stream.read_to_string(&mut response).ok()?;
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
-}
-
-/// Gives the pipeline file at `path` an admin endpoint on 127.0.0.1:`port` (after its first
-/// line).
-pub fn with_admin(path: &Path, port: u16) {
-    let text = std::fs::read_to_string(path).unwrap().replacen(
-        "\n",
-        &format!("\nadmin: {{ bind: \"127.0.0.1:{port}\" }}\n"),
-        1,
-    );
-    std::fs::write(path, text).unwrap();
 }
 
 /// Waits (30 s at most) until pipeline `name`'s status at 127.0.0.1:`port` says its snapshot

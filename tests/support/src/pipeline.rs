@@ -1,7 +1,8 @@
 //! Pipeline files for the tests, built from typed parts instead of YAML text: every value is
 //! written as one YAML scalar (text in double quotes, escaped as JSON, which YAML reads the
-//! same way), so a path with a colon or a password with a `#` cannot change what the file
-//! says, and a test names only the keys it is about.
+//! same way; a list or a map as one flow collection of such scalars), so a path with a colon
+//! or a password with a `#` cannot change what the file says, and a test names only the keys
+//! it is about.
 //!
 //! ```ignore
 //! let path = Pipeline::new("orders", dir.join("data"))
@@ -20,6 +21,11 @@ pub enum Scalar {
     Text(String),
     Integer(i64),
     Boolean(bool),
+    /// A list of values, written as one flow sequence (`["a", "b"]`).
+    List(Vec<Scalar>),
+    /// A map of values by key, in the order given, written as one flow mapping
+    /// (`{ "a": "b" }`).
+    Map(Vec<(String, Scalar)>),
 }
 
 impl Scalar {
@@ -28,6 +34,16 @@ impl Scalar {
             Scalar::Text(text) => serde_json::to_string(text).unwrap(),
             Scalar::Integer(n) => n.to_string(),
             Scalar::Boolean(b) => b.to_string(),
+            Scalar::List(items) => {
+                let items: Vec<String> = items.iter().map(Scalar::yaml).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Scalar::Map(entries) => {
+                let entries: Vec<String> = (entries.iter())
+                    .map(|(k, v)| format!("{}: {}", Scalar::from(k.as_str()).yaml(), v.yaml()))
+                    .collect();
+                format!("{{ {} }}", entries.join(", "))
+            }
         }
     }
 }
@@ -92,13 +108,30 @@ impl From<bool> for Scalar {
     }
 }
 
-/// A source, transform or sink: its `type`, its `name` (sinks and transforms) and its keys in
-/// the order given.
+impl<const N: usize> From<[&str; N]> for Scalar {
+    fn from(items: [&str; N]) -> Self {
+        Scalar::List(items.iter().map(|&item| item.into()).collect())
+    }
+}
+
+impl<const N: usize> From<[(&str, &str); N]> for Scalar {
+    fn from(entries: [(&str, &str); N]) -> Self {
+        Scalar::Map(
+            (entries.iter())
+                .map(|&(k, v)| (k.to_owned(), v.into()))
+                .collect(),
+        )
+    }
+}
+
+/// A source, transform or sink: its `type`, its `name` (sinks and transforms), its keys in
+/// the order given, and (a sink) its own chain of transforms.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Component {
     kind: String,
     name: Option<String>,
     keys: Vec<(String, Scalar)>,
+    transforms: Vec<Component>,
 }
 
 impl Component {
@@ -108,6 +141,7 @@ impl Component {
             kind: kind.to_owned(),
             name: None,
             keys: Vec::new(),
+            transforms: Vec::new(),
         }
     }
 
@@ -133,6 +167,12 @@ impl Component {
         keys.iter().fold(self, |c, (k, v)| c.set(k, v.clone()))
     }
 
+    /// One more transform of this sink's own chain (its `transforms`), after the others.
+    pub fn transform(mut self, transform: Component) -> Self {
+        self.transforms.push(transform);
+        self
+    }
+
     /// The value `key` was set to.
     pub fn get(&self, key: &str) -> Option<&Scalar> {
         self.keys.iter().find(|(k, _)| k == key).map(|(_, v)| v)
@@ -153,6 +193,11 @@ impl Component {
         }
         for (key, value) in &self.keys {
             line(out, key, &value.yaml());
+        }
+        if !self.transforms.is_empty() {
+            let _ = writeln!(out, "{indent}{rest}transforms:");
+            let inner = format!("{indent}{rest}  ");
+            (self.transforms.iter()).for_each(|t| t.write_to(out, &inner, "- "));
         }
     }
 }
@@ -283,8 +328,18 @@ mod tests {
                     .set("database.port", 5432u16)
                     .set("database.port", 5433u16),
             )
-            .transform(Component::new("filter").named("f").set("drop", true))
-            .sink(Component::new("file").named("out").set("path", "out.jsonl"))
+            .transform(
+                Component::new("filter")
+                    .named("f")
+                    .set("drop", true)
+                    .set("fields", ["a", "b.c"]),
+            )
+            .sink(
+                Component::new("file")
+                    .named("out")
+                    .set("path", "out.jsonl")
+                    .transform(Component::new("columns").set("rename", [(r"a\.b", "c")])),
+            )
             .yaml();
         let expected = r#"name: "p"
 data_dir: "/tmp/a: b"
@@ -298,10 +353,14 @@ transforms:
   - type: "filter"
     name: "f"
     drop: true
+    fields: ["a", "b.c"]
 sinks:
   - type: "file"
     name: "out"
     path: "out.jsonl"
+    transforms:
+      - type: "columns"
+        rename: { "a\\.b": "c" }
 "#;
         assert_eq!(yaml, expected);
     }
