@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
+
 fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
 }
@@ -148,32 +150,30 @@ fn help_is_available_everywhere() {
 #[test]
 fn fan_out_with_per_sink_transforms_and_stop_after_events() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let d = dir.path().display();
-    let yaml = r"
-name: fanout
-data_dir: DIR/data
-source:
-  type: datagen
-  topic.prefix: shop
-  mix: { insert: 70, update: 30 }
-sinks:
-  - name: raw
-    type: file
-    path: DIR/raw.jsonl
-  - name: routed
-    type: file
-    path: DIR/routed.jsonl
-    schemas.enable: false
-    transforms:
-      - type: route
-        regex: 'shop\.public\.(.*)'
-        replacement: 'audit.$1'
-  - name: screen
-    type: stdout
-"
-    .replace("DIR", &d.to_string());
-    let file = dir.path().join("p.yaml");
-    std::fs::write(&file, yaml).expect("write");
+    let d = dir.path();
+    let source = Component::new("datagen").set("topic.prefix", "shop").set(
+        "mix",
+        Scalar::map(&[("insert", 70u32.into()), ("update", 30u32.into())]),
+    );
+    let route = Component::new("route")
+        .set("regex", r"shop\.public\.(.*)")
+        .set("replacement", "audit.$1");
+    let file = Pipeline::new("fanout", d.join("data"))
+        .source(source)
+        .sink(
+            Component::new("file")
+                .named("raw")
+                .set("path", d.join("raw.jsonl")),
+        )
+        .sink(
+            Component::new("file")
+                .named("routed")
+                .set("path", d.join("routed.jsonl"))
+                .set("schemas.enable", false)
+                .transform(route),
+        )
+        .sink(Component::new("stdout").named("screen"))
+        .write_as(&d.join("p.yaml"));
     let out = sluice()
         .args(["run", "--stop-after-events", "500"])
         .arg(&file)
@@ -209,27 +209,32 @@ sinks:
 #[test]
 fn offset_stores_are_named_by_store_or_type() {
     let dir = tempfile::tempdir().expect("temp dir");
+    let servers = ("bootstrap.servers", Scalar::from("127.0.0.1:9092"));
     for (offsets, ok) in [
-        ("{ type: memory }", true),
+        (vec![("type", Scalar::from("memory"))], true),
         (
-            "{ store: kafka, bootstrap.servers: '127.0.0.1:9092', topic: t }",
+            vec![
+                ("store", "kafka".into()),
+                servers.clone(),
+                ("topic", "t".into()),
+            ],
             true,
         ),
         (
-            "{ type: kafka, bootstrap.servers: '127.0.0.1:9092', replication.factor: 1 }",
+            vec![
+                ("type", "kafka".into()),
+                servers.clone(),
+                ("replication.factor", 1u32.into()),
+            ],
             true,
         ),
-        (
-            "{ type: memory, bootstrap.servers: '127.0.0.1:9092' }",
-            false,
-        ),
+        (vec![("type", "memory".into()), servers], false),
     ] {
-        let path = dir.path().join("p.yaml");
-        std::fs::write(
-            &path,
-            format!("name: p\noffsets: {offsets}\nsource: {{ type: datagen }}\nsinks: [ {{ type: null }} ]\n"),
-        )
-        .expect("write");
+        let path = Pipeline::new("p", dir.path().join("data"))
+            .setting("offsets", &offsets)
+            .source(Component::new("datagen"))
+            .sink(Component::new("null"))
+            .write_as(&dir.path().join("p.yaml"));
         let out = sluice()
             .arg("validate")
             .arg(&path)
@@ -238,7 +243,7 @@ fn offset_stores_are_named_by_store_or_type() {
         assert_eq!(
             out.status.success(),
             ok,
-            "{offsets}: {}",
+            "{offsets:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

@@ -10,25 +10,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
+
 const TOTAL: u64 = 30_000;
 
 fn pipeline(dir: &Path, rate: u64, max_events: Option<u64>) -> PathBuf {
-    let max = max_events
-        .map(|m| format!("  max.events: {m}\n"))
-        .unwrap_or_default();
-    let text = format!(
-        "name: crash\n\
-         data_dir: {dir}/data\n\
-         max_queue_size: 1000\n\
-         max_batch_size: 100\n\
-         offsets: {{ flush_interval: 20ms }}\n\
-         source:\n  type: datagen\n  rate: {rate}\n{max}  mix: {{ insert: 50, update: 35, delete: 15 }}\n\
-         sinks:\n  - name: out\n    type: file\n    path: {dir}/out.jsonl\n    schemas.enable: false\n",
-        dir = dir.display()
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).expect("write pipeline");
-    path
+    let mut source = Component::new("datagen").set("rate", rate as i64);
+    if let Some(m) = max_events {
+        source = source.set("max.events", m as i64);
+    }
+    let mix = Scalar::map(&[
+        ("insert", 50u32.into()),
+        ("update", 35u32.into()),
+        ("delete", 15u32.into()),
+    ]);
+    let out = Component::new("file")
+        .named("out")
+        .set("path", dir.join("out.jsonl"))
+        .set("schemas.enable", false);
+    Pipeline::new("crash", dir.join("data"))
+        .top("max_queue_size", 1000u32)
+        .top("max_batch_size", 100u32)
+        .setting("offsets", &[("flush_interval", "20ms".into())])
+        .source(source.set("mix", mix))
+        .sink(out)
+        .write(dir)
 }
 
 fn start(pipeline: &Path) -> Child {

@@ -12,6 +12,7 @@ use sluice_test_support::feed::{
     after_ids as ids, database, in_order, insert, pipeline, wait_until,
 };
 use sluice_test_support::pg as run;
+use sluice_test_support::pipeline::Component;
 use sluice_test_support::{nats, rabbitmq, redis};
 
 const ROWS: i64 = 5_000;
@@ -24,12 +25,24 @@ fn every_sink_gets_every_event_across_a_kill_9_during_delivery() {
     let nats = nats::Private::start("");
     let rabbit = rabbitmq::Private::start("");
     let sinks = [
-        format!("  - type: redis\n    name: redis\n    address: {}\n", redis.address()),
-        format!("  - type: nats\n    name: nats\n    url: {}\n    create-stream: true\n    stream-name: Fan\n    subjects: fan.>\n", nats.url()),
-        format!("  - type: rabbitmq\n    name: rabbitmq\n    connection.uri: \"{}\"\n    exchange: fan\n    autoCreateExchange: true\n    routingKey: all\n    autoCreateRoutingKey: true\n", rabbit.url()),
-    ]
-    .concat();
-    let path = pipeline(dir.path(), &db, "fan", &sinks);
+        Component::new("redis")
+            .named("redis")
+            .set("address", redis.address()),
+        Component::new("nats")
+            .named("nats")
+            .set("url", nats.url())
+            .set("create-stream", true)
+            .set("stream-name", "Fan")
+            .set("subjects", "fan.>"),
+        Component::new("rabbitmq")
+            .named("rabbitmq")
+            .set("connection.uri", rabbit.url())
+            .set("exchange", "fan")
+            .set("autoCreateExchange", true)
+            .set("routingKey", "all")
+            .set("autoCreateRoutingKey", true),
+    ];
+    let path = pipeline(dir.path(), &db, "fan", sinks);
     let mut child = run::start(&path, &[]);
     let nats_url = nats.url();
     wait_until("the snapshot in NATS", &mut child, |_| {

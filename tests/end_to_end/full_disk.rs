@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
+
 const TOTAL: u64 = 4_000;
 
 /// Unmounts the tmpfs when the test ends, however it ends.
@@ -37,19 +39,29 @@ fn a_full_disk_mid_write_leaves_no_fragment_after_the_retry() {
     let _mounted = Mounted(&disk);
     // Leave about 0.8 MiB free: the events need about 2.5 MiB.
     std::fs::write(disk.join("filler"), vec![0u8; 3_300 << 10]).unwrap();
-    let file = dir.path().join("pipeline.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "name: full\ndata_dir: {d}/data\nmax_batch_size: 200\noffsets: {{ flush_interval: 20ms }}\n\
-             source:\n  type: datagen\n  rate: 0\n  max.events: {TOTAL}\n  mix: {{ insert: 60, update: 40 }}\n\
-             sinks:\n  - name: out\n    type: file\n    path: {disk}/out.jsonl\n    schemas.enable: false\n    \
-             retry: {{ max_retries: 1000, initial_backoff: 20ms, max_backoff: 100ms }}\n",
-            d = dir.path().display(),
-            disk = disk.display()
-        ),
-    )
-    .unwrap();
+    let source = Component::new("datagen")
+        .set("rate", 0u32)
+        .set("max.events", TOTAL as i64)
+        .set(
+            "mix",
+            Scalar::map(&[("insert", 60u32.into()), ("update", 40u32.into())]),
+        );
+    let retry = Scalar::map(&[
+        ("max_retries", 1000u32.into()),
+        ("initial_backoff", "20ms".into()),
+        ("max_backoff", "100ms".into()),
+    ]);
+    let out = Component::new("file")
+        .named("out")
+        .set("path", disk.join("out.jsonl"))
+        .set("schemas.enable", false)
+        .set("retry", retry);
+    let file = Pipeline::new("full", dir.path().join("data"))
+        .top("max_batch_size", 200u32)
+        .setting("offsets", &[("flush_interval", "20ms".into())])
+        .source(source)
+        .sink(out)
+        .write(dir.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("run")
         .arg(&file)

@@ -14,6 +14,7 @@ use base64::Engine;
 use rusqlite::Connection;
 use serde_json::Value as Json;
 use sluice_test_support::pg::free_port;
+use sluice_test_support::pipeline::{Component, Pipeline};
 
 /// A receiver on a free port; killed on drop.
 struct Receiver {
@@ -108,17 +109,24 @@ fn database(dir: &Path, rows: &[(i64, &str)]) -> (PathBuf, Connection) {
     (db, conn)
 }
 
-fn pipeline(dir: &Path, db: &Path, sinks: &str) -> PathBuf {
-    let text = format!(
-        "name: http_test\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
-sinks:\n{sinks}",
-        d = dir.display(),
-        db = db.display()
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The test pipeline of `db` under `dir`, without sinks: offsets flushed every 50 ms, no
+/// restarts, topics under `app`.
+fn base(dir: &Path, db: &Path) -> Pipeline {
+    let source = Component::new("sqlite")
+        .set("database.path", db)
+        .set("topic.prefix", "app")
+        .set("poll.interval.ms", 20u32);
+    Pipeline::new("http_test", dir.join("data"))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+}
+
+/// The test pipeline of `db` into `sinks`, written as `dir/pipeline.yaml`.
+fn pipeline(dir: &Path, db: &Path, sinks: impl IntoIterator<Item = Component>) -> PathBuf {
+    (sinks.into_iter())
+        .fold(base(dir, db), Pipeline::sink)
+        .write(dir)
 }
 
 fn run_until_idle(path: &Path, env: &[(&str, &str)]) -> Output {
@@ -141,17 +149,24 @@ fn events_reach_the_receiver_in_order_and_503s_are_retried_with_the_same_key() {
     let each = Receiver::start(dir.path(), "each", "503:1,503");
     let batched = Receiver::start(dir.path(), "batched", "");
     let array = Receiver::start(dir.path(), "array", "");
-    let sinks = format!(
-        concat!(
-            "  - type: http\n    name: each\n    url: {}\n    schemas.enable: false\n    retry.interval.ms: 100\n",
-            "  - type: http\n    name: batched\n    url: {}\n    request.mode: ndjson\n    schemas.enable: false\n",
-            "  - type: http\n    name: array\n    url: {}\n    request.mode: array\n    method: PUT\n"
-        ),
-        each.url(),
-        batched.url(),
-        array.url()
-    );
-    let path = pipeline(dir.path(), &db, &sinks);
+    let sinks = [
+        Component::new("http")
+            .named("each")
+            .set("url", each.url())
+            .set("schemas.enable", false)
+            .set("retry.interval.ms", 100u32),
+        Component::new("http")
+            .named("batched")
+            .set("url", batched.url())
+            .set("request.mode", "ndjson")
+            .set("schemas.enable", false),
+        Component::new("http")
+            .named("array")
+            .set("url", array.url())
+            .set("request.mode", "array")
+            .set("method", "PUT"),
+    ];
+    let path = pipeline(dir.path(), &db, sinks);
     ok(&run_until_idle(&path, &[]));
 
     let all = each.requests();
@@ -245,14 +260,19 @@ fn refused_requests_stop_the_pipeline_or_are_skipped_per_mode_and_secrets_stay_o
     let dir = tempfile::tempdir().unwrap();
     let (db, _conn) = database(dir.path(), &[(1, "a"), (2, "b")]);
     let receiver = Receiver::start(dir.path(), "refusing", "always:400");
-    let sink = |mode: &str| {
-        format!(
-            "  - type: http\n    url: {}\n    headers:\n      Authorization: Bearer ${{HOOK_TOKEN}}\n    event.processing.failure.handling.mode: {mode}\n",
+    // The header's value reads an environment variable, which the loader interpolates in a
+    // plain scalar only (and a flow mapping cannot hold `${...}` unquoted): the sink is text.
+    let written = |mode: &str| {
+        let sinks = format!(
+            "sinks:\n  - type: http\n    url: {}\n    headers:\n      Authorization: Bearer ${{HOOK_TOKEN}}\n    event.processing.failure.handling.mode: {mode}\n",
             receiver.url()
-        )
+        );
+        let path = dir.path().join("pipeline.yaml");
+        std::fs::write(&path, base(dir.path(), &db).yaml() + &sinks).unwrap();
+        path
     };
     let token = ("HOOK_TOKEN", "s3cr3t-t0ken");
-    let path = pipeline(dir.path(), &db, &sink("fail"));
+    let path = written("fail");
     let failed = run_until_idle(&path, &[token]);
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success(), "{stderr}");
@@ -276,7 +296,7 @@ fn refused_requests_stop_the_pipeline_or_are_skipped_per_mode_and_secrets_stay_o
         "the header's secret is in the logs: {stderr}"
     );
 
-    let path = pipeline(dir.path(), &db, &sink("warn"));
+    let path = written("warn");
     let warned = run_until_idle(&path, &[token]);
     ok(&warned);
     let stderr = String::from_utf8_lossy(&warned.stderr);
@@ -302,14 +322,23 @@ fn cloudevents_go_in_the_structured_and_binary_bindings_and_as_batches() {
     let structured = Receiver::start(dir.path(), "structured", "");
     let binary = Receiver::start(dir.path(), "binary", "");
     let batch = Receiver::start(dir.path(), "batch", "");
+    let http = |name: &str, url: String| {
+        Component::new("http")
+            .named(name)
+            .set("url", url)
+            .set("format", "cloudevents")
+    };
     let sinks = [
-        format!("  - type: file\n    path: {}/ce.jsonl\n    format: cloudevents\n", dir.path().display()),
-        format!("  - type: http\n    name: structured\n    url: {}\n    format: cloudevents\n", structured.url()),
-        format!("  - type: http\n    name: binary\n    url: {}\n    format: cloudevents\n    cloudevents.mode: binary\n", binary.url()),
-        format!("  - type: http\n    name: batch\n    url: {}\n    format: cloudevents\n    request.mode: array\n    schemas.enable: false\n", batch.url()),
-    ]
-    .concat();
-    let path = pipeline(dir.path(), &db, &sinks);
+        Component::new("file")
+            .set("path", dir.path().join("ce.jsonl"))
+            .set("format", "cloudevents"),
+        http("structured", structured.url()),
+        http("binary", binary.url()).set("cloudevents.mode", "binary"),
+        http("batch", batch.url())
+            .set("request.mode", "array")
+            .set("schemas.enable", false),
+    ];
+    let path = pipeline(dir.path(), &db, sinks);
     ok(&run_until_idle(&path, &[]));
     conn.execute_batch("delete from t where id = 2").unwrap();
     ok(&run_until_idle(&path, &[]));

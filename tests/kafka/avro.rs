@@ -9,11 +9,19 @@ use serde_json::Value as Json;
 use sluice_engine::codec::decode_record;
 use sluice_sinks::format::avro::{datum, schema};
 use sluice_sinks::format::NameAdjustment;
+use sluice_test_support::pipeline::Component;
 
 use crate::broker::{self, Consumed};
-use crate::e2e::{kafka_pipeline, unique_prefix};
+use crate::e2e::{file_sink, kafka_pipeline, kafka_sink, unique_prefix};
 use crate::pg;
 use crate::registry::Registry;
+
+/// The Kafka sink at `bootstrap` writing Avro through `registry`.
+fn avro_sink(bootstrap: &str, registry: &Registry) -> Component {
+    kafka_sink(bootstrap)
+        .set("format", "avro")
+        .set("schema.registry.url", &registry.url)
+}
 
 /// Splits the wire format: magic byte, schema id, datum.
 fn wire(bytes: &[u8]) -> (u32, &[u8]) {
@@ -61,14 +69,8 @@ fn avro_through_the_registry_matches_the_file_sink_and_evolves() {
     pg::psql(&db, "insert into t (id, name, price, ratio, day, tags, mood, doc, raw) values (1, 'a', 12.34, 1.5, '2024-02-29', '{x,y}', 'ok', '{\"k\": 1}', '\\x0102'), (2, 'b', null, null, null, null, null, null, null)");
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("avro");
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        &registry.avro_sink(""),
-        Some(""),
-    );
+    let sinks = [avro_sink(&bootstrap, &registry), file_sink(dir.path())];
+    let path = kafka_pipeline(dir.path(), &db, &prefix, sinks);
     let mut child = pg::start(&path, &[]);
     pg::wait_lines(dir.path(), 2, &mut child);
     pg::psql(
@@ -110,14 +112,13 @@ fn record_name_strategies_name_subjects_after_the_records() {
     );
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("avro_rns");
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        &registry.avro_sink("    key.subject.name.strategy: io.confluent.kafka.serializers.subject.RecordNameStrategy\n    value.subject.name.strategy: TopicRecordNameStrategy\n"),
-        None,
-    );
+    let avro = avro_sink(&bootstrap, &registry)
+        .set(
+            "key.subject.name.strategy",
+            "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+        )
+        .set("value.subject.name.strategy", "TopicRecordNameStrategy");
+    let path = kafka_pipeline(dir.path(), &db, &prefix, [avro]);
     pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
     let topic = format!("{prefix}.public.t");
     assert_eq!(
@@ -137,14 +138,10 @@ fn an_unreachable_registry_fails_at_startup_with_one_line() {
     pg::psql(&db, "create table t (id int primary key)");
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{}", pg::free_port());
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        "x",
-        &broker::shared(),
-        &format!("    format: avro\n    schema.registry.url: {url}\n"),
-        None,
-    );
+    let avro = kafka_sink(&broker::shared())
+        .set("format", "avro")
+        .set("schema.registry.url", &url);
+    let path = kafka_pipeline(dir.path(), &db, "x", [avro]);
     let last = pg::run_expecting_failure(&path);
     assert!(
         last.contains(&format!("cannot reach the schema registry at {url}")),
@@ -166,14 +163,8 @@ fn registry_credentials_are_used_and_wrong_ones_fail_at_startup_with_one_line() 
     for (info, ok) in [("sluice:s3cret", true), ("sluice:wrong", false)] {
         let dir = tempfile::tempdir().unwrap();
         let prefix = unique_prefix("avro_auth");
-        let path = kafka_pipeline(
-            dir.path(),
-            &db,
-            &prefix,
-            &bootstrap,
-            &registry.avro_sink(&format!("    basic.auth.user.info: '{info}'\n")),
-            None,
-        );
+        let avro = avro_sink(&bootstrap, &registry).set("basic.auth.user.info", info);
+        let path = kafka_pipeline(dir.path(), &db, &prefix, [avro]);
         if ok {
             pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
             assert_eq!(
@@ -200,14 +191,8 @@ fn names_avro_rejects_are_adjusted() {
     pg::psql(&db, "create table \"order-items\" (id int primary key, \"unit-price\" numeric(8,2)); insert into \"order-items\" values (1, 2.5)");
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("avro_names");
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        &registry.avro_sink(""),
-        None,
-    );
+    let avro = avro_sink(&bootstrap, &registry);
+    let path = kafka_pipeline(dir.path(), &db, &prefix, [avro]);
     pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
     let topic = format!("{prefix}.public.order-items");
     let records = broker::consume(&bootstrap, &[&topic], 1, Duration::from_secs(30));

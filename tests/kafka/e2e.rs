@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value as Json;
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
 
 use crate::broker::{self, java_partition, Consumed};
 use crate::pg;
@@ -19,42 +20,39 @@ pub(crate) fn unique_prefix(name: &str) -> String {
     format!("{name}_{}", nanos % 1_000_000_000_000)
 }
 
-/// A pipeline: the test database into a Kafka sink (`kafka` holds its extra keys, indented by
-/// four spaces; without a `producer` key of its own the sink gets `broker.address.family: v4`)
-/// and, when `file` is set, a file sink with the same format.
+/// The test pipeline from `db` (named after it, topics under `prefix`), without sinks:
+/// [`pg::base`] with its source, and without its file sink.
+pub(crate) fn kafka_base(dir: &Path, db: &str, prefix: &str) -> Pipeline {
+    let source = pg::source(db).set("topic.prefix", prefix);
+    pg::base(dir, db, source, false).without_sinks()
+}
+
+/// [`kafka_base`] into `sinks`, written as `dir/pipeline.yaml`.
 pub(crate) fn kafka_pipeline(
     dir: &Path,
     db: &str,
     prefix: &str,
-    bootstrap: &str,
-    kafka: &str,
-    file: Option<&str>,
+    sinks: impl IntoIterator<Item = Component>,
 ) -> PathBuf {
-    let file = file
-        .map(|extra| {
-            format!(
-                "  - name: file\n    type: file\n    path: {}/out.jsonl\n{extra}",
-                dir.display()
-            )
-        })
-        .unwrap_or_default();
-    let producer = if kafka.contains("    producer:") {
-        ""
-    } else {
-        "    producer: { broker.address.family: v4 }\n"
-    };
-    let text = format!(
-        "name: {db}\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: postgres\n  database.hostname: {h}\n  database.port: {p}\n  database.user: postgres\n  database.dbname: {db}\n  \
-topic.prefix: {prefix}\n  slot.name: {db}\n  publication.name: {db}\n  publication.autocreate.mode: filtered\n  status.update.interval.ms: 200\n\
-sinks:\n  - name: kafka\n    type: kafka\n    bootstrap.servers: {bootstrap}\n{producer}{kafka}{file}",
-        d = dir.display(),
-        h = pg::host(),
-        p = pg::port(),
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).expect("write pipeline");
-    path
+    (sinks.into_iter())
+        .fold(kafka_base(dir, db, prefix), Pipeline::sink)
+        .write(dir)
+}
+
+/// The Kafka sink `kafka` at `bootstrap`, with `producer: { broker.address.family: v4 }` (a
+/// `producer` set after replaces it).
+pub(crate) fn kafka_sink(bootstrap: &str) -> Component {
+    Component::new("kafka")
+        .named("kafka")
+        .set("bootstrap.servers", bootstrap)
+        .set("producer", [("broker.address.family", "v4")])
+}
+
+/// The file sink `file` (`dir/out.jsonl`), for comparison.
+pub(crate) fn file_sink(dir: &Path) -> Component {
+    Component::new("file")
+        .named("file")
+        .set("path", dir.join("out.jsonl"))
 }
 
 fn json(bytes: &Option<Vec<u8>>) -> Json {
@@ -94,14 +92,15 @@ fn end_to_end(name: &str, schemas: bool) {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix(name);
     let bootstrap = broker::shared();
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        &format!("    schemas.enable: {schemas}\n    headers: [op, table, position]\n    topic.creation: {{ partitions: 3 }}\n"),
-        Some(&format!("    schemas.enable: {schemas}\n")),
-    );
+    let kafka = kafka_sink(&bootstrap)
+        .set("schemas.enable", schemas)
+        .set("headers", ["op", "table", "position"])
+        .set(
+            "topic.creation",
+            Scalar::map(&[("partitions", 3u32.into())]),
+        );
+    let file = file_sink(dir.path()).set("schemas.enable", schemas);
+    let path = kafka_pipeline(dir.path(), &db, &prefix, [kafka, file]);
     let mut child = pg::start(&path, &[]);
     pg::wait_lines(dir.path(), 50, &mut child);
     pg::psql(&db, "insert into customers (name, email, score) select 'n' || g, null, g from generate_series(1, 30) g");
@@ -185,8 +184,15 @@ fn cloudevents_records_match_the_file_sink() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("kafka_cloudevents");
     let bootstrap = broker::shared();
-    let format = "    format: cloudevents\n    schemas.enable: false\n";
-    let path = kafka_pipeline(dir.path(), &db, &prefix, &bootstrap, format, Some(format));
+    let format: &[(&str, Scalar)] = &[
+        ("format", "cloudevents".into()),
+        ("schemas.enable", false.into()),
+    ];
+    let sinks = [
+        kafka_sink(&bootstrap).set_all(format),
+        file_sink(dir.path()).set_all(format),
+    ];
+    let path = kafka_pipeline(dir.path(), &db, &prefix, sinks);
     let mut child = pg::start(&path, &[]);
     pg::wait_lines(dir.path(), 20, &mut child);
     pg::psql(
@@ -239,13 +245,20 @@ fn topics_are_created_with_their_groups_settings_or_left_alone() {
     );
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("topics");
+    let special = Scalar::map(&[
+        ("include", r".*\.special".into()),
+        ("partitions", 4u32.into()),
+        ("config", [("cleanup.policy", "compact")].into()),
+    ]);
+    let creation = Scalar::map(&[
+        ("partitions", 2u32.into()),
+        ("groups", Scalar::List(vec![special])),
+    ]);
     let path = kafka_pipeline(
         dir.path(),
         &db,
         &prefix,
-        &bootstrap,
-        "    topic.creation:\n      partitions: 2\n      groups:\n        - include: '.*\\.special'\n          partitions: 4\n          config: { cleanup.policy: compact }\n",
-        None,
+        [kafka_sink(&bootstrap).set("topic.creation", creation)],
     );
     pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
     let parts = broker::partitions(&bootstrap);
@@ -277,18 +290,15 @@ fn topics_are_created_with_their_groups_settings_or_left_alone() {
     broker::create_topic(&bootstrap, &topic, 5);
     pg::psql(&db, "drop table special");
     let dir = tempfile::tempdir().unwrap();
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        "    topic.creation: { enable: false }\n",
-        None,
-    );
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace(&format!("slot.name: {db}"), &format!("slot.name: {db}_2"));
-    std::fs::write(&path, text).unwrap();
+    let source = pg::source(&db)
+        .set("topic.prefix", &prefix)
+        .set("slot.name", format!("{db}_2"));
+    let kafka =
+        kafka_sink(&bootstrap).set("topic.creation", Scalar::map(&[("enable", false.into())]));
+    let path = kafka_base(dir.path(), &db, &prefix)
+        .source(source)
+        .sink(kafka)
+        .write(dir.path());
     pg::finish(pg::start(&path, &["--stop-when-idle", "2s"]));
     assert_eq!(
         broker::consume(&bootstrap, &[&topic], 2, Duration::from_secs(30)).len(),

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
+use sluice_test_support::pipeline::{Component, Scalar};
 
 use crate::broker::{self, PrivateBroker, Reader};
-use crate::e2e::{kafka_pipeline, unique_prefix};
+use crate::e2e::{file_sink, kafka_base, kafka_pipeline, kafka_sink, unique_prefix};
 use crate::pg;
 
 /// Kills the pipeline when the test fails, so it does not hold its slot.
@@ -62,21 +63,23 @@ fn broker_down_for_30_seconds_loses_nothing_and_memory_stays_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("outage");
     // Small queues: while the broker is away the source must stop reading, not buffer.
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        "    producer: { broker.address.family: v4, message.timeout.ms: 10000, reconnect.backoff.max.ms: 1000 }\n    retry: { max_retries: 1000, max_backoff: 2s }\n",
-        None,
-    );
-    let text = std::fs::read_to_string(&path).unwrap();
-    let text = text.replacen(
-        "name: ",
-        "max_queue_size: 4096\nmax_batch_size: 512\nname: ",
-        1,
-    );
-    std::fs::write(&path, text).unwrap();
+    let producer = Scalar::map(&[
+        ("broker.address.family", "v4".into()),
+        ("message.timeout.ms", 10000u32.into()),
+        ("reconnect.backoff.max.ms", 1000u32.into()),
+    ]);
+    let retry = Scalar::map(&[
+        ("max_retries", 1000u32.into()),
+        ("max_backoff", "2s".into()),
+    ]);
+    let sink = kafka_sink(&bootstrap)
+        .set("producer", producer)
+        .set("retry", retry);
+    let path = kafka_base(dir.path(), &db, &prefix)
+        .top("max_queue_size", 4096u32)
+        .top("max_batch_size", 512u32)
+        .sink(sink)
+        .write(dir.path());
     let mut child = KillOnDrop(Some(pg::start(&path, &[])));
     pg::active_slot_pid(&db, child.get());
 
@@ -204,16 +207,15 @@ fn records_the_broker_rejects_stop_the_pipeline_or_are_skipped_per_mode() {
         );
         let dir = tempfile::tempdir().unwrap();
         let prefix = unique_prefix(&format!("reject_{mode}"));
-        let path = kafka_pipeline(
-            dir.path(),
-            &db,
-            &prefix,
-            &bootstrap,
-            &format!(
-                "    event.processing.failure.handling.mode: {mode}\n    schemas.enable: false\n    producer: {{ broker.address.family: v4, message.max.bytes: 2000 }}\n"
-            ),
-            None,
-        );
+        let producer = Scalar::map(&[
+            ("broker.address.family", "v4".into()),
+            ("message.max.bytes", 2000u32.into()),
+        ]);
+        let kafka = kafka_sink(&bootstrap)
+            .set("event.processing.failure.handling.mode", mode)
+            .set("schemas.enable", false)
+            .set("producer", producer);
+        let path = kafka_pipeline(dir.path(), &db, &prefix, [kafka]);
         let child = pg::start(&path, &["--stop-when-idle", "2s"]);
         let (status, stderr) = pg::wait_output(child);
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -254,14 +256,8 @@ fn unreachable_brokers_fail_at_startup_with_one_line() {
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let path = kafka_pipeline(
-            dir.path(),
-            &db,
-            "x",
-            servers,
-            "    connect.timeout: 2s\n",
-            None,
-        );
+        let kafka = kafka_sink(servers).set("connect.timeout", "2s");
+        let path = kafka_pipeline(dir.path(), &db, "x", [kafka]);
         let t0 = Instant::now();
         let last = pg::run_expecting_failure(&path);
         assert!(last.contains("cannot reach the Kafka brokers at"), "{last}");
@@ -283,14 +279,21 @@ fn kafka_and_file_sinks_get_their_own_transform_chains() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("fanout");
     let routed = format!("{prefix}-customers");
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        &prefix,
-        &bootstrap,
-        &format!("    schemas.enable: false\n    transforms:\n      - type: route\n        regex: '.*\\.customers'\n        replacement: {routed}\n"),
-        Some("    schemas.enable: false\n    transforms:\n      - type: mask\n        columns: '.*\\.customers\\.email'\n        chars: 5\n"),
-    );
+    let route = Component::new("route")
+        .set("regex", r".*\.customers")
+        .set("replacement", &routed);
+    let mask = Component::new("mask")
+        .set("columns", r".*\.customers\.email")
+        .set("chars", 5u32);
+    let sinks = [
+        kafka_sink(&bootstrap)
+            .set("schemas.enable", false)
+            .transform(route),
+        file_sink(dir.path())
+            .set("schemas.enable", false)
+            .transform(mask),
+    ];
+    let path = kafka_pipeline(dir.path(), &db, &prefix, sinks);
     let child = pg::start(&path, &["--stop-when-idle", "2s"]);
     pg::finish(child);
     let records = broker::consume(&bootstrap, &[&routed], 20, Duration::from_secs(30));
@@ -324,14 +327,17 @@ fn rejected_credentials_fail_at_startup_with_one_line() {
     let db = pg::fresh_db("kafka_bad_auth");
     pg::psql(&db, "create table t (id int primary key)");
     let dir = tempfile::tempdir().unwrap();
-    let path = kafka_pipeline(
-        dir.path(),
-        &db,
-        "x",
-        &kafka.address(),
-        "    connect.timeout: 5s\n    producer: { broker.address.family: v4, security.protocol: SASL_PLAINTEXT, sasl.mechanism: SCRAM-SHA-256, sasl.username: nobody, sasl.password: not-this-one }\n",
-        None,
-    );
+    let producer = [
+        ("broker.address.family", "v4"),
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "SCRAM-SHA-256"),
+        ("sasl.username", "nobody"),
+        ("sasl.password", "not-this-one"),
+    ];
+    let sink = kafka_sink(&kafka.address())
+        .set("connect.timeout", "5s")
+        .set("producer", producer);
+    let path = kafka_pipeline(dir.path(), &db, "x", [sink]);
     let last = pg::run_expecting_failure(&path);
     assert!(
         last.contains("refused the connection's credentials"),

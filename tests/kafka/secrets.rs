@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use sluice_test_support::pipeline::{Component, Pipeline, Scalar};
+
 use crate::broker;
 
 const SECRETS: &[&str] = &[
@@ -15,9 +17,8 @@ const SECRETS: &[&str] = &[
     "PWSECRET333",
 ];
 
-fn failing_run(dir: &std::path::Path, name: &str, yaml: String) -> String {
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
+fn failing_run(dir: &std::path::Path, name: &str, pipeline: Pipeline) -> String {
+    let path = pipeline.write_as(&dir.join(format!("{name}.yaml")));
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("run")
         .arg(&path)
@@ -36,58 +37,73 @@ fn failing_run(dir: &std::path::Path, name: &str, yaml: String) -> String {
 #[test]
 fn failing_runs_never_print_a_secret() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().display();
-    let pg = format!(
-        "  type: postgres\n  database.url: postgres://nobody:URLSECRET222@127.0.0.1:{}/no_such_db\n  topic.prefix: x\n",
+    let d = dir.path();
+    let url = format!(
+        "postgres://nobody:URLSECRET222@127.0.0.1:{}/no_such_db",
         crate::pg::port()
     );
-    let kafka = |servers: &str, producer: &str| {
-        format!(
-            "  - name: k\n    type: kafka\n    bootstrap.servers: {servers}\n    connect.timeout: 2s\n    format: avro\n    \
-             schema.registry.url: http://reguser:REGSECRET456@127.0.0.1:1\n    basic.auth.user.info: 'user:BASICSECRET789'\n    producer: {{ {producer} }}\n"
-        )
+    let pg = Component::new("postgres")
+        .set("database.url", url)
+        .set("topic.prefix", "x");
+    let kafka = |servers: &str, producer: Scalar| {
+        Component::new("kafka")
+            .named("k")
+            .set("bootstrap.servers", servers)
+            .set("connect.timeout", "2s")
+            .set("format", "avro")
+            .set(
+                "schema.registry.url",
+                "http://reguser:REGSECRET456@127.0.0.1:1",
+            )
+            .set("basic.auth.user.info", "user:BASICSECRET789")
+            .set("producer", producer)
     };
+    let file = Component::new("file")
+        .named("f")
+        .set("path", d.join("out.jsonl"));
+    // The pipeline `name`, its offsets kept in `dir/<name>`, without restarts.
+    let base = |name: &str| {
+        Pipeline::new(name, d.join(name)).setting("restart", &[("max_retries", 0u32.into())])
+    };
+    let sasl = [
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", "u"),
+        ("sasl.password", "SASLSECRET000"),
+        ("ssl.key.password", "SSLKEYSECRET111"),
+    ];
+    let passwords = [
+        ("sasl.password", "SASLSECRET000"),
+        ("ssl.key.password", "SSLKEYSECRET111"),
+    ];
+    let unreachable = Component::new("postgres")
+        .set("database.hostname", "127.0.0.1")
+        .set("database.port", 1u32)
+        .set("database.user", "someone")
+        .set("database.password", "PWSECRET333")
+        .set("database.dbname", "x")
+        .set("topic.prefix", "x");
     let logs = [
         // The broker cannot be reached, with SASL configured.
         failing_run(
-            dir.path(),
+            d,
             "broker",
-            format!(
-                "name: a\ndata_dir: {d}/a\nrestart: {{ max_retries: 0 }}\nsource:\n{pg}sinks:\n{}",
-                kafka(
-                    "127.0.0.1:1",
-                    "security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, sasl.username: u, sasl.password: SASLSECRET000, ssl.key.password: SSLKEYSECRET111"
-                )
-            ),
+            base("a")
+                .source(pg.clone())
+                .sink(kafka("127.0.0.1:1", sasl.into())),
         ),
         // The broker is there; the registry is not.
         failing_run(
-            dir.path(),
+            d,
             "registry",
-            format!(
-                "name: b\ndata_dir: {d}/b\nrestart: {{ max_retries: 0 }}\nsource:\n{pg}sinks:\n{}",
-                kafka(
-                    &broker::shared(),
-                    "sasl.password: SASLSECRET000, ssl.key.password: SSLKEYSECRET111"
-                )
-            ),
+            base("b")
+                .source(pg.clone())
+                .sink(kafka(&broker::shared(), passwords.into())),
         ),
         // The database refuses (no such database).
-        failing_run(
-            dir.path(),
-            "database",
-            format!(
-                "name: c\ndata_dir: {d}/c\nrestart: {{ max_retries: 0 }}\nsource:\n{pg}sinks:\n  - name: f\n    type: file\n    path: {d}/out.jsonl\n"
-            ),
-        ),
+        failing_run(d, "database", base("c").source(pg).sink(file.clone())),
         // The database cannot be reached, with the password in its own field.
-        failing_run(
-            dir.path(),
-            "password",
-            format!(
-                "name: e\ndata_dir: {d}/e\nrestart: {{ max_retries: 0 }}\nsource:\n  type: postgres\n  database.hostname: 127.0.0.1\n  database.port: 1\n  database.user: someone\n  database.password: PWSECRET333\n  database.dbname: x\n  topic.prefix: x\nsinks:\n  - name: f\n    type: file\n    path: {d}/out.jsonl\n"
-            ),
-        ),
+        failing_run(d, "password", base("e").source(unreachable).sink(file)),
     ];
     // A configuration error on a secret field names the field, not the value.
     let bad = dir.path().join("bad.yaml");

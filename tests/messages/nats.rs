@@ -11,6 +11,7 @@ use sluice_test_support::feed::{
 };
 use sluice_test_support::nats::{self as server, Private, Stored};
 use sluice_test_support::pg as run;
+use sluice_test_support::pipeline::{Component, Scalar};
 
 use crate::scenarios::Bus;
 
@@ -22,8 +23,11 @@ impl Bus for Nats {
     const EXAMPLE: (&'static str, &'static str) = ("sqlite-nats", "NATS_URL");
     const SENT_AGAIN: &'static str =
         "NATS did not acknowledge every message; publishing the rest again";
-    const QUICK_RETRIES: &'static str =
-        "async.timeout.ms: 1000\nsync.retry.interval.ms: 100\nsync.retry.max.interval.ms: 1000";
+    const QUICK_RETRIES: &'static [(&'static str, Scalar)] = &[
+        ("async.timeout.ms", Scalar::Integer(1000)),
+        ("sync.retry.interval.ms", Scalar::Integer(100)),
+        ("sync.retry.max.interval.ms", Scalar::Integer(1000)),
+    ];
     const DROPS_REPEATS: bool = true;
 
     fn start() -> Self {
@@ -32,9 +36,10 @@ impl Bus for Nats {
     fn address(&self) -> String {
         self.0.url()
     }
-    fn sink(&self, prefix: &str, more: &str) -> String {
-        let stream = format!("create-stream: true\nstream-name: {prefix}\n{more}");
-        sink("bus", &self.0.url(), &stream)
+    fn sink(&self, prefix: &str) -> Component {
+        sink("bus", &self.0.url())
+            .set("create-stream", true)
+            .set("stream-name", prefix)
     }
     fn bodies(&self, prefix: &str) -> Vec<String> {
         let stored = server::messages(&self.0.url(), prefix);
@@ -69,13 +74,9 @@ fn ids(messages: &[Stored]) -> Vec<i64> {
     after_ids(messages.iter().map(|m| m.payload.as_str()))
 }
 
-/// A sink's lines: `nats` with `url` and more settings.
-fn sink(name: &str, url: &str, more: &str) -> String {
-    let mut text = format!("  - type: nats\n    name: {name}\n    url: {url}\n");
-    for line in more.lines().filter(|l| !l.is_empty()) {
-        text.push_str(&format!("    {line}\n"));
-    }
-    text
+/// The sink `name`: `nats` at `url` (more keys set by the caller).
+fn sink(name: &str, url: &str) -> Component {
+    Component::new("nats").named(name).set("url", url)
 }
 
 #[test]
@@ -84,13 +85,20 @@ fn messages_are_the_file_sinks_values_on_their_topics_subjects_with_ids_of_their
     let (db, conn) = database(dir.path(), 3);
     let private = Private::start("");
     let url = private.url();
-    let sinks = sink("plain", &url, "create-stream: true\nstream-name: Plain")
-        + &sink(
-            "templated",
-            &url,
-            "create-stream: true\nstream-name: Templated\nsubject: cdc.${topic}\nsubjects: cdc.*.*.*\nstorage: memory\nschemas.enable: false",
-        );
-    let path = pipeline(dir.path(), &db, "e2e", &sinks);
+    let sinks = [
+        sink("plain", &url)
+            .set("create-stream", true)
+            .set("stream-name", "Plain"),
+        // `${topic}` is the sink's template (kept as written, quoted or not).
+        sink("templated", &url)
+            .set("create-stream", true)
+            .set("stream-name", "Templated")
+            .set("subject", "cdc.${topic}")
+            .set("subjects", "cdc.*.*.*")
+            .set("storage", "memory")
+            .set("schemas.enable", false),
+    ];
+    let path = pipeline(dir.path(), &db, "e2e", sinks);
     ok(&run_until_idle(&path));
     conn.execute_batch("update t set v = 'x' where id = 1; delete from t where id = 2;")
         .unwrap();
@@ -138,7 +146,7 @@ fn a_replay_from_scratch_is_dropped_by_jetstreams_duplicate_window() {
     let private = Private::start("");
     let url = private.url();
     server::add_stream(&url, "Replay", &["replay.>"]);
-    let path = pipeline(dir.path(), &db, "replay", &sink("bus", &url, ""));
+    let path = pipeline(dir.path(), &db, "replay", [sink("bus", &url)]);
     ok(&run_until_idle(&path));
     assert_eq!(
         ids(&server::messages(&url, "Replay")),
@@ -165,16 +173,13 @@ fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
     let private = Private::start("authorization { user: app, password: \"right-pa55\" }");
     let url = private.url();
     let login = |password: &str| {
-        format!(
-            "create-stream: true\nstream-name: Login\nauth.user: app\nauth.password: {password}"
-        )
+        sink("bus", &url)
+            .set("create-stream", true)
+            .set("stream-name", "Login")
+            .set("auth.user", "app")
+            .set("auth.password", password)
     };
-    let path = pipeline(
-        dir.path(),
-        &db,
-        "login",
-        &sink("bus", &url, &login("wr0ng-pa55-x")),
-    );
+    let path = pipeline(dir.path(), &db, "login", [login("wr0ng-pa55-x")]);
     let o = run_until_idle(&path);
     let error = error_line(&o);
     assert!(
@@ -186,12 +191,7 @@ fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("wr0ng-pa55-x"));
 
     // The right password goes through.
-    let path = pipeline(
-        dir.path(),
-        &db,
-        "login",
-        &sink("bus", &url, &login("right-pa55")),
-    );
+    let path = pipeline(dir.path(), &db, "login", [login("right-pa55")]);
     ok(&run_until_idle(&path));
     let options =
         async_nats::ConnectOptions::with_user_and_password("app".into(), "right-pa55".into());
@@ -201,7 +201,7 @@ fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
     );
 
     let closed = format!("nats://127.0.0.1:{}", run::free_port());
-    let path = pipeline(dir.path(), &db, "login", &sink("bus", &closed, ""));
+    let path = pipeline(dir.path(), &db, "login", [sink("bus", &closed)]);
     let error = error_line(&run_until_idle(&path));
     assert!(
         error.contains(&format!("cannot reach NATS at {closed}")) && error.contains("check `url`"),
@@ -216,7 +216,7 @@ fn a_subject_no_stream_takes_stops_the_pipeline_with_the_fix() {
     let private = Private::start("");
     let url = private.url();
     server::add_stream(&url, "Other", &["other.>"]);
-    let path = pipeline(dir.path(), &db, "nostream", &sink("bus", &url, ""));
+    let path = pipeline(dir.path(), &db, "nostream", [sink("bus", &url)]);
     let error = error_line(&run_until_idle(&path));
     assert!(
         error.contains("no JetStream stream takes subject `nostream.main.t`")
@@ -234,12 +234,10 @@ fn a_subject_no_stream_takes_stops_the_pipeline_with_the_fix() {
         "{error}"
     );
     // `validate` sees it in the subjects of a stream the sink would create.
-    let path = pipeline(
-        dir.path(),
-        &db,
-        "nostream",
-        &sink("bus", &url, "create-stream: true\nsubjects: \">\""),
-    );
+    let wide = sink("bus", &url)
+        .set("create-stream", true)
+        .set("subjects", ">");
+    let path = pipeline(dir.path(), &db, "nostream", [wide]);
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("validate")
         .arg(&path)
@@ -263,8 +261,11 @@ fn a_message_over_max_payload_follows_the_failure_mode() {
     insert(&conn, 3..=3);
     let private = Private::start("max_payload: 2048");
     let url = private.url();
-    let stream = "create-stream: true\nstream-name: Big\nschemas.enable: false";
-    let path = pipeline(dir.path(), &db, "big", &sink("bus", &url, stream));
+    let stream = sink("bus", &url)
+        .set("create-stream", true)
+        .set("stream-name", "Big")
+        .set("schemas.enable", false);
+    let path = pipeline(dir.path(), &db, "big", [stream.clone()]);
     let error = error_line(&run_until_idle(&path));
     assert!(
         error.contains("subject `big.main.t`")
@@ -273,8 +274,8 @@ fn a_message_over_max_payload_follows_the_failure_mode() {
         "{error}"
     );
 
-    let warn = format!("{stream}\nevent.processing.failure.handling.mode: warn");
-    let path = pipeline(dir.path(), &db, "big", &sink("bus", &url, &warn));
+    let warn = stream.set("event.processing.failure.handling.mode", "warn");
+    let path = pipeline(dir.path(), &db, "big", [warn]);
     let stderr = ok(&run_until_idle(&path));
     assert!(stderr.contains("Skipped an event"), "{stderr}");
     let stored = server::messages(&url, "Big");

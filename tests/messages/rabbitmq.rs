@@ -10,6 +10,7 @@ use sluice_test_support::feed::{
     after_ids, database, error_line, in_order, insert, ok, pipeline, run_until_idle, wait_until,
 };
 use sluice_test_support::pg as run;
+use sluice_test_support::pipeline::{Component, Scalar};
 
 use crate::scenarios::Bus;
 use sluice_test_support::rabbitmq::{self as broker, Got, Private};
@@ -22,8 +23,11 @@ impl Bus for Rabbitmq {
     const EXAMPLE: (&'static str, &'static str) = ("sqlite-rabbitmq", "RABBITMQ_URL");
     const SENT_AGAIN: &'static str =
         "RabbitMQ did not confirm every message; publishing the rest again";
-    const QUICK_RETRIES: &'static str =
-        "ackTimeout: 2000\nretry.initial.delay.ms: 100\nretry.max.delay.ms: 1000";
+    const QUICK_RETRIES: &'static [(&'static str, Scalar)] = &[
+        ("ackTimeout", Scalar::Integer(2000)),
+        ("retry.initial.delay.ms", Scalar::Integer(100)),
+        ("retry.max.delay.ms", Scalar::Integer(1000)),
+    ];
     const DROPS_REPEATS: bool = false;
 
     fn start() -> Self {
@@ -32,9 +36,12 @@ impl Bus for Rabbitmq {
     fn address(&self) -> String {
         self.0.url()
     }
-    fn sink(&self, prefix: &str, more: &str) -> String {
-        let route = format!("exchange: {prefix}_x\nautoCreateExchange: true\nroutingKey: {prefix}\nautoCreateRoutingKey: true\n{more}");
-        sink("bus", &self.0.url(), &route)
+    fn sink(&self, prefix: &str) -> Component {
+        sink("bus", &self.0.url())
+            .set("exchange", format!("{prefix}_x"))
+            .set("autoCreateExchange", true)
+            .set("routingKey", prefix)
+            .set("autoCreateRoutingKey", true)
     }
     fn bodies(&self, prefix: &str) -> Vec<String> {
         (broker::drain(&self.0.url(), prefix).into_iter())
@@ -75,13 +82,11 @@ fn ids(messages: &[Got]) -> Vec<i64> {
     after_ids(messages.iter().map(|m| m.body.as_str()))
 }
 
-/// A sink's lines: `rabbitmq` at `uri` with more settings.
-fn sink(name: &str, uri: &str, more: &str) -> String {
-    let mut text = format!("  - type: rabbitmq\n    name: {name}\n    connection.uri: \"{uri}\"\n");
-    for line in more.lines().filter(|l| !l.is_empty()) {
-        text.push_str(&format!("    {line}\n"));
-    }
-    text
+/// The sink `name`: `rabbitmq` at `uri` (more keys set by the caller).
+fn sink(name: &str, uri: &str) -> Component {
+    Component::new("rabbitmq")
+        .named(name)
+        .set("connection.uri", uri)
 }
 
 #[test]
@@ -93,16 +98,19 @@ fn messages_are_the_file_sinks_values_routed_by_topic_and_persistent() {
     let (created, cdc) = (unique("e2e_created"), unique("e2e_cdc"));
     broker::exchange(&url, &exchange);
     broker::bind(&url, &queue, &exchange, "#");
-    let sinks = sink(
-        "topic",
-        &url,
-        &format!("exchange: {exchange}\nroutingKey.source: topic"),
-    ) + &sink(
-        "static",
-        &url,
-        &format!("exchange: {created}\nautoCreateExchange: true\nroutingKey: {cdc}\nautoCreateRoutingKey: true\nschemas.enable: false\nnull.value: gone"),
-    );
-    let path = pipeline(dir.path(), &db, "e2e", &sinks);
+    let sinks = [
+        sink("topic", &url)
+            .set("exchange", &exchange)
+            .set("routingKey.source", "topic"),
+        sink("static", &url)
+            .set("exchange", &created)
+            .set("autoCreateExchange", true)
+            .set("routingKey", &cdc)
+            .set("autoCreateRoutingKey", true)
+            .set("schemas.enable", false)
+            .set("null.value", "gone"),
+    ];
+    let path = pipeline(dir.path(), &db, "e2e", sinks);
     ok(&run_until_idle(&path));
     conn.execute_batch("update t set v = 'x' where id = 1; delete from t where id = 2;")
         .unwrap();
@@ -139,14 +147,18 @@ fn messages_are_the_file_sinks_values_routed_by_topic_and_persistent() {
 fn a_wrong_login_address_or_virtual_host_stops_the_start_with_one_line_and_no_secret() {
     let dir = tempfile::tempdir().unwrap();
     let (db, _conn) = database(dir.path(), 1);
-    let parts = |more: &str| {
-        format!("  - type: rabbitmq\n    name: bus\n    connection.host: 127.0.0.1\n    exchange: x\n{more}")
+    let parts = |key: &str, value: Scalar| {
+        Component::new("rabbitmq")
+            .named("bus")
+            .set("connection.host", "127.0.0.1")
+            .set("exchange", "x")
+            .set(key, value)
     };
     let path = pipeline(
         dir.path(),
         &db,
         "login",
-        &parts("    connection.password: wr0ng-pa55-x\n"),
+        [parts("connection.password", "wr0ng-pa55-x".into())],
     );
     let o = run_until_idle(&path);
     let error = error_line(&o);
@@ -162,7 +174,7 @@ fn a_wrong_login_address_or_virtual_host_stops_the_start_with_one_line_and_no_se
         dir.path(),
         &db,
         "login",
-        &parts("    connection.virtual.host: nowhere\n"),
+        [parts("connection.virtual.host", "nowhere".into())],
     );
     let error = error_line(&run_until_idle(&path));
     assert!(
@@ -175,7 +187,7 @@ fn a_wrong_login_address_or_virtual_host_stops_the_start_with_one_line_and_no_se
         dir.path(),
         &db,
         "login",
-        &parts(&format!("    connection.port: {closed}\n")),
+        [parts("connection.port", closed.into())],
     );
     let error = error_line(&run_until_idle(&path));
     assert!(
@@ -195,7 +207,7 @@ fn a_missing_exchange_or_a_key_no_queue_takes_stops_the_pipeline_with_the_fix() 
         dir.path(),
         &db,
         "missing",
-        &sink("bus", &url, &format!("exchange: {exchange}")),
+        [sink("bus", &url).set("exchange", &exchange)],
     );
     let error = error_line(&run_until_idle(&path));
     assert!(
@@ -231,12 +243,12 @@ fn a_user_without_write_permission_or_a_message_over_max_message_size_stops_or_s
     broker::exchange(&url, "cdc");
     broker::bind(&url, "all", "cdc", "#");
     let reader = url.replace("guest:guest", "reader:reader-pw");
-    let path = pipeline(
-        dir.path(),
-        &db,
-        "perm",
-        &sink("bus", &reader, "exchange: cdc\nroutingKey.source: topic"),
-    );
+    let by_topic = |uri: &str| {
+        sink("bus", uri)
+            .set("exchange", "cdc")
+            .set("routingKey.source", "topic")
+    };
+    let path = pipeline(dir.path(), &db, "perm", [by_topic(&reader)]);
     let error = error_line(&run_until_idle(&path));
     assert!(
         error.contains("user `reader` may not publish to exchange `cdc`"),
@@ -245,8 +257,8 @@ fn a_user_without_write_permission_or_a_message_over_max_message_size_stops_or_s
     assert!(error.contains("rabbitmqctl set_permissions"), "{error}");
     assert_eq!(broker::count(&url, "all"), 0);
 
-    let more = "exchange: cdc\nroutingKey.source: topic\nschemas.enable: false";
-    let path = pipeline(dir.path(), &db, "big", &sink("bus", &url, more));
+    let more = by_topic(&url).set("schemas.enable", false);
+    let path = pipeline(dir.path(), &db, "big", [more.clone()]);
     let error = error_line(&run_until_idle(&path));
     assert!(
         error.contains("the broker refused a message of")
@@ -254,8 +266,8 @@ fn a_user_without_write_permission_or_a_message_over_max_message_size_stops_or_s
             && error.contains("event.processing.failure.handling.mode: warn"),
         "{error}"
     );
-    let warn = format!("{more}\nevent.processing.failure.handling.mode: warn");
-    let path = pipeline(dir.path(), &db, "big", &sink("bus", &url, &warn));
+    let warn = more.set("event.processing.failure.handling.mode", "warn");
+    let path = pipeline(dir.path(), &db, "big", [warn]);
     let stderr = ok(&run_until_idle(&path));
     assert!(stderr.contains("Skipped an event"), "{stderr}");
     // The snapshot's rows 1-3 and the inserts of 2 and 3; the first run stopped after row 1
@@ -274,8 +286,13 @@ fn publishing_waits_while_the_broker_blocks_it_and_goes_on_after() {
     broker::exchange(&url, "cdc");
     broker::bind(&url, "all", "cdc", "#");
     private.ctl(&["set_vm_memory_high_watermark", "absolute", "1"]);
-    let more = "exchange: cdc\nroutingKey.source: topic\nackTimeout: 1000\nretry.initial.delay.ms: 100\nretry.max.delay.ms: 500";
-    let path = pipeline(dir.path(), &db, "alarm", &sink("bus", &url, more));
+    let blocked = sink("bus", &url)
+        .set("exchange", "cdc")
+        .set("routingKey.source", "topic")
+        .set("ackTimeout", 1000u32)
+        .set("retry.initial.delay.ms", 100u32)
+        .set("retry.max.delay.ms", 500u32);
+    let path = pipeline(dir.path(), &db, "alarm", [blocked]);
     let mut child = run::start(&path, &[]);
     let t0 = Instant::now();
     wait_until("the block", &mut child, |child| {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use sluice_test_support::feed::{database, error_line, ok, pipeline, run_until_idle, wait_until};
 use sluice_test_support::pg as run;
+use sluice_test_support::pipeline::{Component, Scalar};
 
 use crate::scenarios::Bus;
 use sluice_test_support::redis::{self as server, Private};
@@ -20,7 +21,10 @@ pub(crate) struct Redis(Private);
 impl Bus for Redis {
     const EXAMPLE: (&'static str, &'static str) = ("sqlite-redis", "REDIS_ADDRESS");
     const SENT_AGAIN: &'static str = "Redis did not take the entries; trying again";
-    const QUICK_RETRIES: &'static str = "retry.initial.delay.ms: 100\nretry.max.delay.ms: 1000";
+    const QUICK_RETRIES: &'static [(&'static str, Scalar)] = &[
+        ("retry.initial.delay.ms", Scalar::Integer(100)),
+        ("retry.max.delay.ms", Scalar::Integer(1000)),
+    ];
     const DROPS_REPEATS: bool = false;
 
     fn start() -> Self {
@@ -29,15 +33,10 @@ impl Bus for Redis {
     fn address(&self) -> String {
         self.0.address()
     }
-    fn sink(&self, _prefix: &str, more: &str) -> String {
-        let mut text = format!(
-            "  - type: redis\n    name: bus\n    address: {}\n",
-            self.0.address()
-        );
-        for line in more.lines().filter(|l| !l.is_empty()) {
-            text.push_str(&format!("    {line}\n"));
-        }
-        text
+    fn sink(&self, _prefix: &str) -> Component {
+        Component::new("redis")
+            .named("bus")
+            .set("address", self.0.address())
     }
     fn bodies(&self, prefix: &str) -> Vec<String> {
         self.example_bodies(&format!("{prefix}.main.t"))
@@ -99,12 +98,18 @@ fn entries_are_debezium_servers_compact_and_extended_forms_of_the_file_sinks_eve
     let (db, conn) = database(dir.path(), 3);
     let private = Private::start(&[]);
     let prefix = prefix("redis_e2e");
-    let sinks = format!(
-        "  - type: redis\n    name: compact\n    address: {}\n  - type: redis\n    name: extended\n    address: {}\n    message.format: extended\n    schemas.enable: false\n    null.value: gone\n",
-        server::address(),
-        private.address()
-    );
-    let path = pipeline(dir.path(), &db, &prefix, &sinks);
+    let sinks = [
+        Component::new("redis")
+            .named("compact")
+            .set("address", server::address()),
+        Component::new("redis")
+            .named("extended")
+            .set("address", private.address())
+            .set("message.format", "extended")
+            .set("schemas.enable", false)
+            .set("null.value", "gone"),
+    ];
+    let path = pipeline(dir.path(), &db, &prefix, sinks);
     ok(&run_until_idle(&path));
     conn.execute_batch("update t set v = 'x' where id = 1; delete from t where id = 2;")
         .unwrap();
@@ -150,9 +155,12 @@ fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
     let (db, _conn) = database(dir.path(), 1);
     let private = Private::start(&["--requirepass", "right-pa55"]);
     let sink = |address: &str| {
-        format!("  - type: redis\n    name: cache\n    address: {address}\n    password: wr0ng-pa55-x\n")
+        Component::new("redis")
+            .named("cache")
+            .set("address", address)
+            .set("password", "wr0ng-pa55-x")
     };
-    let path = pipeline(dir.path(), &db, "login", &sink(&private.address()));
+    let path = pipeline(dir.path(), &db, "login", [sink(&private.address())]);
     let o = run_until_idle(&path);
     let error = error_line(&o);
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -168,7 +176,7 @@ fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
     assert!(!stderr.contains("wr0ng-pa55-x"), "{stderr}");
 
     let closed = format!("127.0.0.1:{}", run::free_port());
-    let path = pipeline(dir.path(), &db, "login", &sink(&closed));
+    let path = pipeline(dir.path(), &db, "login", [sink(&closed)]);
     let o = run_until_idle(&path);
     let error = error_line(&o);
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -183,7 +191,7 @@ fn a_wrong_login_or_address_stops_the_start_with_one_line_and_no_secret() {
         dir.path(),
         &db,
         "login",
-        "  - type: redis\n    address: localhost\n",
+        [Component::new("redis").set("address", "localhost")],
     );
     let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("validate")
@@ -218,11 +226,11 @@ fn a_user_without_xadd_stops_the_pipeline_with_the_grant_to_add() {
         )
         .query::<()>(&mut conn)
         .unwrap();
-    let sinks = format!(
-        "  - type: redis\n    address: {}\n    user: reader\n    password: reader-pw\n",
-        private.address()
-    );
-    let path = pipeline(dir.path(), &db, "acl", &sinks);
+    let sink = Component::new("redis")
+        .set("address", private.address())
+        .set("user", "reader")
+        .set("password", "reader-pw");
+    let path = pipeline(dir.path(), &db, "acl", [sink]);
     let o = run_until_idle(&path);
     let error = error_line(&o);
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -260,11 +268,11 @@ fn writing_pauses_above_the_memory_threshold_and_goes_on_below_it() {
         .arg(used * 100 / 95)
         .query::<()>(&mut conn)
         .unwrap();
-    let sinks = format!(
-        "  - type: redis\n    address: {}\n    retry.initial.delay.ms: 100\n    retry.max.delay.ms: 200\n",
-        private.address()
-    );
-    let path = pipeline(dir.path(), &db, "memory", &sinks);
+    let sink = Component::new("redis")
+        .set("address", private.address())
+        .set("retry.initial.delay.ms", 100u32)
+        .set("retry.max.delay.ms", 200u32);
+    let path = pipeline(dir.path(), &db, "memory", [sink]);
     let mut child = run::start(&path, &[]);
     let address = private.address();
     wait_until("the pause", &mut child, |child| {
@@ -306,11 +314,12 @@ fn wait_enabled_acknowledges_once_the_replica_has_the_entries_and_maxlen_trims()
         assert!(t0.elapsed() < Duration::from_secs(30), "{info}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let sinks = format!(
-        "  - type: redis\n    address: {}\n    wait.enabled: true\n    stream.maxlen: 10\n    batch.size: 100\n",
-        primary.address()
-    );
-    let path = pipeline(dir.path(), &db, "wait", &sinks);
+    let sink = Component::new("redis")
+        .set("address", primary.address())
+        .set("wait.enabled", true)
+        .set("stream.maxlen", 10u32)
+        .set("batch.size", 100u32);
+    let path = pipeline(dir.path(), &db, "wait", [sink]);
     ok(&run_until_idle(&path));
     let on_primary = server::entries(&primary.address(), "wait.main.t");
     let on_replica = server::entries(&replica.address(), "wait.main.t");

@@ -8,6 +8,7 @@ use sluice_test_support::feed::{
     after_ids, database, in_order, insert, ok, outage, pipeline, run_until_idle, wait_until,
 };
 use sluice_test_support::pg as run;
+use sluice_test_support::pipeline::{Component, Scalar};
 
 /// A message sink's server, private to a test, and what it holds.
 pub(crate) trait Bus: Sized {
@@ -16,7 +17,7 @@ pub(crate) trait Bus: Sized {
     /// The log line of a sink sending again what its server did not acknowledge.
     const SENT_AGAIN: &'static str;
     /// Settings that make the sink retry quickly.
-    const QUICK_RETRIES: &'static str;
+    const QUICK_RETRIES: &'static [(&'static str, Scalar)];
     /// Whether the server drops what is sent again (by the messages' ids): an outage then
     /// stores nothing twice.
     const DROPS_REPEATS: bool;
@@ -25,9 +26,8 @@ pub(crate) trait Bus: Sized {
     fn start() -> Self;
     /// Where it is, as the example's variable names it.
     fn address(&self) -> String;
-    /// Sink lines (`  - type: ...`) taking the events of the pipeline whose topic prefix is
-    /// `prefix`, with `more` settings.
-    fn sink(&self, prefix: &str, more: &str) -> String;
+    /// The sink `bus` taking the events of the pipeline whose topic prefix is `prefix`.
+    fn sink(&self, prefix: &str) -> Component;
     /// The bodies stored of the events of `prefix`'s pipeline, in order.
     fn bodies(&self, prefix: &str) -> Vec<String>;
     /// How many are stored, read without taking them.
@@ -47,11 +47,12 @@ pub(crate) fn cloudevents_are_the_file_sinks<B: Bus>() {
     let dir = tempfile::tempdir().unwrap();
     let (db, _conn) = database(dir.path(), 3);
     let bus = B::start();
-    let sinks = format!(
-        "  - type: file\n    name: ce\n    path: {}/ce.jsonl\n    format: cloudevents\n",
-        dir.path().display()
-    ) + &bus.sink("ce", "format: cloudevents");
-    let path = pipeline(dir.path(), &db, "ce", &sinks);
+    let file = Component::new("file")
+        .named("ce")
+        .set("path", dir.path().join("ce.jsonl"))
+        .set("format", "cloudevents");
+    let sinks = [file, bus.sink("ce").set("format", "cloudevents")];
+    let path = pipeline(dir.path(), &db, "ce", sinks);
     ok(&run_until_idle(&path));
     let file: Vec<Json> = std::fs::read_to_string(dir.path().join("ce.jsonl"))
         .unwrap()
@@ -76,12 +77,8 @@ pub(crate) fn a_server_stopped_mid_stream_loses_nothing<B: Bus>() {
     let dir = tempfile::tempdir().unwrap();
     let (db, conn) = database(dir.path(), 100);
     let mut bus = B::start();
-    let path = pipeline(
-        dir.path(),
-        &db,
-        "outage",
-        &bus.sink("outage", B::QUICK_RETRIES),
-    );
+    let sink = bus.sink("outage").set_all(B::QUICK_RETRIES);
+    let path = pipeline(dir.path(), &db, "outage", [sink]);
     let mut child = run::start(&path, &[]);
     wait_until("the first 100 messages", &mut child, |_| {
         bus.count("outage") >= 100

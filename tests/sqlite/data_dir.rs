@@ -2,7 +2,7 @@
 //! same file run twice, or two files naming one `data_dir` under `sluice serve`) is refused
 //! with one line naming the holder, and the first goes on untouched.
 
-use super::serve::{created_ids, insert, serve, serve_pipeline, terminate, wait_ids};
+use super::serve::{created_ids, insert, serve, serve_base, terminate, wait_ids};
 use super::*;
 use sluice_test_support::pg::admin_call;
 
@@ -91,7 +91,10 @@ fn serve_runs_one_of_two_pipelines_sharing_a_data_dir() {
             "create table t (id integer primary key, v text);",
             &["t"],
         );
-        let yaml = serve_pipeline(root, name, &db, "").replace("/data-b\n", "/data-a\n");
+        // Both keep their offsets in `data-a`.
+        let yaml = serve_base(root, name, &db, &[])
+            .data_dir(root.join("data-a"))
+            .yaml();
         std::fs::write(watched.join(format!("{name}.yaml")), yaml).unwrap();
         conns.push(conn);
     }

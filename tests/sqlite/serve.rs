@@ -6,15 +6,16 @@
 use super::*;
 use sluice_test_support::pg::admin_call;
 
-/// A pipeline file `name` reading `db` into `<dir>/<name>.jsonl`.
-pub(super) fn serve_pipeline(dir: &Path, name: &str, db: &Path, extra: &str) -> String {
-    format!(
-        "name: {name}\ndata_dir: {d}/data-{name}\noffsets: {{ flush_interval: 50ms }}\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: {name}\n  poll.interval.ms: 20\n{extra}\
-sinks:\n  - type: file\n    path: {d}/{name}.jsonl\n    schemas.enable: false\n",
-        d = dir.display(),
-        db = db.display()
-    )
+/// A pipeline `name` reading `db` (topics under `name`, its source's `keys` set) into
+/// `<dir>/<name>.jsonl`, its offsets kept in `<dir>/data-<name>`.
+pub(super) fn serve_base(dir: &Path, name: &str, db: &Path, keys: &[(&str, Scalar)]) -> Pipeline {
+    let sink = Component::new("file")
+        .set("path", dir.join(format!("{name}.jsonl")))
+        .set("schemas.enable", false);
+    Pipeline::new(name, dir.join(format!("data-{name}")))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .source(source(db).set("topic.prefix", name).set_all(keys))
+        .sink(sink)
 }
 
 /// The ids of table `t`'s created rows in `<dir>/<name>.jsonl`, in order.
@@ -103,20 +104,12 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
             "create table t (id integer primary key, v text);",
             &["t"],
         );
-        std::fs::write(
-            watched.join(format!("{name}.yaml")),
-            serve_pipeline(root, name, &db, ""),
-        )
-        .unwrap();
+        serve_base(root, name, &db, &[]).write_as(&watched.join(format!("{name}.yaml")));
         dbs.push((db, conn));
     }
     // A pipeline whose database is not there: it fails, the others go on.
     let missing = root.join("missing.db");
-    std::fs::write(
-        watched.join("c.yaml"),
-        serve_pipeline(root, "c", &missing, ""),
-    )
-    .unwrap();
+    serve_base(root, "c", &missing, &[]).write_as(&watched.join("c.yaml"));
     // A file that does not load: shown failed under its file's name, saying where.
     std::fs::write(watched.join("broken.yaml"), "name: broken\nsource: [\n").unwrap();
     let port = sluice_test_support::pg::free_port();
@@ -156,9 +149,8 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
     wait_ids(root, "b", &[1, 2]);
 
     // a's file changes: restarted from its committed position, rows written meanwhile kept.
-    let changed = serve_pipeline(root, "a", &dbs[0].0, "  poll.interval.ms: 30\n")
-        .replace("  poll.interval.ms: 20\n", "");
-    std::fs::write(watched.join("a.yaml"), changed).unwrap();
+    let changed = serve_base(root, "a", &dbs[0].0, &[("poll.interval.ms", 30u32.into())]);
+    changed.write_as(&watched.join("a.yaml"));
     insert(&dbs[0].1, 4..=6);
     wait_ids(root, "a", &[1, 2, 3, 4, 5, 6]);
     let log_wait = Instant::now();
@@ -223,9 +215,8 @@ fn serve_runs_a_directory_of_pipelines_and_follows_its_changes() {
 
     // A second file naming `a` waits while a.yaml has the name, and takes over once it goes
     // (the same offsets: on from where a.yaml's pipeline stopped).
-    let second = serve_pipeline(root, "a", &dbs[0].0, "  poll.interval.ms: 25\n")
-        .replace("  poll.interval.ms: 20\n", "");
-    std::fs::write(watched.join("a2.yaml"), second).unwrap();
+    let second = serve_base(root, "a", &dbs[0].0, &[("poll.interval.ms", 25u32.into())]);
+    second.write_as(&watched.join("a2.yaml"));
     std::thread::sleep(Duration::from_millis(800));
     let file_of = |port: u16| {
         let (_, body) = admin_call(port, "GET", "/connectors/a/config", None).unwrap();
@@ -313,7 +304,8 @@ fn a_file_pipeline_paused_through_the_api_stays_paused_across_restarts() {
         &["t"],
     );
     let file = watched.join("kept.yaml");
-    std::fs::write(&file, serve_pipeline(root, "kept", &db, "")).unwrap();
+    let kept = serve_base(root, "kept", &db, &[]);
+    kept.write_as(&file);
     let data = root.join("serve");
     let port = sluice_test_support::pg::free_port();
     let put = |verb: &str, status: u16| {
@@ -364,7 +356,7 @@ fn a_file_pipeline_paused_through_the_api_stays_paused_across_restarts() {
     wait_state(port, "kept", "PAUSED");
     std::fs::remove_file(&file).unwrap();
     wait_answer(port, "/connectors", 200, |b| !b.contains("\"kept\""));
-    std::fs::write(&file, serve_pipeline(root, "kept", &db, "")).unwrap();
+    kept.write_as(&file);
     wait_state(port, "kept", "RUNNING");
     insert(&conn, 6..=6);
     wait_ids(root, "kept", &[1, 2, 3, 4, 5, 6]);
@@ -378,7 +370,7 @@ fn a_file_pipeline_paused_through_the_api_stays_paused_across_restarts() {
     let child = serve(port, &watched, &data);
     wait_answer(port, "/connectors", 200, |b| b.trim() == "[]");
     std::thread::sleep(Duration::from_millis(1000));
-    std::fs::write(&file, serve_pipeline(root, "kept", &db, "")).unwrap();
+    kept.write_as(&file);
     wait_state(port, "kept", "RUNNING");
     terminate(child);
 }
@@ -487,17 +479,8 @@ fn the_offsets_api_reads_sets_and_resets_the_committed_position() {
     );
     // The change rows stay after they are acknowledged, so that an earlier position can be
     // read again (by default the source purges them at once).
-    std::fs::write(
-        watched.join("o.yaml"),
-        serve_pipeline(
-            root,
-            "o",
-            &db,
-            "  purge.committed.changes: false
-",
-        ),
-    )
-    .unwrap();
+    let o = serve_base(root, "o", &db, &[("purge.committed.changes", false.into())]);
+    o.write_as(&watched.join("o.yaml"));
     let port = sluice_test_support::pg::free_port();
     let child = serve(port, &watched, &root.join("serve"));
     wait_state(port, "o", "RUNNING");
@@ -637,17 +620,10 @@ fn serve_asks_for_its_token_and_bounds_all_queues() {
         &["t"],
     );
     // Queues of 2 MiB and of 8 MiB (the source's and one sink's each) under a 9 MiB bound.
-    std::fs::write(
-        watched.join("small.yaml"),
-        serve_pipeline(root, "small", &db, "")
-            .replace("offsets:", "max_queue_size_bytes: 1MiB\noffsets:"),
-    )
-    .unwrap();
-    std::fs::write(
-        watched.join("large.yaml"),
-        serve_pipeline(root, "large", &db, ""),
-    )
-    .unwrap();
+    serve_base(root, "small", &db, &[])
+        .top("max_queue_size_bytes", "1MiB")
+        .write_as(&watched.join("small.yaml"));
+    serve_base(root, "large", &db, &[]).write_as(&watched.join("large.yaml"));
     let secret = "5d2c9e8f7a6b4c3d2e1f0a9b8c7d6e5f";
     let token = root.join("token");
     std::fs::write(&token, format!("{secret}\n")).unwrap();

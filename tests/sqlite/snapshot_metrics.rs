@@ -39,6 +39,12 @@ impl Gate {
         });
         Gate { port, open }
     }
+
+    /// An `http` sink sending to it.
+    fn sink(&self) -> Component {
+        let url = format!("http://127.0.0.1:{}/hook", self.port);
+        Component::new("http").set("url", url)
+    }
 }
 
 /// Answers the requests of one connection, each once the gate is open (and `delay` after).
@@ -119,19 +125,14 @@ fn a_snapshot_held_by_its_sink_shows_in_the_metrics_while_it_is_read() {
     let gate = Gate::start();
     let watched = root.join("pipelines");
     std::fs::create_dir(&watched).unwrap();
-    std::fs::write(
-        watched.join("slow.yaml"),
-        format!(
-            "name: slow\ndata_dir: {d}/data-slow\noffsets: {{ flush_interval: 50ms }}\nshutdown_timeout: 1s\n\
-max_batch_size: 4\nmax_queue_size: 8\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
-sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
-            d = root.display(),
-            db = db.display(),
-            port = gate.port
-        ),
-    )
-    .unwrap();
+    Pipeline::new("slow", root.join("data-slow"))
+        .top("shutdown_timeout", "1s")
+        .top("max_batch_size", 4u32)
+        .top("max_queue_size", 8u32)
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .source(source(&db))
+        .sink(gate.sink())
+        .write_as(&watched.join("slow.yaml"));
     let port = sluice_test_support::pg::free_port();
     let child = serve(port, &watched, &root.join("serve"));
     wait_state(port, "slow", "RUNNING");
@@ -332,18 +333,10 @@ fn slow_table_pipeline(root: &Path, name: &str, gate: &Gate) -> PathBuf {
          with recursive g(v) as (select 1 union all select v + 1 from g where v < 300) insert into t select v, 'row' from g;",
         &["t"],
     );
-    let path = root.join(format!("{name}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "name: {name}\ndata_dir: {d}/data\nmax_batch_size: 4\nmax_queue_size: 8\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: app\n  poll.interval.ms: 20\n\
-sinks:\n  - type: http\n    url: http://127.0.0.1:{port}/hook\n",
-            d = root.display(),
-            db = db.display(),
-            port = gate.port
-        ),
-    )
-    .unwrap();
-    path
+    Pipeline::new(name, root.join("data"))
+        .top("max_batch_size", 4u32)
+        .top("max_queue_size", 8u32)
+        .source(source(&db))
+        .sink(gate.sink())
+        .write_as(&root.join(format!("{name}.yaml")))
 }

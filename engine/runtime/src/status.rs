@@ -194,12 +194,21 @@ impl Status {
     /// What the metrics recorder shows, once it has recorded every batch that passed before
     /// (default: no recorder, or it did not answer).
     pub(crate) fn metrics_view(&self) -> crate::metrics::View {
-        let recorder = self
-            .recorder
-            .lock()
+        self.recorder().and_then(|r| r.view()).unwrap_or_default()
+    }
+
+    /// Waits until the metrics recorder has recorded every batch that passed before (the
+    /// exported metrics are then up to date; at once without a recorder).
+    pub(crate) fn sync_metrics(&self) {
+        if let Some(recorder) = self.recorder() {
+            recorder.sync();
+        }
+    }
+
+    fn recorder(&self) -> Option<crate::metrics::Recorder> {
+        (self.recorder.lock())
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        recorder.and_then(|r| r.view()).unwrap_or_default()
+            .clone()
     }
 
     /// The live views of the sinks' events.

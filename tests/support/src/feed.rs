@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 use crate::pg::{log_of, sluice};
+use crate::pipeline::{Component, Pipeline};
 
 /// A database with `t(id, v)` in capture mode holding rows `1..=n`.
 pub fn database(dir: &Path, n: i64) -> (PathBuf, Connection) {
@@ -39,19 +40,36 @@ pub fn insert(conn: &Connection, ids: std::ops::RangeInclusive<i64>) {
     conn.execute_batch("commit").unwrap();
 }
 
-/// A pipeline from the database to a file sink (`out.jsonl`) and `sinks`; topics start with
-/// `prefix`.
-pub fn pipeline(dir: &Path, db: &Path, prefix: &str, sinks: &str) -> PathBuf {
-    let text = format!(
-        "name: sink_test\ndata_dir: {d}/data\noffsets: {{ flush_interval: 50ms }}\nrestart: {{ max_retries: 0 }}\n\
-source:\n  type: sqlite\n  database.path: {db}\n  topic.prefix: {prefix}\n  poll.interval.ms: 20\n\
-sinks:\n  - type: file\n    name: file\n    path: {d}/out.jsonl\n{sinks}",
-        d = dir.display(),
-        db = db.display()
-    );
-    let path = dir.join("pipeline.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// The test pipeline of the database `db` under `dir`: offsets flushed every 50 ms, no
+/// restarts, the source (topics start with `prefix`, polled every 20 ms) and the file sink
+/// `file` (`out.jsonl`, for comparison).
+pub fn base(dir: &Path, db: &Path, prefix: &str) -> Pipeline {
+    let source = Component::new("sqlite")
+        .set("database.path", db)
+        .set("topic.prefix", prefix)
+        .set("poll.interval.ms", 20u32);
+    Pipeline::new("sink_test", dir.join("data"))
+        .setting("offsets", &[("flush_interval", "50ms".into())])
+        .setting("restart", &[("max_retries", 0u32.into())])
+        .source(source)
+        .sink(
+            Component::new("file")
+                .named("file")
+                .set("path", dir.join("out.jsonl")),
+        )
+}
+
+/// A pipeline from the database to the file sink (`out.jsonl`) and `sinks` ([`base`]),
+/// written as `dir/pipeline.yaml`; topics start with `prefix`.
+pub fn pipeline(
+    dir: &Path,
+    db: &Path,
+    prefix: &str,
+    sinks: impl IntoIterator<Item = Component>,
+) -> PathBuf {
+    (sinks.into_iter())
+        .fold(base(dir, db, prefix), Pipeline::sink)
+        .write(dir)
 }
 
 /// Runs the pipeline until it has been idle for 2 s.

@@ -29,6 +29,15 @@ pub enum Scalar {
 }
 
 impl Scalar {
+    /// A map of values of any kind (numbers, lists, maps) by key, in the order given.
+    pub fn map(entries: &[(&str, Scalar)]) -> Self {
+        Scalar::Map(
+            (entries.iter())
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+        )
+    }
+
     fn yaml(&self) -> String {
         match self {
             Scalar::Text(text) => serde_json::to_string(text).unwrap(),
@@ -242,6 +251,12 @@ impl Pipeline {
         self
     }
 
+    /// Its offsets kept under `data_dir` instead.
+    pub fn data_dir(mut self, data_dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = data_dir.into();
+        self
+    }
+
     /// The sinks, in place of those added before.
     pub fn without_sinks(mut self) -> Self {
         self.sinks.clear();
@@ -318,6 +333,7 @@ mod tests {
 
     #[test]
     fn values_are_scalars_whatever_they_hold() {
+        let group = Scalar::map(&[("n", 1i64.into())]);
         let yaml = Pipeline::new("p", "/tmp/a: b")
             .setting("offsets", &[("flush_interval", "50ms".into())])
             .setting("restart", &[("max_retries", 0i64.into())])
@@ -338,6 +354,14 @@ mod tests {
                 Component::new("file")
                     .named("out")
                     .set("path", "out.jsonl")
+                    .set(
+                        "retry",
+                        Scalar::map(&[
+                            ("max_retries", 5u32.into()),
+                            ("max_backoff", "2s".into()),
+                            ("groups", Scalar::List(vec![group])),
+                        ]),
+                    )
                     .transform(Component::new("columns").set("rename", [(r"a\.b", "c")])),
             )
             .yaml();
@@ -358,6 +382,7 @@ sinks:
   - type: "file"
     name: "out"
     path: "out.jsonl"
+    retry: { "max_retries": 5, "max_backoff": "2s", "groups": [{ "n": 1 }] }
     transforms:
       - type: "columns"
         rename: { "a\\.b": "c" }

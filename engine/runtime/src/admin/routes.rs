@@ -142,7 +142,7 @@ pub(super) fn route(routes: &Routes, request: &Request) -> Option<Answer> {
             Some(handle) => {
                 // Every pipeline's recorder is up to date with the batches passed so far.
                 for (_, attached) in routes.all() {
-                    attached.status.metrics_view();
+                    attached.status.sync_metrics();
                 }
                 (200, "text/plain; version=0.0.4", handle.render())
             }

@@ -41,6 +41,9 @@ pub(crate) enum Observation {
     Ended,
     /// A reader of the status asks what to show (answered after what was observed before).
     Read(Sender<View>),
+    /// A reader of the exported metrics waits for what was observed before (answered once it
+    /// is recorded).
+    Sync(Sender<()>),
 }
 
 /// What the status shows of the metrics.
@@ -105,18 +108,27 @@ impl Recorder {
     /// progress said its last.
     pub(crate) fn finish(&self) {
         self.send(Observation::Ended);
-        let _ = self.view();
+        self.sync();
     }
 
     /// What the status shows, once every observation sent before is recorded (`None`: the
     /// recorder did not answer in time).
     pub fn view(&self) -> Option<View> {
+        self.ask(Observation::Read)
+    }
+
+    /// Waits until every observation sent before is recorded (`false`: the recorder did not
+    /// answer in time): the exported metrics are then up to date.
+    pub fn sync(&self) -> bool {
+        self.ask(Observation::Sync).is_some()
+    }
+
+    /// Sends the question `asking` makes of an answer channel and waits for the answer, within
+    /// the read timeout in all.
+    fn ask<T>(&self, asking: impl FnOnce(Sender<T>) -> Observation) -> Option<T> {
         let (answer, answered) = crossbeam_channel::bounded(1);
         let asked = std::time::Instant::now();
-        (self
-            .sender
-            .send_timeout(Observation::Read(answer), READ_TIMEOUT))
-        .ok()?;
+        (self.sender.send_timeout(asking(answer), READ_TIMEOUT)).ok()?;
         answered
             .recv_timeout(READ_TIMEOUT.saturating_sub(asked.elapsed()))
             .ok()
@@ -196,6 +208,9 @@ impl Recording {
                 };
                 let _ = answer.send(view);
             }
+            Observation::Sync(answer) => {
+                let _ = answer.send(());
+            }
         }
     }
 
@@ -252,6 +267,20 @@ mod tests {
         assert_eq!(view.snapshot["completed"], true, "{}", view.snapshot);
         assert_eq!(view.snapshot["tables"]["inventory.public.t"], 4);
         assert!(view.behind_ms.is_some());
+    }
+
+    #[test]
+    fn a_sync_is_answered_after_the_batches_sent_before_it() {
+        let recorder = recorder(true);
+        recorder.send(Observation::Generation {
+            queue: BoundedQueue::new("source", 10, 1 << 20),
+            capacity: (10, 1 << 20),
+        });
+        let t: Arc<str> = "p.public.t".into();
+        recorder.observe(0, &[event(&t, Some("r"), "true", "t")]);
+        assert!(recorder.sync(), "answered");
+        let view = recorder.view().unwrap();
+        assert_eq!(view.snapshot["tables"]["inventory.public.t"], 1);
     }
 
     #[test]

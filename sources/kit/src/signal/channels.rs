@@ -22,15 +22,17 @@ pub enum ChannelError {
     #[error("{0}")]
     Setup(String),
     /// The `kafka` channel's brokers cannot be reached or read: retryable.
-    #[error("{0}")]
-    Unavailable(String),
+    #[cfg(feature = "kafka-signals")]
+    #[error(transparent)]
+    Kafka(#[from] super::kafka::KafkaSignalError),
 }
 
 impl sluice_engine::Classify for ChannelError {
     fn class(&self) -> sluice_engine::ErrorClass {
         match self {
             ChannelError::Setup(_) => sluice_engine::ErrorClass::Fatal,
-            ChannelError::Unavailable(_) => sluice_engine::ErrorClass::Retryable,
+            #[cfg(feature = "kafka-signals")]
+            ChannelError::Kafka(_) => sluice_engine::ErrorClass::Retryable,
         }
     }
 }
@@ -94,11 +96,7 @@ impl Channels {
         };
         #[cfg(feature = "kafka-signals")]
         let kafka = match common.kafka_signals() {
-            Some(settings) => Some(
-                super::kafka::KafkaSignals::connect(settings)
-                    .await
-                    .map_err(ChannelError::Unavailable)?,
-            ),
+            Some(settings) => Some(super::kafka::KafkaSignals::connect(settings).await?),
             None => None,
         };
         #[cfg(not(feature = "kafka-signals"))]
@@ -205,7 +203,7 @@ impl Channels {
                         None => std::future::pending().await,
                     }
                 } => Woke::Http(line),
-                record = kafka_next(kafka) => Woke::Kafka(record.map_err(ChannelError::Unavailable)?),
+                record = kafka_next(kafka) => Woke::Kafka(record?),
             };
             match woke {
                 Woke::File => {
@@ -258,15 +256,17 @@ enum Woke {
 }
 
 #[cfg(feature = "kafka-signals")]
-async fn kafka_next(kafka: Option<&super::kafka::KafkaSignals>) -> Result<(String, i64), String> {
+async fn kafka_next(
+    kafka: Option<&super::kafka::KafkaSignals>,
+) -> Result<(String, i64), ChannelError> {
     match kafka {
-        Some(kafka) => kafka.next().await,
+        Some(kafka) => Ok(kafka.next().await?),
         None => std::future::pending().await,
     }
 }
 
 #[cfg(not(feature = "kafka-signals"))]
-async fn kafka_next(_: Option<&()>) -> Result<(String, i64), String> {
+async fn kafka_next(_: Option<&()>) -> Result<(String, i64), ChannelError> {
     std::future::pending().await
 }
 

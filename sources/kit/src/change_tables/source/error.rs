@@ -38,9 +38,9 @@ pub enum ChangeTableError<Q: QueryError> {
     /// The schema history failed.
     #[error(transparent)]
     History(#[from] HistoryError),
-    /// A signal channel cannot be reached now (retried).
-    #[error("{0}")]
-    Unavailable(String),
+    /// A signal channel cannot be opened or read (its class says whether retrying helps).
+    #[error(transparent)]
+    Signals(#[from] ChannelError),
     /// The pipeline stopped (nothing is wrong).
     #[error("the pipeline stopped")]
     Stopped,
@@ -62,18 +62,10 @@ impl<Q: QueryError> Classify for ChangeTableError<Q> {
             ChangeTableError::Setup(_)
             | ChangeTableError::Plan(_)
             | ChangeTableError::Position(_) => ErrorClass::Fatal,
-            ChangeTableError::Stopped | ChangeTableError::Unavailable(_) => ErrorClass::Retryable,
+            ChangeTableError::Stopped => ErrorClass::Retryable,
+            ChangeTableError::Signals(e) => e.class(),
             ChangeTableError::History(e) => e.class(),
             ChangeTableError::Query { source, .. } => source.class(),
-        }
-    }
-}
-
-impl<Q: QueryError> From<ChannelError> for ChangeTableError<Q> {
-    fn from(e: ChannelError) -> Self {
-        match e {
-            ChannelError::Setup(m) => ChangeTableError::Setup(m),
-            other => ChangeTableError::Unavailable(other.to_string()),
         }
     }
 }
