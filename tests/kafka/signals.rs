@@ -8,6 +8,24 @@ use crate::broker;
 use crate::e2e::unique_prefix;
 use crate::pg;
 
+/// The source's keys of these tests: no snapshot, table `t` and the signaling table captured,
+/// signals from the signaling table and from `topic` at `bootstrap`.
+fn signal_keys(bootstrap: &str, topic: &str) -> Vec<(&'static str, pg::Scalar)> {
+    vec![
+        ("snapshot.mode", "no_data".into()),
+        (
+            "table.include.list",
+            "public.t,public.debezium_signal".into(),
+        ),
+        ("signal.data.collection", "public.debezium_signal".into()),
+        ("signal.enabled.channels", "source,kafka".into()),
+        ("signal.kafka.bootstrap.servers", bootstrap.into()),
+        ("signal.kafka.topic", topic.into()),
+        ("signal.kafka.groupId", topic.into()),
+        ("signal.consumer.broker.address.family", "v4".into()),
+    ]
+}
+
 #[test]
 fn a_signal_record_starts_an_incremental_snapshot_once() {
     let bootstrap = broker::shared();
@@ -16,20 +34,7 @@ fn a_signal_record_starts_an_incremental_snapshot_once() {
     pg::psql(&db, "create table t (id int primary key, v text); insert into t select g, 'v' from generate_series(1, 50) g");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique_prefix("signals");
-    let extra: &[(&str, pg::Scalar)] = &[
-        ("snapshot.mode", "no_data".into()),
-        (
-            "table.include.list",
-            "public.t,public.debezium_signal".into(),
-        ),
-        ("signal.data.collection", "public.debezium_signal".into()),
-        ("signal.enabled.channels", "source,kafka".into()),
-        ("signal.kafka.bootstrap.servers", (&bootstrap).into()),
-        ("signal.kafka.topic", (&topic).into()),
-        ("signal.kafka.groupId", (&topic).into()),
-        ("signal.consumer.broker.address.family", "v4".into()),
-    ];
-    let path = pg::pipeline(dir.path(), &db, extra, false);
+    let path = pg::pipeline(dir.path(), &db, &signal_keys(&bootstrap, &topic), false);
     let mut child = pg::start(&path, &[]);
     pg::active_slot_pid(&db, &mut child);
     let signal = r#"{"id":"k-1","type":"execute-snapshot","data":{"data-collections":["public.t"],"type":"incremental"}}"#;
@@ -72,20 +77,7 @@ fn bad_signal_records_are_refused_and_the_pipeline_goes_on() {
     pg::psql(&db, "create table t (id int primary key, v text); insert into t select g, 'v' from generate_series(1, 30) g");
     let dir = tempfile::tempdir().unwrap();
     let topic = unique_prefix("bad-signals");
-    let extra: &[(&str, pg::Scalar)] = &[
-        ("snapshot.mode", "no_data".into()),
-        (
-            "table.include.list",
-            "public.t,public.debezium_signal".into(),
-        ),
-        ("signal.data.collection", "public.debezium_signal".into()),
-        ("signal.enabled.channels", "source,kafka".into()),
-        ("signal.kafka.bootstrap.servers", (&bootstrap).into()),
-        ("signal.kafka.topic", (&topic).into()),
-        ("signal.kafka.groupId", (&topic).into()),
-        ("signal.consumer.broker.address.family", "v4".into()),
-    ];
-    let path = pg::pipeline(dir.path(), &db, extra, false);
+    let path = pg::pipeline(dir.path(), &db, &signal_keys(&bootstrap, &topic), false);
     let mut child = pg::start(&path, &[]);
     pg::active_slot_pid(&db, &mut child);
     let bad = [

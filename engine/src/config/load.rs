@@ -118,6 +118,23 @@ fn escape_source_templates(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Undoes [`escape_source_templates`] where the YAML reader did not (quoted scalars, which
+/// it does not interpolate).
+fn unescape_source_templates(node: &mut Node) {
+    match &mut node.kind {
+        NodeKind::Str(text) if text.contains("$${source.") => {
+            *text = text.replace("$${source.", "${source.");
+        }
+        NodeKind::Seq(items) => items.iter_mut().for_each(unescape_source_templates),
+        NodeKind::Map(entries) => {
+            for (_, value) in entries {
+                unescape_source_templates(value);
+            }
+        }
+        _ => {}
+    }
+}
+
 const COMPONENT_KEYS: &[&str] = &["source", "transforms", "sinks", "offsets"];
 const SINK_COMMON_KEYS: &[&str] = &["type", "name", "transforms", "retry"];
 
@@ -155,7 +172,7 @@ where
     }
     let options = serde_saphyr::Options::default().with_properties(vars);
     let text = escape_source_templates(text);
-    let root: Node = serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
+    let mut root: Node = serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
         let loc = e.location();
         let message = e.without_snippet().to_string();
         let message = message.lines().next().unwrap_or("invalid YAML").to_owned();
@@ -166,6 +183,8 @@ where
             message: explain(strip_location_suffix(&message)),
         }
     })?;
+    // A quoted scalar is not interpolated: its escaped `$${source.…}` is undone here.
+    unescape_source_templates(&mut root);
     build(&root).map_err(|error| LoadError::Invalid {
         path: path.to_owned(),
         error,
@@ -471,7 +490,29 @@ fn levenshtein(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod template_tests {
-    use super::escape_source_templates;
+    use super::{escape_source_templates, unescape_source_templates, Node, NodeKind};
+
+    /// `${source.table}` reads the same plain, double- and single-quoted (the reader
+    /// interpolates plain scalars only).
+    #[test]
+    fn a_source_template_reads_the_same_quoted_or_not() {
+        let text = "a: ${source.table}_x\nb: \"${source.table}_x\"\nc: '${source.table}_x'\n";
+        let text = escape_source_templates(text);
+        let options =
+            serde_saphyr::Options::default().with_properties(std::collections::HashMap::new());
+        let mut root: Node = serde_saphyr::from_str_with_options(&text, options).unwrap();
+        unescape_source_templates(&mut root);
+        let NodeKind::Map(entries) = &root.kind else {
+            panic!("a map: {root:?}");
+        };
+        assert_eq!(entries.len(), 3);
+        for (_, value) in entries {
+            assert!(
+                matches!(&value.kind, NodeKind::Str(s) if s == "${source.table}_x"),
+                "{value:?}"
+            );
+        }
+    }
 
     #[test]
     fn source_templates_are_kept_literal_and_escapes_stay_single() {

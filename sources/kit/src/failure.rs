@@ -33,6 +33,32 @@ impl RowError {
     }
 }
 
+/// A change that cannot be represented, as its source knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Refusal<'a> {
+    /// Its table (`schema.table`, `db.table`).
+    pub table: &'a str,
+    /// Why.
+    pub error: &'a RowError,
+    /// Where the change is in the source's log (`binlog.000003:1234, row 0`), when the source
+    /// says.
+    pub at: Option<&'a str>,
+    /// The source's advice, if any.
+    pub fix: Option<&'a str>,
+}
+
+impl<'a> Refusal<'a> {
+    /// A change of `table` refused for `error`, without a place or advice.
+    pub fn of(table: &'a str, error: &'a RowError) -> Self {
+        Refusal {
+            table,
+            error,
+            at: None,
+            fix: None,
+        }
+    }
+}
+
 /// The failure handling mode of a running source and where it counts what it leaves out.
 #[derive(Debug, Clone, Default)]
 pub struct FailureHandling {
@@ -41,23 +67,25 @@ pub struct FailureHandling {
 }
 
 impl FailureHandling {
-    /// A change of `table` that cannot be represented (`error`): `Err` under `fail`, the line
-    /// that names the table, the column and why, then `fix` (the source's advice, if any) and
-    /// the mode to change; under `warn` one warning with the table, the column, the reason and
-    /// the change's `key`, and `Ok` to go on without it; under `skip` `Ok` silently.
-    pub fn refuse(
-        &self,
-        table: &str,
-        error: &RowError,
-        key: impl FnOnce() -> String,
-        fix: Option<&str>,
-    ) -> Result<(), String> {
+    /// A change that cannot be represented (`refusal`): `Err` under `fail`, the line that
+    /// names the table, the column and why, where the change is, then the source's advice and
+    /// the mode to change; under `warn` one warning with the table, the column, the reason,
+    /// the change's `key` and where it is, and `Ok` to go on without it; under `skip` `Ok`
+    /// silently.
+    pub fn refuse(&self, refusal: Refusal<'_>, key: impl FnOnce() -> String) -> Result<(), String> {
+        let Refusal {
+            table,
+            error,
+            at,
+            fix,
+        } = refusal;
         match self.mode {
             FailureMode::Fail => {
                 let fix = fix.map(|f| format!("{f}; ")).unwrap_or_default();
+                let at = at.map(|at| format!(" (at {at})")).unwrap_or_default();
                 let what = match error {
-                    RowError::Column { .. } => format!("table `{table}` {error}"),
-                    _ => format!("table `{table}`: {error}"),
+                    RowError::Column { .. } => format!("table `{table}` {error}{at}"),
+                    _ => format!("table `{table}`: {error}{at}"),
                 };
                 return Err(format!(
                     "{what}; {fix}set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
@@ -73,6 +101,7 @@ impl FailureHandling {
                     column,
                     reason,
                     key = %key(),
+                    at,
                     "Skipped a change that cannot be represented (event.processing.failure.handling.mode: warn)."
                 )
             }
@@ -91,13 +120,28 @@ mod tests {
     fn a_refused_value_names_its_table_column_and_the_fix_then_follows_the_mode() {
         let mut handling = FailureHandling::default();
         let refused = RowError::column("n", "`abc` is no integer");
-        let e =
-            (handling.refuse("main.t", &refused, String::new, Some("fix the value"))).unwrap_err();
+        let refusal = Refusal {
+            fix: Some("fix the value"),
+            ..Refusal::of("main.t", &refused)
+        };
+        let e = handling.refuse(refusal, String::new).unwrap_err();
         assert_eq!(
             e,
             "table `main.t` column `n`: `abc` is no integer; fix the value; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
         );
-        let e = (handling.refuse("main.t", &RowError::Shape, String::new, None)).unwrap_err();
+        let at = Refusal {
+            at: Some("binlog.000003:1234, row 0"),
+            ..Refusal::of("db.t", &refused)
+        };
+        let e = handling.refuse(at, String::new).unwrap_err();
+        assert!(
+            e.starts_with(
+                "table `db.t` column `n`: `abc` is no integer (at binlog.000003:1234, row 0); set"
+            ),
+            "{e}"
+        );
+        let shape = Refusal::of("main.t", &RowError::Shape);
+        let e = handling.refuse(shape, String::new).unwrap_err();
         assert!(
             e.starts_with("table `main.t`: a row does not fit its schema; set `event"),
             "{e}"
@@ -109,7 +153,7 @@ mod tests {
         {
             handling.mode = mode;
             assert_eq!(
-                handling.refuse("main.t", &refused, || "[1]".into(), None),
+                handling.refuse(Refusal::of("main.t", &refused), || "[1]".into()),
                 Ok(())
             );
             assert_eq!(

@@ -2,7 +2,7 @@
 //! position MariaDB reports for it. Rows are `op: r` events whose `source.snapshot` marks the
 //! first and last rows (of all, and of each table) as Debezium does.
 
-use sluice_kit::failure::RowError;
+use sluice_kit::failure::{Refusal, RowError};
 use sluice_kit::lifecycle::SnapshotRun;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -647,7 +647,7 @@ impl MysqlSource {
                 let key =
                     || table.key_text(|i| at(i).and_then(text).map(|b| String::from_utf8_lossy(b)));
                 (self.config.common)
-                    .refuse(&table.full_name(), &e, key, None)
+                    .refuse(Refusal::of(&table.full_name(), &e), key)
                     .map_err(MysqlError::Value)?;
                 return Ok(None);
             }

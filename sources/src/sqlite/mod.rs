@@ -34,7 +34,7 @@ pub use config::SqliteConfig;
 
 use capture::{quote, Captured};
 use incremental::Progress;
-use sluice_kit::failure::RowError;
+use sluice_kit::failure::{Refusal, RowError};
 use sluice_kit::position::Resume;
 use table::Table;
 
@@ -285,6 +285,9 @@ impl SqliteSource {
         Ok(Some((before, after)))
     }
 
+    /// What to do about a stored value that does not fit its column.
+    const FIX: &'static str = "fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable`";
+
     /// A stored value that does not fit its column's type: an error, or (`warn`, `skip`) the
     /// change is left out; `warn` logs the table, column and key.
     fn unrepresentable(
@@ -295,21 +298,29 @@ impl SqliteSource {
         column: &str,
         reason: &str,
     ) -> Result<(), ComponentError> {
+        // `{id: 2}`, as the other sources write a key.
         let key = || {
-            let key: Vec<String> = (table.event_key.iter())
-                .map(|i| {
-                    row.get_ref(first + *i)
-                        .map(|v| format!("{v:?}"))
-                        .unwrap_or_default()
+            let pairs: Vec<String> = (table.event_key.iter())
+                .map(|&i| {
+                    let value = match row.get_ref(first + i) {
+                        Ok(rusqlite::types::ValueRef::Integer(n)) => n.to_string(),
+                        Ok(rusqlite::types::ValueRef::Text(t)) => {
+                            format!("{:?}", String::from_utf8_lossy(t))
+                        }
+                        Ok(other) => format!("{other:?}"),
+                        Err(_) => "?".to_owned(),
+                    };
+                    format!("{}: {value}", table.columns[i].0)
                 })
                 .collect();
-            format!("{key:?}")
+            format!("{{{}}}", pairs.join(", "))
         };
         let refused = RowError::column(column, reason);
-        let fix = "fix the stored value or declare the column with a type that fits it, then re-run `sluice capture enable`";
-        (self.config.common)
-            .refuse(&table.name, &refused, key, Some(fix))
-            .map_err(fatal)
+        let refusal = Refusal {
+            fix: Some(Self::FIX),
+            ..Refusal::of(&table.name, &refused)
+        };
+        (self.config.common).refuse(refusal, key).map_err(fatal)
     }
 
     /// Changes after `after`, merged across tables in sequence order; the new position.

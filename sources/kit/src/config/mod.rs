@@ -377,17 +377,15 @@ impl SourceCommon {
         }
     }
 
-    /// A change of `table` that cannot be represented:
+    /// A change that cannot be represented:
     /// [`FailureHandling::refuse`](crate::failure::FailureHandling::refuse) under this
     /// source's mode.
     pub fn refuse(
         &self,
-        table: &str,
-        error: &crate::failure::RowError,
+        refusal: crate::failure::Refusal<'_>,
         key: impl FnOnce() -> String,
-        fix: Option<&str>,
     ) -> Result<(), String> {
-        self.failure_handling().refuse(table, error, key, fix)
+        self.failure_handling().refuse(refusal, key)
     }
 
     /// Counts what the source skips into the running pipeline's counters (`ctx`'s); a source

@@ -40,6 +40,8 @@ pub enum KafkaSignalError {
         channel: String,
         code: RDKafkaErrorCode,
     },
+    #[error("{channel}: {source}")]
+    Partition { channel: String, source: KafkaError },
     #[error("{channel}: cannot read the topic: {source}")]
     Assign { channel: String, source: KafkaError },
     #[error("the kafka signal channel failed: {source}")]
@@ -120,7 +122,12 @@ impl KafkaSignals {
             channel: channel(),
             source,
         };
-        (list.add_partition_offset(&settings.topic, 0, Offset::Stored)).map_err(assign)?;
+        (list.add_partition_offset(&settings.topic, 0, Offset::Stored)).map_err(|source| {
+            KafkaSignalError::Partition {
+                channel: channel(),
+                source,
+            }
+        })?;
         consumer.assign(&list).map_err(assign)?;
         Ok(KafkaSignals { consumer, settings })
     }

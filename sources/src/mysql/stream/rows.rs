@@ -5,7 +5,7 @@ use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 use sluice_engine::{ChangeEvent, Op, Position, Struct};
-use sluice_kit::failure::RowError;
+use sluice_kit::failure::{Refusal, RowError};
 
 use super::decode::Image;
 use super::Out;
@@ -133,9 +133,13 @@ impl MysqlSource {
                             })
                         })
                     };
-                    let key = || format!("{} (at {}:{}, row {i})", key(), at.file, at.pos);
+                    let place = format!("{}:{}, row {i}", at.file, at.pos);
+                    let refusal = Refusal {
+                        at: Some(&place),
+                        ..Refusal::of(&collection, &e)
+                    };
                     (self.config.common)
-                        .refuse(&collection, &e, key, None)
+                        .refuse(refusal, key)
                         .map_err(MysqlError::Value)?;
                     continue;
                 }

@@ -7,7 +7,7 @@ use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struc
 
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::server::catalog::TableDef;
-use sluice_kit::failure::{FailureHandling, RowError};
+use sluice_kit::failure::{FailureHandling, Refusal, RowError};
 use sluice_kit::mapping::ColumnMapper;
 
 use crate::postgres::values::types::{
@@ -400,7 +400,7 @@ impl TableSchema {
             Err(_) => "(unreadable)".to_owned(),
         };
         let table = format!("{}.{}", self.schema_name, self.table);
-        self.failure.refuse(&table, &error, key, None)
+        self.failure.refuse(Refusal::of(&table, &error), key)
     }
 
     /// The `source` struct.

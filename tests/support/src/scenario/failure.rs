@@ -119,6 +119,7 @@ fn key_holds(line: &str, id: &str) -> bool {
     let Some((_, key)) = line.split_once(" key=") else {
         return false;
     };
-    let key = key.split(" column=").next().unwrap_or(key);
+    // The fields after the key: where the change is (`at`, its log position).
+    let key = key.split(" at=").next().unwrap_or(key);
     key.split(|c: char| !c.is_ascii_digit()).any(|n| n == id)
 }

@@ -31,6 +31,7 @@ use crate::config::{Feature, Skipped, SourceCommon, Supports};
 use crate::history::ChangeKind;
 use crate::records::schema_change::SchemaChangeEvents;
 
+use crate::failure::Refusal;
 pub use crate::failure::RowError;
 pub use error::{ChangeTableError, QueryError};
 pub use snapshot::SnapshotRows;
@@ -443,7 +444,7 @@ impl<D: Dialect> ChangeTableSource<D> {
             Err(e) => {
                 let key = || table.key_text(|i| D::key_text(row, from + i));
                 (self.dialect.common())
-                    .refuse(&table.full_name(), &e, key, None)
+                    .refuse(Refusal::of(&table.full_name(), &e), key)
                     .map_err(ChangeTableError::Setup)?;
                 Ok(None)
             }

@@ -426,9 +426,14 @@ impl<'r, D: Dialect> Emit<D::Reader<'r>> for Emitter<'_, D> {
         }
         let image = |c: &ChangeOf<D>| s.image(table, &c.row, D::CHANGE_DATA);
         let images = match (op, new) {
-            (Op::Update, Some(new)) => match (image(change)?, image(new)?) {
-                (Some(b), Some(a)) => (Op::Update, Some(b), Some(a)),
-                _ => return Ok(Vec::new()),
+            // The after image is read only once the before image passed: a change left out
+            // is warned of and counted once.
+            (Op::Update, Some(new)) => match image(change)? {
+                Some(b) => match image(new)? {
+                    Some(a) => (Op::Update, Some(b), Some(a)),
+                    None => return Ok(Vec::new()),
+                },
+                None => return Ok(Vec::new()),
             },
             (Op::Delete, _) => match image(change)? {
                 Some(b) => (Op::Delete, Some(b), None),
