@@ -88,7 +88,14 @@ impl ChangeEvent {
     /// The envelope's `op`, when the value is a Debezium envelope.
     pub fn op(&self) -> Option<Op> {
         let value = self.value.as_ref()?.value.as_struct()?;
-        Op::from_code(value.get("op")?.as_str()?)
+        // Debezium's envelope has `op` after `before`, `after` and `source` (and `transaction`):
+        // looked for there first, the name compared once, on the path of every event.
+        let fields = value.schema().fields();
+        let at = [3, 4]
+            .into_iter()
+            .find(|&i| fields.get(i).is_some_and(|f| &*f.name == "op"))
+            .or_else(|| value.schema().field_index("op"))?;
+        Op::from_code(value.values().get(at)?.as_str()?)
     }
 
     /// A field of the envelope's `source` block.
