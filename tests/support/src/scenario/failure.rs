@@ -1,7 +1,8 @@
 //! A value the source cannot represent, under `event.processing.failure.handling.mode`, for
 //! every source that has one: `fail` (the default) stops the pipeline with one line that names
 //! the column and the mode to change; `warn` leaves the row out with a warning naming the
-//! column and the row's key, and the rows around it pass, in the snapshot and in the stream.
+//! column and the row's key, and the rows around it pass, in the snapshot and in the stream;
+//! an update whose both images hold the value is left out once.
 
 use std::process::Command;
 
@@ -38,14 +39,17 @@ pub fn run(backend: &dyn Backend) {
     let columns = [
         ("id".to_owned(), int.to_owned()),
         ("v".to_owned(), bad.sql_type.clone()),
+        ("w".to_owned(), int.to_owned()),
     ];
     backend.create("refused", &columns);
-    let (t, id, v) = (
+    let (t, id, v, w) = (
         backend.table("refused"),
         backend.column("id"),
         backend.column("v"),
+        backend.column("w"),
     );
-    let insert = |n: i64, value: &str| format!("INSERT INTO {t} ({id}, {v}) VALUES ({n}, {value})");
+    let insert =
+        |n: i64, value: &str| format!("INSERT INTO {t} ({id}, {v}, {w}) VALUES ({n}, {value}, 0)");
     let rows = |first: i64| {
         [
             insert(first, &bad.fits),
@@ -95,17 +99,25 @@ pub fn run(backend: &dyn Backend) {
     pg::wait_for(dir.path(), "the streamed rows", &mut child, |e| {
         ids(backend, e).contains(&6)
     });
+    // An update of the refused row (the value in its before and its after image) is left out
+    // once; the next row's update passes.
+    backend.execute(&format!(
+        "UPDATE {t} SET {w} = 1 WHERE {id} = 5;\nUPDATE {t} SET {w} = 1 WHERE {id} = 6"
+    ));
+    pg::wait_for(dir.path(), "the streamed updates", &mut child, |e| {
+        ids(backend, e).iter().filter(|&&i| i == 6).count() == 2
+    });
     pg::stop(&child);
     let log = pg::finish(child);
     let events = pg::lines(dir.path());
-    assert_eq!(ids(backend, &events), [1, 3, 4, 6], "{}", backend.name());
+    assert_eq!(ids(backend, &events), [1, 3, 4, 6, 6], "{}", backend.name());
     let warned: Vec<&str> = (log.lines())
         .filter(|l| l.contains("cannot be represented"))
         .collect();
-    assert_eq!(warned.len(), 2, "{}: {log}", backend.name());
+    assert_eq!(warned.len(), 3, "{}: {log}", backend.name());
     // Each warning names the column and the refused row's key (2 in the snapshot, 5 in the
-    // stream).
-    for (line, id) in warned.iter().zip(["2", "5"]) {
+    // stream, twice: its insert and its update).
+    for (line, id) in warned.iter().zip(["2", "5", "5"]) {
         assert!(
             line.contains(&format!("column=\"{}\"", backend.field("v"))) && key_holds(line, id),
             "{}: the warning does not name the column and the key {id}: {line}",
