@@ -40,11 +40,10 @@ fn base(dir: &Path, source: Component) -> Pipeline {
         .setting("offsets", &[("flush_interval", "50ms".into())])
         .setting("restart", &[("max_retries", 0u32.into())])
         .source(source)
-        .sink(
-            Component::new("file")
-                .set("path", dir.join("out.jsonl"))
-                .set("schemas.enable", true),
-        )
+        .sink(sluice_test_support::pipeline::file_sink(
+            dir.join("out.jsonl"),
+            true,
+        ))
 }
 
 /// A pipeline reading `db` into `dir/out.jsonl` (schemas on), its source's `keys` set.

@@ -68,9 +68,7 @@ fn base(dir: &Path, source: Component) -> Pipeline {
 
 /// The test pipeline's file sink writing to `path`, with schemas.
 fn file_sink(path: impl Into<Scalar>) -> Component {
-    Component::new("file")
-        .set("path", path)
-        .set("schemas.enable", true)
+    sluice_test_support::pipeline::file_sink(path, true)
 }
 
 /// The test pipeline reading `port` with its source's `keys`, written in `dir`.
@@ -108,12 +106,7 @@ fn captured_pipeline(dir: &Path, port: u16, db: &str) -> PathBuf {
 /// pipeline where the test stops reading, whatever the machine's speed. Returns the file and
 /// the FIFO.
 fn fifo_pipeline(dir: &Path, pipeline: Pipeline) -> (PathBuf, PathBuf) {
-    let fifo = dir.join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    let fifo = sluice_test_support::pg::make_fifo(dir);
     let sink = file_sink(&fifo).set("fsync", false);
     let file = pipeline
         .without_sinks()

@@ -76,9 +76,7 @@ fn base(dir: &Path, source: Component) -> Pipeline {
 
 /// The test pipeline's file sink (`out.jsonl`), with or without schemas.
 fn file_sink(dir: &Path, schemas: bool) -> Component {
-    Component::new("file")
-        .set("path", dir.join("out.jsonl"))
-        .set("schemas.enable", schemas)
+    sluice_test_support::pipeline::file_sink(dir.join("out.jsonl"), schemas)
 }
 
 /// The test pipeline of `db` with its source's `keys`, its events written with their schemas.

@@ -48,11 +48,10 @@ fn base(dir: &Path, source: Component) -> Pipeline {
     Pipeline::new("sqlserver_test", dir.join("data"))
         .setting("restart", &[("max_retries", 0u32.into())])
         .source(source)
-        .sink(
-            Component::new("file")
-                .set("path", dir.join("out.jsonl"))
-                .set("schemas.enable", true),
-        )
+        .sink(sluice_test_support::pipeline::file_sink(
+            dir.join("out.jsonl"),
+            true,
+        ))
 }
 
 /// A pipeline reading `server` into `dir/out.jsonl` (schemas on), its source's `keys` set.

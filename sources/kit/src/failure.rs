@@ -33,6 +33,15 @@ impl RowError {
     }
 }
 
+/// A refused row's key as the warnings write it (`{ID: 2, NAME: "x"}`), from its columns'
+/// names and texts; a value that cannot be read shows as `?`.
+pub fn key_text<'a>(columns: impl IntoIterator<Item = (&'a str, Option<String>)>) -> String {
+    let pairs: Vec<String> = (columns.into_iter())
+        .map(|(name, text)| format!("{name}: {}", text.as_deref().unwrap_or("?")))
+        .collect();
+    format!("{{{}}}", pairs.join(", "))
+}
+
 /// A change that cannot be represented, as its source knows it.
 #[derive(Debug, Clone, Copy)]
 pub struct Refusal<'a> {
@@ -115,6 +124,12 @@ impl FailureHandling {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_written_with_its_column_names() {
+        let key = key_text([("ID", Some("2".to_owned())), ("NAME", None)]);
+        assert_eq!(key, "{ID: 2, NAME: ?}");
+    }
 
     #[test]
     fn a_refused_value_names_its_table_column_and_the_fix_then_follows_the_mode() {

@@ -300,20 +300,16 @@ impl SqliteSource {
     ) -> Result<(), ComponentError> {
         // `{id: 2}`, as the other sources write a key.
         let key = || {
-            let pairs: Vec<String> = (table.event_key.iter())
-                .map(|&i| {
-                    let value = match row.get_ref(first + i) {
-                        Ok(rusqlite::types::ValueRef::Integer(n)) => n.to_string(),
-                        Ok(rusqlite::types::ValueRef::Text(t)) => {
-                            format!("{:?}", String::from_utf8_lossy(t))
-                        }
-                        Ok(other) => format!("{other:?}"),
-                        Err(_) => "?".to_owned(),
-                    };
-                    format!("{}: {value}", table.columns[i].0)
-                })
-                .collect();
-            format!("{{{}}}", pairs.join(", "))
+            sluice_kit::failure::key_text((table.event_key.iter()).map(|&i| {
+                let text = row.get_ref(first + i).ok().map(|value| match value {
+                    rusqlite::types::ValueRef::Integer(n) => n.to_string(),
+                    rusqlite::types::ValueRef::Text(t) => {
+                        format!("{:?}", String::from_utf8_lossy(t))
+                    }
+                    other => format!("{other:?}"),
+                });
+                (table.columns[i].0.as_str(), text)
+            }))
         };
         let refused = RowError::column(column, reason);
         let refusal = Refusal {

@@ -124,10 +124,7 @@ pub fn source(db: &str) -> Component {
 
 /// The test pipeline's file sink `out` (`dir/out.jsonl`), with or without schemas.
 pub fn file_sink(dir: &Path, schemas: bool) -> Component {
-    Component::new("file")
-        .named("out")
-        .set("path", dir.join("out.jsonl"))
-        .set("schemas.enable", schemas)
+    crate::pipeline::file_sink(dir.join("out.jsonl"), schemas).named("out")
 }
 
 /// The test pipeline of `source` under `dir`, named after `db`: offsets flushed every 50 ms,
@@ -371,7 +368,7 @@ pub fn assert_same_events(ours: &str, theirs: &str, what: &str) {
 }
 
 /// A FIFO `dir/fifo`, made now.
-fn make_fifo(dir: &Path) -> PathBuf {
+pub fn make_fifo(dir: &Path) -> PathBuf {
     let fifo = dir.join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)

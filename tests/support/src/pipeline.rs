@@ -15,6 +15,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// The `file` sink the tests read: JSON lines at `path`, with or without schemas.
+pub fn file_sink(path: impl Into<Scalar>, schemas: bool) -> Component {
+    Component::new("file")
+        .set("path", path)
+        .set("schemas.enable", schemas)
+}
+
 /// One value of a key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar {

@@ -118,17 +118,18 @@ impl KafkaSignals {
             tracing::info!(topic = %settings.topic, "Created the signal topic.");
         }
         let mut list = TopicPartitionList::new();
-        let assign = |source| KafkaSignalError::Assign {
-            channel: channel(),
-            source,
-        };
         (list.add_partition_offset(&settings.topic, 0, Offset::Stored)).map_err(|source| {
             KafkaSignalError::Partition {
                 channel: channel(),
                 source,
             }
         })?;
-        consumer.assign(&list).map_err(assign)?;
+        consumer
+            .assign(&list)
+            .map_err(|source| KafkaSignalError::Assign {
+                channel: channel(),
+                source,
+            })?;
         Ok(KafkaSignals { consumer, settings })
     }
 

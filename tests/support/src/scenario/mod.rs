@@ -139,11 +139,7 @@ pub fn pipeline_file(dir: &Path, source: Component) -> PathBuf {
         .setting("offsets", &[("flush_interval", "20ms".into())])
         .top("max_batch_size", 256u32)
         .source(source)
-        .sink(
-            Component::new("file")
-                .set("path", dir.join("out.jsonl"))
-                .set("schemas.enable", true),
-        )
+        .sink(crate::pipeline::file_sink(dir.join("out.jsonl"), true))
         .write(dir)
 }
 

@@ -126,13 +126,9 @@ impl<K, X> CapturedTable<K, X> {
     pub fn key_text(&self, text: impl Fn(usize) -> Option<String>) -> String {
         let shape = &self.shape;
         let fields = shape.row.fields();
-        let pairs: Vec<String> = (shape.event_key.iter())
-            .map(|&j| {
-                let value = text(shape.kept[j]).unwrap_or_else(|| "?".to_owned());
-                format!("{}: {value}", fields[j].name)
-            })
-            .collect();
-        format!("{{{}}}", pairs.join(", "))
+        crate::failure::key_text(
+            (shape.event_key.iter()).map(|&j| (&*fields[j].name, text(shape.kept[j]))),
+        )
     }
 
     /// The row the events carry: `value(i, kind, schema)` gives the value of column `i` (an
