@@ -21,7 +21,7 @@ pub use envelope::{
     SourceTimestamps,
 };
 pub use schema::{decimal_schema, names, Field, Schema, SchemaBuilder, SchemaType};
-pub use source_block::SourceHead;
+pub use source_block::{snapshot_marker, SourceConstants, SourceHead};
 pub use value::{Struct, Value};
 
 /// A source position: where a restarted source resumes, after the event that carries it.

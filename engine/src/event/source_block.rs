@@ -4,7 +4,7 @@
 
 use super::{Struct, Value};
 use crate::Schema;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The fields every Debezium `source` block starts with
 /// ([`source_block_builder`](super::source_block_builder)'s).
@@ -39,6 +39,62 @@ impl SourceHead {
         ]);
         values.extend(rest);
         Struct::from_values(schema.clone(), values).unwrap_or_else(|| Struct::new(schema.clone()))
+    }
+}
+
+/// The `source.snapshot` values Debezium writes (`SnapshotRecord`), most frequent first.
+const SNAPSHOT_MARKERS: [&str; 7] = [
+    "false",
+    "true",
+    "incremental",
+    "first",
+    "last",
+    "first_in_data_collection",
+    "last_in_data_collection",
+];
+
+/// A `source.snapshot` value: one of Debezium's markers shared (a reference count, no
+/// allocation per event), any other text copied.
+pub fn snapshot_marker(marker: &str) -> Value {
+    static SHARED: OnceLock<[Arc<str>; SNAPSHOT_MARKERS.len()]> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| SNAPSHOT_MARKERS.map(Arc::from));
+    match SNAPSHOT_MARKERS.iter().position(|m| *m == marker) {
+        Some(i) => Value::String(Arc::clone(&shared[i])),
+        None => Value::from(marker),
+    }
+}
+
+/// What every `source` block of one source shares: its `version`, `connector` and `name`, made
+/// once and shared by every event's block (a reference count each, no allocation per event).
+#[derive(Debug, Clone)]
+pub struct SourceConstants {
+    version: Arc<str>,
+    connector: Arc<str>,
+    name: Arc<str>,
+}
+
+impl SourceConstants {
+    /// The constants of a source of `connector` (`postgresql`, `mysql`, ...) at `version`,
+    /// named `name` (its `topic.prefix`).
+    pub fn new(version: &str, connector: &str, name: &str) -> SourceConstants {
+        SourceConstants {
+            version: version.into(),
+            connector: connector.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The head of a block of a change in `db`, made at `ts_ms`, in the snapshot phase
+    /// `snapshot` ([`snapshot_marker`]).
+    pub fn head(&self, db: Value, ts_ms: i64, snapshot: &str) -> SourceHead {
+        SourceHead {
+            version: Value::String(Arc::clone(&self.version)),
+            connector: Value::String(Arc::clone(&self.connector)),
+            name: Value::String(Arc::clone(&self.name)),
+            ts_ms,
+            snapshot: snapshot_marker(snapshot),
+            db,
+        }
     }
 }
 
@@ -168,5 +224,23 @@ mod tests {
         assert_eq!(block.get("txId"), Some(&Value::Int64(7)));
         assert_eq!(block.get("table"), Some(&Value::from("t")));
         assert_eq!(block.get("ts_ms"), Some(&Value::Int64(5)));
+    }
+
+    #[test]
+    fn a_head_shares_the_constants_and_the_markers() {
+        let constants = super::SourceConstants::new("1.0", "test", "p");
+        let (a, b) = (
+            constants.head(Value::from("d"), 1, "true"),
+            constants.head(Value::from("d"), 2, "true"),
+        );
+        let shared = |x: &Value, y: &Value| match (x, y) {
+            (Value::String(x), Value::String(y)) => std::sync::Arc::ptr_eq(x, y),
+            _ => false,
+        };
+        assert!(shared(&a.connector, &b.connector) && shared(&a.name, &b.name));
+        assert!(shared(&a.snapshot, &b.snapshot));
+        assert_eq!(a.snapshot, Value::from("true"));
+        assert_eq!(super::snapshot_marker("last"), Value::from("last"));
+        assert_eq!(super::snapshot_marker("other"), Value::from("other"));
     }
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::{SourceHead, SourceTimestamps};
+use sluice_engine::event::{SourceConstants, SourceTimestamps};
 use sluice_engine::{
     BuildContext, ChangeEvent, ComponentError, Op, Position, Schema, Source, SourceContext, Struct,
     Value,
@@ -122,7 +122,7 @@ pub struct MysqlSource {
     /// `skipped.operations`.
     skipped: sluice_kit::config::Skipped,
     /// `source.version`, `source.connector` and `source.name`, made once.
-    constants: (Arc<str>, Arc<str>, Arc<str>),
+    constants: SourceConstants,
 }
 
 impl MysqlSource {
@@ -142,11 +142,8 @@ impl MysqlSource {
         let source_schema =
             MysqlSourceBlock::schema(&format!("io.debezium.connector.{}.Source", flavour.name()));
         let skipped = config.common.skipped().map_err(ComponentError::fatal)?;
-        let constants = (
-            crate::VERSION.into(),
-            flavour.name().into(),
-            config.common.topic_prefix.as_str().into(),
-        );
+        let constants =
+            SourceConstants::new(crate::VERSION, flavour.name(), &config.common.topic_prefix);
         Ok(MysqlSource {
             config,
             flavour,
@@ -547,14 +544,7 @@ impl MysqlSource {
             nanos: at.ts_ms.saturating_mul(1_000_000),
         };
         MysqlSourceBlock {
-            head: SourceHead {
-                version: Value::String(Arc::clone(&self.constants.0)),
-                connector: Value::String(Arc::clone(&self.constants.1)),
-                name: Value::String(Arc::clone(&self.constants.2)),
-                ts_ms: made.millis(),
-                snapshot: Value::from(at.snapshot),
-                db,
-            },
+            head: self.constants.head(db, made.millis(), at.snapshot),
             sequence: Value::Null,
             ts_us: Value::Int64(made.micros()),
             ts_ns: Value::Int64(made.nanos),

@@ -24,7 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
-use sluice_engine::event::{BatchCut, SourceHead, SourceTimestamps};
+use sluice_engine::event::{BatchCut, SourceConstants, SourceTimestamps};
 use sluice_engine::{
     Batch, BuildContext, ChangeEvent, ComponentError, Op, Position, Record, Schema, Source,
     SourceContext, Struct, Value,
@@ -75,10 +75,14 @@ fn at(seq: i64, incremental: Option<&serde_json::value::RawValue>) -> Position {
 type Images = (Option<Struct>, Option<Struct>);
 
 /// The running source.
+#[derive(Clone)]
 pub struct SqliteSource {
     config: SqliteConfig,
-    db_name: String,
     source_schema: Arc<Schema>,
+    /// `source.version`, `connector` and `name`, and `source.db` and `schema`: made once.
+    constants: SourceConstants,
+    source_db: Value,
+    source_schema_name: Value,
     /// `skipped.operations`.
     skipped: sluice_kit::config::Skipped,
 }
@@ -119,10 +123,13 @@ impl SqliteSource {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "main".into());
         let source_schema = SqliteSourceBlock::schema("io.sluice.connector.sqlite.Source");
+        let constants = SourceConstants::new(crate::VERSION, "sqlite", &config.common.topic_prefix);
         Ok(SqliteSource {
             config,
-            db_name,
+            source_db: Value::from(db_name.as_str()),
             source_schema,
+            constants,
+            source_schema_name: Value::from("main"),
             skipped,
         })
     }
@@ -193,18 +200,11 @@ impl SqliteSource {
         });
         let seq = change.map(|(seq, _)| seq);
         let source = SqliteSourceBlock {
-            head: SourceHead {
-                version: Value::from(crate::VERSION),
-                connector: Value::from("sqlite"),
-                name: Value::from(self.config.common.topic_prefix.as_str()),
-                ts_ms: made.millis(),
-                snapshot: Value::from(snapshot),
-                db: Value::from(self.db_name.as_str()),
-            },
+            head: (self.constants).head(self.source_db.clone(), made.millis(), snapshot),
             ts_us: Value::Int64(made.micros()),
             ts_ns: Value::Int64(made.nanos),
-            schema: Value::from("main"),
-            table: Value::from(table.name.as_str()),
+            schema: self.source_schema_name.clone(),
+            table: table.source_table.clone(),
             seq: seq.map_or(Value::Null, Value::Int64),
         }
         .into_struct(&self.source_schema);
@@ -616,12 +616,7 @@ impl sluice_kit::lifecycle::DatabaseSource for SqliteSource {
             committed: ctx.committed(),
             commit_soon: ctx.commit_soon(),
         };
-        let reader = SqliteSource {
-            config: self.config.clone(),
-            db_name: self.db_name.clone(),
-            source_schema: self.source_schema.clone(),
-            skipped: self.skipped,
-        };
+        let reader = self.clone();
         let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx)
             .await
             .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;

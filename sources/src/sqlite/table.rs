@@ -16,6 +16,8 @@ use super::types::{self, Kind};
 /// One captured table, ready to turn rows into events.
 pub(super) struct Table {
     pub(super) name: String,
+    /// `source.table` of its events: the name, made once.
+    pub(super) source_table: Value,
     pub(super) topic: Arc<str>,
     /// The columns read, in table order.
     pub(super) columns: Vec<(String, Kind)>,
@@ -127,6 +129,7 @@ pub(super) fn build(
     );
     Ok(Table {
         name: c.table.clone(),
+        source_table: Value::from(c.table.as_str()),
         topic: prefix.into(),
         columns,
         mappers,

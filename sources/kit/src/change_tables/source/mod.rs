@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_engine::event::{source_block_builder, SourceHead, SourceTimestamps};
+use sluice_engine::event::{source_block_builder, SourceConstants, SourceTimestamps};
 use sluice_engine::{
     ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, SourceContext, Struct, Value,
 };
@@ -297,8 +297,10 @@ pub struct ChangeTableSource<D: Dialect> {
     pub dialect: D,
     source_schema: Arc<Schema>,
     skipped: Skipped,
-    /// `source.version`, `source.connector`, `source.name`, `source.db`.
-    constants: [Value; 4],
+    /// `source.version`, `source.connector` and `source.name`.
+    constants: SourceConstants,
+    /// `source.db`.
+    db: Value,
     /// Schema change events (`include.schema.changes`, on by default as in Debezium).
     schema_events: Option<SchemaChangeEvents>,
     /// The schema history, opened when the source runs.
@@ -324,12 +326,8 @@ impl<D: Dialect> ChangeTableSource<D> {
         let source_schema = block.build();
         let common = dialect.common();
         let skipped = common.skipped().map_err(ComponentError::fatal)?;
-        let constants = [
-            Value::from(version),
-            Value::from(D::NAME),
-            Value::from(common.topic_prefix.as_str()),
-            Value::from(dialect.database()),
-        ];
+        let constants = SourceConstants::new(version, D::NAME, &common.topic_prefix);
+        let db = Value::from(dialect.database());
         let schema_events = common
             .includes_schema_changes(true)
             .then(|| SchemaChangeEvents::new(D::NAME, &common.topic_prefix, source_schema.clone()));
@@ -338,6 +336,7 @@ impl<D: Dialect> ChangeTableSource<D> {
             source_schema,
             skipped,
             constants,
+            db,
             schema_events,
             history: None,
         })
@@ -381,15 +380,7 @@ impl<D: Dialect> ChangeTableSource<D> {
         let made = SourceTimestamps {
             nanos: at.ts_ms.saturating_mul(1_000_000),
         };
-        let [version, connector, name, db] = &self.constants;
-        let head = SourceHead {
-            version: version.clone(),
-            connector: connector.clone(),
-            name: name.clone(),
-            ts_ms: made.millis(),
-            snapshot: Value::from(at.snapshot),
-            db: db.clone(),
-        };
+        let head = (self.constants).head(self.db.clone(), made.millis(), at.snapshot);
         // `sequence`, `ts_us`, `ts_ns`, `schema`, `table`, `change_lsn`, `commit_lsn` and
         // `event_serial_no` where the dialect has it: the order `new` declares them in.
         let serial =
