@@ -1,6 +1,7 @@
 //! SQLite declared types → Kafka Connect schemas, the way Debezium maps their SQL
 //! equivalents, and SQLite values → Connect values.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rusqlite::types::ValueRef;
@@ -104,17 +105,34 @@ pub fn schema(decltype: &str, optional: bool) -> Arc<Schema> {
     }
 }
 
+/// Powers of ten a double holds exactly.
+const EXACT_POWERS: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// A REAL's value at `scale` digits as an unscaled integer, without writing it out, when that
+/// is certain to be what writing it out rounds to: `n = round(f·10^s)` with `n / 10^s == f`
+/// (so `f` is the double nearest `n·10^-s`, off by at most half its ulp) and `|n| < 2^51`
+/// (so that half ulp, scaled by `10^s`, is under 1/4 and rounds to `n`). `None` otherwise
+/// (NaN, infinities, large values, more digits than the scale): the caller writes it out.
+fn real_unscaled(f: f64, scale: u32) -> Option<i128> {
+    let power = *EXACT_POWERS.get(scale as usize)?;
+    let n = (f * power).round();
+    (n.abs() < (1u64 << 51) as f64 && n / power == f).then_some(n as i128)
+}
+
 /// Converts a stored value; the error says what does not fit.
 pub fn value(kind: Kind, v: ValueRef<'_>) -> Result<Value, String> {
-    let text = |v: ValueRef<'_>| -> Result<String, String> {
+    // Text as stored (borrowed, copied only when it is not UTF-8), numbers written out.
+    fn text(v: ValueRef<'_>) -> Result<Cow<'_, str>, String> {
         match v {
-            ValueRef::Text(t) => Ok(String::from_utf8_lossy(t).into_owned()),
-            ValueRef::Integer(i) => Ok(i.to_string()),
-            ValueRef::Real(f) => Ok(f.to_string()),
+            ValueRef::Text(t) => Ok(String::from_utf8_lossy(t)),
+            ValueRef::Integer(i) => Ok(Cow::Owned(i.to_string())),
+            ValueRef::Real(f) => Ok(Cow::Owned(f.to_string())),
             ValueRef::Blob(_) => Err("a BLOB".into()),
             ValueRef::Null => Err("NULL".into()),
         }
-    };
+    }
     let int = |v: ValueRef<'_>| -> Result<i64, String> {
         match v {
             ValueRef::Integer(i) => Ok(i),
@@ -150,8 +168,13 @@ pub fn value(kind: Kind, v: ValueRef<'_>) -> Result<Value, String> {
             ),
         },
         Kind::Decimal(scale) => {
+            if let ValueRef::Real(f) = v {
+                if let Some(unscaled) = real_unscaled(f, scale) {
+                    return Ok(Value::Bytes(Value::decimal_bytes(unscaled)));
+                }
+            }
             let t = match v {
-                ValueRef::Real(f) => format!("{f:.*}", scale as usize),
+                ValueRef::Real(f) => Cow::Owned(format!("{f:.*}", scale as usize)),
                 other => text(other)?,
             };
             let bytes = unscaled_bytes(t.trim(), scale)
@@ -181,17 +204,13 @@ pub fn value(kind: Kind, v: ValueRef<'_>) -> Result<Value, String> {
                 .ok_or_else(|| bad(format!("`{t}`"), "a timestamp (YYYY-MM-DD HH:MM:SS)"))?;
             Value::Int64(micros.div_euclid(1000))
         }
-        Kind::String => Value::String(
-            text(v)
-                .or_else(|_| match v {
-                    ValueRef::Blob(b) => Ok(String::from_utf8_lossy(b).into_owned()),
-                    _ => Err(String::new()),
-                })?
-                .into(),
-        ),
+        Kind::String => Value::String(Arc::from(&*match v {
+            ValueRef::Blob(b) => String::from_utf8_lossy(b),
+            other => text(other)?,
+        })),
         Kind::Bytes => match v {
             ValueRef::Blob(b) | ValueRef::Text(b) => Value::Bytes(b.to_vec()),
-            other => Value::Bytes(text(other)?.into_bytes()),
+            other => Value::Bytes(text(other)?.into_owned().into_bytes()),
         },
     })
 }
@@ -227,6 +246,16 @@ mod tests {
             };
             let v = value(Kind::Decimal(scale), ValueRef::Text(text.as_bytes()));
             proptest::prop_assert_eq!(v, Ok(Value::Bytes(Value::decimal_bytes(i128::from(units)))));
+        }
+
+        #[test]
+        fn a_real_unscaled_directly_is_the_real_written_out(f in proptest::num::f64::ANY, units in -1_000_000_000_000i64..1_000_000_000_000, scale in 0u32..16) {
+            let written = |f: f64| sluice_kit::values::decimal::unscaled(&format!("{f:.*}", scale as usize), scale);
+            for f in [f, units as f64 / EXACT_POWERS[scale as usize], units as f64 * 0.5] {
+                if let Some(n) = real_unscaled(f, scale) {
+                    proptest::prop_assert_eq!(Some(n), written(f), "{} at scale {}", f, scale);
+                }
+            }
         }
 
         #[test]
