@@ -1,6 +1,7 @@
 //! The PostgreSQL source's position, stored as a small JSON document.
 
 use serde::{Deserialize, Serialize};
+use sluice_engine::event::{push_u64, shared_text};
 use sluice_engine::Position;
 
 /// Where the source resumes.
@@ -51,25 +52,25 @@ fn is_true(b: &bool) -> bool {
 impl PgOffset {
     /// The engine position.
     pub fn position(&self) -> Position {
-        // Every streamed event carries one: written by hand, as serde_json writes it.
-        let mut text = String::with_capacity(64);
-        let mut number = itoa::Buffer::new();
-        text.push_str("{\"lsn\":");
-        text.push_str(number.format(self.lsn));
-        if let Some(at) = self.tx {
-            text.push_str(",\"in_tx\":{\"lsn_commit\":");
-            text.push_str(number.format(at.lsn_commit));
-            text.push_str(",\"lsn_proc\":");
-            text.push_str(number.format(at.lsn_proc));
-            text.push_str(",\"part\":");
-            text.push_str(number.format(at.part));
+        // Every streamed event carries one: written by hand, as serde_json writes it (one
+        // allocation, the shared text's).
+        Position::Opaque(shared_text(|text| {
+            text.push_str("{\"lsn\":");
+            push_u64(text, self.lsn);
+            if let Some(at) = self.tx {
+                text.push_str(",\"in_tx\":{\"lsn_commit\":");
+                push_u64(text, at.lsn_commit);
+                text.push_str(",\"lsn_proc\":");
+                push_u64(text, at.lsn_proc);
+                text.push_str(",\"part\":");
+                push_u64(text, at.part);
+                text.push('}');
+            }
+            if !self.snapshot_completed {
+                text.push_str(",\"snapshot_completed\":false");
+            }
             text.push('}');
-        }
-        if !self.snapshot_completed {
-            text.push_str(",\"snapshot_completed\":false");
-        }
-        text.push('}');
-        Position::Opaque(text.into())
+        }))
     }
 
     /// Reads a committed position.

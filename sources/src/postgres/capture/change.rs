@@ -2,6 +2,7 @@
 //! emitted, so that a change whose values cannot be read is skipped or fails as one.
 
 use sluice_engine::{ChangeEvent, Op, Position, Record};
+use smallvec::{smallvec, SmallVec};
 
 use crate::postgres::records::table::{Cell, SourceInfo, TableSchema};
 use crate::postgres::values::types::ReadPath;
@@ -18,7 +19,8 @@ pub(crate) enum Built {
 }
 
 /// A change's events, and the keys an open incremental snapshot window must drop.
-pub(crate) type Change = (Vec<Built>, Vec<Option<Record>>);
+/// Inline (no allocation per change): a key change has two of each, any other change one.
+pub(crate) type Change = (SmallVec<[Built; 2]>, SmallVec<[Option<Record>; 2]>);
 
 /// The events of a row change and the keys an open incremental snapshot window must drop;
 /// `Ok(None)` when the operation is skipped (`skipped.operations`) or the change cannot be
@@ -52,7 +54,7 @@ fn events(
         Message::Insert { new, .. } => {
             let key = table.key(new)?;
             let e = event(Op::Create, key.clone(), None, Some(table.row(new)?));
-            (vec![Built::Event(e)], vec![key])
+            (smallvec![Built::Event(e)], smallvec![key])
         }
         Message::Update { old, new, .. } => {
             let new_key = table.key(new)?;
@@ -66,12 +68,12 @@ fn events(
                 let delete = event(Op::Delete, old_key.clone(), before, None);
                 let create = event(Op::Create, new_key.clone(), None, after);
                 (
-                    vec![Built::Delete(delete), Built::Event(create)],
-                    vec![new_key, old_key],
+                    smallvec![Built::Delete(delete), Built::Event(create)],
+                    smallvec![new_key, old_key],
                 )
             } else {
                 let e = event(Op::Update, new_key.clone(), before, after);
-                (vec![Built::Event(e)], vec![new_key])
+                (smallvec![Built::Event(e)], smallvec![new_key])
             }
         }
         Message::Delete {
@@ -79,8 +81,8 @@ fn events(
         } => {
             let key = table.key(cells)?;
             let e = event(Op::Delete, key.clone(), Some(table.row(cells)?), None);
-            (vec![Built::Delete(e)], vec![key])
+            (smallvec![Built::Delete(e)], smallvec![key])
         }
-        _ => (Vec::new(), Vec::new()),
+        _ => (SmallVec::new(), SmallVec::new()),
     })
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
-use sluice_engine::event::BatchCut;
+use sluice_engine::event::{push_u64, shared_text, BatchCut};
 use sluice_engine::{Batch, ChangeEvent, Op, Position, SourceContext, Value};
 use tokio_postgres::Client;
 
@@ -485,7 +485,7 @@ impl Streamer<'_> {
             db: &self.db,
             ts_micros: tx.commit_micros,
             snapshot: &self.not_snapshot,
-            sequence: Some(sequence(last_done, lsn).into()),
+            sequence: Some(sequence(last_done, lsn)),
             tx_id: Some(i64::from(tx.xid)),
             lsn: Some(lsn as i64),
         }
@@ -732,16 +732,16 @@ impl Tx {
     }
 }
 
-/// Debezium's `sequence`: `["<last commit LSN>","<this LSN>"]`, without formatting machinery.
-fn sequence(last_done: u64, lsn: u64) -> String {
-    let mut number = itoa::Buffer::new();
-    let mut text = String::with_capacity(48);
-    text.push_str("[\"");
-    text.push_str(number.format(last_done));
-    text.push_str("\",\"");
-    text.push_str(number.format(lsn));
-    text.push_str("\"]");
-    text
+/// Debezium's `sequence`: `["<last commit LSN>","<this LSN>"]`, without formatting machinery
+/// (one allocation, the shared text's).
+fn sequence(last_done: u64, lsn: u64) -> Arc<str> {
+    shared_text(|text| {
+        text.push_str("[\"");
+        push_u64(text, last_done);
+        text.push_str("\",\"");
+        push_u64(text, lsn);
+        text.push_str("\"]");
+    })
 }
 
 /// The offset inside transaction `tx` (after its last change placed), `last_done` the last
@@ -762,9 +762,9 @@ fn tx_offset(tx: &Tx, last_done: u64) -> PgOffset {
 mod tests {
     #[test]
     fn the_sequence_is_debeziums() {
-        assert_eq!(super::sequence(0, 42), r#"["0","42"]"#);
+        assert_eq!(&*super::sequence(0, 42), r#"["0","42"]"#);
         assert_eq!(
-            super::sequence(u64::MAX, 7),
+            *super::sequence(u64::MAX, 7),
             format!("[\"{}\",\"7\"]", u64::MAX)
         );
     }

@@ -320,12 +320,13 @@ impl TableSchema {
         !self.key_columns.is_empty()
     }
 
-    fn cell(&self, path: ReadPath, index: usize, cell: Cell<'_>) -> Result<Value, RowError> {
+    /// Column `index`'s value; the error is the reason only, the caller names the column (a
+    /// small result on the path of every value).
+    fn cell(&self, path: ReadPath, index: usize, cell: Cell<'_>) -> Result<Value, String> {
         let column = &self.columns[index];
         let schema = &column.schema;
         match cell {
-            Cell::Text(t) => parse_value(&column.kind, self.modes, path, schema, t)
-                .map_err(|reason| RowError::column(&column.name, reason)),
+            Cell::Text(t) => parse_value(&column.kind, self.modes, path, schema, t),
             // Debezium emits a column's default for NULL (snapshot and stream alike), and a
             // type's zero value for a NULL it must not emit (a key-only old row's columns).
             Cell::Null => Ok(match schema.default_value() {
@@ -351,7 +352,8 @@ impl TableSchema {
         // Sized up front: collecting through `Result` would grow the vector step by step.
         let mut values = Vec::with_capacity(self.value_columns.len());
         for &i in &self.value_columns {
-            let value = self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null))?;
+            let value = (self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null)))
+                .map_err(|reason| RowError::column(&self.columns[i].name, reason))?;
             values.push(match &self.columns[i].mapper {
                 Some((Some(mapper), _)) => mapper.apply(&value).unwrap_or(value),
                 _ => value,
@@ -372,7 +374,10 @@ impl TableSchema {
         };
         let mut values = Vec::with_capacity(self.key_columns.len());
         for &i in &self.key_columns {
-            values.push(self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null))?);
+            values.push(
+                (self.cell(path, i, cells.get(i).copied().unwrap_or(Cell::Null)))
+                    .map_err(|reason| RowError::column(&self.columns[i].name, reason))?,
+            );
         }
         let value = Struct::from_values(schema.clone(), values).ok_or(RowError::Shape)?;
         Ok(Some(Record {
