@@ -2,8 +2,7 @@
 //! makes its schema and a struct of its named fields from one list, so that the values of an
 //! event's block cannot drift from the schema's order (a block filled by position did).
 
-use super::{Struct, Value};
-use crate::Schema;
+use super::Value;
 use std::sync::{Arc, OnceLock};
 
 /// The fields every Debezium `source` block starts with
@@ -22,24 +21,6 @@ pub struct SourceHead {
     pub snapshot: Value,
     /// `db`: the database.
     pub db: Value,
-}
-
-impl SourceHead {
-    /// The head's values, then `rest`, as a value of `schema` (an empty struct if they do not
-    /// fit it, which the macro's single field list rules out).
-    pub fn with(self, schema: &Arc<Schema>, rest: impl IntoIterator<Item = Value>) -> Struct {
-        let mut values = Vec::with_capacity(schema.fields().len());
-        values.extend([
-            self.version,
-            self.connector,
-            self.name,
-            Value::Int64(self.ts_ms),
-            self.snapshot,
-            self.db,
-        ]);
-        values.extend(rest);
-        Struct::from_values(schema.clone(), values).unwrap_or_else(|| Struct::new(schema.clone()))
-    }
 }
 
 /// The `source.snapshot` values Debezium writes (`SnapshotRecord`), most frequent first.
@@ -134,6 +115,14 @@ macro_rules! source_block {
         impl $name {
             /// The block's schema, named `record` (version 1).
             $vis fn schema(record: &str) -> ::std::sync::Arc<$crate::Schema> {
+                Self::schema_builder(record).build()
+            }
+
+            /// [`Self::schema`] not yet built: a connector whose block ends with a field only
+            /// some of its flavours have adds it here, and its value by
+            /// [`Self::into_struct_with`].
+            #[allow(dead_code)]
+            $vis fn schema_builder(record: &str) -> $crate::event::SchemaBuilder {
                 $crate::event::source_block_builder(record)
                     $( .field(
                         $crate::source_block!(@wire $field $(, $wire)?),
@@ -142,7 +131,6 @@ macro_rules! source_block {
                             $crate::source_block!(@optional $($null)?),
                         ),
                     ) )*
-                    .build()
             }
 
             /// The block as a value of `schema` ([`Self::schema`]'s): the values moved into one
@@ -161,6 +149,30 @@ macro_rules! source_block {
                     head.db,
                     $(self.$field),*
                 ];
+                $crate::Struct::from_values(schema.clone(), values)
+                    .unwrap_or_else(|| $crate::Struct::new(schema.clone()))
+            }
+
+            /// [`Self::into_struct`] for a schema [`Self::schema_builder`] extended: the
+            /// `added` fields' values follow the declared ones, in the order they were added.
+            #[allow(dead_code)]
+            $vis fn into_struct_with(
+                self,
+                schema: &::std::sync::Arc<$crate::Schema>,
+                added: impl IntoIterator<Item = $crate::Value>,
+            ) -> $crate::Struct {
+                let head = self.head;
+                let mut values = Vec::with_capacity(schema.fields().len());
+                values.extend([
+                    head.version,
+                    head.connector,
+                    head.name,
+                    $crate::Value::Int64(head.ts_ms),
+                    head.snapshot,
+                    head.db,
+                    $(self.$field),*
+                ]);
+                values.extend(added);
                 $crate::Struct::from_values(schema.clone(), values)
                     .unwrap_or_else(|| $crate::Struct::new(schema.clone()))
             }
@@ -224,6 +236,23 @@ mod tests {
         assert_eq!(block.get("txId"), Some(&Value::Int64(7)));
         assert_eq!(block.get("table"), Some(&Value::from("t")));
         assert_eq!(block.get("ts_ms"), Some(&Value::Int64(5)));
+    }
+
+    #[test]
+    fn a_field_added_to_the_schema_takes_the_value_added() {
+        let schema = TestSource::schema_builder("io.test.Source")
+            .field("extra", crate::Schema::primitive(SchemaType::Int64, true))
+            .build();
+        let constants = super::SourceConstants::new("1", "test", "p");
+        let block = TestSource {
+            head: constants.head(Value::from("d"), 5, "false"),
+            sequence: Value::Null,
+            tx_id: Value::Int64(7),
+            table: Value::from("t"),
+        }
+        .into_struct_with(&schema, [Value::Int64(9)]);
+        assert_eq!(block.get("extra"), Some(&Value::Int64(9)));
+        assert_eq!(block.get("table"), Some(&Value::from("t")));
     }
 
     #[test]

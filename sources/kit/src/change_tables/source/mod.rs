@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_engine::event::{source_block_builder, SourceConstants, SourceTimestamps};
+use sluice_engine::event::{SourceConstants, SourceTimestamps};
 use sluice_engine::{
     ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, SourceContext, Struct, Value,
 };
@@ -292,6 +292,20 @@ impl<L> At<L> {
     }
 }
 
+sluice_engine::source_block! {
+    /// A change-table source's `source` block (SQL Server's and Db2's); SQL Server's also ends
+    /// with `event_serial_no` (`Dialect::EVENT_SERIAL_NO`).
+    struct ChangeTableBlock {
+        sequence: String | null,
+        ts_us: Int64 | null,
+        ts_ns: Int64 | null,
+        schema: String,
+        table: String,
+        change_lsn: String | null,
+        commit_lsn: String | null,
+    }
+}
+
 /// A change-table source over the dialect `D`.
 pub struct ChangeTableSource<D: Dialect> {
     pub dialect: D,
@@ -310,18 +324,12 @@ pub struct ChangeTableSource<D: Dialect> {
 impl<D: Dialect> ChangeTableSource<D> {
     /// The source of `dialect`; `version` is `source.version`.
     pub fn new(dialect: D, version: &str) -> Result<Self, ComponentError> {
-        let string = |optional| Schema::primitive(SchemaType::String, optional);
-        let int64 = |optional| Schema::primitive(SchemaType::Int64, optional);
-        let mut block = source_block_builder(D::SOURCE_RECORD)
-            .field("sequence", string(true))
-            .field("ts_us", int64(true))
-            .field("ts_ns", int64(true))
-            .field("schema", string(false))
-            .field("table", string(false))
-            .field("change_lsn", string(true))
-            .field("commit_lsn", string(true));
+        let mut block = ChangeTableBlock::schema_builder(D::SOURCE_RECORD);
         if D::EVENT_SERIAL_NO {
-            block = block.field("event_serial_no", int64(true));
+            block = block.field(
+                "event_serial_no",
+                Schema::primitive(SchemaType::Int64, true),
+            );
         }
         let source_schema = block.build();
         let common = dialect.common();
@@ -380,22 +388,23 @@ impl<D: Dialect> ChangeTableSource<D> {
         let made = SourceTimestamps {
             nanos: at.ts_ms.saturating_mul(1_000_000),
         };
-        let head = (self.constants).head(self.db.clone(), made.millis(), at.snapshot);
-        // `sequence`, `ts_us`, `ts_ns`, `schema`, `table`, `change_lsn`, `commit_lsn` and
-        // `event_serial_no` where the dialect has it: the order `new` declares them in.
+        // `event_serial_no` where the dialect has it, after the declared fields (as `new`
+        // adds it to the schema).
         let serial =
             (D::EVENT_SERIAL_NO).then(|| at.event_serial_no.map_or(Value::Null, Value::Int64));
-        let rest = [
-            Value::Null,
-            Value::Int64(made.micros()),
-            Value::Int64(made.nanos),
-            table.values.0.clone(),
-            table.values.1.clone(),
-            at.change_lsn
+        ChangeTableBlock {
+            head: (self.constants).head(self.db.clone(), made.millis(), at.snapshot),
+            sequence: Value::Null,
+            ts_us: Value::Int64(made.micros()),
+            ts_ns: Value::Int64(made.nanos),
+            schema: table.values.0.clone(),
+            table: table.values.1.clone(),
+            change_lsn: at
+                .change_lsn
                 .map_or(Value::Null, |l| Value::from(l.to_string())),
-            Value::from(at.commit_lsn.to_string()),
-        ];
-        head.with(&self.source_schema, rest.into_iter().chain(serial))
+            commit_lsn: Value::from(at.commit_lsn.to_string()),
+        }
+        .into_struct_with(&self.source_schema, serial)
     }
 
     /// The change event of a row of `table`.
