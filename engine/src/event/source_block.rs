@@ -133,14 +133,11 @@ macro_rules! source_block {
                     ) )*
             }
 
-            /// The block as a value of `schema` ([`Self::schema`]'s): the values moved into one
-            /// vector in the schema's order, as a block filled by position was.
-            $vis fn into_struct(
-                self,
-                schema: &::std::sync::Arc<$crate::Schema>,
-            ) -> $crate::Struct {
+            /// The block's values in the schema's order: moved into one vector, as a block
+            /// filled by position was.
+            fn into_values(self) -> Vec<$crate::Value> {
                 let head = self.head;
-                let values = vec![
+                vec![
                     head.version,
                     head.connector,
                     head.name,
@@ -148,8 +145,15 @@ macro_rules! source_block {
                     head.snapshot,
                     head.db,
                     $(self.$field),*
-                ];
-                $crate::Struct::from_values(schema.clone(), values)
+                ]
+            }
+
+            /// The block as a value of `schema` ([`Self::schema`]'s).
+            $vis fn into_struct(
+                self,
+                schema: &::std::sync::Arc<$crate::Schema>,
+            ) -> $crate::Struct {
+                $crate::Struct::from_values(schema.clone(), self.into_values())
                     .unwrap_or_else(|| $crate::Struct::new(schema.clone()))
             }
 
@@ -161,17 +165,7 @@ macro_rules! source_block {
                 schema: &::std::sync::Arc<$crate::Schema>,
                 added: impl IntoIterator<Item = $crate::Value>,
             ) -> $crate::Struct {
-                let head = self.head;
-                let mut values = Vec::with_capacity(schema.fields().len());
-                values.extend([
-                    head.version,
-                    head.connector,
-                    head.name,
-                    $crate::Value::Int64(head.ts_ms),
-                    head.snapshot,
-                    head.db,
-                    $(self.$field),*
-                ]);
+                let mut values = self.into_values();
                 values.extend(added);
                 $crate::Struct::from_values(schema.clone(), values)
                     .unwrap_or_else(|| $crate::Struct::new(schema.clone()))
