@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use sluice_engine::event::{decimal_schema, names, EnvelopeSchema, SourceHead, SourceTimestamps};
+use sluice_engine::event::{
+    decimal_schema, names, EnvelopeSchema, SourceConstants, SourceTimestamps,
+};
 use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struct, Value};
 
 use super::config::DatagenConfig;
@@ -55,12 +57,10 @@ pub struct Generator {
 /// Strings shared by every event (no copy per event).
 #[derive(Debug)]
 struct Constants {
-    version: Arc<str>,
-    connector: Arc<str>,
-    prefix: Arc<str>,
+    /// `source.version`, `connector` and `name`.
+    source: SourceConstants,
     database: Arc<str>,
     schema: Arc<str>,
-    not_snapshot: Arc<str>,
     ssn: Arc<str>,
     created_at: Arc<str>,
 }
@@ -173,12 +173,13 @@ impl Generator {
             tombstones: config.tombstones_on_delete,
             source_schema: source,
             constants: Constants {
-                version: env!("CARGO_PKG_VERSION").into(),
-                connector: "datagen".into(),
-                prefix: config.topic_prefix.as_str().into(),
+                source: SourceConstants::new(
+                    env!("CARGO_PKG_VERSION"),
+                    "datagen",
+                    &config.topic_prefix,
+                ),
                 database: config.database.as_str().into(),
                 schema: config.schema.as_str().into(),
-                not_snapshot: "false".into(),
                 ssn: "123-45-6789".into(),
                 created_at: "2024-03-01T10:15:30.123456Z".into(),
             },
@@ -224,14 +225,11 @@ impl Generator {
 
     fn source(&self, table: &Table, ts: SourceTimestamps) -> Struct {
         DatagenSourceBlock {
-            head: SourceHead {
-                version: Value::String(self.constants.version.clone()),
-                connector: Value::String(self.constants.connector.clone()),
-                name: Value::String(self.constants.prefix.clone()),
-                ts_ms: ts.millis(),
-                snapshot: Value::String(self.constants.not_snapshot.clone()),
-                db: Value::String(self.constants.database.clone()),
-            },
+            head: self.constants.source.head(
+                Value::String(self.constants.database.clone()),
+                ts.millis(),
+                "false",
+            ),
             ts_us: Value::Int64(ts.micros()),
             ts_ns: Value::Int64(ts.nanos),
             schema: Value::String(self.constants.schema.clone()),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_engine::event::{SourceConstants, SourceTimestamps};
+use sluice_engine::event::{shared_text, SourceConstants, SourceTimestamps};
 use sluice_engine::{
     ChangeEvent, ComponentError, Op, Position, Schema, SchemaType, SourceContext, Struct, Value,
 };
@@ -306,6 +306,14 @@ sluice_engine::source_block! {
     }
 }
 
+/// An LSN as its block's text, shared with one allocation (a `String` made shared takes two).
+fn lsn_text(lsn: &impl std::fmt::Display) -> Value {
+    use std::fmt::Write as _;
+    Value::String(shared_text(|text| {
+        let _ = write!(text, "{lsn}");
+    }))
+}
+
 /// A change-table source over the dialect `D`.
 pub struct ChangeTableSource<D: Dialect> {
     pub dialect: D,
@@ -399,10 +407,8 @@ impl<D: Dialect> ChangeTableSource<D> {
             ts_ns: Value::Int64(made.nanos),
             schema: table.values.0.clone(),
             table: table.values.1.clone(),
-            change_lsn: at
-                .change_lsn
-                .map_or(Value::Null, |l| Value::from(l.to_string())),
-            commit_lsn: Value::from(at.commit_lsn.to_string()),
+            change_lsn: at.change_lsn.map_or(Value::Null, |l| lsn_text(&l)),
+            commit_lsn: lsn_text(&at.commit_lsn),
         }
         .into_struct_with(&self.source_schema, serial)
     }
