@@ -8,7 +8,7 @@ pub mod calendar;
 mod cut;
 mod envelope;
 mod schema;
-mod short_text;
+mod shared_text;
 mod source_block;
 mod value;
 
@@ -22,7 +22,7 @@ pub use envelope::{
     SourceTimestamps,
 };
 pub use schema::{decimal_schema, names, Field, Schema, SchemaBuilder, SchemaType};
-pub use short_text::{push_u64, shared_text};
+pub use shared_text::{push_u64, shared_text};
 pub use source_block::{snapshot_marker, SourceConstants, SourceHead};
 pub use value::{Struct, Value};
 
