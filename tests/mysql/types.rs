@@ -83,7 +83,7 @@ fn every_type_streams_as_debezium_maps_it_and_unrepresentable_rows_follow_the_fa
     std::thread::sleep(std::time::Duration::from_millis(300));
     run::stop(&child);
     let log = run::finish(child);
-    for key in ["id=1", "id=3"] {
+    for key in ["key={id: 1}", "key={id: 3}"] {
         assert!(
             log.lines()
                 .any(|l| l.contains("Skipped a change") && l.contains(key)),

@@ -33,13 +33,47 @@ impl RowError {
     }
 }
 
-/// A refused row's key as the warnings write it (`{ID: 2, NAME: "x"}`), from its columns'
-/// names and texts; a value that cannot be read shows as `?`.
-pub fn key_text<'a>(columns: impl IntoIterator<Item = (&'a str, Option<String>)>) -> String {
-    let pairs: Vec<String> = (columns.into_iter())
-        .map(|(name, text)| format!("{name}: {}", text.as_deref().unwrap_or("?")))
-        .collect();
-    format!("{{{}}}", pairs.join(", "))
+/// A key column's value as a warning writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyValue {
+    /// Text, written quoted as JSON writes a string (`"x"`).
+    Text(String),
+    /// A number, a boolean or another value, written as it is (`2`, `true`, `null`).
+    Bare(String),
+}
+
+impl KeyValue {
+    /// `text`, the value of a column whose event schema is `schema`: quoted when the schema
+    /// is a string's.
+    pub fn under(schema: &sluice_engine::Schema, text: String) -> Self {
+        match schema.kind() {
+            sluice_engine::SchemaType::String => KeyValue::Text(text),
+            _ => KeyValue::Bare(text),
+        }
+    }
+}
+
+/// A refused row's key as every source's warnings write it (`{ID: 2, NAME: "x"}`), from its
+/// columns' names and values; a value that cannot be read shows as `?`, a row without key
+/// columns as `{}`.
+pub fn key_text<'a>(columns: impl IntoIterator<Item = (&'a str, Option<KeyValue>)>) -> String {
+    let mut out = String::from("{");
+    for (i, (name, value)) in columns.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(name);
+        out.push_str(": ");
+        match value {
+            Some(KeyValue::Text(text)) => {
+                out.push_str(&serde_json::Value::String(text).to_string())
+            }
+            Some(KeyValue::Bare(text)) => out.push_str(&text),
+            None => out.push('?'),
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// A change that cannot be represented, as its source knows it.
@@ -75,13 +109,68 @@ pub struct FailureHandling {
     pub counters: Arc<SourceCounters>,
 }
 
+/// A change stopped under `fail`: its table, why, where it is and the source's advice. It
+/// reads as one line that ends with the mode to change; retrying cannot help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Its table (`schema.table`, `db.table`).
+    pub table: String,
+    /// Why.
+    pub error: RowError,
+    /// Where the change is in the source's log.
+    pub at: Option<String>,
+    /// The source's advice.
+    pub fix: Option<String>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Refused {
+            table,
+            error,
+            at,
+            fix,
+        } = self;
+        match error {
+            RowError::Column { column, reason } => {
+                write!(f, "table `{table}` column `{column}`: {reason}")?
+            }
+            _ => write!(f, "table `{table}`: {error}")?,
+        }
+        if let Some(at) = at {
+            write!(f, " (at {at})")?;
+        }
+        if let Some(fix) = fix {
+            write!(f, "; {fix}")?;
+        }
+        f.write_str(
+            "; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes",
+        )
+    }
+}
+
+impl std::error::Error for Refused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl sluice_engine::Classify for Refused {
+    fn class(&self) -> sluice_engine::ErrorClass {
+        sluice_engine::ErrorClass::Fatal
+    }
+}
+
 impl FailureHandling {
-    /// A change that cannot be represented (`refusal`): `Err` under `fail`, the line that
-    /// names the table, the column and why, where the change is, then the source's advice and
-    /// the mode to change; under `warn` one warning with the table, the column, the reason,
-    /// the change's `key` and where it is, and `Ok` to go on without it; under `skip` `Ok`
-    /// silently.
-    pub fn refuse(&self, refusal: Refusal<'_>, key: impl FnOnce() -> String) -> Result<(), String> {
+    /// A change that cannot be represented (`refusal`): under `fail` the [`Refused`] error
+    /// that stops the pipeline; under `warn` one warning with the table, the column, the
+    /// reason, the change's `key` (written by [`key_text`]) and where it is, and `Ok` to go on
+    /// without it; under `skip` `Ok` silently.
+    pub fn refuse(
+        &self,
+        refusal: Refusal<'_>,
+        key: impl FnOnce() -> String,
+    ) -> Result<(), Refused> {
         let Refusal {
             table,
             error,
@@ -90,15 +179,12 @@ impl FailureHandling {
         } = refusal;
         match self.mode {
             FailureMode::Fail => {
-                let fix = fix.map(|f| format!("{f}; ")).unwrap_or_default();
-                let at = at.map(|at| format!(" (at {at})")).unwrap_or_default();
-                let what = match error {
-                    RowError::Column { .. } => format!("table `{table}` {error}{at}"),
-                    _ => format!("table `{table}`: {error}{at}"),
-                };
-                return Err(format!(
-                    "{what}; {fix}set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
-                ));
+                return Err(Refused {
+                    table: table.to_owned(),
+                    error: error.clone(),
+                    at: at.map(str::to_owned),
+                    fix: fix.map(str::to_owned),
+                });
             }
             FailureMode::Warn => {
                 let (column, reason) = match error {
@@ -126,9 +212,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_key_is_written_with_its_column_names() {
-        let key = key_text([("ID", Some("2".to_owned())), ("NAME", None)]);
-        assert_eq!(key, "{ID: 2, NAME: ?}");
+    fn a_key_is_written_with_its_column_names_and_text_quoted() {
+        let key = key_text([
+            ("ID", Some(KeyValue::Bare("2".to_owned()))),
+            ("NAME", Some(KeyValue::Text("a \"b\"".to_owned()))),
+            ("CODE", None),
+        ]);
+        assert_eq!(key, r#"{ID: 2, NAME: "a \"b\"", CODE: ?}"#);
+        assert_eq!(key_text([]), "{}");
+        let text = sluice_engine::Schema::builder(sluice_engine::SchemaType::String).build();
+        let number = sluice_engine::Schema::builder(sluice_engine::SchemaType::Int32).build();
+        assert_eq!(
+            KeyValue::under(&text, "7".into()),
+            KeyValue::Text("7".into())
+        );
+        assert_eq!(
+            KeyValue::under(&number, "7".into()),
+            KeyValue::Bare("7".into())
+        );
     }
 
     #[test]
@@ -141,14 +242,19 @@ mod tests {
         };
         let e = handling.refuse(refusal, String::new).unwrap_err();
         assert_eq!(
-            e,
+            sluice_engine::Classify::class(&e),
+            sluice_engine::ErrorClass::Fatal
+        );
+        assert_eq!(e.error, refused, "the row's error is kept");
+        assert_eq!(
+            e.to_string(),
             "table `main.t` column `n`: `abc` is no integer; fix the value; set `event.processing.failure.handling.mode: warn` (or `skip`) to skip such changes"
         );
         let at = Refusal {
             at: Some("binlog.000003:1234, row 0"),
             ..Refusal::of("db.t", &refused)
         };
-        let e = handling.refuse(at, String::new).unwrap_err();
+        let e = handling.refuse(at, String::new).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "table `db.t` column `n`: `abc` is no integer (at binlog.000003:1234, row 0); set"
@@ -156,7 +262,7 @@ mod tests {
             "{e}"
         );
         let shape = Refusal::of("main.t", &RowError::Shape);
-        let e = handling.refuse(shape, String::new).unwrap_err();
+        let e = handling.refuse(shape, String::new).unwrap_err().to_string();
         assert!(
             e.starts_with("table `main.t`: a row does not fit its schema; set `event"),
             "{e}"

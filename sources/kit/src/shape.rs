@@ -9,6 +9,7 @@ use std::sync::Arc;
 use sluice_engine::Schema;
 
 use crate::config::SourceCommon;
+use crate::failure::KeyValue;
 use crate::mapping::ColumnMapper;
 
 /// A column as the source describes it.
@@ -62,6 +63,18 @@ impl Shape {
             schema: schema.clone(),
             value: sluice_engine::Value::Struct(s),
         })
+    }
+
+    /// The event key of a row as a warning about it writes it (`{ID: 2, NAME: "x"}`, the
+    /// kit's [`key_text`](crate::failure::key_text)): `text(i)` gives the text of column `i`
+    /// (an index among the described columns); one that cannot be read shows as `?`.
+    pub fn key_text(&self, text: impl Fn(usize) -> Option<String>) -> String {
+        let fields = self.row.fields();
+        crate::failure::key_text((self.event_key.iter()).map(|&j| {
+            let field = &fields[j];
+            let value = text(self.kept[j]).map(|t| KeyValue::under(&field.schema, t));
+            (&*field.name, value)
+        }))
     }
 
     /// Column `j` (of `kept`)'s value through its mapper.

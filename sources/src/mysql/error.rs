@@ -28,6 +28,10 @@ pub enum MysqlError {
     /// A signal channel cannot be opened or read.
     #[error(transparent)]
     Signals(#[from] sluice_kit::signal::ChannelError),
+    /// A change that cannot be represented, under `event.processing.failure.handling.mode:
+    /// fail`.
+    #[error(transparent)]
+    Refused(#[from] sluice_kit::failure::Refused),
 }
 
 impl MysqlError {
@@ -56,7 +60,9 @@ pub(super) fn binlog(source: mysql_async::Error, server_id: u32) -> MysqlError {
 impl Classify for MysqlError {
     fn class(&self) -> ErrorClass {
         match self {
-            MysqlError::Setup(_) | MysqlError::Value(_) => ErrorClass::Fatal,
+            MysqlError::Setup(_) | MysqlError::Value(_) | MysqlError::Refused(_) => {
+                ErrorClass::Fatal
+            }
             MysqlError::Stopped => ErrorClass::Retryable,
             MysqlError::History(e) => e.class(),
             MysqlError::Signals(e) => e.class(),

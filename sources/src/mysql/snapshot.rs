@@ -43,29 +43,6 @@ impl Table {
     pub(super) fn full_name(&self) -> String {
         format!("{}.{}", self.db, self.name)
     }
-
-    /// The key of a row whose values could not all be read, for a log line: `col=value` of
-    /// each key column (`text` gives the value of column `i` of `columns`).
-    pub(super) fn key_text<S: std::fmt::Display>(
-        &self,
-        text: impl Fn(usize) -> Option<S>,
-    ) -> String {
-        let parts: Vec<String> = self
-            .shape
-            .key
-            .iter()
-            .map(|&j| {
-                let i = self.shape.kept[j];
-                let v = text(i).map_or_else(|| "NULL".to_owned(), |v| v.to_string());
-                format!("{}={v}", self.columns[i].name)
-            })
-            .collect();
-        if parts.is_empty() {
-            "(no key)".to_owned()
-        } else {
-            parts.join(", ")
-        }
-    }
 }
 
 impl MysqlSource {
@@ -644,11 +621,14 @@ impl MysqlSource {
             Err(e) => {
                 // The result set holds the kept columns only.
                 let at = |i| shape.kept.iter().position(|&k| k == i);
-                let key =
-                    || table.key_text(|i| at(i).and_then(text).map(|b| String::from_utf8_lossy(b)));
-                (self.config.common)
-                    .refuse(Refusal::of(&table.full_name(), &e), key)
-                    .map_err(MysqlError::Value)?;
+                let key = || {
+                    (table.shape).key_text(|i| {
+                        at(i)
+                            .and_then(text)
+                            .map(|b| String::from_utf8_lossy(b).into())
+                    })
+                };
+                (self.config.common).refuse(Refusal::of(&table.full_name(), &e), key)?;
                 return Ok(None);
             }
         };

@@ -35,6 +35,10 @@ pub enum PgError {
     /// A signal channel cannot be opened or read.
     #[error(transparent)]
     Signals(#[from] sluice_kit::signal::ChannelError),
+    /// A change that cannot be represented, under `event.processing.failure.handling.mode:
+    /// fail`.
+    #[error(transparent)]
+    Refused(#[from] sluice_kit::failure::Refused),
 }
 
 /// The driver's error with the server's message, which its `Display` leaves out.
@@ -71,9 +75,11 @@ impl PgError {
 impl Classify for PgError {
     fn class(&self) -> ErrorClass {
         match self {
-            PgError::Setup(_) | PgError::Plan(_) | PgError::Position(_) | PgError::Decode(_) => {
-                ErrorClass::Fatal
-            }
+            PgError::Setup(_)
+            | PgError::Plan(_)
+            | PgError::Position(_)
+            | PgError::Decode(_)
+            | PgError::Refused(_) => ErrorClass::Fatal,
             PgError::Replication(_) | PgError::Unavailable(_) => ErrorClass::Retryable,
             PgError::Signals(e) => e.class(),
             PgError::Query { source, .. } => match source.code() {

@@ -384,7 +384,7 @@ impl SourceCommon {
         &self,
         refusal: crate::failure::Refusal<'_>,
         key: impl FnOnce() -> String,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::failure::Refused> {
         self.failure_handling().refuse(refusal, key)
     }
 

@@ -126,9 +126,14 @@ impl MysqlSource {
                 (Err(e), _) | (_, Err(e)) => {
                     let image = after.as_ref().or(before.as_ref());
                     let key = || {
-                        table.key_text(|i| {
+                        (table.shape).key_text(|i| {
                             image.and_then(|r| r.get(i)?.as_ref()).map(|v| match v {
-                                BinlogValue::Value(v) => v.as_sql(true),
+                                BinlogValue::Value(mysql_async::Value::Bytes(b)) => {
+                                    String::from_utf8_lossy(b).into_owned()
+                                }
+                                BinlogValue::Value(v) => {
+                                    v.as_sql(true).trim_matches('\'').to_owned()
+                                }
                                 other => format!("{other:?}"),
                             })
                         })
@@ -138,9 +143,7 @@ impl MysqlSource {
                         at: Some(&place),
                         ..Refusal::of(&collection, &e)
                     };
-                    (self.config.common)
-                        .refuse(refusal, key)
-                        .map_err(MysqlError::Value)?;
+                    (self.config.common).refuse(refusal, key)?;
                     continue;
                 }
             };

@@ -30,7 +30,7 @@ pub(crate) fn build(
     message: &Message<'_>,
     skipped: &Skipped,
     info: &SourceInfo<'_>,
-) -> Result<Option<Change>, String> {
+) -> Result<Option<Change>, sluice_kit::failure::Refused> {
     let cells: &[Cell<'_>] = match message {
         Message::Insert { new, .. } if !skipped.create => new,
         Message::Update { new, .. } if !skipped.update => new,

@@ -503,7 +503,7 @@ async fn read_unit(
                 Ok(event) => events.push(event),
                 Err(e) => table
                     .unreadable(ReadPath::Snapshot, e, cells)
-                    .map_err(PgError::Decode)?,
+                    .map_err(PgError::Refused)?,
             }
             if cut.is_full(&events) {
                 let bytes = cut.taken();

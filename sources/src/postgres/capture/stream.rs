@@ -458,7 +458,7 @@ impl Streamer<'_> {
         };
         let info = self.info(tx, last_done, lsn);
         let built =
-            change::build(&table, &message, &self.skipped, &info).map_err(PgError::Decode)?;
+            change::build(&table, &message, &self.skipped, &info).map_err(PgError::Refused)?;
         let Some((events, evicted)) = built else {
             return Ok(());
         };

@@ -7,7 +7,7 @@ use sluice_engine::{ChangeEvent, Op, Position, Record, Schema, SchemaType, Struc
 
 use crate::postgres::config::PostgresConfig;
 use crate::postgres::server::catalog::TableDef;
-use sluice_kit::failure::{FailureHandling, Refusal, RowError};
+use sluice_kit::failure::{FailureHandling, KeyValue, Refusal, RowError};
 use sluice_kit::mapping::ColumnMapper;
 
 use crate::postgres::values::types::{
@@ -394,15 +394,28 @@ impl TableSchema {
         path: ReadPath,
         error: RowError,
         cells: &[Cell<'_>],
-    ) -> Result<(), String> {
-        let key = || match self.key_at(path, cells) {
-            Ok(Some(key)) => {
-                let mut out = Vec::new();
-                sluice_engine::codec::json::write_value(&key.schema, &key.value, &mut out);
-                String::from_utf8_lossy(&out).into_owned()
-            }
-            Ok(None) => "(no key)".to_owned(),
-            Err(_) => "(unreadable)".to_owned(),
+    ) -> Result<(), sluice_kit::failure::Refused> {
+        // `{id: 2, name: "x"}`, as every source writes a key.
+        let key = || {
+            let fields = self.envelope.key.as_ref().map(|k| k.fields());
+            sluice_kit::failure::key_text((self.key_columns.iter().enumerate()).map(|(j, &i)| {
+                let cell = cells.get(i).copied().unwrap_or(Cell::Null);
+                let value = self.cell(path, i, cell).ok().map(|value| match value {
+                    Value::String(text) => KeyValue::Text(text.to_string()),
+                    value => {
+                        let mut out = Vec::new();
+                        if let Some(field) = fields.and_then(|f| f.get(j)) {
+                            sluice_engine::codec::json::write_value(
+                                &field.schema,
+                                &value,
+                                &mut out,
+                            );
+                        }
+                        KeyValue::Bare(String::from_utf8_lossy(&out).into_owned())
+                    }
+                });
+                (self.columns[i].name.as_str(), value)
+            }))
         };
         let table = format!("{}.{}", self.schema_name, self.table);
         self.failure.refuse(Refusal::of(&table, &error), key)

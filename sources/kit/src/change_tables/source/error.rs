@@ -41,6 +41,10 @@ pub enum ChangeTableError<Q: QueryError> {
     /// A signal channel cannot be opened or read (its class says whether retrying helps).
     #[error(transparent)]
     Signals(#[from] ChannelError),
+    /// A change that cannot be represented, under `event.processing.failure.handling.mode:
+    /// fail`.
+    #[error(transparent)]
+    Refused(#[from] crate::failure::Refused),
     /// The pipeline stopped (nothing is wrong).
     #[error("the pipeline stopped")]
     Stopped,
@@ -61,7 +65,8 @@ impl<Q: QueryError> Classify for ChangeTableError<Q> {
         match self {
             ChangeTableError::Setup(_)
             | ChangeTableError::Plan(_)
-            | ChangeTableError::Position(_) => ErrorClass::Fatal,
+            | ChangeTableError::Position(_)
+            | ChangeTableError::Refused(_) => ErrorClass::Fatal,
             ChangeTableError::Stopped => ErrorClass::Retryable,
             ChangeTableError::Signals(e) => e.class(),
             ChangeTableError::History(e) => e.class(),

@@ -448,10 +448,8 @@ impl<D: Dialect> ChangeTableSource<D> {
         match self.dialect.decode(table, row, from) {
             Ok(s) => Ok(Some(s)),
             Err(e) => {
-                let key = || table.key_text(|i| D::key_text(row, from + i));
-                (self.dialect.common())
-                    .refuse(Refusal::of(&table.full_name(), &e), key)
-                    .map_err(ChangeTableError::Setup)?;
+                let key = || table.shape.key_text(|i| D::key_text(row, from + i));
+                (self.dialect.common()).refuse(Refusal::of(&table.full_name(), &e), key)?;
                 Ok(None)
             }
         }

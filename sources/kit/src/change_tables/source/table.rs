@@ -121,16 +121,6 @@ impl<K, X> CapturedTable<K, X> {
         format!("{}.{}", self.schema, self.name)
     }
 
-    /// The event key of a row as text for a warning about it (`{ID: 2}`): `text(i)` gives
-    /// column `i`'s (an index into [`Self::columns`]) text; one that cannot be read shows as `?`.
-    pub fn key_text(&self, text: impl Fn(usize) -> Option<String>) -> String {
-        let shape = &self.shape;
-        let fields = shape.row.fields();
-        crate::failure::key_text(
-            (shape.event_key.iter()).map(|&j| (&*fields[j].name, text(shape.kept[j]))),
-        )
-    }
-
     /// The row the events carry: `value(i, kind, schema)` gives the value of column `i` (an
     /// index into [`Self::columns`]) at its event schema, or why it cannot be represented.
     pub fn row(

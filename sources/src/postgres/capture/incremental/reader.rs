@@ -666,7 +666,7 @@ impl Fetched {
                     Ok(event) => rows.push(event),
                     Err(e) => table
                         .unreadable(ReadPath::Snapshot, e, cells)
-                        .map_err(PgError::Decode)?,
+                        .map_err(PgError::Refused)?,
                 }
                 Ok(())
             },
