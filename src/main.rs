@@ -228,7 +228,9 @@ impl ServerArgs {
             return Ok(None);
         };
         let identity = self.cert.as_deref().zip(self.key.as_deref());
-        sluice_runtime::admin::Endpoint::https(trusted, identity).map(Some)
+        sluice_runtime::admin::Endpoint::https(trusted, identity)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 }
 

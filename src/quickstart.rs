@@ -89,7 +89,7 @@ pub(crate) fn run(q: &Quickstart) -> anyhow::Result<()> {
     let written = writer
         .join()
         .map_err(|_| anyhow::anyhow!("the demo writer panicked"))?
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| anyhow::anyhow!("the demo writer: {e}"))?;
     let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
     let counts = count(&events, start_len)?;
     eprintln!();
@@ -145,7 +145,8 @@ fn prepare(q: &Quickstart) -> anyhow::Result<std::path::PathBuf> {
             db.display()
         );
     } else {
-        demo::create_inventory(&db).map_err(anyhow::Error::msg)?;
+        // The error's text holds its causes (a `:#` print would repeat them).
+        demo::create_inventory(&db).map_err(|e| anyhow::anyhow!("{}: {e}", db.display()))?;
         eprintln!(
             "quickstart: created {} ({} customers, {} products, {} orders) and put its tables into capture mode",
             db.display(),

@@ -8,7 +8,7 @@ use serde_json::Value;
 const PAGE: &str = include_str!("../../docs/positions.md");
 
 /// The sections with examples and their source's reader (`None`: the source is not built).
-type Reader = fn(&str) -> Result<Value, String>;
+type Reader = fn(&str) -> Result<Value, sluice_kit::position::PositionError>;
 
 fn reader(section: &str) -> Option<Option<Reader>> {
     let found: Option<Reader> = match section {

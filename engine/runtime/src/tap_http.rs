@@ -166,7 +166,7 @@ pub fn follow(
     pipeline: &str,
     request: &TapRequest,
     (out, missed): (&mut dyn std::io::Write, &mut dyn std::io::Write),
-) -> Result<u64, String> {
+) -> Result<u64, super::admin::ClientError> {
     let mut query = Vec::new();
     if let Some(s) = &request.sink {
         query.push(format!("sink={}", encode(s)));
@@ -182,7 +182,7 @@ pub fn follow(
     let mut events = 0;
     let mut pending = Vec::new();
     // A tap waits as long as no event comes.
-    let mut each = |chunk: &[u8]| -> Result<(), String> {
+    let mut each = |chunk: &[u8]| -> Result<(), super::admin::ClientError> {
         pending.extend_from_slice(chunk);
         while let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
@@ -193,7 +193,7 @@ pub fn follow(
             } else {
                 out.write_all(&line)
                     .and_then(|()| out.flush())
-                    .map_err(|e| format!("writing the events: {e}"))?;
+                    .map_err(super::admin::ClientError::Output)?;
                 events += 1;
             }
         }
@@ -208,10 +208,11 @@ pub fn follow(
     };
     let (status, body) = endpoint.stream(&call, &mut each)?;
     if status != 200 {
-        return Err(format!(
-            "the endpoint at {bind} answered {status}: {}",
-            body.trim()
-        ));
+        return Err(super::admin::ClientError::Answered {
+            bind: bind.clone(),
+            status,
+            body: body.trim().to_owned(),
+        });
     }
     Ok(events)
 }

@@ -8,14 +8,36 @@ use serde_json::Value as Json;
 
 use crate::event::{Record, Schema, SchemaType, Struct, Value};
 
+/// Why a JsonConverter document cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonDecodeError {
+    /// The document is no `{"schema":..,"payload":..}` envelope.
+    #[error("expected {{\"schema\":..,\"payload\":..}} (JsonConverter with schemas.enable)")]
+    NotAnEnvelope,
+    /// A schema's `type` is none of Kafka Connect's.
+    #[error("unknown schema type {0:?}")]
+    UnknownType(Option<String>),
+    /// A schema lacks a part its type needs (`an array without items`).
+    #[error("{0}")]
+    Malformed(&'static str),
+    /// A payload does not fit its schema.
+    #[error("payload {payload} does not fit a {kind:?} schema")]
+    DoesNotFit { payload: String, kind: SchemaType },
+    /// A `bytes` payload is not base64.
+    #[error("bad base64 in {payload}: {source}")]
+    Base64 {
+        payload: String,
+        #[source]
+        source: base64::DecodeError,
+    },
+}
+
 /// The record of a JsonConverter envelope with its schema; `None` for JSON `null`.
-pub fn decode_record(json: &Json) -> Result<Option<Record>, String> {
+pub fn decode_record(json: &Json) -> Result<Option<Record>, JsonDecodeError> {
     if json.is_null() {
         return Ok(None);
     }
-    let schema = json
-        .get("schema")
-        .ok_or("expected {\"schema\":..,\"payload\":..} (JsonConverter with schemas.enable)")?;
+    let schema = json.get("schema").ok_or(JsonDecodeError::NotAnEnvelope)?;
     let schema = decode_schema(schema)?;
     let payload = json.get("payload").unwrap_or(&Json::Null);
     let value = decode_value(&schema, payload)?;
@@ -23,7 +45,7 @@ pub fn decode_record(json: &Json) -> Result<Option<Record>, String> {
 }
 
 /// A schema from its JsonConverter JSON.
-pub fn decode_schema(json: &Json) -> Result<Arc<Schema>, String> {
+pub fn decode_schema(json: &Json) -> Result<Arc<Schema>, JsonDecodeError> {
     let kind = match json.get("type").and_then(Json::as_str) {
         Some("int8") => SchemaType::Int8,
         Some("int16") => SchemaType::Int16,
@@ -37,7 +59,7 @@ pub fn decode_schema(json: &Json) -> Result<Arc<Schema>, String> {
         Some("array") => SchemaType::Array,
         Some("map") => SchemaType::Map,
         Some("struct") => SchemaType::Struct,
-        other => return Err(format!("unknown schema type {other:?}")),
+        other => return Err(JsonDecodeError::UnknownType(other.map(str::to_owned))),
     };
     let mut b = Schema::builder(kind).optional_if(
         json.get("optional")
@@ -48,7 +70,10 @@ pub fn decode_schema(json: &Json) -> Result<Arc<Schema>, String> {
         b = b.name(name);
     }
     if let Some(v) = json.get("version").and_then(Json::as_i64) {
-        b = b.version(i32::try_from(v).map_err(|_| "schema version out of range")?);
+        b = b.version(
+            i32::try_from(v)
+                .map_err(|_| JsonDecodeError::Malformed("schema version out of range"))?,
+        );
     }
     if let Some(doc) = json.get("doc").and_then(Json::as_str) {
         b = b.doc(doc);
@@ -69,22 +94,25 @@ pub fn decode_schema(json: &Json) -> Result<Arc<Schema>, String> {
                 let name = f
                     .get("field")
                     .and_then(Json::as_str)
-                    .ok_or("a field without a name")?;
+                    .ok_or(JsonDecodeError::Malformed("a field without a name"))?;
                 b = b.field(name, decode_schema(f)?);
             }
         }
         SchemaType::Array => {
-            b = b.items(decode_schema(
-                json.get("items").ok_or("an array without items")?,
-            )?);
+            b = b
+                .items(decode_schema(json.get("items").ok_or(
+                    JsonDecodeError::Malformed("an array without items"),
+                )?)?);
         }
         SchemaType::Map => {
             b = b
                 .map_key(decode_schema(
-                    json.get("keys").ok_or("a map without keys")?,
+                    json.get("keys")
+                        .ok_or(JsonDecodeError::Malformed("a map without keys"))?,
                 )?)
                 .items(decode_schema(
-                    json.get("values").ok_or("a map without values")?,
+                    json.get("values")
+                        .ok_or(JsonDecodeError::Malformed("a map without values"))?,
                 )?);
         }
         _ => {}
@@ -100,11 +128,14 @@ pub fn decode_schema(json: &Json) -> Result<Arc<Schema>, String> {
 }
 
 /// A payload under `schema`.
-pub fn decode_value(schema: &Arc<Schema>, json: &Json) -> Result<Value, String> {
+pub fn decode_value(schema: &Arc<Schema>, json: &Json) -> Result<Value, JsonDecodeError> {
     if json.is_null() {
         return Ok(Value::Null);
     }
-    let bad = || format!("payload {json} does not fit a {:?} schema", schema.kind());
+    let bad = || JsonDecodeError::DoesNotFit {
+        payload: json.to_string(),
+        kind: schema.kind(),
+    };
     let int = || json.as_i64().ok_or_else(bad);
     Ok(match schema.kind() {
         SchemaType::Int8 => Value::Int8(i8::try_from(int()?).map_err(|_| bad())?),
@@ -118,10 +149,15 @@ pub fn decode_value(schema: &Arc<Schema>, json: &Json) -> Result<Value, String> 
         SchemaType::Bytes => Value::Bytes(
             base64::engine::general_purpose::STANDARD
                 .decode(json.as_str().ok_or_else(bad)?)
-                .map_err(|e| format!("bad base64 in {json}: {e}"))?,
+                .map_err(|source| JsonDecodeError::Base64 {
+                    payload: json.to_string(),
+                    source,
+                })?,
         ),
         SchemaType::Array => {
-            let items = schema.items().ok_or("an array schema without items")?;
+            let items = schema
+                .items()
+                .ok_or(JsonDecodeError::Malformed("an array schema without items"))?;
             let list = json.as_array().ok_or_else(bad)?;
             Value::Array(
                 list.iter()
@@ -130,20 +166,24 @@ pub fn decode_value(schema: &Arc<Schema>, json: &Json) -> Result<Value, String> 
             )
         }
         SchemaType::Map => {
-            let keys = schema.map_key().ok_or("a map schema without keys")?;
-            let values = schema.items().ok_or("a map schema without values")?;
+            let keys = schema
+                .map_key()
+                .ok_or(JsonDecodeError::Malformed("a map schema without keys"))?;
+            let values = schema
+                .items()
+                .ok_or(JsonDecodeError::Malformed("a map schema without values"))?;
             let entries = match json {
                 Json::Object(o) => o
                     .iter()
                     .map(|(k, v)| Ok((Value::String(k.as_str().into()), decode_value(values, v)?)))
-                    .collect::<Result<Vec<_>, String>>()?,
+                    .collect::<Result<Vec<_>, JsonDecodeError>>()?,
                 Json::Array(pairs) => pairs
                     .iter()
                     .map(|p| match p.as_array().map(Vec::as_slice) {
                         Some([k, v]) => Ok((decode_value(keys, k)?, decode_value(values, v)?)),
                         _ => Err(bad()),
                     })
-                    .collect::<Result<Vec<_>, String>>()?,
+                    .collect::<Result<Vec<_>, JsonDecodeError>>()?,
                 _ => return Err(bad()),
             };
             Value::Map(entries)

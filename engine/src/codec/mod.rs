@@ -5,4 +5,4 @@ pub mod json;
 pub mod json_decode;
 
 pub use json::{JsonEncoder, JsonOptions};
-pub use json_decode::{decode_record, decode_schema, decode_value};
+pub use json_decode::{decode_record, decode_schema, decode_value, JsonDecodeError};

@@ -51,6 +51,18 @@ pub struct PositionError {
     cause: Option<serde_json::Error>,
 }
 
+impl PositionError {
+    /// A position `text` of `source` read, that does not render back to JSON (`cause`).
+    pub fn unwritable(text: &str, source: &str, cause: serde_json::Error) -> Self {
+        PositionError {
+            text: text.to_owned(),
+            kind: source.to_owned(),
+            why: format!("it does not render back: {cause}"),
+            cause: Some(cause),
+        }
+    }
+}
+
 impl sluice_engine::Classify for PositionError {
     fn class(&self) -> sluice_engine::ErrorClass {
         sluice_engine::ErrorClass::Fatal
@@ -82,14 +94,13 @@ pub fn parse_as<T: DeserializeOwned>(
 /// What the committed position `text` of the source named `source` says, as its reader
 /// `Resume<P, G>` understands it, rendered back to JSON: equal to `text`'s JSON when the
 /// reader keeps everything in it (what `docs/positions.md`'s test checks of every source).
-pub fn reread<P, G>(text: &str, source: &str) -> Result<serde_json::Value, String>
+pub fn reread<P, G>(text: &str, source: &str) -> Result<serde_json::Value, PositionError>
 where
     P: Serialize + DeserializeOwned,
     G: Serialize + DeserializeOwned,
 {
-    let resume =
-        Resume::<P, G>::parse(&Position::Opaque(text.into()), source).map_err(|e| e.to_string())?;
-    serde_json::to_value(&resume).map_err(|e| e.to_string())
+    let resume = Resume::<P, G>::parse(&Position::Opaque(text.into()), source)?;
+    serde_json::to_value(&resume).map_err(|e| PositionError::unwritable(text, source, e))
 }
 
 /// `at` with a progress already rendered as JSON (a source renders it once per chunk, not once

@@ -108,7 +108,7 @@ type Offset = Resume<MysqlOffset, serde_json::Value>;
 
 /// A committed position as this source reads it, rendered back (`docs/positions.md`'s test).
 #[cfg(test)]
-pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, sluice_kit::position::PositionError> {
     sluice_kit::position::reread::<MysqlOffset, incremental::Progress>(text, "mysql")
 }
 

@@ -211,14 +211,18 @@ const REPLICATION_BUFFER: usize = 4;
 /// A committed position as this source reads it (its offset, and a running incremental
 /// snapshot's progress), rendered back (`docs/positions.md`'s test).
 #[cfg(test)]
-pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, sluice_kit::position::PositionError> {
+    use sluice_kit::position::PositionError;
     let position = sluice_engine::Position::Opaque(text.into());
-    let offset = offset::PgOffset::parse(&position).map_err(|e| e.to_string())?;
+    let offset = offset::PgOffset::parse(&position)?;
+    let unwritable = |e| PositionError::unwritable(text, "postgres", e);
     let mut read: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&offset.position().to_string()).map_err(|e| e.to_string())?;
+        serde_json::from_str(&offset.position().to_string()).map_err(unwritable)?;
     if let Some(progress) = sluice_kit::position::progress_of::<incremental::Progress>(&position) {
-        let progress = serde_json::to_value(progress).map_err(|e| e.to_string())?;
-        read.insert("incremental".to_owned(), progress);
+        read.insert(
+            "incremental".to_owned(),
+            serde_json::to_value(progress).map_err(unwritable)?,
+        );
     }
     Ok(serde_json::Value::Object(read))
 }

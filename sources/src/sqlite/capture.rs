@@ -13,6 +13,69 @@
 pub use rusqlite::Connection;
 use rusqlite::{params, OptionalExtension};
 
+/// Why a table cannot be put into or taken out of capture mode.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A statement failed (`what`: what it was for).
+    #[error("{what}: {source}")]
+    Sqlite {
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A table of Sluice's own (`_sluice_...`) was named.
+    #[error("`{0}` is one of Sluice's own tables")]
+    OwnTable(String),
+    /// No such table.
+    #[error("no table `{0}` in this database")]
+    NoTable(String),
+    /// `--key` names a column the table does not have.
+    #[error("`{table}` has no column `{column}` (given as its key)")]
+    NoColumn { table: String, column: String },
+    /// A table without a primary key and without `--key`.
+    #[error("`{0}` has no primary key: give the columns that identify a row, e.g. `--key id`")]
+    NoKey(String),
+    /// `_sluice_capture`'s record of a table cannot be read or written.
+    #[error("_sluice_capture of `{table}`: {source}")]
+    Record {
+        table: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl sluice_engine::Classify for CaptureError {
+    fn class(&self) -> sluice_engine::ErrorClass {
+        match self {
+            // The database locked longer than the busy timeout: another try may get it.
+            CaptureError::Sqlite {
+                source: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } if matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+            {
+                sluice_engine::ErrorClass::Retryable
+            }
+            _ => sluice_engine::ErrorClass::Fatal,
+        }
+    }
+}
+
+/// The error of a statement made for `what`.
+fn sql(what: &'static str) -> impl FnOnce(rusqlite::Error) -> CaptureError {
+    move |source| CaptureError::Sqlite { what, source }
+}
+
+/// The error of `table`'s record in `_sluice_capture`.
+fn record(table: &str) -> impl FnOnce(serde_json::Error) -> CaptureError + '_ {
+    move |source| CaptureError::Record {
+        table: table.to_owned(),
+        source,
+    }
+}
+
 /// A column of a captured table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Column {
@@ -64,11 +127,11 @@ pub fn quote(name: &str) -> String {
 }
 
 /// Opens an existing database for `enable` / `disable`.
-pub fn open(path: &std::path::Path) -> Result<Connection, String> {
+pub fn open(path: &std::path::Path) -> Result<Connection, CaptureError> {
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("opening the database"))?;
     conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("setting the busy timeout"))?;
     Ok(conn)
 }
 
@@ -106,7 +169,7 @@ pub fn describe(
 }
 
 /// The tables in capture mode.
-pub fn captured(conn: &Connection) -> Result<Vec<Captured>, String> {
+pub fn captured(conn: &Connection) -> Result<Vec<Captured>, CaptureError> {
     let exists: bool = conn
         .query_row(
             "select count(*) from sqlite_master where type = 'table' and name = '_sluice_capture'",
@@ -114,13 +177,13 @@ pub fn captured(conn: &Connection) -> Result<Vec<Captured>, String> {
             |r| r.get::<_, i64>(0),
         )
         .map(|n| n > 0)
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("looking for _sluice_capture"))?;
     if !exists {
         return Ok(Vec::new());
     }
     let mut stmt = conn
         .prepare("select tbl, key_columns, columns from _sluice_capture order by tbl")
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("reading _sluice_capture"))?;
     let rows = stmt
         .query_map([], |r| {
             Ok((
@@ -129,15 +192,13 @@ pub fn captured(conn: &Connection) -> Result<Vec<Captured>, String> {
                 r.get::<_, String>(2)?,
             ))
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("reading _sluice_capture"))?;
     let mut out = Vec::new();
     for row in rows {
-        let (table, key, columns) = row.map_err(|e| e.to_string())?;
+        let (table, key, columns) = row.map_err(sql("reading _sluice_capture"))?;
         out.push(Captured {
-            key: serde_json::from_str(&key)
-                .map_err(|e| format!("_sluice_capture of `{table}`: {e}"))?,
-            columns: serde_json::from_str(&columns)
-                .map_err(|e| format!("_sluice_capture of `{table}`: {e}"))?,
+            key: serde_json::from_str(&key).map_err(record(&table))?,
+            columns: serde_json::from_str(&columns).map_err(record(&table))?,
             table,
         });
     }
@@ -161,22 +222,22 @@ pub fn enable(
     conn: &mut Connection,
     table: &str,
     key: Option<&[String]>,
-) -> Result<Enabled, String> {
+) -> Result<Enabled, CaptureError> {
     if table.starts_with("_sluice_") {
-        return Err(format!("`{table}` is one of Sluice's own tables"));
+        return Err(CaptureError::OwnTable(table.to_owned()));
     }
     let (columns, key) = key_of(conn, table, key)?;
     conn.query_row("pragma journal_mode = wal", [], |_| Ok(()))
-        .map_err(|e| format!("cannot switch to WAL: {e}"))?;
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
+        .map_err(sql("switching to WAL"))?;
+    let tx = conn.transaction().map_err(sql("beginning a transaction"))?;
     tx.execute_batch(
         "create table if not exists _sluice_clock (id integer primary key check (id = 1), seq integer not null);
          insert or ignore into _sluice_clock values (1, 0);
          create table if not exists _sluice_capture (tbl text primary key, key_columns text not null, columns text not null);",
     )
-    .map_err(|e| e.to_string())?;
-    let key_json = serde_json::to_string(&key).map_err(|e| e.to_string())?;
-    let columns_json = serde_json::to_string(&columns).map_err(|e| e.to_string())?;
+    .map_err(sql("creating Sluice's tables"))?;
+    let key_json = serde_json::to_string(&key).map_err(record(table))?;
+    let columns_json = serde_json::to_string(&columns).map_err(record(table))?;
     let existing: Option<(String, String)> = tx
         .query_row(
             "select key_columns, columns from _sluice_capture where tbl = ?1",
@@ -184,7 +245,7 @@ pub fn enable(
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("reading _sluice_capture"))?;
     let ct = quote(&change_table(table));
     let mut ddl = String::new();
     let outcome = match existing {
@@ -192,10 +253,10 @@ pub fn enable(
         Some((_, old)) => {
             // The change table keeps the changes not delivered yet: it gains the new columns
             // (older changes have no value for them), and the triggers are made again.
-            drop_triggers(&tx, table).map_err(|e| e.to_string())?;
+            drop_triggers(&tx, table).map_err(sql("dropping the triggers"))?;
             tx.execute("delete from _sluice_capture where tbl = ?1", [table])
-                .map_err(|e| e.to_string())?;
-            let old: Vec<Column> = serde_json::from_str(&old).map_err(|e| e.to_string())?;
+                .map_err(sql("updating _sluice_capture"))?;
+            let old: Vec<Column> = serde_json::from_str(&old).map_err(record(table))?;
             for c in columns
                 .iter()
                 .filter(|c| !old.iter().any(|o| o.name == c.name))
@@ -210,7 +271,7 @@ pub fn enable(
             Enabled::Recaptured
         }
         None => {
-            drop_capture_objects(&tx, table).map_err(|e| e.to_string())?;
+            drop_capture_objects(&tx, table).map_err(sql("dropping old capture objects"))?;
             ddl.push_str(&format!(
                 "create table {ct} (seq integer primary key, op text not null, ts integer not null"
             ));
@@ -226,13 +287,14 @@ pub fn enable(
         }
     };
     ddl.push_str(&triggers(table, &ct, &columns));
-    tx.execute_batch(&ddl).map_err(|e| e.to_string())?;
+    tx.execute_batch(&ddl)
+        .map_err(sql("making the change table and triggers"))?;
     tx.execute(
         "insert into _sluice_capture (tbl, key_columns, columns) values (?1, ?2, ?3)",
         params![table, key_json, columns_json],
     )
-    .map_err(|e| e.to_string())?;
-    tx.commit().map_err(|e| e.to_string())?;
+    .map_err(sql("updating _sluice_capture"))?;
+    tx.commit().map_err(sql("committing"))?;
     Ok(outcome)
 }
 
@@ -242,24 +304,23 @@ fn key_of(
     conn: &Connection,
     table: &str,
     key: Option<&[String]>,
-) -> Result<(Vec<Column>, Vec<String>), String> {
+) -> Result<(Vec<Column>, Vec<String>), CaptureError> {
     let (columns, pk) = describe(conn, table)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no table `{table}` in this database"))?;
+        .map_err(sql("describing the table"))?
+        .ok_or_else(|| CaptureError::NoTable(table.to_owned()))?;
     let key: Vec<String> = match key {
         Some(k) => {
             for c in k {
                 if !columns.iter().any(|col| &col.name == c) {
-                    return Err(format!("`{table}` has no column `{c}` (given as its key)"));
+                    return Err(CaptureError::NoColumn {
+                        table: table.to_owned(),
+                        column: c.clone(),
+                    });
                 }
             }
             k.to_vec()
         }
-        None if pk.is_empty() => {
-            return Err(format!(
-            "`{table}` has no primary key: give the columns that identify a row, e.g. `--key id`"
-        ))
-        }
+        None if pk.is_empty() => return Err(CaptureError::NoKey(table.to_owned())),
         None => pk,
     };
     Ok((columns, key))
@@ -338,11 +399,11 @@ fn drop_capture_objects(conn: &Connection, table: &str) -> rusqlite::Result<()> 
 
 /// Takes `table` out of capture mode (its change table and triggers are dropped). `false`
 /// when it was not captured.
-pub fn disable(conn: &mut Connection, table: &str) -> Result<bool, String> {
+pub fn disable(conn: &mut Connection, table: &str) -> Result<bool, CaptureError> {
     let was = captured(conn)?.iter().any(|c| c.table == table);
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
-    drop_capture_objects(&tx, table).map_err(|e| e.to_string())?;
-    tx.commit().map_err(|e| e.to_string())?;
+    let tx = conn.transaction().map_err(sql("beginning a transaction"))?;
+    drop_capture_objects(&tx, table).map_err(sql("dropping the capture objects"))?;
+    tx.commit().map_err(sql("committing"))?;
     Ok(was)
 }
 
@@ -370,8 +431,8 @@ mod tests {
     #[test]
     fn triggers_record_every_change_in_sequence_and_enable_is_idempotent() {
         let mut conn = db();
-        assert_eq!(enable(&mut conn, "t", None), Ok(Enabled::Now));
-        assert_eq!(enable(&mut conn, "t", None), Ok(Enabled::Already));
+        assert_eq!(enable(&mut conn, "t", None).ok(), Some(Enabled::Now));
+        assert_eq!(enable(&mut conn, "t", None).ok(), Some(Enabled::Already));
         conn.execute_batch("insert into t values (1, 'a', 1.5); update t set name = 'b' where id = 1; delete from t;")
             .unwrap_or_else(|e| panic!("{e}"));
         let c = changes(&conn);
@@ -382,8 +443,8 @@ mod tests {
         let tables = captured(&conn).unwrap_or_default();
         assert_eq!(tables.len(), 1);
         assert_eq!(tables[0].key, vec!["id".to_owned()]);
-        assert_eq!(disable(&mut conn, "t"), Ok(true));
-        assert_eq!(disable(&mut conn, "t"), Ok(false));
+        assert_eq!(disable(&mut conn, "t").ok(), Some(true));
+        assert_eq!(disable(&mut conn, "t").ok(), Some(false));
         conn.execute_batch("insert into t values (2, 'c', 2)")
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(captured(&conn).unwrap_or_default().is_empty());
@@ -392,22 +453,25 @@ mod tests {
     #[test]
     fn a_table_without_a_key_needs_one_and_a_changed_table_is_recaptured() {
         let mut conn = db();
-        let e = enable(&mut conn, "nokey", None).err().unwrap_or_default();
-        assert!(e.contains("no primary key") && e.contains("--key"), "{e}");
+        let e = enable(&mut conn, "nokey", None).map(|_| ()).unwrap_err();
+        assert!(matches!(&e, CaptureError::NoKey(t) if t == "nokey"), "{e}");
+        assert!(e.to_string().contains("--key"), "{e}");
         assert_eq!(
-            enable(&mut conn, "nokey", Some(&["a".to_owned()])),
-            Ok(Enabled::Now)
+            enable(&mut conn, "nokey", Some(&["a".to_owned()])).ok(),
+            Some(Enabled::Now)
         );
-        assert!(enable(&mut conn, "missing", None)
-            .err()
-            .unwrap_or_default()
-            .contains("no table `missing`"));
+        let e = enable(&mut conn, "missing", None).map(|_| ()).unwrap_err();
+        assert_eq!(e.to_string(), "no table `missing` in this database");
+        let e = enable(&mut conn, "t", Some(&["nope".to_owned()]))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.to_string(), "`t` has no column `nope` (given as its key)");
         enable(&mut conn, "t", None).unwrap_or_else(|e| panic!("{e}"));
         conn.execute_batch("insert into t (id, name) values (100, 'before')")
             .unwrap_or_else(|e| panic!("{e}"));
         conn.execute_batch("alter table t add column extra text")
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(enable(&mut conn, "t", None), Ok(Enabled::Recaptured));
+        assert_eq!(enable(&mut conn, "t", None).ok(), Some(Enabled::Recaptured));
         conn.execute_batch("insert into t (id, name, extra) values (101, 'after', 'x')")
             .unwrap_or_else(|e| panic!("{e}"));
         // The change made before the column was added is still there, beside the new one.

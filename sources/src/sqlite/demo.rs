@@ -9,6 +9,26 @@ use rusqlite::{params, Connection};
 
 use super::capture;
 
+/// Why the demo database cannot be made or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A statement failed (`what`: what it was for).
+    #[error("{what}: {source}")]
+    Sqlite {
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A table cannot be put into capture mode.
+    #[error(transparent)]
+    Capture(#[from] capture::CaptureError),
+}
+
+/// The error of a statement made for `what`.
+fn sql(what: &'static str) -> impl FnOnce(rusqlite::Error) -> DemoError {
+    move |source| DemoError::Sqlite { what, source }
+}
+
 /// Rows made by [`create_inventory`].
 pub const CUSTOMERS: i64 = 1000;
 /// Products.
@@ -44,17 +64,17 @@ const LAST: [&str; 8] = [
 ];
 
 /// Creates the database with its tables and rows, and puts the tables into capture mode.
-pub fn create_inventory(path: &Path) -> Result<(), String> {
-    let mut conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn create_inventory(path: &Path) -> Result<(), DemoError> {
+    let mut conn = Connection::open(path).map_err(sql("creating the database"))?;
     conn.execute_batch(
         "pragma journal_mode = wal;
          create table customers (id integer primary key, first_name text not null, last_name text not null, email text not null, phone text, created_at datetime not null);
          create table products (id integer primary key, name varchar(80) not null, description text, price decimal(10,2) not null, weight real);
          create table orders (id integer primary key, order_date date not null, purchaser integer not null references customers(id), product_id integer not null references products(id), quantity int not null);",
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(sql("creating the tables"))?;
     let mut rng = Lcg(42);
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
+    let tx = conn.transaction().map_err(sql("beginning a transaction"))?;
     for id in 1..=CUSTOMERS {
         let (f, l) = (FIRST[rng.next(8) as usize], LAST[rng.next(8) as usize]);
         tx.execute(
@@ -73,7 +93,7 @@ pub fn create_inventory(path: &Path) -> Result<(), String> {
                 )
             ],
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("inserting a row"))?;
     }
     for id in 1..=PRODUCTS {
         tx.execute(
@@ -86,7 +106,7 @@ pub fn create_inventory(path: &Path) -> Result<(), String> {
                 rng.next(5000) as f64 / 100.0
             ],
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("inserting a row"))?;
     }
     for id in 1..=ORDERS {
         tx.execute(
@@ -99,9 +119,9 @@ pub fn create_inventory(path: &Path) -> Result<(), String> {
                 1 + rng.next(9)
             ],
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("inserting a row"))?;
     }
-    tx.commit().map_err(|e| e.to_string())?;
+    tx.commit().map_err(sql("committing the rows"))?;
     for table in ["customers", "products", "orders"] {
         capture::enable(&mut conn, table, None)?;
     }
@@ -126,10 +146,10 @@ pub fn run_writer(
     duration: Duration,
     seed: u64,
     stop: &AtomicBool,
-) -> Result<Written, String> {
-    let conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+) -> Result<Written, DemoError> {
+    let conn = Connection::open(path).map_err(sql("opening the database"))?;
     conn.busy_timeout(Duration::from_secs(10))
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("setting the busy timeout"))?;
     let mut rng = Lcg(seed);
     let mut written = Written::default();
     let start = Instant::now();
@@ -139,14 +159,14 @@ pub fn run_writer(
             "insert into orders (order_date, purchaser, product_id, quantity) values (date('now'), ?1, ?2, ?3)",
             params![customer, 1 + rng.next(PRODUCTS), 1 + rng.next(9)],
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(sql("placing an order"))?;
         written.inserts += 1;
         let n = conn
             .execute(
                 "update customers set email = 'moved' || ?2 || '@example.org', phone = '+1-555-' || ?2 where id = ?1",
                 params![customer, rng.next(10_000)],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(sql("changing a customer"))?;
         written.updates += n as u64;
         if rng.next(4) == 0 {
             let n = conn
@@ -154,7 +174,7 @@ pub fn run_writer(
                     "delete from orders where id = (select min(id) from orders)",
                     [],
                 )
-                .map_err(|e| e.to_string())?;
+                .map_err(sql("cancelling an order"))?;
             written.deletes += n as u64;
         }
         std::thread::sleep(Duration::from_millis(50));

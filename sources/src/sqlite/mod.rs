@@ -50,7 +50,7 @@ type Offset = Resume<Point, Progress>;
 
 /// A committed position as this source reads it, rendered back (`docs/positions.md`'s test).
 #[cfg(test)]
-pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, sluice_kit::position::PositionError> {
     sluice_kit::position::reread::<Point, Progress>(text, "sqlite")
 }
 
@@ -156,7 +156,12 @@ impl SqliteSource {
     fn tables(&self, conn: &Connection) -> Result<Vec<Table>, ComponentError> {
         let path = self.config.path.display();
         let captured: Vec<Captured> = capture::captured(conn)
-            .map_err(|e| fatal(format!("{path}: cannot read the capture tables: {e}")))?
+            .map_err(|e| {
+                ComponentError::from_classified(
+                    format!("{path}: cannot read the capture tables: {e}"),
+                    e,
+                )
+            })?
             .into_iter()
             .filter(|c| self.config.selects(&c.table))
             .collect();
@@ -298,17 +303,22 @@ impl SqliteSource {
         column: &str,
         reason: &str,
     ) -> Result<(), ComponentError> {
-        // `{id: 2}`, as the other sources write a key.
+        // `{id: 2, name: "x"}`, as every source writes a key.
         let key = || {
+            use rusqlite::types::ValueRef;
+            use sluice_kit::failure::KeyValue;
             sluice_kit::failure::key_text((table.event_key.iter()).map(|&i| {
-                let text = row.get_ref(first + i).ok().map(|value| match value {
-                    rusqlite::types::ValueRef::Integer(n) => n.to_string(),
-                    rusqlite::types::ValueRef::Text(t) => {
-                        format!("{:?}", String::from_utf8_lossy(t))
+                let value = row.get_ref(first + i).ok().map(|value| match value {
+                    ValueRef::Null => KeyValue::Bare("null".to_owned()),
+                    ValueRef::Integer(n) => KeyValue::Bare(n.to_string()),
+                    ValueRef::Real(f) => KeyValue::Bare(f.to_string()),
+                    ValueRef::Text(t) => KeyValue::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => {
+                        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                        KeyValue::Bare(format!("x'{hex}'"))
                     }
-                    other => format!("{other:?}"),
                 });
-                (table.columns[i].0.as_str(), text)
+                (table.columns[i].0.as_str(), value)
             }))
         };
         let refused = RowError::column(column, reason);
@@ -316,7 +326,9 @@ impl SqliteSource {
             fix: Some(Self::FIX),
             ..Refusal::of(&table.name, &refused)
         };
-        (self.config.common).refuse(refusal, key).map_err(fatal)
+        (self.config.common)
+            .refuse(refusal, key)
+            .map_err(|e| ComponentError::from_classified(e.to_string(), e))
     }
 
     /// Changes after `after`, merged across tables in sequence order; the new position.

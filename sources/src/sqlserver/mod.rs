@@ -52,7 +52,7 @@ impl SqlServerDialect {
 
 /// A committed position as this source reads it, rendered back (`docs/positions.md`'s test).
 #[cfg(test)]
-pub(crate) fn reread(text: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn reread(text: &str) -> Result<serde_json::Value, sluice_kit::position::PositionError> {
     use sluice_kit::change_tables::{lsn::ChangeOffset, source::Progress};
     sluice_kit::position::reread::<ChangeOffset<Lsn>, Progress>(text, "sqlserver")
 }

@@ -37,7 +37,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 pub(crate) use client::Call;
-pub use client::{send_signal, status, ClientTls, Endpoint};
+pub use client::{send_signal, status, ClientError, ClientTls, Endpoint};
 pub use http::{Answer, Request};
 pub use routes::{Attached, Directory, Extension};
 
