@@ -32,6 +32,12 @@ pub enum MysqlError {
     /// fail`.
     #[error(transparent)]
     Refused(#[from] sluice_kit::failure::Refused),
+    /// The snapshot mode cannot start with what is stored.
+    #[error(transparent)]
+    Plan(#[from] sluice_kit::snapshot::PlanError),
+    /// The committed position is not this source's.
+    #[error(transparent)]
+    Position(#[from] sluice_kit::position::PositionError),
 }
 
 impl MysqlError {
@@ -60,9 +66,11 @@ pub(super) fn binlog(source: mysql_async::Error, server_id: u32) -> MysqlError {
 impl Classify for MysqlError {
     fn class(&self) -> ErrorClass {
         match self {
-            MysqlError::Setup(_) | MysqlError::Value(_) | MysqlError::Refused(_) => {
-                ErrorClass::Fatal
-            }
+            MysqlError::Setup(_)
+            | MysqlError::Value(_)
+            | MysqlError::Refused(_)
+            | MysqlError::Plan(_)
+            | MysqlError::Position(_) => ErrorClass::Fatal,
             MysqlError::Stopped => ErrorClass::Retryable,
             MysqlError::History(e) => e.class(),
             MysqlError::Signals(e) => e.class(),

@@ -17,6 +17,7 @@ mod ddl;
 mod error;
 mod gtid;
 mod incremental;
+mod lifecycle;
 mod locking;
 mod schema;
 mod snapshot;
@@ -33,7 +34,6 @@ use sluice_engine::{
     Value,
 };
 use sluice_kit::position::Resume;
-use sluice_kit::snapshot::Start;
 
 pub use config::{MariadbConfig, MysqlConfig};
 
@@ -339,145 +339,6 @@ impl Source for MysqlSource {
         let span = tracing::info_span!("mysql", host = %self.config.connection.host(), port = self.config.port());
         let _guard = span.enter();
         sluice_kit::lifecycle::drive(self, ctx).await
-    }
-}
-
-/// The server reached: a checked connection, and whether it compares table names regardless
-/// of case (`lower_case_table_names`).
-pub struct Reached {
-    conn: mysql_async::Conn,
-    case_insensitive: bool,
-}
-
-#[async_trait]
-impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
-    type Reached = Reached;
-    type Error = ComponentError;
-
-    fn connector(&self) -> &'static str {
-        self.flavour.name()
-    }
-
-    fn common_mut(&mut self) -> &mut sluice_kit::config::SourceCommon {
-        &mut self.config.common
-    }
-
-    async fn reach(&mut self, _ctx: &mut SourceContext) -> Result<Reached, ComponentError> {
-        let mut conn = self.connect().await?;
-        let case_insensitive = self.check_server(&mut conn).await?;
-        Ok(Reached {
-            conn,
-            case_insensitive,
-        })
-    }
-
-    async fn capture(
-        &mut self,
-        reached: Reached,
-        ctx: &mut SourceContext,
-    ) -> Result<(), ComponentError> {
-        let Reached {
-            mut conn,
-            case_insensitive,
-        } = reached;
-        let resume: Option<Offset> = ctx
-            .resume_from()
-            .map(|p| Offset::parse(p, "mysql"))
-            .transpose()
-            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
-        let mut schemas = self.schemas().await?;
-        schemas.model.set_case_insensitive(case_insensitive);
-        let (lost, by_gtid) = self.resume_point(&mut conn, resume.as_ref()).await?;
-        let stored = sluice_kit::snapshot::Stored {
-            offset: resume.is_some(),
-            snapshot_completed: resume.as_ref().is_some_and(|r| r.at.snapshot_completed),
-            position_available: lost.is_none(),
-            history_available: resume.is_none() || Self::has_history(&schemas)?,
-        };
-        let plan = self
-            .config
-            .common
-            .plan(stored, lost.as_deref().unwrap_or(""))
-            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
-        let Some(plan) = plan else {
-            return Ok(());
-        };
-        // A snapshot cut off earlier whose position the binlog still holds: a new snapshot
-        // goes out at it and the stream resumes there (the kit's rule, `snapshot::Start`).
-        let cut_off = Start::cut_off(&plan, stored, resume.as_ref().map(|r| r.at.clone()));
-        let cut_off = match cut_off {
-            Some(at) => self.resumable(&mut conn, &schemas, at).await?,
-            None => None,
-        };
-        // A new snapshot (`when_needed` after a purge): the stored position is not resumed.
-        let resume = if plan.data { None } else { resume };
-        // A running incremental snapshot goes on where the committed position left it.
-        let progress: Option<incremental::Progress> = resume
-            .as_ref()
-            .and_then(|r| r.incremental.clone())
-            .and_then(|p| serde_json::from_value(p).ok());
-        let (tables, from) = if plan.data {
-            let snapshot = self.snapshot(&mut conn, &mut schemas, cut_off, ctx).await;
-            let (rows, tables, start) = match snapshot {
-                Err(MysqlError::Stopped) => return Ok(()),
-                done => done?,
-            };
-            tracing::info!(rows, "Snapshot completed.");
-            match start {
-                Start::Pin(at) => (tables, at),
-                // The stream reads the binlog again from the cut-off snapshot's position,
-                // with the tables' structure as the history had it there.
-                Start::Resume(at) => {
-                    self.recover(&mut schemas, &at)?;
-                    (self.tables(&mut conn, &schemas.model).await?, at)
-                }
-            }
-        } else {
-            let fresh = resume.is_none();
-            let at = match resume {
-                Some(r) => r.at,
-                None => {
-                    let (file, pos) = locking::master_position(&mut conn).await?;
-                    MysqlOffset::at(&file, pos, true)
-                }
-            };
-            if plan.schema {
-                // A schema snapshot (`no_data`, `recovery`): the tables' structure where the
-                // stream starts, read from the server into the history; its events when
-                // nothing was captured before.
-                let position = Offset {
-                    at: at.clone(),
-                    incremental: None,
-                }
-                .position();
-                let events = self
-                    .snapshot_schema(&mut conn, &mut schemas, (&at.file, at.pos), &position)
-                    .await?;
-                if fresh && !events.is_empty() {
-                    let _ = ctx
-                        .emit(sluice_engine::Batch {
-                            events,
-                            position: Some(position),
-                        })
-                        .await;
-                }
-            } else {
-                self.recover(&mut schemas, &at)?;
-            }
-            let tables = self.tables(&mut conn, &schemas.model).await?;
-            (tables, at)
-        };
-        let _ = conn.disconnect().await;
-        if !plan.stream || ctx.is_stopping() {
-            return Ok(());
-        }
-        match self
-            .stream(&tables, schemas, (from, progress, by_gtid), ctx)
-            .await
-        {
-            Err(MysqlError::Stopped) => Ok(()),
-            done => Ok(done?),
-        }
     }
 }
 

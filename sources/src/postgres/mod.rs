@@ -14,32 +14,30 @@ mod config;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod lifecycle;
 mod offset;
 mod records;
 mod server;
 mod values;
 mod wire;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, TlsConfig};
-use sluice_engine::{Batch, BuildContext, ComponentError, Source, SourceContext};
+use sluice_engine::{BuildContext, ComponentError, Source, SourceContext};
 
 pub use config::PostgresConfig;
 pub use error::PgError;
 pub use offset::PgOffset;
 
-use capture::{incremental, signaling, snapshot, stream};
+use capture::{incremental, signaling};
 use offset::parse_lsn;
-use records::schema_change;
-use records::table::{source_schema, TableSchema};
-use server::catalog::{
-    self, captured_tables, check_setup, ensure_publication, ConnInfo, TypeResolver,
-};
-use server::{owned, slot};
+use records::table::TableSchema;
+use server::catalog::{self, ConnInfo};
+use server::owned;
 
 const SESSION_OPTIONS: &str =
     "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 -c extra_float_digits=3 -c lc_monetary=C -c bytea_output=hex";
@@ -61,38 +59,6 @@ impl PostgresSource {
 impl Source for PostgresSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
         sluice_kit::lifecycle::drive(self, ctx).await
-    }
-}
-
-/// The database reached: its connection settings and a checked connection (the kit's
-/// [`sluice_kit::lifecycle::drive`] hands it from `reach` to `capture`).
-pub struct Reached {
-    info: ConnInfo,
-    client: tokio_postgres::Client,
-}
-
-#[async_trait]
-impl sluice_kit::lifecycle::DatabaseSource for PostgresSource {
-    type Reached = Reached;
-    type Error = PgError;
-
-    fn connector(&self) -> &'static str {
-        "postgresql"
-    }
-
-    fn common_mut(&mut self) -> &mut sluice_kit::config::SourceCommon {
-        &mut self.config.common
-    }
-
-    async fn reach(&mut self, _ctx: &mut SourceContext) -> Result<Reached, PgError> {
-        let info = ConnInfo::from_config(&self.config)?;
-        let client = info.connect("sluice").await?;
-        check_setup(&client, &info).await?;
-        Ok(Reached { info, client })
-    }
-
-    async fn capture(&mut self, reached: Reached, ctx: &mut SourceContext) -> Result<(), PgError> {
-        run(&self.config, reached, ctx).await
     }
 }
 
@@ -351,29 +317,6 @@ fn table_schemas(
     (schemas, by_oid)
 }
 
-/// What this start does, from `snapshot.mode`, the committed position and the slot; `None`:
-/// nothing (an `initial_only` snapshot is complete).
-fn plan_start(
-    config: &PostgresConfig,
-    committed: Option<&PgOffset>,
-    slot: Option<&SlotState>,
-) -> Result<Option<sluice_kit::snapshot::Plan>, PgError> {
-    if let Some(pid) = slot.and_then(|s| s.active_pid) {
-        return Err(PgError::Replication(format!(
-            "replication slot `{}` is in use by another process (pid {pid}): stop it, or set another `slot.name`",
-            config.slot_name
-        )));
-    }
-    let stored = sluice_kit::snapshot::Stored {
-        offset: committed.is_some(),
-        snapshot_completed: committed.is_some_and(|o| o.snapshot_completed),
-        position_available: slot.is_some(),
-        history_available: true,
-    };
-    let lost = format!("replication slot `{}` no longer exists", config.slot_name);
-    Ok(config.common.plan(stored, &lost)?)
-}
-
 /// Streaming without a snapshot: from the committed position, creating the slot when there is
 /// none (a lost slot with a committed position was refused or re-snapshotted by the plan).
 async fn resume_stream(
@@ -403,192 +346,4 @@ async fn resume_stream(
     ReplicationClient::connect(cfg)
         .await
         .map_err(|e| PgError::Replication(e.to_string()))
-}
-
-/// What the initial snapshot reads and emits besides rows.
-struct InitialSnapshot<'a> {
-    tables: &'a [Arc<TableSchema>],
-    db: &'a str,
-    schema_changes: Option<&'a schema_change::SchemaChanges>,
-    notifications: Option<&'a sluice_kit::notification::Notifications>,
-}
-
-/// The initial snapshot in the slot's exported snapshot, then (`stream`) the stream from its
-/// consistent point; `None`: nothing to stream (`initial_only`, or the pipeline stops).
-async fn initial_snapshot(
-    (client, info, config): (&tokio_postgres::Client, &ConnInfo, &PostgresConfig),
-    (slot, owned): (Option<&SlotState>, &mut owned::Owned),
-    tables: &InitialSnapshot<'_>,
-    stream: bool,
-    ctx: &mut SourceContext,
-) -> Result<Option<(ReplicationClient, PgOffset)>, PgError> {
-    let start = slot::begin_snapshot(info, config, slot, owned).await?;
-    let consistent_point = start.consistent_point;
-    snapshot_tables(client, info, config, &start, tables, ctx).await?;
-    if !stream || ctx.is_stopping() {
-        return Ok(None);
-    }
-    let resume = PgOffset {
-        lsn: consistent_point,
-        tx: None,
-        snapshot_completed: true,
-    };
-    Ok(Some((start.stream(info, config).await?, resume)))
-}
-
-/// Reads every captured table inside the slot's exported snapshot.
-async fn snapshot_tables(
-    client: &tokio_postgres::Client,
-    info: &ConnInfo,
-    config: &PostgresConfig,
-    start: &slot::SnapshotStart,
-    what: &InitialSnapshot<'_>,
-    ctx: &mut SourceContext,
-) -> Result<(), PgError> {
-    let plan = snapshot::SnapshotPlan {
-        tables: what.tables,
-        snapshot_name: &start.snapshot_name,
-        consistent_point: start.consistent_point,
-        prefix: config.common.topic_prefix.as_str().into(),
-        db: what.db.into(),
-        overrides: &config.common.snapshot_overrides,
-        info,
-        threads: config.snapshot_max_threads,
-        chunk_size: config.snapshot_chunk_size,
-        schema_changes: what.schema_changes,
-        conditions: &BTreeMap::new(),
-        positions: None,
-        notifications: what.notifications,
-    };
-    let (rows, announced) = snapshot::run(client, &plan, ctx).await?;
-    if let Some(run) = announced {
-        run.completed(ctx);
-    }
-    tracing::info!(rows, tables = what.tables.len(), "Snapshot completed.");
-    Ok(())
-}
-
-/// As Debezium: a start that does not take the initial snapshot says so (`SKIPPED`) on the
-/// notification sink; `false` once the pipeline stops.
-async fn note_skipped(
-    notifications: Option<&sluice_kit::notification::Notifications>,
-    resume: PgOffset,
-    ctx: &mut SourceContext,
-) -> bool {
-    let Some(n) = notifications else {
-        return true;
-    };
-    let skipped = n.event_now(
-        &sluice_kit::notification::Notification::initial_snapshot("SKIPPED", Vec::new()),
-        resume.position(),
-    );
-    ctx.emit(Batch::new(vec![skipped])).await.is_ok()
-}
-
-/// The kit's heartbeat and transaction records, when the options ask for them.
-fn kit_records(
-    config: &PostgresConfig,
-) -> (
-    Option<sluice_kit::records::heartbeat::Heartbeat>,
-    Option<sluice_kit::records::transaction::TxSchemas>,
-) {
-    let common = &config.common;
-    let heartbeats = sluice_kit::records::heartbeat::Heartbeat::new(common);
-    let tx_meta = common
-        .provide_transaction_metadata
-        .then(|| sluice_kit::records::transaction::TxSchemas::new(&common.topic_prefix));
-    (heartbeats, tx_meta)
-}
-
-async fn run(
-    config: &PostgresConfig,
-    Reached { info, client }: Reached,
-    ctx: &mut SourceContext,
-) -> Result<(), PgError> {
-    let mut types = TypeResolver::default();
-    let defs = captured_tables(&client, config, &mut types).await?;
-    if defs.is_empty() {
-        tracing::warn!(
-            "No table matches the include/exclude lists; only new tables will be captured."
-        );
-    }
-    let mut owned = owned::Owned::load(ctx.data_dir(), &info)?;
-    ensure_publication(&client, config, &defs, &mut owned).await?;
-    // Before the stream starts: the signaling table must be published before any signal is
-    // written.
-    let chunk_bytes = ctx.limits().max_batch_bytes();
-    let progress = committed_progress(ctx);
-    let signals = signal_setup(&client, config, &info.dbname, progress, chunk_bytes).await?;
-    let source = source_schema();
-    let (schemas, by_oid) = table_schemas(config, &defs, &source);
-    let committed = ctx.resume_from().map(PgOffset::parse).transpose()?;
-    let slot = slot_state(&client, &config.slot_name).await?;
-    let Some(start_plan) = plan_start(config, committed.as_ref(), slot.as_ref())? else {
-        return Ok(());
-    };
-    let need_snapshot = start_plan.data;
-    let db = info.dbname.clone();
-    let notifications = config.common.notifications();
-    let schema_changes = config.common.includes_schema_changes(false).then(|| {
-        Arc::new(schema_change::SchemaChanges::new(
-            &config.common.topic_prefix,
-            &db,
-            source.clone(),
-        ))
-    });
-    let (mut repl, resume) = if need_snapshot {
-        // `snapshot.include.collection.list`: the tables whose rows are read (all streamed).
-        let read: Vec<Arc<TableSchema>> = schemas
-            .iter()
-            .filter(|t| (config.common).snapshots_table(&format!("{}.{}", t.schema_name, t.table)))
-            .cloned()
-            .collect();
-        let tables = InitialSnapshot {
-            tables: &read,
-            db: &db,
-            schema_changes: schema_changes.as_deref(),
-            notifications: notifications.as_ref(),
-        };
-        let slot = (slot.as_ref(), &mut owned);
-        let setup = (&client, &info, config);
-        match initial_snapshot(setup, slot, &tables, start_plan.stream, ctx).await? {
-            Some(started) => started,
-            None => return Ok(()),
-        }
-    } else {
-        let resume = committed.unwrap_or_default();
-        let repl =
-            resume_stream(&client, &info, config, slot.is_some(), resume, &mut owned).await?;
-        (repl, resume)
-    };
-    repl.wait_started()
-        .await
-        .map_err(|e| PgError::Replication(format!("starting replication: {e}")))?;
-    if !need_snapshot && !note_skipped(notifications.as_ref(), resume, ctx).await {
-        return Ok(());
-    }
-    let (heartbeats, tx_meta) = kit_records(config);
-    let mut streamer = stream::Streamer {
-        config,
-        info: &info,
-        notifications: notifications.clone(),
-        client: &client,
-        types,
-        db: db.as_str().into(),
-        prefix: config.common.topic_prefix.as_str().into(),
-        not_snapshot: "false".into(),
-        heartbeat: heartbeats,
-        tx_meta,
-        skipped: config.common.skipped().map_err(PgError::Setup)?,
-        tables: by_oid,
-        schema_changes,
-        signals,
-        resume,
-    };
-    let result = streamer.run(&mut repl, ctx).await;
-    let _ = repl.shutdown().await;
-    if config.slot_drop_on_stop && result.is_ok() {
-        slot::drop_on_stop(&client, config, &mut owned).await;
-    }
-    result
 }

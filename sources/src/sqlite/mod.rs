@@ -12,13 +12,14 @@ mod config;
 pub mod demo;
 mod heartbeat;
 mod incremental;
+mod lifecycle;
 mod snapshot;
 mod table;
 pub mod types;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -470,61 +471,24 @@ impl Out {
 }
 
 impl SqliteSource {
-    /// What this start does, decided by the kit's snapshotter: the snapshot when it takes one,
-    /// and where the stream starts (`None`: it does not stream, or the source is stopping).
-    fn start(
+    /// The stream after `seq` until the source stops, on the reader thread: the changes in
+    /// sequence order, the signals, the incremental snapshot's chunks (going on from
+    /// `progress`, the committed one), heartbeats and purges.
+    fn stream_from(
         &self,
-        conn: &mut Connection,
-        tables: &[Table],
-        resume: Option<&Offset>,
-        out: &Out,
-    ) -> Result<Option<i64>, ComponentError> {
-        let stored = sluice_kit::snapshot::Stored {
-            offset: resume.is_some(),
-            snapshot_completed: resume.is_some_and(|r| r.at.snapshot_completed),
-            position_available: true,
-            history_available: true,
-        };
-        let plan = self
-            .config
-            .common
-            .plan(stored, "the change tables were reset")
-            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
-        let Some(plan) = plan else {
-            return Ok(None);
-        };
-        let snapshot = plan.data;
-        let seq = if snapshot {
-            match self.snapshot(conn, tables, out, resume.map(|r| r.at.seq))? {
-                Some(seq) => seq,
-                None => return Ok(None),
-            }
-        } else {
-            match resume {
-                Some(r) => r.at.seq,
-                None => {
-                    capture::clock(conn).map_err(|e| sql_error("reading the change sequence", e))?
-                }
-            }
-        };
-        Ok(plan.stream.then_some(seq))
-    }
-
-    /// The reader thread: snapshot, then polling; SQLite calls block, so they run here.
-    fn read(
-        &self,
-        resume: Option<Offset>,
-        out: &Out,
-        purge: &Mutex<Option<i64>>,
-        signals: &crossbeam_channel::Receiver<Vec<sluice_kit::signal::Received>>,
+        reader: &mut lifecycle::Reader,
+        mut seq: i64,
+        progress: Option<Progress>,
+        work: &lifecycle::Work<'_>,
     ) -> Result<(), ComponentError> {
-        let mut conn = self.open()?;
-        let tables = self.tables(&conn)?;
-        let Some(mut seq) = self.start(&mut conn, &tables, resume.as_ref(), out)? else {
-            return Ok(());
-        };
+        let lifecycle::Work {
+            out,
+            signals,
+            purge,
+        } = *work;
+        let lifecycle::Reader { conn, tables } = reader;
         let idle = Duration::from_millis(self.config.poll_interval_ms);
-        let mut inc = incremental::tracker(&self.config.common, resume.and_then(|r| r.incremental));
+        let mut inc = incremental::tracker(&self.config.common, progress);
         // The stream's starting point is committed even before the first change, so a restart
         // (after a crash too) streams from here instead of from whatever is current then.
         if !out.send(Batch::heartbeat(at(seq, inc.delivered_json()))) {
@@ -536,18 +500,12 @@ impl SqliteSource {
                 return Ok(());
             }
             if let Some(upto) = purge.lock().ok().and_then(|mut p| p.take()) {
-                self.purge(&conn, &tables, upto);
+                self.purge(conn, tables, upto);
             }
-            let (events, position) = self.poll(
-                &mut conn,
-                &tables,
-                seq,
-                i64::MAX,
-                &out.cut,
-                inc.delivered_json(),
-            )?;
-            self.on_signals(&events, &tables, &mut inc);
-            self.on_channel_signals(signals, &tables, &mut inc);
+            let (events, position) =
+                self.poll(conn, tables, seq, i64::MAX, &out.cut, inc.delivered_json())?;
+            self.on_signals(&events, tables, &mut inc);
+            self.on_channel_signals(signals, tables, &mut inc);
             // Only skipped changes (`skipped.operations`): an empty batch still moves the
             // position past them.
             let nothing_new = events.is_empty() && position == seq;
@@ -565,13 +523,13 @@ impl SqliteSource {
                 return Ok(());
             }
             if inc.wants_chunk() {
-                if !self.chunk(&mut conn, &tables, &mut seq, &mut inc, out)? {
+                if !self.chunk(conn, tables, &mut seq, &mut inc, out)? {
                     return Ok(());
                 }
                 continue;
             }
             if let Some(beat) = beat.as_mut() {
-                if !heartbeat::tick(beat, &conn, at(seq, inc.delivered_json()), out) {
+                if !heartbeat::tick(beat, conn, at(seq, inc.delivered_json()), out) {
                     return Ok(());
                 }
             }
@@ -590,116 +548,5 @@ impl SqliteSource {
 impl Source for SqliteSource {
     async fn run(&mut self, ctx: &mut SourceContext) -> Result<(), ComponentError> {
         sluice_kit::lifecycle::drive(self, ctx).await
-    }
-}
-
-#[async_trait]
-impl sluice_kit::lifecycle::DatabaseSource for SqliteSource {
-    type Reached = ();
-    type Error = ComponentError;
-
-    fn connector(&self) -> &'static str {
-        "sqlite"
-    }
-
-    fn common_mut(&mut self) -> &mut sluice_kit::config::SourceCommon {
-        &mut self.config.common
-    }
-
-    /// The database opens (the reader thread opens its own connection).
-    async fn reach(&mut self, _ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        self.open().map(drop)
-    }
-
-    async fn capture(&mut self, (): (), ctx: &mut SourceContext) -> Result<(), ComponentError> {
-        let resume: Option<Offset> = ctx
-            .resume_from()
-            .map(|p| Offset::parse(p, "sqlite"))
-            .transpose()
-            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
-        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-        let stop = Arc::new(AtomicBool::new(false));
-        let purge = Arc::new(Mutex::new(None));
-        let out = Out {
-            tx,
-            cut: BatchCut::for_limits(ctx.limits()),
-            stop: stop.clone(),
-            plan: ctx.snapshot_plan(),
-            committed: ctx.committed(),
-            commit_soon: ctx.commit_soon(),
-        };
-        let reader = self.clone();
-        let mut channels = sluice_kit::signal::Channels::open(&self.config.common, ctx)
-            .await
-            .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
-        let (signal_tx, signals) = crossbeam_channel::unbounded();
-        // Signals already waiting (a file's lines) are carried out before the first read.
-        let waiting = channels.take();
-        for r in &waiting {
-            channels.handled(r);
-        }
-        if !waiting.is_empty() && signal_tx.send(waiting).is_err() {
-            return Ok(());
-        }
-        let purge_target = purge.clone();
-        // The reader logs inside the stage's span (pipeline, component).
-        let span = tracing::Span::current();
-        let thread = std::thread::Builder::new()
-            .name("sqlite-reader".into())
-            .spawn(move || {
-                let _stage = span.enter();
-                reader.read(resume, &out, &purge_target, &signals)
-            })
-            .map_err(|e| fatal(format!("cannot start the SQLite reader thread: {e}")))?;
-        let mut committed = ctx.committed();
-        let result = loop {
-            tokio::select! {
-                _ = ctx.stopping() => break Ok(()),
-                // The `file`, `http` and `kafka` channels, handed to the reader thread (which
-                // looks at them between reads).
-                received = channels.next_batch(), if !channels.is_empty() => match received {
-                    Ok(received) => {
-                        for r in &received {
-                            channels.handled(r);
-                        }
-                        if signal_tx.send(received).is_err() {
-                            break Ok(());
-                        }
-                    }
-                    Err(e) => break Err(ComponentError::from_classified(e.to_string(), e)),
-                },
-                batch = rx.recv() => match batch {
-                    Some(batch) => {
-                        if ctx.emit(batch).await.is_err() {
-                            break Ok(());
-                        }
-                    }
-                    None => break Ok(()),
-                },
-                changed = committed.changed() => {
-                    if changed.is_ok() && self.config.purge {
-                        let done = committed.borrow_and_update().clone();
-                        if let Some(Ok(offset)) = done.map(|p| Offset::parse(&p, "sqlite")) {
-                            if offset.at.snapshot_completed {
-                                if let Ok(mut p) = purge.lock() {
-                                    *p = Some(offset.at.seq);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        stop.store(true, Ordering::Relaxed);
-        drop(rx);
-        // The reader sees the stop (or the closed channel) within one poll.
-        let joined = tokio::task::spawn_blocking(move || thread.join())
-            .await
-            .map_err(|e| fatal(format!("the SQLite reader thread: {e}")))?;
-        match joined {
-            Ok(Ok(())) => result,
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(fatal("the SQLite reader thread panicked")),
-        }
     }
 }
