@@ -62,7 +62,7 @@ pub trait DatabaseSource: Send {
         ctx: &mut SourceContext,
     ) -> Result<Option<Self::From>, Self::Error>;
 
-    /// The stream from `from`, until the pipeline stops.
+    /// The stream from `from`, until the pipeline stops (at once when it is stopping already).
     async fn stream(
         &mut self,
         state: Self::Prepared,
@@ -121,9 +121,11 @@ async fn capture<S: DatabaseSource>(
     let Some(from) = from.map_err(Into::into)? else {
         return Ok(());
     };
-    if !plan.stream || ctx.is_stopping() {
+    if !plan.stream {
         return Ok(());
     }
+    // A stop asked meanwhile is the stream's to see: it ends at once, after what it must do
+    // on the way out (a replication connection shut down, a slot dropped when asked).
     source.stream(state, from, ctx).await.map_err(Into::into)
 }
 

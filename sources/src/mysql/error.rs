@@ -32,9 +32,6 @@ pub enum MysqlError {
     /// fail`.
     #[error(transparent)]
     Refused(#[from] sluice_kit::failure::Refused),
-    /// The snapshot mode cannot start with what is stored.
-    #[error(transparent)]
-    Plan(#[from] sluice_kit::snapshot::PlanError),
     /// The committed position is not this source's.
     #[error(transparent)]
     Position(#[from] sluice_kit::position::PositionError),
@@ -69,7 +66,6 @@ impl Classify for MysqlError {
             MysqlError::Setup(_)
             | MysqlError::Value(_)
             | MysqlError::Refused(_)
-            | MysqlError::Plan(_)
             | MysqlError::Position(_) => ErrorClass::Fatal,
             MysqlError::Stopped => ErrorClass::Retryable,
             MysqlError::History(e) => e.class(),

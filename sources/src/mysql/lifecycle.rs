@@ -182,6 +182,7 @@ impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
                     position: Some(position),
                 };
                 if ctx.emit(batch).await.is_err() {
+                    state.close().await;
                     return Ok(None);
                 }
             }
@@ -200,6 +201,9 @@ impl sluice_kit::lifecycle::DatabaseSource for MysqlSource {
         StreamFrom { tables, at }: StreamFrom,
         ctx: &mut SourceContext,
     ) -> Result<(), MysqlError> {
+        if ctx.is_stopping() {
+            return Ok(());
+        }
         let Capture {
             schemas,
             resume,

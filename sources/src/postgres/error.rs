@@ -8,9 +8,6 @@ pub enum PgError {
     /// The setup is wrong and retrying will not fix it; the message says how to fix it.
     #[error("{0}")]
     Setup(String),
-    /// The snapshot mode cannot start with what is stored.
-    #[error(transparent)]
-    Plan(#[from] sluice_kit::snapshot::PlanError),
     /// The committed position is not this source's.
     #[error(transparent)]
     Position(#[from] sluice_kit::position::PositionError),
@@ -75,11 +72,9 @@ impl PgError {
 impl Classify for PgError {
     fn class(&self) -> ErrorClass {
         match self {
-            PgError::Setup(_)
-            | PgError::Plan(_)
-            | PgError::Position(_)
-            | PgError::Decode(_)
-            | PgError::Refused(_) => ErrorClass::Fatal,
+            PgError::Setup(_) | PgError::Position(_) | PgError::Decode(_) | PgError::Refused(_) => {
+                ErrorClass::Fatal
+            }
             PgError::Replication(_) | PgError::Unavailable(_) => ErrorClass::Retryable,
             PgError::Signals(e) => e.class(),
             PgError::Query { source, .. } => match source.code() {

@@ -35,6 +35,14 @@ pub struct Capture {
     pump: Pump,
 }
 
+/// How forwarding a step ended.
+enum Forwarded<T> {
+    /// The step returned this, and everything it sent was emitted.
+    Done(T),
+    /// The pipeline stopped first (with what the step returned, if it had).
+    Stopped(Option<T>),
+}
+
 /// The reader's side of the steps: where its batches go, its signals, its purge requests.
 struct Pump {
     out: Arc<Out>,
@@ -85,8 +93,15 @@ impl sluice_kit::lifecycle::DatabaseSource for SqliteSource {
             .map(|p| Offset::parse(p, "sqlite"))
             .transpose()
             .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
-        let conn = self.open()?;
-        let tables = self.tables(&conn)?;
+        // SQLite calls block (up to the busy timeout): off the runtime's threads.
+        let source = self.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let conn = source.open()?;
+            let tables = source.tables(&conn)?;
+            Ok::<_, ComponentError>(Reader { conn, tables })
+        });
+        let reader =
+            (opened.await).map_err(|e| fatal(format!("reading the capture tables: {e}")))??;
         let pump = Pump::open(self, ctx).await?;
         let stored = Stored {
             offset: resume.is_some(),
@@ -95,7 +110,7 @@ impl sluice_kit::lifecycle::DatabaseSource for SqliteSource {
             history_available: true,
         };
         let state = Capture {
-            reader: Some(Reader { conn, tables }),
+            reader: Some(reader),
             resume,
             pump,
         };
@@ -193,7 +208,7 @@ impl Capture {
             })
             .map_err(|e| fatal(format!("cannot start the SQLite reader thread: {e}")))?;
         let ended = self.pump.forward(source, ctx, &mut done_rx).await;
-        if !matches!(ended, Ok(Some(_))) {
+        if !matches!(ended, Ok(Forwarded::Done(_))) {
             // The reader sees the stop (or the closed channel) within one poll.
             self.pump.stop.store(true, Ordering::Relaxed);
             self.pump.rx.close();
@@ -204,16 +219,19 @@ impl Capture {
         if joined.is_err() {
             return Err(fatal("the SQLite reader thread panicked"));
         }
-        match ended? {
-            Some((held, result)) => {
+        // What the reader ended with, when it did not finish its step: its error comes first
+        // (before the channel's, as the stop it caused).
+        let left = |result: Option<(Reader, Result<Option<R>, ComponentError>)>| match result {
+            Some((_, Err(e))) => Err(e),
+            _ => Ok(None),
+        };
+        match ended {
+            Ok(Forwarded::Done((held, result))) => {
                 self.reader = Some(held);
                 result
             }
-            // Stopped: an error the reader ended with meanwhile is still said.
-            None => match done_rx.try_recv() {
-                Ok((_, Err(e))) => Err(e),
-                _ => Ok(None),
-            },
+            Ok(Forwarded::Stopped(result)) => left(result.or_else(|| done_rx.try_recv().ok())),
+            Err(e) => left(done_rx.try_recv().ok()).and(Err(e)),
         }
     }
 }
@@ -256,17 +274,17 @@ impl Pump {
     }
 
     /// Emits the reader's batches and hands it the channels' signals until `done` says its
-    /// step returned (the batches it sent before go out first); `None` once the pipeline stops.
+    /// step returned (the batches it sent before go out first), or the pipeline stops.
     async fn forward<T>(
         &mut self,
         source: &SqliteSource,
         ctx: &mut SourceContext,
         done: &mut tokio::sync::oneshot::Receiver<T>,
-    ) -> Result<Option<T>, ComponentError> {
+    ) -> Result<Forwarded<T>, ComponentError> {
         let mut committed = ctx.committed();
         loop {
             tokio::select! {
-                _ = ctx.stopping() => return Ok(None),
+                _ = ctx.stopping() => return Ok(Forwarded::Stopped(None)),
                 received = self.channels.next_batch(), if !self.channels.is_empty() => {
                     let received = received
                         .map_err(|e| ComponentError::from_classified(e.to_string(), e))?;
@@ -274,16 +292,16 @@ impl Pump {
                         self.channels.handled(r);
                     }
                     if self.signal_tx.send(received).is_err() {
-                        return Ok(None);
+                        return Ok(Forwarded::Stopped(None));
                     }
                 }
                 batch = self.rx.recv() => match batch {
                     Some(batch) => {
                         if ctx.emit(batch).await.is_err() {
-                            return Ok(None);
+                            return Ok(Forwarded::Stopped(None));
                         }
                     }
-                    None => return Ok(None),
+                    None => return Ok(Forwarded::Stopped(None)),
                 },
                 changed = committed.changed() => {
                     if changed.is_ok() && source.config.purge {
@@ -303,10 +321,10 @@ impl Pump {
                     };
                     while let Ok(batch) = self.rx.try_recv() {
                         if ctx.emit(batch).await.is_err() {
-                            return Ok(None);
+                            return Ok(Forwarded::Stopped(Some(result)));
                         }
                     }
-                    return Ok(Some(result));
+                    return Ok(Forwarded::Done(result));
                 }
             }
         }
