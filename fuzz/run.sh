@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pgoutput copy_text pipeline_yaml filter signal_json)
+[ ${#targets[@]} -gt 0 ] || targets=(pgoutput copy_text pipeline_yaml filter signal_json informix_cdc)
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 failed=()
 for target in "${targets[@]}"; do

@@ -6,6 +6,8 @@
 pub mod datagen;
 #[cfg(feature = "db2")]
 pub mod db2;
+#[cfg(feature = "informix")]
+pub mod informix;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

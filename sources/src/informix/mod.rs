@@ -1,0 +1,6 @@
+//! Informix, read through its Change Data Capture API (issue 43; seeds 000 and 001). Under
+//! construction: so far the decoders of the values Informix stores, tested on their own; the
+//! source itself, its native SQLI client and the emulated server follow.
+
+pub mod decimal;
+pub mod record;
