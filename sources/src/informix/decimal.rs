@@ -7,7 +7,8 @@
 //! - A negative value stores the complement of its positive form: the first byte inverted
 //!   (`!(0x80 | (e + 64))`) and the digits in base-100 complement (the last non-zero digit
 //!   `d` as `100 − d`, those before it as `99 − d`, trailing zeros as zeros).
-//! - A NULL value's first byte is `0x00`.
+//! - A NULL value's first two bytes are `00 00` (as the CDC API's decoders and the SQLI
+//!   drivers read it: a first byte `0x00` alone is also a negative value of exponent 63).
 //!
 //! `decimal.h`'s examples: 1 → `C1 01`, −1 → `3E 63`, 0.1 → `C0 0A`.
 
@@ -28,7 +29,7 @@ pub enum DecimalError {
     TooLarge { text: String, bytes: usize },
 }
 
-/// The first byte of a NULL.
+/// The first two bytes of a NULL.
 const NULL: u8 = 0x00;
 /// The excess of the exponent.
 const EXCESS: i32 = 64;
@@ -36,7 +37,7 @@ const EXCESS: i32 = 64;
 /// The number `bytes` hold, written out (`-12.5`, `0.001`, `0`); `None` for NULL.
 pub fn decode(bytes: &[u8]) -> Result<Option<String>, DecimalError> {
     let (&head, digits) = bytes.split_first().ok_or(DecimalError::Empty)?;
-    if head == NULL {
+    if head == NULL && digits.first().is_none_or(|&d| d == NULL) {
         return Ok(None);
     }
     let negative = head & 0x80 == 0;
@@ -165,6 +166,10 @@ pub fn encode(text: Option<&str>, size: usize) -> Result<Vec<u8>, DecimalError> 
     let head = 0x80 | u8::try_from(exponent + EXCESS).map_err(|_| too_large())?;
     out[0] = if negative { !head } else { head };
     out[1..].copy_from_slice(&significant);
+    if out[0] == NULL && out[1] == NULL {
+        // Would read as NULL.
+        return Err(too_large());
+    }
     Ok(out)
 }
 
@@ -184,6 +189,18 @@ mod tests {
             assert_eq!(encode(Some(text), 2), Ok(bytes), "{text}");
         }
         assert_eq!(decode(&[0x00, 0x00, 0x00]), Ok(None));
+        // A first byte 0x00 with a digit after it is a negative of exponent 63, not NULL.
+        let huge = decode(&[0x00, 0x62])
+            .unwrap_or_default()
+            .unwrap_or_default();
+        assert!(huge.starts_with("-2") && huge.len() == 126, "{huge}");
+        // The one value whose bytes would read as NULL is refused when written.
+        // (−0.9901 × 100^63: the digits 99 01 complemented are 00 99, after a first byte 00.)
+        let text = format!("-9901{}", "0".repeat(122));
+        assert!(matches!(
+            encode(Some(&text), 3),
+            Err(DecimalError::TooLarge { .. })
+        ));
         assert_eq!(encode(None, 3), Ok(vec![0, 0, 0]));
         assert_eq!(decode(&[0x80, 0x00]), Ok(Some("0".to_owned())));
         assert_eq!(encode(Some("-0.00"), 2), Ok(vec![0x80, 0x00]));
