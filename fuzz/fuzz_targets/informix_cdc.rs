@@ -1,8 +1,8 @@
 //! Informix CDC: a session's bytes cut into records and each decoded (a row read by a fixed
-//! set of columns), the same bytes read as a packed DECIMAL and, as text, as a TABSCHEMA
-//! column list; a reason or a wait for more, never a panic.
+//! set of columns), the same bytes read as a packed DECIMAL, as SQLI answers and, as text, as
+//! a TABSCHEMA column list; a reason or a wait for more, never a panic.
 #![no_main]
-use sluice_sources::informix::{columns, decimal, record};
+use sluice_sources::informix::{columns, decimal, record, sqli};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let table = columns::parse_columns(
@@ -16,6 +16,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = decimal::decode(data);
+    let _ = sqli::ServerError::read(&mut sqli::Answer::new(data));
+    let _ = sqli::Done::read(&mut sqli::Answer::new(data));
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = columns::parse_columns(text);
     }
